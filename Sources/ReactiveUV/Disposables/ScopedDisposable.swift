@@ -1,0 +1,31 @@
+/// Disposes its inner disposable when it is released (or when disposed explicitly).
+///
+/// Keep one as a stored property to tie a subscription to an object's lifetime.
+///
+/// Thread rule: safe from any thread.
+public final class ScopedDisposable: Disposable {
+    /// The owned disposable.
+    public let inner: any Disposable
+
+    /// Wraps `inner`, disposing it when this object is released.
+    ///
+    /// - Parameter inner: The disposable to own.
+    /// - Returns: The scoped wrapper.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ inner: any Disposable) {
+        self.inner = inner
+    }
+
+    deinit { inner.dispose() }
+
+    /// Disposes the inner disposable now.
+    ///
+    /// Thread rule: safe from any thread.
+    public func dispose() { inner.dispose() }
+
+    /// Whether the inner disposable is disposed.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isDisposed: Bool { inner.isDisposed }
+}

@@ -1,0 +1,75 @@
+import Synchronization
+
+/// Holds one replaceable inner disposable.
+///
+/// - Setting `inner` disposes the disposable it replaces.
+/// - `swap(_:)` replaces without disposing and returns the old one (RAC's `swapInDisposable:`).
+/// - Once this disposable is disposed, anything swapped in is disposed at once.
+///
+/// Thread rule: safe from any thread; inner disposables are disposed outside the lock.
+public final class SerialDisposable: Disposable, @unchecked Sendable {
+    // `state` is protected by its mutex.
+    private struct State {
+        var inner: (any Disposable)?
+        var disposed = false
+    }
+    private let state = Mutex(State())
+
+    /// Creates a serial disposable, optionally holding `inner`.
+    ///
+    /// - Parameter inner: The first inner disposable.
+    /// - Returns: A serial disposable not yet disposed.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ inner: (any Disposable)? = nil) {
+        state.withLock { $0.inner = inner }
+    }
+
+    /// The current inner disposable. Setting it disposes the one it replaces.
+    ///
+    /// Thread rule: safe from any thread.
+    public var inner: (any Disposable)? {
+        get { state.withLock { $0.inner } }
+        set {
+            let old = swap(newValue)
+            old?.dispose()
+        }
+    }
+
+    /// Replaces the inner disposable without disposing the old one.
+    ///
+    /// - Parameter newInner: The new inner disposable; disposed at once if this is already disposed.
+    /// - Returns: The replaced inner disposable (not disposed), or nil.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func swap(_ newInner: (any Disposable)?) -> (any Disposable)? {
+        let (old, refused) = state.withLock { s -> ((any Disposable)?, Bool) in
+            if s.disposed { return (nil, true) }
+            let old = s.inner
+            s.inner = newInner
+            return (old, false)
+        }
+        if refused { newInner?.dispose() }
+        return old
+    }
+
+    /// Disposes the inner disposable; later swaps are disposed at once.
+    ///
+    /// Thread rule: safe from any thread.
+    public func dispose() {
+        let old = state.withLock { s -> (any Disposable)? in
+            if s.disposed { return nil }
+            s.disposed = true
+            let old = s.inner
+            s.inner = nil
+            return old
+        }
+        old?.dispose()
+    }
+
+    /// Whether `dispose()` has been called.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isDisposed: Bool { state.withLock { $0.disposed } }
+}

@@ -1,0 +1,45 @@
+/// Where an I/O signal's handle lives: the explicit loop, else the subscription's home loop.
+enum LoopBinding {
+    /// Runs `open` on the handle's loop thread and returns a disposable that undoes it there.
+    ///
+    /// - The loop is `explicit`, else the subscriber's home scheduler if that is
+    ///   a loop; otherwise the subscriber gets a clear error.
+    /// - When the caller is already on that loop, `open` runs now.
+    /// - Otherwise it is queued to the loop; if the loop has shut down, the
+    ///   subscriber gets `EventLoopError.shutDown`.
+    static func open<Value>(
+        on explicit: EventLoop?,
+        for subscriber: Subscriber<Value>,
+        what: String,
+        _ open: @escaping (EventLoop) -> (any Disposable)?
+    ) -> (any Disposable)? {
+        guard let loop = explicit ?? (subscriber.homeScheduler as? EventLoop) else {
+            subscriber.sendError(UVError(
+                code: UVError.invalidArgumentCode,
+                message: "\(what) needs an EventLoop: subscribe on a loop thread or pass one with `on:` (home is \(subscriber.homeScheduler.schedulerDescription))"))
+            return nil
+        }
+        if loop.inEventLoop {
+            guard loop.acceptsNewHandles else {
+                subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+                return nil
+            }
+            return open(loop)
+        }
+        let result = SerialDisposable()
+        let box = UncheckedSendable(open)
+        do {
+            try loop.tryExecute {
+                guard loop.acceptsNewHandles else {
+                    subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+                    return
+                }
+                result.inner = box.value(loop)
+            }
+        } catch {
+            subscriber.sendError(error)
+            return nil
+        }
+        return result
+    }
+}

@@ -1,0 +1,65 @@
+extension Signal where Value == Void {
+    /// Sends one `()` after `delay`, then completes.
+    ///
+    /// Runs on a libuv timer of `scheduler` (or of the subscription's home
+    /// loop when nil), so it works on a `TestScheduler`'s virtual clock too.
+    /// The timer is created when a subscriber arrives and closed when the
+    /// subscription ends or is disposed. A negative delay counts as zero.
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait.
+    ///   - scheduler: Where the timer runs; nil for the subscription's home.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func timer(after delay: Duration, on scheduler: Scheduler? = nil) -> Signal<Void> {
+        Signal { subscriber in
+            let target = scheduler ?? subscriber.homeScheduler
+            return target.schedule(after: delay) {
+                subscriber.sendNext(())
+                subscriber.sendCompleted()
+            }
+        }.debugNamed("+timer(after: \(delay))")
+    }
+}
+
+extension Signal where Value == Int {
+    /// Sends the tick index 0, 1, 2, ... every `interval`, without drift, until disposed.
+    ///
+    /// Tick N is due at subscription + (N+1)·interval (see
+    /// `Scheduler.schedule(after:repeatingEvery:leeway:_:)`). An interval
+    /// that is not positive ends the signal with a `UVError` (`EINVAL`).
+    ///
+    /// - Parameters:
+    ///   - interval: Time between ticks; must be positive.
+    ///   - scheduler: Where the timer runs; nil for the subscription's home.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func interval(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Int> {
+        Signal { subscriber in
+            guard interval > .zero else {
+                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
+                                             message: "interval must be positive, got \(interval)",
+                                             context: "Signal.interval"))
+                return nil
+            }
+            let target = scheduler ?? subscriber.homeScheduler
+            let ticks = TickCounter()
+            return target.schedule(after: interval, repeatingEvery: interval) {
+                let index = ticks.next()
+                subscriber.sendNext(index)
+            }
+        }.debugNamed("+interval(\(interval))")
+    }
+}
+
+/// Counts ticks of one interval subscription.
+private final class TickCounter: @unchecked Sendable {
+    // Only touched by the scheduler's work, which runs serially on one thread (the timer's loop).
+    private var count = 0
+    func next() -> Int {
+        defer { count += 1 }
+        return count
+    }
+}

@@ -1,0 +1,94 @@
+internal import CLibUV
+import Synchronization
+
+extension Signal where Value == Int32 {
+    /// Sends the signal number each time the process receives one of `numbers` (SIGINT, SIGTERM, SIGHUP, ...).
+    ///
+    /// Each subscription opens one `uv_signal_t` per number on `loop` (or on
+    /// the subscription's home loop) and closes them when disposed. While
+    /// subscribed, the default action (for SIGINT: terminate) is replaced by
+    /// this delivery. An invalid number ends the signal with `UVError` (`EINVAL`).
+    ///
+    /// - Parameters:
+    ///   - numbers: Signal numbers, e.g. `[SIGINT, SIGTERM]`.
+    ///   - loop: The loop whose thread watches; nil for the subscription's home loop.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func unixSignals(_ numbers: [Int32], on loop: EventLoop? = nil) -> Signal<Int32> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals") { loop in
+                let handles = CompoundDisposable()
+                for number in numbers {
+                    let handle = UnixSignalHandle(loop: loop, subscriber: subscriber)
+                    do {
+                        try handle.start(number)
+                        handles.add(handle)
+                    } catch {
+                        handles.dispose()
+                        subscriber.sendError(error)
+                        return nil
+                    }
+                }
+                return handles
+            }
+        }.debugNamed("+unixSignals(\(numbers))")
+    }
+}
+
+/// One `uv_signal_t` feeding a subscriber.
+final class UnixSignalHandle: LoopHandle, Disposable, @unchecked Sendable {
+    // `subscriber` and `number` are loop thread only (`dispose()` hops there); `disposed` is atomic.
+    private var subscriber: Subscriber<Int32>?
+    private var number: Int32 = 0
+    private let disposed = Atomic<Bool>(false)
+
+    init(loop: EventLoop, subscriber: Subscriber<Int32>) {
+        self.subscriber = subscriber
+        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL))
+    }
+
+    override var label: String { "signal \(number) from Signal.unixSignals" }
+
+    func start(_ number: Int32) throws(UVError) {
+        self.number = number
+        let handle = pointer(as: uv_signal_t.self)
+        try uvCheck(uv_signal_init(loop.uvLoop, handle), "uv_signal_init")
+        didOpen()
+        do {
+            try uvCheck(uv_signal_start(handle, unixSignalCallback, number), "uv_signal_start(\(number))")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    fileprivate func deliver(_ number: Int32) {
+        subscriber?.sendNext(number)
+    }
+
+    override func closeForShutdown() {
+        let subscriber = self.subscriber
+        close()
+        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    override func didClose() { subscriber = nil }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            close()
+        } else {
+            // After shutdown the handle is already closed, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in close() }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+private let unixSignalCallback: uv_signal_cb = { handle, number in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<UnixSignalHandle>.fromOpaque(data).takeUnretainedValue().deliver(number)
+}

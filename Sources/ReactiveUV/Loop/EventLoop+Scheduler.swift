@@ -1,0 +1,61 @@
+import Synchronization
+
+extension EventLoop {
+    func scheduleSoon(_ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        let item = CancellableWork(work)
+        guard enqueue({ item.run() }) else {
+            execute(work)  // reports the rejection
+            return nil
+        }
+        return item
+    }
+
+    func scheduleTimer(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        // Zero goes through the queue: a 0 ms libuv timer started from a timer
+        // callback would run in the same timer pass, and a chain of them never yields.
+        if delay <= .zero { return scheduleSoon(work) }
+        let deadline = (SchedulerInstant.now + delay).nanoseconds
+        return startTimer(TimerHandle(loop: self, deadline: deadline, interval: 0, requestedDelay: delay, work: work))
+    }
+
+    func scheduleRepeatingTimer(after delay: Duration, every interval: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        let step = max(interval.clampedNanoseconds, 1_000_000)
+        let deadline = (SchedulerInstant.now + delay).nanoseconds
+        return startTimer(TimerHandle(loop: self, deadline: deadline, interval: step, requestedDelay: delay, work: work))
+    }
+
+    private func startTimer(_ timer: TimerHandle) -> (any Disposable)? {
+        if inEventLoop {
+            guard acceptsNewHandles else {
+                reportMisuse(EventLoopError.shutDown(loop: name).description)
+                return nil
+            }
+            timer.start()
+            return timer
+        }
+        guard enqueue({ timer.start() }) else {
+            execute {}  // reports the rejection
+            return nil
+        }
+        return timer
+    }
+}
+
+/// Work queued through `execute` that can be cancelled before it runs.
+final class CancellableWork: Disposable, @unchecked Sendable {
+    // `cancelled` is atomic; `work` is set in init and cleared only by `run()` on the loop thread.
+    private let cancelled = Atomic<Bool>(false)
+    private var work: (@Sendable () -> Void)?
+
+    init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+
+    func run() {
+        let work = self.work
+        self.work = nil
+        if !cancelled.load(ordering: .acquiring) { work?() }
+    }
+
+    func dispose() { cancelled.store(true, ordering: .releasing) }
+
+    var isDisposed: Bool { cancelled.load(ordering: .acquiring) }
+}

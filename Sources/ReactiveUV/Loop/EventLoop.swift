@@ -1,0 +1,565 @@
+internal import CLibUV
+import Synchronization
+
+/// One libuv loop and the one thread that runs it.
+///
+/// Every libuv call on the loop happens on its thread. The only thread-safe
+/// entry is `execute(_:)`: other threads append to a queue behind one
+/// `uv_async_t` (a wake-up is sent only when the queue was empty, and the
+/// loop swaps the whole queue out per wake-up), while work submitted on the
+/// loop thread itself goes to a lock-free local queue drained from an idle
+/// handle, with no system call.
+///
+/// A loop is also a `Scheduler` (`loop.scheduler` is the loop itself): its
+/// timers are libuv timers, and `Scheduler.current` is the loop on its thread.
+///
+/// - `EventLoop()` starts a loop on a thread of its own.
+/// - `EventLoop.shared` is the embedded default loop, started on first use and never shut down.
+/// - `EventLoop.onCurrentThread()` makes a loop owned by the calling thread
+///   (a program's main thread); `run()` runs it there until nothing is left to do or `stop()`.
+///
+/// Thread rule: `execute`, `schedule`, `inEventLoop`, `shutdown` are safe from any
+/// thread; the handle-level internals are loop thread only.
+public final class EventLoop: Scheduler, @unchecked Sendable {
+    // Synchronization: `inbox` (a mutex) guards everything other threads touch.
+    // Every other stored var is confined to the loop thread, or written before
+    // the loop thread starts (ordered by pthread_create) and never again.
+
+    /// The loop's name, used in thread names and messages.
+    public let name: String
+    let uvLoop: UnsafeMutablePointer<uv_loop_t>
+    private let wakeup: UnsafeMutablePointer<uv_async_t>
+    private let idle: UnsafeMutablePointer<uv_idle_t>
+    /// Whether the loop runs on a thread it created (else on its owner's thread via `run()`).
+    let ownsThread: Bool
+    let isShared: Bool
+
+    enum Phase {
+        case idle       // an owner-thread loop that is not inside run()
+        case running
+        case closing    // shutdown requested: no new work from other threads
+        case closed
+    }
+
+    struct Inbox {
+        var items: [@Sendable () -> Void] = []
+        var phase: Phase
+        var stopRequested = false
+        var rejectedCount = 0
+    }
+    private let inbox: Mutex<Inbox>
+
+    // Loop thread only.
+    private var draining: [@Sendable () -> Void] = []
+    private var localQueue: [@Sendable () -> Void] = []
+    private var localDraining: [@Sendable () -> Void] = []
+    private var idleStarted = false
+    private(set) var closingStarted = false
+    var stopWasRequested = false
+    private var acceptsLocalWork = true
+    private unowned(unsafe) var openHandlesHead: LoopHandle?
+    private(set) var openHandleCount = 0
+
+    // Lifecycle: `thread` is written before the thread starts; `report` is written
+    // on the loop thread before `finished` opens and read only after it opened.
+    var thread = pthread_t()
+    let finished = Latch()
+    let joinClaimed = Atomic<Bool>(false)
+    var report: ShutdownReport?
+
+    /// The embedded default loop: started on first use, on a thread of its own, never shut down.
+    ///
+    /// Subscriptions made from threads without a current scheduler start here
+    /// (RAC's subscription scheduler falls back to a background scheduler).
+    ///
+    /// Thread rule: safe from any thread.
+    public static let shared = EventLoop(name: "shared", ownsThread: true, isShared: true)
+
+    /// Starts a loop on a new thread of its own.
+    ///
+    /// - Parameter name: A name for the thread and for messages.
+    /// - Returns: A running loop; call `shutdown()` when done with it.
+    ///
+    /// Thread rule: safe from any thread.
+    public convenience init(name: String = "loop") {
+        self.init(name: name, ownsThread: true, isShared: false)
+    }
+
+    /// Makes a loop owned by the calling thread, which must then call `run()`.
+    ///
+    /// This is how a program embeds the loop in its main thread: set up
+    /// signals, then `run()` until nothing is left to do (or `stop()`), then
+    /// `shutdown()`. The calling thread is the loop thread from now on
+    /// (`EventLoop.current` answers this loop), so it must not already own one.
+    ///
+    /// - Parameter name: A name for messages.
+    /// - Returns: A loop that is not yet running.
+    ///
+    /// Thread rule: becomes the calling thread's loop; use it from that thread.
+    public static func onCurrentThread(name: String = "main") -> EventLoop {
+        EventLoop(name: name, ownsThread: false, isShared: false)
+    }
+
+    private init(name: String, ownsThread: Bool, isShared: Bool) {
+        self.name = name
+        self.ownsThread = ownsThread
+        self.isShared = isShared
+        uvLoop = .allocate(capacity: 1)
+        wakeup = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_ASYNC), alignment: 16)
+            .bindMemory(to: uv_async_t.self, capacity: 1)
+        idle = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_IDLE), alignment: 16)
+            .bindMemory(to: uv_idle_t.self, capacity: 1)
+        inbox = Mutex(Inbox(phase: ownsThread ? .running : .idle))
+        super.init()
+
+        // Setting up the loop can only fail for lack of file descriptors or memory;
+        // there is nothing a caller could do with a half-made loop.
+        do {
+            try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
+            _ = ruv_loop_enable_idle_time_metric(uvLoop)
+            try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
+            try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
+        } catch {
+            fatalError("ReactiveUV could not create EventLoop '\(name)': \(error)")
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        wakeup.pointee.data = context
+        idle.pointee.data = context
+
+        if ownsThread {
+            startThread()
+        } else {
+            // The owner thread is the loop thread from now on. The key holds a retain,
+            // released when the loop finishes, so it never points at a dead loop.
+            precondition(ThreadLocals.currentLoop.value == nil,
+                         "EventLoop.onCurrentThread(): this thread already owns EventLoop '\(EventLoop.current?.name ?? "?")'")
+            uv_unref(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self))
+            let retained = Unmanaged.passRetained(self).toOpaque()
+            ThreadLocals.currentLoop.set(retained)
+            ThreadLocals.currentScheduler.set(retained)
+        }
+    }
+
+    deinit {
+        let phase = inbox.withLock { $0.phase }
+        assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
+        if phase == .closed, report?.loopCloseResult == 0 {
+            wakeup.deallocate()
+            idle.deallocate()
+            uvLoop.deallocate()
+        }
+        // Otherwise libuv may still point into this memory: leaking it is the safe choice.
+    }
+
+    /// The loop whose thread is the calling thread, or nil off loop threads.
+    ///
+    /// Thread rule: safe from any thread.
+    public override class var current: EventLoop? {
+        guard let pointer = ThreadLocals.currentLoop.value else { return nil }
+        return Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Whether the calling thread is this loop's thread.
+    ///
+    /// Read from the thread-local key the loop thread sets while it runs the
+    /// loop and clears before it ends, so it never answers yes wrongly.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public var inEventLoop: Bool {
+        ThreadLocals.currentLoop.value == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// This loop as a `Scheduler` (timers on libuv timers, work through `execute`).
+    ///
+    /// Thread rule: safe from any thread.
+    public var scheduler: Scheduler { self }
+
+    /// `"loop 'name'"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public override var schedulerDescription: String { "loop '\(name)'" }
+
+    /// Whether the loop has finished shutting down.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isShutDown: Bool { inbox.withLock { $0.phase == .closed } }
+
+    // MARK: - Scheduler (implemented in EventLoop+Scheduler.swift)
+
+    /// The monotonic clock (the one `uv_hrtime` reads).
+    ///
+    /// Thread rule: safe from any thread.
+    public override var now: SchedulerInstant { SchedulerInstant.now }
+
+    /// Runs `work` on the loop thread after what is already queued (see `execute(_:)`).
+    ///
+    /// - Parameter work: The work to run.
+    /// - Returns: A disposable that cancels the work if it has not started, or
+    ///   nil when the loop has shut down (a message says the work was not run).
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public override func schedule(_ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        scheduleSoon(work)
+    }
+
+    /// Runs `work` once on the loop thread, no earlier than `delay` from now, on a libuv timer.
+    ///
+    /// Sub-millisecond delays round up to libuv's millisecond resolution; a
+    /// zero or negative delay queues the work like `schedule(_:)`.
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait.
+    ///   - work: The work to run.
+    /// - Returns: A disposable that cancels the timer, or nil after shutdown.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public override func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        scheduleTimer(after: delay, work)
+    }
+
+    /// Runs `work` after `delay`, then every `interval`, on one libuv timer, without drift.
+    ///
+    /// Tick N is due at start + delay + N·interval; ticks missed while the loop
+    /// was blocked are coalesced. Intervals under 1 ms are raised to 1 ms
+    /// (libuv's resolution); `leeway` is not used.
+    ///
+    /// - Parameters:
+    ///   - delay: Time until the first run.
+    ///   - interval: Time between runs.
+    ///   - leeway: Ignored (libuv timers do not coalesce).
+    ///   - work: The work to run each tick.
+    /// - Returns: A disposable that stops the timer, or nil after shutdown.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public override func schedule(
+        after delay: Duration,
+        repeatingEvery interval: Duration,
+        leeway: Duration = .zero,
+        _ work: @escaping @Sendable () -> Void
+    ) -> (any Disposable)? {
+        scheduleRepeatingTimer(after: delay, every: interval, work)
+    }
+
+    // MARK: - execute
+
+    /// Runs `work` on the loop thread, after the work already queued.
+    ///
+    /// From another thread: appended to a queue behind one `uv_async_t`. From
+    /// the loop thread: appended to the local queue, no system call; it runs
+    /// after the current callback returns, in submission order. After
+    /// shutdown the work is not run and a message saying so is written to
+    /// standard error (use `tryExecute` to get the error instead).
+    ///
+    /// - Parameter work: The work to run on the loop thread.
+    ///
+    /// Thread rule: safe from any thread.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        if !enqueue(work) { reportRejected() }
+    }
+
+    /// Runs `work` on the loop thread, or throws if the loop has shut down.
+    ///
+    /// - Parameter work: The work to run on the loop thread.
+    /// - Throws: `EventLoopError.shutDown` when the loop no longer accepts work.
+    ///
+    /// Thread rule: safe from any thread.
+    public func tryExecute(_ work: @escaping @Sendable () -> Void) throws(EventLoopError) {
+        if !enqueue(work) { throw EventLoopError.shutDown(loop: name) }
+    }
+
+    /// Queues work; false when the loop no longer accepts it.
+    @discardableResult
+    func enqueue(_ work: @escaping @Sendable () -> Void) -> Bool {
+        if inEventLoop {
+            guard acceptsLocalWork else { return false }
+            localQueue.append(work)
+            if !idleStarted {
+                idleStarted = true
+                uv_idle_start(idle, eventLoopIdleCallback)
+            }
+            return true
+        }
+        return inbox.withLock { inbox in
+            guard inbox.phase == .running || inbox.phase == .idle else { return false }
+            let wasEmpty = inbox.items.isEmpty
+            inbox.items.append(work)
+            // Sent under the lock: shutdown sets `.closed` under this lock before it
+            // closes the async handle, so a send can never reach freed memory. Only
+            // the first item of a batch sends (libuv coalesces the rest anyway).
+            if wasEmpty { uv_async_send(wakeup) }
+            return true
+        }
+    }
+
+    private func reportRejected() {
+        let count = inbox.withLock { inbox -> Int in
+            inbox.rejectedCount += 1
+            return inbox.rejectedCount
+        }
+        // Every rejection is counted; the first few are spelled out.
+        if count <= 10 {
+            reportMisuse("\(EventLoopError.shutDown(loop: name)) (rejected submission #\(count))")
+        }
+    }
+
+    /// How many submissions were refused because the loop had shut down.
+    ///
+    /// Thread rule: safe from any thread.
+    public var rejectedSubmissionCount: Int { inbox.withLock { $0.rejectedCount } }
+
+    /// Runs what other threads queued; called by the async handle.
+    fileprivate func drainInbox() {
+        let (stop, closing) = inbox.withLock { inbox -> (Bool, Bool) in
+            Swift.swap(&inbox.items, &draining)
+            let stop = inbox.stopRequested
+            inbox.stopRequested = false
+            return (stop, inbox.phase == .closing)
+        }
+        if !draining.isEmpty {
+            for work in draining { work() }
+            draining.removeAll(keepingCapacity: draining.count < 65_536)
+        }
+        if closing && !closingStarted { beginClosing() }
+        if stop {
+            stopWasRequested = true
+            uv_stop(uvLoop)
+        }
+    }
+
+    /// Runs what the loop thread queued for itself; called by the idle handle.
+    ///
+    /// Drains in batches until the queue is empty or 4096 items ran, so work
+    /// that keeps requeueing itself cannot starve I/O.
+    fileprivate func drainLocalQueue() {
+        var ran = 0
+        while !localQueue.isEmpty && ran < 4096 {
+            Swift.swap(&localQueue, &localDraining)
+            for work in localDraining { work() }
+            ran += localDraining.count
+            localDraining.removeAll(keepingCapacity: localDraining.count < 65_536)
+        }
+        if localQueue.isEmpty && idleStarted {
+            idleStarted = false
+            uv_idle_stop(idle)
+        }
+    }
+
+    // MARK: - handle registry
+
+    /// Links a newly opened handle into the list of open handles.
+    func registerOpen(_ handle: LoopHandle) {
+        handle.nextOpen = openHandlesHead
+        handle.previousOpen = nil
+        openHandlesHead?.previousOpen = handle
+        openHandlesHead = handle
+        openHandleCount += 1
+    }
+
+    /// Unlinks a handle that started closing.
+    func unregisterOpen(_ handle: LoopHandle) {
+        if let previous = handle.previousOpen {
+            previous.nextOpen = handle.nextOpen
+        } else {
+            openHandlesHead = handle.nextOpen
+        }
+        handle.nextOpen?.previousOpen = handle.previousOpen
+        handle.nextOpen = nil
+        handle.previousOpen = nil
+        openHandleCount -= 1
+    }
+
+    /// Whether new handles may be opened (false once shutdown has closed them all).
+    var acceptsNewHandles: Bool { acceptsLocalWork }
+
+    /// The handles open on this loop now, excluding the loop's own wake-up and idle handles.
+    ///
+    /// Includes handles opened by other code on this loop (their `label` is nil).
+    /// Handles already closing are not listed.
+    ///
+    /// - Returns: One entry per open handle.
+    /// - Throws: `EventLoopError.shutDown` after shutdown; `.calledOnLoopThread` never (it runs inline there).
+    ///
+    /// Thread rule: safe from any thread (from another thread it waits for the loop to answer).
+    public func openHandles() throws(EventLoopError) -> [OpenHandle] {
+        try performAndWait(operation: "openHandles()") { $0.collectOpenHandles() }
+    }
+
+    func collectOpenHandles() -> [OpenHandle] {
+        var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
+        var cursor = openHandlesHead
+        while let handle = cursor {
+            ours[handle.raw] = handle
+            cursor = handle.nextOpen
+        }
+        var walk = HandleWalk(loop: self, ours: ours)
+        withUnsafeMutablePointer(to: &walk) { pointer in
+            uv_walk(uvLoop, { handle, argument in
+                guard let handle, let argument else { return }
+                let walk = argument.assumingMemoryBound(to: HandleWalk.self)
+                walk.pointee.visit(handle)
+            }, pointer)
+        }
+        return walk.found
+    }
+
+    func isInternal(_ handle: UnsafeMutablePointer<uv_handle_t>) -> Bool {
+        UnsafeMutableRawPointer(handle) == UnsafeMutableRawPointer(wakeup)
+            || UnsafeMutableRawPointer(handle) == UnsafeMutableRawPointer(idle)
+    }
+
+    /// Runs `body` on the loop thread and waits for its result (inline when already there).
+    func performAndWait<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) throws(EventLoopError) -> T {
+        if inEventLoop { return body(self) }
+        if !ownsThread && readPhase() == .idle {
+            throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
+        }
+        let done = Latch()
+        let result = Mutex<T?>(nil)
+        try tryExecute {
+            let value = body(self)
+            result.withLock { $0 = value }
+            done.open()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    // MARK: - lifecycle hooks used by EventLoop+Lifecycle.swift
+
+    func setPhase(_ phase: Phase) { inbox.withLock { $0.phase = phase } }
+    func readPhase() -> Phase { inbox.withLock { $0.phase } }
+
+    /// Requests `.closing` from `.running` (or `.idle` when `allowIdle`); returns the phase found.
+    func requestClosing(wake: Bool, allowIdle: Bool = true) -> Phase {
+        inbox.withLock { inbox -> Phase in
+            let found = inbox.phase
+            if found == .running || (found == .idle && allowIdle) {
+                inbox.phase = .closing
+                if wake { uv_async_send(wakeup) }
+            }
+            return found
+        }
+    }
+
+    func requestStop() {
+        inbox.withLock { inbox in
+            guard inbox.phase == .running || inbox.phase == .idle else { return }
+            inbox.stopRequested = true
+            uv_async_send(wakeup)
+        }
+    }
+
+    var hasQueuedWork: Bool {
+        !localQueue.isEmpty || inbox.withLock { !$0.items.isEmpty }
+    }
+
+    func drainForRun() { drainInbox() }
+
+    /// Closes everything: runs the work already accepted, closes every handle
+    /// (ours first, so they can notify their subscribers, then any other code's),
+    /// then the loop's own handles. `uv_run` returns once the close callbacks ran.
+    func beginClosing() {
+        guard !closingStarted else { return }
+        closingStarted = true
+        runQueuedWork()
+        let openAtShutdown = collectOpenHandles()
+        var rounds = 0
+        while let handle = openHandlesHead, rounds < 1_000_000 {
+            handle.closeForShutdown()
+            rounds += 1
+            if openHandlesHead == nil { runQueuedWork() }
+        }
+        uv_walk(uvLoop, { handle, argument in
+            guard let handle, let argument else { return }
+            let loop = Unmanaged<EventLoop>.fromOpaque(argument).takeUnretainedValue()
+            if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
+            // Not ours: its owner frees it; we can only close it so the loop can end.
+            uv_close(handle, nil)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        acceptsLocalWork = false
+        let dropped = localQueue.count
+        localQueue.removeAll()
+        if dropped > 0 {
+            reportMisuse("EventLoop '\(name)': \(dropped) work item(s) queued during shutdown's last step were not run")
+        }
+        inbox.withLock { $0.phase = .closed }
+        pendingReport = openAtShutdown
+        uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
+        uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
+    }
+    private var pendingReport: [OpenHandle] = []
+
+    /// Runs queued work until both queues are empty (bounded, in case work keeps requeueing).
+    private func runQueuedWork() {
+        var rounds = 0
+        while rounds < 1000 {
+            let remote = inbox.withLock { inbox -> Bool in
+                Swift.swap(&inbox.items, &draining)
+                return !draining.isEmpty
+            }
+            if remote {
+                for work in draining { work() }
+                draining.removeAll()
+            }
+            if localQueue.isEmpty && !remote { break }
+            drainLocalQueue()
+            rounds += 1
+        }
+    }
+
+    /// After `uv_run` returned for good: `uv_loop_close`, the report, the key, the latch.
+    func finishClosed() {
+        let result = uv_loop_close(uvLoop)
+        if result != 0 {
+            let leftovers = collectOpenHandles().map(\.description).joined(separator: ", ")
+            reportMisuse("\(EventLoopError.loopCloseFailed(loop: name, error: UVError(code: result, context: "uv_loop_close"))); still open: \(leftovers)")
+        }
+        assert(result == 0, "uv_loop_close returned \(result) for EventLoop '\(name)'")
+        report = ShutdownReport(closedHandles: pendingReport, loopCloseResult: result)
+        if !ownsThread {
+            ThreadLocals.currentLoop.set(nil)
+            ThreadLocals.currentScheduler.set(nil)
+            Unmanaged.passUnretained(self).release()
+        }
+        finished.open()
+    }
+
+    /// Runs `uv_run` once in default mode.
+    func runUV() { uv_run(uvLoop, UV_RUN_DEFAULT) }
+
+    /// Whether libuv still has handles or requests (closing ones included).
+    var uvIsAlive: Bool { uv_loop_alive(uvLoop) != 0 }
+
+    func stopUV() { uv_stop(uvLoop) }
+}
+
+/// State for one `uv_walk` listing open handles.
+private struct HandleWalk {
+    unowned(unsafe) let loop: EventLoop
+    let ours: [UnsafeMutableRawPointer: LoopHandle]
+    var found: [OpenHandle] = []
+
+    mutating func visit(_ handle: UnsafeMutablePointer<uv_handle_t>) {
+        if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
+        let owner = ours[UnsafeMutableRawPointer(handle)]
+        found.append(OpenHandle(
+            kind: String(cString: uv_handle_type_name(handle.pointee.type)),
+            label: owner?.label,
+            isActive: uv_is_active(handle) != 0,
+            isReferenced: uv_has_ref(handle) != 0))
+    }
+}
+
+private let eventLoopWakeupCallback: uv_async_cb = { handle in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainInbox()
+}
+
+private let eventLoopIdleCallback: uv_idle_cb = { handle in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainLocalQueue()
+}

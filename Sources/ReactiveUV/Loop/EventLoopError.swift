@@ -1,0 +1,44 @@
+/// A misuse of an `EventLoop`'s lifecycle, reported instead of crashing or hanging.
+///
+/// Thread rule: a value type; safe from any thread.
+public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Work was submitted to (or a subscription made on) a loop that has shut down.
+    case shutDown(loop: String)
+    /// A call that waits for the loop was made on the loop's own thread, where it would deadlock.
+    case calledOnLoopThread(operation: String, loop: String)
+    /// `EventLoop.shared` lives as long as the process and is never shut down.
+    case sharedLoopCannotShutDown
+    /// A loop that runs on its owner's thread was asked to shut down from another
+    /// thread while it was not running, so nothing could carry the shutdown out.
+    case notRunningOnOwnerThread(operation: String, loop: String)
+    /// `uv_loop_close` failed after every handle was closed.
+    case loopCloseFailed(loop: String, error: UVError)
+
+    /// A sentence for a human.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        switch self {
+        case .shutDown(let loop):
+            return "EventLoop '\(loop)' has shut down: the work was not run"
+        case .calledOnLoopThread(let operation, let loop):
+            return "\(operation) was called on the thread of EventLoop '\(loop)', where waiting for the loop would deadlock; call it from another thread"
+        case .sharedLoopCannotShutDown:
+            return "EventLoop.shared lives as long as the process and cannot be shut down"
+        case .notRunningOnOwnerThread(let operation, let loop):
+            return "\(operation) on EventLoop '\(loop)' must be called from the thread that owns it, or while its run() is running"
+        case .loopCloseFailed(let loop, let error):
+            return "uv_loop_close failed on EventLoop '\(loop)' after closing every handle: \(error)"
+        }
+    }
+}
+
+/// What a loop's shutdown found and did.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct ShutdownReport: Sendable, Hashable {
+    /// The handles that were still open when shutdown began, and that shutdown closed.
+    public let closedHandles: [OpenHandle]
+    /// What `uv_loop_close` returned: 0 when everything was released.
+    public let loopCloseResult: Int32
+}

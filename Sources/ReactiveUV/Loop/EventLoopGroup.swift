@@ -1,0 +1,64 @@
+import Synchronization
+
+/// A fixed set of event loops, each on its own thread, handed out round robin.
+///
+/// Use one loop per core for a server: accept on one, hand connections to `next()`.
+///
+/// Thread rule: safe from any thread.
+public final class EventLoopGroup: Sendable {
+    /// The loops, in creation order.
+    public let loops: [EventLoop]
+    private let counter = Atomic<Int>(0)
+
+    /// Starts `loopCount` loops.
+    ///
+    /// - Parameters:
+    ///   - loopCount: How many loops; values below 1 are raised to 1.
+    ///   - name: A prefix for the loops' names ("group-0", "group-1", ...).
+    /// - Returns: A group of running loops; call `shutdown()` when done.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(loopCount: Int, name: String = "group") {
+        let count = max(1, loopCount)
+        loops = (0..<count).map { EventLoop(name: "\(name)-\($0)") }
+    }
+
+    /// The next loop, round robin.
+    ///
+    /// - Returns: One of the group's loops.
+    ///
+    /// Thread rule: safe from any thread.
+    public func next() -> EventLoop {
+        let index = counter.wrappingAdd(1, ordering: .relaxed).oldValue
+        return loops[Int(UInt(bitPattern: index) % UInt(loops.count))]
+    }
+
+    /// Shuts every loop down (see `EventLoop.shutdown()`), waiting for each thread to end.
+    ///
+    /// Thread rule: safe from any thread except one of the group's loop threads
+    /// (there, each loop's shutdown completes after the current callback).
+    public func shutdown() {
+        for loop in loops { loop.shutdown() }
+    }
+
+    /// Shuts every loop down, throwing the first problem after trying them all.
+    ///
+    /// - Returns: One report per loop, in order.
+    /// - Throws: The first `EventLoopError` any loop's `tryShutdown()` threw.
+    ///
+    /// Thread rule: safe from any thread except one of the group's loop threads.
+    @discardableResult
+    public func tryShutdown() throws(EventLoopError) -> [ShutdownReport] {
+        var reports: [ShutdownReport] = []
+        var firstError: EventLoopError?
+        for loop in loops {
+            do {
+                reports.append(try loop.tryShutdown())
+            } catch {
+                if firstError == nil { firstError = error }
+            }
+        }
+        if let firstError { throw firstError }
+        return reports
+    }
+}

@@ -1,0 +1,88 @@
+internal import CLibUV
+
+/// An error reported by libuv, with its symbolic name and human message.
+///
+/// Every negative return code from a libuv call made by ReactiveUV becomes a
+/// `UVError` through one helper, so the name (`"ENOENT"`), the message
+/// (`"no such file or directory"`) and the call that failed (`context`) are
+/// always filled in the same way.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The negative libuv error code, for example `UV_ENOENT` (-2).
+    public let code: Int32
+    /// The symbolic name from `uv_err_name`, for example `"ENOENT"`.
+    public let name: String
+    /// The human-readable message from `uv_strerror`, for example `"no such file or directory"`.
+    public let message: String
+    /// What was being attempted, for example `"uv_tcp_bind(127.0.0.1:80)"`; empty when unknown.
+    public let context: String
+
+    /// Creates an error for a libuv error code.
+    ///
+    /// - Parameters:
+    ///   - code: A negative libuv error code such as `UV_EADDRINUSE`.
+    ///   - context: What was being attempted, shown in `description`.
+    /// - Returns: An error whose `name` and `message` come from libuv.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(code: Int32, context: String = "") {
+        self.code = code
+        self.name = String(cString: uv_err_name(code))
+        self.message = String(cString: uv_strerror(code))
+        self.context = context
+    }
+
+    /// Creates an error for a libuv error code with a message of our own.
+    ///
+    /// Used where ReactiveUV rejects an argument before libuv sees it, so the
+    /// message can say what was wrong ("interval must be positive").
+    ///
+    /// - Parameters:
+    ///   - code: A negative libuv error code such as `UV_EINVAL`.
+    ///   - message: The human-readable explanation.
+    ///   - context: What was being attempted.
+    /// - Returns: An error with libuv's `name` and the given `message`.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(code: Int32, message: String, context: String = "") {
+        self.code = code
+        self.name = String(cString: uv_err_name(code))
+        self.message = message
+        self.context = context
+    }
+
+    /// `"ENOENT: no such file or directory (uv_fs_event_start /tmp/x)"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        context.isEmpty ? "\(name): \(message)" : "\(name): \(message) (\(context))"
+    }
+
+    /// `UV_EINVAL`: an invalid argument.
+    public static let invalidArgumentCode: Int32 = UV_EINVAL.rawValue
+    /// `UV_ECANCELED`: the operation was cancelled.
+    public static let cancelledCode: Int32 = UV_ECANCELED.rawValue
+    /// `UV_ENOENT`: no such file or directory.
+    public static let noSuchFileCode: Int32 = UV_ENOENT.rawValue
+    /// `UV_EACCES`: permission denied.
+    public static let permissionDeniedCode: Int32 = UV_EACCES.rawValue
+    /// `UV_EADDRINUSE`: address already in use.
+    public static let addressInUseCode: Int32 = UV_EADDRINUSE.rawValue
+    /// `UV_ECONNREFUSED`: connection refused.
+    public static let connectionRefusedCode: Int32 = UV_ECONNREFUSED.rawValue
+}
+
+/// Turns a libuv return value into a thrown `UVError` when it is negative.
+///
+/// The one place every libuv result goes through.
+///
+/// - Parameters:
+///   - result: The value a libuv function returned.
+///   - context: The call, for the error's `context`.
+/// - Returns: `result` when it is not negative.
+@discardableResult
+func uvCheck(_ result: Int32, _ context: @autoclosure () -> String) throws(UVError) -> Int32 {
+    if result < 0 { throw UVError(code: result, context: context()) }
+    return result
+}

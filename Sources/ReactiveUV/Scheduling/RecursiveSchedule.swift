@@ -1,0 +1,45 @@
+import Synchronization
+
+/// The state of one `scheduleRecursive` on an asynchronous scheduler.
+///
+/// Each reschedule submits one more run through the scheduler; the scheduler
+/// defers it (a loop queue, a timer heap, a virtual clock), so no run is ever
+/// nested inside another and the stack does not grow.
+final class RecursiveSchedule: Disposable, @unchecked Sendable {
+    // `scheduler` and `action` are immutable; `disposed` is atomic; `pending` is protected by its mutex.
+    private let scheduler: Scheduler
+    private let action: @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void
+    private let disposed = Atomic<Bool>(false)
+    private let pending = Mutex<(any Disposable)?>(nil)
+
+    init(scheduler: Scheduler, action: @escaping @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void) {
+        self.scheduler = scheduler
+        self.action = action
+    }
+
+    /// Submits one run.
+    func submit() {
+        if isDisposed { return }
+        let handle = scheduler.schedule { [self] in run() }
+        // Keep the latest scheduled run so dispose() can cancel it; older ones have run.
+        pending.withLock { $0 = handle }
+        if isDisposed { handle?.dispose() }
+    }
+
+    private func run() {
+        if isDisposed { return }
+        action { [self] in submit() }
+    }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let handle = pending.withLock { h -> (any Disposable)? in
+            let taken = h
+            h = nil
+            return taken
+        }
+        handle?.dispose()
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}

@@ -1,0 +1,101 @@
+extension Signal {
+    /// Subscribes with callbacks for each kind of event.
+    ///
+    /// The subscription's home is the calling thread's loop (or current test
+    /// scheduler); from any other thread it is `EventLoop.shared`, and
+    /// `didSubscribe` runs there shortly after this returns. Callbacks run on
+    /// the home thread. After `error` or `completed`, or once the returned
+    /// disposable is disposed, no callback runs again.
+    ///
+    /// - Parameters:
+    ///   - next: Called with each value.
+    ///   - error: Called once if the signal fails.
+    ///   - completed: Called once if the signal completes.
+    /// - Returns: The subscription; dispose it to stop.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    @discardableResult
+    public func subscribe(
+        next: ((Value) -> Void)? = nil,
+        error: ((any Error) -> Void)? = nil,
+        completed: (() -> Void)? = nil
+    ) -> any Disposable {
+        let subscription = Subscription(home: Subscription.homeForCallingThread)
+        let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
+        if DebugSignals.isEnabled {
+            let name = self.name
+            start({ event in
+                DebugSignals.log(signal: name, event: event)
+                sink.receive(event)
+            }, on: subscription)
+        } else {
+            start({ sink.receive($0) }, on: subscription)
+        }
+        return subscription
+    }
+
+    /// Subscribes to values only.
+    ///
+    /// - Parameter next: Called with each value on the subscription's home thread.
+    /// - Returns: The subscription; dispose it to stop.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    @discardableResult
+    public func subscribeNext(_ next: @escaping (Value) -> Void) -> any Disposable {
+        subscribe(next: next)
+    }
+
+    /// Subscribes to the error only.
+    ///
+    /// - Parameter error: Called once if the signal fails.
+    /// - Returns: The subscription; dispose it to stop.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func subscribeError(_ error: @escaping (any Error) -> Void) -> any Disposable {
+        subscribe(error: error)
+    }
+
+    /// Subscribes to completion only.
+    ///
+    /// - Parameter completed: Called once if the signal completes.
+    /// - Returns: The subscription; dispose it to stop.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func subscribeCompleted(_ completed: @escaping () -> Void) -> any Disposable {
+        subscribe(completed: completed)
+    }
+
+    /// Subscribes with one callback for every event.
+    ///
+    /// - Parameter observer: Called with each event on the subscription's home thread.
+    /// - Returns: The subscription; dispose it to stop.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func observe(_ observer: @escaping (Event<Value>) -> Void) -> any Disposable {
+        subscribe(next: { observer(.next($0)) }, error: { observer(.error($0)) }, completed: { observer(.completed) })
+    }
+
+    /// Forwards every event of this signal to another signal's subscriber (RAC's `subscribe:`).
+    ///
+    /// For writing signals out of other signals:
+    /// `Signal { subscriber in other.subscribe(subscriber) }`.
+    /// The returned disposable is added to `subscriber`'s subscription, so it
+    /// is torn down with it.
+    ///
+    /// - Parameter subscriber: The subscriber to forward to.
+    /// - Returns: The forwarding subscription.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func subscribe(_ subscriber: Subscriber<Value>) -> any Disposable {
+        let subscription = Subscription(home: Subscription.homeForCallingThread)
+        subscriber.disposable.add(subscription)
+        start({ subscriber.send($0) }, on: subscription)
+        return subscription
+    }
+}

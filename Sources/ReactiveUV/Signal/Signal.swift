@@ -1,0 +1,143 @@
+import Synchronization
+
+/// A stream of values over time that ends with an error or completion: RAC's `RACSignal`.
+///
+/// Cold: `didSubscribe` runs once per subscriber, when it subscribes, through
+/// `Scheduler.subscription`: at once on a loop thread, else on
+/// `EventLoop.shared`. The subscription belongs to that loop (its home);
+/// every event reaches the subscriber on the home thread, never two at once.
+/// Disposing the subscription stops delivery and tears down everything it
+/// created.
+///
+/// Operators that transform one signal (`map`, `filter`, `scan`, ...) are
+/// fused: subscribing to a chain makes one subscription and one chain of
+/// direct calls, with no lock and no allocation per value.
+///
+/// Closures given to a signal run on the subscription's home thread.
+///
+/// Thread rule: subscribing and operators are safe from any thread.
+public class Signal<Value>: @unchecked Sendable {
+    // `didSubscribe` is immutable; `debugName` is protected by its mutex.
+    @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
+    private let debugName = Mutex<String?>(nil)
+
+    /// Creates a cold signal that runs `didSubscribe` for each subscriber.
+    ///
+    /// Send events to the subscriber (from any thread), and return a
+    /// disposable that tears down what you set up (or nil). It is disposed when
+    /// the subscriber disposes or the signal ends.
+    ///
+    /// - Parameter didSubscribe: Called once per subscription, on its home thread.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
+        self.didSubscribe = didSubscribe
+        if DebugSignals.isEnabled { debugName.withLock { $0 = "+createSignal:" } }
+    }
+
+    /// For subclasses that override `attach`.
+    @usableFromInline
+    init() {
+        self.didSubscribe = nil
+    }
+
+    /// The debug name (RAC's `name`); empty unless set, or unless debug naming
+    /// is on (`REACTIVEUV_DEBUG_SIGNALS=1`), in which case operators name their results.
+    ///
+    /// Thread rule: safe from any thread.
+    public var name: String {
+        get { debugName.withLock { $0 } ?? "" }
+        set { debugName.withLock { $0 = newValue } }
+    }
+
+    /// Sets the debug name and returns the signal, for chaining.
+    ///
+    /// - Parameter name: The name.
+    /// - Returns: `self`.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func named(_ name: String) -> Self {
+        self.name = name
+        return self
+    }
+
+    /// Names the signal only when debug naming is on, so the string is never built otherwise.
+    @usableFromInline
+    @discardableResult
+    func debugNamed(_ name: @autoclosure () -> String) -> Self {
+        if DebugSignals.isEnabled { self.name = name() }
+        return self
+    }
+
+    /// Connects `observer` to this signal inside `subscription`. Home thread only.
+    ///
+    /// The base signal runs `didSubscribe` with a pass-through subscriber;
+    /// lifted signals attach a transformed observer upstream; subjects add a subscriber.
+    @usableFromInline
+    func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
+        let subscriber = Subscriber(observer: observer, subscription: subscription)
+        subscription.root = subscriber
+        if let didSubscribe {
+            subscription.add(didSubscribe(subscriber))
+        }
+    }
+
+    /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
+    @usableFromInline
+    func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
+        if subscription.home.isCurrent {
+            attach(observer, to: subscription)
+            return
+        }
+        let box = UncheckedSendable((self, observer, subscription))
+        let scheduled = subscription.home.schedule {
+            let (signal, observer, subscription) = box.value
+            if !subscription.isDisposed { signal.attach(observer, to: subscription) }
+        }
+        if let scheduled {
+            subscription.add(scheduled)
+        } else {
+            observer(.error(EventLoopError.shutDown(loop: subscription.home.schedulerDescription)))
+        }
+    }
+
+    /// A signal whose subscribers attach `transform(observer)` to this signal, in the same subscription.
+    ///
+    /// The building block of fused operators: `transform` runs once per
+    /// subscription on its home thread and returns the observer this signal
+    /// will feed, which forwards (some of) its events to `observer`.
+    ///
+    /// - Parameter transform: Makes the upstream observer from the downstream one.
+    /// - Returns: The derived signal.
+    @inlinable
+    func lift<U>(
+        _ transform: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
+    ) -> Signal<U> {
+        LiftedSignal(upstream: self, transform: transform)
+    }
+}
+
+/// A signal derived from another by transforming its observer (a fused operator).
+@usableFromInline
+final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
+    // Both stored properties are immutable.
+    @usableFromInline let upstream: Signal<Upstream>
+    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+
+    @inlinable
+    init(
+        upstream: Signal<Upstream>,
+        transform: @escaping (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+    ) {
+        self.upstream = upstream
+        self.transform = transform
+        super.init()
+    }
+
+    @usableFromInline
+    override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
+        upstream.attach(transform(observer, subscription), to: subscription)
+    }
+}

@@ -1,0 +1,68 @@
+import Synchronization
+
+/// The end of a chain: the subscriber's `next`/`error`/`completed` callbacks behind the strict gate.
+///
+/// The outermost delivery publishes "delivering" before it checks the
+/// disposed flag (both sequentially consistent), and `Subscription.dispose()`
+/// from another thread sets the flag and then waits while "delivering" is
+/// set. So once `dispose()` has returned, no callback starts. Nested
+/// (re-entrant) deliveries on the home thread skip the handshake.
+///
+/// On a terminal event the subscription is disposed first and the callback
+/// runs after, as RAC's subscriber does; the callbacks are then released.
+@usableFromInline
+final class Sink<Value> {
+    // All stored vars are touched only on the subscription's home thread.
+    @usableFromInline var next: ((Value) -> Void)?
+    @usableFromInline var error: ((any Error) -> Void)?
+    @usableFromInline var completed: (() -> Void)?
+    @usableFromInline let subscription: Subscription
+    @usableFromInline var depth = 0
+
+    @inlinable
+    init(next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?, subscription: Subscription) {
+        self.next = next
+        self.error = error
+        self.completed = completed
+        self.subscription = subscription
+    }
+
+    @inlinable
+    func receive(_ event: Event<Value>) {
+        if depth == 0 {
+            subscription.delivering.store(true, ordering: .sequentiallyConsistent)
+            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
+                subscription.delivering.store(false, ordering: .releasing)
+                return
+            }
+        } else if subscription.disposedFlag.load(ordering: .relaxed) {
+            return
+        }
+        depth += 1
+        defer {
+            depth -= 1
+            if depth == 0 { subscription.delivering.store(false, ordering: .releasing) }
+        }
+        switch event {
+        case .next(let value):
+            next?(value)
+        case .error(let failure):
+            let handler = error
+            releaseCallbacks()
+            subscription.dispose()
+            handler?(failure)
+        case .completed:
+            let handler = completed
+            releaseCallbacks()
+            subscription.dispose()
+            handler?()
+        }
+    }
+
+    @usableFromInline
+    func releaseCallbacks() {
+        next = nil
+        error = nil
+        completed = nil
+    }
+}

@@ -1,0 +1,113 @@
+/// The object a signal's `didSubscribe` sends events to: RAC's pass-through subscriber.
+///
+/// It is the gate of the seeds' subscribe path:
+/// - after the subscription is disposed, or after `sendError`/`sendCompleted`,
+///   every event is dropped;
+/// - events always reach the subscriber on the subscription's home thread:
+///   a send from another thread is hopped there through the home loop's
+///   queue, in the order that thread sent them, so events for one subscriber
+///   are never concurrent;
+/// - a send made on the home thread has been delivered when it returns
+///   (synchronous, as in RAC). A subscriber that makes its own source send
+///   again (re-entrancy) gets the new event nested inside the current one,
+///   depth first.
+///
+/// Thread rule: `send*` and `isDisposed` are safe from any thread.
+public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
+    // `observer` and `terminated` are touched only on `subscription.home`'s thread
+    // (sends from other threads are hopped there first); `subscription` is immutable.
+    @usableFromInline var observer: ((Event<Value>) -> Void)?
+    @usableFromInline var terminated = false
+    @usableFromInline let subscription: Subscription
+
+    @usableFromInline
+    init(observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+        self.observer = observer
+        self.subscription = subscription
+    }
+
+    /// Sends a value.
+    ///
+    /// - Parameter value: The value.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendNext(_ value: Value) {
+        send(.next(value))
+    }
+
+    /// Sends an error, ending the subscription.
+    ///
+    /// - Parameter error: The error.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendError(_ error: any Error) {
+        send(.error(error))
+    }
+
+    /// Sends completion, ending the subscription.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendCompleted() {
+        send(.completed)
+    }
+
+    /// Sends an event.
+    ///
+    /// - Parameter event: The event.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func send(_ event: Event<Value>) {
+        if subscription.home.isCurrent {
+            deliver(event)
+        } else {
+            hop(event)
+        }
+    }
+
+    /// Delivers on the home thread through the gate.
+    @inlinable
+    func deliver(_ event: Event<Value>) {
+        guard !terminated, !subscription.isDisposed, let observer else { return }
+        if event.isTerminating {
+            terminated = true
+            observer(event)
+            subscription.dispose()
+        } else {
+            observer(event)
+        }
+    }
+
+    @usableFromInline
+    func hop(_ event: Event<Value>) {
+        if subscription.isDisposed { return }
+        let box = UncheckedSendable((self, event))
+        _ = subscription.home.schedule { box.value.0.deliver(box.value.1) }
+    }
+
+    /// Whether the subscription is disposed (or has ended): a long-running
+    /// producer can stop early when this turns true.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public var isDisposed: Bool { subscription.isDisposed }
+
+    /// The subscription's compound disposable: add what should be torn down with it.
+    ///
+    /// RAC's `didSubscribeWithDisposable:`. Teardown runs on the home thread.
+    ///
+    /// Thread rule: safe from any thread.
+    public var disposable: CompoundDisposable { subscription }
+
+    /// The scheduler whose thread this subscriber's events are delivered on.
+    ///
+    /// Thread rule: safe from any thread.
+    public var homeScheduler: Scheduler { subscription.home }
+
+    func releaseObserver() {
+        observer = nil
+    }
+}

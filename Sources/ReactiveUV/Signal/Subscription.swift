@@ -1,0 +1,89 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One subscription: its home scheduler, everything it created, and the gate in front of its subscriber.
+///
+/// This is the compound disposable of the seeds' subscribe path. Every
+/// operator fused into a chain shares it; operators that subscribe to other
+/// signals make child subscriptions on the same home and add them here.
+///
+/// Disposal: the flag is set at once (events stop at every gate), and the
+/// teardown (children, the didSubscribe's disposable, the operator closures)
+/// runs on the home thread: directly when `dispose()` is called there, else
+/// queued to it. When disposed from another thread, `dispose()` first waits
+/// for a delivery to the subscriber's callbacks that had already begun, so
+/// no callback starts after `dispose()` returns.
+///
+/// Thread rule: `dispose()`/`isDisposed` safe from any thread; the rest home thread only.
+@usableFromInline
+final class Subscription: CompoundDisposable, @unchecked Sendable {
+    // `home` is immutable; `delivering` is atomic; `root` is home thread only.
+    @usableFromInline let home: Scheduler
+    /// True while the subscriber's callbacks run (set by the sink, outermost delivery only).
+    @usableFromInline let delivering = Atomic<Bool>(false)
+    /// The source's subscriber; its observer chain is released at teardown.
+    var root: (any ObserverReleasing)?
+
+    @usableFromInline
+    init(home: Scheduler) {
+        self.home = home
+        super.init()
+    }
+
+    /// The home scheduler for a subscription made on the calling thread: the
+    /// current scheduler, else `EventLoop.shared` (RAC's subscription scheduler).
+    @usableFromInline
+    static var homeForCallingThread: Scheduler { Scheduler.current ?? EventLoop.shared }
+
+    @usableFromInline
+    override func dispose() {
+        guard markDisposed() else { return }
+        if home.isCurrent {
+            tearDown()
+            return
+        }
+        waitForDeliveryInProgress()
+        let box = UncheckedSendable(self)
+        if home.schedule({ box.value.tearDown() }) == nil {
+            // The home loop is gone (its shutdown closed the handles); release what is left here.
+            tearDown()
+        }
+    }
+
+    private func waitForDeliveryInProgress() {
+        var spins = 0
+        while delivering.load(ordering: .sequentiallyConsistent) {
+            spins += 1
+            if spins < 64 {
+                sched_yield()
+            } else {
+                var pause = timespec(tv_sec: 0, tv_nsec: 50_000)
+                nanosleep(&pause, nil)
+            }
+        }
+    }
+
+    private func tearDown() {
+        disposeChildren()
+        let root = self.root
+        self.root = nil
+        root?.releaseObserver()
+    }
+
+    /// Makes a subscription on the same home, owned by this one.
+    @usableFromInline
+    func makeChild() -> Subscription {
+        let child = Subscription(home: home)
+        add(child)
+        return child
+    }
+}
+
+/// A subscriber that can drop its observer chain when its subscription is torn down.
+protocol ObserverReleasing: AnyObject {
+    func releaseObserver()
+}

@@ -1,0 +1,171 @@
+import Foundation
+import ReactiveUV
+
+/// Subscribes to a signal and records every event with its time and the scheduler it arrived on.
+///
+/// Use the recorded history to assert a signal's whole behaviour (values,
+/// terminal event, and when each happened), and the `wait` methods to wait
+/// for events with a deadline instead of sleeping.
+///
+/// Thread rule: safe from any thread.
+public final class EventRecorder<Value>: @unchecked Sendable {
+    // `state` is protected by `lock`; `notifier` is thread-safe; `subscription` is written once, before the recorder is shared.
+    /// One recorded event.
+    public struct Recorded: CustomStringConvertible {
+        /// The time on the current scheduler's clock when it arrived (virtual time on a `TestScheduler`).
+        public let time: SchedulerInstant
+        /// The event.
+        public let event: Event<Value>
+        /// The name of the loop whose thread delivered it, or nil if not a loop thread.
+        public let loopName: String?
+        /// Whether it arrived on the thread of the scheduler that was current when the recorder subscribed.
+        public let onHomeThread: Bool
+
+        /// `"next(1) @ 0.001000000s"`.
+        ///
+        /// Thread rule: safe from any thread.
+        public var description: String { "\(event) @ \(time)" }
+    }
+
+    private struct State {
+        var recorded: [Recorded] = []
+        var deliveringThread: pthread_t?
+        var depth = 0
+        var overlapped = false
+    }
+
+    private let lock = NSLock()
+    private var state = State()
+    private let notifier = Notifier()
+    private var subscription: (any Disposable)?
+    private let home: Scheduler?
+    /// A label used in timeout messages.
+    public let label: String
+
+    /// Subscribes to `signal` from the calling thread and starts recording.
+    ///
+    /// The subscription's home is the calling thread's current scheduler
+    /// (loop or test scheduler), else `EventLoop.shared`.
+    ///
+    /// - Parameters:
+    ///   - signal: The signal to record.
+    ///   - label: A name for messages; defaults to the signal's name.
+    /// - Returns: A recorder that is subscribed.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ signal: Signal<Value>, label: String? = nil) {
+        self.label = label ?? (signal.name.isEmpty ? "signal" : signal.name)
+        self.home = Scheduler.current
+        subscription = signal.subscribe(
+            next: { [self] in record(.next($0)) },
+            error: { [self] in record(.error($0)) },
+            completed: { [self] in record(.completed) })
+    }
+
+    private func record(_ event: Event<Value>) {
+        let entry = Recorded(time: Scheduler.current?.now ?? SchedulerInstant.now,
+                             event: event,
+                             loopName: EventLoop.current?.name,
+                             onHomeThread: home.map { $0.isCurrent } ?? (EventLoop.current === EventLoop.shared))
+        // Another thread inside a delivery means two events overlapped; the same
+        // thread nesting is a re-entrant send, which is allowed.
+        let me = pthread_self()
+        lock.lock()
+        if let other = state.deliveringThread, pthread_equal(other, me) == 0 { state.overlapped = true }
+        state.deliveringThread = me
+        state.depth += 1
+        state.recorded.append(entry)
+        lock.unlock()
+        notifier.notifyAll()
+        lock.lock()
+        state.depth -= 1
+        if state.depth == 0 { state.deliveringThread = nil }
+        lock.unlock()
+    }
+
+    /// Disposes the subscription.
+    ///
+    /// Thread rule: safe from any thread.
+    public func dispose() { subscription?.dispose() }
+
+    /// The subscription's disposable.
+    ///
+    /// Thread rule: safe from any thread.
+    public var disposable: (any Disposable)? { subscription }
+
+    /// Every event so far, with time and thread.
+    ///
+    /// Thread rule: safe from any thread.
+    public var recorded: [Recorded] { lock.withLock { state.recorded } }
+
+    /// Every event so far.
+    ///
+    /// Thread rule: safe from any thread.
+    public var events: [Event<Value>] { recorded.map(\.event) }
+
+    /// Every value so far.
+    ///
+    /// Thread rule: safe from any thread.
+    public var values: [Value] { recorded.compactMap(\.event.value) }
+
+    /// The terminal event, if one arrived.
+    ///
+    /// Thread rule: safe from any thread.
+    public var terminal: Event<Value>? { recorded.last.flatMap { $0.event.isTerminating ? $0.event : nil } }
+
+    /// Whether two events were ever delivered at the same time (they must not be).
+    ///
+    /// Thread rule: safe from any thread.
+    public var sawConcurrentDelivery: Bool { lock.withLock { state.overlapped } }
+
+    /// Waits until `condition` holds for the events recorded so far, or throws at the deadline.
+    ///
+    /// - Parameters:
+    ///   - what: What is awaited, for the message.
+    ///   - timeout: The deadline from now.
+    ///   - condition: Checked after every event.
+    /// - Throws: `WaitTimeout` naming `what` and the events seen.
+    ///
+    /// Thread rule: any thread except the one delivering the events.
+    public func wait(for what: String, timeout: Duration = .seconds(10), until condition: ([Event<Value>]) -> Bool) throws {
+        let satisfied = notifier.wait(timeout: timeout) { condition(events) }
+        if !satisfied {
+            throw WaitTimeout(waitingFor: "\(what) from \(label)", timeout: timeout, observed: "\(events)")
+        }
+    }
+
+    /// Waits until at least `count` values arrived.
+    ///
+    /// - Parameters:
+    ///   - count: How many values.
+    ///   - timeout: The deadline from now.
+    /// - Returns: The values so far.
+    /// - Throws: `WaitTimeout`, also if the signal ended with fewer values.
+    ///
+    /// Thread rule: any thread except the one delivering the events.
+    @discardableResult
+    public func waitForValues(_ count: Int, timeout: Duration = .seconds(10)) throws -> [Value] {
+        try wait(for: "\(count) value(s)", timeout: timeout) { events in
+            events.count(where: { $0.value != nil }) >= count || events.last?.isTerminating == true
+        }
+        let values = self.values
+        if values.count < count {
+            throw WaitTimeout(waitingFor: "\(count) value(s) from \(label)", timeout: timeout,
+                              observed: "the signal ended first: \(events)")
+        }
+        return values
+    }
+
+    /// Waits for the terminal event (error or completion).
+    ///
+    /// - Parameter timeout: The deadline from now.
+    /// - Returns: The terminal event.
+    /// - Throws: `WaitTimeout`.
+    ///
+    /// Thread rule: any thread except the one delivering the events.
+    @discardableResult
+    public func waitForTermination(timeout: Duration = .seconds(10)) throws -> Event<Value> {
+        try wait(for: "error or completion", timeout: timeout) { $0.last?.isTerminating == true }
+        return terminal!
+    }
+}

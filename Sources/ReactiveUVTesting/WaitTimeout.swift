@@ -1,0 +1,50 @@
+import Foundation
+import ReactiveUV
+
+/// A wait that reached its deadline: names what it waited for and what it saw.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct WaitTimeout: Error, CustomStringConvertible, Sendable {
+    /// What the test was waiting for ("3 values", "completion").
+    public let waitingFor: String
+    /// How long it waited.
+    public let timeout: Duration
+    /// What had happened by the deadline.
+    public let observed: String
+
+    /// `"timed out after 5 seconds waiting for 3 values; observed: [next(0)]"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        "timed out after \(timeout) waiting for \(waitingFor); observed: \(observed)"
+    }
+}
+
+/// A condition variable with deadline waits on the monotonic clock.
+final class Notifier: @unchecked Sendable {
+    // NSCondition is itself thread-safe.
+    private let condition = NSCondition()
+
+    func notifyAll() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until `check()` is true or the deadline passes; `check` runs with the condition's lock held.
+    func wait(timeout: Duration, until check: () -> Bool) -> Bool {
+        let deadline = SchedulerInstant.now + timeout
+        condition.lock()
+        defer { condition.unlock() }
+        while !check() {
+            let now = SchedulerInstant.now
+            if now >= deadline { return check() }
+            let remaining = deadline - now
+            // Bounded slices so a missed broadcast costs at most 10 ms, never a hang.
+            let slice = min(remaining, .milliseconds(10))
+            let seconds = Double(slice.components.seconds) + Double(slice.components.attoseconds) / 1e18
+            _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
+        }
+        return true
+    }
+}

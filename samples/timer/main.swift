@@ -1,0 +1,88 @@
+// timer: prints one line per tick of a loop timer, embedding the loop in the main thread.
+//
+//   timer --interval 250ms --count 5
+import ReactiveUV
+import SampleSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+let usage = """
+    usage: timer [--interval DURATION] [--count N]
+      --interval DURATION  time between ticks, e.g. 250ms, 1s, 1.5s (default 1s)
+      --count N            ticks to print before exiting; 0 runs until Ctrl-C (default 5)
+    """
+
+struct Options {
+    var interval: Duration = .seconds(1)
+    var count = 5
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var reader = ArgumentReader(arguments)
+        while let argument = reader.next() {
+            switch argument {
+            case "--interval":
+                options.interval = try parseDuration(try reader.value(for: argument))
+            case "--count":
+                let text = try reader.value(for: argument)
+                guard let count = Int(text), count >= 0 else {
+                    throw UsageError("--count needs a whole number of ticks (0 or more), got '\(text)'")
+                }
+                options.count = count
+            case "--help", "-h":
+                printLine(usage)
+                exit(0)
+            default:
+                throw UsageError("unknown argument '\(argument)'")
+            }
+        }
+        return options
+    }
+}
+
+func main() -> Int32 {
+    let options: Options
+    do {
+        options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    } catch {
+        printError("timer: \(error)")
+        printError(usage)
+        return 2
+    }
+
+    // The main thread becomes the loop thread: every callback below runs here.
+    let loop = EventLoop.onCurrentThread(name: "timer")
+    let start = loop.now
+    let subscriptions = CompoundDisposable()
+    var ticks = 0
+    var status: Int32 = 0
+
+    subscriptions.add(Signal<Int>.interval(options.interval).subscribe(
+        next: { _ in
+            ticks += 1
+            let elapsed = (loop.now - start).components
+            let milliseconds = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+            printLine("tick \(ticks) at \(milliseconds) ms")
+            if options.count > 0 && ticks >= options.count { subscriptions.dispose() }
+        },
+        error: { error in
+            printError("timer: \(error)")
+            status = 1
+            subscriptions.dispose()
+        }))
+
+    subscriptions.add(Signal<Int32>.unixSignals([SIGINT, SIGTERM]).subscribeNext { number in
+        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM") after \(ticks) tick(s); stopping")
+        subscriptions.dispose()
+    })
+
+    // Returns once the subscriptions are disposed: nothing is left for the loop to do.
+    loop.run()
+    loop.shutdown()
+    return status
+}
+
+exit(main())
