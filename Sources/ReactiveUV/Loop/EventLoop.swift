@@ -46,6 +46,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         var phase: Phase
         var stopRequested = false
         var rejectedCount = 0
+        var wakeupsSent = 0
     }
     private let inbox: Mutex<Inbox>
 
@@ -290,7 +291,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             // Sent under the lock: shutdown sets `.closed` under this lock before it
             // closes the async handle, so a send can never reach freed memory. Only
             // the first item of a batch sends (libuv coalesces the rest anyway).
-            if wasEmpty { uv_async_send(wakeup) }
+            if wasEmpty {
+                inbox.wakeupsSent += 1
+                uv_async_send(wakeup)
+            }
             return true
         }
     }
@@ -310,6 +314,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public var rejectedSubmissionCount: Int { inbox.withLock { $0.rejectedCount } }
+
+    /// How many times another thread woke the loop through its async handle.
+    var wakeupsSent: Int { inbox.withLock { $0.wakeupsSent } }
 
     /// Runs what other threads queued; called by the async handle.
     fileprivate func drainInbox() {
