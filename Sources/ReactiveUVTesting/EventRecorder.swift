@@ -29,6 +29,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
 
     private struct State {
         var recorded: [Recorded] = []
+        var valueCount = 0
+        var terminated = false
         var deliveringThread: pthread_t?
         var depth = 0
         var overlapped = false
@@ -75,6 +77,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
         state.deliveringThread = me
         state.depth += 1
         state.recorded.append(entry)
+        if event.isTerminating { state.terminated = true } else { state.valueCount += 1 }
         lock.unlock()
         notifier.notifyAll()
         lock.lock()
@@ -145,13 +148,13 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// Thread rule: any thread except the one delivering the events.
     @discardableResult
     public func waitForValues(_ count: Int, timeout: Duration = .seconds(10)) throws -> [Value] {
-        try wait(for: "\(count) value(s)", timeout: timeout) { events in
-            events.count(where: { $0.value != nil }) >= count || events.last?.isTerminating == true
+        let reached = notifier.wait(timeout: timeout) {
+            lock.withLock { state.valueCount >= count || state.terminated }
         }
         let values = self.values
-        if values.count < count {
+        if !reached || values.count < count {
             throw WaitTimeout(waitingFor: "\(count) value(s) from \(label)", timeout: timeout,
-                              observed: "the signal ended first: \(events)")
+                              observed: reached ? "the signal ended first: \(events)" : "\(events.count) event(s): \(events.prefix(20))")
         }
         return values
     }
@@ -165,7 +168,11 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// Thread rule: any thread except the one delivering the events.
     @discardableResult
     public func waitForTermination(timeout: Duration = .seconds(10)) throws -> Event<Value> {
-        try wait(for: "error or completion", timeout: timeout) { $0.last?.isTerminating == true }
-        return terminal!
+        let reached = notifier.wait(timeout: timeout) { lock.withLock { state.terminated } }
+        guard reached, let terminal else {
+            throw WaitTimeout(waitingFor: "error or completion from \(label)", timeout: timeout,
+                              observed: "\(events.count) event(s): \(events.prefix(20))")
+        }
+        return terminal
     }
 }

@@ -132,6 +132,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
     /// - Returns: What `body` returns.
     ///
     /// Thread rule: on the thread that advances this scheduler.
+    @discardableResult
     public func performAsCurrent<R>(_ body: () throws -> R) rethrows -> R {
         try runAsCurrentScheduler { () throws -> R in try body() }
     }

@@ -86,16 +86,13 @@ public class Signal<Value>: @unchecked Sendable {
 
     /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
     @usableFromInline
-    func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
+    final func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
         if subscription.home.isCurrent {
             attach(observer, to: subscription)
             return
         }
-        let box = UncheckedSendable((self, observer, subscription))
-        let scheduled = subscription.home.schedule {
-            let (signal, observer, subscription) = box.value
-            if !subscription.isDisposed { signal.attach(observer, to: subscription) }
-        }
+        let pending = PendingAttach(signal: self, observer: observer, subscription: subscription)
+        let scheduled = subscription.home.schedule { pending.run() }
         if let scheduled {
             subscription.add(scheduled)
         } else {
@@ -116,6 +113,30 @@ public class Signal<Value>: @unchecked Sendable {
         _ transform: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
     ) -> Signal<U> {
         LiftedSignal(upstream: self, transform: transform)
+    }
+}
+
+/// A subscription waiting to be attached on its home thread.
+///
+/// A class rather than a tuple in a generic box: Swift 6.3.1 over-releases a
+/// class reference taken out of a generic struct holding a tuple with a
+/// closure, when the struct is captured by an escaping closure (and its
+/// optimizer crashes on the same code). See `UncheckedSendable`.
+@usableFromInline
+final class PendingAttach<Value>: @unchecked Sendable {
+    // Created on the subscribing thread, then used only on the home thread (handed over through the home's queue).
+    let signal: Signal<Value>
+    let observer: (Event<Value>) -> Void
+    let subscription: Subscription
+
+    init(signal: Signal<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+        self.signal = signal
+        self.observer = observer
+        self.subscription = subscription
+    }
+
+    func run() {
+        if !subscription.isDisposed { signal.attach(observer, to: subscription) }
     }
 }
 

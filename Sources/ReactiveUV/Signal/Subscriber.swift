@@ -84,8 +84,9 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     @usableFromInline
     func hop(_ event: Event<Value>) {
         if subscription.isDisposed { return }
-        let box = UncheckedSendable((self, event))
-        _ = subscription.home.schedule { box.value.0.deliver(box.value.1) }
+        // Two boxes, not a tuple in one: see UncheckedSendable.
+        let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        _ = subscription.home.schedule { target.value.deliver(payload.value) }
     }
 
     /// Whether the subscription is disposed (or has ended): a long-running
