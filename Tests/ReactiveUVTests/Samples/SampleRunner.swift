@@ -1,0 +1,73 @@
+import Foundation
+import ReactiveUV
+import XCTest
+
+/// Runs a sample executable the way a user would and collects its output.
+final class SampleProcess: @unchecked Sendable {
+    // `output` and `errors` are protected by their `Locked` boxes; `process` is used from the test thread only.
+    let process = Process()
+    private let output = Locked(Data())
+    private let errors = Locked(Data())
+
+    /// The built sample next to the test bundle (`swift build` puts every product in one folder).
+    static func executable(_ name: String) -> URL {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [bundle, bundle.deletingLastPathComponent()] {
+            let url = candidate.appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        return bundle.appendingPathComponent(name)
+    }
+
+    init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        let url = SampleProcess.executable(name)
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw SampleMissing(path: url.path)
+        }
+        process.executableURL = url
+        process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let output = self.output, errors = self.errors
+        out.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            output.withLock { $0.append(data) }
+        }
+        err.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLock { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    var standardOutput: String { String(decoding: output.current, as: UTF8.self) }
+    var standardError: String { String(decoding: errors.current, as: UTF8.self) }
+
+    /// Waits for the process to exit; fails the test and kills it at the deadline.
+    @discardableResult
+    func waitForExit(timeout: Duration = .seconds(20), file: StaticString = #filePath, line: UInt = #line) -> Int32? {
+        let exited = waitUntil("the sample to exit", timeout: timeout, file: file, line: line) { !process.isRunning }
+        if !exited {
+            process.terminate()
+            return nil
+        }
+        // Let the pipes drain what the process wrote last.
+        waitUntil("the output pipes to close", timeout: .seconds(2), file: file, line: line) { true }
+        return process.terminationStatus
+    }
+
+    func waitForOutput(containing text: String, timeout: Duration = .seconds(20), file: StaticString = #filePath, line: UInt = #line) {
+        waitUntil("output containing '\(text)'; got: \(standardOutput)", timeout: timeout, file: file, line: line) {
+            standardOutput.contains(text)
+        }
+    }
+}
+
+struct SampleMissing: Error, CustomStringConvertible {
+    let path: String
+    var description: String { "sample not built at \(path): run `swift build` before `swift test` (scripts/test does)" }
+}
