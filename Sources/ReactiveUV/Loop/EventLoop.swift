@@ -294,7 +294,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             localQueue.append(work)
             if !idleStarted {
                 idleStarted = true
-                uv_idle_start(idle, eventLoopIdleCallback)
+                uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
             }
             return true
         }
@@ -307,7 +307,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             // the first item of a batch sends (libuv coalesces the rest anyway).
             if wasEmpty {
                 inbox.wakeupsSent += 1
-                uv_async_send(wakeup)
+                uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
             }
             return true
         }
@@ -365,7 +365,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
         if localQueue.isEmpty && idleStarted {
             idleStarted = false
-            uv_idle_stop(idle)
+            uvCheckReporting(uv_idle_stop(idle), "uv_idle_stop")
         }
     }
 
@@ -460,7 +460,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             let found = inbox.phase
             if found == .running || (found == .idle && allowIdle) {
                 inbox.phase = .closing
-                if wake { uv_async_send(wakeup) }
+                if wake { uvCheckReporting(uv_async_send(wakeup), "uv_async_send") }
             }
             return found
         }
@@ -470,7 +470,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         inbox.withLock { inbox in
             guard inbox.phase == .running || inbox.phase == .idle else { return }
             inbox.stopRequested = true
-            uv_async_send(wakeup)
+            uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
         }
     }
 
@@ -550,7 +550,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     /// Runs `uv_run` once in default mode.
-    func runUV() { uv_run(uvLoop, UV_RUN_DEFAULT) }
+    func runUV() {
+        // Not an error code: non-zero only means handles are still active after uv_stop.
+        _ = uv_run(uvLoop, UV_RUN_DEFAULT)
+    }
 
     /// Whether libuv still has handles or requests (closing ones included).
     var uvIsAlive: Bool { uv_loop_alive(uvLoop) != 0 }

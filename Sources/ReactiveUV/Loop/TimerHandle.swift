@@ -44,10 +44,8 @@ final class TimerHandle: LoopHandle, Disposable, @unchecked Sendable {
             return
         }
         let timer = pointer(as: uv_timer_t.self)
-        let rc = uv_timer_init(loop.uvLoop, timer)
-        guard rc == 0 else {
-            // Only fails for an invalid loop; report rather than lose the work silently.
-            reportMisuse("uv_timer_init failed: \(UVError(code: rc, context: "uv_timer_init")); scheduled work dropped")
+        // Only fails for an invalid loop; reported rather than lost silently.
+        guard uvCheckReporting(uv_timer_init(loop.uvLoop, timer), "uv_timer_init (scheduled work dropped)") else {
             work = nil
             return
         }
@@ -56,7 +54,8 @@ final class TimerHandle: LoopHandle, Disposable, @unchecked Sendable {
     }
 
     private func arm() {
-        uv_timer_start(pointer(as: uv_timer_t.self), timerHandleCallback, timeoutMilliseconds(), 0)
+        uvCheckReporting(uv_timer_start(pointer(as: uv_timer_t.self), timerHandleCallback, timeoutMilliseconds(), 0),
+                         "uv_timer_start")
     }
 
     /// Milliseconds from the loop's cached time to the deadline, rounded up.
@@ -88,7 +87,7 @@ final class TimerHandle: LoopHandle, Disposable, @unchecked Sendable {
     }
 
     override func willClose() {
-        uv_timer_stop(pointer(as: uv_timer_t.self))
+        uvCheckReporting(uv_timer_stop(pointer(as: uv_timer_t.self)), "uv_timer_stop")
     }
 
     override func didClose() {

@@ -86,3 +86,22 @@ func uvCheck(_ result: Int32, _ context: @autoclosure () -> String) throws(UVErr
     if result < 0 { throw UVError(code: result, context: context()) }
     return result
 }
+
+/// Checks a libuv result where no caller can receive an error (inside a
+/// callback, or a call that fails only on a programming error): a negative
+/// result is written to standard error through `uvCheck`, never dropped.
+///
+/// - Parameters:
+///   - result: The value a libuv function returned.
+///   - context: The call, for the message.
+/// - Returns: Whether the call succeeded.
+@discardableResult
+func uvCheckReporting(_ result: Int32, _ context: @autoclosure () -> String) -> Bool {
+    do {
+        try uvCheck(result, context())
+        return true
+    } catch {
+        reportMisuse("libuv call failed: \(error)")
+        return false
+    }
+}

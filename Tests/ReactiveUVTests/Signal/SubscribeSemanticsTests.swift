@@ -117,13 +117,14 @@ final class SubscribeSemanticsTests: XCTestCase {
         }
     }
 
-    /// Disposing from another thread while the home loop delivers as fast as it can:
-    /// once dispose() has returned, no callback may start.
-    func testNoCallbackStartsAfterDisposeFromAnotherThread() throws {
+    /// Disposing from another thread while the home loop delivers back to back:
+    /// once dispose() has returned, no callback is running and none starts.
+    func testNoCallbackRunsOrStartsAfterDisposeFromAnotherThread() throws {
         try withHarness { harness in
-            for _ in 0..<200 {
-                let disposedReturned = Locked(false)
-                let violations = Locked(0)
+            for _ in 0..<50 {
+                let disposeReturned = Locked(false)
+                let inCallback = Locked(false)
+                let startedAfterDispose = Locked(0)
                 let delivered = Locked(0)
                 let flood = Signal<Int> { subscriber in
                     // Keeps the loop delivering: each value schedules the next.
@@ -138,15 +139,21 @@ final class SubscribeSemanticsTests: XCTestCase {
                 }
                 let subscription = try harness.onLoop {
                     UncheckedBox(flood.subscribeNext { _ in
-                        if disposedReturned.current { violations.withLock { $0 += 1 } }
+                        if disposeReturned.current { startedAfterDispose.withLock { $0 += 1 } }
+                        inCallback.withLock { $0 = true }
+                        let until = SchedulerInstant.now + .microseconds(300)
+                        while SchedulerInstant.now < until {}  // a callback that takes a while
+                        inCallback.withLock { $0 = false }
                         delivered.withLock { $0 += 1 }
                     })
                 }.value
-                try harness.wait(for: "some deliveries") { delivered.current > 10 }
+                try harness.wait(for: "some deliveries") { delivered.current > 3 }
                 subscription.dispose()
-                disposedReturned.withLock { $0 = true }
+                let stillRunning = inCallback.current
+                disposeReturned.withLock { $0 = true }
                 _ = try harness.onLoop {}
-                XCTAssertEqual(violations.current, 0)
+                XCTAssertFalse(stillRunning, "dispose() returned while a callback was still running")
+                XCTAssertEqual(startedAfterDispose.current, 0, "a callback started after dispose() returned")
             }
         }
     }
