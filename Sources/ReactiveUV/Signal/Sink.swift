@@ -1,12 +1,19 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// The end of a chain: the subscriber's `next`/`error`/`completed` callbacks behind the strict gate.
 ///
-/// The outermost delivery publishes "delivering" before it checks the
-/// disposed flag (both sequentially consistent), and `Subscription.dispose()`
-/// from another thread sets the flag and then waits while "delivering" is
-/// set. So once `dispose()` has returned, no callback starts. Nested
-/// (re-entrant) deliveries on the home thread skip the handshake.
+/// The outermost delivery publishes its thread in `delivering` before it
+/// checks the disposed flag (both sequentially consistent), and
+/// `Subscription.dispose()` from any other thread sets the flag and then
+/// waits while a delivery is in progress. So once `dispose()` has returned,
+/// no callback is running and none starts. Nested (re-entrant) deliveries
+/// skip the handshake, and a callback disposing its own subscription does
+/// not wait for itself.
 ///
 /// On a terminal event the subscription is disposed first and the callback
 /// runs after, as RAC's subscriber does; the callbacks are then released.
@@ -30,9 +37,9 @@ final class Sink<Value> {
     @inlinable
     func receive(_ event: Event<Value>) {
         if depth == 0 {
-            subscription.delivering.store(true, ordering: .sequentiallyConsistent)
+            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
             if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
-                subscription.delivering.store(false, ordering: .releasing)
+                subscription.delivering.store(0, ordering: .releasing)
                 return
             }
         } else if subscription.disposedFlag.load(ordering: .relaxed) {
@@ -41,7 +48,7 @@ final class Sink<Value> {
         depth += 1
         defer {
             depth -= 1
-            if depth == 0 { subscription.delivering.store(false, ordering: .releasing) }
+            if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
         }
         switch event {
         case .next(let value):

@@ -23,8 +23,8 @@ import Musl
 final class Subscription: CompoundDisposable, @unchecked Sendable {
     // `home` is immutable; `delivering` is atomic; `root` is home thread only.
     @usableFromInline let home: Scheduler
-    /// True while the subscriber's callbacks run (set by the sink, outermost delivery only).
-    @usableFromInline let delivering = Atomic<Bool>(false)
+    /// The thread running the subscriber's callbacks, 0 when none (set by the sink, outermost delivery only).
+    @usableFromInline let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown.
     var root: (any ObserverReleasing)?
 
@@ -55,8 +55,12 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     }
 
     private func waitForDeliveryInProgress() {
+        let me = UInt(pthread_self())
         var spins = 0
-        while delivering.load(ordering: .sequentiallyConsistent) {
+        while true {
+            let thread = delivering.load(ordering: .sequentiallyConsistent)
+            // A callback disposing its own subscription (on whatever thread) must not wait for itself.
+            if thread == 0 || thread == me { return }
             spins += 1
             if spins < 64 {
                 sched_yield()
