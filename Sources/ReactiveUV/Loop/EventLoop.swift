@@ -1,5 +1,10 @@
 internal import CLibUV
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// One libuv loop and the one thread that runs it.
 ///
@@ -47,14 +52,23 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         var stopRequested = false
         var rejectedCount = 0
         var wakeupsSent = 0
+        /// The loop has been woken (or is draining) and will look at `items` again before it
+        /// sleeps: it clears this only after seeing `items` empty, under this lock. So a
+        /// producer that appends while it is set needs no system call.
+        var loopAwake = false
     }
     private let inbox: Mutex<Inbox>
+    /// Threads between taking a wake-up duty under the lock and finishing `uv_async_send`.
+    private let sendersInFlight = Atomic<Int>(0)
 
-    // Loop thread only.
-    private var draining: [@Sendable () -> Void] = []
-    private var localQueue: [@Sendable () -> Void] = []
-    private var localDraining: [@Sendable () -> Void] = []
-    private var idleStarted = false
+    // Loop thread only. The hot ones skip Swift's dynamic exclusivity checks: they
+    // are touched only on the loop thread and never across a call that could re-enter
+    // the same access.
+    @exclusivity(unchecked) private var draining: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var localQueue = WorkRing()
+    @exclusivity(unchecked) private var idleStarted = false
+    /// The last drain of the remote queue found work, so the loop polls it again next iteration.
+    @exclusivity(unchecked) private var pollingInbox = false
     private(set) var closingStarted = false
     var stopWasRequested = false
     private var acceptsLocalWork = true
@@ -144,6 +158,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     deinit {
         let phase = inbox.withLock { $0.phase }
         assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
+        localQueue.deallocate()
         if phase == .closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
             idle.deallocate()
@@ -291,26 +306,28 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     func enqueue(_ work: @escaping @Sendable () -> Void) -> Bool {
         if inEventLoop {
             guard acceptsLocalWork else { return false }
-            localQueue.append(work)
-            if !idleStarted {
-                idleStarted = true
-                uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
-            }
+            localQueue.push(work)
+            startIdleIfNeeded()
             return true
         }
-        return inbox.withLock { inbox in
-            guard inbox.phase == .running || inbox.phase == .idle else { return false }
-            let wasEmpty = inbox.items.isEmpty
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard inbox.phase == .running || inbox.phase == .idle else { return (false, false) }
             inbox.items.append(work)
-            // Sent under the lock: shutdown sets `.closed` under this lock before it
-            // closes the async handle, so a send can never reach freed memory. Only
-            // the first item of a batch sends (libuv coalesces the rest anyway).
-            if wasEmpty {
-                inbox.wakeupsSent += 1
-                uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
-            }
-            return true
+            // Only a loop that is asleep needs waking; the others pick the item up before
+            // they sleep. The sender is counted under the lock so shutdown, which sets
+            // `.closed` under this lock, can wait for it before closing the async handle.
+            if inbox.loopAwake { return (true, false) }
+            inbox.loopAwake = true
+            inbox.wakeupsSent += 1
+            sendersInFlight.wrappingAdd(1, ordering: .relaxed)
+            return (true, true)
         }
+        if wake {
+            // The system call happens outside the lock, so producers never queue behind it.
+            uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
+            sendersInFlight.wrappingSubtract(1, ordering: .releasing)
+        }
+        return accepted
     }
 
     private func reportRejected() {
@@ -330,24 +347,54 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     public var rejectedSubmissionCount: Int { inbox.withLock { $0.rejectedCount } }
 
     /// How many times another thread woke the loop through its async handle.
-    var wakeupsSent: Int { inbox.withLock { $0.wakeupsSent } }
+    ///
+    /// Submissions from other threads share a wake-up while the loop has not
+    /// drained the queue yet, so this grows much more slowly than the number of
+    /// submissions under load; submissions made on the loop thread never wake it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var crossThreadWakeupCount: Int { inbox.withLock { $0.wakeupsSent } }
 
     /// Runs what other threads queued; called by the async handle.
     fileprivate func drainInbox() {
+        // One batch per loop iteration, as a raw libuv queue would take it. While batches
+        // keep arriving the loop stays marked awake and polls the queue from its idle
+        // handle on the next iteration, so producers never pay for a wake-up system call;
+        // the first iteration that finds the queue empty marks the loop asleep again.
         let (stop, closing) = inbox.withLock { inbox -> (Bool, Bool) in
             Swift.swap(&inbox.items, &draining)
+            if draining.isEmpty { inbox.loopAwake = false }
             let stop = inbox.stopRequested
             inbox.stopRequested = false
             return (stop, inbox.phase == .closing)
         }
-        if !draining.isEmpty {
+        pollingInbox = !draining.isEmpty
+        if pollingInbox {
             for work in draining { work() }
             draining.removeAll(keepingCapacity: draining.count < 65_536)
+            startIdleIfNeeded()
         }
         if closing && !closingStarted { beginClosing() }
         if stop {
             stopWasRequested = true
             uv_stop(uvLoop)
+        }
+    }
+
+    private func startIdleIfNeeded() {
+        if !idleStarted {
+            idleStarted = true
+            uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
+        }
+    }
+
+    /// The idle handle's callback: the local run queue, and the remote one while it is busy.
+    fileprivate func onIdle() {
+        drainLocalQueue()
+        if pollingInbox { drainInbox() }
+        if localQueue.isEmpty && !pollingInbox && idleStarted {
+            idleStarted = false
+            uvCheckReporting(uv_idle_stop(idle), "uv_idle_stop")
         }
     }
 
@@ -357,15 +404,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// that keeps requeueing itself cannot starve I/O.
     fileprivate func drainLocalQueue() {
         var ran = 0
-        while !localQueue.isEmpty && ran < 4096 {
-            Swift.swap(&localQueue, &localDraining)
-            for work in localDraining { work() }
-            ran += localDraining.count
-            localDraining.removeAll(keepingCapacity: localDraining.count < 65_536)
-        }
-        if localQueue.isEmpty && idleStarted {
-            idleStarted = false
-            uvCheckReporting(uv_idle_stop(idle), "uv_idle_stop")
+        while ran < 4096, let work = localQueue.pop() {
+            work()
+            ran += 1
         }
     }
 
@@ -502,12 +543,13 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             uv_close(handle, nil)
         }, Unmanaged.passUnretained(self).toOpaque())
         acceptsLocalWork = false
-        let dropped = localQueue.count
-        localQueue.removeAll()
+        let dropped = localQueue.removeAll()
         if dropped > 0 {
             reportMisuse("EventLoop '\(name)': \(dropped) work item(s) queued during shutdown's last step were not run")
         }
         inbox.withLock { $0.phase = .closed }
+        // No sender can start now; wait out any still inside uv_async_send.
+        while sendersInFlight.load(ordering: .acquiring) != 0 { sched_yield() }
         pendingReport = openAtShutdown
         uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
         uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
@@ -585,5 +627,5 @@ private let eventLoopWakeupCallback: uv_async_cb = { handle in
 
 private let eventLoopIdleCallback: uv_idle_cb = { handle in
     guard let data = handle?.pointee.data else { return }
-    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainLocalQueue()
+    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().onIdle()
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 @testable import ReactiveUV
 import XCTest
@@ -34,7 +35,7 @@ final class ExecuteTests: XCTestCase {
             XCTAssertEqual(sequences, Array(0..<perThread), "thread \(thread)'s items ran out of order, twice, or not at all")
         }
         // Batching: far fewer wake-ups than items.
-        XCTAssertLessThan(loop.wakeupsSent, threads * perThread)
+        XCTAssertLessThan(loop.crossThreadWakeupCount, threads * perThread)
     }
 
     func testWorkSubmittedOnTheLoopRunsInOrderAfterTheCurrentCallbackWithoutWakeups() {
@@ -45,7 +46,7 @@ final class ExecuteTests: XCTestCase {
         let wakeupsAfter = Locked(-1)
         let done = Locked(false)
         loop.execute {
-            wakeupsBefore.withLock { $0 = loop.wakeupsSent }
+            wakeupsBefore.withLock { $0 = loop.crossThreadWakeupCount }
             loop.execute {
                 order.value.append("A")
                 loop.execute { order.value.append("C") }
@@ -54,7 +55,7 @@ final class ExecuteTests: XCTestCase {
             for index in 0..<1000 { loop.execute { order.value.append("x\(index)") } }
             order.value.append("caller continues first")
             loop.execute {
-                wakeupsAfter.withLock { $0 = loop.wakeupsSent }
+                wakeupsAfter.withLock { $0 = loop.crossThreadWakeupCount }
                 done.withLock { $0 = true }
             }
         }
@@ -64,6 +65,24 @@ final class ExecuteTests: XCTestCase {
         XCTAssertEqual(result.count, 1004)
         XCTAssertEqual(result.last, "C", "work queued by queued work runs after everything queued before it")
         XCTAssertEqual(wakeupsAfter.current, wakeupsBefore.current, "work submitted on the loop thread must not use the async handle")
+    }
+
+    /// The loop goes back to sleep between posts; a lost wake-up would leave an item waiting forever.
+    func testNoWakeupIsLostAsTheLoopFallsAsleepAndWakes() {
+        let loop = EventLoop(name: "wakeups")
+        defer { loop.shutdown() }
+        let ran = DispatchSemaphore(value: 0)
+        for round in 0..<20_000 {
+            let burst = round % 100 == 0 ? 50 : 1
+            for _ in 0..<burst { loop.execute { ran.signal() } }
+            for _ in 0..<burst {
+                if ran.wait(timeout: .now() + 5) == .timedOut {
+                    XCTFail("round \(round): an item posted from another thread never ran (lost wake-up)")
+                    return
+                }
+            }
+        }
+        XCTAssertLessThanOrEqual(loop.crossThreadWakeupCount, 20_000 + 200 * 50)
     }
 
     func testExecuteAfterShutdownIsRefusedVisibly() {

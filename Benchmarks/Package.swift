@@ -1,0 +1,30 @@
+// swift-tools-version:6.0
+// The benchmarks are a package of their own so that users of ReactiveUV never
+// resolve SwiftNIO or OpenCombine. Run everything with `Benchmarks/run`.
+import PackageDescription
+
+let package = Package(
+    name: "ReactiveUVBenchmarks",
+    dependencies: [
+        .package(name: "ReactiveUV", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
+    ],
+    targets: [
+        .target(name: "CBaselines", linkerSettings: [.linkedLibrary("uv"), .linkedLibrary("pthread")]),
+        .target(name: "MallocCounter"),
+        .executableTarget(
+            name: "ReactiveUVBenchmarks",
+            dependencies: [
+                "CBaselines",
+                "MallocCounter",
+                .product(name: "ReactiveUV", package: "ReactiveUV"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
+            ]
+        ),
+        .executableTarget(name: "Profile", dependencies: [.product(name: "ReactiveUV", package: "ReactiveUV")]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,36 @@
+// ReactiveUV benchmarks: our runtime side by side with raw libuv C, SwiftNIO,
+// Dispatch, OpenCombine and Node, measured in one run, ratios printed.
+//
+//   Benchmarks/run                 every scenario at full size
+//   Benchmarks/run --quick         small sizes (a smoke test)
+//   Benchmarks/run --only timers   scenarios whose name contains "timers"
+//   Benchmarks/run --markdown      also print a Markdown table for BENCHMARKS.md
+import Foundation
+
+let arguments = CommandLine.arguments.dropFirst()
+let quick = arguments.contains("--quick")
+let wantsMarkdown = arguments.contains("--markdown")
+let only: String? = arguments.firstIndex(of: "--only").flatMap { index in
+    arguments.index(after: index) < arguments.endIndex ? arguments[arguments.index(after: index)] : nil
+}
+let scale: Int = arguments.firstIndex(of: "--scale").flatMap { index in
+    arguments.index(after: index) < arguments.endIndex ? Int(arguments[arguments.index(after: index)]) : nil
+} ?? (quick ? 10 : 1)
+
+var scenarios: [(String, () -> ScenarioResult)] = [
+    ("cross-thread execute throughput", { CrossThread.throughput(count: 1_000_000 / scale, rounds: quick ? 1 : 5) }),
+    ("cross-thread ping-pong latency", { CrossThread.pingPong(count: 100_000 / scale) }),
+    ("1M timers, libuv shape", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: false, includeNIO: true) }),
+    ("1M timers, cyclic", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: true, includeNIO: true) }),
+    ("loop-thread run queue", { LoopTick.runQueue(count: 10_000_000 / scale) }),
+]
+
+print("ReactiveUV benchmarks — \(ProcessInfo.processInfo.processorCount) cores, \(quick ? "quick" : "full") sizes")
+print("")
+var results: [ScenarioResult] = []
+for (name, run) in scenarios where only.map({ name.contains($0) }) ?? true {
+    let result = run()
+    printText(result)
+    results.append(result)
+}
+if wantsMarkdown { print(markdown(results)) }
