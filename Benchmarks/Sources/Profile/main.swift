@@ -3,7 +3,12 @@
 // Per-item cost = (Ir(N2) − Ir(N1)) / (N2 − N1). Valgrind 3.19 cannot read the
 // DWARF 5 Swift emits: run it on a copy made with `strip -g`.
 import Foundation
+import CBaselines
 import ReactiveUV
+
+enum Shared {
+    nonisolated(unsafe) static var countdown: Countdown?  // set before posting; read only on the loop thread
+}
 
 final class Flag: @unchecked Sendable {
     // Guarded by `condition`.
@@ -41,6 +46,16 @@ case "execute":
     let countdown = Countdown(count)
     for _ in 0..<count { loop.execute { countdown.tick() } }
     countdown.done.wait()
+case "execute-nocapture":
+    let countdown = Countdown(count)
+    Shared.countdown = countdown
+    for _ in 0..<count { loop.execute { Shared.countdown!.tick() } }
+    countdown.done.wait()
+case "rawc-execute":
+    var wakeups: UInt64 = 0
+    _ = rawc_execute_throughput(Int32(count), &wakeups)
+case "rawc-chain":
+    _ = rawc_local_chain(Int32(count))
 case "timers":
     let countdown = Countdown(count)
     loop.execute {

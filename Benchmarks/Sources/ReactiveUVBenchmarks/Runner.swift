@@ -45,6 +45,7 @@ struct ScenarioResult {
 
 enum Contender {
     static let ours = "ReactiveUV"
+    static let oursBare = "ReactiveUV bare"
     static let rawC = "raw libuv C"
     static let nio = "SwiftNIO"
     static let dispatch = "Dispatch"

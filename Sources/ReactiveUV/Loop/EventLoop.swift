@@ -47,7 +47,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     struct Inbox {
-        var items: [@Sendable () -> Void] = []
+        var items = WorkRing()
         var phase: Phase
         var stopRequested = false
         var rejectedCount = 0
@@ -64,7 +64,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     // Loop thread only. The hot ones skip Swift's dynamic exclusivity checks: they
     // are touched only on the loop thread and never across a call that could re-enter
     // the same access.
-    @exclusivity(unchecked) private var draining: [@Sendable () -> Void] = []
+    @exclusivity(unchecked) private var draining = WorkRing()
     @exclusivity(unchecked) private var localQueue = WorkRing()
     @exclusivity(unchecked) private var idleStarted = false
     /// The last drain of the remote queue found work, so the loop polls it again next iteration.
@@ -159,6 +159,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         let phase = inbox.withLock { $0.phase }
         assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
         localQueue.deallocate()
+        draining.deallocate()
+        inbox.withLock { $0.items.deallocate() }
         if phase == .closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
             idle.deallocate()
@@ -287,7 +289,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// - Parameter work: The work to run on the loop thread.
     ///
     /// Thread rule: safe from any thread.
-    public func execute(_ work: @escaping @Sendable () -> Void) {
+    public func execute(_ work: consuming @escaping @Sendable () -> Void) {
         if !enqueue(work) { reportRejected() }
     }
 
@@ -303,16 +305,18 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Queues work; false when the loop no longer accepts it.
     @discardableResult
-    func enqueue(_ work: @escaping @Sendable () -> Void) -> Bool {
+    func enqueue(_ work: consuming @escaping @Sendable () -> Void) -> Bool {
         if inEventLoop {
             guard acceptsLocalWork else { return false }
-            localQueue.push(work)
+            localQueue.push(WorkItem(run: work))
             startIdleIfNeeded()
             return true
         }
+        // Moved into the queue, not copied: one retain less on whatever the closure captured.
+        var item: WorkItem? = WorkItem(run: work)
         let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
             guard inbox.phase == .running || inbox.phase == .idle else { return (false, false) }
-            inbox.items.append(work)
+            inbox.items.push(item.take()!)
             // Only a loop that is asleep needs waking; the others pick the item up before
             // they sleep. The sender is counted under the lock so shutdown, which sets
             // `.closed` under this lock, can wait for it before closing the async handle.
@@ -370,8 +374,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
         pollingInbox = !draining.isEmpty
         if pollingInbox {
-            for work in draining { work() }
-            draining.removeAll(keepingCapacity: draining.count < 65_536)
+            while let work = draining.pop() { work.run() }
             startIdleIfNeeded()
         }
         if closing && !closingStarted { beginClosing() }
@@ -405,7 +408,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     fileprivate func drainLocalQueue() {
         var ran = 0
         while ran < 4096, let work = localQueue.pop() {
-            work()
+            work.run()
             ran += 1
         }
     }
@@ -565,8 +568,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
                 return !draining.isEmpty
             }
             if remote {
-                for work in draining { work() }
-                draining.removeAll()
+                while let work = draining.pop() { work.run() }
             }
             if localQueue.isEmpty && !remote { break }
             drainLocalQueue()

@@ -6,7 +6,7 @@
 ///
 /// Thread rule: not thread-safe; the owner confines it to one thread.
 struct WorkRing {
-    typealias Work = @Sendable () -> Void
+    typealias Work = WorkItem
 
     private var storage: UnsafeMutablePointer<Work>
     private var capacity: Int  // a power of two
@@ -22,7 +22,7 @@ struct WorkRing {
 
     var isEmpty: Bool { count == 0 }
 
-    mutating func push(_ work: @escaping Work) {
+    mutating func push(_ work: consuming Work) {
         if count == capacity { grow() }
         (storage + ((head + count) & (capacity - 1))).initialize(to: work)
         count += 1
@@ -60,4 +60,14 @@ struct WorkRing {
         capacity = newCapacity
         head = 0
     }
+}
+
+/// One queued closure.
+///
+/// A concrete wrapper, not a bare closure in a generic container: an `Array` or
+/// pointer of function type stores its closures at the most general
+/// abstraction, which makes Swift allocate a reabstraction thunk for every
+/// closure stored, even one that captures nothing.
+struct WorkItem {
+    let run: @Sendable () -> Void
 }
