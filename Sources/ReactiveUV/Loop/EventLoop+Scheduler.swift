@@ -11,33 +11,17 @@ extension EventLoop {
     }
 
     func scheduleTimer(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
-        // Zero goes through the queue: a 0 ms libuv timer started from a timer
-        // callback would run in the same timer pass, and a chain of them never yields.
+        // Zero goes through the run queue: it is due now, and the run queue keeps a
+        // chain of zero-delay work from starving the loop's other phases.
         if delay <= .zero { return scheduleSoon(work) }
         let deadline = (SchedulerInstant.now + delay).nanoseconds
-        return startTimer(TimerHandle(loop: self, deadline: deadline, interval: 0, requestedDelay: delay, work: work))
+        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: 0, requestedDelay: delay, work: work))
     }
 
     func scheduleRepeatingTimer(after delay: Duration, every interval: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         let step = max(interval.clampedNanoseconds, 1_000_000)
         let deadline = (SchedulerInstant.now + delay).nanoseconds
-        return startTimer(TimerHandle(loop: self, deadline: deadline, interval: step, requestedDelay: delay, work: work))
-    }
-
-    private func startTimer(_ timer: TimerHandle) -> (any Disposable)? {
-        if inEventLoop {
-            guard acceptsNewHandles else {
-                reportMisuse(EventLoopError.shutDown(loop: name).description)
-                return nil
-            }
-            timer.start()
-            return timer
-        }
-        guard enqueue({ timer.start() }) else {
-            execute {}  // reports the rejection
-            return nil
-        }
-        return timer
+        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: step, requestedDelay: delay, work: work))
     }
 }
 

@@ -35,6 +35,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let uvLoop: UnsafeMutablePointer<uv_loop_t>
     private let wakeup: UnsafeMutablePointer<uv_async_t>
     private let idle: UnsafeMutablePointer<uv_idle_t>
+    /// The one libuv timer that drives every scheduled item (see LoopTimers.swift).
+    private let timerDriver: UnsafeMutablePointer<uv_timer_t>
     /// Whether the loop runs on a thread it created (else on its owner's thread via `run()`).
     let ownsThread: Bool
     let isShared: Bool
@@ -69,6 +71,12 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     @exclusivity(unchecked) private var idleStarted = false
     /// The last drain of the remote queue found work, so the loop polls it again next iteration.
     @exclusivity(unchecked) private var pollingInbox = false
+    /// Scheduled work, ordered by deadline.
+    @exclusivity(unchecked) var timers = TimerQueue()
+    /// The deadline the driver is armed for (`.max` when stopped).
+    @exclusivity(unchecked) var armedDeadline: UInt64 = .max
+    /// Inside the driver's callback: arming waits until it is done.
+    @exclusivity(unchecked) var firingTimers = false
     private(set) var closingStarted = false
     var stopWasRequested = false
     private var acceptsLocalWork = true
@@ -124,6 +132,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             .bindMemory(to: uv_async_t.self, capacity: 1)
         idle = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_IDLE), alignment: 16)
             .bindMemory(to: uv_idle_t.self, capacity: 1)
+        timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
+            .bindMemory(to: uv_timer_t.self, capacity: 1)
         inbox = Mutex(Inbox(phase: ownsThread ? .running : .idle))
         super.init()
 
@@ -134,12 +144,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             _ = ruv_loop_enable_idle_time_metric(uvLoop)
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
+            try uvCheck(uv_timer_init(uvLoop, timerDriver), "uv_timer_init")
         } catch {
             fatalError("ReactiveUV could not create EventLoop '\(name)': \(error)")
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         wakeup.pointee.data = context
         idle.pointee.data = context
+        timerDriver.pointee.data = context
 
         if ownsThread {
             startThread()
@@ -164,6 +176,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         if phase == .closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
             idle.deallocate()
+            timerDriver.deallocate()
             uvLoop.deallocate()
         }
         // Otherwise libuv may still point into this memory: leaking it is the safe choice.
@@ -468,13 +481,17 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
                 walk.pointee.visit(handle)
             }, pointer)
         }
-        return walk.found
+        return walk.found + pendingTimerHandles()
     }
 
     func isInternal(_ handle: UnsafeMutablePointer<uv_handle_t>) -> Bool {
-        UnsafeMutableRawPointer(handle) == UnsafeMutableRawPointer(wakeup)
-            || UnsafeMutableRawPointer(handle) == UnsafeMutableRawPointer(idle)
+        let raw = UnsafeMutableRawPointer(handle)
+        return raw == UnsafeMutableRawPointer(wakeup) || raw == UnsafeMutableRawPointer(idle)
+            || raw == UnsafeMutableRawPointer(timerDriver)
     }
+
+    /// The driver timer, for LoopTimers.swift.
+    var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
 
     /// Runs `body` on the loop thread and waits for its result (inline when already there).
     func performAndWait<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) throws(EventLoopError) -> T {
@@ -545,6 +562,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             // Not ours: its owner frees it; we can only close it so the loop can end.
             uv_close(handle, nil)
         }, Unmanaged.passUnretained(self).toOpaque())
+        cancelAllTimers()
         acceptsLocalWork = false
         let dropped = localQueue.removeAll()
         if dropped > 0 {
@@ -556,6 +574,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         pendingReport = openAtShutdown
         uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
         uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
+        uv_close(UnsafeMutableRawPointer(timerDriver).assumingMemoryBound(to: uv_handle_t.self), nil)
     }
     private var pendingReport: [OpenHandle] = []
 

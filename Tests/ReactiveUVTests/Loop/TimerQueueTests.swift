@@ -1,0 +1,89 @@
+import Foundation
+@testable import ReactiveUV
+import XCTest
+
+final class TimerQueueTests: XCTestCase {
+    private let loop = EventLoop(name: "queue")
+
+    override func tearDown() { loop.shutdown() }
+
+    private func timer(_ deadline: UInt64, _ log: Locked<[String]>, _ name: String) -> ScheduledTimer {
+        ScheduledTimer(loop: loop, deadline: deadline, interval: 0, requestedDelay: .zero) {
+            log.withLock { $0.append(name) }
+        }
+    }
+
+    func testPopsInDeadlineOrderAndSubmissionOrderForTies() {
+        let log = Locked<[String]>([])
+        var queue = TimerQueue()
+        let deadlines: [UInt64] = [50, 10, 30, 10, 70, 30, 10, 90, 20, 60, 40, 80]
+        for (index, deadline) in deadlines.enumerated() { queue.push(timer(deadline, log, "\(deadline)#\(index)")) }
+        XCTAssertEqual(queue.liveCount, deadlines.count)
+        XCTAssertNil(queue.popDue(at: 9), "nothing is due before the earliest deadline")
+        var popped: [String] = []
+        while let next = queue.popDue(at: .max) {
+            next.work?()
+            popped = log.current
+        }
+        XCTAssertEqual(popped, ["10#1", "10#3", "10#6", "20#8", "30#2", "30#5", "40#10", "50#0", "60#9", "70#4", "80#11", "90#7"])
+        XCTAssertTrue(queue.isEmpty)
+    }
+
+    func testLargeRandomHeapsPopSorted() {
+        var generator = SystemRandomNumberGenerator()
+        let log = Locked<[String]>([])
+        var queue = TimerQueue()
+        let deadlines = (0..<5000).map { _ in UInt64.random(in: 0..<1000, using: &generator) }
+        for deadline in deadlines { queue.push(timer(deadline, log, "")) }
+        var previous: UInt64 = 0
+        var count = 0
+        while let next = queue.popDue(at: .max) {
+            XCTAssertGreaterThanOrEqual(next.deadline, previous)
+            previous = next.deadline
+            count += 1
+        }
+        XCTAssertEqual(count, 5000)
+    }
+
+    func testCancelledEntriesAreCountedAndCompactedAway() {
+        let log = Locked<[String]>([])
+        var queue = TimerQueue()
+        let timers = (0..<1000).map { timer(UInt64($0), log, "\($0)") }
+        for timer in timers { queue.push(timer) }
+        for timer in timers.prefix(700) {  // what EventLoop.timerWasCancelled does
+            timer.work = nil
+            queue.noteCancelled()
+        }
+        XCTAssertEqual(queue.liveCount, 300)
+        XCTAssertLessThan(queue.cancelledCount, 700, "the heap was rebuilt once mostly cancelled")
+        var live: [UInt64] = []
+        while let next = queue.popDue(at: .max) {
+            if next.work != nil { live.append(next.deadline) }
+        }
+        XCTAssertEqual(live, (700..<1000).map(UInt64.init))
+    }
+
+    /// Cancelling the last live timer clears the heap, so the driver stops and an owner-thread run() can return.
+    func testACancelledFarFutureTimerDoesNotKeepRunAlive() {
+        let outcome = Locked<Duration?>(nil)
+        onNewThread {
+            let owner = EventLoop.onCurrentThread(name: "far")
+            let far = owner.schedule(after: .seconds(3600)) {}
+            owner.schedule(after: .milliseconds(5)) { far?.dispose() }
+            let start = SchedulerInstant.now
+            owner.run()
+            outcome.withLock { $0 = SchedulerInstant.now - start }
+            owner.shutdown()
+        }
+        XCTAssertLessThan(outcome.current ?? .seconds(3600), .seconds(5))
+    }
+
+    func testManyCancelledTimersLeaveNothingBehind() throws {
+        let timers = (0..<10_000).compactMap { _ in loop.schedule(after: .seconds(3600)) {} }
+        XCTAssertEqual(try loop.openHandles().count, 10_000)
+        for timer in timers { timer.dispose() }
+        let left = onLoop(loop) { [loop] in loop.timers.isEmpty && loop.armedDeadline == .max }
+        XCTAssertEqual(left, true)
+        XCTAssertEqual(try loop.openHandles(), [])
+    }
+}
