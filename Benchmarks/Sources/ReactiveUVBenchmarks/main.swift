@@ -17,20 +17,21 @@ let scale: Int = arguments.firstIndex(of: "--scale").flatMap { index in
     arguments.index(after: index) < arguments.endIndex ? Int(arguments[arguments.index(after: index)]) : nil
 } ?? (quick ? 10 : 1)
 
-var scenarios: [(String, () -> ScenarioResult)] = [
-    ("cross-thread execute throughput", { CrossThread.throughput(count: 1_000_000 / scale, rounds: quick ? 1 : 5) }),
-    ("cross-thread ping-pong latency", { CrossThread.pingPong(count: 100_000 / scale) }),
+var scenarios: [(String, () -> [ScenarioResult])] = [
+    ("cross-thread execute throughput", { [CrossThread.throughput(count: 1_000_000 / scale, rounds: quick ? 1 : 5)] }),
+    ("cross-thread ping-pong latency", { [CrossThread.pingPong(count: 100_000 / scale)] }),
     ("1M timers, libuv shape", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: false, includeNIO: true) }),
     ("1M timers, cyclic", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: true, includeNIO: true) }),
-    ("loop-thread run queue", { LoopTick.runQueue(count: 10_000_000 / scale) }),
+    ("loop-thread run queue", { [LoopTick.runQueue(count: 10_000_000 / scale)] }),
 ]
 
 print("ReactiveUV benchmarks — \(ProcessInfo.processInfo.processorCount) cores, \(quick ? "quick" : "full") sizes")
 print("")
 var results: [ScenarioResult] = []
 for (name, run) in scenarios where only.map({ name.contains($0) }) ?? true {
-    let result = run()
-    printText(result)
-    results.append(result)
+    for result in run() {
+        printText(result)
+        results.append(result)
+    }
 }
 if wantsMarkdown { print(markdown(results)) }
