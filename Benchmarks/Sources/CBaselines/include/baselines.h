@@ -36,4 +36,29 @@ uint64_t rawc_loop_count(int ticks);
  * items: the C limit for a chain of loop-thread work. Returns ns. */
 uint64_t rawc_local_chain(int count);
 
+/* TCP echo ping-pong on loopback: one connection, one `message_size`-byte message
+ * in flight. Server and client run on two loop threads, pinned to CPUs
+ * `server_cpu` and `client_cpu` (-1: not pinned). Counts round trips during
+ * `measure_ms` after `warmup_ms`. Fills latencies (ns, up to `capacity`). */
+typedef struct {
+    uint64_t round_trips;
+    uint64_t elapsed_ns;
+    uint64_t recorded;     /* latencies written */
+} rawc_echo_result;
+int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
+                  uint64_t *latencies, uint64_t capacity, rawc_echo_result *result);
+
+/* TCP pump on loopback: one connection, `in_flight` writes of `chunk` bytes
+ * outstanding, TCP_NODELAY, until `total` bytes reached the server. Returns ns
+ * from the first write until the server read the last byte (0 on failure). */
+uint64_t rawc_tcp_pump(uint64_t total, int chunk, int in_flight);
+
+/* File-watch latency: a loop thread watches `directory` with uv_fs_event; the
+ * caller writes one byte to `file` (inside it) and waits until the event was
+ * delivered, `count` times. Fills latencies (ns). Returns 0 on success. */
+int rawc_fs_event_latency(const char *directory, const char *file, int count, uint64_t *latencies);
+
+/* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
+void rawc_pin_current_thread(int cpu);
+
 #endif

@@ -1,0 +1,57 @@
+import CBaselines
+import Foundation
+
+enum IOScenarios {
+    /// Scenario 5a: TCP echo ping-pong, 64-byte messages, one connection.
+    static func echo(warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?, ours: (() -> EchoFigures?)?) -> ScenarioResult {
+        var measurements: [Measurement] = []
+        func add(_ name: String, _ figures: EchoFigures?, _ detail: String) {
+            guard let figures else { return }
+            measurements.append(Measurement(name, figures.roundTripsPerSecond / 1000,
+                                            detail: "median \(format(figures.medianMicroseconds)) µs; \(detail)"))
+        }
+        if let ours { add(Contender.ours, ours(), "TCPServer/TCP.connect") }
+        add(Contender.rawC, TCPAnchors.rawEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "uv_tcp")
+        add(Contender.nio, TCPAnchors.nioEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "ServerBootstrap/ClientBootstrap")
+        add(Contender.node, TCPAnchors.nodeEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "net")
+        let placement = serverCPU == clientCPU ? "both pinned to CPU \(serverCPU.map(String.init) ?? "-")" : "server on CPU \(serverCPU.map(String.init) ?? "any"), client on CPU \(clientCPU.map(String.init) ?? "any")"
+        return ScenarioResult(
+            name: "TCP echo ping-pong (\(serverCPU == clientCPU ? "one CPU" : "two CPUs"))",
+            workload: "one loopback connection, one 64-byte message in flight, \(measure) ms after \(warmup) ms warm-up, \(placement)",
+            unit: "k round trips/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
+    /// Scenario 5b: TCP pump, 64 KiB writes, 8 in flight.
+    static func pump(total: UInt64, ours: (() -> Double?)?) -> ScenarioResult {
+        var measurements: [Measurement] = []
+        if let ours, let rate = ours() { measurements.append(Measurement(Contender.ours, rate, detail: "TCPConnection.write")) }
+        measurements.append(Measurement(Contender.rawC, TCPAnchors.rawPump(total: total), detail: "uv_write"))
+        return ScenarioResult(
+            name: "TCP pump",
+            workload: "one loopback connection, 8 writes of 64 KiB in flight, TCP_NODELAY, \(total >> 20) MiB",
+            unit: "MB/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
+    /// Scenario 5c: file-watch latency, write to event delivered.
+    static func fileWatch(count: Int, ours: ((String, String, Int) -> [UInt64]?)?) -> ScenarioResult {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ruv-bench-\(getpid())")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("watched").path
+        var measurements: [Measurement] = []
+        func add(_ name: String, _ latencies: [UInt64]?, _ detail: String) {
+            guard let latencies, !latencies.isEmpty else { return }
+            let sorted = latencies.sorted()
+            measurements.append(Measurement(name, percentile(sorted, 0.5) / 1000,
+                                            detail: "p99 \(format(percentile(sorted, 0.99) / 1000)) µs; \(detail)"))
+        }
+        if let ours { add(Contender.ours, ours(directory.path, file, count), "FileWatch.changes") }
+        var raw = [UInt64](repeating: 0, count: count)
+        let status = rawc_fs_event_latency(directory.path, file, Int32(count), &raw)
+        add(Contender.rawC, status == 0 ? raw : nil, "uv_fs_event")
+        return ScenarioResult(
+            name: "file-watch latency",
+            workload: "\(count) one-byte pwrites to a file in a watched directory; time from the write until the event was delivered (median)",
+            unit: "µs", higherIsBetter: false, target: nil, measurements: measurements)
+    }
+}
