@@ -319,14 +319,19 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Queues work; false when the loop no longer accepts it.
     @discardableResult
     func enqueue(_ work: consuming @escaping @Sendable () -> Void) -> Bool {
+        enqueueItem(.closure(work))
+    }
+
+    /// Queues a closure or a job; false when the loop no longer accepts it.
+    func enqueueItem(_ work: consuming WorkItem) -> Bool {
         if inEventLoop {
             guard acceptsLocalWork else { return false }
-            localQueue.push(WorkItem(run: work))
+            localQueue.push(work)
             startIdleIfNeeded()
             return true
         }
         // Moved into the queue, not copied: one retain less on whatever the closure captured.
-        var item: WorkItem? = WorkItem(run: work)
+        var item: WorkItem? = work
         let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
             guard inbox.phase == .running || inbox.phase == .idle else { return (false, false) }
             inbox.items.push(item.take()!)
@@ -387,7 +392,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
         pollingInbox = !draining.isEmpty
         if pollingInbox {
-            while let work = draining.pop() { work.run() }
+            while let work = draining.pop() { work.run(on: self) }
             startIdleIfNeeded()
         }
         if closing && !closingStarted { beginClosing() }
@@ -421,7 +426,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     fileprivate func drainLocalQueue() {
         var ran = 0
         while ran < 4096, let work = localQueue.pop() {
-            work.run()
+            work.run(on: self)
             ran += 1
         }
     }
@@ -587,7 +592,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
                 return !draining.isEmpty
             }
             if remote {
-                while let work = draining.pop() { work.run() }
+                while let work = draining.pop() { work.run(on: self) }
             }
             if localQueue.isEmpty && !remote { break }
             drainLocalQueue()

@@ -62,12 +62,24 @@ struct WorkRing {
     }
 }
 
-/// One queued closure.
+/// One queued piece of work: a closure, or a Swift concurrency job.
 ///
-/// A concrete wrapper, not a bare closure in a generic container: an `Array` or
+/// A concrete type, not a bare closure in a generic container: an `Array` or
 /// pointer of function type stores its closures at the most general
 /// abstraction, which makes Swift allocate a reabstraction thunk for every
-/// closure stored, even one that captures nothing.
-struct WorkItem {
-    let run: @Sendable () -> Void
+/// closure stored, even one that captures nothing. Jobs are stored as they
+/// come, so running a task or an actor on a loop allocates nothing per job.
+enum WorkItem {
+    case closure(@Sendable () -> Void)
+    case job(UnownedJob)
+
+    /// Runs the work; a job runs isolated to `loop` as both its serial and its task executor.
+    func run(on loop: EventLoop) {
+        switch self {
+        case .closure(let body):
+            body()
+        case .job(let job):
+            job.runSynchronously(isolatedTo: loop.asUnownedSerialExecutor(), taskExecutor: loop.asUnownedTaskExecutor())
+        }
+    }
 }

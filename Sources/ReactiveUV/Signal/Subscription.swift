@@ -27,6 +27,8 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     @usableFromInline let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown.
     var root: (any ObserverReleasing)?
+    /// Set by a source that can pause (home thread only); see `FlowControl`.
+    var flowControl: FlowControl?
 
     @usableFromInline
     init(home: Scheduler) {
@@ -75,6 +77,7 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         disposeChildren()
         let root = self.root
         self.root = nil
+        flowControl = nil
         root?.releaseObserver()
     }
 

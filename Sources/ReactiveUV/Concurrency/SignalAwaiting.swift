@@ -1,0 +1,232 @@
+import Synchronization
+
+extension Signal {
+    /// Subscribes with plain callbacks for the async bridges; returns the subscription.
+    func subscribeForValues(next: @escaping (Value) -> Void, terminal: @escaping (Result<Void, any Error>) -> Void) -> Subscription {
+        let subscription = Subscription(home: Subscription.homeForCallingThread)
+        let sink = Sink(next: next, error: { terminal(.failure($0)) }, completed: { terminal(.success(())) },
+                        subscription: subscription)
+        start({ sink.receive($0) }, on: subscription)
+        return subscription
+    }
+
+    /// Waits for the signal to end and hands over what `reduce` kept.
+    private func awaitTerminal<State>(
+        _ initial: State,
+        stopEarly: Bool = false,
+        _ reduce: @escaping (inout State, Value) -> Void
+    ) async throws -> State {
+        let box = AwaitBox<State>(initial)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<State, any Error>) in
+                box.setContinuation(continuation)
+                let subscription = subscribeForValues(
+                    next: { value in
+                        box.update { reduce(&$0, value) }
+                        if stopEarly { box.finish(.success(())) }
+                    },
+                    terminal: { box.finish($0) })
+                box.setSubscription(subscription)
+            }
+        } onCancel: {
+            box.finish(.failure(CancellationError()))
+        }
+    }
+
+    /// The first value, or nil if the signal completes without one (RAC's `-first`).
+    ///
+    /// Subscribes, and disposes as soon as the first value arrived.
+    ///
+    /// - Returns: The first value, or nil.
+    /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
+    ///
+    /// Thread rule: safe from any task.
+    public func first() async throws -> Value? {
+        try await awaitTerminal(Optional<Value>.none, stopEarly: true) { first, value in
+            if first == nil { first = value }
+        }
+    }
+
+    /// The last value, or nil if the signal completes without one.
+    ///
+    /// - Returns: The last value, or nil.
+    /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
+    ///
+    /// Thread rule: safe from any task.
+    public func last() async throws -> Value? {
+        try await awaitTerminal(Optional<Value>.none) { last, value in last = value }
+    }
+
+    /// Every value, once the signal completed.
+    ///
+    /// In an async context this async form is chosen; the `collect()` operator
+    /// (a `Signal<[Value]>`) is still there with an explicit type.
+    ///
+    /// - Returns: The values, in order.
+    /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
+    ///
+    /// Thread rule: safe from any task.
+    public func collect() async throws -> [Value] {
+        try await awaitTerminal([Value]()) { values, value in values.append(value) }
+    }
+
+    /// Waits until the signal ends, ignoring its values.
+    ///
+    /// - Returns: The signal's error, or nil if it completed.
+    ///
+    /// Thread rule: safe from any task.
+    @discardableResult
+    public func waitUntilCompleted() async -> (any Error)? {
+        do {
+            _ = try await awaitTerminal(()) { _, _ in }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: - Blocking (RAC's -first, -waitUntilCompleted:)
+
+    /// Blocks the calling thread until the first value (RAC's blocking `-first`).
+    ///
+    /// - Parameter timeout: The longest wait; nil waits forever.
+    /// - Returns: The first value, or nil if the signal completed without one.
+    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread`
+    ///   on a loop thread, where waiting would deadlock.
+    ///
+    /// Thread rule: any thread except a loop thread.
+    public func first(timeout: Duration? = nil) throws -> Value? {
+        try block(operation: "first()", timeout: timeout, Optional<Value>.none, stopEarly: true) { first, value in
+            if first == nil { first = value }
+        }
+    }
+
+    /// Blocks the calling thread until the signal ends; returns its last value.
+    ///
+    /// - Parameter timeout: The longest wait; nil waits forever.
+    /// - Returns: The last value, or nil if it completed without one.
+    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread` on a loop thread.
+    ///
+    /// Thread rule: any thread except a loop thread.
+    public func last(timeout: Duration? = nil) throws -> Value? {
+        try block(operation: "last()", timeout: timeout, Optional<Value>.none) { last, value in last = value }
+    }
+
+    /// Blocks the calling thread until the signal ends (RAC's `-waitUntilCompleted:`).
+    ///
+    /// - Parameter timeout: The longest wait; nil waits forever.
+    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread` on a loop thread.
+    ///
+    /// Thread rule: any thread except a loop thread.
+    public func waitUntilCompleted(timeout: Duration? = nil) throws {
+        try block(operation: "waitUntilCompleted()", timeout: timeout, ()) { _, _ in }
+    }
+
+    private func block<State>(
+        operation: String,
+        timeout: Duration?,
+        _ initial: State,
+        stopEarly: Bool = false,
+        _ reduce: @escaping (inout State, Value) -> Void
+    ) throws -> State {
+        if let loop = EventLoop.current {
+            throw EventLoopError.calledOnLoopThread(operation: operation, loop: loop.name)
+        }
+        let box = AwaitBox<State>(initial)
+        let done = Latch()
+        box.onFinish = { done.open() }
+        let subscription = subscribeForValues(
+            next: { value in
+                box.update { reduce(&$0, value) }
+                if stopEarly { box.finish(.success(())) }
+            },
+            terminal: { box.finish($0) })
+        box.setSubscription(subscription)
+        if let timeout {
+            if !done.wait(until: SchedulerInstant.now + timeout) {
+                subscription.dispose()
+                throw SignalWaitError.timedOut(operation: operation, after: timeout)
+            }
+        } else {
+            done.wait()
+        }
+        return try box.result()
+    }
+}
+
+/// Why a blocking helper gave up.
+///
+/// Thread rule: a value type; safe from any thread.
+public enum SignalWaitError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The signal did not deliver in time.
+    case timedOut(operation: String, after: Duration)
+
+    /// A sentence for a human.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        switch self {
+        case .timedOut(let operation, let after): return "\(operation) timed out after \(after)"
+        }
+    }
+}
+
+/// The state one await (or blocking wait) builds up, with its one-shot completion.
+final class AwaitBox<State>: @unchecked Sendable {
+    // Everything is protected by `lock`; the continuation and `onFinish` are called after unlocking.
+    private let lock = Mutex<Void>(())
+    private var state: State
+    private var outcome: Result<Void, any Error>?
+    private var continuation: CheckedContinuation<State, any Error>?
+    private var subscription: Subscription?
+    var onFinish: (() -> Void)?
+
+    init(_ initial: State) { state = initial }
+
+    func update(_ body: (inout State) -> Void) {
+        lock.withLock { _ in if outcome == nil { body(&state) } }
+    }
+
+    func setContinuation(_ continuation: CheckedContinuation<State, any Error>) {
+        let finished: Result<Void, any Error>? = lock.withLock { _ in
+            if outcome == nil { self.continuation = continuation }
+            return outcome
+        }
+        if let finished { resume(continuation, finished) }
+    }
+
+    func setSubscription(_ subscription: Subscription) {
+        let finished = lock.withLock { _ -> Bool in
+            self.subscription = subscription
+            return outcome != nil
+        }
+        if finished { subscription.dispose() }
+    }
+
+    func finish(_ result: Result<Void, any Error>) {
+        let (continuation, subscription, onFinish): (CheckedContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock { _ in
+            if outcome != nil { return (nil, nil, nil) }
+            outcome = result
+            let taken = self.continuation
+            self.continuation = nil
+            return (taken, self.subscription, self.onFinish)
+        }
+        subscription?.dispose()
+        if let continuation { resume(continuation, result) }
+        onFinish?()
+    }
+
+    func result() throws -> State {
+        try lock.withLock { _ in
+            if case .failure(let error) = outcome { throw error }
+            return state
+        }
+    }
+
+    private func resume(_ continuation: CheckedContinuation<State, any Error>, _ result: Result<Void, any Error>) {
+        switch result {
+        case .success: continuation.resume(returning: lock.withLock { _ in state })
+        case .failure(let error): continuation.resume(throwing: error)
+        }
+    }
+}

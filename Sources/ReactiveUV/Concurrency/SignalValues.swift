@@ -1,0 +1,317 @@
+import Synchronization
+
+/// What `signal.values` does when values arrive faster than the consuming task takes them.
+///
+/// Thread rule: a value type; safe from any thread.
+public enum ValuesBufferPolicy: Sendable, Hashable {
+    /// Keep at most `limit` values waiting. A source that can pause (a TCP
+    /// connection's bytes) is paused when the buffer is full and resumed when it
+    /// has drained to half; any other source that overflows it ends the sequence
+    /// with `SignalValuesError.bufferOverflow`.
+    case bounded(Int)
+    /// Keep the newest `limit` values, dropping older ones.
+    case keepNewest(Int)
+    /// Keep the oldest `limit` values, dropping newer ones.
+    case keepOldest(Int)
+    /// Keep everything (memory grows with the backlog). Only when asked for by name.
+    case unbounded
+
+    /// `.bounded(1024)`.
+    public static let `default` = ValuesBufferPolicy.bounded(1024)
+}
+
+/// Why `signal.values` ended with an error of its own.
+///
+/// Thread rule: a value type; safe from any thread.
+public enum SignalValuesError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// More than `capacity` values were waiting and the source could not be paused.
+    case bufferOverflow(capacity: Int)
+
+    /// A sentence for a human.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        switch self {
+        case .bufferOverflow(let capacity):
+            return "signal.values: more than \(capacity) values were waiting for the consuming task and the source cannot pause; consume faster, or choose a larger or dropping ValuesBufferPolicy"
+        }
+    }
+}
+
+extension Signal {
+    /// The signal's values as an `AsyncSequence`, with the default buffer policy (`.bounded(1024)`).
+    ///
+    /// Iterating subscribes (from the consuming task's thread: a task on a loop
+    /// subscribes on that loop, others on `EventLoop.shared`); the signal's error
+    /// is thrown; completion ends the loop; cancelling the task, or leaving the
+    /// loop early, disposes the subscription.
+    ///
+    /// Thread rule: safe from any thread.
+    public var values: SignalValues<Value> { SignalValues(signal: self, policy: .default) }
+
+    /// The signal's values as an `AsyncSequence` with an explicit buffer policy.
+    ///
+    /// - Parameter policy: What to do with values the task has not taken yet.
+    /// - Returns: The sequence.
+    ///
+    /// Thread rule: safe from any thread.
+    public func values(bufferingPolicy policy: ValuesBufferPolicy) -> SignalValues<Value> {
+        SignalValues(signal: self, policy: policy)
+    }
+}
+
+/// A signal's values as an `AsyncSequence`; see `Signal.values`.
+///
+/// Each iterator subscribes once, when it is first asked for a value.
+///
+/// Thread rule: iterate from one task.
+public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
+    // Immutable; the signal is Sendable and the policy a value.
+    /// The element type.
+    public typealias Element = Value
+    /// The error type.
+    public typealias Failure = any Error
+
+    let signal: Signal<Value>
+    let policy: ValuesBufferPolicy
+
+    /// Makes an iterator that subscribes on its first `next()`.
+    ///
+    /// - Returns: The iterator.
+    ///
+    /// Thread rule: any thread.
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(channel: ValuesChannel(signal: signal, policy: policy))
+    }
+
+    /// Takes values from the subscription in order.
+    ///
+    /// Thread rule: use from one task.
+    public struct Iterator: AsyncIteratorProtocol {
+        let channel: ValuesChannel<Value>
+
+        /// The next value, or nil once the signal completed (or the task was cancelled).
+        ///
+        /// - Returns: The value, or nil at the end.
+        /// - Throws: The signal's error, or `SignalValuesError`.
+        ///
+        /// Thread rule: from the iterating task.
+        public mutating func next() async throws -> Value? {
+            try await channel.next()
+        }
+    }
+}
+
+/// The buffer between one subscription and one iterating task.
+final class ValuesChannel<Value>: @unchecked Sendable {
+    // Everything mutable is in `state`, protected by `lock`; continuations are resumed after unlocking.
+    private struct State {
+        var buffer: [Value] = []
+        var head = 0
+        var terminal: Result<Void, any Error>?
+        var waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>?
+        var subscription: Subscription?
+        var started = false
+        var finished = false
+        var paused = false
+
+        var count: Int { buffer.count - head }
+
+        mutating func popFirst() -> Value? {
+            guard head < buffer.count else { return nil }
+            let value = buffer[head]
+            head += 1
+            if head > 64 && head * 2 > buffer.count {
+                buffer.removeFirst(head)
+                head = 0
+            }
+            return value
+        }
+    }
+
+    /// A value or the end, carried out of the lock.
+    private struct ReadyValue {
+        let value: Result<Value?, any Error>
+        init(_ value: Result<Value?, any Error>) { self.value = value }
+    }
+
+    private let signal: Signal<Value>
+    private let policy: ValuesBufferPolicy
+    private let lock = Mutex<Void>(())
+    private var state = State()
+
+    init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
+        self.signal = signal
+        self.policy = policy
+    }
+
+    deinit {
+        // The iterator was dropped (the loop ended early): stop the source.
+        state.subscription?.dispose()
+    }
+
+    private func locked<R>(_ body: (inout State) -> R) -> R {
+        lock.withLock { _ in body(&state) }
+    }
+
+    func next() async throws -> Value? {
+        if let ready = try takeReady() { return try ready.value.get() }
+        // The value crosses from the subscription's thread to the task in a box: the
+        // task is the only one that touches it afterwards.
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
+                let outcome: ReadyValue? = locked { state in
+                    if let value = state.popFirst() { return ReadyValue(.success(value)) }
+                    if let terminal = state.terminal {
+                        state.finished = true
+                        switch terminal {
+                        case .success: return ReadyValue(.success(nil))
+                        case .failure(let error): return ReadyValue(.failure(error))
+                        }
+                    }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let outcome {
+                    continuation.resume(with: outcome.value.map { UncheckedSendable($0) })
+                } else {
+                    // Subscribing only once a task waits means the first value goes straight to it.
+                    startIfNeeded()
+                }
+            }
+        } onCancel: {
+            cancel()
+        }.value
+    }
+
+    /// A value (or the end) ready without waiting, after which the source may be resumed.
+    private func takeReady() throws -> ReadyValue? {
+        let (ready, resume): (ReadyValue?, Subscription?) = locked { state in
+            if state.finished { return (ReadyValue(.success(nil)), nil) }
+            if let value = state.popFirst() {
+                var resume: Subscription?
+                if state.paused, let limit = policy.limit, state.count <= limit / 2 {
+                    state.paused = false
+                    resume = state.subscription
+                }
+                return (ReadyValue(.success(value)), resume)
+            }
+            if let terminal = state.terminal {
+                state.finished = true
+                switch terminal {
+                case .success: return (ReadyValue(.success(nil)), nil)
+                case .failure(let error): return (ReadyValue(.failure(error)), nil)
+                }
+            }
+            return (nil, nil)
+        }
+        // The flow control is read on the home thread, where the source set it.
+        if let resume {
+            let box = UncheckedSendable(resume)
+            resume.home.schedule { box.value.flowControl?.resume() }
+        }
+        if let ready, case .failure(let error) = ready.value { throw error }
+        return ready
+    }
+
+    private func startIfNeeded() {
+        let start = locked { state -> Bool in
+            if state.started { return false }
+            state.started = true
+            return true
+        }
+        guard start else { return }
+        let subscription = signal.subscribeForValues(
+            next: { [self] in receive($0) },
+            terminal: { [self] in finish($0) })
+        let disposeNow = locked { state -> Bool in
+            state.subscription = subscription
+            return state.finished && state.terminal == nil
+        }
+        if disposeNow { subscription.dispose() }
+    }
+
+    /// A value from the subscription (home thread).
+    private func receive(_ value: Value) {
+        var overflow = false
+        var pause = false
+        let flowControl = locked { $0.subscription }?.flowControl
+        let waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
+            if state.terminal != nil { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.buffer.append(value)
+            switch policy {
+            case .unbounded:
+                break
+            case .keepNewest(let limit):
+                if state.count > limit { _ = state.popFirst() }
+            case .keepOldest(let limit):
+                if state.count > limit { state.buffer.removeLast() }
+            case .bounded(let limit):
+                if flowControl != nil {
+                    if state.count >= limit && !state.paused {
+                        state.paused = true
+                        pause = true
+                    }
+                } else if state.count > limit {
+                    overflow = true
+                    state.terminal = .failure(SignalValuesError.bufferOverflow(capacity: limit))
+                }
+            }
+            return nil
+        }
+        if pause { flowControl?.pause() }
+        if let waiter { waiter.resume(returning: UncheckedSendable(value)) }
+        if overflow {
+            locked { $0.subscription }?.dispose()
+            wakeWaiter()
+        }
+    }
+
+    private func finish(_ terminal: Result<Void, any Error>) {
+        locked { state in if state.terminal == nil { state.terminal = terminal } }
+        wakeWaiter()
+    }
+
+    private func wakeWaiter() {
+        let (waiter, outcome): (CheckedContinuation<UncheckedSendable<Value?>, any Error>?, Result<UncheckedSendable<Value?>, any Error>?) = locked { state in
+            guard let waiter = state.waiter, let terminal = state.terminal, state.count == 0 else { return (nil, nil) }
+            state.waiter = nil
+            state.finished = true
+            switch terminal {
+            case .success: return (waiter, .success(UncheckedSendable(nil)))
+            case .failure(let error): return (waiter, .failure(error))
+            }
+        }
+        if let waiter, let outcome { waiter.resume(with: outcome) }
+    }
+
+    /// The consuming task was cancelled: dispose, and end the sequence.
+    private func cancel() {
+        let (subscription, waiter): (Subscription?, CheckedContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
+            if state.terminal == nil { state.terminal = .success(()) }
+            state.finished = true
+            state.buffer = []
+            state.head = 0
+            let waiter = state.waiter
+            state.waiter = nil
+            return (state.subscription, waiter)
+        }
+        subscription?.dispose()
+        waiter?.resume(returning: UncheckedSendable(nil))
+    }
+}
+
+
+extension ValuesBufferPolicy {
+    /// The buffer limit, if any.
+    var limit: Int? {
+        switch self {
+        case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
+        case .unbounded: return nil
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+private struct Boom: Error, Equatable {}
+
+final class SignalAsyncTests: XCTestCase {
+    func testTenThousandValuesArriveInOrder() async throws {
+        let signal = Signal<Int> { subscriber in
+            for value in 0..<10_000 { subscriber.sendNext(value) }
+            subscriber.sendCompleted()
+            return nil
+        }
+        var received: [Int] = []
+        for try await value in signal.values(bufferingPolicy: .unbounded) { received.append(value) }
+        XCTAssertEqual(received, Array(0..<10_000))
+    }
+
+    func testValuesFromATimerArriveAsTheyAreProduced() async throws {
+        var received: [Int] = []
+        for try await tick in Signal<Int>.interval(.milliseconds(2)).values {
+            received.append(tick)
+            if received.count == 5 { break }  // leaving the loop disposes the subscription
+        }
+        XCTAssertEqual(received, [0, 1, 2, 3, 4])
+    }
+
+    func testTheSignalsErrorIsThrown() async {
+        let failing = Signal<Int> { subscriber in
+            subscriber.sendNext(1)
+            subscriber.sendError(Boom())
+            return nil
+        }
+        var received: [Int] = []
+        do {
+            for try await value in failing.values { received.append(value) }
+            XCTFail("expected the error to be thrown")
+        } catch {
+            XCTAssertEqual(error as? Boom, Boom())
+        }
+        XCTAssertEqual(received, [1])
+    }
+
+    /// Cancelling the consuming task disposes the subscription: the harness sees the timer closed.
+    func testCancellingTheTaskDisposesTheSubscription() throws {
+        let report = LoopHarness.run { harness in
+            let received = LockedCount()
+            let cleanedUp = LockedCount()
+            let ticks = Signal<Int> { subscriber in
+                let timer = Signal<Int>.interval(.milliseconds(1)).subscribeNext { subscriber.sendNext($0) }
+                return ActionDisposable {
+                    timer.dispose()
+                    cleanedUp.increment()
+                }
+            }
+            let task = Task(executorPreference: harness.loop) {
+                for try await _ in ticks.values { received.increment() }
+            }
+            try harness.wait(for: "three values") { received.value >= 3 }
+            task.cancel()
+            try harness.wait(for: "the subscription's cleanup") { cleanedUp.value == 1 }
+            _ = try harness.onLoop {}
+            XCTAssertEqual(try harness.loop.openHandles(), [])
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    func testAFastSourceThatCannotPauseOverflowsABoundedBuffer() async {
+        let burst = Signal<Int> { subscriber in
+            for value in 0..<100 { subscriber.sendNext(value) }
+            subscriber.sendCompleted()
+            return nil
+        }
+        do {
+            var iterator = burst.values(bufferingPolicy: .bounded(10)).makeAsyncIterator()
+            _ = try await iterator.next()
+            while try await iterator.next() != nil {}
+            XCTFail("expected an overflow")
+        } catch {
+            XCTAssertEqual(error as? SignalValuesError, .bufferOverflow(capacity: 10))
+            XCTAssertTrue("\(error)".contains("cannot pause"))
+        }
+    }
+
+    func testDroppingPoliciesKeepTheNewestOrTheOldest() async throws {
+        let bursts = LockedCount()
+        let burst = Signal<Int> { subscriber in
+            for value in 0..<100 { subscriber.sendNext(value) }
+            subscriber.sendCompleted()
+            bursts.increment()
+            return nil
+        }
+        var newest = burst.values(bufferingPolicy: .keepNewest(3)).makeAsyncIterator()
+        var oldest = burst.values(bufferingPolicy: .keepOldest(3)).makeAsyncIterator()
+        let firstNewest = try await newest.next()
+        let firstOldest = try await oldest.next()
+        // Take nothing more until both bursts have landed in the buffers.
+        let deadline = SchedulerInstant.now + .seconds(10)
+        while bursts.value < 2 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertEqual(bursts.value, 2)
+        var restNewest: [Int] = [], restOldest: [Int] = []
+        while let value = try await newest.next() { restNewest.append(value) }
+        while let value = try await oldest.next() { restOldest.append(value) }
+        XCTAssertEqual(firstNewest, 0, "the first value went straight to the waiting task")
+        XCTAssertEqual(restNewest, [97, 98, 99])
+        XCTAssertEqual(firstOldest, 0)
+        XCTAssertEqual(restOldest, [1, 2, 3])
+    }
+
+    /// A source that can pause is paused when the buffer fills, so memory stays bounded.
+    func testAPausableSourceIsPausedInsteadOfOverflowing() async throws {
+        let flow = FlowLog()
+        let produced = 10_000
+        let source = Signal<Int> { subscriber in
+            let producer = PausableProducer(subscriber: subscriber, total: produced, flow: flow)
+            subscriber.setFlowControl(pause: { producer.pause() }, resume: { producer.resume() })
+            producer.produce()
+            return nil
+        }
+        var received = 0
+        for try await value in source.values(bufferingPolicy: .bounded(64)) {
+            XCTAssertEqual(value, received)
+            received += 1
+            if received % 500 == 0 { try await Task.sleep(for: .milliseconds(1)) }  // a slow consumer
+        }
+        XCTAssertEqual(received, produced)
+        XCTAssertGreaterThan(flow.pauses, 0, "the source was never paused")
+        XCTAssertEqual(flow.pauses, flow.resumes)
+    }
+
+    func testFirstLastCollectAndWait() async throws {
+        let numbers = Signal.from([4, 5, 6])
+        let first = try await numbers.first()
+        let last = try await numbers.last()
+        let all: [Int] = try await numbers.collect()
+        XCTAssertEqual(first, 4)
+        XCTAssertEqual(last, 6)
+        XCTAssertEqual(all, [4, 5, 6])
+        let none = try await Signal<Int>.empty.first()
+        XCTAssertNil(none)
+        let error = await Signal<Int>.error(Boom()).waitUntilCompleted()
+        XCTAssertEqual(error as? Boom, Boom())
+        let fine = await Signal<Int>.empty.waitUntilCompleted()
+        XCTAssertNil(fine)
+        // first() disposes after the first value, so an endless source is fine.
+        let tick = try await Signal<Int>.interval(.milliseconds(1)).first()
+        XCTAssertEqual(tick, 0)
+    }
+
+    func testBlockingHelpersWorkOffLoopAndRefuseOnALoop() throws {
+        XCTAssertEqual(try Signal.from([1, 2]).first(timeout: .seconds(5)), 1)
+        XCTAssertEqual(try Signal.from([1, 2]).last(timeout: .seconds(5)), 2)
+        XCTAssertNoThrow(try Signal<Int>.empty.waitUntilCompleted(timeout: .seconds(5)))
+        XCTAssertThrowsError(try Signal<Int>.never.first(timeout: .milliseconds(20))) { error in
+            XCTAssertEqual(error as? SignalWaitError, .timedOut(operation: "first()", after: .milliseconds(20)))
+        }
+        let loop = EventLoop(name: "blocking")
+        defer { loop.shutdown() }
+        let refusal = onLoop(loop) { () -> String in
+            do {
+                _ = try Signal.return(1).first()
+                return "no error"
+            } catch {
+                return "\(error)"
+            }
+        }
+        XCTAssertEqual(refusal, "\(EventLoopError.calledOnLoopThread(operation: "first()", loop: "blocking"))")
+    }
+
+    func testSignalAsyncRunsOnTheHomeLoopAndDisposalCancels() throws {
+        let report = LoopHarness.run { harness in
+            let recorder = try harness.record(Signal<String?>.async { EventLoop.current?.name })
+            try recorder.waitForTermination()
+            XCTAssertEqual(recorder.values, ["harness"])
+
+            let failing = try harness.record(Signal<Int>.async { throw Boom() })
+            XCTAssertEqual(try failing.waitForTermination().error as? Boom, Boom())
+
+            let cancelled = LockedCount()
+            let slow = try harness.record(Signal<Int>.async {
+                do {
+                    try await Task.sleep(for: .seconds(60))
+                } catch {
+                    cancelled.increment()
+                    throw error
+                }
+                return 1
+            })
+            slow.dispose()
+            try harness.wait(for: "the task to see its cancellation") { cancelled.value == 1 }
+            XCTAssertEqual(slow.events.count, 0)
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    func testASignalFromAnAsyncSequence() throws {
+        let stream = AsyncStream<Int> { continuation in
+            for value in 1...3 { continuation.yield(value) }
+            continuation.finish()
+        }
+        let recorder = EventRecorder(Signal.from(stream))
+        XCTAssertEqual(try recorder.waitForTermination(), .completed)
+        XCTAssertEqual(recorder.values, [1, 2, 3])
+    }
+}
+
+/// A counter shared with callbacks.
+final class LockedCount: @unchecked Sendable {
+    // `count` is protected by `lock`.
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
+
+/// Pause/resume notes from a flow-controlled source.
+final class FlowLog: @unchecked Sendable {
+    // Protected by `lock`.
+    private let lock = NSLock()
+    private(set) var pauses = 0
+    private(set) var resumes = 0
+    func note(paused: Bool, buffered: Int) { lock.withLock { if paused { pauses += 1 } else { resumes += 1 } } }
+}
+
+/// Carries non-Sendable test state into @Sendable closures that run on one loop thread.
+struct UncheckedBoxForTests<Value>: @unchecked Sendable {
+    // Used from one loop thread only.
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Produces numbers in slices on its subscription's home loop while not paused, like a socket being read.
+final class PausableProducer: @unchecked Sendable {
+    // Touched only on the subscription's home loop thread.
+    private let subscriber: Subscriber<Int>
+    private let total: Int
+    private let flow: FlowLog
+    private var next = 0
+    private var paused = false
+
+    init(subscriber: Subscriber<Int>, total: Int, flow: FlowLog) {
+        self.subscriber = subscriber
+        self.total = total
+        self.flow = flow
+    }
+
+    func produce() {
+        var slice = 0
+        while !paused && next < total && slice < 100 {
+            subscriber.sendNext(next)
+            next += 1
+            slice += 1
+        }
+        if next == total {
+            subscriber.sendCompleted()
+        } else if !paused {
+            subscriber.homeScheduler.schedule { self.produce() }
+        }
+    }
+
+    func pause() {
+        paused = true
+        flow.note(paused: true, buffered: next)
+    }
+
+    func resume() {
+        paused = false
+        flow.note(paused: false, buffered: next)
+        produce()
+    }
+}
