@@ -14,22 +14,27 @@ extension Signal {
     /// loop's thread: the events then arrive on the next turn of that loop,
     /// even when it is the home). Events not yet delivered when the
     /// subscription is disposed are dropped. One allocation per event (the
-    /// hand-off); use it at the end of a chain.
+    /// hand-off); use it at the end of a chain. The terminal event is handed
+    /// off too: the result ends on `scheduler` after the values before it.
     ///
     /// - Parameter scheduler: Where downstream runs.
     /// - Returns: The same events, on `scheduler`.
     ///
     /// Thread rule: safe from any thread.
     public func deliver(on scheduler: Scheduler) -> Signal<Value> {
-        lift { downstream, subscription in
+        // Not fused: the source's terminal event must end only the source while
+        // its hand-off to `scheduler` is still on the way, so the source gets a child subscription.
+        operatorSignal { downstream, subscription in
             let target = UncheckedSendable(downstream)
-            return { event in
+            let source = subscription.makeChild()
+            self.attach({ event in
+                if event.isTerminating { subscription.endChild(source) }
                 let payload = UncheckedSendable(event)
                 _ = scheduler.schedule {
                     if subscription.isDisposed { return }
                     target.value(payload.value)
                 }
-            }
+            }, to: source)
         }.debugNamed("[\(name)] -deliverOn: \(scheduler.schedulerDescription)")
     }
 

@@ -40,10 +40,16 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public func delay(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
-        lift { downstream, subscription in
+        // Not fused: the source's completion must end only the source, while the
+        // delayed completion is still to come, so the source gets a child subscription.
+        operatorSignal { downstream, subscription in
             let state = DelayState(downstream, scheduler: scheduler ?? subscription.home,
                                    subscription: subscription, interval: interval)
-            return { state.receive($0) }
+            let source = subscription.makeChild()
+            self.attach({ event in
+                if event.isTerminating { subscription.endChild(source) }
+                state.receive(event)
+            }, to: source)
         }.debugNamed("[\(name)] -delay: \(interval)")
     }
 
