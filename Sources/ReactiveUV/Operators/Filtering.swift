@@ -50,16 +50,16 @@ extension Signal {
     public func take(_ count: Int) -> Signal<Value> {
         if count <= 0 { return Signal.empty.debugNamed("[\(name)] -take: \(count)") }
         return lift { downstream, _ in
-            var taken = 0
+            let taken = OperatorVar(0)
             return { event in
-                if taken == count { return }
+                if taken.value == count { return }
                 switch event {
                 case .next:
-                    taken += 1
+                    taken.value += 1
                     downstream(event)
-                    if taken == count { downstream(.completed) }
+                    if taken.value == count { downstream(.completed) }
                 case .error, .completed:
-                    taken = count
+                    taken.value = count
                     downstream(event)
                 }
             }
@@ -77,18 +77,18 @@ extension Signal {
     @inlinable
     public func takeLast(_ count: Int) -> Signal<Value> {
         lift { downstream, _ in
-            var kept = RingBuffer<Value>()
+            let kept = OperatorVar(RingBuffer<Value>())
             return { event in
                 switch event {
                 case .next(let value):
                     if count <= 0 { return }
-                    if kept.count == count { _ = kept.popFirst() }
-                    kept.append(value)
+                    if kept.value.count == count { _ = kept.value.popFirst() }
+                    kept.value.append(value)
                 case .error:
-                    kept.removeAll()
+                    kept.value.removeAll()
                     downstream(event)
                 case .completed:
-                    while let value = kept.popFirst() { downstream(.next(value)) }
+                    while let value = kept.value.popFirst() { downstream(.next(value)) }
                     downstream(.completed)
                 }
             }
@@ -104,10 +104,10 @@ extension Signal {
     @inlinable
     public func skip(_ count: Int) -> Signal<Value> {
         lift { downstream, _ in
-            var skipped = 0
+            let skipped = OperatorVar(0)
             return { event in
-                if case .next = event, skipped < count {
-                    skipped += 1
+                if case .next = event, skipped.value < count {
+                    skipped.value += 1
                     return
                 }
                 downstream(event)
@@ -124,19 +124,19 @@ extension Signal {
     @inlinable
     public func take(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
-            var ended = false
+            let ended = OperatorVar(false)
             return { event in
-                if ended { return }
+                if ended.value { return }
                 switch event {
                 case .next(let value):
                     if predicate(value) {
                         downstream(event)
                     } else {
-                        ended = true
+                        ended.value = true
                         downstream(.completed)
                     }
                 case .error, .completed:
-                    ended = true
+                    ended.value = true
                     downstream(event)
                 }
             }
@@ -152,11 +152,11 @@ extension Signal {
     @inlinable
     public func skip(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
-            var skipping = true
+            let skipping = OperatorVar(true)
             return { event in
-                if skipping, case .next(let value) = event {
+                if skipping.value, case .next(let value) = event {
                     if predicate(value) { return }
-                    skipping = false
+                    skipping.value = false
                 }
                 downstream(event)
             }
@@ -255,11 +255,11 @@ extension Signal {
     @inlinable
     public func distinctUntilChanged(by isEquivalent: @escaping (Value, Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
-            var last: Value?
+            let last = OperatorVar<Value?>(nil)
             return { event in
                 if case .next(let value) = event {
-                    if let previous = last, isEquivalent(previous, value) { return }
-                    last = value
+                    if let previous = last.value, isEquivalent(previous, value) { return }
+                    last.value = value
                 }
                 downstream(event)
             }

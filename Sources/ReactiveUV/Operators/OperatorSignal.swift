@@ -116,6 +116,21 @@ extension Signal {
     }
 }
 
+/// The mutable state of one fused operator in one subscription (a running total, a count).
+///
+/// A class with an unchecked property rather than a captured `var`: a
+/// captured `var` costs a dynamic exclusivity check on every access, on the
+/// path every value takes.
+@usableFromInline
+final class OperatorVar<Value> {
+    // Touched only by the closure that owns it, which runs for one event at a time
+    // (on the subscription's home thread, or the thread a hop moved the events to).
+    @usableFromInline @exclusivity(unchecked) var value: Value
+
+    @inlinable
+    init(_ value: Value) { self.value = value }
+}
+
 /// A first-in first-out queue on a ring of storage: O(1) append and removal at the front.
 ///
 /// Used by `takeLast`, `zip`, queued `flatten` and `ReplaySubject`.

@@ -45,16 +45,16 @@ extension Signal {
     @inlinable
     public func tryMap<U>(_ transform: @escaping (Value) throws -> U) -> Signal<U> {
         lift { downstream, _ in
-            var failed = false
+            let failed = OperatorVar(false)
             return { event in
-                if failed { return }
+                if failed.value { return }
                 switch event {
                 case .next(let value):
                     let result: U
                     do {
                         result = try transform(value)
                     } catch {
-                        failed = true
+                        failed.value = true
                         downstream(.error(error))
                         return
                     }
@@ -80,12 +80,12 @@ extension Signal {
     @inlinable
     public func scan<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
         lift { downstream, _ in
-            var running = start
+            let running = OperatorVar(start)
             return { event in
                 switch event {
                 case .next(let value):
-                    running = combine(running, value)
-                    downstream(.next(running))
+                    running.value = combine(running.value, value)
+                    downstream(.next(running.value))
                 case .error(let error): downstream(.error(error))
                 case .completed: downstream(.completed)
                 }
@@ -103,12 +103,12 @@ extension Signal {
     @inlinable
     public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> {
         lift { downstream, _ in
-            var previous = start
+            let previous = OperatorVar(start)
             return { event in
                 switch event {
                 case .next(let value):
-                    let pair = (previous, value)
-                    previous = value
+                    let pair = (previous.value, value)
+                    previous.value = value
                     downstream(.next(pair))
                 case .error(let error): downstream(.error(error))
                 case .completed: downstream(.completed)
@@ -130,13 +130,13 @@ extension Signal {
     @inlinable
     public func aggregate<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
         lift { downstream, _ in
-            var running = start
+            let running = OperatorVar(start)
             return { event in
                 switch event {
-                case .next(let value): running = combine(running, value)
+                case .next(let value): running.value = combine(running.value, value)
                 case .error(let error): downstream(.error(error))
                 case .completed:
-                    downstream(.next(running))
+                    downstream(.next(running.value))
                     downstream(.completed)
                 }
             }
@@ -195,12 +195,12 @@ extension Signal {
     @inlinable
     public func dematerialize<U>() -> Signal<U> where Value == Event<U> {
         lift { downstream, _ in
-            var ended = false
+            let ended = OperatorVar(false)
             return { event in
-                if ended { return }
+                if ended.value { return }
                 switch event {
                 case .next(let inner):
-                    if inner.isTerminating { ended = true }
+                    if inner.isTerminating { ended.value = true }
                     downstream(inner)
                 case .error(let error): downstream(.error(error))
                 case .completed: downstream(.completed)

@@ -115,4 +115,49 @@ final class SubjectTests: XCTestCase {
         test.performAsCurrent { recorder.dispose() }
         XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's closures")
     }
+
+    /// The sending loop's lock-free path must see subscribers that come and go during a delivery.
+    func testSubscribersChangingDuringADeliveryOnTheSendingLoop() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let log = Locked<[String]>([])
+        var late: (any Disposable)?
+        let b = test.performAsCurrent { subject.subscribeNext { value in log.withLock { $0.append("b\(value)") } } }
+        test.performAsCurrent {
+            subject.subscribeNext { value in
+                log.withLock { $0.append("a\(value)") }
+                if value == 1 {
+                    b.dispose()
+                    late = subject.subscribeNext { value in log.withLock { $0.append("c\(value)") } }
+                    subject.sendNext(10)  // re-entrant: delivered depth first
+                }
+            }
+            subject.sendNext(0)
+            subject.sendNext(1)
+            subject.sendNext(2)
+        }
+        XCTAssertEqual(log.current, ["b0", "a0", "b1", "a1", "a10", "c10", "a2", "c2"])
+        XCTAssertEqual(subject.subscriberCount, 2)
+        test.performAsCurrent { late?.dispose() }
+        XCTAssertEqual(subject.subscriberCount, 1)
+    }
+
+    func testTwoLoopsSendingIntoOneSubjectReachSubscribersOnBoth() throws {
+        let loops = [EventLoop(name: "one"), EventLoop(name: "two")]
+        let subject = Subject<Int>()
+        let recorders = loops.compactMap { loop in onLoop(loop) { UncheckedBox(EventRecorder(subject)) }?.value }
+        for (index, loop) in loops.enumerated() {
+            loop.execute { for n in 0..<1_000 { subject.sendNext(index * 1_000 + n) } }
+        }
+        for recorder in recorders {
+            let values = try recorder.waitForValues(2_000)
+            XCTAssertEqual(values.filter { $0 < 1_000 }, Array(0..<1_000))
+            XCTAssertEqual(values.filter { $0 >= 1_000 }, Array(1_000..<2_000))
+            XCTAssertFalse(recorder.sawConcurrentDelivery)
+            XCTAssertTrue(recorder.recorded.allSatisfy(\.onHomeThread))
+        }
+        subject.sendCompleted()
+        for recorder in recorders { _ = try recorder.waitForTermination() }
+        for loop in loops { XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0) }
+    }
 }

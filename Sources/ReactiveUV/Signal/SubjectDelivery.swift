@@ -1,0 +1,125 @@
+import Synchronization
+
+/// A subject's registration of one subscription, without its value type.
+///
+/// The subject's list holds these, so adding and removing are plain
+/// (non-generic) array operations. Disposing it (the subscription does, when
+/// it is disposed) takes it off the subject's list.
+@usableFromInline
+class SubjectSubscriberBase: Disposable, @unchecked Sendable {
+    // `disposed` is atomic; subclasses document their own state.
+    private let disposed = Atomic<Bool>(false)
+
+    init() {}
+
+    @usableFromInline
+    final func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        leaveSubject()
+    }
+
+    @usableFromInline
+    final var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+
+    func leaveSubject() {}
+}
+
+/// The gate between a subject and one subscription: `Subscriber`'s rules for a subscriber the subject owns.
+///
+/// Same contract as `Subscriber` (drops everything after a terminal event or
+/// disposal; delivers on the subscription's home thread, hopping sends made
+/// elsewhere there, in order), with the observer held in a `let`: only the
+/// subject's list and snapshots, sends in flight and the subscription hold
+/// this object, and all of them let go when the subscription is disposed, so
+/// the observer chain is freed with it and a delivery needs no retain.
+@usableFromInline
+final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, @unchecked Sendable {
+    // `subject`, `observer`, `subscription` and `homeIdentity` are immutable; `terminated` is touched
+    // only on the subscription's home thread (sends from other threads are hopped there first).
+    let subject: Subject<Value>
+    @usableFromInline let observer: (Event<Value>) -> Void
+    @usableFromInline let subscription: Subscription
+    /// `subscription.home`'s identity, compared with the calling thread's current scheduler.
+    @usableFromInline let homeIdentity: UnsafeMutableRawPointer
+    @usableFromInline @exclusivity(unchecked) var terminated = false
+
+    init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+        self.subject = subject
+        self.observer = observer
+        self.subscription = subscription
+        self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
+        super.init()
+    }
+
+    /// Delivers now when `current` (the calling thread's current scheduler) is the home, else hops there.
+    @inlinable
+    func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
+            deliver(event)
+        } else {
+            hop(event)
+        }
+    }
+
+    @inlinable
+    func deliver(_ event: Event<Value>) {
+        guard !terminated, !subscription.isDisposed else { return }
+        if event.isTerminating {
+            terminated = true
+            observer(event)
+            subscription.dispose()
+        } else {
+            observer(event)
+        }
+    }
+
+    @usableFromInline
+    func hop(_ event: Event<Value>) {
+        if subscription.isDisposed { return }
+        // Two boxes, not a tuple in one: see UncheckedSendable.
+        let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        _ = subscription.home.schedule { target.value.deliver(payload.value) }
+    }
+
+    override func leaveSubject() {
+        subject.remove(self)
+    }
+
+    func releaseObserver() {
+        // Nothing to do: the observer goes with this object, which the subject drops at disposal.
+    }
+}
+
+/// An immutable copy of a subject's subscriber list, walked by senders without retaining each subscriber.
+///
+/// Built under the subject's lock after the list changed; it holds one
+/// reference to each subscriber for as long as it lives.
+@usableFromInline
+final class SubjectSnapshot<Value> {
+    // Immutable after init; freed (releasing the subscribers) when the last sender lets go.
+    @usableFromInline let count: Int
+    @usableFromInline let elements: UnsafeMutablePointer<Unmanaged<SubjectSubscriber<Value>>>
+
+    init(_ subscribers: ContiguousArray<SubjectSubscriberBase>) {
+        count = subscribers.count
+        elements = .allocate(capacity: max(1, count))
+        for (index, subscriber) in subscribers.enumerated() {
+            (elements + index).initialize(to: Unmanaged.passRetained(unsafeDowncast(subscriber, to: SubjectSubscriber<Value>.self)))
+        }
+    }
+
+    deinit {
+        for index in 0..<count { elements[index].release() }
+        elements.deallocate()
+    }
+
+    @inlinable
+    func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        var index = 0
+        while index < count {
+            elements[index]._withUnsafeGuaranteedRef { $0.send(event, current: current) }
+            index += 1
+        }
+    }
+}
+
