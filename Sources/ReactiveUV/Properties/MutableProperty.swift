@@ -91,6 +91,7 @@ public final class MutableProperty<Value>: @unchecked Sendable {
     }
 }
 
+/// The precedence of `<~`: binds tighter than assignment, groups to the right.
 precedencegroup BindingPrecedence {
     associativity: right
     higherThan: AssignmentPrecedence

@@ -44,6 +44,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
     /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
     private let subscriberType = SubjectSubscriber<Value>.self
+    let observerBoxType = ObserverBox<Value>.self
 
     /// Creates a subject with no subscribers.
     ///

@@ -26,29 +26,39 @@ class SubjectSubscriberBase: Disposable, @unchecked Sendable {
 
 /// The gate between a subject and one subscription: `Subscriber`'s rules for a subscriber the subject owns.
 ///
-/// Same contract as `Subscriber` (drops everything after a terminal event or
+/// Same contract as `Subscriber`: drops everything after a terminal event or
 /// disposal; delivers on the subscription's home thread, hopping sends made
-/// elsewhere there, in order), with the observer held in a `let`: only the
-/// subject's list and snapshots, sends in flight and the subscription hold
-/// this object, and all of them let go when the subscription is disposed, so
-/// the observer chain is freed with it and a delivery needs no retain.
+/// elsewhere there, in order; releases the observer chain at teardown (even
+/// while a sender still holds this object). The observer is kept in a box
+/// referenced without ARC, so a delivery costs no retain: the box is
+/// released at teardown, or, when teardown happens inside a delivery, as
+/// that delivery returns.
 @usableFromInline
 final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, @unchecked Sendable {
-    // `subject`, `observer`, `subscription` and `homeIdentity` are immutable; `terminated` is touched
-    // only on the subscription's home thread (sends from other threads are hopped there first).
+    // `subject`, `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `terminated`,
+    // `released`, `releasePending` and `depth` are touched only on the subscription's home thread
+    // (deliveries run there, sends from elsewhere are hopped there, and teardown runs there).
     let subject: Subject<Value>
-    @usableFromInline let observer: (Event<Value>) -> Void
     @usableFromInline let subscription: Subscription
     /// `subscription.home`'s identity, compared with the calling thread's current scheduler.
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
+    /// Holds one reference to the box until `released`.
+    @usableFromInline let observer: Unmanaged<ObserverBox<Value>>
     @usableFromInline @exclusivity(unchecked) var terminated = false
+    @usableFromInline @exclusivity(unchecked) var released = false
+    @usableFromInline @exclusivity(unchecked) var releasePending = false
+    @usableFromInline @exclusivity(unchecked) var depth = 0
 
     init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
         self.subject = subject
-        self.observer = observer
+        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer))
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         super.init()
+    }
+
+    deinit {
+        if !released { observer.release() }
     }
 
     /// Delivers now when `current` (the calling thread's current scheduler) is the home, else hops there.
@@ -63,14 +73,13 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
 
     @inlinable
     func deliver(_ event: Event<Value>) {
-        guard !terminated, !subscription.isDisposed else { return }
-        if event.isTerminating {
-            terminated = true
-            observer(event)
-            subscription.dispose()
-        } else {
-            observer(event)
-        }
+        guard !terminated, !released, !subscription.isDisposed else { return }
+        if event.isTerminating { terminated = true }
+        depth += 1
+        observer._withUnsafeGuaranteedRef { $0.observer(event) }
+        depth -= 1
+        if releasePending, depth == 0 { releaseNow() }
+        if terminated { subscription.dispose() }
     }
 
     @usableFromInline
@@ -85,8 +94,33 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         subject.remove(self)
     }
 
+    /// Teardown (home thread): drop the observer chain, after the delivery in progress if there is one.
     func releaseObserver() {
-        // Nothing to do: the observer goes with this object, which the subject drops at disposal.
+        if released { return }
+        if depth > 0 {
+            releasePending = true
+        } else {
+            releaseNow()
+        }
+    }
+
+    @usableFromInline
+    func releaseNow() {
+        if released { return }
+        released = true
+        releasePending = false
+        observer.release()
+    }
+}
+
+/// A subscriber's observer, in a box the subscriber references without ARC traffic per delivery.
+@usableFromInline
+final class ObserverBox<Value> {
+    // Immutable.
+    @usableFromInline let observer: (Event<Value>) -> Void
+
+    init(_ observer: @escaping (Event<Value>) -> Void) {
+        self.observer = observer
     }
 }
 

@@ -112,6 +112,12 @@ final class SubjectTests: XCTestCase {
             return test.record(subject.map { value -> Int in token.touch(); return value })
         }()
         XCTAssertNotNil(weakToken)
+        // Two sends: the second takes the sending loop's cached snapshot, which still holds the subscriber.
+        test.performAsCurrent {
+            subject.sendNext(1)
+            subject.sendNext(2)
+        }
+        XCTAssertEqual(recorder.values, [1, 2])
         test.performAsCurrent { recorder.dispose() }
         XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's closures")
     }
