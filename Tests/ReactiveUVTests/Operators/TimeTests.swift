@@ -103,6 +103,24 @@ final class TimeTests: XCTestCase {
         XCTAssertTrue(error.message.contains("positive"), error.message)
     }
 
+    func testFinishedTimePipelinesAreFreed() {
+        assertFinishedPipelineIsFreed("delay") { signal, token in
+            signal.delay(.milliseconds(1)).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("timeout") { signal, token in
+            signal.timeout(.seconds(1)).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("buffer") { signal, token in
+            signal.buffer(every: .milliseconds(5)).map { values -> Int in token.touch(); return values.count }
+        }
+        assertFinishedPipelineIsFreed("sample") { signal, token in
+            signal.sample(signal).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("deliver(on:)") { signal, token in
+            signal.deliver(on: Scheduler.immediate).map { value -> Int in token.touch(); return value }
+        }
+    }
+
     // MARK: on a real loop
 
     func testTimeOperatorsRunOnTheLoopsTimersAndCloseThem() {
