@@ -20,11 +20,12 @@ import Musl
 @usableFromInline
 final class Sink<Value> {
     // All stored vars are touched only on the subscription's home thread.
-    @usableFromInline var next: ((Value) -> Void)?
-    @usableFromInline var error: ((any Error) -> Void)?
-    @usableFromInline var completed: (() -> Void)?
+    /// A `let` so a value is delivered without retaining the closure; it is freed with the sink at teardown.
+    @usableFromInline let next: ((Value) -> Void)?
+    @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
+    @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?
     @usableFromInline let subscription: Subscription
-    @usableFromInline var depth = 0
+    @usableFromInline @exclusivity(unchecked) var depth = 0
 
     @inlinable
     init(next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?, subscription: Subscription) {
@@ -68,7 +69,6 @@ final class Sink<Value> {
 
     @usableFromInline
     func releaseCallbacks() {
-        next = nil
         error = nil
         completed = nil
     }

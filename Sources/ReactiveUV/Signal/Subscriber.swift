@@ -16,14 +16,18 @@
 public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     // `observer` and `terminated` are touched only on `subscription.home`'s thread
     // (sends from other threads are hopped there first); `subscription` is immutable.
-    @usableFromInline var observer: ((Event<Value>) -> Void)?
-    @usableFromInline var terminated = false
+    @usableFromInline @exclusivity(unchecked) var observer: ((Event<Value>) -> Void)?
+    @usableFromInline @exclusivity(unchecked) var terminated = false
     @usableFromInline let subscription: Subscription
+    /// `subscription.home`'s identity, compared with the thread's current scheduler without touching `home`
+    /// (the subscription keeps `home` alive, so the pointer stays valid).
+    @usableFromInline let homeIdentity: UnsafeMutableRawPointer
 
     @usableFromInline
     init(observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
         self.observer = observer
         self.subscription = subscription
+        self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
     }
 
     /// Sends a value.
@@ -61,7 +65,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @inlinable
     public func send(_ event: Event<Value>) {
-        if subscription.home.isCurrent {
+        if ThreadLocals.currentScheduler.value == homeIdentity {
             deliver(event)
         } else {
             hop(event)

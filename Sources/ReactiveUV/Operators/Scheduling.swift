@@ -1,0 +1,60 @@
+/// Operators that move events to another scheduler's thread: `deliver(on:)` and `subscribe(on:)`.
+///
+/// These are the only operators that change the thread downstream code runs
+/// on. Operators after them run on the new thread. Operators with several
+/// inputs or timers keep their state on the subscription's home (or their
+/// explicit scheduler) and hop events back there, so they stay safe after a
+/// thread change; give a time operator the same scheduler (`throttle(_:on:)`)
+/// to keep it on the new thread.
+extension Signal {
+    /// Delivers every event on `scheduler` (RAC's `-deliverOn:`).
+    ///
+    /// Each event is handed to `scheduler.schedule`, in order, so downstream
+    /// operators and the subscriber's callbacks run on `scheduler`'s thread (a
+    /// loop's thread: the events then arrive on the next turn of that loop,
+    /// even when it is the home). Events not yet delivered when the
+    /// subscription is disposed are dropped. One allocation per event (the
+    /// hand-off); use it at the end of a chain. The terminal event is handed
+    /// off too: the result ends on `scheduler` after the values before it.
+    ///
+    /// - Parameter scheduler: Where downstream runs.
+    /// - Returns: The same events, on `scheduler`.
+    ///
+    /// Thread rule: safe from any thread.
+    public func deliver(on scheduler: Scheduler) -> Signal<Value> {
+        // Not fused: the source's terminal event must end only the source while
+        // its hand-off to `scheduler` is still on the way, so the source gets a child subscription.
+        operatorSignal { downstream, subscription in
+            let target = UncheckedSendable(downstream)
+            let source = subscription.makeChild()
+            self.attach({ event in
+                if event.isTerminating { subscription.endChild(source) }
+                let payload = UncheckedSendable(event)
+                _ = scheduler.schedule {
+                    if subscription.isDisposed { return }
+                    target.value(payload.value)
+                }
+            }, to: source)
+        }.debugNamed("[\(name)] -deliverOn: \(scheduler.schedulerDescription)")
+    }
+
+    /// Subscribes to this signal on `scheduler` (RAC's `-subscribeOn:`).
+    ///
+    /// The source is attached in a child subscription whose home is
+    /// `scheduler`: its `didSubscribe` runs on that thread, sends from other
+    /// threads are hopped there, and so its events (and everything downstream)
+    /// arrive on `scheduler`'s thread. Disposing tears the source down on
+    /// `scheduler`'s thread.
+    ///
+    /// - Parameter scheduler: Where the source is subscribed and delivers.
+    /// - Returns: The same events, produced on `scheduler`.
+    ///
+    /// Thread rule: safe from any thread.
+    public func subscribe(on scheduler: Scheduler) -> Signal<Value> {
+        operatorSignal { downstream, subscription in
+            let remote = Subscription(home: scheduler)
+            subscription.add(remote)
+            self.start(downstream, on: remote)
+        }.debugNamed("[\(name)] -subscribeOn: \(scheduler.schedulerDescription)")
+    }
+}

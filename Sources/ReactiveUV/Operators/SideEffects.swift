@@ -1,0 +1,101 @@
+/// Operators that run code as events pass (`doNext`, `doError`, `doCompleted`,
+/// `initially`, `finally`) and `repeat()`.
+///
+/// The side-effect operators are fused (`lift`); their blocks run on the
+/// subscription's home thread, before the event is passed on (RAC's order).
+extension Signal {
+    /// Runs `action` with each value before passing it on (RAC's `-doNext:`).
+    ///
+    /// - Parameter action: Called with each value.
+    /// - Returns: The same events.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func doNext(_ action: @escaping (Value) -> Void) -> Signal<Value> {
+        lift { downstream, _ in
+            { event in
+                if case .next(let value) = event { action(value) }
+                downstream(event)
+            }
+        }.debugNamed("[\(name)] -doNext:")
+    }
+
+    /// Runs `action` with the error before passing it on (RAC's `-doError:`).
+    ///
+    /// - Parameter action: Called with the error.
+    /// - Returns: The same events.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func doError(_ action: @escaping (any Error) -> Void) -> Signal<Value> {
+        lift { downstream, _ in
+            { event in
+                if case .error(let error) = event { action(error) }
+                downstream(event)
+            }
+        }.debugNamed("[\(name)] -doError:")
+    }
+
+    /// Runs `action` on completion before passing it on (RAC's `-doCompleted:`).
+    ///
+    /// - Parameter action: Called on completion.
+    /// - Returns: The same events.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func doCompleted(_ action: @escaping () -> Void) -> Signal<Value> {
+        lift { downstream, _ in
+            { event in
+                if case .completed = event { action() }
+                downstream(event)
+            }
+        }.debugNamed("[\(name)] -doCompleted")
+    }
+
+    /// Runs `action` each time the signal is subscribed, before the source is (RAC's `-initially:`).
+    ///
+    /// Adds nothing to the event path.
+    ///
+    /// - Parameter action: Called once per subscription, on its home thread.
+    /// - Returns: The same signal, with the side effect.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func initially(_ action: @escaping () -> Void) -> Signal<Value> {
+        lift { downstream, _ in
+            action()
+            return downstream
+        }.debugNamed("[\(name)] -initially:")
+    }
+
+    /// Runs `action` when the signal errors or completes, before passing the event on (RAC's `-finally:`).
+    ///
+    /// Not run when the subscription is disposed without a terminal event (as in RAC).
+    ///
+    /// - Parameter action: Called once on error or completion.
+    /// - Returns: The same events.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func finally(_ action: @escaping () -> Void) -> Signal<Value> {
+        lift { downstream, _ in
+            { event in
+                if event.isTerminating { action() }
+                downstream(event)
+            }
+        }.debugNamed("[\(name)] -finally:")
+    }
+
+    /// Re-subscribes each time the signal completes, forever; an error ends it (RAC's `-repeat`).
+    ///
+    /// Re-subscription uses a trampoline, so a source that completes
+    /// synchronously does not grow the stack (it does keep the home thread
+    /// busy: pair it with `take` or a trigger).
+    ///
+    /// - Returns: The repeating signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func `repeat`() -> Signal<Value> {
+        resubscribing(retries: 0, repeatsOnCompletion: true).debugNamed("[\(name)] -repeat")
+    }
+}

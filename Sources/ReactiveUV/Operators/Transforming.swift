@@ -1,0 +1,211 @@
+/// Operators that turn each value (or the whole sequence) into something else.
+///
+/// All of them are fused (`lift`): they add a direct call to the subscription's
+/// chain, keep their state in the closure made per subscription, and take no
+/// lock and make no allocation per value.
+extension Signal {
+    /// Transforms each value (RAC's `-map:`).
+    ///
+    /// - Parameter transform: Applied to each value, on the subscription's home thread.
+    /// - Returns: A signal of the transformed values; errors and completion pass through.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func map<U>(_ transform: @escaping (Value) -> U) -> Signal<U> {
+        lift { downstream, _ in
+            { event in
+                switch event {
+                case .next(let value): downstream(.next(transform(value)))
+                case .error(let error): downstream(.error(error))
+                case .completed: downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -map:")
+    }
+
+    /// Replaces each value with the same constant (RAC's `-mapReplace:`).
+    ///
+    /// - Parameter replacement: The value sent for every value of this signal.
+    /// - Returns: The signal of constants.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func mapReplace<U>(_ replacement: U) -> Signal<U> {
+        map { _ in replacement }.debugNamed("[\(name)] -mapReplace: \(replacement)")
+    }
+
+    /// Transforms each value with a function that may throw; a thrown error ends the signal with that error.
+    ///
+    /// After the error nothing more is sent, and the source is disposed.
+    ///
+    /// - Parameter transform: Applied to each value; throw to fail the signal.
+    /// - Returns: The signal of transformed values.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func tryMap<U>(_ transform: @escaping (Value) throws -> U) -> Signal<U> {
+        lift { downstream, _ in
+            let failed = OperatorVar(false)
+            return { event in
+                if failed.value { return }
+                switch event {
+                case .next(let value):
+                    let result: U
+                    do {
+                        result = try transform(value)
+                    } catch {
+                        failed.value = true
+                        downstream(.error(error))
+                        return
+                    }
+                    downstream(.next(result))
+                case .error(let error): downstream(.error(error))
+                case .completed: downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -tryMap:")
+    }
+
+    /// Sends a running combination of the values, starting from `start` (RAC's `-scanWithStart:reduce:`).
+    ///
+    /// For values v1, v2, ... it sends combine(start, v1), combine(that, v2), ...
+    /// The running state is kept per subscription.
+    ///
+    /// - Parameters:
+    ///   - start: The state before the first value.
+    ///   - combine: Makes the next state from the running state and a value.
+    /// - Returns: The signal of running states.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func scan<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+        lift { downstream, _ in
+            let running = OperatorVar(start)
+            return { event in
+                switch event {
+                case .next(let value):
+                    running.value = combine(running.value, value)
+                    downstream(.next(running.value))
+                case .error(let error): downstream(.error(error))
+                case .completed: downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -scanWithStart:reduce:")
+    }
+
+    /// Sends each value paired with the one before it; the first value is paired with `start`
+    /// (RAC's `-combinePreviousWithStart:reduce:`, returning the pair).
+    ///
+    /// - Parameter start: The "previous" value for the first value.
+    /// - Returns: A signal of `(previous, current)` pairs.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> {
+        lift { downstream, _ in
+            let previous = OperatorVar(start)
+            return { event in
+                switch event {
+                case .next(let value):
+                    let pair = (previous.value, value)
+                    previous.value = value
+                    downstream(.next(pair))
+                case .error(let error): downstream(.error(error))
+                case .completed: downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -combinePreviousWithStart: \(start)")
+    }
+
+    /// Folds every value into one result sent when the signal completes (RAC's `-aggregateWithStart:reduce:`).
+    ///
+    /// An empty signal sends `start`. An error is forwarded and nothing is sent for the values before it.
+    ///
+    /// - Parameters:
+    ///   - start: The initial result.
+    ///   - combine: Folds a value into the running result.
+    /// - Returns: A signal of one value, then completion.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func aggregate<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+        lift { downstream, _ in
+            let running = OperatorVar(start)
+            return { event in
+                switch event {
+                case .next(let value): running.value = combine(running.value, value)
+                case .error(let error): downstream(.error(error))
+                case .completed:
+                    downstream(.next(running.value))
+                    downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -aggregateWithStart:reduce:")
+    }
+
+    /// Collects every value into one array sent when the signal completes (RAC's `-collect`).
+    ///
+    /// An empty signal sends `[]`. An error is forwarded and the collected values are dropped.
+    ///
+    /// - Returns: A signal of one array, then completion.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func collect() -> Signal<[Value]> {
+        aggregate([Value]()) { array, value in
+            var array = array
+            array.append(value)
+            return array
+        }.debugNamed("[\(name)] -collect")
+    }
+
+    /// Sends `value` first, then this signal's events (RAC's `-startWith:`).
+    ///
+    /// - Parameter value: The value sent at once on subscription.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func startWith(_ value: Value) -> Signal<Value> {
+        Signal.return(value).concat(self).debugNamed("[\(name)] -startWith: \(value)")
+    }
+
+    /// Turns every event into a value: `next(v)` becomes `next(.next(v))`, and a
+    /// terminal event becomes a value followed by completion (RAC's `-materialize`).
+    ///
+    /// - Returns: A signal of events that never fails.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func materialize() -> Signal<Event<Value>> {
+        lift { downstream, _ in
+            { event in
+                downstream(.next(event))
+                if event.isTerminating { downstream(.completed) }
+            }
+        }.debugNamed("[\(name)] -materialize")
+    }
+
+    /// Turns materialized events back into events (RAC's `-dematerialize`).
+    ///
+    /// A `.next(.error(e))` value ends the signal with `e`; `.next(.completed)` completes it.
+    ///
+    /// - Returns: The signal the events describe.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func dematerialize<U>() -> Signal<U> where Value == Event<U> {
+        lift { downstream, _ in
+            let ended = OperatorVar(false)
+            return { event in
+                if ended.value { return }
+                switch event {
+                case .next(let inner):
+                    if inner.isTerminating { ended.value = true }
+                    downstream(inner)
+                case .error(let error): downstream(.error(error))
+                case .completed: downstream(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -dematerialize")
+    }
+}

@@ -1,0 +1,101 @@
+/// A value that can be observed: the Linux answer to RAC's `RACObserve`.
+///
+/// `signal` sends the current value at once, then every change (seed 002:
+/// an observed property sends its initial value on subscription, which is
+/// why `combineLatest` of observed properties fires at once). Setting
+/// `value` sends it to every subscriber, each on its own home thread.
+///
+/// Bind a signal to it with `property <~ signal`: the binding lasts until the
+/// signal ends, the returned disposable is disposed, or the property is
+/// freed, whichever comes first. When the property is freed, its `signal`
+/// completes.
+///
+/// Thread rule: safe from any thread.
+public final class MutableProperty<Value>: @unchecked Sendable {
+    // `subject` and `bindings` are immutable and thread-safe.
+    private let subject: BehaviorSubject<Value>
+    private let bindings = CompoundDisposable()
+
+    /// Creates a property holding `initial`.
+    ///
+    /// - Parameter initial: The first value.
+    /// - Returns: The property.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ initial: Value) {
+        subject = BehaviorSubject(initial: initial)
+    }
+
+    deinit {
+        bindings.dispose()
+        subject.sendCompleted()
+    }
+
+    /// The current value; setting it sends the new value to every subscriber.
+    ///
+    /// Thread rule: safe from any thread (concurrent sets are ordered; the last one wins).
+    public var value: Value {
+        get { subject.value }
+        set { subject.sendNext(newValue) }
+    }
+
+    /// The current value, then every change; completes when the property is freed.
+    ///
+    /// Thread rule: safe from any thread.
+    public var signal: Signal<Value> { subject }
+
+    /// A read-only view of this property.
+    ///
+    /// Thread rule: safe from any thread.
+    public var readOnly: Property<Value> { Property(self) }
+
+    /// Sets `value` from each value of `source` until `source` ends, the binding is disposed, or this property is freed.
+    ///
+    /// The binding holds the property weakly. `source`'s error or completion ends the binding (not the property).
+    ///
+    /// - Parameter source: The signal to take values from.
+    /// - Returns: The binding; dispose it to stop early.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func bind(from source: Signal<Value>) -> any Disposable {
+        let binding = source.subscribeNext { [weak self] value in self?.value = value }
+        bindings.add(binding)
+        return binding
+    }
+
+    /// Binds `source` to `target` (`target.bind(from: source)`): RAC's `RAC(target, key) = signal`.
+    ///
+    /// - Parameters:
+    ///   - target: The property to set.
+    ///   - source: The signal of values.
+    /// - Returns: The binding; it also ends when `target` is freed.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public static func <~ (target: MutableProperty<Value>, source: Signal<Value>) -> any Disposable {
+        target.bind(from: source)
+    }
+
+    /// Binds another property to `target`: `target` follows `source`'s current value and changes.
+    ///
+    /// - Parameters:
+    ///   - target: The property to set.
+    ///   - source: The property to follow.
+    /// - Returns: The binding; it also ends when `target` is freed.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public static func <~ (target: MutableProperty<Value>, source: Property<Value>) -> any Disposable {
+        target.bind(from: source.signal)
+    }
+}
+
+/// The precedence of `<~`: binds tighter than assignment, groups to the right.
+precedencegroup BindingPrecedence {
+    associativity: right
+    higherThan: AssignmentPrecedence
+}
+
+/// The binding operator: `property <~ signal` sets `property` from each value of `signal`.
+infix operator <~ : BindingPrecedence

@@ -1,0 +1,94 @@
+/// A read-only observable value: a current `value` and a `signal` that sends it first, then every change.
+///
+/// Made from a `MutableProperty`, a constant, or a signal with an initial
+/// value; `map` and `combineLatest(with:)` derive new properties whose
+/// signals also start with the current value (so a `combineLatest` of
+/// properties sends its first combination at once, as seed 002 explains).
+///
+/// Thread rule: safe from any thread.
+public final class Property<Value>: @unchecked Sendable {
+    // `current` and `signal` are immutable; what they read is thread-safe (a subject or a property).
+    private let current: () -> Value
+    /// Keeps a `init(initial:then:)` source subscribed for the property's lifetime.
+    private let upkeep: ScopedDisposable?
+
+    /// The current value, then every change.
+    ///
+    /// Thread rule: safe from any thread.
+    public let signal: Signal<Value>
+
+    /// A read-only view of `property`.
+    ///
+    /// - Parameter property: The property to view.
+    /// - Returns: A property that follows it.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ property: MutableProperty<Value>) {
+        current = { property.value }
+        signal = property.signal
+        upkeep = nil
+    }
+
+    /// A property that never changes.
+    ///
+    /// - Parameter value: Its value.
+    /// - Returns: The property; its signal sends `value` and completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(constant value: Value) {
+        let box = UncheckedSendable(value)
+        current = { box.value }
+        signal = Signal.return(value)
+        upkeep = nil
+    }
+
+    /// A property that starts at `initial` and takes each value of `source` (subscribed now, for the property's lifetime).
+    ///
+    /// - Parameters:
+    ///   - initial: The value until `source` sends one.
+    ///   - source: The values that follow.
+    /// - Returns: The property.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(initial: Value, then source: Signal<Value>) {
+        let storage = MutableProperty(initial)
+        current = { storage.value }
+        signal = storage.signal
+        upkeep = ScopedDisposable(storage.bind(from: source))
+    }
+
+    private init(current: @escaping () -> Value, signal: Signal<Value>) {
+        self.current = current
+        self.signal = signal
+        upkeep = nil
+    }
+
+    /// The current value.
+    ///
+    /// Thread rule: safe from any thread.
+    public var value: Value { current() }
+
+    /// A property whose value is `transform` of this one's.
+    ///
+    /// `transform` runs on each read of `value` and for each value its signal sends.
+    ///
+    /// - Parameter transform: Maps a value of this property.
+    /// - Returns: The derived property.
+    ///
+    /// Thread rule: safe from any thread.
+    public func map<U>(_ transform: @escaping (Value) -> U) -> Property<U> {
+        Property<U>(current: { transform(self.value) }, signal: signal.map(transform))
+    }
+
+    /// A property holding this property's value paired with `other`'s.
+    ///
+    /// Its signal sends the current pair at once, then a new pair when either changes.
+    ///
+    /// - Parameter other: The other property.
+    /// - Returns: The combined property.
+    ///
+    /// Thread rule: safe from any thread.
+    public func combineLatest<U>(with other: Property<U>) -> Property<(Value, U)> {
+        Property<(Value, U)>(current: { (self.value, other.value) }, signal: signal.combineLatest(with: other.signal))
+    }
+}

@@ -1,0 +1,155 @@
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+final class ErrorsTests: XCTestCase {
+    func testCatchSwitchesToTheHandlersSignalAfterDisposingTheFailedOne() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (20, .error(TestError("first")))))
+        let replacement = TestSource<Int>(events((5, .next(2)), (10, .completed)))
+        let seen = Locked<[String]>([])
+        let recorder = test.record(source.signal.catch { error in
+            seen.withLock { $0.append("\(error)") }
+            return replacement.signal
+        })
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "next(2)@25", "completed@30"])
+        XCTAssertEqual(seen.current, ["first"])
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@20"])
+        XCTAssertEqual(replacement.history, ["subscribed@20", "disposed@30"])
+    }
+
+    func testCatchToAndCompletionWithoutError() {
+        let test = TestScheduler()
+        let recorder = test.record(TestSource<Int>(events((10, .error(TestError())))).signal.catchTo(Signal.from([7, 8])))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(7)@10", "next(8)@10", "completed@10"])
+        let untouched = TestScheduler().record(Signal.from([1]).catchTo(Signal.return(9)))
+        XCTAssertEqual(untouched.events, [.next(1), .completed])
+        // The replacement's own error is forwarded.
+        let failing = TestScheduler().record(Signal<Int>.error(TestError("a")).catchTo(Signal.error(TestError("b"))))
+        XCTAssertEqual(failing.events, [.error(TestError("b"))])
+        assertPropagatesErrorAndDisposal("catch", forwardsError: false) { $0.catchTo(Signal.never) }
+        assertFinishedPipelineIsFreed("catch") { signal, token in signal.catch { _ in token.touch(); return .empty } }
+    }
+
+    func testRetryResubscribesAtMostCountTimes() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (20, .error(TestError()))))
+        let recorder = test.record(source.signal.retry(2))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "next(1)@30", "next(1)@50", "error(boom)@60"])
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@20", "subscribed@20", "disposed@40",
+                                        "subscribed@40", "disposed@60"])
+        let none = TestScheduler().record(Signal<Int>.error(TestError()).retry(0))
+        XCTAssertEqual(none.events, [.error(TestError())])
+    }
+
+    func testRetryStopsOnceAnAttemptCompletes() {
+        let attempts = Locked(0)
+        let flaky = Signal<Int> { subscriber in
+            let attempt = attempts.withLock { $0 += 1; return $0 }
+            if attempt < 3 {
+                subscriber.sendError(TestError())
+            } else {
+                subscriber.sendNext(attempt)
+                subscriber.sendCompleted()
+            }
+            return nil
+        }
+        XCTAssertEqual(TestScheduler().record(flaky.retry()).events, [.next(3), .completed])
+        XCTAssertEqual(attempts.current, 3)
+    }
+
+    func testRetryOfASynchronousSourceThatFailsAMillionTimesUsesConstantStack() {
+        let failures = 1_000_000
+        let attempts = Locked(0)
+        let flaky = Signal<Int> { subscriber in
+            let attempt = attempts.withLock { $0 += 1; return $0 }
+            if attempt <= failures {
+                subscriber.sendError(TestError())
+            } else {
+                subscriber.sendNext(attempt)
+                subscriber.sendCompleted()
+            }
+            return nil
+        }
+        let recorder = TestScheduler().record(flaky.retry())
+        XCTAssertEqual(recorder.events, [.next(failures + 1), .completed])
+    }
+
+    func testRetryDisposal() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .error(TestError()))))
+        let recorder = test.record(source.signal.retry())
+        test.at(25) { recorder.dispose() }
+        test.run()
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@10", "subscribed@10", "disposed@20", "subscribed@20", "disposed@25"])
+        assertFinishedPipelineIsFreed("retry") { signal, token in signal.retry(3).map { value -> Int in token.touch(); return value } }
+    }
+}
+
+final class SideEffectsTests: XCTestCase {
+    func testDoBlocksRunBeforeTheEventIsPassedOn() {
+        let log = Locked<[String]>([])
+        let signal = Signal.from([1, 2])
+            .doNext { value in log.withLock { $0.append("do \(value)") } }
+            .doCompleted { log.withLock { $0.append("do completed") } }
+        TestScheduler().performAsCurrent {
+            signal.subscribe(next: { value in log.withLock { $0.append("next \(value)") } },
+                             completed: { log.withLock { $0.append("completed") } })
+        }
+        XCTAssertEqual(log.current, ["do 1", "next 1", "do 2", "next 2", "do completed", "completed"])
+
+        let errors = Locked<[String]>([])
+        let failing = Signal<Int>.error(TestError("x")).doError { error in errors.withLock { $0.append("\(error)") } }
+        XCTAssertEqual(TestScheduler().record(failing).events, [.error(TestError("x"))])
+        XCTAssertEqual(errors.current, ["x"])
+        assertPropagatesErrorAndDisposal("doNext") { $0.doNext { _ in } }
+        assertPropagatesErrorAndDisposal("doError") { $0.doError { _ in } }
+        assertPropagatesErrorAndDisposal("doCompleted") { $0.doCompleted {} }
+    }
+
+    func testInitiallyRunsOncePerSubscriptionBeforeTheSource() {
+        let log = Locked<[String]>([])
+        let source = Signal<Int> { subscriber in
+            log.withLock { $0.append("subscribed") }
+            subscriber.sendCompleted()
+            return nil
+        }
+        let signal = source.initially { log.withLock { $0.append("initially") } }
+        XCTAssertEqual(log.current, [], "nothing runs before subscription")
+        let test = TestScheduler()
+        _ = test.record(signal)
+        _ = test.record(signal)
+        XCTAssertEqual(log.current, ["initially", "subscribed", "initially", "subscribed"])
+        assertPropagatesErrorAndDisposal("initially") { $0.initially {} }
+    }
+
+    func testFinallyRunsOnErrorOrCompletionButNotOnDispose() {
+        let count = Locked(0)
+        let test = TestScheduler()
+        _ = test.record(Signal.from([1]).finally { count.withLock { $0 += 1 } })
+        _ = test.record(Signal<Int>.error(TestError()).finally { count.withLock { $0 += 1 } })
+        XCTAssertEqual(count.current, 2)
+        let disposed = test.record(Signal<Int>.never.finally { count.withLock { $0 += 1 } })
+        test.performAsCurrent { disposed.dispose() }
+        XCTAssertEqual(count.current, 2)
+        assertPropagatesErrorAndDisposal("finally") { $0.finally {} }
+    }
+
+    func testRepeatResubscribesOnCompletion() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (15, .completed)))
+        let recorder = test.record(source.signal.repeat().take(3))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "next(1)@25", "next(1)@40", "completed@40"])
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@15", "subscribed@15", "disposed@30", "subscribed@30", "disposed@40"])
+        // A synchronous source repeats on the trampoline, without growing the stack.
+        let many = TestScheduler().record(Signal.from([1, 2]).repeat().take(200_001).aggregate(0) { count, _ in count + 1 })
+        XCTAssertEqual(many.events, [.next(200_001), .completed])
+        let failing = TestScheduler().record(Signal.return(1).concat(.error(TestError())).repeat())
+        XCTAssertEqual(failing.events, [.next(1), .error(TestError())])
+        assertPropagatesErrorAndDisposal("repeat") { $0.repeat() }
+    }
+}

@@ -1,0 +1,144 @@
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+final class TimeTests: XCTestCase {
+    private func run<Output>(_ timed: [(Int, Event<Int>)], _ apply: (Signal<Int>) -> Signal<Output>) -> [String] {
+        let test = TestScheduler()
+        let recorder = test.record(apply(TestSource(timed).signal))
+        test.run()
+        return recorder.timeline
+    }
+
+    // MARK: throttle (RAC 2: a debounce)
+
+    func testThrottleSendsAValueOnlyAfterAQuietInterval() {
+        let bursty = events((10, .next(1)), (20, .next(2)), (50, .next(3)), (100, Event<Int>.completed))
+        // 1 is replaced by 2 before it was due; 2 survives 15 ms of quiet (due at 35); so does 3 (due at 65).
+        XCTAssertEqual(run(bursty) { $0.throttle(.milliseconds(15)) }, ["next(2)@35", "next(3)@65", "completed@100"])
+    }
+
+    func testThrottleCompletionFlushesThePendingValue() {
+        let timed = events((10, .next(1)), (20, .next(2)), (25, Event<Int>.completed))
+        XCTAssertEqual(run(timed) { $0.throttle(.milliseconds(15)) }, ["next(2)@25", "completed@25"])
+    }
+
+    func testThrottleErrorDiscardsThePendingValue() {
+        let timed = events((10, .next(1)), (20, .error(TestError())))
+        XCTAssertEqual(run(timed) { $0.throttle(.milliseconds(15)) }, ["error(boom)@20"])
+        assertPropagatesErrorAndDisposal("throttle") { $0.throttle(.milliseconds(1)) }
+        assertFinishedPipelineIsFreed("throttle") { signal, token in
+            signal.throttle(.milliseconds(1)).map { value -> Int in token.touch(); return value }
+        }
+    }
+
+    func testThrottleKeepsOneTimerPerQuietPeriod() {
+        // A value every millisecond for 100 ms, then quiet: only the last is sent, 10 ms after it.
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let recorder = test.record(subject.throttle(.milliseconds(10)))
+        for n in 1...100 { test.at(n) { subject.sendNext(n) } }
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(100)@110"])
+        XCTAssertLessThan(test.executedCount, 100 + 20, "the debounce must re-arm one timer, not schedule one per value")
+    }
+
+    // MARK: delay
+
+    func testDelayShiftsValuesAndCompletionButNotErrors() {
+        let timed = events((10, .next(1)), (12, .next(2)), (30, Event<Int>.completed))
+        XCTAssertEqual(run(timed) { $0.delay(.milliseconds(5)) }, ["next(1)@15", "next(2)@17", "completed@35"])
+        let failing = events((10, .next(1)), (12, .error(TestError())))
+        XCTAssertEqual(run(failing) { $0.delay(.milliseconds(5)) }, ["error(boom)@12"], "an error is not delayed and drops waiting values")
+        assertPropagatesErrorAndDisposal("delay") { $0.delay(.milliseconds(1)) }
+    }
+
+    func testDisposingADelayCancelsWhatIsWaiting() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (11, .completed)))
+        let recorder = test.record(source.signal.delay(.milliseconds(50)))
+        test.at(30) { recorder.dispose() }
+        test.run()
+        XCTAssertEqual(recorder.timeline, [])
+        XCTAssertEqual(test.pendingCount, 0)
+    }
+
+    // MARK: timeout
+
+    func testTimeoutFailsWhenTheSignalDoesNotEndInTime() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (50, .completed)))
+        let recorder = test.record(source.signal.timeout(.milliseconds(30)))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "error(the signal did not complete within 0.03 seconds (timeout))@30"])
+        XCTAssertEqual(recorder.terminal, .error(SignalError.timedOut(after: .milliseconds(30))))
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@30"])
+    }
+
+    func testTimeoutDoesNothingWhenTheSignalEndsInTime() {
+        let test = TestScheduler()
+        let recorder = test.record(TestSource<Int>(events((10, .next(1)), (20, .completed))).signal.timeout(.milliseconds(30)))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "completed@20"])
+        XCTAssertEqual(test.pendingCount, 0, "the timeout's timer is cancelled")
+        assertPropagatesErrorAndDisposal("timeout") { $0.timeout(.seconds(1)) }
+    }
+
+    // MARK: buffer(every:)
+
+    func testBufferCollectsWindowsOpenedByTheFirstValue() {
+        let timed = events((10, .next(1)), (12, .next(2)), (40, .next(3)), (45, .next(4)), (47, Event<Int>.completed))
+        XCTAssertEqual(run(timed) { $0.buffer(every: .milliseconds(10)) }, ["next([1, 2])@20", "next([3, 4])@47", "completed@47"])
+        let failing = events((10, .next(1)), (12, .error(TestError())))
+        XCTAssertEqual(run(failing) { $0.buffer(every: .milliseconds(10)) }, ["error(boom)@12"])
+        assertPropagatesErrorAndDisposal("buffer") { $0.buffer(every: .milliseconds(1)) }
+    }
+
+    func testBufferRejectsANonPositiveInterval() {
+        let recorder = TestScheduler().record(Signal.from([1]).buffer(every: .zero))
+        guard case .error(let error as UVError)? = recorder.terminal else {
+            return XCTFail("expected a UVError, got \(recorder.events)")
+        }
+        XCTAssertEqual(error.name, "EINVAL")
+        XCTAssertTrue(error.message.contains("positive"), error.message)
+    }
+
+    func testFinishedTimePipelinesAreFreed() {
+        assertFinishedPipelineIsFreed("delay") { signal, token in
+            signal.delay(.milliseconds(1)).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("timeout") { signal, token in
+            signal.timeout(.seconds(1)).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("buffer") { signal, token in
+            signal.buffer(every: .milliseconds(5)).map { values -> Int in token.touch(); return values.count }
+        }
+        assertFinishedPipelineIsFreed("sample") { signal, token in
+            signal.sample(signal).map { value -> Int in token.touch(); return value }
+        }
+        assertFinishedPipelineIsFreed("deliver(on:)") { signal, token in
+            signal.deliver(on: Scheduler.immediate).map { value -> Int in token.touch(); return value }
+        }
+    }
+
+    // MARK: on a real loop
+
+    func testTimeOperatorsRunOnTheLoopsTimersAndCloseThem() {
+        let report = LoopHarness.run { harness in
+            let ticks = Signal<Int>.interval(.milliseconds(2)).take(4)
+            let delayed = try harness.record(ticks.delay(.milliseconds(5)))
+            let debounced = try harness.record(ticks.throttle(.milliseconds(50)))
+            let timedOut = try harness.record(Signal<Int>.never.timeout(.milliseconds(5)))
+            let buffered = try harness.record(ticks.buffer(every: .milliseconds(100)))
+            XCTAssertEqual(try delayed.waitForTermination(), .completed)
+            XCTAssertEqual(delayed.values, [0, 1, 2, 3])
+            XCTAssertEqual(try debounced.waitForTermination(), .completed)
+            XCTAssertEqual(debounced.values, [3], "completion flushes the pending value")
+            XCTAssertEqual(try timedOut.waitForTermination(), .error(SignalError.timedOut(after: .milliseconds(5))))
+            XCTAssertEqual(try buffered.waitForTermination(), .completed)
+            XCTAssertEqual(buffered.values, [[0, 1, 2, 3]])
+            XCTAssertTrue(delayed.recorded.allSatisfy { $0.loopName == "harness" })
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import Synchronization
+import XCTest
+
+/// Sends from several threads into one Subject while subscribers on several loops come and go.
+final class SubjectConcurrencyTests: XCTestCase {
+    /// Watches one subscription's callbacks: none may overlap, none may start after dispose() returned.
+    private final class Probe: @unchecked Sendable {
+        // All state is atomic.
+        let inside = Atomic<Int>(0)
+        let disposeReturned = Atomic<Bool>(false)
+        let received = Atomic<Int>(0)
+        let overlaps = Atomic<Int>(0)
+        let afterDispose = Atomic<Int>(0)
+
+        func callback() {
+            if disposeReturned.load(ordering: .sequentiallyConsistent) {
+                afterDispose.add(1, ordering: .relaxed)
+            }
+            if inside.add(1, ordering: .sequentiallyConsistent).newValue != 1 {
+                overlaps.add(1, ordering: .relaxed)
+            }
+            received.add(1, ordering: .relaxed)
+            inside.subtract(1, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    func testSendsFromManyThreadsWhileSubscribersDispose() throws {
+        let subject = Subject<(Int, Int)>()
+        let loops = [EventLoop(name: "a"), EventLoop(name: "b")]
+        let senders = 4, perSender = 20_000
+        let sendersDone = Atomic<Int>(0)
+
+        // Long-lived subscribers, one per loop: they must see every value, per sender in order, never concurrently.
+        let keepers: [EventRecorder<(Int, Int)>] = loops.compactMap { loop in
+            onLoop(loop) { UncheckedBox(EventRecorder(subject)) }?.value
+        }
+        XCTAssertEqual(keepers.count, 2)
+
+        let sendersGroup = DispatchGroup()
+        for sender in 0..<senders {
+            sendersGroup.enter()
+            Thread {
+                for n in 0..<perSender { subject.sendNext((sender, n)) }
+                sendersDone.add(1, ordering: .sequentiallyConsistent)
+                sendersGroup.leave()
+            }.start()
+        }
+
+        // Meanwhile subscribers come and go: on the loops, on the shared loop, disposed from other threads.
+        var probes: [Probe] = []
+        var round = 0
+        while sendersDone.load(ordering: .sequentiallyConsistent) < senders || round < 20 {
+            let probe = Probe()
+            probes.append(probe)
+            let subscription: (any Disposable)?
+            switch round % 3 {
+            case 0, 1:
+                subscription = onLoop(loops[round % 2]) { subject.subscribeNext { _ in probe.callback() } }
+            default:
+                subscription = subject.subscribeNext { _ in probe.callback() }  // home: EventLoop.shared
+            }
+            // Let some values through (or give up quickly once the senders are done).
+            let until = SchedulerInstant.now + .milliseconds(20)
+            while probe.received.load(ordering: .relaxed) < 50 && SchedulerInstant.now < until {
+                sched_yield()
+            }
+            subscription?.dispose()
+            probe.disposeReturned.store(true, ordering: .sequentiallyConsistent)
+            round += 1
+        }
+        sendersGroup.wait()
+        subject.sendCompleted()
+
+        for keeper in keepers {
+            let terminal = try keeper.waitForTermination(timeout: .seconds(60))
+            guard case .completed = terminal else { return XCTFail("expected completion, got \(terminal)") }
+            XCTAssertFalse(keeper.sawConcurrentDelivery, "two events reached one subscriber at once")
+            var next = Array(repeating: 0, count: senders)
+            for (sender, n) in keeper.values {
+                XCTAssertEqual(n, next[sender], "sender \(sender)'s values arrived out of order")
+                next[sender] = n + 1
+            }
+            XCTAssertEqual(next, Array(repeating: perSender, count: senders), "a long-lived subscriber missed values")
+        }
+        // Let every loop run what was queued before the checks below.
+        for loop in loops + [EventLoop.shared] { _ = onLoop(loop) { true } }
+        XCTAssertGreaterThan(probes.count, 10)
+        XCTAssertEqual(probes.map { $0.overlaps.load(ordering: .relaxed) }.reduce(0, +), 0, "concurrent delivery")
+        XCTAssertEqual(probes.map { $0.afterDispose.load(ordering: .relaxed) }.reduce(0, +), 0, "a callback ran after dispose() returned")
+        XCTAssertGreaterThan(probes.map { $0.received.load(ordering: .relaxed) }.reduce(0, +), 0)
+        XCTAssertEqual(subject.subscriberCount, 0, "every disposed or ended subscription left the subject")
+
+        for loop in loops {
+            let report = try loop.tryShutdown()
+            XCTAssertEqual(report.closedHandles, [])
+            XCTAssertEqual(report.loopCloseResult, 0)
+        }
+    }
+}
