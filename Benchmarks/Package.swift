@@ -24,7 +24,7 @@ let package = Package(
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
         ),
-        .executableTarget(name: "Profile", dependencies: ["CBaselines", .product(name: "ReactiveUV", package: "ReactiveUV")]),
+        .executableTarget(name: "Profile", dependencies: ["CBaselines", .product(name: "ReactiveUV", package: "ReactiveUV"), .product(name: "OpenCombine", package: "OpenCombine")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,4 @@
 @_spi(SchedulerImplementation) import ReactiveUV
-import Synchronization
 
 /// A scheduler on a virtual clock, for testing operators without real time (RAC's `RACTestScheduler`).
 ///
@@ -12,7 +11,7 @@ import Synchronization
 ///
 /// Thread rule: scheduling is safe from any thread; advancing runs work on the calling thread.
 public final class TestScheduler: Scheduler, @unchecked Sendable {
-    // `state` is protected by its mutex; work runs outside it.
+    // `state` is protected by its lock; work runs outside it.
     private struct Item {
         let deadline: UInt64
         let sequence: UInt64
@@ -38,7 +37,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         }
     }
 
-    private let state: Mutex<State>
+    private let state: Protected<State>
 
     /// Creates a scheduler whose clock starts at `start` (zero by default).
     ///
@@ -47,7 +46,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(start: SchedulerInstant = SchedulerInstant(nanoseconds: 0)) {
-        state = Mutex(State(now: start.nanoseconds))
+        state = Protected(State(now: start.nanoseconds))
         super.init()
     }
 
@@ -216,8 +215,8 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
 
     /// Cancels one queued item.
     private final class Token: Disposable, @unchecked Sendable {
-        // `cancelled` is protected by its mutex.
-        private let cancelled = Mutex(false)
+        // `cancelled` is protected by its lock.
+        private let cancelled = Protected(false)
         func dispose() { cancelled.withLock { $0 = true } }
         var isDisposed: Bool { cancelled.withLock { $0 } }
     }

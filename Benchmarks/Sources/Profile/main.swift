@@ -4,6 +4,7 @@
 // DWARF 5 Swift emits: run it on a copy made with `strip -g`.
 import Foundation
 import CBaselines
+import OpenCombine
 import ReactiveUV
 
 enum Shared {
@@ -56,6 +57,45 @@ case "rawc-execute":
     _ = rawc_execute_throughput(Int32(count), &wakeups)
 case "rawc-chain":
     _ = rawc_local_chain(Int32(count))
+case "operators":
+    let done = Flag()
+    loop.execute {
+        let subject = Subject<Int>()
+        let total = Countdown(0)
+        let subscription = subject.map { $0 * 3 }.filter { $0 % 2 == 0 }.scan(0) { $0 &+ $1 }.subscribeNext { total.remaining = $0 }
+        for value in 0..<count { subject.sendNext(value) }
+        subscription.dispose()
+        done.raise()
+    }
+    done.wait()
+case "subscribe":
+    let done = Flag()
+    loop.execute {
+        let subject = Subject<Int>()
+        for _ in 0..<count { subject.subscribeNext { _ in }.dispose() }
+        done.raise()
+    }
+    done.wait()
+case "opencombine":
+    let subject = PassthroughSubject<Int, Never>()
+    var total = 0
+    let cancellable = subject.map { $0 * 3 }.filter { $0 % 2 == 0 }.scan(0) { $0 &+ $1 }.sink { total = $0 }
+    for value in 0..<count { subject.send(value) }
+    cancellable.cancel()
+    if total == 42 { print(total) }
+case "opencombine-subscribe":
+    let subject = PassthroughSubject<Int, Never>()
+    for _ in 0..<count { subject.sink { _ in }.cancel() }
+case "closures":
+    var total = 0
+    var accumulator = 0
+    let sink: (Int) -> Void = { total = $0 }
+    let scan: (Int) -> Void = { accumulator &+= $0; sink(accumulator) }
+    let filter: (Int) -> Void = { if $0 % 2 == 0 { scan($0) } }
+    let map: (Int) -> Void = { filter($0 * 3) }
+    let send = hide(map)
+    for value in 0..<count { send(value) }
+    if total == 42 { print(total) }
 case "timers":
     let countdown = Countdown(count)
     loop.execute {
@@ -68,3 +108,6 @@ default:
     print("modes: chain, execute, timers")
 }
 loop.shutdown()
+
+@inline(never)
+func hide<T>(_ value: T) -> T { value }

@@ -23,6 +23,8 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("1M timers, libuv shape", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: false, includeNIO: true) }),
     ("1M timers, cyclic", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: true, includeNIO: true) }),
     ("loop-thread run queue", { [LoopTick.runQueue(count: 10_000_000 / scale)] }),
+    ("operator chain", { [OperatorScenarios.chain(count: 10_000_000 / scale)] }),
+    ("subscribe + dispose", { [OperatorScenarios.subscribeDispose(count: 1_000_000 / scale)] }),
     ("TCP echo ping-pong (two CPUs)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: nil)] }),
     ("TCP echo ping-pong (one CPU)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: nil)] }),
     ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: nil)] }),

@@ -1,4 +1,3 @@
-import Synchronization
 
 extension Signal {
     /// Subscribes with plain callbacks for the async bridges; returns the subscription.
@@ -173,22 +172,22 @@ public enum SignalWaitError: Error, Sendable, Hashable, CustomStringConvertible 
 
 /// The state one await (or blocking wait) builds up, with its one-shot completion.
 final class AwaitBox<State>: @unchecked Sendable {
-    // Everything is protected by `lock`; the continuation and `onFinish` are called after unlocking.
-    private let lock = Mutex<Void>(())
-    private var state: State
-    private var outcome: Result<Void, any Error>?
-    private var continuation: CheckedContinuation<State, any Error>?
-    private var subscription: Subscription?
+    // Everything is protected by `lock` (a spin lock); the continuation and `onFinish` are called after unlocking.
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var state: State
+    @exclusivity(unchecked) private var outcome: Result<Void, any Error>?
+    @exclusivity(unchecked) private var continuation: CheckedContinuation<State, any Error>?
+    @exclusivity(unchecked) private var subscription: Subscription?
     var onFinish: (() -> Void)?
 
     init(_ initial: State) { state = initial }
 
     func update(_ body: (inout State) -> Void) {
-        lock.withLock { _ in if outcome == nil { body(&state) } }
+        lock.withLock { if outcome == nil { body(&state) } }
     }
 
     func setContinuation(_ continuation: CheckedContinuation<State, any Error>) {
-        let finished: Result<Void, any Error>? = lock.withLock { _ in
+        let finished: Result<Void, any Error>? = lock.withLock {
             if outcome == nil { self.continuation = continuation }
             return outcome
         }
@@ -196,7 +195,7 @@ final class AwaitBox<State>: @unchecked Sendable {
     }
 
     func setSubscription(_ subscription: Subscription) {
-        let finished = lock.withLock { _ -> Bool in
+        let finished = lock.withLock { () -> Bool in
             self.subscription = subscription
             return outcome != nil
         }
@@ -204,7 +203,7 @@ final class AwaitBox<State>: @unchecked Sendable {
     }
 
     func finish(_ result: Result<Void, any Error>) {
-        let (continuation, subscription, onFinish): (CheckedContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock { _ in
+        let (continuation, subscription, onFinish): (CheckedContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock {
             if outcome != nil { return (nil, nil, nil) }
             outcome = result
             let taken = self.continuation
@@ -217,7 +216,7 @@ final class AwaitBox<State>: @unchecked Sendable {
     }
 
     func result() throws -> State {
-        try lock.withLock { _ in
+        try lock.withLock {
             if case .failure(let error) = outcome { throw error }
             return state
         }
@@ -225,7 +224,7 @@ final class AwaitBox<State>: @unchecked Sendable {
 
     private func resume(_ continuation: CheckedContinuation<State, any Error>, _ result: Result<Void, any Error>) {
         switch result {
-        case .success: continuation.resume(returning: lock.withLock { _ in state })
+        case .success: continuation.resume(returning: lock.withLock { state })
         case .failure(let error): continuation.resume(throwing: error)
         }
     }

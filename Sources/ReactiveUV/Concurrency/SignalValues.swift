@@ -1,4 +1,3 @@
-import Synchronization
 
 /// What `signal.values` does when values arrive faster than the consuming task takes them.
 ///
@@ -137,8 +136,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     private let signal: Signal<Value>
     private let policy: ValuesBufferPolicy
-    private let lock = Mutex<Void>(())
-    private var state = State()
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var state = State()
 
     init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
         self.signal = signal
@@ -151,7 +150,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     private func locked<R>(_ body: (inout State) -> R) -> R {
-        lock.withLock { _ in body(&state) }
+        lock.withLock { body(&state) }
     }
 
     func next() async throws -> Value? {

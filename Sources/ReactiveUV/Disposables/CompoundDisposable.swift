@@ -10,9 +10,12 @@ import Synchronization
 ///
 /// Thread rule: safe from any thread.
 public class CompoundDisposable: Disposable, @unchecked Sendable {
-    // `children` is protected by its mutex; `disposedFlag` is atomic.
+    // `first` and `rest` are protected by `childrenLock`; `disposedFlag` is atomic.
     @usableFromInline let disposedFlag = Atomic<Bool>(false)
-    private let children = Mutex<[any Disposable]>([])
+    private let childrenLock = SpinLock()
+    // Most compounds (one per subscription) hold one child: it lives inline, no array.
+    @exclusivity(unchecked) private var first: (any Disposable)?
+    @exclusivity(unchecked) private var rest: [any Disposable] = []
 
     /// Creates an empty compound disposable.
     ///
@@ -28,7 +31,8 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(_ disposables: [any Disposable]) {
-        children.withLock { $0 = disposables }
+        first = disposables.first
+        rest = Array(disposables.dropFirst())
     }
 
     /// Adds a child; if this compound is already disposed, disposes the child at once.
@@ -38,11 +42,15 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public func add(_ disposable: (any Disposable)?) {
         guard let disposable else { return }
-        let added: Bool = children.withLock { list in
-            // Checked under the lock: `dispose()` sets the flag before taking the list,
+        let added: Bool = childrenLock.withLock {
+            // Checked under the lock: `dispose()` sets the flag before taking the children,
             // so a child is either taken by it or refused here, never lost.
             if disposedFlag.load(ordering: .acquiring) { return false }
-            list.append(disposable)
+            if first == nil {
+                first = disposable
+            } else {
+                rest.append(disposable)
+            }
             return true
         }
         if !added { disposable.dispose() }
@@ -54,9 +62,11 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public func remove(_ disposable: any Disposable) {
-        children.withLock { list in
-            if let index = list.lastIndex(where: { $0 === disposable }) {
-                list.remove(at: index)
+        childrenLock.withLock {
+            if let index = rest.lastIndex(where: { $0 === disposable }) {
+                rest.remove(at: index)
+            } else if first === disposable {
+                first = rest.isEmpty ? nil : rest.removeFirst()
             }
         }
     }
@@ -64,7 +74,7 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     /// The number of children currently held.
     ///
     /// Thread rule: safe from any thread.
-    public var count: Int { children.withLock { $0.count } }
+    public var count: Int { childrenLock.withLock { (first == nil ? 0 : 1) + rest.count } }
 
     /// Disposes every child; later calls do nothing.
     ///
@@ -86,11 +96,14 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
 
     /// Takes the children out under the lock and disposes them outside it.
     final func disposeChildren() {
-        let taken = children.withLock { list -> [any Disposable] in
-            let taken = list
-            list = []
-            return taken
+        let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]) in
+            defer {
+                first = nil
+                rest = []
+            }
+            return (first, rest)
         }
-        for child in taken { child.dispose() }
+        taken?.dispose()
+        for child in more { child.dispose() }
     }
 }

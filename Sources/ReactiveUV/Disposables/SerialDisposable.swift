@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Holds one replaceable inner disposable.
 ///
@@ -8,12 +7,19 @@ import Synchronization
 ///
 /// Thread rule: safe from any thread; inner disposables are disposed outside the lock.
 public final class SerialDisposable: Disposable, @unchecked Sendable {
-    // `state` is protected by its mutex.
+    // `state` is protected by `lock`.
     private struct State {
         var inner: (any Disposable)?
         var disposed = false
     }
-    private let state = Mutex(State())
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var state = State()
+
+    private func withState<R>(_ body: (inout State) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&state)
+    }
 
     /// Creates a serial disposable, optionally holding `inner`.
     ///
@@ -22,14 +28,14 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(_ inner: (any Disposable)? = nil) {
-        state.withLock { $0.inner = inner }
+        withState { $0.inner = inner }
     }
 
     /// The current inner disposable. Setting it disposes the one it replaces.
     ///
     /// Thread rule: safe from any thread.
     public var inner: (any Disposable)? {
-        get { state.withLock { $0.inner } }
+        get { withState { $0.inner } }
         set {
             let old = swap(newValue)
             old?.dispose()
@@ -44,7 +50,7 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @discardableResult
     public func swap(_ newInner: (any Disposable)?) -> (any Disposable)? {
-        let (old, refused) = state.withLock { s -> ((any Disposable)?, Bool) in
+        let (old, refused) = withState { s -> ((any Disposable)?, Bool) in
             if s.disposed { return (nil, true) }
             let old = s.inner
             s.inner = newInner
@@ -58,7 +64,7 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public func dispose() {
-        let old = state.withLock { s -> (any Disposable)? in
+        let old = withState { s -> (any Disposable)? in
             if s.disposed { return nil }
             s.disposed = true
             let old = s.inner
@@ -71,5 +77,5 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     /// Whether `dispose()` has been called.
     ///
     /// Thread rule: safe from any thread.
-    public var isDisposed: Bool { state.withLock { $0.disposed } }
+    public var isDisposed: Bool { withState { $0.disposed } }
 }

@@ -26,7 +26,8 @@ import Musl
 /// Thread rule: `execute`, `schedule`, `inEventLoop`, `shutdown` are safe from any
 /// thread; the handle-level internals are loop thread only.
 public final class EventLoop: Scheduler, @unchecked Sendable {
-    // Synchronization: `inbox` (a mutex) guards everything other threads touch.
+    // Synchronization: `inboxLock` (a spin lock: every critical section is a few
+    // instructions, never a call out) guards `inbox`, everything other threads touch.
     // Every other stored var is confined to the loop thread, or written before
     // the loop thread starts (ordered by pthread_create) and never again.
 
@@ -59,7 +60,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         /// producer that appends while it is set needs no system call.
         var loopAwake = false
     }
-    private let inbox: Mutex<Inbox>
+    private let inboxLock = SpinLock()
+    @exclusivity(unchecked) private var inbox: Inbox
     /// Threads between taking a wake-up duty under the lock and finishing `uv_async_send`.
     private let sendersInFlight = Atomic<Int>(0)
 
@@ -134,7 +136,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             .bindMemory(to: uv_idle_t.self, capacity: 1)
         timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
             .bindMemory(to: uv_timer_t.self, capacity: 1)
-        inbox = Mutex(Inbox(phase: ownsThread ? .running : .idle))
+        inbox = Inbox(phase: ownsThread ? .running : .idle)
         super.init()
 
         // Setting up the loop can only fail for lack of file descriptors or memory;
@@ -168,11 +170,11 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     deinit {
-        let phase = inbox.withLock { $0.phase }
+        let phase = withInbox { $0.phase }
         assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
         localQueue.deallocate()
         draining.deallocate()
-        inbox.withLock { $0.items.deallocate() }
+        withInbox { $0.items.deallocate() }
         if phase == .closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
             idle.deallocate()
@@ -228,7 +230,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Whether the loop has finished shutting down.
     ///
     /// Thread rule: safe from any thread.
-    public var isShutDown: Bool { inbox.withLock { $0.phase == .closed } }
+    public var isShutDown: Bool { withInbox { $0.phase == .closed } }
 
     // MARK: - Scheduler (implemented in EventLoop+Scheduler.swift)
 
@@ -332,7 +334,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
         // Moved into the queue, not copied: one retain less on whatever the closure captured.
         var item: WorkItem? = work
-        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+        let (accepted, wake) = withInbox { inbox -> (Bool, Bool) in
             guard inbox.phase == .running || inbox.phase == .idle else { return (false, false) }
             inbox.items.push(item.take()!)
             // Only a loop that is asleep needs waking; the others pick the item up before
@@ -353,7 +355,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     private func reportRejected() {
-        let count = inbox.withLock { inbox -> Int in
+        let count = withInbox { inbox -> Int in
             inbox.rejectedCount += 1
             return inbox.rejectedCount
         }
@@ -366,7 +368,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// How many submissions were refused because the loop had shut down.
     ///
     /// Thread rule: safe from any thread.
-    public var rejectedSubmissionCount: Int { inbox.withLock { $0.rejectedCount } }
+    public var rejectedSubmissionCount: Int { withInbox { $0.rejectedCount } }
 
     /// How many times another thread woke the loop through its async handle.
     ///
@@ -375,7 +377,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// submissions under load; submissions made on the loop thread never wake it.
     ///
     /// Thread rule: safe from any thread.
-    public var crossThreadWakeupCount: Int { inbox.withLock { $0.wakeupsSent } }
+    public var crossThreadWakeupCount: Int { withInbox { $0.wakeupsSent } }
+
+    @inline(__always)
+    private func withInbox<R>(_ body: (inout Inbox) -> R) -> R {
+        inboxLock.lock()
+        defer { inboxLock.unlock() }
+        return body(&inbox)
+    }
 
     /// Runs what other threads queued; called by the async handle.
     fileprivate func drainInbox() {
@@ -383,7 +392,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         // keep arriving the loop stays marked awake and polls the queue from its idle
         // handle on the next iteration, so producers never pay for a wake-up system call;
         // the first iteration that finds the queue empty marks the loop asleep again.
-        let (stop, closing) = inbox.withLock { inbox -> (Bool, Bool) in
+        let (stop, closing) = withInbox { inbox -> (Bool, Bool) in
             Swift.swap(&inbox.items, &draining)
             if draining.isEmpty { inbox.loopAwake = false }
             let stop = inbox.stopRequested
@@ -505,7 +514,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
         }
         let done = Latch()
-        let result = Mutex<T?>(nil)
+        let result = LockedValue<T?>(nil)
         try tryExecute {
             let value = body(self)
             result.withLock { $0 = value }
@@ -517,12 +526,12 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     // MARK: - lifecycle hooks used by EventLoop+Lifecycle.swift
 
-    func setPhase(_ phase: Phase) { inbox.withLock { $0.phase = phase } }
-    func readPhase() -> Phase { inbox.withLock { $0.phase } }
+    func setPhase(_ phase: Phase) { withInbox { $0.phase = phase } }
+    func readPhase() -> Phase { withInbox { $0.phase } }
 
     /// Requests `.closing` from `.running` (or `.idle` when `allowIdle`); returns the phase found.
     func requestClosing(wake: Bool, allowIdle: Bool = true) -> Phase {
-        inbox.withLock { inbox -> Phase in
+        withInbox { inbox -> Phase in
             let found = inbox.phase
             if found == .running || (found == .idle && allowIdle) {
                 inbox.phase = .closing
@@ -533,7 +542,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     func requestStop() {
-        inbox.withLock { inbox in
+        withInbox { inbox in
             guard inbox.phase == .running || inbox.phase == .idle else { return }
             inbox.stopRequested = true
             uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
@@ -541,7 +550,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     var hasQueuedWork: Bool {
-        !localQueue.isEmpty || inbox.withLock { !$0.items.isEmpty }
+        !localQueue.isEmpty || withInbox { !$0.items.isEmpty }
     }
 
     func drainForRun() { drainInbox() }
@@ -573,7 +582,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         if dropped > 0 {
             reportMisuse("EventLoop '\(name)': \(dropped) work item(s) queued during shutdown's last step were not run")
         }
-        inbox.withLock { $0.phase = .closed }
+        withInbox { $0.phase = .closed }
         // No sender can start now; wait out any still inside uv_async_send.
         while sendersInFlight.load(ordering: .acquiring) != 0 { sched_yield() }
         pendingReport = openAtShutdown
@@ -587,7 +596,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     private func runQueuedWork() {
         var rounds = 0
         while rounds < 1000 {
-            let remote = inbox.withLock { inbox -> Bool in
+            let remote = withInbox { inbox -> Bool in
                 Swift.swap(&inbox.items, &draining)
                 return !draining.isEmpty
             }

@@ -25,7 +25,7 @@ public final class Command<Input, Output>: @unchecked Sendable {
         var enabledByInput = true
         var allowsConcurrentExecution: Bool
     }
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     private let makeExecution: (Input) -> Signal<Output>
     private let scheduler: Scheduler
     private let executingSubject = BehaviorSubject(initial: false)
@@ -49,7 +49,7 @@ public final class Command<Input, Output>: @unchecked Sendable {
                 _ execute: @escaping (Input) -> Signal<Output>) {
         self.scheduler = scheduler ?? Scheduler.current ?? EventLoop.shared
         self.makeExecution = execute
-        state = Mutex(State(allowsConcurrentExecution: allowsConcurrentExecution))
+        state = LockedValue(State(allowsConcurrentExecution: allowsConcurrentExecution))
         enabledSubject = BehaviorSubject(initial: true)
         if let enabledIf {
             enabledInput.inner = enabledIf.subscribe(on: self.scheduler).subscribeNext { [weak self] enabled in

@@ -6,11 +6,12 @@ import Synchronization
 /// defers it (a loop queue, a timer heap, a virtual clock), so no run is ever
 /// nested inside another and the stack does not grow.
 final class RecursiveSchedule: Disposable, @unchecked Sendable {
-    // `scheduler` and `action` are immutable; `disposed` is atomic; `pending` is protected by its mutex.
+    // `scheduler` and `action` are immutable; `disposed` is atomic; `pending` is protected by `lock`.
     private let scheduler: Scheduler
     private let action: @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void
     private let disposed = Atomic<Bool>(false)
-    private let pending = Mutex<(any Disposable)?>(nil)
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var pending: (any Disposable)?
 
     init(scheduler: Scheduler, action: @escaping @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void) {
         self.scheduler = scheduler
@@ -22,7 +23,7 @@ final class RecursiveSchedule: Disposable, @unchecked Sendable {
         if isDisposed { return }
         let handle = scheduler.schedule { [self] in run() }
         // Keep the latest scheduled run so dispose() can cancel it; older ones have run.
-        pending.withLock { $0 = handle }
+        lock.withLock { pending = handle }
         if isDisposed { handle?.dispose() }
     }
 
@@ -33,9 +34,9 @@ final class RecursiveSchedule: Disposable, @unchecked Sendable {
 
     func dispose() {
         guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let handle = pending.withLock { h -> (any Disposable)? in
-            let taken = h
-            h = nil
+        let handle = lock.withLock { () -> (any Disposable)? in
+            let taken = pending
+            pending = nil
             return taken
         }
         handle?.dispose()

@@ -18,7 +18,7 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
     }
     private let source: Signal<Value>
     private let subject: Subject<Value>
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Creates a connection that will feed `source`'s events to `subject`.
     ///

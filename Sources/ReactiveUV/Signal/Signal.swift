@@ -17,9 +17,10 @@ import Synchronization
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
-    // `didSubscribe` is immutable; `debugName` is protected by its mutex.
+    // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
     @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
-    private let debugName = Mutex<String?>(nil)
+    private let nameLock = SpinLock()
+    @exclusivity(unchecked) private var debugName: String?
 
     /// Creates a cold signal that runs `didSubscribe` for each subscriber.
     ///
@@ -33,7 +34,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
-        if DebugSignals.isEnabled { debugName.withLock { $0 = "+createSignal:" } }
+        if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
     /// For subclasses that override `attach`.
@@ -47,8 +48,8 @@ public class Signal<Value>: @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public var name: String {
-        get { debugName.withLock { $0 } ?? "" }
-        set { debugName.withLock { $0 = newValue } }
+        get { nameLock.withLock { debugName } ?? "" }
+        set { nameLock.withLock { debugName = newValue } }
     }
 
     /// Sets the debug name and returns the signal, for chaining.
@@ -89,8 +90,14 @@ public class Signal<Value>: @unchecked Sendable {
     final func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
         if subscription.home.isCurrent {
             attach(observer, to: subscription)
-            return
+        } else {
+            startElsewhere(observer, on: subscription)
         }
+    }
+
+    /// The off-home path, kept out of `start` so the common path never builds `PendingAttach<Value>`'s metadata.
+    @inline(never)
+    final func startElsewhere(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
         let pending = PendingAttach(signal: self, observer: observer, subscription: subscription)
         let scheduled = subscription.home.schedule { pending.run() }
         if let scheduled {

@@ -1,0 +1,104 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// Why not `Synchronization.Mutex`: on Linux the thread sanitizer does not see
+// its lock and unlock (they happen in an uninstrumented library), so every
+// access it protects is reported as a race. These locks are built from what
+// the sanitizer does see: atomics compiled into this module, and pthread mutexes.
+
+/// A lock held for a few instructions and rarely contended: an atomic flag, spinning briefly then yielding.
+///
+/// Stored inline (no allocation), so per-subscription objects can have one for
+/// free. Never held while calling out.
+///
+/// Thread rule: safe from any thread.
+@usableFromInline
+struct SpinLock: ~Copyable, @unchecked Sendable {
+    // The atomic flag is the lock itself.
+    @usableFromInline let word = Atomic<Bool>(false)
+
+    @inlinable
+    init() {}
+
+    @inlinable
+    func lock() {
+        if !word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            lockContended()
+        }
+    }
+
+    @inlinable
+    func unlock() {
+        word.store(false, ordering: .releasing)
+    }
+
+    @inlinable
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+
+    @usableFromInline
+    func lockContended() {
+        var spins = 0
+        while true {
+            if !word.load(ordering: .relaxed),
+               word.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+                return
+            }
+            spins += 1
+            if spins > 32 { sched_yield() }
+        }
+    }
+}
+
+/// A pthread mutex, for state that several threads contend for (a loop's inbox, a test scheduler's queue).
+///
+/// Thread rule: safe from any thread.
+final class Lock: @unchecked Sendable {
+    // The mutex lives in its own allocation so it never moves.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        let rc = pthread_mutex_init(mutex, nil)
+        precondition(rc == 0, "pthread_mutex_init failed with \(rc)")
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+
+    func unlock() { pthread_mutex_unlock(mutex) }
+
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// A value behind a `Lock`.
+///
+/// Thread rule: safe from any thread; `withLock` never holds the lock while the caller's code calls out.
+final class LockedValue<Value>: @unchecked Sendable {
+    // `value` is protected by `lock`.
+    private let lock = Lock()
+    @exclusivity(unchecked) private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
