@@ -1,0 +1,3 @@
+// filewatch: placeholder until the file watch factory lands.
+import SampleSupport
+printError("filewatch: not yet implemented")
