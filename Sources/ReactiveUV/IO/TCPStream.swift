@@ -129,7 +129,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
                                          context: "TCPConnection.bytes of \(peerDescription)"))
             return nil
         }
-        if queuedWriteByteCount <= options.limits.highWaterMark {
+        if !options.limits.pausesReading || queuedWriteByteCount <= options.limits.highWaterMark {
             do {
                 try uvCheck(uv_read_start(stream, readBufferAllocate, tcpStreamReadCallback), "uv_read_start")
             } catch {
@@ -172,7 +172,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
 
     /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
     private func updateBackpressure() {
-        guard isOpen else { return }
+        guard isOpen, options.limits.pausesReading else { return }
         let queued = queuedWriteByteCount
         if input == .reading && queued > options.limits.highWaterMark {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")

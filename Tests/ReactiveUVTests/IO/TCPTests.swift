@@ -264,6 +264,69 @@ final class TCPTests: XCTestCase {
         }
     }
 
+    /// A peer that sends but does not read: the server's unflushed echo stays near the high-water mark
+    /// (reading pauses), and once the peer reads, reading resumes and every byte arrives in order.
+    func testReadingPausesAboveTheHighWaterMarkAndResumesBelowTheLowOne() throws {
+        let limits = TCPBufferLimits(highWaterMark: 256 << 10, lowWaterMark: 64 << 10)
+        let total = 16 << 20
+        try checked { harness in
+            let (server, port) = try startServer(harness, options: TCPOptions(limits: limits))
+            // The client must read the echo for its own 16 MiB to drain: it must not pause (see TCPBufferLimits).
+            let client = try harness.record(TCP.connect(host: "127.0.0.1", port: port,
+                                                        options: TCPOptions(limits: TCPBufferLimits(pausesReading: false))))
+            let clientConnection = try client.waitForValues(1)[0]
+            let serverConnection = try waitForAccepted(server, 1)[0]
+            let maxQueued = Locked(0), echoed = Locked(0)
+            let echo = try harness.onLoop {
+                UncheckedBox(serverConnection.bytes.subscribeNext { chunk in
+                    serverConnection.send(chunk)
+                    let queued = serverConnection.queuedWriteByteCount
+                    maxQueued.withLock { $0 = max($0, queued) }
+                    echoed.withLock { $0 += chunk.count }
+                })
+            }
+            let payload = pattern(total, seed: 9)
+            for start in stride(from: 0, to: total, by: 1 << 20) {
+                clientConnection.send(Array(payload[start..<(start + (1 << 20))]))
+            }
+            try harness.wait(for: "the echo queue to pass the high-water mark") { maxQueued.current > limits.highWaterMark }
+            XCTAssertGreaterThan(clientConnection.queuedWriteByteCount, 0, "the sender is held back by flow control")
+            XCTAssertLessThan(echoed.current, total, "the server stopped reading before it had everything")
+
+            let clientBytes = try harness.record(clientConnection.bytes)
+            let back = try waitForBytes(clientBytes, total, timeout: .seconds(60))
+            XCTAssertEqual(back.count, total)
+            XCTAssertTrue(back == payload, "the echo differs from what was sent")
+            XCTAssertLessThanOrEqual(maxQueued.current, limits.highWaterMark + 65_536,
+                                     "the echo queue grew past the high-water mark plus one read chunk")
+            echo.value.dispose()
+        }
+    }
+
+    /// A write past the queue limit is refused with ENOBUFS; the connection stays usable.
+    func testAWritePastTheQueueLimitIsRefusedWithENOBUFS() throws {
+        let limits = TCPBufferLimits(highWaterMark: 64 << 10, lowWaterMark: 16 << 10, maxQueuedBytes: 1 << 20)
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let connection = try harness.record(TCP.connect(host: "127.0.0.1", port: port, options: TCPOptions(limits: limits)))
+                .waitForValues(1)[0]
+            try waitForAccepted(server, 1)  // the server never reads: the kernel buffers fill, then our queue
+            var refused: EventRecorder<Void>?
+            for round in 0..<200 {
+                let write = try harness.record(connection.write([UInt8](repeating: 1, count: 512 << 10)), label: "write \(round)")
+                if let terminal = write.terminal, terminal.error != nil {
+                    refused = write
+                    break
+                }
+            }
+            let error = try XCTUnwrap(refused.flatMap { $0.terminal?.error as? UVError }, "no write was refused")
+            XCTAssertEqual(error.name, "ENOBUFS")
+            XCTAssertTrue(error.message.contains("limit 1048576"), error.message)
+            XCTAssertTrue(connection.isOpen, "a refused write() leaves the connection open")
+            XCTAssertLessThanOrEqual(connection.queuedWriteByteCount, limits.maxQueuedBytes)
+        }
+    }
+
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
