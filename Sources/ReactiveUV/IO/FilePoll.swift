@@ -70,11 +70,11 @@ extension FileWatch {
 
 /// One `uv_fs_poll_t` feeding a subscriber.
 final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
-    // `subscriber` and `missing` are loop thread only (`dispose()` hops there); `disposed` is atomic; `path` is immutable.
+    // `subscriber` and `last` are loop thread only (`dispose()` hops there); `disposed` is atomic; `path` is immutable.
     private let path: String
     private var subscriber: Subscriber<FileStatusChange>?
-    /// Whether the last poll found no file, so the next change starts from nothing.
-    private var missing = false
+    /// The status last reported (or found at the start); nil while the path does not exist.
+    private var last: FileStatus?
     private let disposed = Atomic<Bool>(false)
 
     init(loop: EventLoop, path: String, subscriber: Subscriber<FileStatusChange>) {
@@ -87,7 +87,7 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
 
     func start(interval: Duration) throws(UVError) {
         // libuv reports a missing path only from its first poll; checking now gives the error at once.
-        _ = try FileSystemQuery.status(of: path)
+        last = try FileSystemQuery.status(of: path)
         let handle = pointer(as: uv_fs_poll_t.self)
         try uvCheck(uv_fs_poll_init(loop.uvLoop, handle), "uv_fs_poll_init")
         didOpen()
@@ -100,7 +100,10 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
         }
     }
 
-    fileprivate func deliver(status: Int32, previous: UnsafePointer<uv_stat_t>?, current: UnsafePointer<uv_stat_t>?) {
+    /// `previous` comes from what was last reported rather than from libuv, whose first
+    /// failed poll compares against a zeroed status and whose poll after a failure
+    /// compares against the status from before it.
+    fileprivate func deliver(status: Int32, current: UnsafePointer<uv_stat_t>?) {
         if status < 0 {
             guard status == UV_ENOENT.rawValue || status == UV_ENOTDIR.rawValue else {
                 let subscriber = self.subscriber
@@ -108,14 +111,15 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
                 subscriber?.sendError(UVError(code: status, context: "poll \(path)"))
                 return
             }
-            let before = missing ? nil : previous.map { FileStatus($0.pointee) }
-            missing = true
-            subscriber?.sendNext(FileStatusChange(previous: before, current: nil))
+            guard let previous = last else { return }
+            last = nil
+            subscriber?.sendNext(FileStatusChange(previous: previous, current: nil))
             return
         }
-        let before = missing ? nil : previous.map { FileStatus($0.pointee) }
-        missing = false
-        subscriber?.sendNext(FileStatusChange(previous: before, current: current.map { FileStatus($0.pointee) }))
+        let now = current.map { FileStatus($0.pointee) }
+        let previous = last
+        last = now
+        subscriber?.sendNext(FileStatusChange(previous: previous, current: now))
     }
 
     override func willClose() {
@@ -143,7 +147,7 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
     var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
-private let filePollCallback: uv_fs_poll_cb = { handle, status, previous, current in
+private let filePollCallback: uv_fs_poll_cb = { handle, status, _, current in
     guard let data = handle?.pointee.data else { return }
-    Unmanaged<FilePollHandle>.fromOpaque(data).takeUnretainedValue().deliver(status: status, previous: previous, current: current)
+    Unmanaged<FilePollHandle>.fromOpaque(data).takeUnretainedValue().deliver(status: status, current: current)
 }
