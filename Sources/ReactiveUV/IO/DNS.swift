@@ -104,9 +104,10 @@ final class AddressLookup: LoopRequest, Disposable, @unchecked Sendable {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = socketType
-        try uvCheck(uv_getaddrinfo(loop.uvLoop, pointer(as: uv_getaddrinfo_t.self), addressLookupCallback, host, nil, &hints),
-                    "uv_getaddrinfo(\(host))")
-        didStart()
+        let request = pointer(as: uv_getaddrinfo_t.self)
+        try start("uv_getaddrinfo(\(host))") {
+            uv_getaddrinfo(loop.uvLoop, request, addressLookupCallback, host, nil, &hints)
+        }
     }
 
     fileprivate func finish(status: Int32, result: UnsafeMutablePointer<addrinfo>?) {

@@ -38,12 +38,13 @@ final class WriteRequest: LoopRequest {
         let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
         // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
         var buffer = uv_buf_init(base.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
-        let result = uv_write(pointer(as: uv_write_t.self), stream, &buffer, 1, writeRequestCallback)
-        if result < 0 {
+        let request = pointer(as: uv_write_t.self)
+        do {
+            try start("uv_write") { uv_write(request, stream, &buffer, 1, writeRequestCallback) }
+        } catch {
             payload = []
-            throw UVError(code: result, context: "uv_write")
+            throw error
         }
-        didStart()
     }
 
     /// Forgets the payload and the outcome, for reuse.
@@ -80,8 +81,8 @@ final class ShutdownRequest: LoopRequest {
     override var label: String { "shutdown" }
 
     func start(_ stream: UnsafeMutablePointer<uv_stream_t>) throws(UVError) {
-        try uvCheck(uv_shutdown(pointer(as: uv_shutdown_t.self), stream, shutdownRequestCallback), "uv_shutdown")
-        didStart()
+        let request = pointer(as: uv_shutdown_t.self)
+        try start("uv_shutdown") { uv_shutdown(request, stream, shutdownRequestCallback) }
     }
 
     fileprivate func finish(status: Int32) {

@@ -196,9 +196,9 @@ final class ConnectRequest: LoopRequest {
 
     func start(_ stream: TCPStream) throws(UVError) {
         let request = pointer(as: uv_connect_t.self)
-        let result = address.withSockaddr { uv_tcp_connect(request, stream.tcp, $0, connectRequestCallback) }
-        try uvCheck(result, "connect to \(address)")
-        didStart()
+        try start("connect to \(address)") {
+            address.withSockaddr { uv_tcp_connect(request, stream.tcp, $0, connectRequestCallback) }
+        }
     }
 
     /// Closing the stream ends a pending connect (ECANCELED); nothing to cancel here.

@@ -7,9 +7,11 @@ internal import CLibUV
 /// does not see them, and `uv_loop_close` returns `EBUSY` while one is
 /// pending. So each is tracked here, mirroring `LoopHandle`:
 /// 1. `init` allocates `uv_req_size(type)` bytes (on any thread).
-/// 2. On the loop thread the subclass calls the `uv_*` function that starts
-///    the request, then `didStart()`, which stores `Unmanaged.passRetained(self)`
-///    in `req.data` and links the request into the loop's list of pending ones.
+/// 2. On the loop thread the subclass calls `willStart()`, which stores
+///    `Unmanaged.passRetained(self)` in `req.data` and links the request into
+///    the loop's list of pending ones, then the `uv_*` function that starts it
+///    (`req.data` must be set first: thread-pool work reads it on a pool
+///    thread as soon as it is queued); if that call fails, `startFailed()`.
 /// 3. The completion callback calls `didFinish()` first: it unlinks the
 ///    request and balances the retain. The memory stays with the object, so a
 ///    request can be started again (write requests are pooled); it is freed
@@ -21,7 +23,7 @@ internal import CLibUV
 ///
 /// Thread rule: loop thread only, except `init`.
 class LoopRequest {
-    // Everything below is confined to `loop`'s thread once `didStart()` ran.
+    // Everything below is confined to `loop`'s thread once `willStart()` ran.
 
     /// The loop this request runs on (kept alive by the request).
     let loop: EventLoop
@@ -57,20 +59,41 @@ class LoopRequest {
     /// What this request is doing, for messages ("getaddrinfo example.com").
     var label: String { "request" }
 
-    /// Marks the request started: retains self in `req.data` and registers it with the loop.
+    /// Marks the request as about to start: retains self in `req.data` and registers it with the loop.
     ///
-    /// Call right after the `uv_*` call that started it succeeded.
-    final func didStart() {
-        assert(!isPending, "didStart() called on a pending request")
+    /// Call right before the `uv_*` call that starts it; call `startFailed()` if that call fails.
+    final func willStart() {
+        assert(!isPending, "willStart() called on a pending request")
         request.pointee.data = Unmanaged.passRetained(self).toOpaque()
         isPending = true
         loop.requests.register(self)
     }
 
-    /// Marks the request finished: unregisters it and balances the retain of `didStart()`.
+    /// Undoes `willStart()` after the `uv_*` call refused to start the request (libuv will not call back).
+    final func startFailed() {
+        guard isPending, let data = request.pointee.data else { return }
+        isPending = false
+        request.pointee.data = nil
+        loop.requests.unregister(self)
+        Unmanaged<LoopRequest>.fromOpaque(data).release()
+    }
+
+    /// Starts the request with `start` (a `uv_*` call returning libuv's result) between `willStart()` and `startFailed()`.
     ///
-    /// Call first in the completion callback; the caller must hold its own
-    /// reference (the callback's `takeRetainedValue()` does).
+    /// - Throws: `UVError` with `context` when libuv refused.
+    final func start(_ context: @autoclosure () -> String, _ start: () -> Int32) throws(UVError) {
+        willStart()
+        let result = start()
+        if result < 0 {
+            startFailed()
+            throw UVError(code: result, context: context())
+        }
+    }
+
+    /// Marks the request finished: unregisters it and clears `req.data`.
+    ///
+    /// Call first in the completion callback, which balances the retain of
+    /// `willStart()` by taking the object with `takeRetainedValue()`.
     final func didFinish() {
         assert(isPending, "didFinish() called on a request that is not pending")
         isPending = false

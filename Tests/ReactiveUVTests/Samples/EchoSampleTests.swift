@@ -22,7 +22,10 @@ final class EchoSampleTests: XCTestCase {
         let bulk = try BlockingClient(port: port)
         let payload = pattern(4 << 20, seed: 2)
         let echoed = Locked<Result<[UInt8], any Error>?>(nil)
-        Thread { echoed.withLock { $0 = Result { try bulk.receive(exactly: payload.count) } } }.start()
+        Thread {
+            let result = Result<[UInt8], any Error> { try bulk.receive(exactly: payload.count) }
+            echoed.withLock { $0 = result }
+        }.start()
         try bulk.sendAll(payload)
         waitUntil("4 MiB echoed", timeout: .seconds(60)) { echoed.current != nil }
         XCTAssertTrue(try echoed.current?.get() == payload, "the echo differs from what was sent")

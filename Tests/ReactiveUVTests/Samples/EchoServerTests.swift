@@ -64,7 +64,10 @@ final class EchoServerTests: XCTestCase {
             let client = try BlockingClient(port: port)
             let payload = pattern(8 << 20, seed: 3)
             let echoed = Locked<Result<[UInt8], any Error>?>(nil)
-            Thread { echoed.withLock { $0 = Result { try client.receive(exactly: payload.count) } } }.start()
+            Thread {
+                let result = Result<[UInt8], any Error> { try client.receive(exactly: payload.count) }
+                echoed.withLock { $0 = result }
+            }.start()
             try client.sendAll(payload)
             try harness.wait(for: "8 MiB echoed", timeout: .seconds(60)) { echoed.current != nil }
             XCTAssertTrue(try echoed.current!.get() == payload, "the echo differs from what was sent")
