@@ -22,8 +22,8 @@ final class WriteRequest: LoopRequest {
     // closing the stream makes libuv call every pending write back before the close callback.
     unowned(unsafe) let owner: any StreamWriteOwner
     private(set) var payload: [UInt8] = []
-    /// Who waits for the result (`write(_:)`); nil for `send(_:)`.
-    var outcome: WriteOutcome?
+    /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.
+    var completion: (((any Error)?) -> Void)?
 
     init(loop: EventLoop, owner: any StreamWriteOwner) {
         self.owner = owner
@@ -47,10 +47,10 @@ final class WriteRequest: LoopRequest {
         }
     }
 
-    /// Forgets the payload and the outcome, for reuse.
+    /// Forgets the payload and the completion, for reuse.
     func reset() {
         payload = []
-        outcome = nil
+        completion = nil
     }
 
     fileprivate func finish(status: Int32) {

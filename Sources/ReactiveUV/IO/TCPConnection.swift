@@ -72,12 +72,40 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread (no lock and no allocation beyond libuv's request pool on the loop thread).
     public func send(_ bytes: [UInt8]) {
         if stream.loop.inEventLoop {
-            stream.send(bytes, outcome: nil)
+            stream.send(bytes, completion: nil)
             return
         }
         let stream = self.stream
         // After shutdown the connection is closed: the rejection message is all there is to say.
-        stream.loop.execute { stream.send(bytes, outcome: nil) }
+        stream.loop.execute { stream.send(bytes, completion: nil) }
+    }
+
+    /// Queues `bytes` and calls `completion` on the connection's loop thread once libuv flushed them (nil) or failed.
+    ///
+    /// The callback form of `write(_:)`, for code that writes at a high rate
+    /// and needs each result (a pump keeping N writes in flight): no signal
+    /// and no subscription per write. The errors are `write(_:)`'s; after the
+    /// loop has shut down, `completion` gets `EventLoopError.shutDown` on the
+    /// calling thread.
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes to send (not copied).
+    ///   - completion: Called once with nil when flushed, or the error.
+    ///
+    /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
+    public func send(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
+        let stream = self.stream
+        if stream.loop.inEventLoop {
+            stream.send(bytes, completion: completion)
+            return
+        }
+        // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
+        let box = UncheckedSendable(completion)
+        do {
+            try stream.loop.tryExecute { stream.send(bytes, completion: box.value) }
+        } catch {
+            completion(error)
+        }
     }
 
     /// Queues `bytes` and returns a signal that completes once libuv has flushed them to the kernel.
@@ -96,7 +124,7 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public func write(_ bytes: [UInt8]) -> Signal<Void> {
         let outcome = WriteOutcome()
-        onLoop(outcome) { $0.send(bytes, outcome: outcome) }
+        onLoop(outcome) { $0.send(bytes, completion: outcome.finish) }
         return outcome.signal
     }
 

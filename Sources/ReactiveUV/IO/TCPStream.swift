@@ -51,6 +51,10 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     private var writePool: [WriteRequest] = []
     private var writesShutDown = false
     private var resetOnClose = false
+    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
+    private var readsAreBulk = false
+    /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
+    private var bulkChunk: [UInt8] = []
 
     /// Finished write requests kept for reuse, per connection.
     private static let writePoolLimit = 16
@@ -131,7 +135,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         }
         if !options.limits.pausesReading || queuedWriteByteCount <= options.limits.highWaterMark {
             do {
-                try uvCheck(uv_read_start(stream, readBufferAllocate, tcpStreamReadCallback), "uv_read_start")
+                try uvCheck(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start")
             } catch {
                 subscriber.sendError(error)
                 return nil
@@ -155,12 +159,45 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         if input != .ended { input = .idle }
     }
 
+    /// Gives libuv the memory for the next read.
+    ///
+    /// Small reads (requests, messages) go into the thread's shared buffer and
+    /// are copied out at their size. Once a read fills half a buffer, the
+    /// stream reads straight into a fresh full-size array that is then handed
+    /// to the reader trimmed to the bytes read: bulk transfers cost no copy at
+    /// all, at the price of up to 2x spare capacity per chunk. The array's
+    /// storage does not move while `bulkChunk` holds it uniquely and it is not
+    /// resized, so libuv may write into it between the two callbacks.
+    fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        guard readsAreBulk else {
+            buffer.pointee = uv_buf_init(ReadBuffer.current.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+            return
+        }
+        if bulkChunk.count != ReadBuffer.size {
+            // Every byte is written by the read before any is looked at; the rest is trimmed unread.
+            bulkChunk = [UInt8](unsafeUninitializedCapacity: ReadBuffer.size) { _, count in count = ReadBuffer.size }
+        }
+        let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
+        buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+    }
+
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
-            reader?.sendNext(ReadBuffer.copy(buffer?.pointee.base, count: count))
+            let chunk: [UInt8]
+            if readsAreBulk && !bulkChunk.isEmpty {
+                var filled = bulkChunk
+                bulkChunk = []
+                filled.removeLast(filled.count - count)
+                chunk = filled
+            } else {
+                chunk = ReadBuffer.copy(buffer?.pointee.base, count: count)
+            }
+            readsAreBulk = count >= ReadBuffer.size / 2
+            reader?.sendNext(chunk)
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
+            bulkChunk = []
             let reader = self.reader
             self.reader = nil
             activeReading = nil
@@ -178,7 +215,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .paused
         } else if input == .paused && queued <= options.limits.lowWaterMark {
-            if uvCheckReporting(uv_read_start(stream, readBufferAllocate, tcpStreamReadCallback), "uv_read_start") {
+            if uvCheckReporting(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start") {
                 input = .reading
             }
         }
@@ -186,15 +223,15 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
 
     // MARK: - writing
 
-    /// Queues `bytes`; `outcome` (if any) learns when they are flushed or why they were not.
-    func send(_ bytes: [UInt8], outcome: WriteOutcome?) {
+    /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
+    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         guard isOpen, !writesShutDown else {
             let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
-            outcome?.finish(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
+            completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
         }
         if bytes.isEmpty {
-            outcome?.finish(nil)
+            completion?(nil)
             return
         }
         let queued = queuedWriteByteCount
@@ -202,18 +239,18 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             let error = UVError(code: UV_ENOBUFS.rawValue,
                                 message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(options.limits.maxQueuedBytes)): the peer is not reading fast enough",
                                 context: "write of \(bytes.count) bytes to \(peerDescription)")
-            if let outcome { outcome.finish(error) } else { end(.failed(error)) }
+            if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
         let request = writePool.popLast() ?? WriteRequest(loop: loop, owner: self)
-        request.outcome = outcome
+        request.completion = completion
         do {
             try request.start(bytes, to: stream)
         } catch {
             request.reset()
             writePool.append(request)
             let failure = UVError(code: error.code, context: "write to \(peerDescription)")
-            outcome?.finish(failure)
+            completion?(failure)
             end(.failed(failure))
             return
         }
@@ -221,21 +258,21 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     }
 
     func writeDidFinish(_ request: WriteRequest, status: Int32) {
-        let outcome = request.outcome
+        let completion = request.completion
         request.reset()
         if isOpen && writePool.count < TCPStream.writePoolLimit { writePool.append(request) }
         if status == 0 {
-            outcome?.finish(nil)
+            completion?(nil)
             if input == .paused { updateBackpressure() }
             return
         }
         if status == UV_ECANCELED.rawValue {
-            outcome?.finish(UVError(code: status, message: "the connection closed before the bytes were flushed",
-                                    context: "write to \(peerDescription)"))
+            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
+                                context: "write to \(peerDescription)"))
             return
         }
         let error = UVError(code: status, context: "write to \(peerDescription)")
-        outcome?.finish(error)
+        completion?(error)
         end(.failed(error))
     }
 
@@ -305,9 +342,15 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
 
     override func didClose() {
         writePool.removeAll()
+        bulkChunk = []
         reader = nil
         owner = nil
     }
+}
+
+private let tcpStreamAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    Unmanaged<TCPStream>.fromOpaque(data).takeUnretainedValue().allocate(buffer)
 }
 
 private let tcpStreamReadCallback: uv_read_cb = { stream, count, buffer in

@@ -119,7 +119,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         // there is nothing a caller could do with a half-made loop.
         do {
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
-            _ = ruv_loop_enable_idle_time_metric(uvLoop)
+            // No UV_METRICS_IDLE_TIME: with it libuv polls twice per iteration (once with a zero timeout).
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
         } catch {

@@ -264,6 +264,29 @@ final class TCPTests: XCTestCase {
         }
     }
 
+    /// The callback form of write: nil once flushed, on the loop thread; EPIPE once closed.
+    func testSendWithACompletionReportsFlushAndFailure() throws {
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let connection = try harness.record(TCP.connect(host: "127.0.0.1", port: port)).waitForValues(1)[0]
+            let serverBytes = try harness.record(try waitForAccepted(server, 1)[0].bytes)
+            let results = Locked<[(String?, String?)]>([])
+            let record: ((any Error)?) -> Void = { error in
+                results.withLock { $0.append(((error as? UVError)?.name, EventLoop.current?.name)) }
+            }
+            connection.send(pattern(200_000, seed: 1), completion: record)  // from the test thread
+            try harness.wait(for: "the first completion") { results.current.count == 1 }
+            XCTAssertTrue(try waitForBytes(serverBytes, 200_000) == pattern(200_000, seed: 1), "bulk reads arrive intact")
+            connection.close()
+            connection.send([1], completion: record)
+            try harness.wait(for: "the second completion") { results.current.count == 2 }
+            let outcome = results.current
+            XCTAssertEqual(outcome[0].0, nil)
+            XCTAssertEqual(outcome[0].1, "harness", "completions run on the connection's loop")
+            XCTAssertEqual(outcome[1].0, "EPIPE")
+        }
+    }
+
     /// A peer that sends but does not read: the server's unflushed echo stays near the high-water mark
     /// (reading pauses), and once the peer reads, reading resumes and every byte arrives in order.
     func testReadingPausesAboveTheHighWaterMarkAndResumesBelowTheLowOne() throws {
