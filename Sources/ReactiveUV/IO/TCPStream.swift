@@ -84,9 +84,11 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     func didConnect() {
         localAddress = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) }
         peerAddress = SocketAddress.read { uv_tcp_getpeername(tcp, $0, $1) }
-        // A peer that already reset can make these fail; the connection then fails on its first read or write.
-        if options.noDelay { _ = uv_tcp_nodelay(tcp, 1) }
-        if let delay = options.keepAlive { _ = uv_tcp_keepalive(tcp, 1, keepAliveSeconds(delay)) }
+        // Nobody can receive an error here; the connection still works without the option.
+        if options.noDelay { uvCheckReporting(uv_tcp_nodelay(tcp, 1), "uv_tcp_nodelay on \(peerDescription)") }
+        if let delay = options.keepAlive {
+            uvCheckReporting(uv_tcp_keepalive(tcp, 1, keepAliveSeconds(delay)), "uv_tcp_keepalive on \(peerDescription)")
+        }
     }
 
     var peerDescription: String { peerAddress?.description ?? "peer" }
