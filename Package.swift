@@ -7,6 +7,8 @@ let package = Package(
         .library(name: "ReactiveUV", targets: ["ReactiveUV"]),
         .library(name: "ReactiveUVTesting", targets: ["ReactiveUVTesting"]),
         .executable(name: "timer", targets: ["timer"]),
+        .executable(name: "echo", targets: ["echo"]),
+        .executable(name: "filewatch", targets: ["filewatch"]),
     ],
     targets: [
         .systemLibrary(
@@ -19,7 +21,11 @@ let package = Package(
         .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
         .target(name: "SampleSupport", path: "samples/SampleSupport"),
         .executableTarget(name: "timer", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/timer"),
-        .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
+        // The echo server's logic, shared by the `echo` executable and the tests.
+        .target(name: "EchoServerKit", dependencies: ["ReactiveUV"], path: "samples/EchoServerKit"),
+        .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
+        .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
+        .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
     ],
     swiftLanguageModes: [.v6]

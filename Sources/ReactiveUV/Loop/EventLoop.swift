@@ -84,6 +84,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     private var acceptsLocalWork = true
     private unowned(unsafe) var openHandlesHead: LoopHandle?
     private(set) var openHandleCount = 0
+    /// Pending libuv requests (loop thread only), cancelled by shutdown.
+    let requests = LoopRequestRegistry()
 
     // Lifecycle: `thread` is written before the thread starts; `report` is written
     // on the loop thread before `finished` opens and read only after it opened.
@@ -143,7 +145,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         // there is nothing a caller could do with a half-made loop.
         do {
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
-            _ = ruv_loop_enable_idle_time_metric(uvLoop)
+            // No UV_METRICS_IDLE_TIME: with it libuv polls twice per iteration (once with a zero timeout).
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
             try uvCheck(uv_timer_init(uvLoop, timerDriver), "uv_timer_init")
@@ -467,6 +469,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Whether new handles may be opened (false once shutdown has closed them all).
     var acceptsNewHandles: Bool { acceptsLocalWork }
 
+    /// Whether new requests may start (false once shutdown began cancelling them).
+    var acceptsNewRequests: Bool { !closingStarted }
+
     /// The handles open on this loop now, excluding the loop's own wake-up and idle handles.
     ///
     /// Includes handles opened by other code on this loop (their `label` is nil).
@@ -563,6 +568,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         closingStarted = true
         runQueuedWork()
         let openAtShutdown = collectOpenHandles()
+        // Requests keep uv_run going until they call back; cancel what has not started.
+        requests.cancelAllForShutdown()
         var rounds = 0
         while let handle = openHandlesHead, rounds < 1_000_000 {
             handle.closeForShutdown()
@@ -613,7 +620,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     func finishClosed() {
         let result = uv_loop_close(uvLoop)
         if result != 0 {
-            let leftovers = collectOpenHandles().map(\.description).joined(separator: ", ")
+            let leftovers = (collectOpenHandles().map(\.description) + requests.labels).joined(separator: ", ")
             reportMisuse("\(EventLoopError.loopCloseFailed(loop: name, error: UVError(code: result, context: "uv_loop_close"))); still open: \(leftovers)")
         }
         assert(result == 0, "uv_loop_close returned \(result) for EventLoop '\(name)'")

@@ -96,4 +96,12 @@ extension Duration {
         let nanoseconds = attoseconds / 1_000_000_000
         return nanoseconds > Int128(UInt64.max) ? .max : UInt64(nanoseconds)
     }
+
+    /// Whole milliseconds, rounded up (libuv timers have millisecond resolution,
+    /// and a delay must never fire early), with negatives clamped to zero.
+    var millisecondsRoundedUp: UInt64 {
+        let nanoseconds = clampedNanoseconds
+        if nanoseconds == .max { return .max / 1_000_000 }
+        return nanoseconds / 1_000_000 + (nanoseconds % 1_000_000 == 0 ? 0 : 1)
+    }
 }

@@ -1,0 +1,153 @@
+internal import CLibUV
+import Synchronization
+
+/// A change seen by a stat-polling file watch: the status before and after.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct FileStatusChange: Sendable, Hashable, CustomStringConvertible {
+    /// The status before the change; nil when the path did not exist.
+    public let previous: FileStatus?
+    /// The status after the change; nil when the path no longer exists.
+    public let current: FileStatus?
+
+    /// Creates a change.
+    ///
+    /// - Parameters:
+    ///   - previous: The status before, or nil if the path did not exist.
+    ///   - current: The status after, or nil if the path is gone.
+    /// - Returns: The change.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(previous: FileStatus?, current: FileStatus?) {
+        self.previous = previous
+        self.current = current
+    }
+
+    /// `"(size 1, ...) -> (size 2, ...)"`, with "missing" for a path that does not exist.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        "(\(previous?.description ?? "missing")) -> (\(current?.description ?? "missing"))"
+    }
+}
+
+extension FileWatch {
+    /// Polls `path` with `stat` every `interval` and sends the previous and current status whenever they differ.
+    ///
+    /// Works where inotify does not (network file systems, some containers),
+    /// at the cost of the polling delay. The path must exist when the
+    /// subscription starts (else the signal ends with `ENOENT`, `EACCES`...);
+    /// later deletion and re-creation are reported as changes with a nil
+    /// `current` and a nil `previous`. The signal never completes on its own.
+    ///
+    /// - Parameters:
+    ///   - path: A file or directory.
+    ///   - interval: Time between polls (at least 1 ms).
+    ///   - loop: The loop that polls; nil for the subscription's home loop.
+    /// - Returns: A signal of status changes.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func poll(at path: String, interval: Duration = .seconds(1), on loop: EventLoop? = nil) -> Signal<FileStatusChange> {
+        Signal { subscriber in
+            guard interval > .zero else {
+                subscriber.sendError(UVError(code: UVError.invalidArgumentCode, message: "interval must be positive, got \(interval)",
+                                             context: "FileWatch.poll(\(path))"))
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll") { loop in
+                let handle = FilePollHandle(loop: loop, path: path, subscriber: subscriber)
+                do {
+                    try handle.start(interval: interval)
+                } catch {
+                    subscriber.sendError(error)
+                    return nil
+                }
+                return handle
+            }
+        }.debugNamed("+FileWatch.poll(\(path))")
+    }
+}
+
+/// One `uv_fs_poll_t` feeding a subscriber.
+final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
+    // `subscriber` and `last` are loop thread only (`dispose()` hops there); `disposed` is atomic; `path` is immutable.
+    private let path: String
+    private var subscriber: Subscriber<FileStatusChange>?
+    /// The status last reported (or found at the start); nil while the path does not exist.
+    private var last: FileStatus?
+    private let disposed = Atomic<Bool>(false)
+
+    init(loop: EventLoop, path: String, subscriber: Subscriber<FileStatusChange>) {
+        self.path = path
+        self.subscriber = subscriber
+        super.init(loop: loop, byteCount: uv_handle_size(UV_FS_POLL))
+    }
+
+    override var label: String { "fs_poll on \(path) from FileWatch.poll" }
+
+    func start(interval: Duration) throws(UVError) {
+        // libuv reports a missing path only from its first poll; checking now gives the error at once.
+        last = try FileSystemQuery.status(of: path)
+        let handle = pointer(as: uv_fs_poll_t.self)
+        try uvCheck(uv_fs_poll_init(loop.uvLoop, handle), "uv_fs_poll_init")
+        didOpen()
+        let milliseconds = UInt32(clamping: max(1, interval.millisecondsRoundedUp))
+        do {
+            try uvCheck(uv_fs_poll_start(handle, filePollCallback, path, milliseconds), "poll \(path)")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    /// `previous` comes from what was last reported rather than from libuv, whose first
+    /// failed poll compares against a zeroed status and whose poll after a failure
+    /// compares against the status from before it.
+    fileprivate func deliver(status: Int32, current: UnsafePointer<uv_stat_t>?) {
+        if status < 0 {
+            guard status == UV_ENOENT.rawValue || status == UV_ENOTDIR.rawValue else {
+                let subscriber = self.subscriber
+                close()
+                subscriber?.sendError(UVError(code: status, context: "poll \(path)"))
+                return
+            }
+            guard let previous = last else { return }
+            last = nil
+            subscriber?.sendNext(FileStatusChange(previous: previous, current: nil))
+            return
+        }
+        let now = current.map { FileStatus($0.pointee) }
+        let previous = last
+        last = now
+        subscriber?.sendNext(FileStatusChange(previous: previous, current: now))
+    }
+
+    override func willClose() {
+        uvCheckReporting(uv_fs_poll_stop(pointer(as: uv_fs_poll_t.self)), "uv_fs_poll_stop")
+    }
+
+    override func closeForShutdown() {
+        let subscriber = self.subscriber
+        close()
+        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    override func didClose() { subscriber = nil }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            close()
+        } else {
+            // After shutdown the handle is already closed, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in close() }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+private let filePollCallback: uv_fs_poll_cb = { handle, status, _, current in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<FilePollHandle>.fromOpaque(data).takeUnretainedValue().deliver(status: status, current: current)
+}

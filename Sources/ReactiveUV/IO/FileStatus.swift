@@ -1,0 +1,75 @@
+internal import CLibUV
+
+/// What `stat` says about a file: the parts a watcher compares.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
+    /// Size in bytes.
+    public let size: UInt64
+    /// Last modification, as time since the Unix epoch (nanosecond precision where the file system has it).
+    public let modificationTime: Duration
+    /// The mode bits (type and permissions), as `st_mode`.
+    public let mode: UInt32
+    /// The inode number.
+    public let inode: UInt64
+
+    /// Whether it is a directory.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isDirectory: Bool { mode & 0o170000 == 0o040000 }
+
+    init(_ stat: uv_stat_t) {
+        size = stat.st_size
+        modificationTime = .seconds(Int64(stat.st_mtim.tv_sec)) + .nanoseconds(Int64(stat.st_mtim.tv_nsec))
+        mode = UInt32(truncatingIfNeeded: stat.st_mode)
+        inode = stat.st_ino
+    }
+
+    /// `"size 12, mode 100644, mtime 1700000000.123456789"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        let (seconds, attoseconds) = modificationTime.components
+        var fraction = String(attoseconds / 1_000_000_000)
+        while fraction.count < 9 { fraction = "0" + fraction }
+        return "size \(size), mode \(String(mode, radix: 8)), mtime \(seconds).\(fraction)"
+    }
+}
+
+/// Synchronous file-system queries made on the loop thread (`uv_fs_*` with no callback).
+///
+/// Used to check a path before watching it and to walk a directory tree for
+/// the recursive watch: each call is one quick system call on a local file
+/// system, cheaper than a trip through the thread pool.
+enum FileSystemQuery {
+    /// `stat` (following symlinks) or `lstat`.
+    static func status(of path: String, followLinks: Bool = true) throws(UVError) -> FileStatus {
+        var request = uv_fs_t()
+        defer { uv_fs_req_cleanup(&request) }
+        let result = followLinks ? uv_fs_stat(nil, &request, path, nil) : uv_fs_lstat(nil, &request, path, nil)
+        try uvCheck(result, "stat \(path)")
+        return FileStatus(request.statbuf)
+    }
+
+    /// The entries of a directory (no "." or ".."), each with whether it is a directory (symlinks are not followed).
+    static func entries(of path: String) throws(UVError) -> [(name: String, isDirectory: Bool)] {
+        var request = uv_fs_t()
+        defer { uv_fs_req_cleanup(&request) }
+        try uvCheck(uv_fs_scandir(nil, &request, path, 0, nil), "scandir \(path)")
+        var result: [(name: String, isDirectory: Bool)] = []
+        var entry = uv_dirent_t()
+        while uv_fs_scandir_next(&request, &entry) == 0 {
+            let name = String(cString: entry.name)
+            switch entry.type {
+            case UV_DIRENT_DIR:
+                result.append((name, true))
+            case UV_DIRENT_UNKNOWN:
+                let isDirectory = (try? status(of: path + "/" + name, followLinks: false))?.isDirectory ?? false
+                result.append((name, isDirectory))
+            default:
+                result.append((name, false))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,152 @@
+internal import CLibUV
+import Synchronization
+
+/// Something a write or shutdown request reports its result to.
+protocol StreamWriteOwner: AnyObject {
+    /// Called on the loop thread when libuv called back for `request`.
+    func writeDidFinish(_ request: WriteRequest, status: Int32)
+    /// Called on the loop thread when the shutdown request finished.
+    func shutdownDidFinish(_ request: ShutdownRequest, status: Int32)
+}
+
+/// One `uv_write_t`, reused: a stream keeps finished ones in a small pool, so
+/// a steady stream of writes allocates nothing but the payloads it is given.
+///
+/// The payload array is held until libuv calls back, and libuv reads straight
+/// from its storage (no copy): a native array's elements stay where they are
+/// while the array is alive and not mutated, and this one is never mutated.
+///
+/// Thread rule: loop thread only.
+final class WriteRequest: LoopRequest {
+    // Loop thread only. The owner (the stream) outlives its pending requests:
+    // closing the stream makes libuv call every pending write back before the close callback.
+    unowned(unsafe) let owner: any StreamWriteOwner
+    private(set) var payload: [UInt8] = []
+    /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.
+    var completion: (((any Error)?) -> Void)?
+
+    init(loop: EventLoop, owner: any StreamWriteOwner) {
+        self.owner = owner
+        super.init(loop: loop, type: UV_WRITE)
+    }
+
+    override var label: String { "write of \(payload.count) bytes" }
+
+    /// Starts writing `bytes` to `stream`.
+    func start(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>) throws(UVError) {
+        payload = bytes
+        let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+        // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
+        var buffer = uv_buf_init(base.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let request = pointer(as: uv_write_t.self)
+        do {
+            try start("uv_write") { uv_write(request, stream, &buffer, 1, writeRequestCallback) }
+        } catch {
+            payload = []
+            throw error
+        }
+    }
+
+    /// Forgets the payload and the completion, for reuse.
+    func reset() {
+        payload = []
+        completion = nil
+    }
+
+    fileprivate func finish(status: Int32) {
+        didFinish()
+        owner.writeDidFinish(self, status: status)
+    }
+}
+
+private let writeRequestCallback: uv_write_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<WriteRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
+}
+
+/// One `uv_shutdown_t`: sends FIN once the queued writes are flushed.
+///
+/// Thread rule: loop thread only.
+final class ShutdownRequest: LoopRequest {
+    // Loop thread only; the owner outlives the pending request (see WriteRequest).
+    unowned(unsafe) let owner: any StreamWriteOwner
+    let outcome: WriteOutcome?
+
+    init(loop: EventLoop, owner: any StreamWriteOwner, outcome: WriteOutcome?) {
+        self.owner = owner
+        self.outcome = outcome
+        super.init(loop: loop, type: UV_SHUTDOWN)
+    }
+
+    override var label: String { "shutdown" }
+
+    func start(_ stream: UnsafeMutablePointer<uv_stream_t>) throws(UVError) {
+        let request = pointer(as: uv_shutdown_t.self)
+        try start("uv_shutdown") { uv_shutdown(request, stream, shutdownRequestCallback) }
+    }
+
+    fileprivate func finish(status: Int32) {
+        didFinish()
+        owner.shutdownDidFinish(self, status: status)
+    }
+}
+
+private let shutdownRequestCallback: uv_shutdown_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<ShutdownRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
+}
+
+/// The result of one write or shutdown, replayed to every subscriber of the signal `write(_:)` returned.
+///
+/// The write starts when `write(_:)` is called, not when the signal is
+/// subscribed, so consecutive writes go out in call order whoever subscribes.
+///
+/// Thread rule: safe from any thread.
+final class WriteOutcome: @unchecked Sendable {
+    // `state` is protected by its mutex; subscribers are called after it is released.
+    private enum State {
+        case pending([Subscriber<Void>])
+        case finished((any Error)?)
+    }
+    private let state = LockedValue<State>(.pending([]))
+
+    /// A signal that completes when the write is flushed, or fails with its error.
+    var signal: Signal<Void> {
+        Signal { [self] subscriber in
+            observe(subscriber)
+            return nil
+        }.debugNamed("+write")
+    }
+
+    private func observe(_ subscriber: Subscriber<Void>) {
+        let finished: (any Error)?? = state.withLock { state in
+            switch state {
+            case .pending(var waiting):
+                waiting.append(subscriber)
+                state = .pending(waiting)
+                return .none
+            case .finished(let error):
+                return .some(error)
+            }
+        }
+        if let finished { WriteOutcome.deliver(finished, to: subscriber) }
+    }
+
+    /// Records the result and tells everyone waiting. Later calls do nothing.
+    func finish(_ error: (any Error)?) {
+        let waiting: [Subscriber<Void>] = state.withLock { state in
+            guard case .pending(let waiting) = state else { return [] }
+            state = .finished(error)
+            return waiting
+        }
+        for subscriber in waiting { WriteOutcome.deliver(error, to: subscriber) }
+    }
+
+    private static func deliver(_ error: (any Error)?, to subscriber: Subscriber<Void>) {
+        if let error {
+            subscriber.sendError(error)
+        } else {
+            subscriber.sendCompleted()
+        }
+    }
+}

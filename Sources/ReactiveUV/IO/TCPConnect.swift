@@ -1,0 +1,218 @@
+internal import CLibUV
+import Synchronization
+
+/// TCP clients.
+///
+/// Thread rule: safe from any thread.
+public enum TCP {
+    /// Connects to `host:port` and sends the connection once it is established.
+    ///
+    /// A host name is resolved first and its addresses are tried in order. The
+    /// connection belongs to this subscription: disposing it closes the
+    /// connection, and the signal completes when the connection closes (by
+    /// `close()`, a failure, or the peer); it fails with a `UVError` when no
+    /// connection could be made: `ECONNREFUSED`, `ETIMEDOUT` (from the system,
+    /// or after `timeout`), `ENETUNREACH`, or a resolver error such as
+    /// `EAI_NONAME` for an unknown host.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name.
+    ///   - port: 1...65535.
+    ///   - options: Socket options and buffer limits for the connection.
+    ///   - timeout: Give up connecting after this long (`ETIMEDOUT`); nil leaves it to the system (minutes).
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of one connection; it completes when the connection closes.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func connect(
+        host: String,
+        port: Int,
+        options: TCPOptions = TCPOptions(),
+        timeout: Duration? = nil,
+        on loop: EventLoop? = nil
+    ) -> Signal<TCPConnection> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "TCP.connect") { loop in
+                let attempt = TCPConnectAttempt(loop: loop, host: host, port: port, options: options, subscriber: subscriber)
+                attempt.start(timeout: timeout)
+                return attempt
+            }
+        }.debugNamed("+TCP.connect(\(host):\(port))")
+    }
+}
+
+/// One `TCP.connect` subscription: resolve, try each address, then own the connection.
+final class TCPConnectAttempt: Disposable, TCPStreamOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+    private let loop: EventLoop
+    private let host: String
+    private let port: Int
+    private let options: TCPOptions
+    private var subscriber: Subscriber<TCPConnection>?
+    private var lookup: (any Disposable)?
+    private var timer: (any Disposable)?
+    private var addresses: [SocketAddress] = []
+    private var nextAddress = 0
+    private var lastError: (any Error)?
+    private var stream: TCPStream?
+    private var connected = false
+    private let disposed = Atomic<Bool>(false)
+
+    init(loop: EventLoop, host: String, port: Int, options: TCPOptions, subscriber: Subscriber<TCPConnection>) {
+        self.loop = loop
+        self.host = host
+        self.port = port
+        self.options = options
+        self.subscriber = subscriber
+    }
+
+    func start(timeout: Duration?) {
+        guard (1...65_535).contains(port) else {
+            finish(UVError(code: UVError.invalidArgumentCode, message: "port must be in 1...65535, got \(port)",
+                           context: "TCP.connect(\(host), \(port))"))
+            return
+        }
+        if let timeout {
+            timer = loop.schedule(after: timeout) { [self] in
+                guard !connected else { return }
+                finish(UVError(code: UV_ETIMEDOUT.rawValue, message: "no connection after \(timeout)",
+                               context: "TCP.connect(\(host):\(port))"))
+            }
+        }
+        lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
+            lookup = nil
+            switch result {
+            case .success(let addresses):
+                self.addresses = addresses
+                tryNextAddress()
+            case .failure(let error):
+                finish(error)
+            }
+        }
+    }
+
+    private func tryNextAddress() {
+        guard subscriber != nil else { return }
+        guard nextAddress < addresses.count else {
+            finish(lastError ?? UVError(code: UV_ECONNREFUSED.rawValue, context: "TCP.connect(\(host):\(port))"))
+            return
+        }
+        guard loop.acceptsNewHandles && loop.acceptsNewRequests else {
+            finish(EventLoopError.shutDown(loop: loop.name))
+            return
+        }
+        let address = addresses[nextAddress]
+        nextAddress += 1
+        let stream = TCPStream(loop: loop, options: options, origin: "from TCP.connect(\(host):\(port))")
+        let request = ConnectRequest(loop: loop, attempt: self, address: address)
+        do {
+            try stream.open()
+            stream.owner = self
+            self.stream = stream
+            try request.start(stream)
+        } catch {
+            self.stream = nil
+            stream.end(.closed)
+            lastError = error
+            tryNextAddress()
+        }
+    }
+
+    fileprivate func connectDidFinish(_ request: ConnectRequest, status: Int32) {
+        guard let stream, subscriber != nil else { return }
+        if status < 0 {
+            self.stream = nil
+            stream.end(.closed)
+            lastError = UVError(code: status, context: "connect to \(request.address)")
+            tryNextAddress()
+            return
+        }
+        connected = true
+        timer?.dispose()
+        timer = nil
+        stream.didConnect()
+        subscriber?.sendNext(TCPConnection(stream))
+    }
+
+    func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason) {
+        guard stream === self.stream else { return }
+        self.stream = nil
+        if case .shutDown = reason {
+            finish(EventLoopError.shutDown(loop: loop.name))
+        } else if connected {
+            finish(nil)
+        }
+        // Before connecting, a closed stream was ours to close: connectDidFinish or finish decides.
+    }
+
+    /// Ends the attempt: completes (nil) or fails, and releases everything.
+    private func finish(_ error: (any Error)?) {
+        let subscriber = self.subscriber
+        self.subscriber = nil
+        release()
+        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+    }
+
+    private func release() {
+        timer?.dispose()
+        timer = nil
+        lookup?.dispose()
+        lookup = nil
+        let stream = self.stream
+        self.stream = nil
+        stream?.end(.closed)
+    }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            subscriber = nil
+            release()
+        } else {
+            // After shutdown everything is already closed, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in
+                subscriber = nil
+                release()
+            }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+/// One `uv_connect_t`.
+final class ConnectRequest: LoopRequest {
+    // Loop thread only; `attempt` is released once libuv called back.
+    private var attempt: TCPConnectAttempt?
+    let address: SocketAddress
+
+    init(loop: EventLoop, attempt: TCPConnectAttempt, address: SocketAddress) {
+        self.attempt = attempt
+        self.address = address
+        super.init(loop: loop, type: UV_CONNECT)
+    }
+
+    override var label: String { "connect to \(address)" }
+
+    func start(_ stream: TCPStream) throws(UVError) {
+        let request = pointer(as: uv_connect_t.self)
+        try start("connect to \(address)") {
+            address.withSockaddr { uv_tcp_connect(request, stream.tcp, $0, connectRequestCallback) }
+        }
+    }
+
+    /// Closing the stream ends a pending connect (ECANCELED); nothing to cancel here.
+    override func cancelForShutdown() {}
+
+    fileprivate func finish(status: Int32) {
+        didFinish()
+        let attempt = self.attempt
+        self.attempt = nil
+        attempt?.connectDidFinish(self, status: status)
+    }
+}
+
+private let connectRequestCallback: uv_connect_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<ConnectRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
+}

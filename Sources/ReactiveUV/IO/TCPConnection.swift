@@ -1,0 +1,223 @@
+/// One open TCP connection, handed out by `TCPServer.listen` or `TCP.connect`.
+///
+/// - `bytes` streams what the peer sends (one reader at a time); it completes
+///   at EOF and fails when the peer resets.
+/// - `send(_:)` queues bytes with no result (the fast path); `write(_:)` does
+///   the same and returns a signal that completes once libuv flushed them.
+///   Bytes go out in the order the calls were made.
+/// - `shutdown()` half-closes (FIN after the queued writes); `close()` closes;
+///   `reset()` closes with RST.
+///
+/// Lifetime: the connection belongs to the subscription that produced it. It
+/// stays open until `close()`/`reset()`, a read or write failure, the
+/// disposal of that subscription (a server's disposal closes every connection
+/// it accepted), or the loop's shutdown. Backpressure and the buffering limit
+/// are described in `TCPBufferLimits`.
+///
+/// Thread rule: every method is safe from any thread; work is done on the
+/// connection's loop (calls made there run at once, others are queued there in order).
+public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
+    // `stream` and the addresses are immutable; the stream's state is confined to its loop thread.
+    let stream: TCPStream
+
+    /// The address of this end, or nil if it could not be read.
+    public let localAddress: SocketAddress?
+    /// The address of the other end, or nil if it could not be read (a peer that reset at once).
+    public let peerAddress: SocketAddress?
+    /// What the peer sends, one chunk (at most 64 KiB) per read.
+    ///
+    /// Subscribing starts reading; disposing stops it (the connection stays
+    /// open). It completes at EOF (the peer shut down its side, or the
+    /// connection was closed here) and fails with a `UVError` such as
+    /// `ECONNRESET` when the connection breaks. A second subscriber while one
+    /// is reading gets `EBUSY`. Chunks are delivered on the subscriber's home
+    /// loop; subscribe on the connection's loop to get them without a hop.
+    ///
+    /// Thread rule: safe from any thread.
+    public let bytes: Signal<[UInt8]>
+
+    init(_ stream: TCPStream) {
+        self.stream = stream
+        localAddress = stream.localAddress
+        peerAddress = stream.peerAddress
+        let description = stream.peerDescription
+        bytes = Signal { subscriber in
+            LoopBinding.open(on: stream.loop, for: subscriber, what: "TCPConnection.bytes") { _ in
+                stream.startReading(subscriber)
+            }
+        }.debugNamed("+bytes(\(description))")
+    }
+
+    /// The loop the connection's socket lives on.
+    ///
+    /// Thread rule: safe from any thread.
+    public var loop: EventLoop { stream.loop }
+
+    /// `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        "tcp \(localAddress?.description ?? "?") -> \(peerAddress?.description ?? "?")"
+    }
+
+    /// Queues `bytes` for sending, with no result to wait for: the fast path.
+    ///
+    /// The array is not copied: libuv sends from its storage. A failure (the
+    /// peer reset, or the queue limit in `TCPBufferLimits` was hit) ends the
+    /// connection, and `bytes` fails with the error. After `close()` or
+    /// `shutdown()` the bytes are dropped.
+    ///
+    /// - Parameter bytes: The bytes to send.
+    ///
+    /// Thread rule: safe from any thread (no lock and no allocation beyond libuv's request pool on the loop thread).
+    public func send(_ bytes: [UInt8]) {
+        if stream.loop.inEventLoop {
+            stream.send(bytes, completion: nil)
+            return
+        }
+        let stream = self.stream
+        // After shutdown the connection is closed: the rejection message is all there is to say.
+        stream.loop.execute { stream.send(bytes, completion: nil) }
+    }
+
+    /// Queues `bytes` and calls `completion` on the connection's loop thread once libuv flushed them (nil) or failed.
+    ///
+    /// The callback form of `write(_:)`, for code that writes at a high rate
+    /// and needs each result (a pump keeping N writes in flight): no signal
+    /// and no subscription per write. The errors are `write(_:)`'s; after the
+    /// loop has shut down, `completion` gets `EventLoopError.shutDown` on the
+    /// calling thread.
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes to send (not copied).
+    ///   - completion: Called once with nil when flushed, or the error.
+    ///
+    /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
+    public func send(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
+        let stream = self.stream
+        if stream.loop.inEventLoop {
+            stream.send(bytes, completion: completion)
+            return
+        }
+        // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
+        let box = UncheckedSendable(completion)
+        do {
+            try stream.loop.tryExecute { stream.send(bytes, completion: box.value) }
+        } catch {
+            completion(error)
+        }
+    }
+
+    /// Queues `bytes` and returns a signal that completes once libuv has flushed them to the kernel.
+    ///
+    /// The write starts now, not when the result is subscribed, so writes go
+    /// out in call order; the result is replayed to every subscriber. It fails
+    /// with `EPIPE` after `close()`/`shutdown()`, `ENOBUFS` past the
+    /// `TCPBufferLimits.maxQueuedBytes` limit (the connection stays open),
+    /// `ECANCELED` if the connection closed before the bytes were flushed, or
+    /// the socket's error (which also ends the connection).
+    ///
+    /// - Parameter bytes: The bytes to send (not copied).
+    /// - Returns: A signal that completes (no value) when flushed, or fails.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> Signal<Void> {
+        let outcome = WriteOutcome()
+        onLoop(outcome) { $0.send(bytes, completion: outcome.finish) }
+        return outcome.signal
+    }
+
+    /// Half-closes the connection: sends FIN once the queued writes are flushed; reading goes on.
+    ///
+    /// - Returns: A signal that completes when the FIN was sent, or fails
+    ///   (`ENOTCONN` if already shut down or closed). The shutdown starts now.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func shutdown() -> Signal<Void> {
+        let outcome = WriteOutcome()
+        onLoop(outcome) { $0.shutdownWrites(outcome: outcome) }
+        return outcome.signal
+    }
+
+    /// Closes the connection (FIN); writes not yet flushed are dropped and their signals fail with `ECANCELED`.
+    ///
+    /// The `bytes` reader completes. Idempotent. To close after the queued
+    /// writes are flushed, close when `shutdown()` completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public func close() {
+        onLoop(nil) { $0.end(.closed) }
+    }
+
+    /// Closes the connection with RST (`SO_LINGER` 0): the peer's next read fails with `ECONNRESET`.
+    ///
+    /// Thread rule: safe from any thread.
+    public func reset() {
+        onLoop(nil) { $0.end(.closed, reset: true) }
+    }
+
+    /// Whether the connection is still open.
+    ///
+    /// Thread rule: safe from any thread (off the loop it waits for the loop to answer; false after shutdown).
+    public var isOpen: Bool {
+        let stream = self.stream
+        return (try? stream.loop.performAndWait(operation: "TCPConnection.isOpen") { _ in stream.isOpen }) ?? false
+    }
+
+    /// Bytes written but not yet taken by the kernel (see `TCPBufferLimits`).
+    ///
+    /// Thread rule: safe from any thread (off the loop it waits for the loop to answer; 0 after shutdown).
+    public var queuedWriteByteCount: Int {
+        let stream = self.stream
+        return (try? stream.loop.performAndWait(operation: "TCPConnection.queuedWriteByteCount") { _ in
+            stream.queuedWriteByteCount
+        }) ?? 0
+    }
+
+    /// Turns `TCP_NODELAY` on or off (it starts as `TCPOptions.noDelay` says).
+    ///
+    /// - Parameter enabled: Whether small writes go out at once.
+    /// - Throws: `UVError` when the connection is closed, the call fails, or it is made off the loop thread (`EINVAL`).
+    ///
+    /// Thread rule: loop thread only.
+    public func setNoDelay(_ enabled: Bool) throws(UVError) {
+        try checkOnLoop("setNoDelay")
+        try stream.setNoDelay(enabled)
+    }
+
+    /// Turns TCP keep-alive on with an initial delay (whole seconds, at least 1), or off with nil.
+    ///
+    /// - Parameter delay: Idle time before the first probe, or nil to turn keep-alive off.
+    /// - Throws: `UVError` when the connection is closed, the call fails, or it is made off the loop thread (`EINVAL`).
+    ///
+    /// Thread rule: loop thread only.
+    public func setKeepAlive(_ delay: Duration?) throws(UVError) {
+        try checkOnLoop("setKeepAlive")
+        try stream.setKeepAlive(delay)
+    }
+
+    private func checkOnLoop(_ operation: String) throws(UVError) {
+        guard stream.loop.inEventLoop else {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "must be called on the connection's loop thread ('\(stream.loop.name)')",
+                          context: "TCPConnection.\(operation)")
+        }
+    }
+
+    /// Runs `body` with the stream on its loop: now when already there, else queued.
+    private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (TCPStream) -> Void) {
+        let stream = self.stream
+        if stream.loop.inEventLoop {
+            body(stream)
+            return
+        }
+        do {
+            try stream.loop.tryExecute { body(stream) }
+        } catch {
+            // The loop is gone and its shutdown closed the connection.
+            outcome?.finish(error)
+        }
+    }
+}

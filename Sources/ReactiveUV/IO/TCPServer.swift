@@ -1,0 +1,219 @@
+internal import CLibUV
+import Synchronization
+
+/// TCP servers: a listening socket as a signal of accepted connections.
+///
+/// Thread rule: safe from any thread.
+public enum TCPServer {
+    /// What a server signal from `serve` sends.
+    public enum Event: Sendable {
+        /// The socket is bound and listening at this address (the real port when 0 was asked for). Sent once, first.
+        case listening(SocketAddress)
+        /// A client connected.
+        case accepted(TCPConnection)
+    }
+
+    /// Listens on `host:port` and sends each accepted connection.
+    ///
+    /// The socket is opened when a subscriber arrives, on the subscription's
+    /// home loop (or `loop`), and closed when the subscription is disposed;
+    /// disposing also closes every connection it accepted that is still
+    /// open. Bind errors (`EADDRINUSE`, `EACCES`, an address that is not
+    /// local, an unknown host) end the signal with a `UVError`. The signal
+    /// never completes on its own.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve ("127.0.0.1", "::", "localhost").
+    ///   - port: 0...65535; 0 picks a free port (use `serve` to learn which).
+    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - options: Socket options and buffer limits for each accepted connection.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of accepted connections.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func listen(
+        host: String = "127.0.0.1",
+        port: Int,
+        backlog: Int32 = 128,
+        options: TCPOptions = TCPOptions(),
+        on loop: EventLoop? = nil
+    ) -> Signal<TCPConnection> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "TCPServer.listen") { loop in
+                let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
+                                           onListening: nil,
+                                           onAccepted: { subscriber.sendNext($0) },
+                                           onError: { subscriber.sendError($0) })
+                listener.start()
+                return listener
+            }
+        }.debugNamed("+TCPServer.listen(\(host):\(port))")
+    }
+
+    /// Like `listen`, but first sends `.listening(address)` with the bound address, then `.accepted` per client.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
+    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - options: Socket options and buffer limits for each accepted connection.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of server events.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func serve(
+        host: String = "127.0.0.1",
+        port: Int,
+        backlog: Int32 = 128,
+        options: TCPOptions = TCPOptions(),
+        on loop: EventLoop? = nil
+    ) -> Signal<Event> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "TCPServer.serve") { loop in
+                let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
+                                           onListening: { subscriber.sendNext(.listening($0)) },
+                                           onAccepted: { subscriber.sendNext(.accepted($0)) },
+                                           onError: { subscriber.sendError($0) })
+                listener.start()
+                return listener
+            }
+        }.debugNamed("+TCPServer.serve(\(host):\(port))")
+    }
+}
+
+/// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
+final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+    private let host: String
+    private let port: Int
+    private let backlog: Int32
+    private let options: TCPOptions
+    private var onListening: ((SocketAddress) -> Void)?
+    private var onAccepted: ((TCPConnection) -> Void)?
+    private var onError: ((any Error) -> Void)?
+    private var lookup: (any Disposable)?
+    private var address: SocketAddress?
+    private var connections: [ObjectIdentifier: TCPStream] = [:]
+    private let disposed = Atomic<Bool>(false)
+
+    init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
+         onListening: ((SocketAddress) -> Void)?,
+         onAccepted: @escaping (TCPConnection) -> Void,
+         onError: @escaping (any Error) -> Void) {
+        self.host = host
+        self.port = port
+        self.backlog = backlog
+        self.options = options
+        self.onListening = onListening
+        self.onAccepted = onAccepted
+        self.onError = onError
+        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
+    }
+
+    override var label: String { "tcp listener on \(address?.description ?? "\(host):\(port)") from TCPServer.listen" }
+
+    /// Resolves the host (at once when numeric), then binds and listens.
+    func start() {
+        lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
+            lookup = nil
+            guard !isDisposed else { return }
+            switch result {
+            case .success(let addresses): bindAndListen(addresses[0])
+            case .failure(let error): fail(error)
+            }
+        }
+    }
+
+    private func bindAndListen(_ address: SocketAddress) {
+        guard loop.acceptsNewHandles else {
+            fail(EventLoopError.shutDown(loop: loop.name))
+            return
+        }
+        self.address = address
+        let tcp = pointer(as: uv_tcp_t.self)
+        do {
+            try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
+            didOpen()
+            // Linux reports EADDRINUSE from uv_listen (libuv defers the bind error), so both are checked.
+            try uvCheck(address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }, "bind to \(address)")
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
+                        "listen on \(address)")
+        } catch {
+            fail(error)
+            return
+        }
+        let bound = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) } ?? address
+        self.address = bound
+        onListening?(bound)
+    }
+
+    fileprivate func accept(status: Int32) {
+        // Errors here concern one pending connection (libuv copes with EMFILE itself); the server goes on.
+        guard uvCheckReporting(status, "accepting a connection on \(address?.description ?? host)") else { return }
+        let stream = TCPStream(loop: loop, options: options, origin: "accepted by TCPServer.listen(\(address?.description ?? host))")
+        do {
+            try stream.open()
+            try uvCheck(uv_accept(pointer(as: uv_stream_t.self), stream.stream), "uv_accept")
+        } catch {
+            stream.end(.closed)
+            reportMisuse("a connection could not be accepted on \(address?.description ?? host): \(error)")
+            return
+        }
+        stream.didConnect()
+        stream.owner = self
+        connections[ObjectIdentifier(stream)] = stream
+        onAccepted?(TCPConnection(stream))
+    }
+
+    func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason) {
+        connections[ObjectIdentifier(stream)] = nil
+    }
+
+    private func fail(_ error: any Error) {
+        let onError = self.onError
+        shutDown(connectionsEnd: .closed)
+        onError?(error)
+    }
+
+    /// Closes the socket and every connection it accepted.
+    private func shutDown(connectionsEnd reason: TCPStream.EndReason) {
+        onListening = nil
+        onAccepted = nil
+        onError = nil
+        lookup?.dispose()
+        lookup = nil
+        close()
+        let open = connections.values
+        connections.removeAll()
+        for stream in open { stream.end(reason) }
+    }
+
+    override func closeForShutdown() {
+        let onError = self.onError
+        shutDown(connectionsEnd: .shutDown)
+        onError?(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    override func didClose() {
+        onListening = nil
+        onAccepted = nil
+        onError = nil
+    }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            shutDown(connectionsEnd: .closed)
+        } else {
+            // After shutdown everything is already closed, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in shutDown(connectionsEnd: .closed) }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+private let tcpListenerConnectionCallback: uv_connection_cb = { server, status in
+    guard let data = server?.pointee.data else { return }
+    Unmanaged<TCPListener>.fromOpaque(data).takeUnretainedValue().accept(status: status)
+}

@@ -1,0 +1,382 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Told when a connection it handed out has ended (so a server can forget it, a connect signal can complete).
+protocol TCPStreamOwner: AnyObject {
+    /// Called on the loop thread once, right after the stream started closing.
+    func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason)
+}
+
+/// The `uv_tcp_t` behind a `TCPConnection`: reading, writing, backpressure, closing.
+///
+/// Everything here runs on the loop thread; `TCPConnection` hops there.
+/// Reads go into the thread's shared `ReadBuffer` and are copied out once per
+/// chunk; writes use pooled requests and point libuv at the caller's array.
+final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
+    // Loop thread only (TCPConnection hops there first), except `options` and
+    // `origin` (immutable) and the addresses (written before the connection is handed out).
+
+    /// Why a stream ended.
+    enum EndReason {
+        /// Closed on purpose (`close()`, `reset()`, the owner's disposal).
+        case closed
+        /// A read or write failed (reset peer, broken pipe, `ENOBUFS` from `send`).
+        case failed(any Error)
+        /// The loop shut down.
+        case shutDown
+    }
+
+    private enum Input {
+        case idle       // nobody subscribed to `bytes`
+        case reading    // uv_read_start is active
+        case paused     // a reader is there, but the write queue is above the high-water mark
+        case ended      // EOF was read: nothing more will come
+    }
+
+    let options: TCPOptions
+    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
+    let origin: String
+    weak var owner: (any TCPStreamOwner)?
+    private(set) var localAddress: SocketAddress?
+    private(set) var peerAddress: SocketAddress?
+    private var reader: Subscriber<[UInt8]>?
+    private var activeReading: ReadingSubscription?
+    private var input = Input.idle
+    private var endReason: EndReason?
+    private var writePool: [WriteRequest] = []
+    private var writesShutDown = false
+    private var resetOnClose = false
+    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
+    private var readsAreBulk = false
+    /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
+    private var bulkChunk: [UInt8] = []
+
+    /// Finished write requests kept for reuse, per connection.
+    private static let writePoolLimit = 16
+
+    init(loop: EventLoop, options: TCPOptions, origin: String) {
+        _ = ignoreBrokenPipeSignalOnce
+        self.options = options
+        self.origin = origin
+        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
+    }
+
+    override var label: String {
+        let peer = peerAddress.map { " with \($0)" } ?? ""
+        return "tcp connection\(peer) \(origin)"
+    }
+
+    var tcp: UnsafeMutablePointer<uv_tcp_t> { pointer(as: uv_tcp_t.self) }
+    var stream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
+
+    /// `uv_tcp_init` and registration with the loop.
+    func open() throws(UVError) {
+        try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
+        didOpen()
+    }
+
+    /// Reads the addresses and applies the options, once connected or accepted.
+    func didConnect() {
+        localAddress = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) }
+        peerAddress = SocketAddress.read { uv_tcp_getpeername(tcp, $0, $1) }
+        // Nobody can receive an error here; the connection still works without the option.
+        if options.noDelay { uvCheckReporting(uv_tcp_nodelay(tcp, 1), "uv_tcp_nodelay on \(peerDescription)") }
+        if let delay = options.keepAlive {
+            uvCheckReporting(uv_tcp_keepalive(tcp, 1, keepAliveSeconds(delay)), "uv_tcp_keepalive on \(peerDescription)")
+        }
+    }
+
+    var peerDescription: String { peerAddress?.description ?? "peer" }
+
+    var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
+
+    func setNoDelay(_ enabled: Bool) throws(UVError) {
+        guard isOpen else { throw closedError("setNoDelay") }
+        try uvCheck(uv_tcp_nodelay(tcp, enabled ? 1 : 0), "uv_tcp_nodelay")
+    }
+
+    func setKeepAlive(_ delay: Duration?) throws(UVError) {
+        guard isOpen else { throw closedError("setKeepAlive") }
+        try uvCheck(uv_tcp_keepalive(tcp, delay == nil ? 0 : 1, delay.map(keepAliveSeconds) ?? 0), "uv_tcp_keepalive")
+    }
+
+    private func keepAliveSeconds(_ delay: Duration) -> UInt32 {
+        UInt32(clamping: max(1, delay.components.seconds))
+    }
+
+    private func closedError(_ operation: String) -> UVError {
+        UVError(code: UV_ENOTCONN.rawValue, message: "the connection is closed", context: "\(operation) on \(peerDescription)")
+    }
+
+    // MARK: - reading
+
+    /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
+    func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        if input == .ended {
+            subscriber.sendCompleted()
+            return nil
+        }
+        guard isOpen else {
+            switch endReason {
+            case .failed(let error)?: subscriber.sendError(error)
+            case .shutDown?: subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+            case .closed?, nil: subscriber.sendCompleted()
+            }
+            return nil
+        }
+        guard reader == nil else {
+            subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
+                                         message: "the connection's bytes already have a subscriber: a byte stream has one reader at a time",
+                                         context: "TCPConnection.bytes of \(peerDescription)"))
+            return nil
+        }
+        if !options.limits.pausesReading || queuedWriteByteCount <= options.limits.highWaterMark {
+            do {
+                try uvCheck(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start")
+            } catch {
+                subscriber.sendError(error)
+                return nil
+            }
+            input = .reading
+        } else {
+            input = .paused
+        }
+        reader = subscriber
+        let token = ReadingSubscription(stream: self)
+        activeReading = token
+        return token
+    }
+
+    /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
+    func stopReading(_ token: ReadingSubscription) {
+        guard activeReading === token else { return }
+        activeReading = nil
+        reader = nil
+        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input != .ended { input = .idle }
+    }
+
+    /// Gives libuv the memory for the next read.
+    ///
+    /// Small reads (requests, messages) go into the thread's shared buffer and
+    /// are copied out at their size. Once a read fills half a buffer, the
+    /// stream reads straight into a fresh full-size array that is then handed
+    /// to the reader trimmed to the bytes read: bulk transfers cost no copy at
+    /// all, at the price of up to 2x spare capacity per chunk. The array's
+    /// storage does not move while `bulkChunk` holds it uniquely and it is not
+    /// resized, so libuv may write into it between the two callbacks.
+    fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        guard readsAreBulk else {
+            buffer.pointee = uv_buf_init(ReadBuffer.current.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+            return
+        }
+        if bulkChunk.count != ReadBuffer.size {
+            // Every byte is written by the read before any is looked at; the rest is trimmed unread.
+            bulkChunk = [UInt8](unsafeUninitializedCapacity: ReadBuffer.size) { _, count in count = ReadBuffer.size }
+        }
+        let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
+        buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+    }
+
+    fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
+        if count > 0 {
+            let chunk: [UInt8]
+            if readsAreBulk && !bulkChunk.isEmpty {
+                var filled = bulkChunk
+                bulkChunk = []
+                filled.removeLast(filled.count - count)
+                chunk = filled
+            } else {
+                chunk = ReadBuffer.copy(buffer?.pointee.base, count: count)
+            }
+            readsAreBulk = count >= ReadBuffer.size / 2
+            reader?.sendNext(chunk)
+        } else if count == endOfFileCode {
+            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            input = .ended
+            bulkChunk = []
+            let reader = self.reader
+            self.reader = nil
+            activeReading = nil
+            reader?.sendCompleted()
+        } else if count < 0 {
+            end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
+        }
+    }
+
+    /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
+    private func updateBackpressure() {
+        guard isOpen, options.limits.pausesReading else { return }
+        let queued = queuedWriteByteCount
+        if input == .reading && queued > options.limits.highWaterMark {
+            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            input = .paused
+        } else if input == .paused && queued <= options.limits.lowWaterMark {
+            if uvCheckReporting(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start") {
+                input = .reading
+            }
+        }
+    }
+
+    // MARK: - writing
+
+    /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
+    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        guard isOpen, !writesShutDown else {
+            let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
+            completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
+            return
+        }
+        if bytes.isEmpty {
+            completion?(nil)
+            return
+        }
+        let queued = queuedWriteByteCount
+        if queued > 0 && queued + bytes.count > options.limits.maxQueuedBytes {
+            let error = UVError(code: UV_ENOBUFS.rawValue,
+                                message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(options.limits.maxQueuedBytes)): the peer is not reading fast enough",
+                                context: "write of \(bytes.count) bytes to \(peerDescription)")
+            if let completion { completion(error) } else { end(.failed(error)) }
+            return
+        }
+        let request = writePool.popLast() ?? WriteRequest(loop: loop, owner: self)
+        request.completion = completion
+        do {
+            try request.start(bytes, to: stream)
+        } catch {
+            request.reset()
+            writePool.append(request)
+            let failure = UVError(code: error.code, context: "write to \(peerDescription)")
+            completion?(failure)
+            end(.failed(failure))
+            return
+        }
+        if input == .reading && queuedWriteByteCount > options.limits.highWaterMark { updateBackpressure() }
+    }
+
+    func writeDidFinish(_ request: WriteRequest, status: Int32) {
+        let completion = request.completion
+        request.reset()
+        if isOpen && writePool.count < TCPStream.writePoolLimit { writePool.append(request) }
+        if status == 0 {
+            completion?(nil)
+            if input == .paused { updateBackpressure() }
+            return
+        }
+        if status == UV_ECANCELED.rawValue {
+            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
+                                context: "write to \(peerDescription)"))
+            return
+        }
+        let error = UVError(code: status, context: "write to \(peerDescription)")
+        completion?(error)
+        end(.failed(error))
+    }
+
+    /// Half-closes: sends FIN after the queued writes; reading goes on.
+    func shutdownWrites(outcome: WriteOutcome?) {
+        guard isOpen, !writesShutDown else {
+            outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
+                                    message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
+                                    context: "shutdown of \(peerDescription)"))
+            return
+        }
+        writesShutDown = true
+        let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
+        do {
+            try request.start(stream)
+        } catch {
+            outcome?.finish(error)
+        }
+    }
+
+    func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
+        if status == 0 {
+            request.outcome?.finish(nil)
+        } else {
+            request.outcome?.finish(UVError(code: status, context: "shutdown of \(peerDescription)"))
+        }
+    }
+
+    // MARK: - ending
+
+    /// Closes the handle and tells the reader and the owner why. Idempotent.
+    ///
+    /// - Parameters:
+    ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
+    ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
+    func end(_ reason: EndReason, reset: Bool = false) {
+        guard isOpen else { return }
+        endReason = reason
+        resetOnClose = reset
+        let reader = self.reader
+        self.reader = nil
+        activeReading = nil
+        let owner = self.owner
+        self.owner = nil
+        close()
+        switch reason {
+        case .closed: reader?.sendCompleted()
+        case .failed(let error): reader?.sendError(error)
+        case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
+        }
+        owner?.streamDidEnd(self, reason: reason)
+    }
+
+    override func willClose() {
+        guard resetOnClose else { return }
+        var descriptor = uv_os_fd_t()
+        if uv_fileno(handle, &descriptor) == 0 {
+            // Linger on with a zero timeout: close() sends RST and drops unsent data.
+            var option = linger(l_onoff: 1, l_linger: 0)
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        }
+    }
+
+    override func closeForShutdown() {
+        end(.shutDown)
+    }
+
+    override func didClose() {
+        writePool.removeAll()
+        bulkChunk = []
+        reader = nil
+        owner = nil
+    }
+}
+
+private let tcpStreamAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    Unmanaged<TCPStream>.fromOpaque(data).takeUnretainedValue().allocate(buffer)
+}
+
+private let tcpStreamReadCallback: uv_read_cb = { stream, count, buffer in
+    guard let data = stream?.pointee.data else { return }
+    Unmanaged<TCPStream>.fromOpaque(data).takeUnretainedValue().didRead(count, buffer)
+}
+
+/// The disposable of one `bytes` subscription: stops reading for that subscriber.
+final class ReadingSubscription: Disposable, @unchecked Sendable {
+    // `stream` is immutable (its state is touched on its loop only); `disposed` is atomic.
+    private let stream: TCPStream
+    private let disposed = Atomic<Bool>(false)
+
+    init(stream: TCPStream) { self.stream = stream }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if stream.loop.inEventLoop {
+            stream.stopReading(self)
+        } else {
+            // After shutdown the stream is closed, so a refused hop loses nothing.
+            _ = stream.loop.enqueue { [self] in stream.stopReading(self) }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}

@@ -1,0 +1,137 @@
+internal import CLibUV
+import Synchronization
+
+/// Blocking work on libuv's thread pool (`uv_queue_work`), with the result delivered as a signal.
+///
+/// The pool is process-wide and shared with file and DNS requests (4 threads
+/// unless `UV_THREADPOOL_SIZE` says otherwise before first use).
+///
+/// Thread rule: safe from any thread.
+public enum ThreadPool {
+    /// Runs `work` on a pool thread and sends what it returns (then completes), or fails with what it throws.
+    ///
+    /// The work is queued when a subscriber arrives. Disposing before it has
+    /// started cancels it (`uv_cancel`: it never runs); once it runs, it runs
+    /// to the end and its result is dropped. When the loop shuts down, queued
+    /// work is cancelled and the subscriber gets `EventLoopError.shutDown`;
+    /// work already running makes the shutdown wait for it.
+    ///
+    /// - Parameters:
+    ///   - loop: The loop that queues the work and receives the result; nil for the subscription's home loop.
+    ///   - work: The blocking work; it runs on a pool thread, never on a loop thread.
+    /// - Returns: A signal of one value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func run<Value: Sendable>(on loop: EventLoop? = nil, _ work: @escaping @Sendable () throws -> Value) -> Signal<Value> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "ThreadPool.run") { loop in
+                guard loop.acceptsNewRequests else {
+                    subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+                    return nil
+                }
+                let request = PoolWork(loop: loop, work: work, subscriber: subscriber)
+                do {
+                    try request.queue()
+                } catch {
+                    subscriber.sendError(error)
+                    return nil
+                }
+                return request
+            }
+        }.debugNamed("+ThreadPool.run")
+    }
+}
+
+/// The part of a work request the C callbacks see (they cannot name a generic type).
+class PoolWorkBase: LoopRequest {
+    /// Runs the work; called on a pool thread.
+    func runOnPool() {}
+    /// Delivers the outcome; called on the loop thread with libuv's status (`ECANCELED` when cancelled).
+    func complete(status: Int32) {}
+}
+
+/// One `uv_work_t` running a closure and delivering its result.
+final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Sendable {
+    // `work` is immutable. `outcome` is written on the pool thread and read on the loop thread after
+    // libuv hands the request back (its queue mutex orders the two). `subscriber` is loop thread only
+    // (`dispose()` hops there); `disposed` is atomic.
+    private let work: @Sendable () throws -> Value
+    private var outcome: Result<Value, any Error>?
+    private var subscriber: Subscriber<Value>?
+    private let disposed = Atomic<Bool>(false)
+
+    init(loop: EventLoop, work: @escaping @Sendable () throws -> Value, subscriber: Subscriber<Value>) {
+        self.work = work
+        self.subscriber = subscriber
+        super.init(loop: loop, type: UV_WORK)
+    }
+
+    override var label: String { "thread-pool work from ThreadPool.run" }
+
+    func queue() throws(UVError) {
+        let request = pointer(as: uv_work_t.self)
+        try start("uv_queue_work") { uv_queue_work(loop.uvLoop, request, poolWorkCallback, poolAfterWorkCallback) }
+    }
+
+    override func runOnPool() {
+        outcome = Result { try work() }
+    }
+
+    override func complete(status: Int32) {
+        let subscriber = self.subscriber
+        self.subscriber = nil
+        let outcome = self.outcome
+        self.outcome = nil
+        guard let subscriber else { return }
+        if status < 0 {
+            subscriber.sendError(UVError(code: status, context: "ThreadPool.run"))
+            return
+        }
+        switch outcome {
+        case .success(let value)?:
+            subscriber.sendNext(value)
+            subscriber.sendCompleted()
+        case .failure(let error)?:
+            subscriber.sendError(error)
+        case nil:
+            subscriber.sendError(UVError(code: UVError.cancelledCode, message: "the work did not run", context: "ThreadPool.run"))
+        }
+    }
+
+    override func cancelForShutdown() {
+        let subscriber = self.subscriber
+        self.subscriber = nil
+        cancel()
+        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            abandon()
+        } else {
+            // After shutdown the work was cancelled or finished, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in abandon() }
+        }
+    }
+
+    private func abandon() {
+        subscriber = nil
+        cancel()
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+private let poolWorkCallback: uv_work_cb = { request in
+    guard let data = request?.pointee.data else { return }
+    // The retain taken by willStart() keeps the request alive until the after-work callback.
+    Unmanaged<PoolWorkBase>.fromOpaque(data).takeUnretainedValue().runOnPool()
+}
+
+private let poolAfterWorkCallback: uv_after_work_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    let work = Unmanaged<PoolWorkBase>.fromOpaque(data).takeRetainedValue()
+    work.didFinish()
+    work.complete(status: status)
+}

@@ -1,0 +1,400 @@
+internal import CLibUV
+import Synchronization
+
+/// One UDP datagram received.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct Datagram: Sendable, Hashable {
+    /// The payload (possibly empty).
+    public let bytes: [UInt8]
+    /// Who sent it, when the system said.
+    public let sender: SocketAddress?
+    /// Whether the payload was cut to fit the 64 KiB read buffer.
+    public let truncated: Bool
+
+    /// Creates a datagram.
+    ///
+    /// - Parameters:
+    ///   - bytes: The payload.
+    ///   - sender: The sender's address.
+    ///   - truncated: Whether the payload was cut.
+    /// - Returns: The datagram.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(bytes: [UInt8], sender: SocketAddress?, truncated: Bool = false) {
+        self.bytes = bytes
+        self.sender = sender
+        self.truncated = truncated
+    }
+}
+
+/// UDP sockets.
+///
+/// Thread rule: safe from any thread.
+public enum UDP {
+    /// Binds a UDP socket to `host:port` and sends it once bound.
+    ///
+    /// The socket belongs to the subscription: disposing closes it, and the
+    /// signal completes when the socket is closed (`UDPSocket.close()`). Bind
+    /// errors (`EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`, an unknown host) end the
+    /// signal with a `UVError`.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name ("127.0.0.1", "::", "localhost").
+    ///   - port: 0...65535; 0 picks a free port (see `UDPSocket.localAddress`).
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of one socket; it completes when the socket closes.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func bind(host: String = "127.0.0.1", port: Int = 0, on loop: EventLoop? = nil) -> Signal<UDPSocket> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "UDP.bind") { loop in
+                let handle = UDPHandle(loop: loop)
+                handle.bind(host: host, port: port) { result in
+                    switch result {
+                    case .success:
+                        handle.onEnd = { error in
+                            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+                        }
+                        subscriber.sendNext(UDPSocket(handle))
+                    case .failure(let error):
+                        subscriber.sendError(error)
+                    }
+                }
+                return UDPHandle.Disposer(handle)
+            }
+        }.debugNamed("+UDP.bind(\(host):\(port))")
+    }
+
+    /// Binds a UDP socket to `host:port` and sends every datagram it receives; disposing closes it.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name.
+    ///   - port: 0...65535.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of datagrams; it fails on bind or receive errors.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func receive(host: String = "127.0.0.1", port: Int, on loop: EventLoop? = nil) -> Signal<Datagram> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "UDP.receive") { loop in
+                let handle = UDPHandle(loop: loop)
+                handle.bind(host: host, port: port) { result in
+                    switch result {
+                    case .success:
+                        handle.onEnd = { error in if let error { subscriber.sendError(error) } }
+                        _ = handle.startReceiving(subscriber)
+                    case .failure(let error):
+                        subscriber.sendError(error)
+                    }
+                }
+                return UDPHandle.Disposer(handle)
+            }
+        }.debugNamed("+UDP.receive(\(host):\(port))")
+    }
+}
+
+/// A bound UDP socket, handed out by `UDP.bind`.
+///
+/// Thread rule: every method is safe from any thread; work is done on the socket's loop.
+public final class UDPSocket: @unchecked Sendable {
+    // `handle` and `localAddress` are immutable; the handle's state is confined to its loop thread.
+    let handle: UDPHandle
+
+    /// The bound address (with the real port when 0 was asked for).
+    public let localAddress: SocketAddress?
+    /// The datagrams arriving at the socket; one subscriber at a time (a second gets `EBUSY`).
+    ///
+    /// Subscribing starts receiving, disposing stops it. It fails if receiving
+    /// fails, and completes when the socket closes.
+    ///
+    /// Thread rule: safe from any thread.
+    public let datagrams: Signal<Datagram>
+
+    init(_ handle: UDPHandle) {
+        self.handle = handle
+        localAddress = handle.localAddress
+        datagrams = Signal { subscriber in
+            LoopBinding.open(on: handle.loop, for: subscriber, what: "UDPSocket.datagrams") { _ in
+                handle.startReceiving(subscriber)
+            }
+        }.debugNamed("+datagrams")
+    }
+
+    /// The loop the socket lives on.
+    ///
+    /// Thread rule: safe from any thread.
+    public var loop: EventLoop { handle.loop }
+
+    /// Sends one datagram to `address` and returns a signal that completes once it was handed to the kernel.
+    ///
+    /// The send starts now (not on subscription). It fails with the socket's
+    /// error (`EMSGSIZE` for a payload too large, `ENETUNREACH`...), or
+    /// `EBADF` once the socket is closed.
+    ///
+    /// - Parameters:
+    ///   - bytes: The payload (not copied).
+    ///   - address: Where to send it.
+    /// - Returns: A signal that completes (no value) when sent, or fails.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func send(_ bytes: [UInt8], to address: SocketAddress) -> Signal<Void> {
+        let outcome = WriteOutcome()
+        let handle = self.handle
+        if handle.loop.inEventLoop {
+            handle.send(bytes, to: address, outcome: outcome)
+        } else {
+            do {
+                try handle.loop.tryExecute { handle.send(bytes, to: address, outcome: outcome) }
+            } catch {
+                outcome.finish(error)
+            }
+        }
+        return outcome.signal
+    }
+
+    /// Closes the socket: the `datagrams` reader and the `UDP.bind` signal complete. Idempotent.
+    ///
+    /// Thread rule: safe from any thread.
+    public func close() {
+        let handle = self.handle
+        if handle.loop.inEventLoop {
+            handle.end(nil)
+        } else {
+            // After shutdown the socket is already closed.
+            _ = handle.loop.enqueue { handle.end(nil) }
+        }
+    }
+}
+
+/// The `uv_udp_t` behind a `UDPSocket`.
+final class UDPHandle: LoopHandle, @unchecked Sendable {
+    // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
+    private(set) var localAddress: SocketAddress?
+    private var reader: Subscriber<Datagram>?
+    private var activeReading: UDPReading?
+    private var lookup: (any Disposable)?
+    /// Told once when the socket ends: nil for a close, else the error.
+    var onEnd: (((any Error)?) -> Void)?
+
+    init(loop: EventLoop) {
+        super.init(loop: loop, byteCount: uv_handle_size(UV_UDP))
+    }
+
+    override var label: String { "udp socket on \(localAddress?.description ?? "?")" }
+
+    var udp: UnsafeMutablePointer<uv_udp_t> { pointer(as: uv_udp_t.self) }
+
+    /// Resolves, binds, then calls `completion`.
+    func bind(host: String, port: Int, completion: @escaping (Result<Void, any Error>) -> Void) {
+        lookup = HostResolution.resolve(host, port: port, socketType: SOCK_DGRAM_VALUE, on: loop) { [self] result in
+            lookup = nil
+            switch result {
+            case .failure(let error):
+                completion(.failure(error))
+            case .success(let addresses):
+                let address = addresses[0]
+                guard loop.acceptsNewHandles else {
+                    completion(.failure(EventLoopError.shutDown(loop: loop.name)))
+                    return
+                }
+                do {
+                    try uvCheck(uv_udp_init(loop.uvLoop, udp), "uv_udp_init")
+                    didOpen()
+                    try uvCheck(address.withSockaddr { uv_udp_bind(udp, $0, 0) }, "bind to \(address)")
+                } catch {
+                    close()
+                    completion(.failure(error))
+                    return
+                }
+                localAddress = SocketAddress.read { uv_udp_getsockname(udp, $0, $1) } ?? address
+                completion(.success(()))
+            }
+        }
+    }
+
+    func startReceiving(_ subscriber: Subscriber<Datagram>) -> (any Disposable)? {
+        guard isOpen else {
+            subscriber.sendCompleted()
+            return nil
+        }
+        guard reader == nil else {
+            subscriber.sendError(UVError(code: UV_EBUSY.rawValue, message: "the socket's datagrams already have a subscriber",
+                                         context: "UDPSocket.datagrams on \(localAddress?.description ?? "?")"))
+            return nil
+        }
+        do {
+            try uvCheck(uv_udp_recv_start(udp, readBufferAllocate, udpReceiveCallback), "uv_udp_recv_start")
+        } catch {
+            subscriber.sendError(error)
+            return nil
+        }
+        reader = subscriber
+        let token = UDPReading(handle: self)
+        activeReading = token
+        return token
+    }
+
+    /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
+    func stopReceiving(_ token: UDPReading) {
+        guard isOpen, activeReading === token else { return }
+        reader = nil
+        activeReading = nil
+        uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
+    }
+
+    fileprivate func didReceive(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?, _ address: UnsafePointer<sockaddr>?, _ flags: UInt32) {
+        if count < 0 {
+            end(UVError(code: Int32(count), context: "receiving on \(localAddress?.description ?? "?")"))
+            return
+        }
+        // Zero bytes without an address means "nothing more to read now"; with one, an empty datagram.
+        guard count > 0 || address != nil else { return }
+        let datagram = Datagram(bytes: ReadBuffer.copy(buffer?.pointee.base, count: count),
+                                sender: address.flatMap { SocketAddress($0) },
+                                truncated: flags & UInt32(UV_UDP_PARTIAL.rawValue) != 0)
+        reader?.sendNext(datagram)
+    }
+
+    func send(_ bytes: [UInt8], to address: SocketAddress, outcome: WriteOutcome) {
+        guard isOpen else {
+            outcome.finish(UVError(code: UV_EBADF.rawValue, message: "the socket is closed", context: "send to \(address)"))
+            return
+        }
+        // Most datagrams go out at once; only a full socket buffer needs a queued request.
+        let sent = bytes.withUnsafeBytes { raw -> Int32 in
+            var buffer = uv_buf_init(UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: CChar.self)),
+                                     UInt32(bytes.count))
+            return address.withSockaddr { uv_udp_try_send(udp, &buffer, 1, $0) }
+        }
+        if sent >= 0 {
+            outcome.finish(nil)
+            return
+        }
+        if sent != UV_EAGAIN.rawValue {
+            outcome.finish(UVError(code: sent, context: "send to \(address)"))
+            return
+        }
+        let request = UDPSendRequest(loop: loop, payload: bytes, outcome: outcome)
+        do {
+            try request.start(on: udp, to: address)
+        } catch {
+            outcome.finish(error)
+        }
+    }
+
+    /// Closes the socket and tells the reader and the owner. Idempotent.
+    func end(_ error: (any Error)?) {
+        lookup?.dispose()
+        lookup = nil
+        guard isOpen else { return }
+        let reader = self.reader
+        self.reader = nil
+        activeReading = nil
+        let onEnd = self.onEnd
+        self.onEnd = nil
+        close()
+        if let error { reader?.sendError(error) } else { reader?.sendCompleted() }
+        onEnd?(error)
+    }
+
+    override func closeForShutdown() {
+        end(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    override func didClose() {
+        reader = nil
+        onEnd = nil
+    }
+
+    /// Closes the handle when the owning subscription is disposed (from any thread).
+    final class Disposer: Disposable, @unchecked Sendable {
+        // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
+        private let handle: UDPHandle
+        private let disposed = Atomic<Bool>(false)
+
+        init(_ handle: UDPHandle) { self.handle = handle }
+
+        func dispose() {
+            guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            let handle = self.handle
+            if handle.loop.inEventLoop {
+                handle.onEnd = nil
+                handle.end(nil)
+            } else {
+                // After shutdown the socket is already closed, so a refused hop loses nothing.
+                _ = handle.loop.enqueue {
+                    handle.onEnd = nil
+                    handle.end(nil)
+                }
+            }
+        }
+
+        var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+    }
+}
+
+/// The disposable of one `datagrams` subscription: stops receiving for that subscriber.
+final class UDPReading: Disposable, @unchecked Sendable {
+    // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
+    private let handle: UDPHandle
+    private let disposed = Atomic<Bool>(false)
+
+    init(handle: UDPHandle) { self.handle = handle }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if handle.loop.inEventLoop {
+            handle.stopReceiving(self)
+        } else {
+            // After shutdown the socket is closed, so a refused hop loses nothing.
+            _ = handle.loop.enqueue { [self] in handle.stopReceiving(self) }
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+private let udpReceiveCallback: uv_udp_recv_cb = { handle, count, buffer, address, flags in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<UDPHandle>.fromOpaque(data).takeUnretainedValue().didReceive(count, buffer, address, flags)
+}
+
+/// One `uv_udp_send_t` for a datagram the socket could not send at once.
+final class UDPSendRequest: LoopRequest {
+    // Loop thread only.
+    private let payload: [UInt8]
+    private let outcome: WriteOutcome
+
+    init(loop: EventLoop, payload: [UInt8], outcome: WriteOutcome) {
+        self.payload = payload
+        self.outcome = outcome
+        super.init(loop: loop, type: UV_UDP_SEND)
+    }
+
+    override var label: String { "udp send of \(payload.count) bytes" }
+
+    func start(on udp: UnsafeMutablePointer<uv_udp_t>, to address: SocketAddress) throws(UVError) {
+        let request = pointer(as: uv_udp_send_t.self)
+        // The payload array is held by this request until libuv calls back, and never mutated.
+        let base = payload.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
+        var buffer = uv_buf_init(base?.assumingMemoryBound(to: CChar.self), UInt32(payload.count))
+        try start("send to \(address)") {
+            address.withSockaddr { uv_udp_send(request, udp, &buffer, 1, $0, udpSendCallback) }
+        }
+    }
+
+    /// Closing the socket ends a pending send (ECANCELED); nothing to cancel here.
+    override func cancelForShutdown() {}
+
+    fileprivate func finish(status: Int32) {
+        didFinish()
+        outcome.finish(status < 0 ? UVError(code: status, context: "udp send") : nil)
+    }
+}
+
+private let udpSendCallback: uv_udp_send_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<UDPSendRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
+}

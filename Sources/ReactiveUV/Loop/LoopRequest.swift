@@ -1,0 +1,187 @@
+internal import CLibUV
+
+/// Owns the memory of one libuv request and keeps itself alive while libuv may touch it.
+///
+/// Requests (`uv_fs_t`, `uv_work_t`, `uv_getaddrinfo_t`, `uv_connect_t`,
+/// `uv_write_t`, `uv_shutdown_t`, `uv_udp_send_t`) are not handles: `uv_walk`
+/// does not see them, and `uv_loop_close` returns `EBUSY` while one is
+/// pending. So each is tracked here, mirroring `LoopHandle`:
+/// 1. `init` allocates `uv_req_size(type)` bytes (on any thread).
+/// 2. On the loop thread the subclass calls `willStart()`, which stores
+///    `Unmanaged.passRetained(self)` in `req.data` and links the request into
+///    the loop's list of pending ones, then the `uv_*` function that starts it
+///    (`req.data` must be set first: thread-pool work reads it on a pool
+///    thread as soon as it is queued); if that call fails, `startFailed()`.
+/// 3. The completion callback calls `didFinish()` first: it unlinks the
+///    request and balances the retain. The memory stays with the object, so a
+///    request can be started again (write requests are pooled); it is freed
+///    in `deinit`, which can only run once libuv has called back.
+///
+/// Shutdown calls `cancelForShutdown()` on every pending request (before the
+/// handles are closed), then keeps running the loop until each one has called
+/// back; no request may start once shutdown began (`loop.acceptsNewRequests`).
+///
+/// Thread rule: loop thread only, except `init`.
+class LoopRequest {
+    // Everything below is confined to `loop`'s thread once `willStart()` ran.
+
+    /// The loop this request runs on (kept alive by the request).
+    let loop: EventLoop
+    /// The request memory; libuv points into it while the request is pending.
+    let raw: UnsafeMutableRawPointer
+    /// Whether libuv owns the request now (started, not yet called back).
+    private(set) final var isPending = false
+    // The loop's intrusive list of pending requests: O(1) link and unlink, no allocation.
+    unowned(unsafe) var nextPending: LoopRequest?
+    unowned(unsafe) var previousPending: LoopRequest?
+
+    /// Allocates memory for a request of `type`.
+    init(loop: EventLoop, type: uv_req_type) {
+        self.loop = loop
+        self.raw = UnsafeMutableRawPointer.allocate(byteCount: uv_req_size(type), alignment: 16)
+    }
+
+    deinit {
+        assert(!isPending, "a \(label) request was released while libuv still owned it")
+        raw.deallocate()
+    }
+
+    /// The request as libuv's base type.
+    final var request: UnsafeMutablePointer<uv_req_t> {
+        raw.assumingMemoryBound(to: uv_req_t.self)
+    }
+
+    /// The request as a concrete libuv type.
+    final func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
+        raw.assumingMemoryBound(to: T.self)
+    }
+
+    /// What this request is doing, for messages ("getaddrinfo example.com").
+    var label: String { "request" }
+
+    /// Marks the request as about to start: retains self in `req.data` and registers it with the loop.
+    ///
+    /// Call right before the `uv_*` call that starts it; call `startFailed()` if that call fails.
+    final func willStart() {
+        assert(!isPending, "willStart() called on a pending request")
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        isPending = true
+        loop.requests.register(self)
+    }
+
+    /// Undoes `willStart()` after the `uv_*` call refused to start the request (libuv will not call back).
+    final func startFailed() {
+        guard isPending, let data = request.pointee.data else { return }
+        isPending = false
+        request.pointee.data = nil
+        loop.requests.unregister(self)
+        Unmanaged<LoopRequest>.fromOpaque(data).release()
+    }
+
+    /// Starts the request with `start` (a `uv_*` call returning libuv's result) between `willStart()` and `startFailed()`.
+    ///
+    /// - Throws: `UVError` with `context` when libuv refused.
+    final func start(_ context: @autoclosure () -> String, _ start: () -> Int32) throws(UVError) {
+        willStart()
+        let result = start()
+        if result < 0 {
+            startFailed()
+            throw UVError(code: result, context: context())
+        }
+    }
+
+    /// Marks the request finished: unregisters it and clears `req.data`.
+    ///
+    /// Call first in the completion callback, which balances the retain of
+    /// `willStart()` by taking the object with `takeRetainedValue()`.
+    final func didFinish() {
+        assert(isPending, "didFinish() called on a request that is not pending")
+        isPending = false
+        request.pointee.data = nil
+        loop.requests.unregister(self)
+    }
+
+    /// Called by the loop's shutdown for a pending request.
+    ///
+    /// The default asks libuv to cancel it (`uv_cancel` works for fs, work and
+    /// getaddrinfo requests that have not started; the callback then reports
+    /// `ECANCELED`). Connect, write and shutdown requests end when their handle
+    /// closes, so they need nothing. Requests behind a signal override it to
+    /// tell their subscriber the loop went away.
+    func cancelForShutdown() {
+        cancel()
+    }
+
+    /// Asks libuv to cancel the request if it has not started running yet.
+    ///
+    /// - Returns: Whether libuv cancelled it (the callback will report `ECANCELED`).
+    @discardableResult
+    final func cancel() -> Bool {
+        guard isPending else { return false }
+        switch request.pointee.type {
+        case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM:
+            // EBUSY means it is running on the thread pool already: it will call back soon.
+            return uv_cancel(request) == 0
+        default:
+            return false
+        }
+    }
+}
+
+/// The loop's list of pending requests.
+///
+/// Thread rule: loop thread only.
+final class LoopRequestRegistry {
+    // Loop thread only: the list is touched by `register`/`unregister` from requests on this loop.
+    private unowned(unsafe) var head: LoopRequest?
+    /// How many requests are pending on the loop.
+    private(set) var count = 0
+
+    func register(_ request: LoopRequest) {
+        request.nextPending = head
+        request.previousPending = nil
+        head?.previousPending = request
+        head = request
+        count += 1
+    }
+
+    func unregister(_ request: LoopRequest) {
+        if let previous = request.previousPending {
+            previous.nextPending = request.nextPending
+        } else {
+            head = request.nextPending
+        }
+        request.nextPending?.previousPending = request.previousPending
+        request.nextPending = nil
+        request.previousPending = nil
+        count -= 1
+    }
+
+    /// Calls `cancelForShutdown()` on every pending request.
+    ///
+    /// The list is copied first (with strong references) because cancelling
+    /// can notify subscribers whose reactions finish other requests.
+    func cancelAllForShutdown() {
+        var pending: [LoopRequest] = []
+        pending.reserveCapacity(count)
+        var cursor = head
+        while let request = cursor {
+            pending.append(request)
+            cursor = request.nextPending
+        }
+        for request in pending where request.isPending {
+            request.cancelForShutdown()
+        }
+    }
+
+    /// What is pending, for messages.
+    var labels: [String] {
+        var result: [String] = []
+        var cursor = head
+        while let request = cursor {
+            result.append(request.label)
+            cursor = request.nextPending
+        }
+        return result
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+final class FileWatchTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "reactiveuv-watch-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Create, modify, rename and delete in a watched directory: each is seen, with the entry's name.
+    func testCreateModifyRenameAndDeleteAreEachSeen() throws {
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory))
+            try write("hello", to: "a.txt")
+            try waitFor(watch, .renamed, "a.txt", after: 0)
+
+            let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path("a.txt")))
+            handle.seekToEndOfFile()
+            handle.write(Data(" world".utf8))
+            handle.closeFile()
+            try waitFor(watch, .changed, "a.txt", after: 1)
+
+            let beforeRename = watch.values.count
+            try FileManager.default.moveItem(atPath: path("a.txt"), toPath: path("b.txt"))
+            try waitFor(watch, .renamed, "a.txt", after: beforeRename)
+            try waitFor(watch, .renamed, "b.txt", after: beforeRename)
+
+            let beforeDelete = watch.values.count
+            try FileManager.default.removeItem(atPath: path("b.txt"))
+            try waitFor(watch, .renamed, "b.txt", after: beforeDelete)
+            XCTAssertTrue(watch.values.allSatisfy { $0.path == directory + "/" + $0.name }, "\(watch.values)")
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
+    /// Watching a file reports its own changes under its name.
+    func testWatchingAFileReportsItsChanges() throws {
+        try write("1", to: "watched.txt")
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: path("watched.txt")))
+            try write("22", to: "watched.txt")
+            try waitFor(watch, .changed, "watched.txt", after: 0)
+            XCTAssertEqual(watch.values.first?.path, path("watched.txt"))
+        }
+    }
+
+    /// The recursive emulation follows directories made after the watch began, however deep.
+    func testARecursiveWatchSeesFilesInSubdirectoriesMadeAfterItBegan() throws {
+        try FileManager.default.createDirectory(atPath: path("old"), withIntermediateDirectories: true)
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            XCTAssertEqual(try harness.loop.openHandles().count, 2, "the root and the existing subdirectory")
+
+            try write("x", to: "old/existing.txt")
+            try waitFor(watch, .renamed, "old/existing.txt", after: 0)
+
+            try FileManager.default.createDirectory(atPath: path("sub"), withIntermediateDirectories: false)
+            try waitFor(watch, .renamed, "sub", after: 0)
+            try write("y", to: "sub/new.txt")
+            try waitFor(watch, .renamed, "sub/new.txt", after: 0)
+
+            // A whole tree at once: entries made before their directory's watch existed are announced.
+            try FileManager.default.createDirectory(atPath: path("sub/a/b"), withIntermediateDirectories: true)
+            try write("z", to: "sub/a/b/deep.txt")
+            try waitFor(watch, .renamed, "sub/a/b/deep.txt", after: 0)
+            try harness.wait(for: "watches on root, old, sub, sub/a, sub/a/b") { (try? harness.loop.openHandles().count) == 5 }
+
+            // Deleting a directory drops its watches.
+            try FileManager.default.removeItem(atPath: path("sub"))
+            try harness.wait(for: "the watches below sub to close") { (try? harness.loop.openHandles().count) == 2 }
+        }
+    }
+
+    func testAMissingPathIsENOENT() throws {
+        try checked { harness in
+            for signal in [FileWatch.changes(at: path("nope")), FileWatch.changes(at: path("nope"), recursive: true)] {
+                let watch = try harness.record(signal)
+                let error = try XCTUnwrap(try watch.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "ENOENT")
+                XCTAssertTrue(error.description.contains(path("nope")), error.description)
+            }
+            let poll = try harness.record(FileWatch.poll(at: path("nope"), interval: .milliseconds(10)))
+            XCTAssertEqual((try poll.waitForTermination().error as? UVError)?.name, "ENOENT")
+        }
+    }
+
+    func testAnUnreadableDirectoryIsEACCES() throws {
+        try XCTSkipIf(geteuid() == 0, "root reads every directory, so EACCES cannot happen here")
+        try FileManager.default.createDirectory(atPath: path("locked"), withIntermediateDirectories: false)
+        chmod(path("locked"), 0)
+        defer { chmod(path("locked"), 0o755) }
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: path("locked")))
+            XCTAssertEqual((try watch.waitForTermination().error as? UVError)?.name, "EACCES")
+        }
+    }
+
+    /// Polling reports the status before and after: a growth, a deletion (current nil), a re-creation (previous nil).
+    func testPollingReportsChangesDeletionAndRecreation() throws {
+        try write("1", to: "polled.txt")
+        try checked { harness in
+            let poll = try harness.record(FileWatch.poll(at: path("polled.txt"), interval: .milliseconds(20)))
+            // The first poll takes the baseline on the thread pool; a write that lands before it is not a change.
+            // So keep growing the file until a change is reported.
+            var size = 1
+            try harness.wait(for: "a growth to be reported") {
+                if poll.values.isEmpty, size < 4000 {
+                    size += 1
+                    try? write(String(repeating: "x", count: size), to: "polled.txt")
+                }
+                return !poll.values.isEmpty
+            }
+            let grown = poll.values[0]
+            XCTAssertEqual(grown.previous?.size, 1, "the first change starts from the status found at subscription")
+            XCTAssertNotNil(grown.current)
+            XCTAssertNotEqual(grown.previous, grown.current)
+            try harness.wait(for: "the last growth to be polled") { poll.values.last?.current?.size == UInt64(size) }
+
+            try FileManager.default.removeItem(atPath: path("polled.txt"))
+            try poll.wait(for: "the deletion") { $0.contains { $0.value?.current == nil } }
+            let deleted = try XCTUnwrap(poll.values.first { $0.current == nil })
+            XCTAssertEqual(deleted.previous?.size, UInt64(size))
+
+            try write("abcdef", to: "polled.txt")
+            try poll.wait(for: "the re-creation") { $0.contains { $0.value?.previous == nil } }
+            let recreated = try XCTUnwrap(poll.values.first { $0.previous == nil })
+            XCTAssertEqual(recreated.current?.size, 6)
+        }
+    }
+
+    func testANonPositivePollIntervalIsEINVAL() throws {
+        try checked { harness in
+            let poll = try harness.record(FileWatch.poll(at: directory, interval: .zero))
+            XCTAssertEqual((try poll.waitForTermination().error as? UVError)?.name, "EINVAL")
+        }
+    }
+
+    /// Shutting the loop down ends a watch with EventLoopError.shutDown and closes every watch.
+    func testLoopShutdownEndsAWatch() throws {
+        try FileManager.default.createDirectory(atPath: path("d/e"), withIntermediateDirectories: true)
+        let loop = EventLoop(name: "watch-shutdown")
+        let recorder = Locked<EventRecorder<FileEvent>?>(nil)
+        let root = directory
+        loop.execute { recorder.withLock { $0 = EventRecorder(FileWatch.changes(at: root, recursive: true)) } }
+        waitUntil("the watch") { recorder.current != nil }
+        let report = try loop.tryShutdown()
+        XCTAssertEqual(report.closedHandles.count, 3)
+        XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "watch-shutdown"))
+    }
+
+    // MARK: - helpers
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    private func write(_ text: String, to name: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path(name)))
+    }
+
+    private func waitFor(_ watch: EventRecorder<FileEvent>, _ kind: FileEvent.Kind, _ name: String, after index: Int) throws {
+        try watch.wait(for: "\(kind) \(name)") { events in
+            events.compactMap(\.value).dropFirst(index).contains { $0.kind == kind && $0.name == name }
+        }
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}

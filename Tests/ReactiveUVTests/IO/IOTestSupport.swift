@@ -1,0 +1,81 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// Every byte a `bytes` recorder has seen, in order.
+func received(_ recorder: EventRecorder<[UInt8]>) -> [UInt8] {
+    recorder.values.flatMap { $0 }
+}
+
+/// Waits until a `bytes` recorder has seen at least `count` bytes.
+@discardableResult
+func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Duration = .seconds(10)) throws -> [UInt8] {
+    try recorder.wait(for: "\(count) bytes", timeout: timeout) { events in
+        events.reduce(0) { $0 + ($1.value?.count ?? 0) } >= count || events.last?.isTerminating == true
+    }
+    return received(recorder)
+}
+
+/// Starts a server on a free port of 127.0.0.1 and returns its recorder and port.
+func startServer(_ harness: LoopHarness, options: TCPOptions = TCPOptions()) throws -> (EventRecorder<TCPServer.Event>, Int) {
+    let server = try harness.record(TCPServer.serve(host: "127.0.0.1", port: 0, options: options), label: "server")
+    let first = try server.waitForValues(1)[0]
+    guard case .listening(let address) = first else {
+        throw TestFailure("the server's first event was \(first), not .listening")
+    }
+    return (server, address.port)
+}
+
+/// The connections a server recorder has accepted so far.
+func accepted(_ server: EventRecorder<TCPServer.Event>) -> [TCPConnection] {
+    server.values.compactMap { event in
+        if case .accepted(let connection) = event { return connection }
+        return nil
+    }
+}
+
+/// Waits until a server has accepted `count` connections.
+@discardableResult
+func waitForAccepted(_ server: EventRecorder<TCPServer.Event>, _ count: Int) throws -> [TCPConnection] {
+    try server.waitForValues(count + 1)
+    return accepted(server)
+}
+
+/// A failed expectation inside a test helper.
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The `UVError` name of a recorder's terminal error, or nil.
+func errorName<Value>(_ recorder: EventRecorder<Value>) -> String? {
+    (recorder.terminal?.error as? UVError)?.name
+}
+
+/// A port on 127.0.0.1 where nothing listens (bound, read, and closed again).
+func unusedPort() throws -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw TestFailure("socket() failed: \(errno)") }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
+        }
+    }
+    guard bound else { throw TestFailure("bind() failed: \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+extension Event {
+    /// Whether this is `.completed`.
+    var isCompleted: Bool {
+        if case .completed = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+final class ProcessTests: XCTestCase {
+    func testOutputErrorAndExitStatusArriveInOrder() throws {
+        try checked { harness in
+            let child = try harness.record(ChildProcess.run("/bin/sh", arguments: ["-c", "echo out; echo err >&2; exit 3"]))
+            XCTAssertTrue(try child.waitForTermination().isCompleted)
+            guard case .started(let pid)? = child.values.first else { return XCTFail("\(child.values)") }
+            XCTAssertGreaterThan(pid, 0)
+            XCTAssertEqual(child.values.last, .exited(ProcessExit(status: 3, signal: 0)))
+            XCTAssertEqual(output(child, .standardOutput), "out\n")
+            XCTAssertEqual(output(child, .standardError), "err\n")
+        }
+    }
+
+    func testInputEnvironmentAndWorkingDirectory() throws {
+        try checked { harness in
+            let cat = try harness.record(ChildProcess.run("cat", input: Array("hello through stdin".utf8)))
+            XCTAssertTrue(try cat.waitForTermination().isCompleted)
+            XCTAssertEqual(output(cat, .standardOutput), "hello through stdin")
+            XCTAssertEqual(cat.values.last, .exited(ProcessExit(status: 0, signal: 0)))
+
+            let shell = try harness.record(ChildProcess.run("/bin/sh", arguments: ["-c", "echo $GREETING; pwd"],
+                                                            environment: ["GREETING": "hi", "PATH": "/usr/bin:/bin"],
+                                                            workingDirectory: "/"))
+            XCTAssertTrue(try shell.waitForTermination().isCompleted)
+            XCTAssertEqual(output(shell, .standardOutput), "hi\n/\n")
+        }
+    }
+
+    func testAMegabyteOfOutputArrivesWhole() throws {
+        try checked { harness in
+            let child = try harness.record(ChildProcess.run("head", arguments: ["-c", "1000000", "/dev/zero"]))
+            XCTAssertTrue(try child.waitForTermination(timeout: .seconds(30)).isCompleted)
+            let bytes = child.values.reduce(0) { total, event in
+                if case .standardOutput(let chunk) = event { return total + chunk.count }
+                return total
+            }
+            XCTAssertEqual(bytes, 1_000_000)
+        }
+    }
+
+    func testAMissingExecutableIsENOENT() throws {
+        try checked { harness in
+            for executable in ["/no/such/program", "no-such-program-anywhere"] {
+                let child = try harness.record(ChildProcess.run(executable))
+                let error = try XCTUnwrap(try child.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "ENOENT")
+                XCTAssertTrue(error.description.contains(executable), error.description)
+                XCTAssertEqual(child.values.count, 0)
+            }
+        }
+    }
+
+    /// Disposing a running child terminates it and reaps it: no handle and no zombie are left.
+    func testDisposingTerminatesAndReapsTheChild() throws {
+        try checked { harness in
+            let child = try harness.record(ChildProcess.run("sleep", arguments: ["30"]))
+            guard case .started(let pid) = try child.waitForValues(1)[0] else { return XCTFail() }
+            child.dispose()
+            try harness.wait(for: "the process handle to close") { (try? harness.loop.openHandles()) == [] }
+            XCTAssertEqual(kill(pid, 0), -1, "the child (or its zombie) still exists")
+            XCTAssertEqual(errno, ESRCH)
+        }
+    }
+
+    /// A child that ignores SIGTERM is killed after the grace period.
+    func testAChildIgnoringSIGTERMIsKilledAfterTheGrace() throws {
+        try checked { harness in
+            let start = SchedulerInstant.now
+            let child = try harness.record(ChildProcess.run("/bin/sh", arguments: ["-c", "trap '' TERM; echo ready; sleep 30"],
+                                                            killGrace: .milliseconds(200)))
+            try child.wait(for: "ready") { $0.contains { if case .next(.standardOutput) = $0 { return true } else { return false } } }
+            guard case .started(let pid) = child.values[0] else { return XCTFail() }
+            child.dispose()
+            try harness.wait(for: "the process handle to close") { (try? harness.loop.openHandles()) == [] }
+            XCTAssertGreaterThanOrEqual(SchedulerInstant.now - start, .milliseconds(200), "SIGKILL came before the grace period")
+            XCTAssertEqual(kill(pid, 0), -1)
+        }
+    }
+
+    func testLoopShutdownKillsTheChild() throws {
+        let loop = EventLoop(name: "process-shutdown")
+        let recorder = Locked<EventRecorder<ProcessOutput>?>(nil)
+        loop.execute { recorder.withLock { $0 = EventRecorder(ChildProcess.run("sleep", arguments: ["30"])) } }
+        waitUntil("the child") { recorder.current?.values.isEmpty == false }
+        guard case .started(let pid)? = recorder.current?.values.first else { return XCTFail() }
+        let report = try loop.tryShutdown()
+        XCTAssertEqual(report.loopCloseResult, 0)
+        XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "process-shutdown"))
+        waitUntil("the child to die") { kill(pid, 0) == -1 || isZombie(pid) }
+    }
+
+    private enum Stream { case standardOutput, standardError }
+
+    private func output(_ recorder: EventRecorder<ProcessOutput>, _ stream: Stream) -> String {
+        var bytes: [UInt8] = []
+        for value in recorder.values {
+            switch (value, stream) {
+            case (.standardOutput(let chunk), .standardOutput), (.standardError(let chunk), .standardError): bytes += chunk
+            default: break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
+
+/// Whether `pid` is a zombie (dead, not yet reaped).
+private func isZombie(_ pid: Int32) -> Bool {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+    return status.split(separator: ")").last?.split(separator: " ").first == "Z"
+}

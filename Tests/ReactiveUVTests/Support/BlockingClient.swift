@@ -1,0 +1,99 @@
+import Foundation
+import XCTest
+
+/// A plain blocking TCP client on POSIX sockets, for driving servers from test threads
+/// independently of ReactiveUV's own client.
+final class BlockingClient: @unchecked Sendable {
+    // `descriptor` is immutable; each test uses one client from one thread at a time (a reader thread only reads).
+    let descriptor: Int32
+
+    /// Connects to 127.0.0.1:`port`, with a receive timeout so a broken server cannot hang the test.
+    init(port: Int, receiveTimeout: Duration = .seconds(20)) throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else {
+            let code = errno
+            Glibc.close(descriptor)
+            throw TestFailure("connect to 127.0.0.1:\(port) failed: errno \(code)")
+        }
+        var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        self.descriptor = descriptor
+    }
+
+    /// Sends every byte (blocking while the peer's window is full).
+    func sendAll(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { throw TestFailure("send failed: errno \(errno)") }
+            offset += sent
+        }
+    }
+
+    /// Receives exactly `count` bytes, or throws on EOF, error or timeout.
+    func receive(exactly count: Int) throws -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: count)
+        var offset = 0
+        while offset < count {
+            let got = result.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + offset, count - offset, 0) }
+            guard got > 0 else {
+                throw TestFailure(got == 0 ? "EOF after \(offset) of \(count) bytes" : "recv failed after \(offset) of \(count) bytes: errno \(errno)")
+            }
+            offset += got
+        }
+        return result
+    }
+
+    /// Reads until EOF; returns the bytes, or throws on an error or timeout.
+    func receiveUntilEOF() throws -> [UInt8] {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, 65_536, 0) }
+            if got == 0 { return result }
+            guard got > 0 else { throw TestFailure("recv failed after \(result.count) bytes: errno \(errno)") }
+            result.append(contentsOf: chunk[0..<got])
+        }
+    }
+
+    /// Half-closes (FIN).
+    func shutdownWrite() { Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
+
+    /// Closes with RST (SO_LINGER 0).
+    func reset() {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        Glibc.close(descriptor)
+    }
+
+    func close() { Glibc.close(descriptor) }
+}
+
+/// A deterministic byte pattern that differs per `seed`, so a misplaced byte is caught.
+func pattern(_ count: Int, seed: Int) -> [UInt8] {
+    var state = UInt64(truncatingIfNeeded: seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1
+    var result = [UInt8](repeating: 0, count: count)
+    result.withUnsafeMutableBytes { bytes in
+        var offset = 0
+        while offset < count {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            var word = state
+            let take = min(8, count - offset)
+            withUnsafeBytes(of: &word) { bytes.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: take) }
+            offset += take
+        }
+    }
+    return result
+}

@@ -1,0 +1,104 @@
+import ReactiveUV
+
+/// What an echo server reports as clients come and go.
+///
+/// Thread rule: a value type; safe from any thread.
+public enum EchoEvent: Sendable {
+    /// The server is listening at this address.
+    case listening(SocketAddress)
+    /// A client connected; `open` counts the clients connected now.
+    case connected(peer: SocketAddress?, open: Int)
+    /// A client went away after `bytes` bytes were echoed; `error` says why if it was not a clean close.
+    case disconnected(peer: SocketAddress?, bytes: Int, error: (any Error)?, open: Int)
+}
+
+/// The echo sample's server: every byte a client sends is sent back to it.
+///
+/// Thread rule: safe from any thread.
+public enum EchoServer {
+    /// Listens on `host:port` and echoes every connection, reporting clients as they come and go.
+    ///
+    /// Each client is served until it half-closes (its echo is flushed, then
+    /// the connection closes), resets, or the subscription is disposed, which
+    /// closes every connection. Reading pauses while a client does not read
+    /// its echo (see `TCPBufferLimits`), so a client that only sends cannot
+    /// grow the server's memory. A bind error ends the signal.
+    ///
+    /// - Parameters:
+    ///   - host: The address to listen on.
+    ///   - port: The port; 0 picks a free one (reported by `.listening`).
+    ///   - options: Socket options and buffer limits for each client.
+    ///   - loop: The loop to serve on; nil for the subscription's home loop.
+    /// - Returns: A signal of server events; it never completes on its own.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func run(
+        host: String = "127.0.0.1",
+        port: Int,
+        options: TCPOptions = TCPOptions(),
+        on loop: EventLoop? = nil
+    ) -> Signal<EchoEvent> {
+        Signal { subscriber in
+            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+            let server = TCPServer.serve(host: host, port: port, options: options, on: loop).subscribe(
+                next: { event in
+                    switch event {
+                    case .listening(let address): subscriber.sendNext(.listening(address))
+                    case .accepted(let connection): sessions.serve(connection)
+                    }
+                },
+                error: { subscriber.sendError($0) })
+            return ActionDisposable {
+                server.dispose()
+                sessions.disposeAll()
+            }
+        }
+    }
+}
+
+/// The clients of one echo server subscription.
+///
+/// Everything runs on the subscription's home loop thread (the server's events
+/// and every connection's bytes are delivered there), so nothing is locked.
+private final class EchoSessions {
+    private let report: (EchoEvent) -> Void
+    private var reading: [ObjectIdentifier: any Disposable] = [:]
+
+    init(report: @escaping (EchoEvent) -> Void) { self.report = report }
+
+    func serve(_ connection: TCPConnection) {
+        let key = ObjectIdentifier(connection)
+        let peer = connection.peerAddress
+        var echoed = 0
+        var finished = false
+        reading[key] = CompoundDisposable()  // a placeholder: `bytes` may end before subscribe returns
+        report(.connected(peer: peer, open: reading.count))
+        let finish: ((any Error)?) -> Void = { [weak self] error in
+            guard let self, !finished else { return }
+            finished = true
+            reading[key] = nil
+            report(.disconnected(peer: peer, bytes: echoed, error: error, open: reading.count))
+        }
+        let subscription = connection.bytes.subscribe(
+            next: { chunk in
+                echoed += chunk.count
+                connection.send(chunk)
+            },
+            error: { error in
+                connection.close()
+                finish(error)
+            },
+            completed: {
+                // The client half-closed: flush what is still queued for it, then close.
+                connection.shutdown().subscribe(error: { _ in connection.close() }, completed: { connection.close() })
+                finish(nil)
+            })
+        if !finished { reading[key] = subscription }
+    }
+
+    func disposeAll() {
+        let all = reading.values
+        reading.removeAll()
+        for subscription in all { subscription.dispose() }
+    }
+}

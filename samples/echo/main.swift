@@ -1,0 +1,97 @@
+// echo: a TCP echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
+//
+//   echo --port 7000 [--host 127.0.0.1]
+import EchoServerKit
+import ReactiveUV
+import SampleSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+let usage = """
+    usage: echo --port N [--host ADDRESS]
+      --port N          the TCP port to listen on; 0 picks a free one (printed)
+      --host ADDRESS    the address to listen on (default 127.0.0.1)
+    """
+
+struct Options {
+    var host = "127.0.0.1"
+    var port: Int?
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var reader = ArgumentReader(arguments)
+        while let argument = reader.next() {
+            switch argument {
+            case "--port":
+                let text = try reader.value(for: argument)
+                guard let port = Int(text), (0...65_535).contains(port) else {
+                    throw UsageError("--port needs a port number from 0 to 65535, got '\(text)'")
+                }
+                options.port = port
+            case "--host":
+                options.host = try reader.value(for: argument)
+            case "--help", "-h":
+                printLine(usage)
+                exit(0)
+            default:
+                throw UsageError("unknown argument '\(argument)'")
+            }
+        }
+        guard options.port != nil else { throw UsageError("--port is required") }
+        return options
+    }
+}
+
+func describe(_ peer: SocketAddress?) -> String { peer?.description ?? "(unknown address)" }
+
+func main() -> Int32 {
+    let options: Options
+    do {
+        options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
+    } catch {
+        printError("echo: \(error)")
+        printError(usage)
+        return 2
+    }
+
+    // The main thread becomes the loop thread: every callback below runs here.
+    let loop = EventLoop.onCurrentThread(name: "echo")
+    let subscriptions = CompoundDisposable()
+    var status: Int32 = 0
+    var clients = 0
+
+    subscriptions.add(EchoServer.run(host: options.host, port: options.port!).subscribe(
+        next: { event in
+            switch event {
+            case .listening(let address):
+                printLine("echo: listening on \(address)")
+            case .connected(let peer, let open):
+                clients = open
+                printLine("client \(describe(peer)) connected (\(open) open)")
+            case .disconnected(let peer, let bytes, let error, let open):
+                clients = open
+                let how = error.map { "dropped (\($0))" } ?? "left"
+                printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(open) open)")
+            }
+        },
+        error: { error in
+            printError("echo: cannot serve on \(options.host):\(options.port!): \(error)")
+            status = 1
+            subscriptions.dispose()
+        }))
+
+    subscriptions.add(Signal<Int32>.unixSignals([SIGINT, SIGTERM]).subscribeNext { number in
+        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM"): closing \(clients) connection(s)")
+        subscriptions.dispose()
+    })
+
+    // Returns once the subscriptions are disposed and the connections closed.
+    loop.run()
+    loop.shutdown()
+    return status
+}
+
+exit(main())
