@@ -103,7 +103,7 @@ private let shutdownRequestCallback: uv_shutdown_cb = { request, status in
 ///
 /// Thread rule: safe from any thread.
 final class WriteOutcome: @unchecked Sendable {
-    // `state` is protected by its mutex; subscribers are called after it is released.
+    // `state` is protected by its lock; subscribers are called after it is released.
     private enum State {
         case pending([Subscriber<Void>])
         case finished((any Error)?)
