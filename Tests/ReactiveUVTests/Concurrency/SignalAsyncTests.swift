@@ -67,14 +67,19 @@ final class SignalAsyncTests: XCTestCase {
     }
 
     func testAFastSourceThatCannotPauseOverflowsABoundedBuffer() async {
+        let bursts = LockedCount()
         let burst = Signal<Int> { subscriber in
             for value in 0..<100 { subscriber.sendNext(value) }
             subscriber.sendCompleted()
+            bursts.increment()
             return nil
         }
         do {
             var iterator = burst.values(bufferingPolicy: .bounded(10)).makeAsyncIterator()
             _ = try await iterator.next()
+            // Take nothing more until the burst has overrun the buffer.
+            let deadline = SchedulerInstant.now + .seconds(10)
+            while bursts.value < 1 && SchedulerInstant.now < deadline { await Task.yield() }
             while try await iterator.next() != nil {}
             XCTFail("expected an overflow")
         } catch {

@@ -8,6 +8,8 @@ final class SampleProcess: @unchecked Sendable {
     let process = Process()
     private let output = Locked(Data())
     private let errors = Locked(Data())
+    /// Pipes that reached end of file.
+    private let closedPipes = Locked(0)
 
     /// The built sample next to the test bundle (`swift build` puts every product in one folder).
     static func executable(_ name: String) -> URL {
@@ -32,16 +34,21 @@ final class SampleProcess: @unchecked Sendable {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        let output = self.output, errors = self.errors
-        out.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            output.withLock { $0.append(data) }
-        }
-        err.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            errors.withLock { $0.append(data) }
-        }
         try process.run()
+        // One blocking reader per pipe: it sees end of file for sure (readabilityHandler
+        // does not always report it on Linux) and leaves nothing registered behind.
+        let closedPipes = self.closedPipes
+        for (pipe, sink) in [(out, output), (err, errors)] {
+            let handle = UncheckedBox(pipe.fileHandleForReading)
+            Thread {
+                while true {
+                    let data = handle.value.availableData
+                    if data.isEmpty { break }
+                    sink.withLock { $0.append(data) }
+                }
+                closedPipes.withLock { $0 += 1 }
+            }.start()
+        }
     }
 
     var standardOutput: String { String(decoding: output.current, as: UTF8.self) }
@@ -55,8 +62,8 @@ final class SampleProcess: @unchecked Sendable {
             process.terminate()
             return nil
         }
-        // Let the pipes drain what the process wrote last.
-        waitUntil("the output pipes to close", timeout: .seconds(2), file: file, line: line) { true }
+        // Everything the process wrote has been read once both pipes reached end of file.
+        waitUntil("the output pipes to reach end of file", timeout: .seconds(5), file: file, line: line) { closedPipes.current == 2 }
         return process.terminationStatus
     }
 
