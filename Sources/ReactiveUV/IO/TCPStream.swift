@@ -34,7 +34,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     private enum Input {
         case idle       // nobody subscribed to `bytes`
         case reading    // uv_read_start is active
-        case paused     // a reader is there, but the write queue is above the high-water mark
+        case paused     // a reader is there, but reading is paused (write backpressure or the consumer asked)
         case ended      // EOF was read: nothing more will come
     }
 
@@ -48,6 +48,10 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     private var activeReading: ReadingSubscription?
     private var input = Input.idle
     private var endReason: EndReason?
+    /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
+    private var writeBackpressure = false
+    /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
+    private var consumerPaused = false
     private var writePool: [WriteRequest] = []
     private var writesShutDown = false
     private var resetOnClose = false
@@ -135,21 +139,47 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
                                          context: "TCPConnection.bytes of \(peerDescription)"))
             return nil
         }
-        if !options.limits.pausesReading || queuedWriteByteCount <= options.limits.highWaterMark {
-            do {
-                try uvCheck(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start")
-            } catch {
-                subscriber.sendError(error)
-                return nil
-            }
-            input = .reading
-        } else {
-            input = .paused
-        }
+        writeBackpressure = options.limits.pausesReading && queuedWriteByteCount > options.limits.highWaterMark
+        consumerPaused = false
+        input = .paused
         reader = subscriber
+        if let error = updateReading() {
+            reader = nil
+            input = .idle
+            subscriber.sendError(error)
+            return nil
+        }
+        subscriber.setFlowControl(
+            pause: { [weak self] in self?.setConsumerPaused(true) },
+            resume: { [weak self] in self?.setConsumerPaused(false) })
         let token = ReadingSubscription(stream: self)
         activeReading = token
         return token
+    }
+
+    private func setConsumerPaused(_ paused: Bool) {
+        guard reader != nil else { return }
+        consumerPaused = paused
+        updateReading()
+    }
+
+    /// Starts or stops libuv's reading to match the reader and both pause reasons.
+    @discardableResult
+    private func updateReading() -> UVError? {
+        guard isOpen, reader != nil, input == .reading || input == .paused else { return nil }
+        let shouldRead = !writeBackpressure && !consumerPaused
+        if shouldRead && input == .paused {
+            do {
+                try uvCheck(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start")
+            } catch {
+                return error
+            }
+            input = .reading
+        } else if !shouldRead && input == .reading {
+            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            input = .paused
+        }
+        return nil
     }
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
@@ -159,6 +189,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         reader = nil
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         if input != .ended { input = .idle }
+        consumerPaused = false
     }
 
     /// Gives libuv the memory for the next read.
@@ -213,14 +244,12 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     private func updateBackpressure() {
         guard isOpen, options.limits.pausesReading else { return }
         let queued = queuedWriteByteCount
-        if input == .reading && queued > options.limits.highWaterMark {
-            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
-            input = .paused
-        } else if input == .paused && queued <= options.limits.lowWaterMark {
-            if uvCheckReporting(uv_read_start(stream, tcpStreamAllocate, tcpStreamReadCallback), "uv_read_start") {
-                input = .reading
-            }
+        if !writeBackpressure && queued > options.limits.highWaterMark {
+            writeBackpressure = true
+        } else if writeBackpressure && queued <= options.limits.lowWaterMark {
+            writeBackpressure = false
         }
+        updateReading()
     }
 
     // MARK: - writing
@@ -256,7 +285,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             end(.failed(failure))
             return
         }
-        if input == .reading && queuedWriteByteCount > options.limits.highWaterMark { updateBackpressure() }
+        if !writeBackpressure && queuedWriteByteCount > options.limits.highWaterMark { updateBackpressure() }
     }
 
     func writeDidFinish(_ request: WriteRequest, status: Int32) {
@@ -265,7 +294,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         if isOpen && writePool.count < TCPStream.writePoolLimit { writePool.append(request) }
         if status == 0 {
             completion?(nil)
-            if input == .paused { updateBackpressure() }
+            if writeBackpressure { updateBackpressure() }
             return
         }
         if status == UV_ECANCELED.rawValue {

@@ -6,9 +6,9 @@
 /// buffer (such as `signal.values`) pause the source instead of growing memory.
 ///
 /// Thread rule: `pause()` and `resume()` are safe from any thread; the source's
-/// closures always run on the subscription's home thread.
+/// closures always run on the thread that registered them (the source's loop).
 public final class FlowControl: @unchecked Sendable {
-    // Immutable; the closures are only called on `home`'s thread.
+    // Immutable; the closures are only called on `home`'s thread (the source's scheduler).
     private let home: Scheduler
     private let pauseBody: () -> Void
     private let resumeBody: () -> Void
@@ -40,14 +40,24 @@ public final class FlowControl: @unchecked Sendable {
 }
 
 extension Subscriber {
-    /// Declares that this source can pause: consumers call `pause` and `resume` (on the home thread).
+    /// Declares that this source can pause: consumers call `pause` and `resume`.
+    ///
+    /// The closures run on the thread that registers them (the source's loop,
+    /// which may differ from the subscription's home); the registration itself
+    /// is published on the home thread, where consumers read it.
     ///
     /// - Parameters:
     ///   - pause: Stops producing (for a socket: stop reading).
     ///   - resume: Starts producing again.
     ///
-    /// Thread rule: call from `didSubscribe` (the home thread).
+    /// Thread rule: call from the source's thread (in `didSubscribe`, or where the source runs).
     public func setFlowControl(pause: @escaping () -> Void, resume: @escaping () -> Void) {
-        subscription.flowControl = FlowControl(home: subscription.home, pause: pause, resume: resume)
+        let control = FlowControl(home: Scheduler.current ?? subscription.home, pause: pause, resume: resume)
+        if subscription.home.isCurrent {
+            subscription.flowControl = control
+        } else {
+            let box = UncheckedSendable(subscription)
+            subscription.home.schedule { box.value.flowControl = control }
+        }
     }
 }

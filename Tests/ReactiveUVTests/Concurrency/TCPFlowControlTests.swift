@@ -1,0 +1,99 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// Streams `total` bytes (byte i is i % 251) with one write in flight, then closes.
+private final class PatternSender: @unchecked Sendable {
+    // Touched only on the connection's loop thread.
+    private let connection: TCPConnection
+    private let total: Int
+    private var sent = 0
+    private let chunk = 65_536
+    /// The pattern once, long enough to cut any chunk from (building bytes one by one is slow in debug builds).
+    private static let pattern = (0..<(65_536 + 251)).map { UInt8($0 % 251) }
+
+    init(connection: TCPConnection, total: Int) {
+        self.connection = connection
+        self.total = total
+    }
+
+    func sendNext() {
+        guard sent < total else {
+            connection.close()
+            return
+        }
+        let size = min(chunk, total - sent)
+        let start = sent
+        let phase = start % 251
+        let bytes = Array(PatternSender.pattern[phase..<(phase + size)])
+        sent += size
+        connection.send(bytes) { [self] error in
+            if error == nil { sendNext() }
+        }
+    }
+}
+
+final class TCPFlowControlTests: XCTestCase {
+    private func residentMegabytes() -> Double {
+        let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ") ?? []
+        return fields.count > 1 ? Double(fields[1])! * 4096 / 1_048_576 : 0
+    }
+
+    /// A slow `for try await` over a connection's bytes pauses the socket instead of buffering without bound.
+    ///
+    /// The buffer is `.bounded(16)`: if the socket could not be paused, the sequence
+    /// would end with `SignalValuesError.bufferOverflow` long before 128 MiB arrived.
+    func testASlowConsumerOfTCPBytesPausesTheConnection() async throws {
+        let total = 128 << 20
+        let serverLoop = EventLoop(name: "flow-server")
+        let clientLoop = EventLoop(name: "flow-client")
+        let port = LockedPort()
+        let server = TCPServer.serve(port: 0, on: serverLoop).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                port.set(address.port)
+            case .accepted(let connection):
+                PatternSender(connection: connection, total: total).sendNext()
+            }
+        }
+        let deadline = SchedulerInstant.now + .seconds(10)
+        while port.value == 0 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertGreaterThan(port.value, 0, "the server did not start listening")
+
+        // The connection lives as long as the connect subscription: use it inside the loop.
+        let startRSS = residentMegabytes()
+        var peakRSS = startRSS
+        var received = 0
+        var chunks = 0
+        for try await connection in TCP.connect(host: "127.0.0.1", port: port.value, on: clientLoop).values {
+            for try await chunk in connection.bytes.values(bufferingPolicy: .bounded(16)) {
+                // Sampled: a full check of every byte is minutes in a debug build.
+                for offset in [0, chunk.count / 2, chunk.count - 1] where chunk[offset] != UInt8((received + offset) % 251) {
+                    XCTFail("byte \(received + offset) was \(chunk[offset])")
+                }
+                received += chunk.count
+                chunks += 1
+                if chunks % 64 == 0 {
+                    peakRSS = max(peakRSS, residentMegabytes())
+                    try await Task.sleep(for: .milliseconds(2))  // a consumer slower than loopback
+                }
+            }
+            break
+        }
+        XCTAssertEqual(received, total)
+        XCTAssertLessThan(peakRSS - startRSS, 64, "resident memory grew by \(peakRSS - startRSS) MiB while \(total >> 20) MiB streamed")
+        server.dispose()
+        try await clientLoop.shutdownGracefully()
+        try await serverLoop.shutdownGracefully()
+    }
+}
+
+/// The port a test server listens on, once known.
+private final class LockedPort: @unchecked Sendable {
+    // `port` is protected by `lock`.
+    private let lock = NSLock()
+    private var port = 0
+    func set(_ value: Int) { lock.withLock { port = value } }
+    var value: Int { lock.withLock { port } }
+}
