@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "ReactiveUVTesting", targets: ["ReactiveUVTesting"]),
         .executable(name: "timer", targets: ["timer"]),
         .executable(name: "echo", targets: ["echo"]),
+        .executable(name: "echo-async", targets: ["echo-async"]),
         .executable(name: "filewatch", targets: ["filewatch"]),
     ],
     targets: [
@@ -24,6 +25,7 @@ let package = Package(
         // The echo server's logic, shared by the `echo` executable and the tests.
         .target(name: "EchoServerKit", dependencies: ["ReactiveUV"], path: "samples/EchoServerKit"),
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
+        .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
