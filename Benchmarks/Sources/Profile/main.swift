@@ -96,6 +96,25 @@ case "closures":
     let send = hide(map)
     for value in 0..<count { send(value) }
     if total == 42 { print(total) }
+case "echo":
+    // Server and client on one loop; `count` round trips of 64 bytes.
+    let done = Flag()
+    let state = EchoState(count: count, done: done)
+    loop.execute {
+        state.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                    _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
+                    connection.send(state.message)
+                }
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { connection.send($0) }
+            }
+        }
+    }
+    done.wait()
+    loop.execute { state.server?.dispose(); state.client?.dispose() }
 case "timers":
     let countdown = Countdown(count)
     loop.execute {
@@ -111,3 +130,21 @@ loop.shutdown()
 
 @inline(never)
 func hide<T>(_ value: T) -> T { value }
+
+final class EchoState: @unchecked Sendable {
+    // Loop thread only.
+    let message = [UInt8](repeating: 0x78, count: 64)
+    var remaining: Int
+    var received = 0
+    let done: Flag
+    var server: (any Disposable)?
+    var client: (any Disposable)?
+    init(count: Int, done: Flag) { remaining = count; self.done = done }
+    func clientReceived(_ count: Int, _ connection: TCPConnection) {
+        received += count
+        guard received >= 64 else { return }
+        received = 0
+        remaining -= 1
+        if remaining == 0 { done.raise() } else { connection.send(message) }
+    }
+}

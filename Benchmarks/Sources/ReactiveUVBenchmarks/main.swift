@@ -25,10 +25,12 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("loop-thread run queue", { [LoopTick.runQueue(count: 10_000_000 / scale)] }),
     ("operator chain", { [OperatorScenarios.chain(count: 10_000_000 / scale)] }),
     ("subscribe + dispose", { [OperatorScenarios.subscribeDispose(count: 1_000_000 / scale)] }),
-    ("TCP echo ping-pong (two CPUs)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: nil)] }),
-    ("TCP echo ping-pong (one CPU)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: nil)] }),
-    ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: nil)] }),
-    ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: nil)] }),
+    ("task → loop → task hop", { [ConcurrencyScenarios.hop(count: 100_000 / scale)] }),
+    ("actor calls", { [ConcurrencyScenarios.actors(count: 1_000_000 / scale)] }),
+    ("TCP echo ping-pong (two CPUs)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1) })] }),
+    ("TCP echo ping-pong (one CPU)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0) })] }),
+    ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.pump(total: (4 << 30) / UInt64(scale)) })] }),
+    ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 
 print("ReactiveUV benchmarks — \(ProcessInfo.processInfo.processorCount) cores, \(quick ? "quick" : "full") sizes")

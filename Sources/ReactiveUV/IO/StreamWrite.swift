@@ -21,9 +21,9 @@ final class WriteRequest: LoopRequest {
     // Loop thread only. The owner (the stream) outlives its pending requests:
     // closing the stream makes libuv call every pending write back before the close callback.
     unowned(unsafe) let owner: any StreamWriteOwner
-    private(set) var payload: [UInt8] = []
+    @exclusivity(unchecked) private(set) var payload: [UInt8] = []
     /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.
-    var completion: (((any Error)?) -> Void)?
+    @exclusivity(unchecked) var completion: (((any Error)?) -> Void)?
 
     init(loop: EventLoop, owner: any StreamWriteOwner) {
         self.owner = owner

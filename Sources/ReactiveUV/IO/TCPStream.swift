@@ -44,21 +44,21 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     weak var owner: (any TCPStreamOwner)?
     private(set) var localAddress: SocketAddress?
     private(set) var peerAddress: SocketAddress?
-    private var reader: Subscriber<[UInt8]>?
-    private var activeReading: ReadingSubscription?
-    private var input = Input.idle
-    private var endReason: EndReason?
+    @exclusivity(unchecked) private var reader: Subscriber<[UInt8]>?
+    @exclusivity(unchecked) private var activeReading: ReadingSubscription?
+    @exclusivity(unchecked) private var input = Input.idle
+    @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
-    private var writeBackpressure = false
+    @exclusivity(unchecked) private var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
-    private var consumerPaused = false
-    private var writePool: [WriteRequest] = []
-    private var writesShutDown = false
-    private var resetOnClose = false
+    @exclusivity(unchecked) private var consumerPaused = false
+    @exclusivity(unchecked) private var writePool: [WriteRequest] = []
+    @exclusivity(unchecked) private var writesShutDown = false
+    @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
-    private var readsAreBulk = false
+    @exclusivity(unchecked) private var readsAreBulk = false
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
-    private var bulkChunk: [UInt8] = []
+    @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
 
     /// Finished write requests kept for reuse, per connection.
     private static let writePoolLimit = 16
@@ -149,9 +149,11 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             subscriber.sendError(error)
             return nil
         }
+        // Strong captures: a weak one would give the stream a side table and slow every
+        // retain of it; the cycle ends when the subscription's teardown drops the flow control.
         subscriber.setFlowControl(
-            pause: { [weak self] in self?.setConsumerPaused(true) },
-            resume: { [weak self] in self?.setConsumerPaused(false) })
+            pause: { self.setConsumerPaused(true) },
+            resume: { self.setConsumerPaused(false) })
         let token = ReadingSubscription(stream: self)
         activeReading = token
         return token

@@ -22,10 +22,10 @@ class LoopHandle {
     let loop: EventLoop
     /// The handle memory; freed in the close callback.
     let raw: UnsafeMutableRawPointer
-    private var state = State.unopened
+    @exclusivity(unchecked) private var state = State.unopened
     // The loop's intrusive list of open handles: O(1) link and unlink, no allocation.
-    unowned(unsafe) var nextOpen: LoopHandle?
-    unowned(unsafe) var previousOpen: LoopHandle?
+    @exclusivity(unchecked) unowned(unsafe) var nextOpen: LoopHandle?
+    @exclusivity(unchecked) unowned(unsafe) var previousOpen: LoopHandle?
 
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {

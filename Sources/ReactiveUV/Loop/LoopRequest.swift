@@ -30,10 +30,10 @@ class LoopRequest {
     /// The request memory; libuv points into it while the request is pending.
     let raw: UnsafeMutableRawPointer
     /// Whether libuv owns the request now (started, not yet called back).
-    private(set) final var isPending = false
+    @exclusivity(unchecked) private(set) final var isPending = false
     // The loop's intrusive list of pending requests: O(1) link and unlink, no allocation.
-    unowned(unsafe) var nextPending: LoopRequest?
-    unowned(unsafe) var previousPending: LoopRequest?
+    @exclusivity(unchecked) unowned(unsafe) var nextPending: LoopRequest?
+    @exclusivity(unchecked) unowned(unsafe) var previousPending: LoopRequest?
 
     /// Allocates memory for a request of `type`.
     init(loop: EventLoop, type: uv_req_type) {
@@ -133,9 +133,9 @@ class LoopRequest {
 /// Thread rule: loop thread only.
 final class LoopRequestRegistry {
     // Loop thread only: the list is touched by `register`/`unregister` from requests on this loop.
-    private unowned(unsafe) var head: LoopRequest?
+    @exclusivity(unchecked) private unowned(unsafe) var head: LoopRequest?
     /// How many requests are pending on the loop.
-    private(set) var count = 0
+    @exclusivity(unchecked) private(set) var count = 0
 
     func register(_ request: LoopRequest) {
         request.nextPending = head
