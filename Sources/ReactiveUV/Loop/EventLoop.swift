@@ -334,26 +334,29 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             startIdleIfNeeded()
             return true
         }
-        // Moved into the queue, not copied: one retain less on whatever the closure captured.
-        var item: WorkItem? = work
-        let (accepted, wake) = withInbox { inbox -> (Bool, Bool) in
-            guard inbox.phase == .running || inbox.phase == .idle else { return (false, false) }
-            inbox.items.push(item.take()!)
-            // Only a loop that is asleep needs waking; the others pick the item up before
-            // they sleep. The sender is counted under the lock so shutdown, which sets
-            // `.closed` under this lock, can wait for it before closing the async handle.
-            if inbox.loopAwake { return (true, false) }
+        // Straight-line under the spin lock (no closure): the item is moved into the queue.
+        inboxLock.lock()
+        guard inbox.phase == .running || inbox.phase == .idle else {
+            inboxLock.unlock()
+            return false
+        }
+        inbox.items.push(work)
+        // Only a loop that is asleep needs waking; the others pick the item up before
+        // they sleep. The sender is counted under the lock so shutdown, which sets
+        // `.closed` under this lock, can wait for it before closing the async handle.
+        let wake = !inbox.loopAwake
+        if wake {
             inbox.loopAwake = true
             inbox.wakeupsSent += 1
             sendersInFlight.wrappingAdd(1, ordering: .relaxed)
-            return (true, true)
         }
+        inboxLock.unlock()
         if wake {
             // The system call happens outside the lock, so producers never queue behind it.
             uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
             sendersInFlight.wrappingSubtract(1, ordering: .releasing)
         }
-        return accepted
+        return true
     }
 
     private func reportRejected() {
