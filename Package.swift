@@ -27,7 +27,9 @@ let package = Package(
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
         .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
-        .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit"]),
+        // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
+        .target(name: "CTestSupport", path: "Tests/CTestSupport"),
+        .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
     ],
     swiftLanguageModes: [.v6]

@@ -105,7 +105,8 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
 final class ValuesChannel<Value>: @unchecked Sendable {
     // Everything mutable is in `state`, protected by `lock`; continuations are resumed after unlocking.
     private struct State {
-        var buffer: [Value] = []
+        /// Waiting values from `head` on; slots before `head` are emptied as they are taken.
+        var buffer: [Value?] = []
         var head = 0
         var terminal: Result<Void, any Error>?
         var waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>?
@@ -113,12 +114,17 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var started = false
         var finished = false
         var paused = false
+        /// The flow control paused by `paused` (read on the home thread when pausing).
+        var pausedControl: FlowControl?
+        /// Numbers pause and resume requests, so the source applies only the newest.
+        var flowRequest = 0
 
         var count: Int { buffer.count - head }
 
         mutating func popFirst() -> Value? {
             guard head < buffer.count else { return nil }
             let value = buffer[head]
+            buffer[head] = nil
             head += 1
             if head > 64 && head * 2 > buffer.count {
                 buffer.removeFirst(head)
@@ -185,13 +191,14 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     /// A value (or the end) ready without waiting, after which the source may be resumed.
     private func takeReady() throws -> ReadyValue? {
-        let (ready, resume): (ReadyValue?, Subscription?) = locked { state in
+        let (ready, resume): (ReadyValue?, (FlowControl, Int)?) = locked { state in
             if state.finished { return (ReadyValue(.success(nil)), nil) }
             if let value = state.popFirst() {
-                var resume: Subscription?
-                if state.paused, let limit = policy.limit, state.count <= limit / 2 {
+                var resume: (FlowControl, Int)?
+                if state.paused, let limit = policy.limit, state.count <= limit / 2, let control = state.pausedControl {
                     state.paused = false
-                    resume = state.subscription
+                    state.flowRequest += 1
+                    resume = (control, state.flowRequest)
                 }
                 return (ReadyValue(.success(value)), resume)
             }
@@ -204,11 +211,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             }
             return (nil, nil)
         }
-        // The flow control is read on the home thread, where the source set it.
-        if let resume {
-            let box = UncheckedSendable(resume)
-            resume.home.schedule { box.value.flowControl?.resume() }
-        }
+        // Straight to the source's thread; the request number keeps a late pause from undoing this.
+        if let (control, request) = resume { control.setConsumerPaused(false, request: request) }
         if let ready, case .failure(let error) = ready.value { throw error }
         return ready
     }
@@ -233,7 +237,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     /// A value from the subscription (home thread).
     private func receive(_ value: Value) {
         var overflow = false
-        var pause = false
+        var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
         let waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
             if state.terminal != nil { return nil }
@@ -250,10 +254,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             case .keepOldest(let limit):
                 if state.count > limit { state.buffer.removeLast() }
             case .bounded(let limit):
-                if flowControl != nil {
+                if let flowControl {
                     if state.count >= limit && !state.paused {
                         state.paused = true
-                        pause = true
+                        state.pausedControl = flowControl
+                        state.flowRequest += 1
+                        pause = state.flowRequest
                     }
                 } else if state.count > limit {
                     overflow = true
@@ -262,7 +268,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             }
             return nil
         }
-        if pause { flowControl?.pause() }
+        if let pause { flowControl?.setConsumerPaused(true, request: pause) }
         if let waiter { waiter.resume(returning: UncheckedSendable(value)) }
         if overflow {
             locked { $0.subscription }?.dispose()

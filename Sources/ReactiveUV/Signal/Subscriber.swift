@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The object a signal's `didSubscribe` sends events to: RAC's pass-through subscriber.
 ///
 /// It is the gate of the seeds' subscribe path:
@@ -22,6 +24,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// `subscription.home`'s identity, compared with the thread's current scheduler without touching `home`
     /// (the subscription keeps `home` alive, so the pointer stays valid).
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
+    /// The flow control the source registered, if any (set once, atomically): hops count against it.
+    let sourceFlowControl = AtomicLazyReference<FlowControl>()
 
     @usableFromInline
     init(observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
@@ -90,6 +94,15 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         if subscription.isDisposed { return }
         // Two boxes, not a tuple in one: see UncheckedSendable.
         let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        if let control = sourceFlowControl.load() {
+            control.willQueueValue()
+            // A home that is gone drops the work, and the count with it: nothing is left to pause for.
+            _ = subscription.home.schedule {
+                target.value.deliver(payload.value)
+                control.didDeliverQueuedValue()
+            }
+            return
+        }
         _ = subscription.home.schedule { target.value.deliver(payload.value) }
     }
 

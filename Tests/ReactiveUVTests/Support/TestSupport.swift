@@ -1,3 +1,4 @@
+import CTestSupport
 import Foundation
 import ReactiveUV
 import XCTest
@@ -70,4 +71,14 @@ func onNewThread(_ body: @escaping @Sendable () -> Void) {
 /// Milliseconds in a duration, as a Double.
 func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+
+/// Bytes the process has allocated and not yet freed, in MiB.
+///
+/// Memory-bound tests measure this rather than resident memory: under the
+/// address sanitizer freed blocks sit in a quarantine of up to 256 MiB and
+/// shadow memory grows with every address ever touched, so resident memory
+/// says little about what our code holds. See `ruv_test_live_heap_bytes`.
+func liveHeapMegabytes() -> Double {
+    Double(ruv_test_live_heap_bytes()) / 1_048_576
 }
