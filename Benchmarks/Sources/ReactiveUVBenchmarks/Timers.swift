@@ -27,9 +27,11 @@ enum Timers {
     ///
     /// - "from the start": when the last timer fired, measured from the moment
     ///   scheduling began, minus the longest timeout (ANCHORS' definition).
-    ///   libuv and Node measure a timeout from the loop's cached time, frozen
-    ///   while the start loop runs; ReactiveUV and NIO measure it from each
-    ///   call, so their start phase adds to this figure.
+    ///   libuv, Node and our `loopTimeScheduler` measure a timeout from the
+    ///   loop's cached time, frozen while the start loop runs; the loop's own
+    ///   scheduler and NIO measure it from each call (never early), so their
+    ///   start phase adds to this figure. The target is judged on the row with
+    ///   libuv's semantics.
     /// - "own due time": how late the last timer fired after the due time its
     ///   scheduler promised (the dispatch overhead).
     static func millionTimers(count: Int, cyclic: Bool, includeNIO: Bool) -> [ScenarioResult] {
@@ -49,16 +51,19 @@ enum Timers {
             ownDue.append(Measurement(name, late * 1000, detail: callRelative ? "due = call + timeout" : "due = loop time at start + timeout"))
         }
 
-        do {
+        // Ours twice: the loop's scheduler (delays from each call: never early) and
+        // its loop-time scheduler (delays from uv_now, as libuv and Node count them).
+        for loopTime in [false, true] {
             let loop = ReactiveUV.EventLoop(name: "timers")
             let counter = FireCounter(count)
             let phases = CondFlag()
             let box = PhaseBox()
             let (_, allocations) = countingAllocations { () -> Void in
                 loop.execute {
+                    let scheduler: Scheduler = loopTime ? loop.loopTimeScheduler : loop
                     box.begin = nanoseconds()
                     for index in 0..<count {
-                        loop.schedule(after: .milliseconds(timeout(index))) { counter.fire() }
+                        scheduler.schedule(after: .milliseconds(timeout(index))) { counter.fire() }
                     }
                     box.started = nanoseconds()
                     phases.signal()
@@ -67,8 +72,15 @@ enum Timers {
                 counter.done.wait()
             }
             loop.shutdown()
-            record(Contender.ours, begin: box.begin, started: box.started, lastFired: counter.lastFiredAt, callRelative: true,
-                   allocations: Double(allocations) / Double(count), detail: "Scheduler.schedule(after:)")
+            if loopTime {
+                // As for raw C (which updates the loop time just before `begin`), due = begin + timeout.
+                record(Contender.oursLoopTime, begin: box.begin, started: box.started,
+                       lastFired: counter.lastFiredAt, callRelative: false,
+                       allocations: Double(allocations) / Double(count), detail: "loop.loopTimeScheduler.schedule(after:)")
+            } else {
+                record(Contender.ours, begin: box.begin, started: box.started, lastFired: counter.lastFiredAt, callRelative: true,
+                       allocations: Double(allocations) / Double(count), detail: "Scheduler.schedule(after:)")
+            }
         }
         do {
             var result = rawc_timers_result()
@@ -106,7 +118,8 @@ enum Timers {
             ScenarioResult(
                 name: "1M timers, \(cyclic ? "cyclic" : "libuv shape"), from the start",
                 workload: "\(count) one-shot timers, \(shape), scheduled on the loop thread; last fired minus the start of scheduling minus the longest timeout",
-                unit: "ms past", higherIsBetter: false, target: (Contender.rawC, 1.5), measurements: fromStart),
+                unit: "ms past", higherIsBetter: false, target: (Contender.rawC, 1.5), measurements: fromStart,
+                judged: Contender.oursLoopTime),
             ScenarioResult(
                 name: "1M timers, \(cyclic ? "cyclic" : "libuv shape"), own due time",
                 workload: "same run: how late the last timer fired after the due time its scheduler promised",

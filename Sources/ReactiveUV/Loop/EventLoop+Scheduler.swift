@@ -1,3 +1,4 @@
+internal import CLibUV
 import Synchronization
 
 extension EventLoop {
@@ -10,18 +11,34 @@ extension EventLoop {
         return item
     }
 
-    func scheduleTimer(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+    func scheduleTimer(after delay: Duration, fromLoopTime: Bool = false, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         // Zero goes through the run queue: it is due now, and the run queue keeps a
         // chain of zero-delay work from starving the loop's other phases.
         if delay <= .zero { return scheduleSoon(work) }
-        let deadline = (SchedulerInstant.now + delay).nanoseconds
+        let deadline = timerDeadline(after: delay, fromLoopTime: fromLoopTime)
         return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: 0, requestedDelay: delay, work: work))
     }
 
-    func scheduleRepeatingTimer(after delay: Duration, every interval: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+    func scheduleRepeatingTimer(after delay: Duration, every interval: Duration, fromLoopTime: Bool = false,
+                                _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         let step = max(interval.clampedNanoseconds, 1_000_000)
-        let deadline = (SchedulerInstant.now + delay).nanoseconds
+        let deadline = timerDeadline(after: delay, fromLoopTime: fromLoopTime)
         return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: step, requestedDelay: delay, work: work))
+    }
+
+    /// Nanoseconds on the monotonic clock when a timer of `delay` is due.
+    ///
+    /// From the call by default. With `fromLoopTime` on the loop thread, from
+    /// libuv's loop time (`uv_now`, read when the current iteration began, in
+    /// whole milliseconds) plus the delay rounded up to whole milliseconds:
+    /// exactly how `uv_timer_start` counts. Off the loop thread the loop's time
+    /// cannot be read safely, so the call time is used.
+    private func timerDeadline(after delay: Duration, fromLoopTime: Bool) -> UInt64 {
+        guard fromLoopTime, inEventLoop else { return (SchedulerInstant.now + delay).nanoseconds }
+        let milliseconds = delay.millisecondsRoundedUp
+        let (scaled, overflow) = milliseconds.multipliedReportingOverflow(by: 1_000_000)
+        let (sum, overflow2) = (uv_now(uvLoop) &* 1_000_000).addingReportingOverflow(scaled)
+        return overflow || overflow2 ? .max : sum
     }
 }
 
