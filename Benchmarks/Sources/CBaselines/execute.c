@@ -1,6 +1,7 @@
 #include "baselines.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <uv.h>
 
@@ -80,6 +81,7 @@ static void stop(queue_loop_t *q, uv_thread_t *thread) {
 
 /* Throughput. */
 typedef struct {
+    _Atomic long references; /* only for the refcounted variant */
     int remaining;
     uint64_t finished_at;
     uv_mutex_t mutex;
@@ -98,15 +100,32 @@ static void count_item(void *argument) {
     }
 }
 
-uint64_t rawc_execute_throughput(int count, uint64_t *wakeups) {
+/* What a Swift closure capturing the counter object does besides: the poster takes a
+ * reference (atomic increment in the object's header) and the loop drops it after the
+ * item ran (atomic decrement), so the header's cache line moves between the cores. */
+static void count_item_and_release(void *argument) {
+    counter_t *c = argument;
+    count_item(c);
+    atomic_fetch_sub_explicit(&c->references, 1, memory_order_acq_rel);
+}
+
+uint64_t rawc_execute_throughput_refcounted(int count, uint64_t *wakeups, int refcounted) {
     queue_loop_t q;
     uv_thread_t thread;
     start(&q, &thread);
     counter_t c = { .remaining = count, .finished = 0 };
+    atomic_init(&c.references, 1);
     uv_mutex_init(&c.mutex);
     uv_cond_init(&c.done);
     uint64_t begin = uv_hrtime();
-    for (int i = 0; i < count; i++) post(&q, count_item, &c);
+    if (refcounted) {
+        for (int i = 0; i < count; i++) {
+            atomic_fetch_add_explicit(&c.references, 1, memory_order_relaxed);
+            post(&q, count_item_and_release, &c);
+        }
+    } else {
+        for (int i = 0; i < count; i++) post(&q, count_item, &c);
+    }
     uv_mutex_lock(&c.mutex);
     while (!c.finished) uv_cond_wait(&c.done, &c.mutex);
     uv_mutex_unlock(&c.mutex);
@@ -116,6 +135,10 @@ uint64_t rawc_execute_throughput(int count, uint64_t *wakeups) {
     uv_cond_destroy(&c.done);
     uv_mutex_destroy(&c.mutex);
     return elapsed;
+}
+
+uint64_t rawc_execute_throughput(int count, uint64_t *wakeups) {
+    return rawc_execute_throughput_refcounted(count, wakeups, 0);
 }
 
 /* Ping-pong. */

@@ -27,7 +27,7 @@ final class ItemCounter: @unchecked Sendable {
 enum CrossThread {
     /// Scenario 1a: a foreign thread posts `count` closures; time until the last ran.
     static func throughput(count: Int, rounds: Int) -> ScenarioResult {
-        var ours: [Double] = [], oursBare: [Double] = [], raw: [Double] = [], nio: [Double] = [], dispatch: [Double] = []
+        var ours: [Double] = [], oursBare: [Double] = [], raw: [Double] = [], rawRefcounted: [Double] = [], nio: [Double] = [], dispatch: [Double] = []
         var oursAllocations = 0.0, nioAllocations = 0.0, dispatchAllocations = 0.0
         var rawWakeups: UInt64 = 0, oursWakeups = 0
         let loop = ReactiveUV.EventLoop(name: "bench")
@@ -66,6 +66,11 @@ enum CrossThread {
                 rawWakeups = wakeups
             }
             do {
+                var wakeups: UInt64 = 0
+                let elapsed = rawc_execute_throughput_refcounted(Int32(count), &wakeups, 1)
+                rawRefcounted.append(Double(count) / (Double(elapsed) / 1e9) / 1e6)
+            }
+            do {
                 let counter = ItemCounter(count)
                 let (begin, allocations) = countingAllocations { () -> UInt64 in
                     let begin = nanoseconds()
@@ -98,9 +103,14 @@ enum CrossThread {
                 Measurement(Contender.ours, median(ours), detail: "closure capturing an object; \(count / max(oursWakeups, 1)) items/wake-up", allocationsPerOperation: oursAllocations),
                 Measurement(Contender.oursBare, median(oursBare), detail: "closure without captures"),
                 Measurement(Contender.rawC, median(raw), detail: "\(UInt64(count) / max(rawWakeups, 1)) items/wake-up", allocationsPerOperation: 0),
+                Measurement(Contender.rawCRefcounted, median(rawRefcounted), detail: "the same, plus a shared atomic reference count per item"),
                 Measurement(Contender.nio, median(nio), detail: "EventLoop.execute", allocationsPerOperation: nioAllocations),
                 Measurement(Contender.dispatch, median(dispatch), detail: "serial queue async", allocationsPerOperation: dispatchAllocations),
-            ])
+            ],
+            // Judged like for like: the C item is a function pointer and a raw argument,
+            // which is what a closure without reference-counted captures is. The first
+            // row's ratio to "raw C, refcounted" compares the capturing shapes.
+            judged: Contender.oursBare)
     }
 
     /// Scenario 1b: post one item, wait on a condition variable the loop signals; `count` round trips.

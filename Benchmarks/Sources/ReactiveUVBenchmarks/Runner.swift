@@ -53,6 +53,7 @@ enum Contender {
     static let oursBare = "ReactiveUV bare"
     static let oursLoopTime = "ReactiveUV loop time"
     static let rawC = "raw libuv C"
+    static let rawCRefcounted = "raw C refcount"
     static let nio = "SwiftNIO"
     static let dispatch = "Dispatch"
     static let node = "Node"

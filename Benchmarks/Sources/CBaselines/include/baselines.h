@@ -11,6 +11,9 @@
  * loop thread through one uv_async_t and a mutex-guarded array swapped out per
  * wake-up. Returns the time from the first post until the last item ran. */
 uint64_t rawc_execute_throughput(int count, uint64_t *wakeups);
+/* The same, but each item also takes a reference on the counter when posted and drops it
+ * after it ran (atomically), as a Swift closure capturing an object does. */
+uint64_t rawc_execute_throughput_refcounted(int count, uint64_t *wakeups, int refcounted);
 
 /* `count` round trips: the calling thread posts one item, the loop signals a
  * condition variable, the caller waits for it. Fills latencies[count] (ns). */
