@@ -12,6 +12,8 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
     public let mode: UInt32
     /// The inode number.
     public let inode: UInt64
+    /// The device the file lives on (`st_dev`); with `inode`, it names the file.
+    public let device: UInt64
 
     /// Whether it is a directory.
     ///
@@ -23,6 +25,7 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
         modificationTime = .seconds(Int64(stat.st_mtim.tv_sec)) + .nanoseconds(Int64(stat.st_mtim.tv_nsec))
         mode = UInt32(truncatingIfNeeded: stat.st_mode)
         inode = stat.st_ino
+        device = stat.st_dev
     }
 
     /// `"size 12, mode 100644, mtime 1700000000.123456789"`.
@@ -52,6 +55,7 @@ enum FileSystemQuery {
     }
 
     /// The entries of a directory (no "." or ".."), each with whether it is a directory (symlinks are not followed).
+    /// The entries of a directory; `isDirectory` is false for a symbolic link, whatever it points to.
     static func entries(of path: String) throws(UVError) -> [(name: String, isDirectory: Bool)] {
         var request = uv_fs_t()
         defer { uv_fs_req_cleanup(&request) }

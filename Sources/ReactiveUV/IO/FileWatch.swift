@@ -61,17 +61,31 @@ public enum FileWatch {
     /// before its watch existed is not missed (an entry may then be reported
     /// twice). Subdirectories that cannot be read are skipped.
     ///
+    /// A recursive watch does not follow symbolic links: a link to a directory
+    /// (inside the tree or out of it) is reported as an entry, but what it
+    /// points to is not watched, so a link cannot widen the watch beyond the
+    /// tree. Pass `followSymlinks: true` to watch linked directories too; each
+    /// directory (by device and inode) is then watched once, so a link cycle
+    /// ends instead of recursing.
+    ///
+    /// If the watched file or directory itself is deleted or moved away, the
+    /// signal ends with `ENOENT` (the kernel drops the watch, so nothing more
+    /// could be reported).
+    ///
     /// - Parameters:
     ///   - path: A file or directory.
     ///   - recursive: Also watch subdirectories (only meaningful for a directory).
+    ///   - followSymlinks: With `recursive`, also watch directories reached through symbolic links.
     ///   - loop: The loop that watches; nil for the subscription's home loop.
     /// - Returns: A signal of changes.
     ///
     /// Thread rule: safe from any thread.
-    public static func changes(at path: String, recursive: Bool = false, on loop: EventLoop? = nil) -> Signal<FileEvent> {
+    public static func changes(at path: String, recursive: Bool = false, followSymlinks: Bool = false,
+                               on loop: EventLoop? = nil) -> Signal<FileEvent> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
-                let session = FileWatchSession(loop: loop, root: path, recursive: recursive, subscriber: subscriber)
+                let session = FileWatchSession(loop: loop, root: path, recursive: recursive, followSymlinks: followSymlinks,
+                                               subscriber: subscriber)
                 do {
                     try session.start()
                 } catch {
@@ -92,14 +106,19 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
     private let loop: EventLoop
     private let root: String
     private let recursive: Bool
+    private let followSymlinks: Bool
     private var subscriber: Subscriber<FileEvent>?
     /// Open watches by directory path relative to the root ("" for the root itself).
     private var watches: [String: FileEventHandle] = [:]
+    /// The directories watched, by (device, inode), when links are followed (a cycle must end).
+    private var watchedFiles: [String: FileID] = [:]
+    private struct FileID: Hashable { let device: UInt64, inode: UInt64 }
     private var rootIsDirectory = false
     private let disposed = Atomic<Bool>(false)
 
-    init(loop: EventLoop, root: String, recursive: Bool, subscriber: Subscriber<FileEvent>) {
+    init(loop: EventLoop, root: String, recursive: Bool, followSymlinks: Bool, subscriber: Subscriber<FileEvent>) {
         self.loop = loop
+        self.followSymlinks = followSymlinks
         var root = root
         while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
         self.root = root
@@ -118,9 +137,24 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
     }
 
     private func addWatch(_ relative: String) throws(UVError) {
+        var id: FileID?
+        if followSymlinks {
+            let status = try FileSystemQuery.status(of: fullPath(relative))
+            id = FileID(device: status.device, inode: status.inode)
+            // Reached again through a link (possibly a cycle): already watched.
+            if watchedFiles.values.contains(id!) { throw UVError(code: UV_EEXIST.rawValue, context: "watch \(fullPath(relative))") }
+        }
         let handle = FileEventHandle(loop: loop, session: self, directory: relative)
         try handle.start(path: fullPath(relative))
         watches[relative] = handle
+        if let id { watchedFiles[relative] = id }
+    }
+
+    /// Whether the entry is a directory to watch: never through a link unless links are followed.
+    private func isDirectoryToWatch(_ relative: String, listedAsDirectory: Bool) -> Bool {
+        if listedAsDirectory { return true }
+        guard followSymlinks else { return false }
+        return (try? FileSystemQuery.status(of: fullPath(relative)))?.isDirectory ?? false
     }
 
     /// Watches every directory below `relative`; with `announce`, reports each entry found (it may be new).
@@ -129,7 +163,7 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
         for entry in entries {
             let name = relative.isEmpty ? entry.name : relative + "/" + entry.name
             if announce { emit(.renamed, name) }
-            guard entry.isDirectory, watches[name] == nil else { continue }
+            guard watches[name] == nil, isDirectoryToWatch(name, listedAsDirectory: entry.isDirectory) else { continue }
             // A subdirectory that cannot be watched (unreadable, gone already) is skipped.
             if (try? addWatch(name)) != nil { addSubdirectories(of: name, announce: announce) }
         }
@@ -145,10 +179,16 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
         guard rootIsDirectory else {
             // A watched file: libuv names the file itself.
             subscriber?.sendNext(FileEvent(kind: kind, name: filename ?? lastComponent(root), path: root))
+            if kind == .renamed && (try? FileSystemQuery.status(of: root, followLinks: false)) == nil { rootWentAway() }
             return
         }
         guard let filename, !filename.isEmpty else { return }
         let directory = handle.directory
+        if directory.isEmpty && kind == .renamed && filename == lastComponent(root)
+            && (try? FileSystemQuery.status(of: root, followLinks: false)) == nil {
+            rootWentAway()
+            return
+        }
         let name = directory.isEmpty ? filename : directory + "/" + filename
         if !directory.isEmpty && filename == lastComponent(directory)
             && (try? FileSystemQuery.status(of: fullPath(name), followLinks: false)) == nil {
@@ -160,9 +200,15 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
         if recursive && kind == .renamed { follow(name) }
     }
 
+    /// The watched path itself was deleted or moved: the kernel dropped the watch, so the signal ends.
+    private func rootWentAway() {
+        fail(UVError(code: UV_ENOENT.rawValue, message: "the watched path was deleted or moved away",
+                     context: "watching \(root)"))
+    }
+
     /// After an entry appeared or vanished: watch it if it is a new directory, forget it if it is gone.
     private func follow(_ name: String) {
-        let status = try? FileSystemQuery.status(of: fullPath(name), followLinks: false)
+        let status = try? FileSystemQuery.status(of: fullPath(name), followLinks: followSymlinks)
         if let status, status.isDirectory {
             guard watches[name] == nil, (try? addWatch(name)) != nil else { return }
             addSubdirectories(of: name, announce: true)
@@ -170,6 +216,7 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
             let prefix = name + "/"
             for key in Array(watches.keys) where key == name || key.hasPrefix(prefix) {
                 watches.removeValue(forKey: key)?.close()
+                watchedFiles[key] = nil
             }
         }
     }
@@ -192,6 +239,7 @@ final class FileWatchSession: Disposable, @unchecked Sendable {
         subscriber = nil
         let open = watches.values
         watches.removeAll()
+        watchedFiles.removeAll()
         for handle in open { handle.close() }
     }
 

@@ -15,10 +15,12 @@ extension Signal where Value == Void {
     public static func timer(after delay: Duration, on scheduler: Scheduler? = nil) -> Signal<Void> {
         Signal { subscriber in
             let target = scheduler ?? subscriber.homeScheduler
-            return target.schedule(after: delay) {
+            let timer = target.schedule(after: delay) {
                 subscriber.sendNext(())
                 subscriber.sendCompleted()
             }
+            if timer == nil { reportRefusal(by: target, to: subscriber) }
+            return timer
         }.debugNamed("+timer(after: \(delay))")
     }
 }
@@ -46,15 +48,25 @@ extension Signal where Value == Int {
             }
             let target = scheduler ?? subscriber.homeScheduler
             let ticks = TickCounter()
-            return target.schedule(after: interval, repeatingEvery: interval) {
+            let timer = target.schedule(after: interval, repeatingEvery: interval) {
                 let index = ticks.next()
                 subscriber.sendNext(index)
             }
+            if timer == nil { reportRefusal(by: target, to: subscriber) }
+            return timer
         }.debugNamed("+interval(\(interval))")
     }
 }
 
 /// Counts ticks of one interval subscription.
+/// A loop's scheduler returns nil only when it refused the work (it shut down):
+/// the subscriber gets that as an error instead of waiting forever. (Other
+/// schedulers, such as the immediate one, return nil after running the work.)
+private func reportRefusal<Value>(by scheduler: Scheduler, to subscriber: Subscriber<Value>) {
+    guard let loop = (scheduler as? EventLoop) ?? (scheduler as? LoopTimeScheduler)?.loop else { return }
+    subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+}
+
 private final class TickCounter: @unchecked Sendable {
     // Only touched by the scheduler's work, which runs serially on one thread (the timer's loop).
     private var count = 0

@@ -82,3 +82,26 @@ func milliseconds(_ duration: Duration) -> Double {
 func liveHeapMegabytes() -> Double {
     Double(ruv_test_live_heap_bytes()) / 1_048_576
 }
+
+/// Runs `body` as an unprivileged user when the tests run as root (as CI does), so
+/// permission checks (EACCES) really happen; as anyone else it just runs `body`.
+///
+/// Root keeps its saved user id, so the effective ids (`nobody`, 65534) are set back
+/// to 0 afterwards. glibc applies `seteuid` to every thread of the process, so loop
+/// threads and libuv's thread pool check permissions as `nobody` too, and dropping
+/// the effective user id clears the effective capabilities (CAP_NET_BIND_SERVICE,
+/// CAP_DAC_OVERRIDE) until it is restored.
+func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
+    guard geteuid() == 0 else { return try body() }
+    guard setegid(65534) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM) }
+    guard seteuid(65534) == 0 else {
+        let code = errno
+        _ = setegid(0)
+        throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EPERM)
+    }
+    defer {
+        let restored = seteuid(0) == 0 && setegid(0) == 0
+        precondition(restored, "could not restore root after dropping privileges")
+    }
+    return try body()
+}
