@@ -10,6 +10,8 @@ public enum EchoEvent: Sendable {
     case connected(peer: SocketAddress?, open: Int)
     /// A client went away after `bytes` bytes were echoed; `error` says why if it was not a clean close.
     case disconnected(peer: SocketAddress?, bytes: Int, error: (any Error)?, open: Int)
+    /// A client was reset at once because `options.maxConnections` clients were connected.
+    case refused(peer: SocketAddress?, open: Int)
 }
 
 /// The echo sample's server: every byte a client sends is sent back to it.
@@ -22,7 +24,9 @@ public enum EchoServer {
     /// the connection closes), resets, or the subscription is disposed, which
     /// closes every connection. Reading pauses while a client does not read
     /// its echo (see `TCPBufferLimits`), so a client that only sends cannot
-    /// grow the server's memory. A bind error ends the signal.
+    /// grow the server's memory. With `options.maxConnections`, clients beyond
+    /// the limit are reset at once and reported as `.refused`. A bind error ends
+    /// the signal.
     ///
     /// - Parameters:
     ///   - host: The address to listen on.
@@ -45,6 +49,7 @@ public enum EchoServer {
                     switch event {
                     case .listening(let address): subscriber.sendNext(.listening(address))
                     case .accepted(let connection): sessions.serve(connection)
+                    case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
                     }
                 },
                 error: { subscriber.sendError($0) })

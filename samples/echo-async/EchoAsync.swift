@@ -55,6 +55,8 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
             switch event {
             case .listening(let address):
                 printLine("echo-async: listening on \(address)")
+            case .refused:
+                break  // no connection limit is set here
             case .accepted(let connection):
                 open.value += 1
                 let peer = connection.peerAddress?.description ?? "(unknown address)"

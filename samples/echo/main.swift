@@ -1,6 +1,6 @@
 // echo: a TCP echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
 //
-//   echo --port 7000 [--host 127.0.0.1]
+//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000]
 import EchoServerKit
 import ReactiveUV
 import SampleSupport
@@ -11,14 +11,16 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo --port N [--host ADDRESS]
-      --port N          the TCP port to listen on; 0 picks a free one (printed)
-      --host ADDRESS    the address to listen on (default 127.0.0.1)
+    usage: echo --port N [--host ADDRESS] [--max-connections N]
+      --port N              the TCP port to listen on; 0 picks a free one (printed)
+      --host ADDRESS        the address to listen on (default 127.0.0.1)
+      --max-connections N   reset clients beyond N connected at once (default: no limit)
     """
 
 struct Options {
     var host = "127.0.0.1"
     var port: Int?
+    var maxConnections: Int?
 
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
@@ -33,6 +35,12 @@ struct Options {
                 options.port = port
             case "--host":
                 options.host = try reader.value(for: argument)
+            case "--max-connections":
+                let text = try reader.value(for: argument)
+                guard let limit = Int(text), limit >= 1 else {
+                    throw UsageError("--max-connections needs a whole number of at least 1, got '\(text)'")
+                }
+                options.maxConnections = limit
             case "--help", "-h":
                 printLine(usage)
                 exit(0)
@@ -63,7 +71,8 @@ func main() -> Int32 {
     var status: Int32 = 0
     var clients = 0
 
-    subscriptions.add(EchoServer.run(host: options.host, port: options.port!).subscribe(
+    subscriptions.add(EchoServer.run(host: options.host, port: options.port!,
+                                                  options: TCPOptions(maxConnections: options.maxConnections)).subscribe(
         next: { event in
             switch event {
             case .listening(let address):
@@ -75,6 +84,8 @@ func main() -> Int32 {
                 clients = open
                 let how = error.map { "dropped (\($0))" } ?? "left"
                 printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(open) open)")
+            case .refused(let peer, let open):
+                printLine("client \(describe(peer)) refused: \(open) connections open, the limit")
             }
         },
         error: { error in

@@ -108,6 +108,8 @@ case "echo":
                     _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
                     connection.send(state.message)
                 }
+            case .refused:
+                break
             case .accepted(let connection):
                 _ = connection.bytes.subscribeNext { connection.send($0) }
             }

@@ -24,6 +24,8 @@ enum IOOurs {
                 case .listening(let address):
                     listening.value = address.port
                     ready.signal()
+                case .refused:
+                    break
                 case .accepted(let connection):
                     try? connection.setNoDelay(true)
                     _ = connection.bytes.subscribeNext { connection.send($0) }
@@ -64,6 +66,8 @@ enum IOOurs {
                 case .listening(let address):
                     listening.value = address.port
                     ready.signal()
+                case .refused:
+                    break
                 case .accepted(let connection):
                     let count = ResultBox<UInt64>()
                     count.value = 0

@@ -8,6 +8,13 @@ public struct TCPOptions: Sendable, Hashable {
     public var keepAlive: Duration?
     /// How much unflushed written data a connection holds (see `TCPBufferLimits`).
     public var limits: TCPBufferLimits
+    /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
+    ///
+    /// A connection arriving at the limit is accepted and reset at once
+    /// (the client sees `ECONNRESET` or an immediate end), so the kernel's
+    /// backlog never fills with clients nobody will serve; `TCPServer.serve`
+    /// reports it as `.refused`. A client's options ignore it.
+    public var maxConnections: Int?
 
     /// Creates options.
     ///
@@ -15,13 +22,16 @@ public struct TCPOptions: Sendable, Hashable {
     ///   - noDelay: Whether to set `TCP_NODELAY` (default true: latency over coalescing).
     ///   - keepAlive: The keep-alive delay, or nil for none (default).
     ///   - limits: Write-buffer limits (default `TCPBufferLimits()`).
+    ///   - maxConnections: For a server, the most connections open at once (nil: no limit).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
-    public init(noDelay: Bool = true, keepAlive: Duration? = nil, limits: TCPBufferLimits = TCPBufferLimits()) {
+    public init(noDelay: Bool = true, keepAlive: Duration? = nil, limits: TCPBufferLimits = TCPBufferLimits(),
+                maxConnections: Int? = nil) {
         self.noDelay = noDelay
         self.keepAlive = keepAlive
         self.limits = limits
+        self.maxConnections = maxConnections
     }
 }
 

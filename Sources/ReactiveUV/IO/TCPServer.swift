@@ -11,6 +11,8 @@ public enum TCPServer {
         case listening(SocketAddress)
         /// A client connected.
         case accepted(TCPConnection)
+        /// A client was turned away (reset at once) because `options.maxConnections` were open.
+        case refused(peer: SocketAddress?, open: Int)
     }
 
     /// Listens on `host:port` and sends each accepted connection.
@@ -43,6 +45,7 @@ public enum TCPServer {
                 let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
                                            onListening: nil,
                                            onAccepted: { subscriber.sendNext($0) },
+                                           onRefused: nil,
                                            onError: { subscriber.sendError($0) })
                 listener.start()
                 return listener
@@ -73,6 +76,7 @@ public enum TCPServer {
                 let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
                                            onListening: { subscriber.sendNext(.listening($0)) },
                                            onAccepted: { subscriber.sendNext(.accepted($0)) },
+                                           onRefused: { subscriber.sendNext(.refused(peer: $0, open: $1)) },
                                            onError: { subscriber.sendError($0) })
                 listener.start()
                 return listener
@@ -90,6 +94,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     private let options: TCPOptions
     private var onListening: ((SocketAddress) -> Void)?
     private var onAccepted: ((TCPConnection) -> Void)?
+    private var onRefused: ((SocketAddress?, Int) -> Void)?
     private var onError: ((any Error) -> Void)?
     private var lookup: (any Disposable)?
     private var address: SocketAddress?
@@ -99,6 +104,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
          onListening: ((SocketAddress) -> Void)?,
          onAccepted: @escaping (TCPConnection) -> Void,
+         onRefused: ((SocketAddress?, Int) -> Void)?,
          onError: @escaping (any Error) -> Void) {
         self.host = host
         self.port = port
@@ -106,6 +112,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
         self.options = options
         self.onListening = onListening
         self.onAccepted = onAccepted
+        self.onRefused = onRefused
         self.onError = onError
         super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
     }
@@ -160,6 +167,14 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
             return
         }
         stream.didConnect()
+        if let limit = options.maxConnections, connections.count >= limit {
+            // Accepted only to be turned away: a reset, so the client learns at once and
+            // the server keeps no TIME_WAIT state for it.
+            let peer = stream.peerAddress
+            stream.end(.closed, reset: true)
+            onRefused?(peer, connections.count)
+            return
+        }
         stream.owner = self
         connections[ObjectIdentifier(stream)] = stream
         onAccepted?(TCPConnection(stream))
@@ -179,6 +194,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     private func shutDown(connectionsEnd reason: TCPStream.EndReason) {
         onListening = nil
         onAccepted = nil
+        onRefused = nil
         onError = nil
         lookup?.dispose()
         lookup = nil
@@ -197,6 +213,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     override func didClose() {
         onListening = nil
         onAccepted = nil
+        onRefused = nil
         onError = nil
     }
 

@@ -52,6 +52,8 @@ final class TCPFlowControlTests: XCTestCase {
                 port.set(address.port)
             case .accepted(let connection):
                 PatternSender(connection: connection, total: total).sendNext()
+            case .refused:
+                break
             }
         }
         let deadline = SchedulerInstant.now + .seconds(10)

@@ -52,7 +52,8 @@ final class EchoSampleTests: XCTestCase {
     }
 
     func testBadArgumentsPrintUsageAndExitTwo() throws {
-        for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"]] {
+        for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"],
+                          ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }

@@ -97,8 +97,44 @@ final class EchoServerTests: XCTestCase {
         }
     }
 
-    private func startEcho(_ harness: LoopHarness) throws -> (EventRecorder<EchoEvent>, Int) {
-        let server = try harness.record(EchoServer.run(port: 0), label: "echo server")
+    /// With maxConnections 3, the fourth and fifth clients are reset at once and reported as
+    /// refused; the three served clients are echoed, and once one leaves a newcomer is served.
+    func testClientsBeyondTheConnectionLimitAreRefusedAndTheServerCarriesOn() throws {
+        try checked { harness in
+            let (server, port) = try startEcho(harness, options: TCPOptions(maxConnections: 3))
+            var served: [BlockingClient] = []
+            for index in 0..<3 {
+                let client = try BlockingClient(port: port)
+                try client.sendAll(pattern(100, seed: index))
+                XCTAssertEqual(try client.receive(exactly: 100), pattern(100, seed: index), "served client \(index)")
+                served.append(client)
+            }
+            for index in 3..<5 {
+                let refused = try BlockingClient(port: port, receiveTimeout: .seconds(5))
+                // The reset arrives at once: the read ends (EOF or ECONNRESET) well before the timeout.
+                let started = SchedulerInstant.now
+                XCTAssertEqual((try? refused.receiveUntilEOF()) ?? [], [], "refused client \(index) gets no echo")
+                XCTAssertLessThan(SchedulerInstant.now - started, .seconds(2), "refused client \(index) was not left hanging")
+                refused.close()
+            }
+            try server.wait(for: "two refusals") { events in
+                events.filter { if case .next(.refused(_, 3)) = $0 { return true } else { return false } }.count == 2
+            }
+            served[0].close()
+            try server.wait(for: "the first client gone") { events in
+                events.contains { if case .next(.disconnected(_, _, _, 2)) = $0 { return true } else { return false } }
+            }
+            let newcomer = try BlockingClient(port: port)
+            try newcomer.sendAll(pattern(10, seed: 9))
+            XCTAssertEqual(try newcomer.receive(exactly: 10), pattern(10, seed: 9), "a slot freed up")
+            newcomer.close()
+            for client in served.dropFirst() { client.close() }
+            XCTAssertEqual(server.values.filter { if case .connected = $0 { return true } else { return false } }.count, 4)
+        }
+    }
+
+    private func startEcho(_ harness: LoopHarness, options: TCPOptions = TCPOptions()) throws -> (EventRecorder<EchoEvent>, Int) {
+        let server = try harness.record(EchoServer.run(port: 0, options: options), label: "echo server")
         let first = try server.waitForValues(1)[0]
         guard case .listening(let address) = first else { throw TestFailure("first event: \(first)") }
         return (server, address.port)
