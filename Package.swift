@@ -30,6 +30,8 @@ let package = Package(
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport"]),
+        // Long, heavy runs (scripts/sanitize skips them; scripts/test runs them).
+        .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
     ],
     swiftLanguageModes: [.v6]
