@@ -20,8 +20,8 @@ let scale: Int = arguments.firstIndex(of: "--scale").flatMap { index in
 var scenarios: [(String, () -> [ScenarioResult])] = [
     ("cross-thread execute throughput", { [CrossThread.throughput(count: 1_000_000 / scale, rounds: quick ? 1 : 5)] }),
     ("cross-thread ping-pong latency", { [CrossThread.pingPong(count: 100_000 / scale)] }),
-    ("1M timers, libuv shape", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: false, includeNIO: true) }),
-    ("1M timers, cyclic", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: true, includeNIO: true) }),
+    ("1M timers, libuv shape", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: false, includeNIO: true, rounds: quick ? 1 : 5) }),
+    ("1M timers, cyclic", { Timers.millionTimers(count: 1_000_000 / scale, cyclic: true, includeNIO: true, rounds: quick ? 1 : 5) }),
     ("loop-thread run queue", { [LoopTick.runQueue(count: 10_000_000 / scale)] }),
     ("operator chain", { [OperatorScenarios.chain(count: 10_000_000 / scale)] }),
     ("subscribe + dispose", { [OperatorScenarios.subscribeDispose(count: 1_000_000 / scale)] }),

@@ -37,8 +37,15 @@ extension EventLoop {
         guard fromLoopTime, inEventLoop else { return (SchedulerInstant.now + delay).nanoseconds }
         let milliseconds = delay.millisecondsRoundedUp
         let (scaled, overflow) = milliseconds.multipliedReportingOverflow(by: 1_000_000)
-        let (sum, overflow2) = (uv_now(uvLoop) &* 1_000_000).addingReportingOverflow(scaled)
+        let (sum, overflow2) = timerBase(fromLoopTime: true).addingReportingOverflow(scaled)
         return overflow || overflow2 ? .max : sum
+    }
+
+    /// Nanoseconds on the monotonic clock that a delay scheduled now counts from:
+    /// libuv's loop time with `fromLoopTime` on the loop thread, else the clock now.
+    func timerBase(fromLoopTime: Bool) -> UInt64 {
+        guard fromLoopTime, inEventLoop else { return SchedulerInstant.now.nanoseconds }
+        return uv_now(uvLoop) &* 1_000_000
     }
 }
 

@@ -33,6 +33,23 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public override var now: SchedulerInstant { SchedulerInstant.now }
 
+    /// The instant this scheduler's delays count from if it is called now.
+    ///
+    /// On the loop thread: libuv's loop time (`uv_now`, in whole milliseconds,
+    /// read when the current iteration began), so a timer scheduled now with
+    /// `schedule(after: d)` is due at `loopTime + d` (d rounded up to whole
+    /// milliseconds). Elsewhere: the monotonic clock now, since delays scheduled
+    /// off the loop thread count from the call. Both readings are on the
+    /// monotonic clock `SchedulerInstant.now` reads (libuv reads
+    /// `CLOCK_MONOTONIC` for its loop time where the coarse clock is coarser
+    /// than a millisecond, as on Linux with HZ below 1000; with a 1 ms coarse
+    /// clock the two may differ by up to a millisecond).
+    ///
+    /// - Returns: The base instant for delays scheduled now.
+    ///
+    /// Thread rule: safe from any thread.
+    public var loopTime: SchedulerInstant { SchedulerInstant(nanoseconds: loop.timerBase(fromLoopTime: true)) }
+
     /// `"loop 'name' (loop time)"`.
     ///
     /// Thread rule: safe from any thread.

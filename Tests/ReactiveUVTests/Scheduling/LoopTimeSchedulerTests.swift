@@ -96,4 +96,37 @@ final class LoopTimeSchedulerTests: XCTestCase {
         XCTAssertFalse(ran.current, "a disposed timer never runs")
         XCTAssertEqual(loop.loopTimeScheduler.schedulerDescription, "loop 'loop-time' (loop time)")
     }
+
+    /// `loopTime` is what delays count from: on the loop thread, libuv's loop time (whole
+    /// milliseconds, frozen for the callback, never after the clock), and a timer scheduled
+    /// then is due exactly `loopTime + delay`; off the loop thread, the clock at the call.
+    func testLoopTimeIsTheBaseDelaysCountFrom() {
+        let readings = Locked<(base: UInt64, first: UInt64, second: UInt64, clock: UInt64, fired: UInt64?)?>(nil)
+        loop.execute { [loop] in
+            let loop = loop!
+            let scheduler = loop.loopTimeScheduler
+            let first = scheduler.loopTime.nanoseconds
+            let clock = SchedulerInstant.now.nanoseconds
+            let busyUntil = SchedulerInstant.now + .milliseconds(3)
+            while SchedulerInstant.now < busyUntil {}
+            let second = scheduler.loopTime.nanoseconds
+            readings.withLock { $0 = (uv_now(loop.uvLoop) * 1_000_000, first, second, clock, nil) }
+            scheduler.schedule(after: .milliseconds(15)) {
+                let now = SchedulerInstant.now.nanoseconds
+                readings.withLock { $0?.fired = now }
+            }
+        }
+        waitUntil("the timer") { readings.current?.fired != nil }
+        let value = readings.current!
+        XCTAssertEqual(value.first, value.base, "on the loop thread it is uv_now in nanoseconds")
+        XCTAssertEqual(value.first % 1_000_000, 0, "whole milliseconds")
+        XCTAssertEqual(value.first, value.second, "frozen while the callback runs")
+        XCTAssertLessThanOrEqual(value.first, value.clock, "never ahead of the clock")
+        XCTAssertGreaterThanOrEqual(value.fired!, value.first + 15_000_000, "due at loopTime + delay")
+
+        let before = SchedulerInstant.now
+        let offLoop = loop.loopTimeScheduler.loopTime
+        let after = SchedulerInstant.now
+        XCTAssertTrue(before <= offLoop && offLoop <= after, "off the loop thread it is the clock now")
+    }
 }

@@ -29,6 +29,9 @@ typedef struct {
     uint64_t run_ns;        /* from the start of scheduling until the last timer fired */
     uint64_t close_ns;      /* closing every timer */
     uint64_t longest_ms;    /* the longest timeout */
+    uint64_t due_base_ns;   /* from the start of scheduling back to the loop time timeouts count from */
+    uint64_t group_first_ns;/* from the start of scheduling until the first timer of the last group fired */
+    int group_size;         /* timers with the longest timeout (the last group) */
 } rawc_timers_result;
 void rawc_million_timers(int count, int cyclic, rawc_timers_result *result);
 
