@@ -152,7 +152,11 @@ enum Timers {
             let rounds = list.count > 1 ? "median of \(list.count): " : ""
             let spread = list.count > 1 ? " (runs \(format(past.min()!))–\(format(past.max()!)))" : ""
             var detail = "\(rounds)start \(format(Double(count) / start * 1e3))M timers/s (\(ms(start)) ms)\(spread); \(details[name]!)"
-            if let close = list.compactMap(\.closeNanoseconds).first { detail += "; close \(ms(close)) ms" }
+            if let close = list.compactMap(\.closeNanoseconds).first {
+                detail += "; close \(ms(close)) ms"
+            } else if name == Contender.ours || name == Contender.oursLoopTime {
+                detail += "; close: none (no handle per timer)"
+            }
             fromStart.append(Measurement(name, median(past), detail: detail,
                                          allocationsPerOperation: list.first?.allocationsPerTimer))
             let groupLate = median(list.map { ($0.groupFirstFired - $0.due) / 1e6 })
