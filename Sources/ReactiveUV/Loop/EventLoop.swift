@@ -573,6 +573,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         let openAtShutdown = collectOpenHandles()
         // Requests keep uv_run going until they call back; cancel what has not started.
         requests.cancelAllForShutdown()
+        // Pending timers never run; those behind a signal tell their subscribers now, while
+        // work they queue can still run. Timers added from here on are dropped the same way below.
+        cancelAllTimers()
         var rounds = 0
         while let handle = openHandlesHead, rounds < 1_000_000 {
             handle.closeForShutdown()
