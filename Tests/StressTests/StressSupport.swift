@@ -86,8 +86,11 @@ func seconds(_ duration: Duration) -> Double {
 /// Shuts `loop` down from a helper thread and waits at most `timeout` for it, so a hang fails instead of stalling.
 func shutDown(_ loop: EventLoop, timeout: Duration = .seconds(30)) throws -> ShutdownReport {
     let outcome = Locked<Result<ShutdownReport, EventLoopError>?>(nil)
+    // The helper lets go of the loop before reporting, so callers can check that the loop is freed.
+    let holder = Locked<EventLoop?>(loop)
     Thread {
-        let result = Result { () throws(EventLoopError) -> ShutdownReport in try loop.tryShutdown() }
+        let result = Result { () throws(EventLoopError) -> ShutdownReport in try holder.current!.tryShutdown() }
+        holder.withLock { $0 = nil }
         outcome.withLock { $0 = result }
     }.start()
     try waitFor("EventLoop '\(loop.name)' to shut down", timeout: timeout) { outcome.current != nil }
