@@ -132,6 +132,16 @@ final class RawClient: @unchecked Sendable {
         setTimeout(SO_RCVTIMEO, receiveTimeout)
     }
 
+    /// The local port (to match this client with the server's reports), or 0 if it cannot be read.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let read = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
+        }
+        return read ? Int(UInt16(bigEndian: address.sin_port)) : 0
+    }
+
     /// Sets `SO_RCVTIMEO` or `SO_SNDTIMEO`.
     func setTimeout(_ option: Int32, _ duration: Duration) {
         var value = timeval(tv_sec: Int(duration.components.seconds),
