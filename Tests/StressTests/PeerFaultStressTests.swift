@@ -12,7 +12,7 @@ import XCTest
 /// - 16 send without ever reading, until TCP flow control blocks them: the server stops
 ///   reading them (`TCPBufferLimits`), so its live heap stays bounded;
 /// - 300 connect and vanish (close at once, reset at once, or send a little and close).
-/// Afterwards a normal client is echoed a MiB correctly, every client is reported gone,
+/// Afterwards a normal client is echoed a MiB correctly, every client the server accepted is reported gone,
 /// and every handle closes (the harness checks, with `uv_loop_close` == 0).
 final class PeerFaultStressTests: XCTestCase {
     private static let resetters = 200, halfClosers = 200, stallers = 16, vanishers = 300
@@ -27,6 +27,7 @@ final class PeerFaultStressTests: XCTestCase {
             }
             let port = address.port
             let heapAtStart = liveHeapBytes()
+            let dropsAtStart = listenDrops()
             let started = SchedulerInstant.now
             let failures = Locked<[String]>([])
             let finished = Atomic<Int>(0)
@@ -142,27 +143,37 @@ final class PeerFaultStressTests: XCTestCase {
             try waitFor("the stallers to reset", timeout: .seconds(30)) { stallersGone.load(ordering: .acquiring) == Self.stallers }
 
             // Every client the server accepted is reported gone; the half-closers with exactly their bytes.
+            // A client that leaves while the kernel's accept queue is full (backlog 128) may never be
+            // accepted at all: TCP drops its handshake, so the server cannot see it. That can only
+            // happen to vanishers and to resetters that read nothing; the others were all served.
+            // The normal client was accepted after every faulty one had left, and accepts are in
+            // order, so every connection the server will ever see has been accepted by now.
             let total = Self.resetters + Self.halfClosers + Self.stallers + Self.vanishers + 1
-            let summary = {
+            let mustBeSeen = Self.halfClosers + Self.stallers + 1 + (0..<Self.resetters).filter { $0 % 3 != 0 }.count
+            let counts = { () -> (connected: Int, gone: Int) in
                 let values = server.values
-                let connected = values.filter { if case .connected = $0 { return true } else { return false } }.count
-                let gone = values.filter { if case .disconnected = $0 { return true } else { return false } }.count
-                return "\(connected) connected and \(gone) reported gone of \(total); last: \(values.suffix(3))"
+                return (values.filter { if case .connected = $0 { return true } else { return false } }.count,
+                        values.filter { if case .disconnected = $0 { return true } else { return false } }.count)
             }
-            try waitFor("every client reported gone", timeout: .seconds(60), observed: summary()) {
-                server.values.count >= 1 + 2 * total
+            try waitFor("every accepted client reported gone", timeout: .seconds(60),
+                        observed: "\(counts()) of \(total); last: \(server.values.suffix(3))") {
+                let (connected, gone) = counts()
+                return connected == gone && connected >= mustBeSeen
             }
             let events = server.values
-            let connected = events.filter { if case .connected = $0 { return true } else { return false } }.count
-            XCTAssertEqual(connected, total, "clients the server accepted")
+            let (connected, gone) = counts()
+            XCTAssertLessThanOrEqual(connected, total)
+            if let dropsAtStart, let drops = listenDrops() {
+                // System-wide, so other processes' drops count too: it can only excuse, never accuse.
+                XCTAssertLessThanOrEqual(total - connected, drops - dropsAtStart,
+                                         "clients never accepted although the kernel dropped no handshake")
+            }
+            XCTAssertEqual(gone, connected, "clients accepted but not reported gone")
             // By the client's port (a port freed by a reset may be reused, so each holds a list).
             var reported: [Int: [(bytes: Int, error: (any Error)?)]] = [:]
-            var gone = 0
             for case .disconnected(let peer, let bytes, let error, _) in events {
-                gone += 1
                 reported[peer?.port ?? 0, default: []].append((bytes, error))
             }
-            XCTAssertEqual(gone, total, "clients the server reported gone")
             for (localPort, bytes) in halfClosed.current
             where !(reported[localPort] ?? []).contains(where: { $0.bytes == bytes && $0.error == nil }) {
                 XCTFail("half-closer on port \(localPort) (\(bytes) bytes) reported as \(reported[localPort] ?? [])")
@@ -179,7 +190,8 @@ final class PeerFaultStressTests: XCTestCase {
                   + "(\(mebibytes(pushed.reduce(0, +))) pushed before flow control stopped them), \(Self.vanishers) vanished, "
                   + "in \(faultsDone - started); live heap \(mebibytes(heapAtStart)) at start, \(mebibytes(stalledHeap)) with the stallers blocked, "
                   + "peak \(mebibytes(peakHeap)); "
-                  + "\(resetErrors) connections ended with an error on the server; a normal client then echoed 1 MiB intact")
+                  + "\(connected) of \(total) clients accepted (the rest left while the accept queue was full), \(resetErrors) ended with an "
+                  + "error on the server; a normal client then echoed 1 MiB intact")
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }

@@ -72,6 +72,17 @@ func residentBytes() throws -> Int {
     return pages * sysconf(Int32(_SC_PAGESIZE))
 }
 
+/// The system's count of connections dropped at a full accept queue (TcpExt ListenDrops
+/// in `/proc/net/netstat`), or nil if it cannot be read.
+func listenDrops() -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/net/netstat", encoding: .utf8) else { return nil }
+    let lines = text.split(separator: "\n").filter { $0.hasPrefix("TcpExt:") }
+    guard lines.count >= 2 else { return nil }
+    let names = lines[0].split(separator: " "), values = lines[1].split(separator: " ")
+    guard let index = names.firstIndex(of: "ListenDrops"), index < values.count else { return nil }
+    return Int(values[index])
+}
+
 /// Bytes allocated and not yet freed (glibc's mallinfo2 over every arena, or the sanitizer's count).
 func liveHeapBytes() -> Int { Int(ruv_test_live_heap_bytes()) }
 
