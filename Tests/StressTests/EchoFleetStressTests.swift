@@ -83,7 +83,7 @@ final class EchoFleetStressTests: XCTestCase {
 
             let total = expectedBytes.reduce(0, +)
             print("stress: \(clientCount) concurrent clients × \(messages) messages through EchoServerKit: "
-                  + "connected in \(connectedAt - started), echoed in \(finishedAt - connectedAt) "
+                  + "connected in \(formatted(connectedAt - started)), echoed in \(formatted(finishedAt - connectedAt)) "
                   + "(\(Int(Double(clientCount * messages) / seconds(finishedAt - connectedAt))) messages/s); "
                   + "\(total) bytes each way, every one checked, 0 lost or reordered; open-file limit \(limit)")
         }

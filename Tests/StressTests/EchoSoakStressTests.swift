@@ -70,7 +70,7 @@ final class EchoSoakStressTests: XCTestCase {
             try harness.wait(for: "every server-side connection closed", timeout: .seconds(30)) {
                 (try? harness.loop.openHandles().count) == 1  // the listener
             }
-            print("soak: \(connections) connections ping-ponging for \(elapsed) after a \(warmUp) warm-up: "
+            print("soak: \(connections) connections ping-ponging for \(formatted(elapsed)) after a \(formatted(warmUp)) warm-up: "
                   + "\(trips) round trips (\(Int(Double(trips) / seconds(elapsed)))/s), "
                   + "\(tally.bytesChecked.load(ordering: .relaxed)) bytes checked; RSS start \(mebibytes(startRSS)), "
                   + "end \(mebibytes(endRSS)), peak \(mebibytes(peakRSS)); live heap start \(mebibytes(startHeap)), "

@@ -188,7 +188,7 @@ final class PeerFaultStressTests: XCTestCase {
             print("stress: peer faults against EchoServerKit: \(Self.resetters) resets mid-stream, \(Self.halfClosers) half-closes "
                   + "(\(halfClosed.current.values.reduce(0, +)) bytes echoed and checked), \(Self.stallers) stalled clients "
                   + "(\(mebibytes(pushed.reduce(0, +))) pushed before flow control stopped them), \(Self.vanishers) vanished, "
-                  + "in \(faultsDone - started); live heap \(mebibytes(heapAtStart)) at start, \(mebibytes(stalledHeap)) with the stallers blocked, "
+                  + "in \(formatted(faultsDone - started)); live heap \(mebibytes(heapAtStart)) at start, \(mebibytes(stalledHeap)) with the stallers blocked, "
                   + "peak \(mebibytes(peakHeap)); "
                   + "\(connected) of \(total) clients accepted (the rest left while the accept queue was full), \(resetErrors) ended with an "
                   + "error on the server; a normal client then echoed 1 MiB intact")

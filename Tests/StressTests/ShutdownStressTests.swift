@@ -148,7 +148,7 @@ final class ShutdownStressTests: XCTestCase {
         // Each round opens ~50 handles and hundreds of objects; 2 MiB over 99 rounds is ~20 KiB per round.
         XCTAssertLessThan(heapAtEnd - heapAfterFirstRound, 2 << 20,
                           "the live heap grew from \(mebibytes(heapAfterFirstRound)) to \(mebibytes(heapAtEnd)) over \(rounds - 1) rounds")
-        print("stress: \(rounds) shutdowns with timers, file watches and TCP connections mid-stream live, in \(SchedulerInstant.now - started); "
+        print("stress: \(rounds) shutdowns with timers, file watches and TCP connections mid-stream live, in \(formatted(SchedulerInstant.now - started)); "
               + "live heap after round 1 \(mebibytes(heapAfterFirstRound)), after round \(rounds) \(mebibytes(heapAtEnd))")
     }
 
@@ -196,7 +196,7 @@ final class ShutdownStressTests: XCTestCase {
         // Raw clients on their own threads ping-pong 16 KiB messages until the server goes away.
         let rawCount = 6
         let rawEnds = Locked<[String]>([])
-        let rawTrips = Atomic<Int>(0)
+        let rawTrips = Locked([Int](repeating: 0, count: rawCount))  // round trips per raw client
         for index in 0..<rawCount {
             let serverPort = port.load(ordering: .acquiring)
             spawn("raw-client-\(index)") {
@@ -213,7 +213,7 @@ final class ShutdownStressTests: XCTestCase {
                             end = "\(error)"
                             break
                         }
-                        rawTrips.add(1, ordering: .relaxed)
+                        rawTrips.withLock { $0[index] += 1 }
                     }
                 } catch {
                     end = "\(error)"
@@ -232,12 +232,12 @@ final class ShutdownStressTests: XCTestCase {
                     && repeating.load(ordering: .relaxed) >= 10
                     && watches.allSatisfy { $0.values.load(ordering: .relaxed) >= 1 }
                     && pumps.allSatisfy { $0.echoed.load(ordering: .relaxed) >= 65_536 }
-                    && rawTrips.load(ordering: .relaxed) >= 2 * rawCount
+                    && rawTrips.current.allSatisfy { $0 >= 2 }
             }
             try waitFor("every timer, watch and connection to be busy", timeout: .seconds(30),
                         observed: "watches \(watches.map { $0.values.load(ordering: .relaxed) }), "
                             + "echoed \(pumps.map { $0.echoed.load(ordering: .relaxed) }), "
-                            + "raw round trips \(rawTrips.load(ordering: .relaxed)), "
+                            + "raw round trips \(rawTrips.current), "
                             + "endings \((connects + readers + [server]).map(\.endingDescription))",
                         busy)
         }

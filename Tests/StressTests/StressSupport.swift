@@ -89,6 +89,9 @@ func liveHeapBytes() -> Int { Int(ruv_test_live_heap_bytes()) }
 /// `bytes` in MiB with one decimal, for reports.
 func mebibytes(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
 
+/// A duration as seconds with one decimal ("25.5 s"), for reports.
+func formatted(_ duration: Duration) -> String { String(format: "%.1f s", seconds(duration)) }
+
 /// Seconds in a duration, as a Double.
 func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
