@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport"]),
         // Long, heavy runs (scripts/sanitize skips them; scripts/test runs them).
-        .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting"]),
+        .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "CTestSupport"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,7 +4,9 @@ extension Signal where Value == Void {
     /// Runs on a libuv timer of `scheduler` (or of the subscription's home
     /// loop when nil), so it works on a `TestScheduler`'s virtual clock too.
     /// The timer is created when a subscriber arrives and closed when the
-    /// subscription ends or is disposed. A negative delay counts as zero.
+    /// subscription ends or is disposed. A negative delay counts as zero. If
+    /// the timer's loop shuts down before it fires, the signal fails with
+    /// `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - delay: How long to wait.
@@ -15,7 +17,7 @@ extension Signal where Value == Void {
     public static func timer(after delay: Duration, on scheduler: Scheduler? = nil) -> Signal<Void> {
         Signal { subscriber in
             let target = scheduler ?? subscriber.homeScheduler
-            let timer = target.schedule(after: delay) {
+            let timer = scheduleTimer(on: target, after: delay, every: nil, for: subscriber) {
                 subscriber.sendNext(())
                 subscriber.sendCompleted()
             }
@@ -30,7 +32,8 @@ extension Signal where Value == Int {
     ///
     /// Tick N is due at subscription + (N+1)·interval (see
     /// `Scheduler.schedule(after:repeatingEvery:leeway:_:)`). An interval
-    /// that is not positive ends the signal with a `UVError` (`EINVAL`).
+    /// that is not positive ends the signal with a `UVError` (`EINVAL`); the
+    /// shutdown of the timer's loop ends it with `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - interval: Time between ticks; must be positive.
@@ -48,7 +51,7 @@ extension Signal where Value == Int {
             }
             let target = scheduler ?? subscriber.homeScheduler
             let ticks = TickCounter()
-            let timer = target.schedule(after: interval, repeatingEvery: interval) {
+            let timer = scheduleTimer(on: target, after: interval, every: interval, for: subscriber) {
                 let index = ticks.next()
                 subscriber.sendNext(index)
             }
@@ -56,6 +59,34 @@ extension Signal where Value == Int {
             return timer
         }.debugNamed("+interval(\(interval))")
     }
+}
+
+/// Schedules a timer signal's work on `scheduler`: once after `delay`, or then every `interval`.
+///
+/// On a loop (or its loop-time scheduler) the timer also carries the subscriber's
+/// shutdown notice: if the loop shuts down while the timer is pending, the
+/// subscriber gets `EventLoopError.shutDown` instead of waiting forever.
+private func scheduleTimer<Value>(
+    on scheduler: Scheduler, after delay: Duration, every interval: Duration?, for subscriber: Subscriber<Value>,
+    _ work: @escaping @Sendable () -> Void
+) -> (any Disposable)? {
+    let loop: EventLoop, fromLoopTime: Bool
+    if let target = scheduler as? EventLoop {
+        (loop, fromLoopTime) = (target, false)
+    } else if let target = scheduler as? LoopTimeScheduler {
+        (loop, fromLoopTime) = (target.loop, true)
+    } else if let interval {
+        return scheduler.schedule(after: delay, repeatingEvery: interval, work)
+    } else {
+        return scheduler.schedule(after: delay, work)
+    }
+    let name = loop.name
+    let onShutdown: @Sendable () -> Void = { subscriber.sendError(EventLoopError.shutDown(loop: name)) }
+    if let interval {
+        return loop.scheduleRepeatingTimer(after: delay, every: interval, fromLoopTime: fromLoopTime,
+                                           onShutdown: onShutdown, work)
+    }
+    return loop.scheduleTimer(after: delay, fromLoopTime: fromLoopTime, onShutdown: onShutdown, work)
 }
 
 /// Counts ticks of one interval subscription.

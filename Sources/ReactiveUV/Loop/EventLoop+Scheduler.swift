@@ -11,19 +11,25 @@ extension EventLoop {
         return item
     }
 
-    func scheduleTimer(after delay: Duration, fromLoopTime: Bool = false, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+    /// `onShutdown` runs (on the loop thread, instead of `work`) if the loop shuts down while the timer is pending.
+    func scheduleTimer(after delay: Duration, fromLoopTime: Bool = false, onShutdown: (@Sendable () -> Void)? = nil,
+                       _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         // Zero goes through the run queue: it is due now, and the run queue keeps a
         // chain of zero-delay work from starving the loop's other phases.
         if delay <= .zero { return scheduleSoon(work) }
         let deadline = timerDeadline(after: delay, fromLoopTime: fromLoopTime)
-        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: 0, requestedDelay: delay, work: work))
+        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: 0, requestedDelay: delay,
+                                         onShutdown: onShutdown, work: work))
     }
 
+    /// `onShutdown` runs (on the loop thread) if the loop shuts down while the timer is still repeating.
     func scheduleRepeatingTimer(after delay: Duration, every interval: Duration, fromLoopTime: Bool = false,
+                                onShutdown: (@Sendable () -> Void)? = nil,
                                 _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         let step = max(interval.clampedNanoseconds, 1_000_000)
         let deadline = timerDeadline(after: delay, fromLoopTime: fromLoopTime)
-        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: step, requestedDelay: delay, work: work))
+        return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: step, requestedDelay: delay,
+                                         onShutdown: onShutdown, work: work))
     }
 
     /// Nanoseconds on the monotonic clock when a timer of `delay` is due.

@@ -86,6 +86,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     private(set) var openHandleCount = 0
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
     let requests = LoopRequestRegistry()
+    /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
+    let shutdownObservers = ShutdownObservers()
 
     // Lifecycle: `thread` is written before the thread starts; `report` is written
     // on the loop thread before `finished` opens and read only after it opened.
@@ -573,6 +575,11 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         let openAtShutdown = collectOpenHandles()
         // Requests keep uv_run going until they call back; cancel what has not started.
         requests.cancelAllForShutdown()
+        // Pending timers never run; those behind a signal, and the time operators scheduled
+        // here, tell their subscribers now, while work they queue can still run. Timers added
+        // from here on are dropped the same way below.
+        shutdownObservers.fireAll()
+        cancelAllTimers()
         var rounds = 0
         while let handle = openHandlesHead, rounds < 1_000_000 {
             handle.closeForShutdown()

@@ -19,14 +19,28 @@ final class ScheduledTimer: Disposable, @unchecked Sendable {
     let interval: UInt64
     /// Whether the loop's heap holds an entry for it (loop thread only).
     var inHeap = false
+    /// Run once, instead of `work`, if the loop shuts down while the timer is pending
+    /// (a timer signal tells its subscriber); cleared when the timer ends either way.
+    var onShutdown: (@Sendable () -> Void)?
     private let requestedDelay: Duration
 
-    init(loop: EventLoop, deadline: UInt64, interval: UInt64, requestedDelay: Duration, work: @escaping @Sendable () -> Void) {
+    init(loop: EventLoop, deadline: UInt64, interval: UInt64, requestedDelay: Duration,
+         onShutdown: (@Sendable () -> Void)? = nil, work: @escaping @Sendable () -> Void) {
         self.loop = loop
         self.deadline = deadline
         self.interval = interval
         self.requestedDelay = requestedDelay
+        self.onShutdown = onShutdown
         self.work = work
+    }
+
+    /// Shutdown: drops the closure without running it, and runs `onShutdown` if the timer was still pending.
+    func dropForShutdown() {
+        let pending = work != nil && !isCancelled
+        let notify = onShutdown
+        work = nil
+        onShutdown = nil
+        if pending { notify?() }
     }
 
     /// What scheduled it, for leak reports.
@@ -203,7 +217,7 @@ extension EventLoop {
     /// Loop thread only.
     private func addTimer(_ timer: ScheduledTimer) {
         if timer.isCancelled || !acceptsNewHandles {
-            timer.work = nil
+            timer.dropForShutdown()
             return
         }
         timers.push(timer)
@@ -214,6 +228,7 @@ extension EventLoop {
     func timerWasCancelled(_ timer: ScheduledTimer) {
         guard timer.work != nil else { return }  // already fired, or dropped at shutdown
         timer.work = nil
+        timer.onShutdown = nil
         guard timer.inHeap else { return }  // not added yet: addTimer will see the flag
         timers.noteCancelled()
         if timers.liveCount == 0 {
@@ -237,6 +252,7 @@ extension EventLoop {
             guard let work = timer.work, !timer.isCancelled else { continue }
             if timer.interval == 0 {
                 timer.work = nil
+                timer.onShutdown = nil
             } else {
                 // The next deadline is the first start + k·interval still ahead: a
                 // blocked loop coalesces missed ticks instead of bursting.
@@ -276,10 +292,11 @@ extension EventLoop {
         uvCheckReporting(uv_timer_start(driver, timerDriverCallback, timeout, 0), "uv_timer_start")
     }
 
-    /// Shutdown: drops every pending timer without running it.
+    /// Shutdown: drops every pending timer without running it; timers behind a signal tell their subscriber.
     func cancelAllTimers() {
-        for timer in timers.removeAll() { timer.work = nil }
+        let pending = timers.removeAll()
         armedDeadline = .max
+        for timer in pending { timer.dropForShutdown() }
     }
 
     /// Pending timers, as open handles for reports.

@@ -5,8 +5,9 @@
 /// operator's state lives on that scheduler's thread: events arriving on
 /// another thread are hopped there first, and the result delivers there.
 /// Each operator keeps at most one timer pending per subscription, and
-/// disposing the subscription cancels it. (`Signal.interval(_:on:)` and
-/// `Signal.timer(after:on:)` are in IO/Timer.swift.)
+/// disposing the subscription cancels it. If the loop the timers run on shuts
+/// down first (or already has), the operator ends with `EventLoopError.shutDown`.
+/// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in IO/Timer.swift.)
 extension Signal {
     /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only
     /// after `interval` has passed without a newer value.
@@ -119,6 +120,24 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
         self.interval = interval
         super.init(downstream)
         subscription.add(timer)
+        watchForShutdown()
+    }
+
+    /// Ends the operator with `EventLoopError.shutDown` if its scheduler is a loop that shuts down first.
+    private func watchForShutdown() {
+        guard let loop = (scheduler as? EventLoop) ?? (scheduler as? LoopTimeScheduler)?.loop else { return }
+        let name = loop.name
+        // Runs on the loop's thread, the scheduler's: the state's own thread.
+        let observer: @Sendable () -> Void = { [weak self] in
+            guard let self, !self.subscription.isDisposed else { return }
+            self.finish(.error(EventLoopError.shutDown(loop: name)))
+        }
+        guard let token = loop.shutdownObservers.add(observer) else {
+            // The loop is already shut down: nothing runs on it any more, so this thread may end the operator.
+            finish(.error(EventLoopError.shutDown(loop: name)))
+            return
+        }
+        subscription.add(token)
     }
 
     /// Handles an event on the scheduler's thread, hopping there first if needed.

@@ -53,6 +53,37 @@ final class TimerSignalTests: XCTestCase {
         XCTAssertTrue(recorder.recorded.allSatisfy { $0.loopName == "shared" }, "delivered on the subscription's home")
     }
 
+    /// A loop that shuts down with a timer or an interval pending tells their subscribers
+    /// (`EventLoopError.shutDown`) instead of leaving them waiting forever, whether the
+    /// subscription's home is that loop or another one (here the shared loop, as for a
+    /// blocking `first()` called off any loop).
+    func testLoopShutdownEndsPendingTimersAndIntervalsWithShutDown() throws {
+        let loop = EventLoop(name: "timers-shutdown")
+        let onLoop = Locked<[EventRecorder<Int>]>([])
+        loop.execute {
+            let recorders = [
+                EventRecorder(Signal<Void>.timer(after: .seconds(3600)).map { 0 }),
+                EventRecorder(Signal<Int>.interval(.milliseconds(2))),
+                EventRecorder(Signal<Void>.timer(after: .seconds(3600), on: loop.loopTimeScheduler).map { 0 }),
+                EventRecorder(Signal<Int>.interval(.seconds(3600), on: loop.loopTimeScheduler)),
+            ]
+            onLoop.withLock { $0 = recorders }
+        }
+        waitUntil("the recorders on the loop") { onLoop.current.count == 4 }
+        // Home is EventLoop.shared; the timers run on `loop`.
+        let elsewhere = [
+            EventRecorder(Signal<Void>.timer(after: .seconds(3600), on: loop).map { 0 }),
+            EventRecorder(Signal<Int>.interval(.seconds(3600), on: loop)),
+        ]
+        waitUntil("the interval to tick") { onLoop.current[1].values.count >= 2 }
+        waitUntil("the timers to be pending") { (try? loop.openHandles().count) == 6 }
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        for (index, recorder) in (onLoop.current + elsewhere).enumerated() {
+            let terminal = try recorder.waitForTermination(timeout: .seconds(5))
+            XCTAssertEqual(terminal.error as? EventLoopError, .shutDown(loop: "timers-shutdown"), "recorder \(index)")
+        }
+    }
+
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")

@@ -141,4 +141,28 @@ final class TimeTests: XCTestCase {
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
+
+    /// A time operator whose scheduler is a loop that shuts down (here while the subscriber's
+    /// home, the shared loop, lives on) ends with `EventLoopError.shutDown`, whether a timer
+    /// was pending or not, instead of dropping the subscription silently; one subscribed after
+    /// that loop shut down fails at once.
+    func testTimeOperatorsOnALoopThatShutsDownEndWithShutDown() throws {
+        let loop = EventLoop(name: "time-shutdown")
+        let idle = Subject<Int>()
+        let recorders = [
+            EventRecorder(Signal<Int>.never.timeout(.seconds(3600), on: loop), label: "timeout"),
+            EventRecorder(Signal<Int>.return(1).concat(.never).delay(.seconds(3600), on: loop), label: "delay, pending"),
+            EventRecorder(idle.delay(.seconds(3600), on: loop), label: "delay, idle"),
+            EventRecorder(idle.throttle(.seconds(3600), on: loop.loopTimeScheduler), label: "throttle, idle"),
+            EventRecorder(idle.buffer(every: .seconds(3600), on: loop).map(\.count), label: "buffer, idle"),
+        ]
+        waitUntil("the timeout's and the delay's timers") { (try? loop.openHandles().count) == 2 }
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        for recorder in recorders {
+            let terminal = try recorder.waitForTermination(timeout: .seconds(5))
+            XCTAssertEqual(terminal.error as? EventLoopError, .shutDown(loop: "time-shutdown"), recorder.label)
+        }
+        let late = EventRecorder(Signal<Int>.never.timeout(.seconds(3600), on: loop), label: "after shutdown")
+        XCTAssertEqual(try late.waitForTermination(timeout: .seconds(5)).error as? EventLoopError, .shutDown(loop: "time-shutdown"))
+    }
 }
