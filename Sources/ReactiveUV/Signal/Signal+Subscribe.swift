@@ -23,10 +23,14 @@ extension Signal {
     ) -> any Disposable {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        if DebugSignals.isEnabled {
-            let name = self.name
+        // Off (the default): one relaxed load here, nothing per event.
+        if DebugSignals.isEnabled || SignalLogging.isActive,
+           let logger = SignalLogging.subscriptionLogger() {
+            let log = SignalEventLogger(logger: logger, name: self.name)
+            log.subscribed()
+            subscription.add(ActionDisposable { log.disposed() })
             start({ event in
-                DebugSignals.log(signal: name, event: event)
+                log.log(event)
                 sink.receive(event)
             }, on: subscription)
         } else {
