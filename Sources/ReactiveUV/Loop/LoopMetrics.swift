@@ -37,19 +37,33 @@ import CoreMetrics
 /// Thread rule: a value type; safe from any thread.
 public struct LoopMetrics: Sendable {
     /// The time between samples; nil when metrics are off.
+    ///
+    /// Thread rule: safe from any thread.
     public let interval: Duration?
     /// The factory the metrics are made with; nil means `MetricsSystem.factory` (bootstrapped by the program).
+    ///
+    /// Thread rule: safe from any thread.
     public let factory: (any MetricsFactory)?
 
-    /// The label of the event-loop lag Timer.
+    /// The label of the event-loop lag Timer: how late the probe fired, in nanoseconds.
+    ///
+    /// Thread rule: safe from any thread.
     public static let lagLabel = "reactiveuv_loop_lag"
-    /// The label of the idle-time Timer (idle nanoseconds per interval).
+    /// The label of the idle-time Timer: nanoseconds spent waiting for events during each interval.
+    ///
+    /// Thread rule: safe from any thread.
     public static let idleTimeLabel = "reactiveuv_loop_idle_time"
-    /// The label of the busy-ratio Gauge.
+    /// The label of the busy-ratio Gauge: the fraction (0...1) of each interval spent running callbacks.
+    ///
+    /// Thread rule: safe from any thread.
     public static let busyRatioLabel = "reactiveuv_loop_busy_ratio"
-    /// The label of the queued cross-thread work Gauge.
+    /// The label of the queued-work Gauge: work other threads queued that has not started.
+    ///
+    /// Thread rule: safe from any thread.
     public static let queuedWorkLabel = "reactiveuv_loop_queued_work"
-    /// The label of the open-handles Gauge (one per `("type", kind)`).
+    /// The label of the open-handles Gauge: one per `("type", kind)`, kind being libuv's type name.
+    ///
+    /// Thread rule: safe from any thread.
     public static let handlesLabel = "reactiveuv_loop_handles"
 
     /// No metrics: the default.
@@ -68,7 +82,10 @@ public struct LoopMetrics: Sendable {
     ///
     /// Thread rule: safe from any thread.
     public static func enabled(interval: Duration = .seconds(1), factory: (any MetricsFactory)? = nil) -> LoopMetrics {
-        LoopMetrics(interval: max(interval, .milliseconds(1)), factory: factory)
+        let (seconds, attoseconds) = interval.components
+        let nanoseconds = UInt64(clamping: max(0, seconds)) &* 1_000_000_000 &+ UInt64(clamping: max(0, attoseconds) / 1_000_000_000)
+        let milliseconds = max(1, (nanoseconds + 999_999) / 1_000_000)
+        return LoopMetrics(interval: .milliseconds(Int64(clamping: milliseconds)), factory: factory)
     }
 
     /// Whether metrics are on.
@@ -89,35 +106,40 @@ public struct LoopMetrics: Sendable {
 
     private static let defaultStorage = LockedValue(LoopMetrics.disabled)
 
-    /// The interval in whole milliseconds, for libuv.
+    /// The interval in whole milliseconds (`enabled` rounded it), for libuv.
     var intervalMilliseconds: UInt64 {
         guard let interval else { return 0 }
         let (seconds, attoseconds) = interval.components
-        let nanoseconds = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
-        return max(1, (nanoseconds + 999_999) / 1_000_000)
+        return max(1, UInt64(clamping: seconds) &* 1000 &+ UInt64(clamping: attoseconds / 1_000_000_000_000_000))
     }
 }
 
-/// The metric objects of one loop and the previous sample, for the probe.
+/// The metric objects of one loop and the interval being measured, for the probe.
 ///
 /// Made on the thread that makes the loop, before its thread starts (ordered by
 /// `pthread_create`), then touched only on the loop thread.
 final class LoopMetricsSampler {
+    private enum State {
+        /// Not armed yet (a loop not running yet, or an owner-thread loop outside `run()`).
+        case idle
+        /// Armed: the interval began at `since` (monotonic ns) with libuv's cumulative idle
+        /// time at `idleAtStart`; the probe is due at `due`.
+        case measuring(since: UInt64, idleAtStart: UInt64, due: UInt64)
+        /// The metric objects were destroyed (shutdown): nothing more is recorded.
+        case destroyed
+    }
+
     let intervalMilliseconds: UInt64
-    let factory: any MetricsFactory
-    let dimensions: [(String, String)]
-    let lag: CoreMetrics.Timer
-    let idleTime: CoreMetrics.Timer
-    let busyRatio: Gauge
-    let queuedWork: Gauge
+    private let factory: any MetricsFactory
+    private let dimensions: [(String, String)]
+    private let lag: CoreMetrics.Timer
+    private let idleTime: CoreMetrics.Timer
+    private let busyRatio: Gauge
+    private let queuedWork: Gauge
     /// One gauge per handle type seen so far (loop thread only).
     private var handleGauges: [(kind: String, gauge: Gauge)] = []
-    /// Monotonic nanoseconds of the previous sample (loop thread only).
-    private var lastSampleAt: UInt64 = 0
-    /// libuv's cumulative idle time at the previous sample (loop thread only).
-    private var lastIdle: UInt64 = 0
-    /// When the probe is due, in monotonic nanoseconds (loop thread only).
-    var due: UInt64 = 0
+    /// Loop thread only.
+    private var state = State.idle
 
     init(loopName: String, configuration: LoopMetrics) {
         intervalMilliseconds = configuration.intervalMilliseconds
@@ -129,23 +151,29 @@ final class LoopMetricsSampler {
         queuedWork = Gauge(label: LoopMetrics.queuedWorkLabel, dimensions: dimensions, factory: factory)
     }
 
-    /// Starts a new interval now (the probe was just armed).
-    func resetBaseline(now: UInt64, idle: UInt64) {
-        lastSampleAt = now
-        lastIdle = idle
+    /// Whether samples may still be recorded.
+    var isLive: Bool {
+        if case .destroyed = state { return false }
+        return true
     }
 
-    /// Records one sample. No lock is held here: metric handlers are called freely.
+    /// Starts an interval at `now` whose probe is due at `due`; false once destroyed.
+    func begin(now: UInt64, idle: UInt64, due: UInt64) -> Bool {
+        guard isLive else { return false }
+        state = .measuring(since: now, idleAtStart: idle, due: due)
+        return true
+    }
+
+    /// Records the interval that ends now. No lock is held here: metric handlers are called freely.
     func record(now: UInt64, idle: UInt64, queued: Int, handles: HandleCounts) {
+        guard case .measuring(let since, let idleAtStart, let due) = state else { return }
         lag.recordNanoseconds(Int64(clamping: now > due ? now - due : 0))
-        let wall = now > lastSampleAt ? now - lastSampleAt : 0
-        let idleDelta = idle > lastIdle ? idle - lastIdle : 0
+        let wall = now > since ? now - since : 0
+        let idleDelta = min(idle > idleAtStart ? idle - idleAtStart : 0, wall)
         if wall > 0 {
-            idleTime.recordNanoseconds(Int64(clamping: min(idleDelta, wall)))
-            busyRatio.record(1 - Double(min(idleDelta, wall)) / Double(wall))
+            idleTime.recordNanoseconds(Int64(clamping: idleDelta))
+            busyRatio.record(1 - Double(idleDelta) / Double(wall))
         }
-        lastSampleAt = now
-        lastIdle = idle
         queuedWork.record(queued)
         let present = Dictionary(handles.nonZero, uniquingKeysWith: +)
         for kind in present.keys where !handleGauges.contains(where: { $0.kind == kind }) {
@@ -155,10 +183,13 @@ final class LoopMetricsSampler {
         for (kind, gauge) in handleGauges {
             gauge.record(present[kind] ?? 0)
         }
+        state = .idle
     }
 
-    /// Releases the metric objects in the factory (at shutdown).
+    /// Releases the metric objects in the factory (at shutdown); idempotent.
     func destroy() {
+        guard isLive else { return }
+        state = .destroyed
         lag.destroy()
         idleTime.destroy()
         busyRatio.destroy()
@@ -222,27 +253,26 @@ extension EventLoop {
     /// Loop thread only: when the loop starts running, and on every `run()` of an
     /// owner-thread loop (time spent outside `run()` is neither lag nor busy time).
     func startMetricsProbe() {
-        guard let probe = metricsProbe, let sampler = metricsSampler, !closingStarted else { return }
+        guard metricsProbe != nil, !closingStarted else { return }
         uv_update_time(uvLoop)
-        sampler.resetBaseline(now: SchedulerInstant.now.nanoseconds, idle: uv_metrics_idle_time(uvLoop))
-        armMetricsProbe(probe, sampler)
+        armMetricsProbe(now: SchedulerInstant.now.nanoseconds, idle: uv_metrics_idle_time(uvLoop))
     }
 
-    private func armMetricsProbe(_ probe: UnsafeMutablePointer<uv_timer_t>, _ sampler: LoopMetricsSampler) {
-        // libuv fires the timer once its loop time reaches now + interval.
-        sampler.due = (uv_now(uvLoop) &+ sampler.intervalMilliseconds) &* 1_000_000
+    private func armMetricsProbe(now: UInt64, idle: UInt64) {
+        guard let probe = metricsProbe, let sampler = metricsSampler else { return }
+        // libuv fires the timer once its loop time (milliseconds, same clock) reaches this.
+        let due = (uv_now(uvLoop) &+ sampler.intervalMilliseconds) &* 1_000_000
+        guard sampler.begin(now: now, idle: idle, due: due) else { return }
         uvCheckReporting(uv_timer_start(probe, metricsProbeCallback, sampler.intervalMilliseconds, 0), "uv_timer_start")
     }
 
     /// The probe's callback: one sample, then the next interval.
     fileprivate func metricsProbeFired() {
-        guard let probe = metricsProbe, let sampler = metricsSampler, !closingStarted else { return }
+        guard let sampler = metricsSampler, !closingStarted else { return }
         let now = SchedulerInstant.now.nanoseconds
         let idle = uv_metrics_idle_time(uvLoop)
-        let queued = queuedWorkCount
-        let handles = countHandlesByType()
-        sampler.record(now: now, idle: idle, queued: queued, handles: handles)
-        armMetricsProbe(probe, sampler)
+        sampler.record(now: now, idle: idle, queued: queuedWorkCount, handles: countHandlesByType())
+        armMetricsProbe(now: now, idle: idle)
     }
 
     /// Counts the open handles by type (the loop's own excluded) plus the pending scheduled timers.

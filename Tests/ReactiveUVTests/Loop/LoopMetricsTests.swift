@@ -147,6 +147,18 @@ final class LoopMetricsTests: XCTestCase {
         off.shutdown()
     }
 
+    func testEachLoopOfAGroupReportsUnderItsOwnName() throws {
+        let metrics = TestMetrics()
+        let group = EventLoopGroup(loopCount: 2, name: "metrics-group", metrics: .enabled(interval: .milliseconds(5), factory: metrics))
+        for loop in group.loops {
+            let lag = try metrics.expectTimer(LoopMetrics.lagLabel, dimensions(loop))
+            waitUntil("a lag sample from \(loop.name)") { !lag.values.isEmpty }
+        }
+        XCTAssertEqual(metrics.timers(label: LoopMetrics.lagLabel).count, 2)
+        group.shutdown()
+        XCTAssertTrue(metrics.timers.isEmpty && metrics.recorders.isEmpty, "destroyed at shutdown")
+    }
+
     /// The probe does not keep an owner-thread loop alive: run() still returns when the work is done.
     func testAnOwnerThreadLoopStillReturnsFromRun() throws {
         let metrics = TestMetrics()
@@ -162,6 +174,7 @@ final class LoopMetricsTests: XCTestCase {
 
     func testIntervalsRoundUpToWholeMilliseconds() {
         XCTAssertEqual(LoopMetrics.enabled(interval: .microseconds(10)).interval, .milliseconds(1))
+        XCTAssertEqual(LoopMetrics.enabled(interval: .microseconds(1500)).interval, .milliseconds(2))
         XCTAssertEqual(LoopMetrics.enabled().interval, .seconds(1))
         XCTAssertNil(LoopMetrics.disabled.interval)
         XCTAssertFalse(LoopMetrics.disabled.isEnabled)
