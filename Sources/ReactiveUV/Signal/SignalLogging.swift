@@ -31,13 +31,16 @@ public enum SignalLogging {
     public static var logger: Logger? {
         get { configured.withLock { $0 } }
         set {
-            configured.withLock { $0 = newValue }
-            isOn.store(newValue != nil, ordering: .relaxed)
+            // The flag is stored under the lock, so racing setters leave it matching the logger.
+            configured.withLock { logger in
+                logger = newValue
+                isOn.store(newValue != nil, ordering: .relaxed)
+            }
         }
     }
 
     private static let configured = LockedValue<Logger?>(nil)
-    /// Mirrors `configured != nil`, read without the lock on every subscribe.
+    /// Mirrors `configured != nil`: written under `configured`'s lock, read without it on every subscribe.
     @usableFromInline static let isOn = Atomic<Bool>(false)
 
     /// Whether a logger is set (a relaxed load: a subscription racing with the setter may miss it).
