@@ -23,16 +23,10 @@ extension Signal {
     ) -> any Disposable {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        // Off (the default): one relaxed load here, nothing per event.
-        if DebugSignals.isEnabled || SignalLogging.isActive,
-           let logger = SignalLogging.subscriptionLogger() {
-            let log = SignalEventLogger(logger: logger, name: self.name)
-            log.subscribed()
-            subscription.add(ActionDisposable { log.disposed() })
-            start({ event in
-                log.log(event)
-                sink.receive(event)
-            }, on: subscription)
+        // Event logging (SignalLogging.swift) is out of line, so this body stays small
+        // enough to inline; off (the default) it costs one relaxed load, nothing per event.
+        if SignalLogging.isActive {
+            startLogging(sink, on: subscription)
         } else {
             start({ sink.receive($0) }, on: subscription)
         }

@@ -34,21 +34,21 @@ public enum SignalLogging {
             // The flag is stored under the lock, so racing setters leave it matching the logger.
             configured.withLock { logger in
                 logger = newValue
-                isOn.store(newValue != nil, ordering: .relaxed)
+                isOn.store(newValue != nil || DebugSignals.isEnabled, ordering: .relaxed)
             }
         }
     }
 
     private static let configured = LockedValue<Logger?>(nil)
-    /// Mirrors `configured != nil`: written under `configured`'s lock, read without it on every subscribe.
-    @usableFromInline static let isOn = Atomic<Bool>(false)
+    /// `configured != nil || REACTIVEUV_DEBUG_SIGNALS`: written under `configured`'s lock,
+    /// read without it on every subscribe.
+    @usableFromInline static let isOn = Atomic<Bool>(DebugSignals.isEnabled)
 
-    /// Whether a logger is set (a relaxed load: a subscription racing with the setter may miss it).
+    /// Whether subscriptions log (a relaxed load: a subscription racing with the setter may miss a change).
     @inlinable
     static var isActive: Bool { isOn.load(ordering: .relaxed) }
 
     /// The logger for a new subscription: the configured one, else standard error under the environment switch.
-    @usableFromInline
     static func subscriptionLogger() -> Logger? {
         if let logger { return logger }
         return DebugSignals.isEnabled ? standardErrorLogger : nil
@@ -63,28 +63,23 @@ public enum SignalLogging {
 }
 
 /// Logs one subscription's events. Immutable once made.
-@usableFromInline
 final class SignalEventLogger: Sendable {
     let logger: Logger
     let name: String
 
-    @usableFromInline
     init(logger: Logger, name: String) {
         self.logger = logger
         self.name = name.isEmpty ? "signal" : name
     }
 
-    @usableFromInline
     func subscribed() {
         write(.debug, "subscribe", "subscribe")
     }
 
-    @usableFromInline
     func disposed() {
         write(.debug, "dispose", "dispose")
     }
 
-    @usableFromInline
     func log<Value>(_ event: Event<Value>) {
         switch event {
         case .next: write(.trace, "next", "\(event)")
@@ -116,6 +111,23 @@ private struct StandardErrorSignalLogHandler: LogHandler {
 }
 
 extension Signal {
+    /// `subscribe`'s logging path (kept out of line): logs subscribe, each event and dispose.
+    @usableFromInline
+    @inline(never)
+    func startLogging(_ sink: Sink<Value>, on subscription: Subscription) {
+        guard let logger = SignalLogging.subscriptionLogger() else {
+            start({ sink.receive($0) }, on: subscription)
+            return
+        }
+        let log = SignalEventLogger(logger: logger, name: name)
+        log.subscribed()
+        subscription.add(ActionDisposable { log.disposed() })
+        start({ event in
+            log.log(event)
+            sink.receive(event)
+        }, on: subscription)
+    }
+
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).
     ///
     /// One log entry per event of each subscription, on the subscription's
