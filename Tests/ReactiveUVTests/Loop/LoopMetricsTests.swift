@@ -143,8 +143,8 @@ final class LoopMetricsTests: XCTestCase {
         let lag = try metrics.expectTimer(LoopMetrics.lagLabel, dimensions(loop))
         waitUntil("a lag sample") { !lag.values.isEmpty }
         XCTAssertTrue(metrics.timers(label: LoopMetrics.lagLabel).allSatisfy { $0.dimensions.first?.1 == loop.name })
-        loop.shutdown()
-        off.shutdown()
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        XCTAssertEqual(try off.tryShutdown().loopCloseResult, 0)
     }
 
     func testEachLoopOfAGroupReportsUnderItsOwnName() throws {
