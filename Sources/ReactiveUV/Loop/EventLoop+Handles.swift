@@ -1,7 +1,22 @@
 internal import CLibUV
 
-// The registry of open handles: our own (an intrusive list) and, through `uv_walk`, other code's.
+// Handles on the loop: lending the `uv_loop_t` to C code, and the registry of open handles
+// (our own in an intrusive list; other code's through `uv_walk`).
 extension EventLoop {
+    /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
+    ///
+    /// Handles that code opens are its own: close them before the loop shuts
+    /// down (shutdown closes any still open, without a close callback, and
+    /// lists them in its report).
+    ///
+    /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
+    /// - Returns: What `body` returns.
+    ///
+    /// Thread rule: loop thread only (libuv is not thread-safe).
+    public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
+        try body(UnsafeMutableRawPointer(uvLoop))
+    }
+
     /// Links a newly opened handle into the list of open handles.
     func registerOpen(_ handle: LoopHandle) {
         handle.nextOpen = openHandlesHead

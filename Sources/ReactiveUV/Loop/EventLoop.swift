@@ -235,20 +235,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public override var schedulerDescription: String { "loop '\(name)'" }
 
-    /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
-    ///
-    /// Handles that code opens are its own: close them before the loop shuts
-    /// down (shutdown closes any still open, without a close callback, and
-    /// lists them in its report).
-    ///
-    /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
-    /// - Returns: What `body` returns.
-    ///
-    /// Thread rule: loop thread only (libuv is not thread-safe).
-    public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
-        try body(UnsafeMutableRawPointer(uvLoop))
-    }
-
     /// Whether the loop has finished shutting down.
     ///
     /// Thread rule: safe from any thread.
