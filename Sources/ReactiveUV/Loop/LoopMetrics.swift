@@ -229,7 +229,8 @@ extension EventLoop {
     /// Thread rule: safe from any thread.
     public var reportsMetrics: Bool { metricsSampler != nil }
 
-    /// Makes the probe timer and the metric objects; called by `init` before the loop runs.
+    /// Turns on libuv's idle-time accounting and makes the (unreferenced) probe timer; nil when
+    /// metrics are off. Called by `init` before the loop runs.
     static func makeMetricsProbe(
         for uvLoop: UnsafeMutablePointer<uv_loop_t>, configuration: LoopMetrics
     ) throws(UVError) -> UnsafeMutablePointer<uv_timer_t>? {
