@@ -162,13 +162,18 @@ final class LoopMetricsTests: XCTestCase {
     /// The probe does not keep an owner-thread loop alive: run() still returns when the work is done.
     func testAnOwnerThreadLoopStillReturnsFromRun() throws {
         let metrics = TestMetrics()
+        let samples = Locked(0)
         onNewThread {
             let loop = EventLoop.onCurrentThread(name: "owner-metrics",
                                                  metrics: .enabled(interval: .milliseconds(5), factory: metrics))
-            Signal<Void>.timer(after: .milliseconds(60)).subscribeNext { _ in }
+            // Queued, so the timer starts inside run(), after the probe was armed for 5 ms.
+            loop.execute { Signal<Void>.timer(after: .milliseconds(60)).subscribeNext { _ in } }
             loop.run()
+            let lag = try? metrics.expectTimer(LoopMetrics.lagLabel, [("loop", "owner-metrics")])
+            samples.withLock { $0 = lag?.values.count ?? 0 }
             loop.shutdown()
         }
+        XCTAssertGreaterThanOrEqual(samples.current, 1, "the probe fired while run() ran")
         XCTAssertTrue(metrics.timers.isEmpty, "destroyed at shutdown")
     }
 
