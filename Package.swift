@@ -11,6 +11,11 @@ let package = Package(
         .executable(name: "echo-async", targets: ["echo-async"]),
         .executable(name: "filewatch", targets: ["filewatch"]),
     ],
+    dependencies: [
+        // Loop metrics (opt-in, see Loop/LoopMetrics.swift) and signal event logging.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
     targets: [
         .systemLibrary(
             name: "CLibUV",
@@ -18,7 +23,11 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
-        .target(name: "ReactiveUV", dependencies: ["CLibUV"]),
+        .target(name: "ReactiveUV", dependencies: [
+            "CLibUV",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
         .target(name: "SampleSupport", path: "samples/SampleSupport"),
         .executableTarget(name: "timer", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/timer"),
@@ -29,7 +38,13 @@ let package = Package(
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
-        .testTarget(name: "ReactiveUVTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport"]),
+        .testTarget(name: "ReactiveUVTests", dependencies: [
+            "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "MetricsTestKit", package: "swift-metrics"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "InMemoryLogging", package: "swift-log"),
+        ]),
         // Long, heavy runs (scripts/sanitize skips them; scripts/test runs them).
         .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "CTestSupport"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),

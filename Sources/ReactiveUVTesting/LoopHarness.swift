@@ -29,11 +29,12 @@ public final class LoopHarness: @unchecked Sendable {
     /// - Parameters:
     ///   - name: The loop's name.
     ///   - timeout: The default deadline for waits.
+    ///   - metrics: The loop's metrics (see `LoopMetrics`); nil uses `LoopMetrics.default`.
     /// - Returns: A harness; call `finish()` at the end (or use `run`).
     ///
     /// Thread rule: safe from any thread.
-    public init(name: String = "harness", timeout: Duration = .seconds(10)) {
-        loop = EventLoop(name: name)
+    public init(name: String = "harness", timeout: Duration = .seconds(10), metrics: LoopMetrics? = nil) {
+        loop = EventLoop(name: name, metrics: metrics)
         self.timeout = timeout
     }
 
@@ -48,6 +49,7 @@ public final class LoopHarness: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - timeout: The default deadline for waits.
+    ///   - metrics: The loop's metrics (see `LoopMetrics`); nil uses `LoopMetrics.default`.
     ///   - file: The test's file, for failure reports.
     ///   - line: The test's line, for failure reports.
     ///   - body: The test.
@@ -57,11 +59,12 @@ public final class LoopHarness: @unchecked Sendable {
     @discardableResult
     public static func run(
         timeout: Duration = .seconds(10),
+        metrics: LoopMetrics? = nil,
         file: StaticString = #filePath,
         line: UInt = #line,
         _ body: (LoopHarness) throws -> Void
     ) -> HarnessReport {
-        let harness = LoopHarness(timeout: timeout)
+        let harness = LoopHarness(timeout: timeout, metrics: metrics)
         do {
             try body(harness)
         } catch {

@@ -28,9 +28,13 @@ enum CrossThread {
     /// Scenario 1a: a foreign thread posts `count` closures; time until the last ran.
     static func throughput(count: Int, rounds: Int) -> ScenarioResult {
         var ours: [Double] = [], oursBare: [Double] = [], raw: [Double] = [], rawRefcounted: [Double] = [], nio: [Double] = [], dispatch: [Double] = []
+        var oursWithMetrics: [Double] = []
         var oursAllocations = 0.0, nioAllocations = 0.0, dispatchAllocations = 0.0
         var rawWakeups: UInt64 = 0, oursWakeups = 0
         let loop = ReactiveUV.EventLoop(name: "bench")
+        // The same runtime with loop metrics on (no backend bootstrapped: swift-metrics' no-op
+        // handlers), to show what turning them on costs: libuv's idle-time accounting and the probe.
+        let metricsLoop = ReactiveUV.EventLoop(name: "bench-metrics", metrics: .enabled(interval: .seconds(1)))
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let nioLoop = group.next()
         let queue = DispatchQueue(label: "bench")
@@ -47,6 +51,13 @@ enum CrossThread {
                 ours.append(Double(count) / (Double(counter.finishedAt - begin) / 1e9) / 1e6)
                 oursAllocations = Double(allocations) / Double(count)
                 oursWakeups = loop.crossThreadWakeupCount - wakeupsBefore
+            }
+            do {
+                let counter = ItemCounter(count)
+                let begin = nanoseconds()
+                for _ in 0..<count { metricsLoop.execute { counter.tick() } }
+                counter.done.wait()
+                oursWithMetrics.append(Double(count) / (Double(counter.finishedAt - begin) / 1e9) / 1e6)
             }
             do {
                 // The same with a closure that captures nothing (like the C baseline's function
@@ -94,6 +105,7 @@ enum CrossThread {
             }
         }
         loop.shutdown()
+        metricsLoop.shutdown()
         try? group.syncShutdownGracefully()
         return ScenarioResult(
             name: "cross-thread execute throughput",
@@ -102,6 +114,7 @@ enum CrossThread {
             measurements: [
                 Measurement(Contender.ours, median(ours), detail: "closure capturing an object; \(count / max(oursWakeups, 1)) items/wake-up", allocationsPerOperation: oursAllocations),
                 Measurement(Contender.oursBare, median(oursBare), detail: "closure without captures"),
+                Measurement(Contender.oursWithMetrics, median(oursWithMetrics), detail: "the first row on a loop with LoopMetrics.enabled(interval: 1 s), no metrics backend"),
                 Measurement(Contender.rawC, median(raw), detail: "\(UInt64(count) / max(rawWakeups, 1)) items/wake-up", allocationsPerOperation: 0),
                 Measurement(Contender.rawCRefcounted, median(rawRefcounted), detail: "the same, plus a shared atomic reference count per item"),
                 Measurement(Contender.nio, median(nio), detail: "EventLoop.execute", allocationsPerOperation: nioAllocations),

@@ -51,6 +51,7 @@ struct ScenarioResult {
 enum Contender {
     static let ours = "ReactiveUV"
     static let oursBare = "ReactiveUV bare"
+    static let oursWithMetrics = "with metrics"
     static let oursLoopTime = "ReactiveUV loop time"
     static let rawC = "raw libuv C"
     static let rawCRefcounted = "raw C refcount"

@@ -24,6 +24,7 @@ extension EventLoop {
         ThreadLocals.currentLoop.set(me)
         ThreadLocals.currentScheduler.set(me)
         ruv_set_current_thread_name(String(decoding: "uv-\(name)".utf8.prefix(15), as: UTF8.self))
+        startMetricsProbe()
         // uv_run returns only once shutdown closed the (referenced) wake-up handle,
         // unless something called uv_stop: then simply run again.
         repeat { runUV() } while !closingStarted || uvIsAlive
@@ -58,6 +59,8 @@ extension EventLoop {
             return
         }
         if phase == .idle { setPhase(.running) }
+        // Time spent outside run() is neither lag nor busy time: each run starts a fresh interval.
+        startMetricsProbe()
         while true {
             runUV()
             phase = readPhase()
@@ -174,4 +177,15 @@ extension EventLoop {
         }
         return report
     }
+
+    /// Runs `uv_run` once in default mode.
+    func runUV() {
+        // Not an error code: non-zero only means handles are still active after uv_stop.
+        _ = uv_run(uvLoop, UV_RUN_DEFAULT)
+    }
+
+    /// Whether libuv still has handles or requests (closing ones included).
+    var uvIsAlive: Bool { uv_loop_alive(uvLoop) != 0 }
+
+    func stopUV() { uv_stop(uvLoop) }
 }

@@ -34,10 +34,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// The loop's name, used in thread names and messages.
     public let name: String
     let uvLoop: UnsafeMutablePointer<uv_loop_t>
-    private let wakeup: UnsafeMutablePointer<uv_async_t>
-    private let idle: UnsafeMutablePointer<uv_idle_t>
+    let wakeup: UnsafeMutablePointer<uv_async_t>
+    let idle: UnsafeMutablePointer<uv_idle_t>
     /// The one libuv timer that drives every scheduled item (see LoopTimers.swift).
-    private let timerDriver: UnsafeMutablePointer<uv_timer_t>
+    let timerDriver: UnsafeMutablePointer<uv_timer_t>
+    /// The metrics probe timer (unreferenced); nil when metrics are off. See LoopMetrics.swift.
+    let metricsProbe: UnsafeMutablePointer<uv_timer_t>?
+    /// The metric objects and the previous sample; nil when metrics are off (loop thread only once running).
+    let metricsSampler: LoopMetricsSampler?
     /// Whether the loop runs on a thread it created (else on its owner's thread via `run()`).
     let ownsThread: Bool
     let isShared: Bool
@@ -81,9 +85,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     @exclusivity(unchecked) var firingTimers = false
     private(set) var closingStarted = false
     var stopWasRequested = false
-    private var acceptsLocalWork = true
-    private unowned(unsafe) var openHandlesHead: LoopHandle?
-    private(set) var openHandleCount = 0
+    var acceptsLocalWork = true
+    /// The loop's intrusive list of open handles (EventLoop+Handles.swift; loop thread only).
+    unowned(unsafe) var openHandlesHead: LoopHandle?
+    var openHandleCount = 0
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
     let requests = LoopRequestRegistry()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
@@ -106,12 +111,15 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Starts a loop on a new thread of its own.
     ///
-    /// - Parameter name: A name for the thread and for messages.
+    /// - Parameters:
+    ///   - name: A name for the thread, for messages and for the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics (see `LoopMetrics`); nil
+    ///     (the default) uses `LoopMetrics.default`, which is `.disabled` unless set.
     /// - Returns: A running loop; call `shutdown()` when done with it.
     ///
     /// Thread rule: safe from any thread.
-    public convenience init(name: String = "loop") {
-        self.init(name: name, ownsThread: true, isShared: false)
+    public convenience init(name: String = "loop", metrics: LoopMetrics? = nil) {
+        self.init(name: name, ownsThread: true, isShared: false, metrics: metrics ?? .default)
     }
 
     /// Makes a loop owned by the calling thread, which must then call `run()`.
@@ -121,15 +129,18 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// `shutdown()`. The calling thread is the loop thread from now on
     /// (`EventLoop.current` answers this loop), so it must not already own one.
     ///
-    /// - Parameter name: A name for messages.
+    /// - Parameters:
+    ///   - name: A name for messages and for the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics (see `LoopMetrics`); nil
+    ///     (the default) uses `LoopMetrics.default`. Samples are taken only while `run()` runs.
     /// - Returns: A loop that is not yet running.
     ///
     /// Thread rule: becomes the calling thread's loop; use it from that thread.
-    public static func onCurrentThread(name: String = "main") -> EventLoop {
-        EventLoop(name: name, ownsThread: false, isShared: false)
+    public static func onCurrentThread(name: String = "main", metrics: LoopMetrics? = nil) -> EventLoop {
+        EventLoop(name: name, ownsThread: false, isShared: false, metrics: metrics ?? .default)
     }
 
-    private init(name: String, ownsThread: Bool, isShared: Bool) {
+    private init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default) {
         self.name = name
         self.ownsThread = ownsThread
         self.isShared = isShared
@@ -141,13 +152,20 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
             .bindMemory(to: uv_timer_t.self, capacity: 1)
         inbox = Inbox(phase: ownsThread ? .running : .idle)
-        super.init()
-
         // Setting up the loop can only fail for lack of file descriptors or memory;
         // there is nothing a caller could do with a half-made loop.
         do {
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
-            // No UV_METRICS_IDLE_TIME: with it libuv polls twice per iteration (once with a zero timeout).
+            // UV_METRICS_IDLE_TIME only when metrics are on: with it libuv polls twice per
+            // iteration (once with a zero timeout).
+            metricsProbe = try EventLoop.makeMetricsProbe(for: uvLoop, configuration: metrics)
+        } catch {
+            fatalError("ReactiveUV could not create EventLoop '\(name)': \(error)")
+        }
+        metricsSampler = metrics.isEnabled ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
+        super.init()
+
+        do {
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
             try uvCheck(uv_timer_init(uvLoop, timerDriver), "uv_timer_init")
@@ -158,6 +176,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         wakeup.pointee.data = context
         idle.pointee.data = context
         timerDriver.pointee.data = context
+        metricsProbe?.pointee.data = context
 
         if ownsThread {
             startThread()
@@ -183,6 +202,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             wakeup.deallocate()
             idle.deallocate()
             timerDriver.deallocate()
+            metricsProbe?.deallocate()
             uvLoop.deallocate()
         }
         // Otherwise libuv may still point into this memory: leaking it is the safe choice.
@@ -216,20 +236,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public override var schedulerDescription: String { "loop '\(name)'" }
-
-    /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
-    ///
-    /// Handles that code opens are its own: close them before the loop shuts
-    /// down (shutdown closes any still open, without a close callback, and
-    /// lists them in its report).
-    ///
-    /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
-    /// - Returns: What `body` returns.
-    ///
-    /// Thread rule: loop thread only (libuv is not thread-safe).
-    public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
-        try body(UnsafeMutableRawPointer(uvLoop))
-    }
 
     /// Whether the loop has finished shutting down.
     ///
@@ -386,6 +392,17 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var crossThreadWakeupCount: Int { withInbox { $0.wakeupsSent } }
 
+    /// How many work items other threads queued (with `execute`, `schedule`, or a
+    /// hop to this loop) that the loop has not started yet.
+    ///
+    /// The depth of the cross-thread inbox: it grows while the loop is blocked or
+    /// overloaded and drops to 0 each time the loop takes a batch. Work queued on
+    /// the loop thread itself is not counted. Sampled as `reactiveuv_loop_queued_work`
+    /// when metrics are on.
+    ///
+    /// Thread rule: safe from any thread (a snapshot; it may change at once).
+    public var queuedWorkCount: Int { withInbox { $0.items.count } }
+
     @inline(__always)
     private func withInbox<R>(_ body: (inout Inbox) -> R) -> R {
         inboxLock.lock()
@@ -445,93 +462,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             work.run(on: self)
             ran += 1
         }
-    }
-
-    // MARK: - handle registry
-
-    /// Links a newly opened handle into the list of open handles.
-    func registerOpen(_ handle: LoopHandle) {
-        handle.nextOpen = openHandlesHead
-        handle.previousOpen = nil
-        openHandlesHead?.previousOpen = handle
-        openHandlesHead = handle
-        openHandleCount += 1
-    }
-
-    /// Unlinks a handle that started closing.
-    func unregisterOpen(_ handle: LoopHandle) {
-        if let previous = handle.previousOpen {
-            previous.nextOpen = handle.nextOpen
-        } else {
-            openHandlesHead = handle.nextOpen
-        }
-        handle.nextOpen?.previousOpen = handle.previousOpen
-        handle.nextOpen = nil
-        handle.previousOpen = nil
-        openHandleCount -= 1
-    }
-
-    /// Whether new handles may be opened (false once shutdown has closed them all).
-    var acceptsNewHandles: Bool { acceptsLocalWork }
-
-    /// Whether new requests may start (false once shutdown began cancelling them).
-    var acceptsNewRequests: Bool { !closingStarted }
-
-    /// The handles open on this loop now, excluding the loop's own wake-up and idle handles.
-    ///
-    /// Includes handles opened by other code on this loop (their `label` is nil).
-    /// Handles already closing are not listed.
-    ///
-    /// - Returns: One entry per open handle.
-    /// - Throws: `EventLoopError.shutDown` after shutdown; `.calledOnLoopThread` never (it runs inline there).
-    ///
-    /// Thread rule: safe from any thread (from another thread it waits for the loop to answer).
-    public func openHandles() throws(EventLoopError) -> [OpenHandle] {
-        try performAndWait(operation: "openHandles()") { $0.collectOpenHandles() }
-    }
-
-    func collectOpenHandles() -> [OpenHandle] {
-        var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
-        var cursor = openHandlesHead
-        while let handle = cursor {
-            ours[handle.raw] = handle
-            cursor = handle.nextOpen
-        }
-        var walk = HandleWalk(loop: self, ours: ours)
-        withUnsafeMutablePointer(to: &walk) { pointer in
-            uv_walk(uvLoop, { handle, argument in
-                guard let handle, let argument else { return }
-                let walk = argument.assumingMemoryBound(to: HandleWalk.self)
-                walk.pointee.visit(handle)
-            }, pointer)
-        }
-        return walk.found + pendingTimerHandles()
-    }
-
-    func isInternal(_ handle: UnsafeMutablePointer<uv_handle_t>) -> Bool {
-        let raw = UnsafeMutableRawPointer(handle)
-        return raw == UnsafeMutableRawPointer(wakeup) || raw == UnsafeMutableRawPointer(idle)
-            || raw == UnsafeMutableRawPointer(timerDriver)
-    }
-
-    /// The driver timer, for LoopTimers.swift.
-    var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
-
-    /// Runs `body` on the loop thread and waits for its result (inline when already there).
-    func performAndWait<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) throws(EventLoopError) -> T {
-        if inEventLoop { return body(self) }
-        if !ownsThread && readPhase() == .idle {
-            throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
-        }
-        let done = Latch()
-        let result = LockedValue<T?>(nil)
-        try tryExecute {
-            let value = body(self)
-            result.withLock { $0 = value }
-            done.open()
-        }
-        done.wait()
-        return result.withLock { $0! }
     }
 
     // MARK: - lifecycle hooks used by EventLoop+Lifecycle.swift
@@ -606,6 +536,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
         uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
         uv_close(UnsafeMutableRawPointer(timerDriver).assumingMemoryBound(to: uv_handle_t.self), nil)
+        if let metricsProbe {
+            uv_close(UnsafeMutableRawPointer(metricsProbe).assumingMemoryBound(to: uv_handle_t.self), nil)
+            stopMetricsForShutdown()
+        }
     }
     private var pendingReport: [OpenHandle] = []
 
@@ -641,34 +575,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             Unmanaged.passUnretained(self).release()
         }
         finished.open()
-    }
-
-    /// Runs `uv_run` once in default mode.
-    func runUV() {
-        // Not an error code: non-zero only means handles are still active after uv_stop.
-        _ = uv_run(uvLoop, UV_RUN_DEFAULT)
-    }
-
-    /// Whether libuv still has handles or requests (closing ones included).
-    var uvIsAlive: Bool { uv_loop_alive(uvLoop) != 0 }
-
-    func stopUV() { uv_stop(uvLoop) }
-}
-
-/// State for one `uv_walk` listing open handles.
-private struct HandleWalk {
-    unowned(unsafe) let loop: EventLoop
-    let ours: [UnsafeMutableRawPointer: LoopHandle]
-    var found: [OpenHandle] = []
-
-    mutating func visit(_ handle: UnsafeMutablePointer<uv_handle_t>) {
-        if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
-        let owner = ours[UnsafeMutableRawPointer(handle)]
-        found.append(OpenHandle(
-            kind: String(cString: uv_handle_type_name(handle.pointee.type)),
-            label: owner?.label,
-            isActive: uv_is_active(handle) != 0,
-            isReferenced: uv_has_ref(handle) != 0))
     }
 }
 

@@ -15,12 +15,14 @@ public final class EventLoopGroup: Sendable {
     /// - Parameters:
     ///   - loopCount: How many loops; values below 1 are raised to 1.
     ///   - name: A prefix for the loops' names ("group-0", "group-1", ...).
+    ///   - metrics: Whether each loop reports metrics (see `LoopMetrics`), each
+    ///     with its own name as the `loop` dimension; nil uses `LoopMetrics.default`.
     /// - Returns: A group of running loops; call `shutdown()` when done.
     ///
     /// Thread rule: safe from any thread.
-    public init(loopCount: Int, name: String = "group") {
+    public init(loopCount: Int, name: String = "group", metrics: LoopMetrics? = nil) {
         let count = max(1, loopCount)
-        loops = (0..<count).map { EventLoop(name: "\(name)-\($0)") }
+        loops = (0..<count).map { EventLoop(name: "\(name)-\($0)", metrics: metrics) }
     }
 
     /// The next loop, round robin.

@@ -8,8 +8,9 @@ import Musl
 /// (like RAC's `RAC_DEBUG_SIGNAL_NAMES`).
 ///
 /// When on, signals made by constructors and operators get names such as
-/// `"[+return: 1] -map:"`, and every event reaching a subscriber is written to
-/// standard error with its signal's name. When off, no name string is built.
+/// `"[+return: 1] -map:"`, and every subscription logs its events with its
+/// signal's name through swift-log (to `SignalLogging.logger` when set, else to
+/// standard error; see SignalLogging.swift). When off, no name string is built.
 @usableFromInline
 enum DebugSignals {
     /// Read once, at first use.
@@ -18,9 +19,4 @@ enum DebugSignals {
         let text = String(cString: value)
         return !text.isEmpty && text != "0"
     }()
-
-    @usableFromInline
-    static func log<Value>(signal name: String, event: Event<Value>) {
-        reportMisuse("[\(name.isEmpty ? "signal" : name)] \(event)")
-    }
 }

@@ -23,12 +23,10 @@ extension Signal {
     ) -> any Disposable {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        if DebugSignals.isEnabled {
-            let name = self.name
-            start({ event in
-                DebugSignals.log(signal: name, event: event)
-                sink.receive(event)
-            }, on: subscription)
+        // Event logging (SignalLogging.swift) is out of line, so this body stays small
+        // enough to inline; off (the default) it costs one relaxed load, nothing per event.
+        if SignalLogging.isActive {
+            startLogging(sink, on: subscription)
         } else {
             start({ sink.receive($0) }, on: subscription)
         }

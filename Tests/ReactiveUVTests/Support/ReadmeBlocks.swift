@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 
 /// Checks that the README's code block containing `marker` has exactly the lines between
-/// `// <tag>-BEGIN` and `// <tag>-END` in `source` (indentation and `import ReactiveUV` aside),
+/// `// <tag>-BEGIN` and `// <tag>-END` in `source` (indentation and `import` lines aside),
 /// so the compiler checks the README's examples through the test that holds them.
 func assertReadmeBlock(containing marker: String, matches tag: String, in sourceFile: String = #filePath,
                        file: StaticString = #filePath, line: UInt = #line) throws {
@@ -18,7 +18,7 @@ func assertReadmeBlock(containing marker: String, matches tag: String, in source
     func normalized(_ text: some StringProtocol) -> [String] {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { $0 != "import ReactiveUV" }
+            .filter { !$0.hasPrefix("import ") }
         return Array(lines.drop { $0.isEmpty }.reversed().drop { $0.isEmpty }.reversed())
     }
     let body = source.components(separatedBy: "// \(tag)-BEGIN\n")[1].components(separatedBy: "// \(tag)-END")[0]

@@ -1,0 +1,304 @@
+internal import CLibUV
+import CoreMetrics
+
+/// Whether, and how, an `EventLoop` reports metrics through swift-metrics.
+///
+/// Off by default. Turn it on for one loop when you make it:
+///
+/// ```swift
+/// let loop = EventLoop(name: "io", metrics: .enabled(interval: .seconds(1)))
+/// ```
+///
+/// or for every loop made afterwards (`EventLoop.shared` included, if it has
+/// not started yet) with `LoopMetrics.default = .enabled()`.
+///
+/// An enabled loop configures libuv's idle-time metric before it first runs
+/// (`UV_METRICS_IDLE_TIME`, which makes libuv poll once more per iteration)
+/// and opens one unreferenced probe timer that fires every `interval` on the
+/// loop thread. Each firing records, with the dimension `("loop", name)`:
+///
+/// - `reactiveuv_loop_lag` (Timer, nanoseconds): how late the probe fired
+///   against its due time (a blocked or overloaded loop fires it late; libuv's
+///   millisecond timers add up to a few milliseconds of noise);
+/// - `reactiveuv_loop_idle_time` (Timer, nanoseconds): the time the loop spent
+///   waiting for events since the previous firing;
+/// - `reactiveuv_loop_busy_ratio` (Gauge, 0...1): the rest of that interval,
+///   as a fraction: the time spent running callbacks;
+/// - `reactiveuv_loop_queued_work` (Gauge): work items other threads queued
+///   with `execute` that have not started (see `EventLoop.queuedWorkCount`);
+/// - `reactiveuv_loop_handles` (Gauge, plus the dimension `("type", kind)`):
+///   open handles by libuv type ("tcp", "fs_event", "timer", ...), the loop's
+///   own internal handles excluded; work scheduled with `schedule(after:)`
+///   counts as "timer". A type whose handles all closed reports 0.
+///
+/// A disabled loop adds no work to any path: no probe, no idle-time polling,
+/// no metric objects. The metric objects are destroyed when the loop shuts down.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct LoopMetrics: Sendable {
+    /// The time between samples; nil when metrics are off.
+    ///
+    /// Thread rule: safe from any thread.
+    public let interval: Duration?
+    /// The factory the metrics are made with; nil means `MetricsSystem.factory` (bootstrapped by the program).
+    ///
+    /// Thread rule: safe from any thread.
+    public let factory: (any MetricsFactory)?
+
+    /// The label of the event-loop lag Timer: how late the probe fired, in nanoseconds.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let lagLabel = "reactiveuv_loop_lag"
+    /// The label of the idle-time Timer: nanoseconds spent waiting for events during each interval.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let idleTimeLabel = "reactiveuv_loop_idle_time"
+    /// The label of the busy-ratio Gauge: the fraction (0...1) of each interval spent running callbacks.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let busyRatioLabel = "reactiveuv_loop_busy_ratio"
+    /// The label of the queued-work Gauge: work other threads queued that has not started.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let queuedWorkLabel = "reactiveuv_loop_queued_work"
+    /// The label of the open-handles Gauge: one per `("type", kind)`, kind being libuv's type name.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let handlesLabel = "reactiveuv_loop_handles"
+
+    /// No metrics: the default.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let disabled = LoopMetrics(interval: nil, factory: nil)
+
+    /// Metrics sampled every `interval`.
+    ///
+    /// - Parameters:
+    ///   - interval: The time between samples; raised to at least 1 ms
+    ///     (libuv's timer resolution) and rounded up to whole milliseconds.
+    ///   - factory: The swift-metrics factory to make the metrics with; nil
+    ///     (the default) uses `MetricsSystem.factory` at the time the loop is made.
+    /// - Returns: The configuration to pass to `EventLoop(name:metrics:)`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func enabled(interval: Duration = .seconds(1), factory: (any MetricsFactory)? = nil) -> LoopMetrics {
+        let (seconds, attoseconds) = interval.components
+        let nanoseconds = UInt64(clamping: max(0, seconds)) &* 1_000_000_000 &+ UInt64(clamping: max(0, attoseconds) / 1_000_000_000)
+        let milliseconds = max(1, (nanoseconds + 999_999) / 1_000_000)
+        return LoopMetrics(interval: .milliseconds(Int64(clamping: milliseconds)), factory: factory)
+    }
+
+    /// Whether metrics are on.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isEnabled: Bool { interval != nil }
+
+    /// What loops made without a `metrics:` argument use (initially `.disabled`).
+    ///
+    /// Set it early in `main`, before making loops: a loop reads it once, when
+    /// it is made (`EventLoop.shared` when it is first used).
+    ///
+    /// Thread rule: safe from any thread.
+    public static var `default`: LoopMetrics {
+        get { defaultStorage.withLock { $0 } }
+        set { defaultStorage.withLock { $0 = newValue } }
+    }
+
+    private static let defaultStorage = LockedValue(LoopMetrics.disabled)
+
+    /// The interval in whole milliseconds (`enabled` rounded it), for libuv.
+    var intervalMilliseconds: UInt64 {
+        guard let interval else { return 0 }
+        let (seconds, attoseconds) = interval.components
+        return max(1, UInt64(clamping: seconds) &* 1000 &+ UInt64(clamping: attoseconds / 1_000_000_000_000_000))
+    }
+}
+
+/// The metric objects of one loop and the interval being measured, for the probe.
+///
+/// Made on the thread that makes the loop, before its thread starts (ordered by
+/// `pthread_create`), then touched only on the loop thread.
+final class LoopMetricsSampler {
+    private enum State {
+        /// Not armed yet (a loop not running yet, or an owner-thread loop outside `run()`).
+        case idle
+        /// Armed: the interval began at `since` (monotonic ns) with libuv's cumulative idle
+        /// time at `idleAtStart`; the probe is due at `due`.
+        case measuring(since: UInt64, idleAtStart: UInt64, due: UInt64)
+        /// The metric objects were destroyed (shutdown): nothing more is recorded.
+        case destroyed
+    }
+
+    let intervalMilliseconds: UInt64
+    private let factory: any MetricsFactory
+    private let dimensions: [(String, String)]
+    private let lag: CoreMetrics.Timer
+    private let idleTime: CoreMetrics.Timer
+    private let busyRatio: Gauge
+    private let queuedWork: Gauge
+    /// One gauge per handle type seen so far (loop thread only).
+    private var handleGauges: [(kind: String, gauge: Gauge)] = []
+    /// Loop thread only.
+    private var state = State.idle
+
+    init(loopName: String, configuration: LoopMetrics) {
+        intervalMilliseconds = configuration.intervalMilliseconds
+        factory = configuration.factory ?? MetricsSystem.factory
+        dimensions = [("loop", loopName)]
+        lag = CoreMetrics.Timer(label: LoopMetrics.lagLabel, dimensions: dimensions, factory: factory)
+        idleTime = CoreMetrics.Timer(label: LoopMetrics.idleTimeLabel, dimensions: dimensions, factory: factory)
+        busyRatio = Gauge(label: LoopMetrics.busyRatioLabel, dimensions: dimensions, factory: factory)
+        queuedWork = Gauge(label: LoopMetrics.queuedWorkLabel, dimensions: dimensions, factory: factory)
+    }
+
+    /// Whether samples may still be recorded.
+    var isLive: Bool {
+        if case .destroyed = state { return false }
+        return true
+    }
+
+    /// Starts an interval at `now` whose probe is due at `due`; false once destroyed.
+    func begin(now: UInt64, idle: UInt64, due: UInt64) -> Bool {
+        guard isLive else { return false }
+        state = .measuring(since: now, idleAtStart: idle, due: due)
+        return true
+    }
+
+    /// Records the interval that ends now. No lock is held here: metric handlers are called freely.
+    func record(now: UInt64, idle: UInt64, queued: Int, handles: HandleCounts) {
+        guard case .measuring(let since, let idleAtStart, let due) = state else { return }
+        lag.recordNanoseconds(Int64(clamping: now > due ? now - due : 0))
+        let wall = now > since ? now - since : 0
+        let idleDelta = min(idle > idleAtStart ? idle - idleAtStart : 0, wall)
+        if wall > 0 {
+            idleTime.recordNanoseconds(Int64(clamping: idleDelta))
+            busyRatio.record(1 - Double(idleDelta) / Double(wall))
+        }
+        queuedWork.record(queued)
+        let present = Dictionary(handles.nonZero, uniquingKeysWith: +)
+        for kind in present.keys where !handleGauges.contains(where: { $0.kind == kind }) {
+            let gauge = Gauge(label: LoopMetrics.handlesLabel, dimensions: dimensions + [("type", kind)], factory: factory)
+            handleGauges.append((kind, gauge))
+        }
+        for (kind, gauge) in handleGauges {
+            gauge.record(present[kind] ?? 0)
+        }
+        state = .idle
+    }
+
+    /// Releases the metric objects in the factory (at shutdown); idempotent.
+    func destroy() {
+        guard isLive else { return }
+        state = .destroyed
+        lag.destroy()
+        idleTime.destroy()
+        busyRatio.destroy()
+        queuedWork.destroy()
+        for (_, gauge) in handleGauges { gauge.destroy() }
+        handleGauges = []
+    }
+}
+
+/// Open handles counted by libuv type name.
+struct HandleCounts {
+    /// Indexed by `uv_handle_type` raw value.
+    fileprivate var byType = [Int](repeating: 0, count: Int(UV_HANDLE_TYPE_MAX.rawValue) + 1)
+    /// Work scheduled on the loop's timer queue (not libuv handles), counted as "timer".
+    var scheduledTimers = 0
+
+    /// The types with at least one open handle, by libuv name.
+    var nonZero: [(String, Int)] {
+        var result: [(String, Int)] = []
+        for (raw, count) in byType.enumerated() where count > 0 || (raw == Int(UV_TIMER.rawValue) && scheduledTimers > 0) {
+            let kind = uv_handle_type_name(uv_handle_type(rawValue: UInt32(raw))).map { String(cString: $0) } ?? "unknown"
+            result.append((kind, raw == Int(UV_TIMER.rawValue) ? count + scheduledTimers : count))
+        }
+        return result
+    }
+}
+
+/// State for one `uv_walk` counting handles.
+private struct HandleCountWalk {
+    unowned(unsafe) let loop: EventLoop
+    var counts = HandleCounts()
+}
+
+extension EventLoop {
+    /// Whether this loop reports metrics (see `LoopMetrics`).
+    ///
+    /// Thread rule: safe from any thread.
+    public var reportsMetrics: Bool { metricsSampler != nil }
+
+    /// Turns on libuv's idle-time accounting and makes the (unreferenced) probe timer; nil when
+    /// metrics are off. Called by `init` before the loop runs.
+    static func makeMetricsProbe(
+        for uvLoop: UnsafeMutablePointer<uv_loop_t>, configuration: LoopMetrics
+    ) throws(UVError) -> UnsafeMutablePointer<uv_timer_t>? {
+        guard configuration.isEnabled else { return nil }
+        try uvCheck(ruv_loop_enable_idle_time_metric(uvLoop), "uv_loop_configure(UV_METRICS_IDLE_TIME)")
+        let probe = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
+            .bindMemory(to: uv_timer_t.self, capacity: 1)
+        do {
+            try uvCheck(uv_timer_init(uvLoop, probe), "uv_timer_init")
+        } catch {
+            probe.deallocate()
+            throw error
+        }
+        // The probe never keeps the loop alive (an owner-thread run() still returns when idle).
+        uv_unref(UnsafeMutableRawPointer(probe).assumingMemoryBound(to: uv_handle_t.self))
+        return probe
+    }
+
+    /// Arms the probe for one interval from now and starts a new sampling interval.
+    ///
+    /// Loop thread only: when the loop starts running, and on every `run()` of an
+    /// owner-thread loop (time spent outside `run()` is neither lag nor busy time).
+    func startMetricsProbe() {
+        guard metricsProbe != nil, !closingStarted else { return }
+        uv_update_time(uvLoop)
+        armMetricsProbe(now: SchedulerInstant.now.nanoseconds, idle: uv_metrics_idle_time(uvLoop))
+    }
+
+    private func armMetricsProbe(now: UInt64, idle: UInt64) {
+        guard let probe = metricsProbe, let sampler = metricsSampler else { return }
+        // libuv fires the timer once its loop time (milliseconds, same clock) reaches this.
+        let due = (uv_now(uvLoop) &+ sampler.intervalMilliseconds) &* 1_000_000
+        guard sampler.begin(now: now, idle: idle, due: due) else { return }
+        uvCheckReporting(uv_timer_start(probe, metricsProbeCallback, sampler.intervalMilliseconds, 0), "uv_timer_start")
+    }
+
+    /// The probe's callback: one sample, then the next interval.
+    fileprivate func metricsProbeFired() {
+        guard let sampler = metricsSampler, !closingStarted else { return }
+        let now = SchedulerInstant.now.nanoseconds
+        let idle = uv_metrics_idle_time(uvLoop)
+        sampler.record(now: now, idle: idle, queued: queuedWorkCount, handles: countHandlesByType())
+        armMetricsProbe(now: now, idle: idle)
+    }
+
+    /// Counts the open handles by type (the loop's own excluded) plus the pending scheduled timers.
+    func countHandlesByType() -> HandleCounts {
+        var walk = HandleCountWalk(loop: self)
+        withUnsafeMutablePointer(to: &walk) { pointer in
+            uv_walk(uvLoop, { handle, argument in
+                guard let handle, let argument else { return }
+                let walk = argument.assumingMemoryBound(to: HandleCountWalk.self)
+                if walk.pointee.loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
+                let raw = Int(handle.pointee.type.rawValue)
+                if raw < walk.pointee.counts.byType.count { walk.pointee.counts.byType[raw] += 1 }
+            }, pointer)
+        }
+        walk.counts.scheduledTimers = timers.liveCount
+        return walk.counts
+    }
+
+    /// Shutdown: destroys the metric objects (the probe handle is closed with the loop's own).
+    func stopMetricsForShutdown() {
+        metricsSampler?.destroy()
+    }
+}
+
+private let metricsProbeCallback: uv_timer_cb = { handle in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().metricsProbeFired()
+}
