@@ -18,7 +18,9 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
-        .target(name: "ReactiveUV", dependencies: ["CLibUV"]),
+        // The per-thread current scheduler and loop, as C `__thread` variables (an inline read, no call).
+        .target(name: "CReactiveUVThreadLocal"),
+        .target(name: "ReactiveUV", dependencies: ["CLibUV", "CReactiveUVThreadLocal"]),
         .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
         .target(name: "SampleSupport", path: "samples/SampleSupport"),
         .executableTarget(name: "timer", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/timer"),

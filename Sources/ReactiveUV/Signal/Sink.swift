@@ -46,9 +46,9 @@ final class Sink<Value> {
         } else if subscription.disposedFlag.load(ordering: .relaxed) {
             return
         }
-        depth += 1
+        depth &+= 1
         defer {
-            depth -= 1
+            depth &-= 1
             if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
         }
         switch event {
