@@ -30,7 +30,7 @@ extension Signal {
                 sink.receive(event)
             }, on: subscription)
         } else {
-            start({ sink.receive($0) }, on: subscription)
+            start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
         }
         return subscription
     }

@@ -67,6 +67,24 @@ final class Sink<Value> {
         }
     }
 
+    /// `receive(.next(value))`, without building the event (the value shortcut of `attach(_:values:to:)`).
+    @inlinable
+    func receiveNext(_ value: Value) {
+        if depth == 0 {
+            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
+            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
+                subscription.delivering.store(0, ordering: .releasing)
+                return
+            }
+        } else if subscription.disposedFlag.load(ordering: .relaxed) {
+            return
+        }
+        depth &+= 1
+        next?(value)
+        depth &-= 1
+        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
+    }
+
     @usableFromInline
     func releaseCallbacks() {
         error = nil

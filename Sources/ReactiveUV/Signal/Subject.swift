@@ -251,7 +251,16 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     @usableFromInline
     override final func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        let subscriber = subscriberType.init(subject: self, observer: observer, subscription: subscription)
+        attach(observer, values: nil, to: subscription)
+    }
+
+    @usableFromInline
+    override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: ((Value) -> Void)?, to subscription: Subscription) {
+        let subscriber = if let next {
+            subscriberType.init(subject: self, observer: observer, next: next, hasNext: true, subscription: subscription)
+        } else {
+            subscriberType.init(subject: self, observer: observer, next: ObserverBox.ignoreValue, hasNext: false, subscription: subscription)
+        }
         subscription.root = subscriber
         if subscription.isDisposed { return }
         if replayCapacity == 0 {

@@ -55,9 +55,12 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     /// Teardown came during a delivery: release when the outermost delivery returns.
     @usableFromInline static var releasePendingFlag: UInt8 { 4 }
 
-    init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+    init(
+        subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, next: @escaping (Value) -> Void, hasNext: Bool,
+        subscription: Subscription
+    ) {
         self.subject = subject
-        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer))
+        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer, next: next, hasNext: hasNext))
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         super.init()
@@ -94,7 +97,7 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         depth &+= 1
         observer._withUnsafeGuaranteedRef { $0.observer(event) }
         depth &-= 1
-        if flags & Self.releasePendingFlag != 0, depth == 0 { releaseNow() }
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
         if flags & Self.terminatedFlag != 0 { subscription.dispose() }
     }
 
@@ -105,9 +108,22 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     func deliverNext(_ value: Value) {
         guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
         depth &+= 1
-        observer._withUnsafeGuaranteedRef { $0.observer(.next(value)) }
+        observer._withUnsafeGuaranteedRef { box in
+            // Not `if let next = box.next`: binding the closure would retain and release it per value.
+            if box.hasNext {
+                box.next(value)
+            } else {
+                box.observer(.next(value))
+            }
+        }
         depth &-= 1
-        if flags & Self.releasePendingFlag != 0, depth == 0 { releaseNow() }
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+    }
+
+    /// Teardown came during a delivery: release once the outermost one returned.
+    @usableFromInline
+    func releaseIfOutermost() {
+        if depth == 0 { releaseNow() }
     }
 
     @usableFromInline
@@ -140,15 +156,25 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     }
 }
 
-/// A subscriber's observer, in a box the subscriber references without ARC traffic per delivery.
+/// A subscriber's observer (and its value shortcut, if any), in a box the subscriber references without ARC traffic per delivery.
 @usableFromInline
 final class ObserverBox<Value> {
     // Immutable.
     @usableFromInline let observer: (Event<Value>) -> Void
+    /// Does what `observer(.next(value))` does, without building the event (see `Signal.attach(_:values:to:)`),
+    /// when `hasNext`; else a closure that does nothing.
+    @usableFromInline let next: (Value) -> Void
+    @usableFromInline let hasNext: Bool
 
-    init(_ observer: @escaping (Event<Value>) -> Void) {
+    /// `next` is used only when `hasNext` (no optional closure: see `SubjectSubscriber.deliverNext`).
+    init(_ observer: @escaping (Event<Value>) -> Void, next: @escaping (Value) -> Void, hasNext: Bool) {
         self.observer = observer
+        self.next = next
+        self.hasNext = hasNext
     }
+
+    /// The `next` of a box without a value shortcut.
+    static func ignoreValue(_ value: Value) {}
 }
 
 /// An immutable copy of a subject's subscriber list, walked by senders without retaining each subscriber.
