@@ -29,8 +29,10 @@ extension Signal {
                 DebugSignals.log(signal: name, event: event)
                 sink.receive(event)
             }, on: subscription)
-        } else {
+        } else if usesValueShortcut {
             start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
+        } else {
+            start({ sink.receive($0) }, on: subscription)
         }
         return subscription
     }

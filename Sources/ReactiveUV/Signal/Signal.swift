@@ -92,9 +92,14 @@ public class Signal<Value>: @unchecked Sendable {
     /// fused chain as a plain value, with no event to build, switch on and destroy at each
     /// step. Other signals ignore `next` and see every event through `observer`.
     @usableFromInline
-    func attach(_ observer: @escaping (Event<Value>) -> Void, values next: ((Value) -> Void)?, to subscription: Subscription) {
+    func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
         attach(observer, to: subscription)
     }
+
+    /// Whether `attach(_:values:to:)` uses the value shortcut (fused operators); a subscriber
+    /// makes one only then, so subscribing to anything else costs nothing more.
+    @usableFromInline
+    var usesValueShortcut: Bool { false }
 
     /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
     @usableFromInline
@@ -245,14 +250,23 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     }
 
     @usableFromInline
+    override var usesValueShortcut: Bool { true }
+
+    @usableFromInline
     override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        let observers = transform(observer, nil, subscription)
-        upstream.attach(observers.event, values: observers.next, to: subscription)
+        attachUpstream(transform(observer, nil, subscription), to: subscription)
     }
 
     @usableFromInline
-    override func attach(_ observer: @escaping (Event<Value>) -> Void, values next: ((Value) -> Void)?, to subscription: Subscription) {
-        let observers = transform(observer, next, subscription)
-        upstream.attach(observers.event, values: observers.next, to: subscription)
+    override func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
+        attachUpstream(transform(observer, next, subscription), to: subscription)
+    }
+
+    private func attachUpstream(_ observers: FusedObservers<Upstream>, to subscription: Subscription) {
+        if let next = observers.next {
+            upstream.attach(observers.event, values: next, to: subscription)
+        } else {
+            upstream.attach(observers.event, to: subscription)
+        }
     }
 }

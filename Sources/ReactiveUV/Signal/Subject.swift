@@ -251,16 +251,16 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     @usableFromInline
     override final func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        attach(observer, values: nil, to: subscription)
+        register(subscriberType.init(subject: self, observer: observer, next: nil, subscription: subscription), to: subscription)
     }
 
     @usableFromInline
-    override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: ((Value) -> Void)?, to subscription: Subscription) {
-        let subscriber = if let next {
-            subscriberType.init(subject: self, observer: observer, next: next, hasNext: true, subscription: subscription)
-        } else {
-            subscriberType.init(subject: self, observer: observer, next: ObserverBox.ignoreValue, hasNext: false, subscription: subscription)
-        }
+    override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
+        register(subscriberType.init(subject: self, observer: observer, next: next, subscription: subscription), to: subscription)
+    }
+
+    /// Registers a new subscription's subscriber (or replays the end to it).
+    private func register(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
         subscription.root = subscriber
         if subscription.isDisposed { return }
         if replayCapacity == 0 {

@@ -55,12 +55,9 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     /// Teardown came during a delivery: release when the outermost delivery returns.
     @usableFromInline static var releasePendingFlag: UInt8 { 4 }
 
-    init(
-        subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, next: @escaping (Value) -> Void, hasNext: Bool,
-        subscription: Subscription
-    ) {
+    init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, next: ((Value) -> Void)?, subscription: Subscription) {
         self.subject = subject
-        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer, next: next, hasNext: hasNext))
+        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer, next: next))
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         super.init()
@@ -111,7 +108,7 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         observer._withUnsafeGuaranteedRef { box in
             // Not `if let next = box.next`: binding the closure would retain and release it per value.
             if box.hasNext {
-                box.next(value)
+                box.next?(value)
             } else {
                 box.observer(.next(value))
             }
@@ -161,20 +158,16 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
 final class ObserverBox<Value> {
     // Immutable.
     @usableFromInline let observer: (Event<Value>) -> Void
-    /// Does what `observer(.next(value))` does, without building the event (see `Signal.attach(_:values:to:)`),
-    /// when `hasNext`; else a closure that does nothing.
-    @usableFromInline let next: (Value) -> Void
+    /// Does what `observer(.next(value))` does, without building the event (see `Signal.attach(_:values:to:)`).
+    @usableFromInline let next: ((Value) -> Void)?
+    /// `next != nil`, tested without copying the closure.
     @usableFromInline let hasNext: Bool
 
-    /// `next` is used only when `hasNext` (no optional closure: see `SubjectSubscriber.deliverNext`).
-    init(_ observer: @escaping (Event<Value>) -> Void, next: @escaping (Value) -> Void, hasNext: Bool) {
+    init(_ observer: @escaping (Event<Value>) -> Void, next: ((Value) -> Void)?) {
         self.observer = observer
         self.next = next
-        self.hasNext = hasNext
+        hasNext = next != nil
     }
-
-    /// The `next` of a box without a value shortcut.
-    static func ignoreValue(_ value: Value) {}
 }
 
 /// An immutable copy of a subject's subscriber list, walked by senders without retaining each subscriber.
