@@ -17,8 +17,12 @@ import Synchronization
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
-    // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
+    // `didSubscribe` and `usesValueShortcut` are immutable; `debugName` is protected by `nameLock`.
     @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
+    /// Whether `attach(_:values:to:)` uses the value shortcut (fused operators); a subscriber
+    /// makes one only then, so subscribing to anything else costs nothing more. A stored
+    /// constant, not an overridden property: subscribing reads it without a call.
+    @usableFromInline let usesValueShortcut: Bool
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -34,6 +38,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
+        usesValueShortcut = false
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
@@ -41,6 +46,14 @@ public class Signal<Value>: @unchecked Sendable {
     @usableFromInline
     init() {
         self.didSubscribe = nil
+        usesValueShortcut = false
+    }
+
+    /// For fused operators, whose `attach(_:values:to:)` uses the value shortcut.
+    @usableFromInline
+    init(usesValueShortcut: Bool) {
+        self.didSubscribe = nil
+        self.usesValueShortcut = usesValueShortcut
     }
 
     /// The debug name (RAC's `name`); empty unless set, or unless debug naming
@@ -95,11 +108,6 @@ public class Signal<Value>: @unchecked Sendable {
     func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
         attach(observer, to: subscription)
     }
-
-    /// Whether `attach(_:values:to:)` uses the value shortcut (fused operators); a subscriber
-    /// makes one only then, so subscribing to anything else costs nothing more.
-    @usableFromInline
-    var usesValueShortcut: Bool { false }
 
     /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
     @usableFromInline
@@ -246,11 +254,8 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     ) {
         self.upstream = upstream
         self.transform = transform
-        super.init()
+        super.init(usesValueShortcut: true)
     }
-
-    @usableFromInline
-    override var usesValueShortcut: Bool { true }
 
     @usableFromInline
     override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {

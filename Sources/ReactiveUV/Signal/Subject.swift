@@ -263,6 +263,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// Registers a new subscription's subscriber (or replays the end to it).
+    @inline(__always)
     private func register(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
         subscription.root = subscriber
         if subscription.isDisposed { return }
