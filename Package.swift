@@ -23,8 +23,11 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // The per-thread current scheduler and loop, as C `__thread` variables (an inline read, no call).
+        .target(name: "CReactiveUVThreadLocal"),
         .target(name: "ReactiveUV", dependencies: [
             "CLibUV",
+            "CReactiveUVThreadLocal",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),

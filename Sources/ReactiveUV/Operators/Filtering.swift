@@ -1,6 +1,7 @@
 /// Operators that let some values through and drop others, or end the signal early.
 ///
-/// The one-input ones are fused (`lift`): no lock and no allocation per value.
+/// The one-input ones are fused (`lift`; `filter` uses `fuse`, which also passes
+/// values along as plain values): no lock and no allocation per value.
 /// `take(until:)` and `skip(until:)` subscribe their trigger in a child
 /// subscription on the same home.
 extension Signal {
@@ -12,15 +13,23 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     public func filter(_ isIncluded: @escaping (Value) -> Bool) -> Signal<Value> {
-        lift { downstream, _ in
-            { event in
-                switch event {
-                case .next(let value):
-                    if isIncluded(value) { downstream(event) }
-                case .error, .completed:
-                    downstream(event)
+        fuse { downstream, downstreamNext, _ in
+            var valueObserver: ((Value) -> Void)?
+            if let next = downstreamNext {
+                valueObserver = { value in
+                    if isIncluded(value) { next(value) }
                 }
             }
+            return FusedObservers(
+                event: { event in
+                    switch event {
+                    case .next(let value):
+                        if isIncluded(value) { downstream(event) }
+                    case .error, .completed:
+                        downstream(event)
+                    }
+                },
+                next: valueObserver)
         }.debugNamed("[\(name)] -filter:")
     }
 

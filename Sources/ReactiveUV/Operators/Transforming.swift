@@ -1,6 +1,7 @@
 /// Operators that turn each value (or the whole sequence) into something else.
 ///
-/// All of them are fused (`lift`): they add a direct call to the subscription's
+/// All of them are fused (`lift`, or `fuse` for `map` and `scan`, which also pass
+/// values along as plain values): they add a direct call to the subscription's
 /// chain, keep their state in the closure made per subscription, and take no
 /// lock and make no allocation per value.
 extension Signal {
@@ -12,14 +13,22 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     public func map<U>(_ transform: @escaping (Value) -> U) -> Signal<U> {
-        lift { downstream, _ in
-            { event in
-                switch event {
-                case .next(let value): downstream(.next(transform(value)))
-                case .error(let error): downstream(.error(error))
-                case .completed: downstream(.completed)
-                }
+        fuse { downstream, downstreamNext, _ in
+            // `if let`, not `Optional.map`: a closure through a generic function is reabstracted,
+            // and every value then pays for two thunks and a retain.
+            var valueObserver: ((Value) -> Void)?
+            if let next = downstreamNext {
+                valueObserver = { value in next(transform(value)) }
             }
+            return FusedObservers(
+                event: { event in
+                    switch event {
+                    case .next(let value): downstream(.next(transform(value)))
+                    case .error(let error): downstream(.error(error))
+                    case .completed: downstream(.completed)
+                    }
+                },
+                next: valueObserver)
         }.debugNamed("[\(name)] -map:")
     }
 
@@ -79,17 +88,26 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     public func scan<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
-        lift { downstream, _ in
+        fuse { downstream, downstreamNext, _ in
             let running = OperatorVar(start)
-            return { event in
-                switch event {
-                case .next(let value):
+            var valueObserver: ((Value) -> Void)?
+            if let next = downstreamNext {
+                valueObserver = { value in
                     running.value = combine(running.value, value)
-                    downstream(.next(running.value))
-                case .error(let error): downstream(.error(error))
-                case .completed: downstream(.completed)
+                    next(running.value)
                 }
             }
+            return FusedObservers(
+                event: { event in
+                    switch event {
+                    case .next(let value):
+                        running.value = combine(running.value, value)
+                        downstream(.next(running.value))
+                    case .error(let error): downstream(.error(error))
+                    case .completed: downstream(.completed)
+                    }
+                },
+                next: valueObserver)
         }.debugNamed("[\(name)] -scanWithStart:reduce:")
     }
 

@@ -27,6 +27,8 @@ extension Signal {
         // enough to inline; off (the default) it costs one relaxed load, nothing per event.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
+        } else if usesValueShortcut {
+            start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
         } else {
             start({ sink.receive($0) }, on: subscription)
         }

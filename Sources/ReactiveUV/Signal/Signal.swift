@@ -17,8 +17,12 @@ import Synchronization
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
-    // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
+    // `didSubscribe` and `usesValueShortcut` are immutable; `debugName` is protected by `nameLock`.
     @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
+    /// Whether `attach(_:values:to:)` uses the value shortcut (fused operators); a subscriber
+    /// makes one only then, so subscribing to anything else costs nothing more. A stored
+    /// constant, not an overridden property: subscribing reads it without a call.
+    @usableFromInline let usesValueShortcut: Bool
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -34,6 +38,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
+        usesValueShortcut = false
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
@@ -41,6 +46,14 @@ public class Signal<Value>: @unchecked Sendable {
     @usableFromInline
     init() {
         self.didSubscribe = nil
+        usesValueShortcut = false
+    }
+
+    /// For fused operators, whose `attach(_:values:to:)` uses the value shortcut.
+    @usableFromInline
+    init(usesValueShortcut: Bool) {
+        self.didSubscribe = nil
+        self.usesValueShortcut = usesValueShortcut
     }
 
     /// The debug name (RAC's `name`); empty unless set, or unless debug naming
@@ -85,11 +98,32 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
+    /// `attach(_:to:)`, with `next` as a shortcut for values: a source may call `next(value)`
+    /// instead of `observer(.next(value))` (the two must do the same). Home thread only.
+    ///
+    /// Fused operators (`map`, `filter`, `scan`) and subjects use it, so a value goes down a
+    /// fused chain as a plain value, with no event to build, switch on and destroy at each
+    /// step. Other signals ignore `next` and see every event through `observer`.
+    @usableFromInline
+    func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
+        attach(observer, to: subscription)
+    }
+
     /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
     @usableFromInline
     final func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
         if subscription.home.isCurrent {
             attach(observer, to: subscription)
+        } else {
+            startElsewhere(observer, on: subscription)
+        }
+    }
+
+    /// `start(_:on:)` with the value shortcut `next` (see `attach(_:values:to:)`); queued starts use `observer` only.
+    @usableFromInline
+    final func start(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, on subscription: Subscription) {
+        if subscription.home.isCurrent {
+            attach(observer, values: next, to: subscription)
         } else {
             startElsewhere(observer, on: subscription)
         }
@@ -120,6 +154,42 @@ public class Signal<Value>: @unchecked Sendable {
         _ transform: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
     ) -> Signal<U> {
         LiftedSignal(upstream: self, transform: transform)
+    }
+
+    /// `lift` for operators that also pass values along as plain values (see `attach(_:values:to:)`).
+    ///
+    /// `transform` runs once per subscription on its home thread with the
+    /// downstream observer and, when the downstream has one, its value
+    /// shortcut; it returns the observer for this signal and, when it was given
+    /// a downstream shortcut, a value shortcut of its own. The two returned
+    /// closures share the operator's state and must treat a value alike.
+    ///
+    /// - Parameter transform: Makes the upstream observers from the downstream ones.
+    /// - Returns: The derived signal.
+    @inlinable
+    func fuse<U>(
+        _ transform: @escaping (
+            _ downstream: @escaping (Event<U>) -> Void, _ downstreamNext: ((U) -> Void)?, _ subscription: Subscription
+        ) -> FusedObservers<Value>
+    ) -> Signal<U> {
+        FusedSignal(upstream: self, transform: transform)
+    }
+}
+
+/// What a fused operator's transform returns: its observer, and its value shortcut when the downstream has one.
+///
+/// A struct, not a tuple: see `UncheckedSendable` for what Swift 6.3.1 does
+/// with tuples of closures in generic code.
+@usableFromInline
+struct FusedObservers<Input> {
+    // Immutable; made and taken apart on the home thread while attaching.
+    @usableFromInline let event: (Event<Input>) -> Void
+    @usableFromInline let next: ((Input) -> Void)?
+
+    @inlinable
+    init(event: @escaping (Event<Input>) -> Void, next: ((Input) -> Void)?) {
+        self.event = event
+        self.next = next
     }
 }
 
@@ -167,5 +237,41 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline
     override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
         upstream.attach(transform(observer, subscription), to: subscription)
+    }
+}
+
+/// A signal derived from another by a fused operator that also passes values as plain values (`fuse`).
+@usableFromInline
+final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
+    // Both stored properties are immutable.
+    @usableFromInline let upstream: Signal<Upstream>
+    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> FusedObservers<Upstream>
+
+    @inlinable
+    init(
+        upstream: Signal<Upstream>,
+        transform: @escaping (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> FusedObservers<Upstream>
+    ) {
+        self.upstream = upstream
+        self.transform = transform
+        super.init(usesValueShortcut: true)
+    }
+
+    @usableFromInline
+    override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
+        attachUpstream(transform(observer, nil, subscription), to: subscription)
+    }
+
+    @usableFromInline
+    override func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
+        attachUpstream(transform(observer, next, subscription), to: subscription)
+    }
+
+    private func attachUpstream(_ observers: FusedObservers<Upstream>, to subscription: Subscription) {
+        if let next = observers.next {
+            upstream.attach(observers.event, values: next, to: subscription)
+        } else {
+            upstream.attach(observers.event, to: subscription)
+        }
     }
 }

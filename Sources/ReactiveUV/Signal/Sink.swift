@@ -46,9 +46,9 @@ final class Sink<Value> {
         } else if subscription.disposedFlag.load(ordering: .relaxed) {
             return
         }
-        depth += 1
+        depth &+= 1
         defer {
-            depth -= 1
+            depth &-= 1
             if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
         }
         switch event {
@@ -65,6 +65,24 @@ final class Sink<Value> {
             subscription.dispose()
             handler?()
         }
+    }
+
+    /// `receive(.next(value))`, without building the event (the value shortcut of `attach(_:values:to:)`).
+    @inlinable
+    func receiveNext(_ value: Value) {
+        if depth == 0 {
+            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
+            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
+                subscription.delivering.store(0, ordering: .releasing)
+                return
+            }
+        } else if subscription.disposedFlag.load(ordering: .relaxed) {
+            return
+        }
+        depth &+= 1
+        next?(value)
+        depth &-= 1
+        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
     }
 
     @usableFromInline

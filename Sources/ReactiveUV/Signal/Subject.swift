@@ -22,8 +22,11 @@ import Musl
 /// Cost of a send: subscribers are read from an immutable snapshot, rebuilt
 /// only after the list changed. The first loop thread that sends becomes
 /// the subject's owner and then reads the snapshot with no lock and no
-/// atomic read-modify-write; other threads take a short spin lock. Nothing
-/// is allocated per send, and no subscriber is called with the lock held.
+/// atomic read-modify-write (its check is a thread-local read and two plain
+/// loads; with one subscriber it calls that subscriber directly); other
+/// threads take a short spin lock. Values go down fused operator chains as
+/// plain values. Nothing is allocated per send, and no subscriber is called
+/// with the lock held.
 ///
 /// Thread rule: `send*` and subscribing are safe from any thread.
 public class Subject<Value>: Signal<Value>, @unchecked Sendable {
@@ -40,6 +43,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline let cacheOwner = Atomic<UInt>(0)
     @usableFromInline @exclusivity(unchecked) final var cachedVersion: UInt64 = .max
     @usableFromInline @exclusivity(unchecked) final var cachedSnapshot: Unmanaged<SubjectSnapshot<Value>>?
+    /// The cached snapshot's only subscriber when it has exactly one (the snapshot keeps it alive).
+    @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<SubjectSubscriber<Value>>?
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
     /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
@@ -80,25 +85,47 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @inlinable
     public final func sendNext(_ value: Value) {
+        // The owner's check: a thread-local read and two plain loads. The owner is never
+        // claimed for a replaying subject, so this also rules those out.
         let current = ThreadLocals.currentScheduler.value
-        if replayCapacity == 0, let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current) {
+        if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current),
+           version.load(ordering: .acquiring) == cachedVersion {
+            sendOnOwnerThread(value, current: current)
+        } else {
+            sendOffOwnerPath(value, current: current)
+        }
+    }
+
+    /// The owner loop's path: the cached snapshot, current (its version was just checked).
+    @inlinable
+    final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
+        // A subscriber may change the list and re-enter here; the snapshot being
+        // walked is then retired, not released, until the outermost send is done.
+        if let single = cachedSingle {
+            cacheDepth &+= 1
+            single._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            cacheDepth &-= 1
+        } else if let snapshot = cachedSnapshot {
+            cacheDepth &+= 1
+            snapshot._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            cacheDepth &-= 1
+        } else {
+            return
+        }
+        if cacheDepth == 0, !retired.isEmpty { releaseRetired() }
+    }
+
+    /// Every send that is not the owner's with a current cache: a stale cache on the owner
+    /// thread, another thread, a replaying subject. Out of line, so the owner's path stays small.
+    @inlinable
+    @inline(never)
+    final func sendOffOwnerPath(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current) {
+            refreshCache()
             sendOnOwnerThread(value, current: current)
         } else {
             sendLocked(value, current: current)
         }
-    }
-
-    /// The owner loop's path: the cached snapshot, refreshed only when the list changed.
-    @inlinable
-    final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
-        if version.load(ordering: .acquiring) != cachedVersion { refreshCache() }
-        guard let snapshot = cachedSnapshot else { return }
-        // A subscriber may change the list and re-enter here; the snapshot being
-        // walked is then retired, not released, until the outermost send is done.
-        cacheDepth += 1
-        snapshot._withUnsafeGuaranteedRef { $0.send(.next(value), current: current) }
-        cacheDepth -= 1
-        if cacheDepth == 0, !retired.isEmpty { releaseRetired() }
     }
 
     /// Any other thread's path (and every send to a replaying subject): the snapshot read under the lock.
@@ -141,6 +168,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         unlock()
         let old = cachedSnapshot
         cachedSnapshot = fresh
+        cachedSingle = fresh.flatMap { $0._withUnsafeGuaranteedRef { $0.count == 1 ? $0.elements[0] : nil } }
         cachedVersion = freshVersion
         if let old {
             if cacheDepth > 0 { retired.append(old) } else { old.release() }
@@ -226,7 +254,17 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     @usableFromInline
     override final func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        let subscriber = subscriberType.init(subject: self, observer: observer, subscription: subscription)
+        register(subscriberType.init(subject: self, observer: observer, next: nil, subscription: subscription), to: subscription)
+    }
+
+    @usableFromInline
+    override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
+        register(subscriberType.init(subject: self, observer: observer, next: next, subscription: subscription), to: subscription)
+    }
+
+    /// Registers a new subscription's subscriber (or replays the end to it).
+    @inline(__always)
+    private func register(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
         subscription.root = subscriber
         if subscription.isDisposed { return }
         if replayCapacity == 0 {

@@ -35,30 +35,36 @@ class SubjectSubscriberBase: Disposable, @unchecked Sendable {
 /// that delivery returns.
 @usableFromInline
 final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, @unchecked Sendable {
-    // `subject`, `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `terminated`,
-    // `released`, `releasePending` and `depth` are touched only on the subscription's home thread
-    // (deliveries run there, sends from elsewhere are hopped there, and teardown runs there).
+    // `subject`, `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and
+    // `depth` are touched only on the subscription's home thread (deliveries run there, sends from
+    // elsewhere are hopped there, and teardown runs there).
     let subject: Subject<Value>
     @usableFromInline let subscription: Subscription
     /// `subscription.home`'s identity, compared with the calling thread's current scheduler.
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
     /// Holds one reference to the box until `released`.
     @usableFromInline let observer: Unmanaged<ObserverBox<Value>>
-    @usableFromInline @exclusivity(unchecked) var terminated = false
-    @usableFromInline @exclusivity(unchecked) var released = false
-    @usableFromInline @exclusivity(unchecked) var releasePending = false
+    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag`: one byte, so a value is gated by one test.
+    @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
     @usableFromInline @exclusivity(unchecked) var depth = 0
 
-    init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+    /// A terminal event was delivered.
+    @usableFromInline static var terminatedFlag: UInt8 { 1 }
+    /// The observer chain was released (teardown).
+    @usableFromInline static var releasedFlag: UInt8 { 2 }
+    /// Teardown came during a delivery: release when the outermost delivery returns.
+    @usableFromInline static var releasePendingFlag: UInt8 { 4 }
+
+    init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, next: ((Value) -> Void)?, subscription: Subscription) {
         self.subject = subject
-        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer))
+        self.observer = Unmanaged.passRetained(subject.observerBoxType.init(observer, next: next))
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         super.init()
     }
 
     deinit {
-        if !released { observer.release() }
+        if flags & Self.releasedFlag == 0 { observer.release() }
     }
 
     /// Delivers now when `current` (the calling thread's current scheduler) is the home, else hops there.
@@ -71,15 +77,50 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         }
     }
 
+    /// `send(.next(value), current:)`, with the value path's shorter gate.
+    @inlinable
+    func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
+            deliverNext(value)
+        } else {
+            hop(.next(value))
+        }
+    }
+
     @inlinable
     func deliver(_ event: Event<Value>) {
-        guard !terminated, !released, !subscription.isDisposed else { return }
-        if event.isTerminating { terminated = true }
-        depth += 1
+        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
+        if event.isTerminating { flags |= Self.terminatedFlag }
+        depth &+= 1
         observer._withUnsafeGuaranteedRef { $0.observer(event) }
-        depth -= 1
-        if releasePending, depth == 0 { releaseNow() }
-        if terminated { subscription.dispose() }
+        depth &-= 1
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+        if flags & Self.terminatedFlag != 0 { subscription.dispose() }
+    }
+
+    /// A value on the home thread. A terminal event delivered from inside the observer
+    /// (re-entrantly) disposed the subscription already, so unlike `deliver` there is
+    /// nothing to end afterwards.
+    @inlinable
+    func deliverNext(_ value: Value) {
+        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
+        depth &+= 1
+        observer._withUnsafeGuaranteedRef { box in
+            // Not `if let next = box.next`: binding the closure would retain and release it per value.
+            if box.hasNext {
+                box.next?(value)
+            } else {
+                box.observer(.next(value))
+            }
+        }
+        depth &-= 1
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+    }
+
+    /// Teardown came during a delivery: release once the outermost one returned.
+    @usableFromInline
+    func releaseIfOutermost() {
+        if depth == 0 { releaseNow() }
     }
 
     @usableFromInline
@@ -96,9 +137,9 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
 
     /// Teardown (home thread): drop the observer chain, after the delivery in progress if there is one.
     func releaseObserver() {
-        if released { return }
+        if flags & Self.releasedFlag != 0 { return }
         if depth > 0 {
-            releasePending = true
+            flags |= Self.releasePendingFlag
         } else {
             releaseNow()
         }
@@ -106,21 +147,26 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
 
     @usableFromInline
     func releaseNow() {
-        if released { return }
-        released = true
-        releasePending = false
+        if flags & Self.releasedFlag != 0 { return }
+        flags = (flags | Self.releasedFlag) & ~Self.releasePendingFlag
         observer.release()
     }
 }
 
-/// A subscriber's observer, in a box the subscriber references without ARC traffic per delivery.
+/// A subscriber's observer (and its value shortcut, if any), in a box the subscriber references without ARC traffic per delivery.
 @usableFromInline
 final class ObserverBox<Value> {
     // Immutable.
     @usableFromInline let observer: (Event<Value>) -> Void
+    /// Does what `observer(.next(value))` does, without building the event (see `Signal.attach(_:values:to:)`).
+    @usableFromInline let next: ((Value) -> Void)?
+    /// `next != nil`, tested without copying the closure.
+    @usableFromInline let hasNext: Bool
 
-    init(_ observer: @escaping (Event<Value>) -> Void) {
+    init(_ observer: @escaping (Event<Value>) -> Void, next: ((Value) -> Void)?) {
         self.observer = observer
+        self.next = next
+        hasNext = next != nil
     }
 }
 
@@ -153,6 +199,15 @@ final class SubjectSnapshot<Value> {
         while index < count {
             elements[index]._withUnsafeGuaranteedRef { $0.send(event, current: current) }
             index += 1
+        }
+    }
+
+    @inlinable
+    func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        var index = 0
+        while index < count {
+            elements[index]._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            index &+= 1
         }
     }
 }

@@ -166,4 +166,64 @@ final class SubjectTests: XCTestCase {
         for recorder in recorders { _ = try recorder.waitForTermination() }
         for loop in loops { XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0) }
     }
+
+    /// The owner's one-subscriber path: a fused chain that disposes itself during a value gets nothing more,
+    /// and a subscriber that comes later (the cache then holds a different single subscriber) gets what follows.
+    func testTheOnlySubscriberOfAFusedChainDisposingItselfDuringAValue() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let log = Locked<[String]>([])
+        var first: (any Disposable)?
+        test.performAsCurrent {
+            first = subject.map { $0 * 10 }.filter { $0 != 30 }.scan(0, +).subscribeNext { total in
+                log.withLock { $0.append("a\(total)") }
+                if total == 10 { subject.sendNext(2) }  // re-entrant, depth first: a30 before the outer send returns
+                if total == 70 { first?.dispose() }
+            }
+            for n in [1, 3, 4, 5, 6] { subject.sendNext(n) }  // 1 (and 2, nested), 3 (filtered out), 4: 10, 30, 70; then disposed
+        }
+        XCTAssertEqual(log.current, ["a10", "a30", "a70"])
+        XCTAssertEqual(subject.subscriberCount, 0)
+        test.performAsCurrent {
+            _ = subject.map { $0 + 1 }.subscribeNext { value in log.withLock { $0.append("b\(value)") } }
+            subject.sendNext(6)
+        }
+        XCTAssertEqual(log.current, ["a10", "a30", "a70", "b7"])
+    }
+
+    /// Fused operators (`map`, `filter`, `scan`: values as plain values) and lifted ones (`take`, `skip`:
+    /// events) mixed in one chain give the same events as each alone, ends included.
+    func testFusedAndLiftedOperatorsMixedInOneChain() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let mixed = test.record(subject.map { $0 * 2 }.skip(1).filter { $0 % 3 != 0 }.scan(0, +).take(3).map { -$0 })
+        let fusedOnly = test.record(subject.filter { $0 > 1 }.map { $0 * 2 }.scan(0, +))
+        test.performAsCurrent {
+            for n in 1...8 { subject.sendNext(n) }
+            subject.sendError(TestError("end"))
+        }
+        // map: 2 4 6 8 10 12 14 16; skip(1): 4 6 8 10 ...; filter: 4 8 10 14 16; scan: 4 12 22; take(3) ends.
+        XCTAssertEqual(mixed.events, [.next(-4), .next(-12), .next(-22), .completed])
+        XCTAssertEqual(fusedOnly.events, [.next(4), .next(10), .next(18), .next(28), .next(40), .next(54), .next(70),
+                                          .error(TestError("end"))])
+        XCTAssertEqual(subject.subscriberCount, 0)
+    }
+
+    /// Sends from the subject's owner loop (the cached, lock-free path, values as plain values) and
+    /// from another thread (hopped, as events) reach a fused chain on that loop, one at a time, each in order.
+    func testOwnerLoopAndOtherThreadSendIntoAFusedChain() throws {
+        let loop = EventLoop(name: "owner")
+        let subject = Subject<Int>()
+        let recorder = try XCTUnwrap(onLoop(loop) { UncheckedBox(EventRecorder(subject.map { $0 * 2 }.filter { _ in true })) }?.value)
+        loop.execute { for n in 0..<2_000 { subject.sendNext(n) } }
+        onNewThread { for n in 2_000..<4_000 { subject.sendNext(n) } }
+        let values = try recorder.waitForValues(4_000)
+        XCTAssertEqual(values.filter { $0 < 4_000 }, Array(stride(from: 0, to: 4_000, by: 2)))
+        XCTAssertEqual(values.filter { $0 >= 4_000 }, Array(stride(from: 4_000, to: 8_000, by: 2)))
+        XCTAssertFalse(recorder.sawConcurrentDelivery)
+        XCTAssertTrue(recorder.recorded.allSatisfy(\.onHomeThread))
+        subject.sendCompleted()
+        XCTAssertEqual(try recorder.waitForTermination(), .completed)
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+    }
 }
