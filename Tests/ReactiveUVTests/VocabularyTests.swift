@@ -91,6 +91,9 @@ final class VocabularyTests: XCTestCase {
         waitUntil("the executed work") { ran.current }
         loop.shutdown()
         group.shutdown()
-        XCTAssertTrue(disposed.current)
+        // The subscriptions above were made off any loop, so they run on EventLoop.shared:
+        // the recorder saw `completed` from inside the body, before the body's disposable was
+        // returned and disposed on that thread. Wait for it rather than race it.
+        waitUntil("the signal's disposable to run") { disposed.current }
     }
 }
