@@ -117,6 +117,38 @@ case "echo":
     }
     done.wait()
     loop.execute { state.server?.dispose(); state.client?.dispose() }
+case "echo-two-loops":
+    // The benchmark's shape (and the C baseline's): server on `loop`, client on a loop of its own.
+    let done = Flag()
+    let state = EchoState(count: count, done: done)
+    let clientLoop = ReactiveUV.EventLoop(name: "profile-client")
+    loop.execute {
+        state.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                clientLoop.execute {
+                    state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                        _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
+                        connection.send(state.message)
+                    }
+                }
+            case .refused:
+                break
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { connection.send($0) }
+            }
+        }
+    }
+    done.wait()
+    clientLoop.execute { state.client?.dispose() }
+    loop.execute { state.server?.dispose() }
+    clientLoop.shutdown()
+case "rawc-echo":
+    // The raw C echo (server and client on two loop threads): `count` is the measured time in ms, so the
+    // per-round-trip cost is ΔIr / Δ(round trips), with the round trips printed to stdout.
+    var result = rawc_echo_result()
+    _ = rawc_tcp_echo(64, 0, Int32(count), -1, -1, nil, 0, &result)
+    print("round trips: \(result.round_trips)")
 case "timers":
     let countdown = Countdown(count)
     loop.execute {
@@ -126,7 +158,7 @@ case "timers":
     }
     countdown.done.wait()
 default:
-    print("modes: chain, execute, timers")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, rawc-echo, timers")
 }
 loop.shutdown()
 
