@@ -22,6 +22,8 @@ class LoopHandle {
     let loop: EventLoop
     /// The handle memory; freed in the close callback.
     let raw: UnsafeMutableRawPointer
+    /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
+    let loopIdentity: UnsafeMutableRawPointer
     @exclusivity(unchecked) private var state = State.unopened
     // The loop's intrusive list of open handles: O(1) link and unlink, no allocation.
     @exclusivity(unchecked) unowned(unsafe) var nextOpen: LoopHandle?
@@ -30,7 +32,15 @@ class LoopHandle {
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
+        self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
         self.raw = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
+    }
+
+    /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
+    ///
+    /// Thread rule: safe from any thread.
+    final var onLoopThread: Bool {
+        ThreadLocals.currentLoop.value == loopIdentity
     }
 
     deinit {

@@ -40,7 +40,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func sendNext(_ value: Value) {
+    public func sendNext(_ value: consuming Value) {
+        // Consuming: a caller handing over its last use of the value moves it into the event (no retain).
         send(.next(value))
     }
 
