@@ -227,19 +227,19 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
-            let chunk: [UInt8]
-            if readsAreBulk && !bulkChunk.isEmpty {
+            let wasBulk = readsAreBulk
+            readsAreBulk = count >= ReadBuffer.size / 2
+            // Each branch hands its chunk straight to the consuming sendNext (no extra retain).
+            if wasBulk && !bulkChunk.isEmpty {
                 var filled = bulkChunk
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
-                chunk = filled
+                if let reader { reader.sendNext(filled) }
             } else if count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
-                chunk = smallChunk(UnsafeRawBufferPointer(start: base, count: count))
-            } else {
-                chunk = ReadBuffer.copy(buffer?.pointee.base, count: count)
+                if let reader { reader.sendNext(smallChunk(UnsafeRawBufferPointer(start: base, count: count))) }
+            } else if let reader {
+                reader.sendNext(ReadBuffer.copy(buffer?.pointee.base, count: count))
             }
-            readsAreBulk = count >= ReadBuffer.size / 2
-            reader?.sendNext(chunk)
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
