@@ -53,9 +53,15 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     @exclusivity(unchecked) private var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
     @exclusivity(unchecked) private var consumerPaused = false
-    /// Finished write requests kept for reuse. Each entry owns one reference, handed to libuv
-    /// when the request starts and taken back in `tcpStreamWriteCallback`: no retain or release per write.
-    @exclusivity(unchecked) private var writePool: [Unmanaged<WriteRequest>] = []
+    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
+    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
+    /// libuv when the request starts and taken back in `tcpStreamWriteCallback`: no retain,
+    /// release, or array bookkeeping per write.
+    @exclusivity(unchecked) private var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) private var writePoolCount = 0
+    /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
+    /// directly, without `send`'s thread check.
+    @exclusivity(unchecked) private var readerIsHome = false
     @exclusivity(unchecked) private var writesShutDown = false
     @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
@@ -152,6 +158,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         consumerPaused = false
         input = .paused
         reader = subscriber
+        readerIsHome = subscriber.homeIdentity == loopIdentity
         if let error = updateReading() {
             reader = nil
             input = .idle
@@ -234,11 +241,11 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
                 var filled = bulkChunk
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
-                if let reader { reader.sendNext(filled) }
+                if let reader { deliver(filled, to: reader) }
             } else if count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
-                if let reader { reader.sendNext(smallChunk(UnsafeRawBufferPointer(start: base, count: count))) }
+                if let reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
             } else if let reader {
-                reader.sendNext(ReadBuffer.copy(buffer?.pointee.base, count: count))
+                deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
@@ -251,6 +258,15 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             reader?.sendCompleted()
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
+        }
+    }
+
+    /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
+    private func deliver(_ chunk: consuming [UInt8], to reader: Subscriber<[UInt8]>) {
+        if readerIsHome {
+            reader.deliverNext(chunk)
+        } else {
+            reader.sendNext(chunk)
         }
     }
 
@@ -310,7 +326,13 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             return
         }
         // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
-        let pooled = writePool.popLast() ?? Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        let pooled: Unmanaged<WriteRequest>
+        if writePoolCount > 0, let writePool {
+            writePoolCount -= 1
+            pooled = writePool[writePoolCount]
+        } else {
+            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        }
         // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
         let refused = pooled._withUnsafeGuaranteedRef { request -> UVError? in
             request.completion = completion
@@ -323,7 +345,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             }
         }
         if let error = refused {
-            writePool.append(pooled)
+            keepForReuse(pooled)
             let failure = UVError(code: error.code, context: "write to \(peerDescription)")
             completion?(failure)
             end(.failed(failure))
@@ -335,11 +357,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
     func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
         let completion = write._withUnsafeGuaranteedRef { $0.takeCompletion() }
-        if isOpen && writePool.count < TCPStream.writePoolLimit {
-            writePool.append(write)
-        } else {
-            write.release()
-        }
+        keepForReuse(write)
         if status == 0 {
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
@@ -353,6 +371,22 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         let error = UVError(code: status, context: "write to \(peerDescription)")
         completion?(error)
         end(.failed(error))
+    }
+
+    /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
+    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
+        guard isOpen, writePoolCount < TCPStream.writePoolLimit else {
+            write.release()
+            return
+        }
+        let pool = writePool ?? {
+            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: TCPStream.writePoolLimit)
+            writePool = slots
+            return slots
+        }()
+        // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
+        pool[writePoolCount] = write
+        writePoolCount += 1
     }
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
@@ -420,8 +454,12 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     }
 
     override func didClose() {
-        for write in writePool { write.release() }
-        writePool.removeAll()
+        if let writePool {
+            for index in 0..<writePoolCount { writePool[index].release() }
+            writePool.deallocate()
+        }
+        writePool = nil
+        writePoolCount = 0
         bulkChunk = []
         spareChunk = []
         reader = nil
