@@ -221,7 +221,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
         guard readsAreBulk else {
-            buffer.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+            buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
             return
         }
         if bulkChunk.count != ReadBuffer.size {
@@ -242,7 +242,10 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
                 if let reader { deliver(filled, to: reader) }
-            } else if count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
+            } else if readerIsHome, count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
+                // Only for a reader on this thread: a chunk hopped to another loop is released there,
+                // and the thread sanitizer cannot see the runtime's ordering between that release
+                // and a refill here (a reader elsewhere gets a fresh array per read, as before).
                 if let reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
             } else if let reader {
                 deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
