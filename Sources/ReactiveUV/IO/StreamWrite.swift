@@ -43,17 +43,24 @@ final class WriteRequest: LoopRequest {
     /// `handingOver`: see `LoopRequest.willStart(handingOver:)`; only with a callback that takes the reference over.
     func start(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
                handingOver: Bool = false, callback: uv_write_cb = writeRequestCallback) throws(UVError) {
+        let result = startWrite(bytes, to: stream, handingOver: handingOver, callback: callback)
+        if result < 0 { throw UVError(code: result, context: "uv_write") }
+    }
+
+    /// `start` without the error value: libuv's result (negative when it refused and nothing is pending).
+    func startWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
+                    handingOver: Bool, callback: uv_write_cb) -> Int32 {
         payload = bytes
         let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
         // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
         var buffer = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: bytes.count)
-        let request = pointer(as: uv_write_t.self)
-        do {
-            try start("uv_write", handingOver: handingOver) { uv_write(request, stream, &buffer, 1, callback) }
-        } catch {
+        willStart(handingOver: handingOver)
+        let result = uv_write(pointer(as: uv_write_t.self), stream, &buffer, 1, callback)
+        if result < 0 {
+            startFailed(handingOver: handingOver)
             payload = []
-            throw error
         }
+        return result
     }
 
     /// Forgets the payload and the completion, for reuse.

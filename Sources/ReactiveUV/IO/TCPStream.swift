@@ -337,19 +337,14 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
         }
         // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
-        let refused = pooled._withUnsafeGuaranteedRef { request -> UVError? in
+        let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
-            do throws(UVError) {
-                try request.start(bytes, to: stream, handingOver: true, callback: tcpStreamWriteCallback)
-                return nil
-            } catch {
-                request.reset()
-                return error
-            }
+            return request.startWrite(bytes, to: stream, handingOver: true, callback: tcpStreamWriteCallback)
         }
-        if let error = refused {
+        if result < 0 {
+            pooled._withUnsafeGuaranteedRef { $0.reset() }
             keepForReuse(pooled)
-            let failure = UVError(code: error.code, context: "write to \(peerDescription)")
+            let failure = UVError(code: result, context: "write to \(peerDescription)")
             completion?(failure)
             end(.failed(failure))
             return
