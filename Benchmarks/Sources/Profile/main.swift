@@ -143,6 +143,32 @@ case "echo-two-loops":
     clientLoop.execute { state.client?.dispose() }
     loop.execute { state.server?.dispose() }
     clientLoop.shutdown()
+case "pump":
+    // The TCP pump's shape on one loop: `count` writes of 64 KiB, 8 in flight, until all reached the server.
+    let done = Flag()
+    let total = UInt64(count) * 65_536
+    let payload = [UInt8](repeating: 0x70, count: 65_536)
+    let pump = PumpState()
+    loop.execute {
+        pump.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                pump.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                    pump.connection = connection
+                    for _ in 0..<8 { pump.sendNext(payload, total: total) }
+                }
+            case .refused:
+                break
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { chunk in
+                    pump.received += UInt64(chunk.count)
+                    if pump.received == total { done.raise() }
+                }
+            }
+        }
+    }
+    done.wait()
+    loop.execute { pump.server?.dispose(); pump.client?.dispose() }
 case "rawc-echo":
     // The raw C echo (server and client on two loop threads): `count` is the measured time in ms, so the
     // per-round-trip cost is ΔIr / Δ(round trips), with the round trips printed to stdout.
@@ -158,12 +184,28 @@ case "timers":
     }
     countdown.done.wait()
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, rawc-echo, timers")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers")
 }
 loop.shutdown()
 
 @inline(never)
 func hide<T>(_ value: T) -> T { value }
+
+final class PumpState: @unchecked Sendable {
+    // Loop thread only.
+    var server: (any Disposable)?
+    var client: (any Disposable)?
+    var connection: TCPConnection?
+    var queued: UInt64 = 0
+    var received: UInt64 = 0
+    func sendNext(_ payload: [UInt8], total: UInt64) {
+        guard queued < total, let connection else { return }
+        queued += UInt64(payload.count)
+        connection.send(payload) { [self] error in
+            if error == nil { sendNext(payload, total: total) }
+        }
+    }
+}
 
 final class EchoState: @unchecked Sendable {
     // Loop thread only.
