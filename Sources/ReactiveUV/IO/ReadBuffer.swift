@@ -32,9 +32,10 @@ enum ReadBuffer {
 /// The allocation callback of every ReactiveUV stream: the loop's read buffer.
 let readBufferAllocate: uv_alloc_cb = { handle, _, buffer in
     guard let data = handle?.pointee.data, let buffer else { return }
-    // `data` is the open LoopHandle (see LoopHandle.didOpen); libuv only reads from open handles.
-    let loop = Unmanaged<LoopHandle>.fromOpaque(data).takeUnretainedValue().loop
-    buffer.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+    // `data` is the open LoopHandle, borrowed: it holds a retain until the close callback (see
+    // LoopHandle.didOpen), and libuv only reads from handles that are not closed.
+    let base = Unmanaged<LoopHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
+    buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
 }
 
 /// libuv's `UV_EOF` as an `Int` (read callbacks report it through `nread`).

@@ -236,7 +236,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         if count > 0 {
             let wasBulk = readsAreBulk
             readsAreBulk = count >= ReadBuffer.size / 2
-            // Each branch hands its chunk straight to the consuming sendNext (no extra retain).
+            // Each branch hands its chunk straight to the reader (no local copy kept past the call).
             if wasBulk && !bulkChunk.isEmpty {
                 var filled = bulkChunk
                 bulkChunk = []
@@ -265,7 +265,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     }
 
     /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
-    private func deliver(_ chunk: consuming [UInt8], to reader: Subscriber<[UInt8]>) {
+    private func deliver(_ chunk: [UInt8], to reader: Subscriber<[UInt8]>) {
         if readerIsHome {
             reader.deliverNext(chunk)
         } else {

@@ -95,11 +95,11 @@ class LoopRequest {
     /// Starts the request with `start` (a `uv_*` call returning libuv's result) between `willStart()` and `startFailed()`.
     ///
     /// - Throws: `UVError` with `context` when libuv refused.
-    final func start(_ context: @autoclosure () -> String, handingOver: Bool = false, _ start: () -> Int32) throws(UVError) {
-        willStart(handingOver: handingOver)
+    final func start(_ context: @autoclosure () -> String, _ start: () -> Int32) throws(UVError) {
+        willStart()
         let result = start()
         if result < 0 {
-            startFailed(handingOver: handingOver)
+            startFailed()
             throw UVError(code: result, context: context())
         }
     }

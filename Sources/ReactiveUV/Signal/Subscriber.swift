@@ -40,8 +40,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func sendNext(_ value: consuming Value) {
-        // Consuming: a caller handing over its last use of the value moves it into the event (no retain).
+    public func sendNext(_ value: Value) {
         send(.next(value))
     }
 
@@ -92,7 +91,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// `sendNext` from a source that knows it runs on the home thread (it compared its loop
     /// with `homeIdentity` once, when it was subscribed): the gate without the thread check.
-    func deliverNext(_ value: consuming Value) {
+    func deliverNext(_ value: Value) {
         deliver(.next(value))
     }
 
