@@ -129,6 +129,7 @@ case "echo-two-loops":
                 clientLoop.execute {
                     state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
                         _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
+                        state.startedAt = DispatchTime.now().uptimeNanoseconds
                         connection.send(state.message)
                     }
                 }
@@ -140,6 +141,8 @@ case "echo-two-loops":
         }
     }
     done.wait()
+    // For A/B wall-clock runs under `taskset` (callgrind ignores it): round trips per second of the exchange.
+    print("round trips/s: \(Double(count) / (Double(state.finishedAt - state.startedAt) / 1e9))")
     clientLoop.execute { state.client?.dispose() }
     loop.execute { state.server?.dispose() }
     clientLoop.shutdown()
@@ -215,12 +218,19 @@ final class EchoState: @unchecked Sendable {
     let done: Flag
     var server: (any Disposable)?
     var client: (any Disposable)?
+    var startedAt: UInt64 = 0
+    var finishedAt: UInt64 = 0
     init(count: Int, done: Flag) { remaining = count; self.done = done }
     func clientReceived(_ count: Int, _ connection: TCPConnection) {
         received += count
         guard received >= 64 else { return }
         received = 0
         remaining -= 1
-        if remaining == 0 { done.raise() } else { connection.send(message) }
+        if remaining == 0 {
+            finishedAt = DispatchTime.now().uptimeNanoseconds
+            done.raise()
+        } else {
+            connection.send(message)
+        }
     }
 }
