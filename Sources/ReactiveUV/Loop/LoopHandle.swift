@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// Owns the memory of one libuv handle and keeps itself alive while libuv may touch it.
 ///
@@ -24,6 +29,8 @@ class LoopHandle {
     let raw: UnsafeMutableRawPointer
     /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
     let loopIdentity: UnsafeMutableRawPointer
+    /// `ThreadLocals.currentLoop`'s key, copied once: reading the static costs a `swift_once` per call.
+    private let currentLoopKey: pthread_key_t
     @exclusivity(unchecked) private var state = State.unopened
     // The loop's intrusive list of open handles: O(1) link and unlink, no allocation.
     @exclusivity(unchecked) unowned(unsafe) var nextOpen: LoopHandle?
@@ -33,6 +40,7 @@ class LoopHandle {
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
         self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
+        self.currentLoopKey = ThreadLocals.currentLoop.key
         self.raw = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
     }
 
@@ -40,7 +48,7 @@ class LoopHandle {
     ///
     /// Thread rule: safe from any thread.
     final var onLoopThread: Bool {
-        ThreadLocals.currentLoop.value == loopIdentity
+        pthread_getspecific(currentLoopKey) == loopIdentity
     }
 
     deinit {
