@@ -117,6 +117,67 @@ case "echo":
     }
     done.wait()
     loop.execute { state.server?.dispose(); state.client?.dispose() }
+case "echo-two-loops":
+    // The benchmark's shape (and the C baseline's): server on `loop`, client on a loop of its own.
+    let done = Flag()
+    let state = EchoState(count: count, done: done)
+    let clientLoop = ReactiveUV.EventLoop(name: "profile-client")
+    loop.execute {
+        state.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                clientLoop.execute {
+                    state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                        _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
+                        state.startedAt = DispatchTime.now().uptimeNanoseconds
+                        connection.send(state.message)
+                    }
+                }
+            case .refused:
+                break
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { connection.send($0) }
+            }
+        }
+    }
+    done.wait()
+    // For A/B wall-clock runs under `taskset` (callgrind ignores it): round trips per second of the exchange.
+    print("round trips/s: \(Double(count) / (Double(state.finishedAt - state.startedAt) / 1e9))")
+    clientLoop.execute { state.client?.dispose() }
+    loop.execute { state.server?.dispose() }
+    clientLoop.shutdown()
+case "pump":
+    // The TCP pump's shape on one loop: `count` writes of 64 KiB, 8 in flight, until all reached the server.
+    let done = Flag()
+    let total = UInt64(count) * 65_536
+    let payload = [UInt8](repeating: 0x70, count: 65_536)
+    let pump = PumpState()
+    loop.execute {
+        pump.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                pump.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                    pump.connection = connection
+                    for _ in 0..<8 { pump.sendNext(payload, total: total) }
+                }
+            case .refused:
+                break
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { chunk in
+                    pump.received += UInt64(chunk.count)
+                    if pump.received == total { done.raise() }
+                }
+            }
+        }
+    }
+    done.wait()
+    loop.execute { pump.server?.dispose(); pump.client?.dispose() }
+case "rawc-echo":
+    // The raw C echo (server and client on two loop threads): `count` is the measured time in ms, so the
+    // per-round-trip cost is ΔIr / Δ(round trips), with the round trips printed to stdout.
+    var result = rawc_echo_result()
+    _ = rawc_tcp_echo(64, 0, Int32(count), -1, -1, nil, 0, &result)
+    print("round trips: \(result.round_trips)")
 case "timers":
     let countdown = Countdown(count)
     loop.execute {
@@ -126,12 +187,28 @@ case "timers":
     }
     countdown.done.wait()
 default:
-    print("modes: chain, execute, timers")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers")
 }
 loop.shutdown()
 
 @inline(never)
 func hide<T>(_ value: T) -> T { value }
+
+final class PumpState: @unchecked Sendable {
+    // Loop thread only.
+    var server: (any Disposable)?
+    var client: (any Disposable)?
+    var connection: TCPConnection?
+    var queued: UInt64 = 0
+    var received: UInt64 = 0
+    func sendNext(_ payload: [UInt8], total: UInt64) {
+        guard queued < total, let connection else { return }
+        queued += UInt64(payload.count)
+        connection.send(payload) { [self] error in
+            if error == nil { sendNext(payload, total: total) }
+        }
+    }
+}
 
 final class EchoState: @unchecked Sendable {
     // Loop thread only.
@@ -141,12 +218,19 @@ final class EchoState: @unchecked Sendable {
     let done: Flag
     var server: (any Disposable)?
     var client: (any Disposable)?
+    var startedAt: UInt64 = 0
+    var finishedAt: UInt64 = 0
     init(count: Int, done: Flag) { remaining = count; self.done = done }
     func clientReceived(_ count: Int, _ connection: TCPConnection) {
         received += count
         guard received >= 64 else { return }
         received = 0
         remaining -= 1
-        if remaining == 0 { done.raise() } else { connection.send(message) }
+        if remaining == 0 {
+            finishedAt = DispatchTime.now().uptimeNanoseconds
+            done.raise()
+        } else {
+            connection.send(message)
+        }
     }
 }

@@ -245,8 +245,6 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
         standardInput = nil
     }
 
-    func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {}
-
     /// The process handle's `closeForShutdown`: kill the child, close everything, tell the subscriber.
     fileprivate func shutDown() {
         process?.kill(SIGKILL)

@@ -5,35 +5,20 @@ import Glibc
 import Musl
 #endif
 
-/// The one buffer every stream on a loop thread reads into (handed to libuv by `uv_alloc_cb`).
+/// The buffer every stream on a loop reads into (handed to libuv by `uv_alloc_cb`).
 ///
 /// libuv calls the allocation callback, reads, and calls the read callback
 /// before it reads again, and each read callback copies its bytes out before
-/// returning; so one buffer per thread serves every connection, however many
-/// there are (a buffer per connection would cost 64 KiB per idle client).
-/// The buffer is freed when its thread ends.
+/// returning; so one buffer per loop serves every connection on it, however
+/// many there are (a buffer per connection would cost 64 KiB per idle client).
+/// The loop owns it (`EventLoop.readBuffer`, allocated on first use, freed
+/// with the loop): reaching it is two loads from the handle, where a
+/// thread-local key cost a `pthread_getspecific` and a `swift_once` per read.
 ///
-/// Thread rule: each thread gets its own buffer; loop threads only use it.
+/// Thread rule: loop threads only, each on its own loop's buffer.
 enum ReadBuffer {
     /// Bytes per read: a chunk is at most this big.
     static let size = 65_536
-
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let rc = pthread_key_create(&key) { pointer in free(pointer) }
-        precondition(rc == 0, "pthread_key_create failed with \(rc): the process is out of thread-local keys")
-        return key
-    }()
-
-    /// The calling thread's buffer, allocated on first use.
-    static var current: UnsafeMutableRawPointer {
-        if let buffer = pthread_getspecific(key) { return buffer }
-        guard let buffer = malloc(size) else {
-            fatalError("ReactiveUV could not allocate its \(size)-byte read buffer: out of memory")
-        }
-        pthread_setspecific(key, buffer)
-        return buffer
-    }
 
     /// Copies `count` bytes read into `base` out into an array: the one copy a read chunk costs.
     static func copy(_ base: UnsafeMutablePointer<CChar>?, count: Int) -> [UInt8] {
@@ -44,10 +29,13 @@ enum ReadBuffer {
     }
 }
 
-/// The allocation callback of every ReactiveUV stream: the thread's read buffer.
-let readBufferAllocate: uv_alloc_cb = { _, _, buffer in
-    guard let buffer else { return }
-    buffer.pointee = uv_buf_init(ReadBuffer.current.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+/// The allocation callback of every ReactiveUV stream: the loop's read buffer.
+let readBufferAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    // `data` is the open LoopHandle, borrowed: it holds a retain until the close callback (see
+    // LoopHandle.didOpen), and libuv only reads from handles that are not closed.
+    let base = Unmanaged<LoopHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
+    buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
 }
 
 /// libuv's `UV_EOF` as an `Int` (read callbacks report it through `nread`).

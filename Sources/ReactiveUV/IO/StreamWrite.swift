@@ -1,10 +1,14 @@
 internal import CLibUV
 import Synchronization
 
-/// Something a write or shutdown request reports its result to.
+/// Something a write request reports its result to (through the default `writeRequestCallback`).
 protocol StreamWriteOwner: AnyObject {
     /// Called on the loop thread when libuv called back for `request`.
     func writeDidFinish(_ request: WriteRequest, status: Int32)
+}
+
+/// Something a shutdown request reports its result to.
+protocol StreamShutdownOwner: AnyObject {
     /// Called on the loop thread when the shutdown request finished.
     func shutdownDidFinish(_ request: ShutdownRequest, status: Int32)
 }
@@ -18,33 +22,45 @@ protocol StreamWriteOwner: AnyObject {
 ///
 /// Thread rule: loop thread only.
 final class WriteRequest: LoopRequest {
-    // Loop thread only. The owner (the stream) outlives its pending requests:
-    // closing the stream makes libuv call every pending write back before the close callback.
-    unowned(unsafe) let owner: any StreamWriteOwner
+    // Loop thread only. The owner outlives its pending requests: closing the stream
+    // makes libuv call every pending write back before the close callback. TCP
+    // streams have none: their own callback (`tcpStreamWriteCallback`) goes to the stream.
+    unowned(unsafe) let owner: (any StreamWriteOwner)?
     @exclusivity(unchecked) private(set) var payload: [UInt8] = []
     /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.
     @exclusivity(unchecked) var completion: (((any Error)?) -> Void)?
 
-    init(loop: EventLoop, owner: any StreamWriteOwner) {
+    init(loop: EventLoop, owner: (any StreamWriteOwner)?) {
         self.owner = owner
-        super.init(loop: loop, type: UV_WRITE)
+        // Not in the loop's request list: the stream handle accounts for it (see LoopRequest).
+        super.init(loop: loop, type: UV_WRITE, tracked: false)
     }
 
     override var label: String { "write of \(payload.count) bytes" }
 
-    /// Starts writing `bytes` to `stream`.
-    func start(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>) throws(UVError) {
+    /// Starts writing `bytes` to `stream`; libuv calls `callback` when done (by default `finish(status:)` via the owner).
+    ///
+    /// `handingOver`: see `LoopRequest.willStart(handingOver:)`; only with a callback that takes the reference over.
+    func start(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
+               handingOver: Bool = false, callback: uv_write_cb = writeRequestCallback) throws(UVError) {
+        let result = startWrite(bytes, to: stream, handingOver: handingOver, callback: callback)
+        if result < 0 { throw UVError(code: result, context: "uv_write") }
+    }
+
+    /// `start` without the error value: libuv's result (negative when it refused and nothing is pending).
+    func startWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
+                    handingOver: Bool, callback: uv_write_cb) -> Int32 {
         payload = bytes
         let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
         // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
-        var buffer = uv_buf_init(base.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
-        let request = pointer(as: uv_write_t.self)
-        do {
-            try start("uv_write") { uv_write(request, stream, &buffer, 1, writeRequestCallback) }
-        } catch {
+        var buffer = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: bytes.count)
+        willStart(handingOver: handingOver)
+        let result = uv_write(pointer(as: uv_write_t.self), stream, &buffer, 1, callback)
+        if result < 0 {
+            startFailed(handingOver: handingOver)
             payload = []
-            throw error
         }
+        return result
     }
 
     /// Forgets the payload and the completion, for reuse.
@@ -53,13 +69,22 @@ final class WriteRequest: LoopRequest {
         completion = nil
     }
 
+    /// Forgets the payload and hands the completion over (moved out, not copied), for reuse.
+    func takeCompletion() -> (((any Error)?) -> Void)? {
+        payload = []
+        var taken: (((any Error)?) -> Void)? = nil
+        swap(&taken, &completion)
+        return taken
+    }
+
     fileprivate func finish(status: Int32) {
         didFinish()
-        owner.writeDidFinish(self, status: status)
+        owner?.writeDidFinish(self, status: status)
     }
 }
 
-private let writeRequestCallback: uv_write_cb = { request, status in
+/// The default write callback: reports to the request's owner.
+let writeRequestCallback: uv_write_cb = { request, status in
     guard let data = request?.pointee.data else { return }
     Unmanaged<WriteRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
 }
@@ -69,10 +94,10 @@ private let writeRequestCallback: uv_write_cb = { request, status in
 /// Thread rule: loop thread only.
 final class ShutdownRequest: LoopRequest {
     // Loop thread only; the owner outlives the pending request (see WriteRequest).
-    unowned(unsafe) let owner: any StreamWriteOwner
+    unowned(unsafe) let owner: any StreamShutdownOwner
     let outcome: WriteOutcome?
 
-    init(loop: EventLoop, owner: any StreamWriteOwner, outcome: WriteOutcome?) {
+    init(loop: EventLoop, owner: any StreamShutdownOwner, outcome: WriteOutcome?) {
         self.owner = owner
         self.outcome = outcome
         super.init(loop: loop, type: UV_SHUTDOWN)

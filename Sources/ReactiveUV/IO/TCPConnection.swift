@@ -71,7 +71,7 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread (no lock and no allocation beyond libuv's request pool on the loop thread).
     public func send(_ bytes: [UInt8]) {
-        if stream.loop.inEventLoop {
+        if stream.onLoopThread {
             stream.send(bytes, completion: nil)
             return
         }
@@ -95,7 +95,7 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
     public func send(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
         let stream = self.stream
-        if stream.loop.inEventLoop {
+        if stream.onLoopThread {
             stream.send(bytes, completion: completion)
             return
         }
@@ -209,7 +209,7 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     /// Runs `body` with the stream on its loop: now when already there, else queued.
     private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (TCPStream) -> Void) {
         let stream = self.stream
-        if stream.loop.inEventLoop {
+        if stream.onLoopThread {
             body(stream)
             return
         }

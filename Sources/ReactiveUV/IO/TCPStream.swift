@@ -15,9 +15,10 @@ protocol TCPStreamOwner: AnyObject {
 /// The `uv_tcp_t` behind a `TCPConnection`: reading, writing, backpressure, closing.
 ///
 /// Everything here runs on the loop thread; `TCPConnection` hops there.
-/// Reads go into the thread's shared `ReadBuffer` and are copied out once per
-/// chunk; writes use pooled requests and point libuv at the caller's array.
-final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
+/// Reads go into the loop's shared `ReadBuffer` and are copied out once per
+/// chunk (into a recycled array while the reader lets go of each chunk);
+/// writes use pooled requests and point libuv at the caller's array.
+final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     // Loop thread only (TCPConnection hops there first), except `options` and
     // `origin` (immutable) and the addresses (written before the connection is handed out).
 
@@ -52,13 +53,27 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     @exclusivity(unchecked) private var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
     @exclusivity(unchecked) private var consumerPaused = false
-    @exclusivity(unchecked) private var writePool: [WriteRequest] = []
+    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
+    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
+    /// libuv when the request starts and taken back in `tcpStreamWriteCallback`: no retain,
+    /// release, or array bookkeeping per write.
+    @exclusivity(unchecked) private var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) private var writePoolCount = 0
+    /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
+    /// directly, without `send`'s thread check.
+    @exclusivity(unchecked) private var readerIsHome = false
     @exclusivity(unchecked) private var writesShutDown = false
     @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
     @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
+    /// The last small chunk handed to the reader, refilled in place by the next small read
+    /// once nobody else holds it (see `smallChunk`).
+    @exclusivity(unchecked) private var spareChunk: [UInt8] = []
+
+    /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
+    private static let spareChunkLimit = 4096
 
     /// Finished write requests kept for reuse, per connection.
     private static let writePoolLimit = 16
@@ -143,6 +158,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         consumerPaused = false
         input = .paused
         reader = subscriber
+        readerIsHome = subscriber.homeIdentity == loopIdentity
         if let error = updateReading() {
             reader = nil
             input = .idle
@@ -205,7 +221,7 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
         guard readsAreBulk else {
-            buffer.pointee = uv_buf_init(ReadBuffer.current.assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+            buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
             return
         }
         if bulkChunk.count != ReadBuffer.size {
@@ -218,21 +234,27 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
-            let chunk: [UInt8]
-            if readsAreBulk && !bulkChunk.isEmpty {
+            let wasBulk = readsAreBulk
+            readsAreBulk = count >= ReadBuffer.size / 2
+            // Each branch hands its chunk straight to the reader (no local copy kept past the call).
+            if wasBulk && !bulkChunk.isEmpty {
                 var filled = bulkChunk
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
-                chunk = filled
-            } else {
-                chunk = ReadBuffer.copy(buffer?.pointee.base, count: count)
+                if let reader { deliver(filled, to: reader) }
+            } else if readerIsHome, count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
+                // Only for a reader on this thread: a chunk hopped to another loop is released there,
+                // and the thread sanitizer cannot see the runtime's ordering between that release
+                // and a refill here (a reader elsewhere gets a fresh array per read, as before).
+                if let reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
+            } else if let reader {
+                deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
-            readsAreBulk = count >= ReadBuffer.size / 2
-            reader?.sendNext(chunk)
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
             bulkChunk = []
+            spareChunk = []
             let reader = self.reader
             self.reader = nil
             activeReading = nil
@@ -240,6 +262,36 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
+    }
+
+    /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
+    private func deliver(_ chunk: [UInt8], to reader: Subscriber<[UInt8]>) {
+        if readerIsHome {
+            reader.deliverNext(chunk)
+        } else {
+            reader.sendNext(chunk)
+        }
+    }
+
+    /// Copies a small read into `spareChunk` and returns it, without allocating when possible.
+    ///
+    /// A chunk's array is handed to the reader, which usually lets go of it
+    /// before the next read (or forwards it to a write that has finished by
+    /// then). The stream keeps a reference, and the next read of a size that
+    /// fits refills that storage in place: Array's copy-on-write checks that
+    /// the reference is the only one and makes a new array when it is not, so
+    /// no chunk a reader still holds ever changes. A request/response exchange
+    /// of small messages then costs no allocation per read.
+    private func smallChunk(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        if bytes.count == spareChunk.count {
+            spareChunk.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        } else if bytes.count <= spareChunk.capacity {
+            spareChunk.removeAll(keepingCapacity: true)
+            spareChunk.append(contentsOf: bytes)
+        } else {
+            spareChunk = Array(bytes)
+        }
+        return spareChunk
     }
 
     /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
@@ -267,7 +319,8 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             completion?(nil)
             return
         }
-        let queued = queuedWriteByteCount
+        // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
+        let queued = Int(stream.pointee.write_queue_size)
         if queued > 0 && queued + bytes.count > options.limits.maxQueuedBytes {
             let error = UVError(code: UV_ENOBUFS.rawValue,
                                 message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(options.limits.maxQueuedBytes)): the peer is not reading fast enough",
@@ -275,25 +328,34 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
-        let request = writePool.popLast() ?? WriteRequest(loop: loop, owner: self)
-        request.completion = completion
-        do {
-            try request.start(bytes, to: stream)
-        } catch {
-            request.reset()
-            writePool.append(request)
-            let failure = UVError(code: error.code, context: "write to \(peerDescription)")
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
+        let pooled: Unmanaged<WriteRequest>
+        if writePoolCount > 0, let writePool {
+            writePoolCount -= 1
+            pooled = writePool[writePoolCount]
+        } else {
+            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        }
+        // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
+        let result = pooled._withUnsafeGuaranteedRef { request in
+            request.completion = completion
+            return request.startWrite(bytes, to: stream, handingOver: true, callback: tcpStreamWriteCallback)
+        }
+        if result < 0 {
+            pooled._withUnsafeGuaranteedRef { $0.reset() }
+            keepForReuse(pooled)
+            let failure = UVError(code: result, context: "write to \(peerDescription)")
             completion?(failure)
             end(.failed(failure))
             return
         }
-        if !writeBackpressure && queuedWriteByteCount > options.limits.highWaterMark { updateBackpressure() }
+        if !writeBackpressure && Int(stream.pointee.write_queue_size) > options.limits.highWaterMark { updateBackpressure() }
     }
 
-    func writeDidFinish(_ request: WriteRequest, status: Int32) {
-        let completion = request.completion
-        request.reset()
-        if isOpen && writePool.count < TCPStream.writePoolLimit { writePool.append(request) }
+    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
+    func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
+        let completion = write._withUnsafeGuaranteedRef { $0.takeCompletion() }
+        keepForReuse(write)
         if status == 0 {
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
@@ -307,6 +369,22 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
         let error = UVError(code: status, context: "write to \(peerDescription)")
         completion?(error)
         end(.failed(error))
+    }
+
+    /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
+    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
+        guard isOpen, writePoolCount < TCPStream.writePoolLimit else {
+            write.release()
+            return
+        }
+        let pool = writePool ?? {
+            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: TCPStream.writePoolLimit)
+            writePool = slots
+            return slots
+        }()
+        // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
+        pool[writePoolCount] = write
+        writePoolCount += 1
     }
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
@@ -374,21 +452,43 @@ final class TCPStream: LoopHandle, StreamWriteOwner, @unchecked Sendable {
     }
 
     override func didClose() {
-        writePool.removeAll()
+        if let writePool {
+            for index in 0..<writePoolCount { writePool[index].release() }
+            writePool.deallocate()
+        }
+        writePool = nil
+        writePoolCount = 0
         bulkChunk = []
+        spareChunk = []
         reader = nil
         owner = nil
     }
 }
 
+// Both callbacks borrow the stream without a retain: `data` holds the retain
+// taken in `didOpen()`, released only in the close callback, which libuv runs
+// after the last read callback (a closing handle stops reading first).
 private let tcpStreamAllocate: uv_alloc_cb = { handle, _, buffer in
     guard let data = handle?.pointee.data, let buffer else { return }
-    Unmanaged<TCPStream>.fromOpaque(data).takeUnretainedValue().allocate(buffer)
+    Unmanaged<TCPStream>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
 }
 
 private let tcpStreamReadCallback: uv_read_cb = { stream, count, buffer in
     guard let data = stream?.pointee.data else { return }
-    Unmanaged<TCPStream>.fromOpaque(data).takeUnretainedValue().didRead(count, buffer)
+    Unmanaged<TCPStream>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, buffer) }
+}
+
+/// A TCP write's callback: straight to the stream, found through the request's handle.
+///
+/// The stream is borrowed without a retain: `handle.data` holds the retain
+/// taken in `didOpen()` until the close callback, and libuv calls every
+/// pending write back (`ECANCELED` once closing) before that callback runs.
+private let tcpStreamWriteCallback: uv_write_cb = { request, status in
+    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
+    // The reference the stream handed over when it started the write (see `TCPStream.writePool`).
+    let write = Unmanaged<WriteRequest>.fromOpaque(data)
+    write._withUnsafeGuaranteedRef { $0.didFinish() }
+    Unmanaged<TCPStream>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
 }
 
 /// The disposable of one `bytes` subscription: stops reading for that subscriber.

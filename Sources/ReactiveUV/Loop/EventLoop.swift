@@ -93,6 +93,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let requests = LoopRequestRegistry()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
+    /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
+    @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
 
     // Lifecycle: `thread` is written before the thread starts; `report` is written
     // on the loop thread before `finished` opens and read only after it opened.
@@ -197,6 +199,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
         localQueue.deallocate()
         draining.deallocate()
+        // Only ever lent to libuv between an allocation callback and its read callback.
+        readBufferStorage?.deallocate()
         withInbox { $0.items.deallocate() }
         if phase == .closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
@@ -214,6 +218,16 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     public override class var current: EventLoop? {
         guard let pointer = ThreadLocals.currentLoop.value else { return nil }
         return Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// The buffer every stream on this loop reads into (`ReadBuffer.size` bytes).
+    ///
+    /// Thread rule: loop thread only.
+    var readBuffer: UnsafeMutableRawPointer {
+        if let buffer = readBufferStorage { return buffer }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: ReadBuffer.size, alignment: 16)
+        readBufferStorage = buffer
+        return buffer
     }
 
     /// Whether the calling thread is this loop's thread.

@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// Owns the memory of one libuv handle and keeps itself alive while libuv may touch it.
 ///
@@ -22,6 +27,8 @@ class LoopHandle {
     let loop: EventLoop
     /// The handle memory; freed in the close callback.
     let raw: UnsafeMutableRawPointer
+    /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
+    let loopIdentity: UnsafeMutableRawPointer
     @exclusivity(unchecked) private var state = State.unopened
     // The loop's intrusive list of open handles: O(1) link and unlink, no allocation.
     @exclusivity(unchecked) unowned(unsafe) var nextOpen: LoopHandle?
@@ -30,7 +37,15 @@ class LoopHandle {
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
+        self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
         self.raw = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
+    }
+
+    /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
+    ///
+    /// Thread rule: safe from any thread.
+    final var onLoopThread: Bool {
+        ThreadLocals.currentLoop.value == loopIdentity
     }
 
     deinit {

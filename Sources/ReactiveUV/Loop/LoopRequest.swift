@@ -21,6 +21,13 @@ internal import CLibUV
 /// handles are closed), then keeps running the loop until each one has called
 /// back; no request may start once shutdown began (`loop.acceptsNewRequests`).
 ///
+/// Write requests are not linked into the list (`tracked: false`): each one
+/// belongs to an open stream handle, which the loop's handle list already
+/// tracks, and closing that handle makes libuv call every pending write back
+/// (with `ECANCELED`) before the handle's close callback, so shutdown waits
+/// for them through the handle; cancelling does nothing for them anyway.
+/// That keeps two list updates off every write.
+///
 /// Thread rule: loop thread only, except `init`.
 class LoopRequest {
     // Everything below is confined to `loop`'s thread once `willStart()` ran.
@@ -29,15 +36,18 @@ class LoopRequest {
     let loop: EventLoop
     /// The request memory; libuv points into it while the request is pending.
     let raw: UnsafeMutableRawPointer
+    /// Whether the request is linked into `loop.requests` while pending (see above).
+    let isTracked: Bool
     /// Whether libuv owns the request now (started, not yet called back).
     @exclusivity(unchecked) private(set) final var isPending = false
     // The loop's intrusive list of pending requests: O(1) link and unlink, no allocation.
     @exclusivity(unchecked) unowned(unsafe) var nextPending: LoopRequest?
     @exclusivity(unchecked) unowned(unsafe) var previousPending: LoopRequest?
 
-    /// Allocates memory for a request of `type`.
-    init(loop: EventLoop, type: uv_req_type) {
+    /// Allocates memory for a request of `type`; `tracked: false` only for requests on a stream handle (see above).
+    init(loop: EventLoop, type: uv_req_type, tracked: Bool = true) {
         self.loop = loop
+        self.isTracked = tracked
         self.raw = UnsafeMutableRawPointer.allocate(byteCount: uv_req_size(type), alignment: 16)
     }
 
@@ -62,20 +72,24 @@ class LoopRequest {
     /// Marks the request as about to start: retains self in `req.data` and registers it with the loop.
     ///
     /// Call right before the `uv_*` call that starts it; call `startFailed()` if that call fails.
-    final func willStart() {
+    /// With `handingOver`, no retain is taken: the caller hands libuv a reference it owns and
+    /// has set aside (a pooled write request's), and whoever handles the callback takes it over.
+    final func willStart(handingOver: Bool = false) {
         assert(!isPending, "willStart() called on a pending request")
-        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        request.pointee.data = handingOver ? Unmanaged.passUnretained(self).toOpaque() : Unmanaged.passRetained(self).toOpaque()
         isPending = true
-        loop.requests.register(self)
+        if isTracked { loop.requests.register(self) }
     }
 
     /// Undoes `willStart()` after the `uv_*` call refused to start the request (libuv will not call back).
-    final func startFailed() {
+    ///
+    /// With `handingOver` the reference stays the caller's (nothing is released).
+    final func startFailed(handingOver: Bool = false) {
         guard isPending, let data = request.pointee.data else { return }
         isPending = false
         request.pointee.data = nil
-        loop.requests.unregister(self)
-        Unmanaged<LoopRequest>.fromOpaque(data).release()
+        if isTracked { loop.requests.unregister(self) }
+        if !handingOver { Unmanaged<LoopRequest>.fromOpaque(data).release() }
     }
 
     /// Starts the request with `start` (a `uv_*` call returning libuv's result) between `willStart()` and `startFailed()`.
@@ -93,12 +107,13 @@ class LoopRequest {
     /// Marks the request finished: unregisters it and clears `req.data`.
     ///
     /// Call first in the completion callback, which balances the retain of
-    /// `willStart()` by taking the object with `takeRetainedValue()`.
+    /// `willStart()` by taking the object with `takeRetainedValue()` (or takes
+    /// over the reference handed over).
     final func didFinish() {
         assert(isPending, "didFinish() called on a request that is not pending")
         isPending = false
         request.pointee.data = nil
-        loop.requests.unregister(self)
+        if isTracked { loop.requests.unregister(self) }
     }
 
     /// Called by the loop's shutdown for a pending request.

@@ -89,6 +89,12 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         }
     }
 
+    /// `sendNext` from a source that knows it runs on the home thread (it compared its loop
+    /// with `homeIdentity` once, when it was subscribed): the gate without the thread check.
+    func deliverNext(_ value: Value) {
+        deliver(.next(value))
+    }
+
     @usableFromInline
     func hop(_ event: Event<Value>) {
         if subscription.isDisposed { return }

@@ -328,6 +328,44 @@ final class TCPTests: XCTestCase {
         }
     }
 
+    /// Small reads refill the array of the previous chunk when the reader let go of it: a chunk
+    /// the reader keeps never changes, whether the next read has its size or a smaller one.
+    func testChunksAReaderKeepsNeverChangeWhenReadBuffersAreRecycled() throws {
+        let sizes = [10, 10, 10, 7, 7, 12, 12, 5, 64, 64, 64, 3, 3, 4096, 100, 100, 1, 1, 1, 30]
+        let messages = sizes.enumerated().map { pattern($0.element, seed: $0.offset + 1) }
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try harness.record(TCP.connect(host: "127.0.0.1", port: port)).waitForValues(1)[0]
+            let serverConnection = try waitForAccepted(server, 1)[0]
+            let clientBytes = try harness.record(client.bytes, label: "acks")
+            let kept = Locked<[[UInt8]]>([]), received = Locked<[[UInt8]]>([])
+            // On the loop: every other chunk is kept, the others are dropped at once (and recycled).
+            let reading = try harness.onLoop {
+                UncheckedBox(serverConnection.bytes.subscribeNext { chunk in
+                    let index = received.withLock { all -> Int in
+                        // A real copy (Array(chunk) would share the storage and keep every chunk held).
+                        all.append(chunk.withUnsafeBufferPointer { Array($0) })
+                        return all.count
+                    }
+                    if index % 2 == 0 { kept.withLock { $0.append(chunk) } }
+                    serverConnection.send([1])
+                })
+            }
+            for (index, message) in messages.enumerated() {
+                client.send(message)  // one message in flight: each arrives as a read of its own
+                _ = try waitForBytes(clientBytes, index + 1)
+            }
+            XCTAssertEqual(received.current.reduce([], +), messages.reduce([], +), "the bytes arrived intact, in order")
+            if received.current.count == messages.count {
+                let expected = stride(from: 1, to: messages.count, by: 2).map { messages[$0] }
+                let changed = zip(kept.current, expected).enumerated().filter { $0.element.0 != $0.element.1 }.map { 2 * $0.offset + 1 }
+                XCTAssertEqual(kept.current.count, expected.count)
+                XCTAssertEqual(changed, [], "kept chunks (by message index) changed after a later read")
+            }
+            reading.value.dispose()
+        }
+    }
+
     /// A write past the queue limit is refused with ENOBUFS; the connection stays usable.
     func testAWritePastTheQueueLimitIsRefusedWithENOBUFS() throws {
         let limits = TCPBufferLimits(highWaterMark: 64 << 10, lowWaterMark: 16 << 10, maxQueuedBytes: 1 << 20)
