@@ -39,10 +39,15 @@ final class SubjectConcurrencyTests: XCTestCase {
         }
         XCTAssertEqual(keepers.count, 2)
 
+        // The senders start once the first probe is subscribed, so under load they cannot
+        // finish before any probe exists (the probes must see values to prove anything).
+        let firstProbeSubscribed = Atomic<Bool>(false)
         let sendersGroup = DispatchGroup()
         for sender in 0..<senders {
             sendersGroup.enter()
             Thread {
+                let deadline = SchedulerInstant.now + .seconds(30)
+                while !firstProbeSubscribed.load(ordering: .acquiring) && SchedulerInstant.now < deadline { sched_yield() }
                 for n in 0..<perSender { subject.sendNext((sender, n)) }
                 sendersDone.add(1, ordering: .sequentiallyConsistent)
                 sendersGroup.leave()
@@ -62,9 +67,13 @@ final class SubjectConcurrencyTests: XCTestCase {
             default:
                 subscription = subject.subscribeNext { _ in probe.callback() }  // home: EventLoop.shared
             }
-            // Let some values through (or give up quickly once the senders are done).
+            // Let some values through (or give up quickly once the senders are done). The
+            // first probe waits for its first value however loaded the machine is.
+            firstProbeSubscribed.store(true, ordering: .releasing)
             let until = SchedulerInstant.now + .milliseconds(20)
-            while probe.received.load(ordering: .relaxed) < 50 && SchedulerInstant.now < until {
+            let firstUntil = SchedulerInstant.now + .seconds(10)
+            while probe.received.load(ordering: .relaxed) < 50 && SchedulerInstant.now < until
+                || round == 0 && probe.received.load(ordering: .relaxed) == 0 && SchedulerInstant.now < firstUntil {
                 sched_yield()
             }
             subscription?.dispose()
