@@ -25,8 +25,10 @@ final class ShutdownObservers: @unchecked Sendable {
             return key
         }
         guard let key else { return nil }
-        return ActionDisposable { [weak self] in
-            _ = self?.state.withLock { $0.observers.removeValue(forKey: key) }
+        // Strong, not weak: this object refers to no loop, and a weak reference's side table
+        // outlives its closure in a way LeakSanitizer reports as lost.
+        return ActionDisposable { [self] in
+            _ = state.withLock { $0.observers.removeValue(forKey: key) }
         }
     }
 

@@ -127,9 +127,11 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
     private func watchForShutdown() {
         guard let loop = (scheduler as? EventLoop) ?? (scheduler as? LoopTimeScheduler)?.loop else { return }
         let name = loop.name
-        // Runs on the loop's thread, the scheduler's: the state's own thread.
-        let observer: @Sendable () -> Void = { [weak self] in
-            guard let self, !self.subscription.isDisposed else { return }
+        // Runs on the loop's thread, the scheduler's: the state's own thread. It holds the state
+        // strongly (no weak side table); the cycle through the loop's observer list is broken
+        // when the subscription ends (its token removes the observer) or the loop shuts down.
+        let observer: @Sendable () -> Void = { [self] in
+            guard !self.subscription.isDisposed else { return }
             self.finish(.error(EventLoopError.shutDown(loop: name)))
         }
         guard let token = loop.shutdownObservers.add(observer) else {
