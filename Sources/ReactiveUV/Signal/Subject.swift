@@ -276,8 +276,10 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             }
             unlock()
             if !ended {
-                // Leaves the list when the subscription is disposed.
-                subscription.add(subscriber)
+                // Leaves the list at teardown (`releaseObserver`, as the subscription's root): no
+                // child to add. Teardown runs after this on the home thread; only when the home loop
+                // is gone can it run elsewhere, so a disposal that raced the append leaves here.
+                if subscription.isDisposed { subscriber.dispose() }
                 return
             }
         }
@@ -296,8 +298,9 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             changedLocked()
         }
         unlock()
-        if terminal == nil {
-            subscription.add(subscriber)
+        if terminal == nil, subscription.isDisposed {
+            // Teardown leaves the list (see `register`); this covers a disposal that raced the append.
+            subscriber.dispose()
         }
         // On the home thread, so these are delivered now, before any send hopped here from elsewhere.
         let current = ThreadLocals.currentScheduler.value

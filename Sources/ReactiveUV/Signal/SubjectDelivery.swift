@@ -3,8 +3,8 @@ import Synchronization
 /// A subject's registration of one subscription, without its value type.
 ///
 /// The subject's list holds these, so adding and removing are plain
-/// (non-generic) array operations. Disposing it (the subscription does, when
-/// it is disposed) takes it off the subject's list.
+/// (non-generic) array operations. Disposing it (the subscription's teardown
+/// does, through `releaseObserver`) takes it off the subject's list.
 @usableFromInline
 class SubjectSubscriberBase: Disposable, @unchecked Sendable {
     // `disposed` is atomic; subclasses document their own state.
@@ -135,8 +135,11 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         subject.remove(self)
     }
 
-    /// Teardown (home thread): drop the observer chain, after the delivery in progress if there is one.
+    /// Teardown (home thread): leave the subject, then drop the observer chain (after the
+    /// delivery in progress if there is one). The subscriber is the subscription's root, not
+    /// one of its children, so this is the one place it leaves.
     func releaseObserver() {
+        dispose()
         if flags & Self.releasedFlag != 0 { return }
         if depth > 0 {
             flags |= Self.releasePendingFlag
