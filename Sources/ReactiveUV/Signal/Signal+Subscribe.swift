@@ -27,6 +27,9 @@ extension Signal {
         // enough to inline; off (the default) it costs one relaxed load, nothing per event.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
+        } else if attachesSinks, subscription.home.isCurrent {
+            // A subject on its home thread keeps the sink itself: no closure, no box.
+            attach(sink: sink, to: subscription)
         } else if usesValueShortcut {
             start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
         } else {

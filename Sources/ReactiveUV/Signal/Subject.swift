@@ -59,7 +59,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     public override init() {
         replayCapacity = 0
         replay = SubjectReplay(capacity: 0)
-        super.init()
+        super.init(attachesSinks: true)
     }
 
     /// For `ReplaySubject`/`BehaviorSubject`: a subject that keeps the last `replayCapacity` values.
@@ -67,7 +67,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         self.replayCapacity = replayCapacity
         replay = SubjectReplay(capacity: replayCapacity)
         if let initial { replay.record(initial) }
-        super.init()
+        super.init(attachesSinks: true)
     }
 
     deinit {
@@ -260,6 +260,11 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline
     override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
         register(subscriberType.init(subject: self, observer: observer, next: next, subscription: subscription), to: subscription)
+    }
+
+    @usableFromInline
+    override final func attach(sink: Sink<Value>, to subscription: Subscription) {
+        register(subscriberType.init(subject: self, sink: sink, subscription: subscription), to: subscription)
     }
 
     /// Registers a new subscription's subscriber (or replays the end to it).
