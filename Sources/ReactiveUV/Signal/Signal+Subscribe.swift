@@ -21,7 +21,7 @@ extension Signal {
         error: ((any Error) -> Void)? = nil,
         completed: (() -> Void)? = nil
     ) -> any Disposable {
-        let subscription = Subscription(home: Subscription.homeForCallingThread)
+        let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
         // Event logging (SignalLogging.swift) is out of line, so this body stays small
         // enough to inline; off (the default) it costs one relaxed load, nothing per event.

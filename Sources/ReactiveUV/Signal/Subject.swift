@@ -323,6 +323,12 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         defer { unlock() }
         // Newest last: a short-lived subscription is usually found at once.
         var index = registry.subscribers.count - 1
+        if index >= 0, registry.subscribers[index] === subscriber {
+            // The newest: no elements to move.
+            registry.subscribers.removeLast()
+            changedLocked()
+            return
+        }
         while index >= 0 {
             if registry.subscribers[index] === subscriber {
                 registry.subscribers.remove(at: index)
