@@ -97,6 +97,9 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     /// Takes the children out under the lock and disposes them outside it.
     final func disposeChildren() {
         let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]) in
+            // `first` is nil only when there are no children (`add` and `remove` keep it so):
+            // nothing to take, and no empty array to swap in.
+            if first == nil { return (nil, []) }
             defer {
                 first = nil
                 rest = []

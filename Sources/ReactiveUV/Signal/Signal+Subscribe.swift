@@ -21,12 +21,15 @@ extension Signal {
         error: ((any Error) -> Void)? = nil,
         completed: (() -> Void)? = nil
     ) -> any Disposable {
-        let subscription = Subscription(home: Subscription.homeForCallingThread)
+        let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
         // Event logging (SignalLogging.swift) is out of line, so this body stays small
         // enough to inline; off (the default) it costs one relaxed load, nothing per event.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
+        } else if attachesSinks, subscription.home.isCurrent {
+            // A subject on its home thread keeps the sink itself: no closure, no box.
+            attach(sink: sink, to: subscription)
         } else if usesValueShortcut {
             start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
         } else {

@@ -23,6 +23,9 @@ public class Signal<Value>: @unchecked Sendable {
     /// makes one only then, so subscribing to anything else costs nothing more. A stored
     /// constant, not an overridden property: subscribing reads it without a call.
     @usableFromInline let usesValueShortcut: Bool
+    /// Whether `attach(sink:to:)` keeps the sink itself (subjects), so `subscribe` passes
+    /// it instead of closures calling it. A stored constant, like `usesValueShortcut`.
+    @usableFromInline let attachesSinks: Bool
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -39,6 +42,7 @@ public class Signal<Value>: @unchecked Sendable {
     public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
         usesValueShortcut = false
+        attachesSinks = false
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
@@ -47,6 +51,14 @@ public class Signal<Value>: @unchecked Sendable {
     init() {
         self.didSubscribe = nil
         usesValueShortcut = false
+        attachesSinks = false
+    }
+
+    /// For subjects, which override `attach(sink:to:)`.
+    init(attachesSinks: Bool) {
+        self.didSubscribe = nil
+        usesValueShortcut = false
+        self.attachesSinks = attachesSinks
     }
 
     /// For fused operators, whose `attach(_:values:to:)` uses the value shortcut.
@@ -54,6 +66,7 @@ public class Signal<Value>: @unchecked Sendable {
     init(usesValueShortcut: Bool) {
         self.didSubscribe = nil
         self.usesValueShortcut = usesValueShortcut
+        attachesSinks = false
     }
 
     /// The debug name (RAC's `name`); empty unless set, or unless debug naming
@@ -107,6 +120,13 @@ public class Signal<Value>: @unchecked Sendable {
     @usableFromInline
     func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
         attach(observer, to: subscription)
+    }
+
+    /// `attach(_:to:)` for `subscribe`'s sink; called only when `attachesSinks` (subjects
+    /// override it). Home thread only.
+    @usableFromInline
+    func attach(sink: Sink<Value>, to subscription: Subscription) {
+        attach({ sink.receive($0) }, to: subscription)
     }
 
     /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.

@@ -17,6 +17,9 @@ import Musl
 ///
 /// On a terminal event the subscription is disposed first and the callback
 /// runs after, as RAC's subscriber does; the callbacks are then released.
+///
+/// A subject keeps the sink itself as its subscriber's observer
+/// (`Signal.attach(sink:to:)`), instead of a closure calling it in a box.
 @usableFromInline
 final class Sink<Value> {
     // All stored vars are touched only on the subscription's home thread.

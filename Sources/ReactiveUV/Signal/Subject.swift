@@ -59,7 +59,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     public override init() {
         replayCapacity = 0
         replay = SubjectReplay(capacity: 0)
-        super.init()
+        super.init(attachesSinks: true)
     }
 
     /// For `ReplaySubject`/`BehaviorSubject`: a subject that keeps the last `replayCapacity` values.
@@ -67,7 +67,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         self.replayCapacity = replayCapacity
         replay = SubjectReplay(capacity: replayCapacity)
         if let initial { replay.record(initial) }
-        super.init()
+        super.init(attachesSinks: true)
     }
 
     deinit {
@@ -262,6 +262,11 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         register(subscriberType.init(subject: self, observer: observer, next: next, subscription: subscription), to: subscription)
     }
 
+    @usableFromInline
+    override final func attach(sink: Sink<Value>, to subscription: Subscription) {
+        register(subscriberType.init(subject: self, sink: sink, subscription: subscription), to: subscription)
+    }
+
     /// Registers a new subscription's subscriber (or replays the end to it).
     @inline(__always)
     private func register(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
@@ -276,8 +281,10 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             }
             unlock()
             if !ended {
-                // Leaves the list when the subscription is disposed.
-                subscription.add(subscriber)
+                // Leaves the list at teardown (`releaseObserver`, as the subscription's root): no
+                // child to add. Teardown runs after this on the home thread; only when the home loop
+                // is gone can it run elsewhere, so a disposal that raced the append leaves here.
+                if subscription.isDisposed { subscriber.dispose() }
                 return
             }
         }
@@ -296,8 +303,9 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             changedLocked()
         }
         unlock()
-        if terminal == nil {
-            subscription.add(subscriber)
+        if terminal == nil, subscription.isDisposed {
+            // Teardown leaves the list (see `register`); this covers a disposal that raced the append.
+            subscriber.dispose()
         }
         // On the home thread, so these are delivered now, before any send hopped here from elsewhere.
         let current = ThreadLocals.currentScheduler.value
@@ -315,6 +323,12 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         defer { unlock() }
         // Newest last: a short-lived subscription is usually found at once.
         var index = registry.subscribers.count - 1
+        if index >= 0, registry.subscribers[index] === subscriber {
+            // The newest: no elements to move.
+            registry.subscribers.removeLast()
+            changedLocked()
+            return
+        }
         while index >= 0 {
             if registry.subscribers[index] === subscriber {
                 registry.subscribers.remove(at: index)

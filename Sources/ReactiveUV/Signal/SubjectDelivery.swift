@@ -3,8 +3,8 @@ import Synchronization
 /// A subject's registration of one subscription, without its value type.
 ///
 /// The subject's list holds these, so adding and removing are plain
-/// (non-generic) array operations. Disposing it (the subscription does, when
-/// it is disposed) takes it off the subject's list.
+/// (non-generic) array operations. Disposing it (the subscription's teardown
+/// does, through `releaseObserver`) takes it off the subject's list.
 @usableFromInline
 class SubjectSubscriberBase: Disposable, @unchecked Sendable {
     // `disposed` is atomic; subclasses document their own state.
@@ -35,16 +35,17 @@ class SubjectSubscriberBase: Disposable, @unchecked Sendable {
 /// that delivery returns.
 @usableFromInline
 final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, @unchecked Sendable {
-    // `subject`, `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and
+    // `subject`, `subscription`, `homeIdentity`, `observer` (the pointer) are immutable; `flags` and
     // `depth` are touched only on the subscription's home thread (deliveries run there, sends from
     // elsewhere are hopped there, and teardown runs there).
     let subject: Subject<Value>
     @usableFromInline let subscription: Subscription
     /// `subscription.home`'s identity, compared with the calling thread's current scheduler.
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
-    /// Holds one reference to the box until `released`.
-    @usableFromInline let observer: Unmanaged<ObserverBox<Value>>
-    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag`: one byte, so a value is gated by one test.
+    /// Holds one reference to the observer until `released`: an `ObserverBox<Value>`, or a
+    /// `Sink<Value>` when `sinkFlag` is set (`subscribe` on a subject: the sink itself, no closure or box).
+    @usableFromInline let observer: Unmanaged<AnyObject>
+    /// `terminatedFlag`, `releasedFlag`, `releasePendingFlag` and `sinkFlag`: one byte, so a value is gated by one test.
     @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
     @usableFromInline @exclusivity(unchecked) var depth = 0
 
@@ -54,6 +55,8 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     @usableFromInline static var releasedFlag: UInt8 { 2 }
     /// Teardown came during a delivery: release when the outermost delivery returns.
     @usableFromInline static var releasePendingFlag: UInt8 { 4 }
+    /// Set for life when `observer` is a `Sink<Value>` (else an `ObserverBox<Value>`).
+    @usableFromInline static var sinkFlag: UInt8 { 8 }
 
     init(subject: Subject<Value>, observer: @escaping (Event<Value>) -> Void, next: ((Value) -> Void)?, subscription: Subscription) {
         self.subject = subject
@@ -61,6 +64,16 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         super.init()
+    }
+
+    /// A subscriber whose observer is `subscribe`'s sink, kept as it is (no closure, no box).
+    init(subject: Subject<Value>, sink: Sink<Value>, subscription: Subscription) {
+        self.subject = subject
+        self.observer = Unmanaged.passRetained(sink)
+        self.subscription = subscription
+        self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
+        super.init()
+        flags = Self.sinkFlag
     }
 
     deinit {
@@ -92,7 +105,11 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
         if event.isTerminating { flags |= Self.terminatedFlag }
         depth &+= 1
-        observer._withUnsafeGuaranteedRef { $0.observer(event) }
+        if flags & Self.sinkFlag != 0 {
+            observer._withUnsafeGuaranteedRef { unsafeDowncast($0, to: Sink<Value>.self).receive(event) }
+        } else {
+            observer._withUnsafeGuaranteedRef { unsafeDowncast($0, to: ObserverBox<Value>.self).observer(event) }
+        }
         depth &-= 1
         if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
         if flags & Self.terminatedFlag != 0 { subscription.dispose() }
@@ -103,14 +120,43 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     /// nothing to end afterwards.
     @inlinable
     func deliverNext(_ value: Value) {
-        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
+        // No flag set: a box observer, live, no release pending. Testing the whole byte keeps the
+        // box path (operator chains) as short as before sinks were kept; the rest is out of line.
+        guard flags == 0 else {
+            deliverNextFlagged(value)
+            return
+        }
+        guard !subscription.isDisposed else { return }
         depth &+= 1
-        observer._withUnsafeGuaranteedRef { box in
+        observer._withUnsafeGuaranteedRef { object in
+            let box = unsafeDowncast(object, to: ObserverBox<Value>.self)
             // Not `if let next = box.next`: binding the closure would retain and release it per value.
             if box.hasNext {
                 box.next?(value)
             } else {
                 box.observer(.next(value))
+            }
+        }
+        depth &-= 1
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+    }
+
+    /// `deliverNext` when a flag is set: a sink observer, an ended subscriber, or a release pending.
+    @inlinable
+    @inline(never)
+    func deliverNextFlagged(_ value: Value) {
+        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return }
+        depth &+= 1
+        if flags & Self.sinkFlag != 0 {
+            observer._withUnsafeGuaranteedRef { unsafeDowncast($0, to: Sink<Value>.self).receiveNext(value) }
+        } else {
+            observer._withUnsafeGuaranteedRef { object in
+                let box = unsafeDowncast(object, to: ObserverBox<Value>.self)
+                if box.hasNext {
+                    box.next?(value)
+                } else {
+                    box.observer(.next(value))
+                }
             }
         }
         depth &-= 1
@@ -135,8 +181,11 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
         subject.remove(self)
     }
 
-    /// Teardown (home thread): drop the observer chain, after the delivery in progress if there is one.
+    /// Teardown (home thread): leave the subject, then drop the observer chain (after the
+    /// delivery in progress if there is one). The subscriber is the subscription's root, not
+    /// one of its children, so this is the one place it leaves.
     func releaseObserver() {
+        dispose()
         if flags & Self.releasedFlag != 0 { return }
         if depth > 0 {
             flags |= Self.releasePendingFlag

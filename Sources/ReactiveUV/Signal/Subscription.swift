@@ -36,6 +36,18 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         super.init()
     }
 
+    /// A subscription whose home is `homeForCallingThread`, with one retain of the home (the
+    /// property returns it retained, and the specialized `init(home:)` retains it again).
+    @usableFromInline
+    init(homeForCallingThread: Void) {
+        if let current = ThreadLocals.currentScheduler.value {
+            home = Unmanaged<Scheduler>.fromOpaque(current).takeUnretainedValue()
+        } else {
+            home = EventLoop.shared
+        }
+        super.init()
+    }
+
     /// The home scheduler for a subscription made on the calling thread: the
     /// current scheduler, else `EventLoop.shared` (RAC's subscription scheduler).
     @usableFromInline
@@ -75,8 +87,8 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
 
     private func tearDown() {
         disposeChildren()
-        let root = self.root
-        self.root = nil
+        // Moved out, not copied: no retain and release of the root.
+        let root = self.root.take()
         flowControl = nil
         root?.releaseObserver()
     }

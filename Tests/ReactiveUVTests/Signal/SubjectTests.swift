@@ -122,6 +122,51 @@ final class SubjectTests: XCTestCase {
         XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's closures")
     }
 
+    /// `subscribe` on a subject on its home thread keeps the sink itself as the subscriber's observer:
+    /// values, the end and disposal must behave as through any other observer, and disposal must
+    /// free the callbacks and leave the subject while the caller still holds the disposable.
+    func testADirectSubscriptionToASubjectDeliversLeavesAndFreesItsCallbacks() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        weak var weakToken: LifetimeToken?
+        var values: [Int] = []
+        let subscription: any Disposable = test.performAsCurrent {
+            let token = LifetimeToken()
+            weakToken = token
+            return subject.subscribeNext { value in
+                token.touch()
+                values.append(value)
+            }
+        }
+        XCTAssertEqual(subject.subscriberCount, 1)
+        test.performAsCurrent {
+            subject.sendNext(1)
+            subject.sendNext(2)
+        }
+        subject.sendNext(3)  // from outside the home: hopped there, delivered when the scheduler runs
+        test.run()
+        XCTAssertEqual(values, [1, 2, 3])
+        test.performAsCurrent { subscription.dispose() }
+        XCTAssertEqual(subject.subscriberCount, 0, "a disposed subscription leaves the subject")
+        XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's callbacks")
+        test.performAsCurrent { subject.sendNext(4) }
+        test.run()
+        XCTAssertEqual(values, [1, 2, 3], "nothing after disposal")
+
+        var ended = false
+        let second: any Disposable = test.performAsCurrent {
+            subject.subscribe(next: { values.append($0) }, completed: { ended = true })
+        }
+        test.performAsCurrent {
+            subject.sendNext(5)
+            subject.sendCompleted()
+        }
+        XCTAssertEqual(values, [1, 2, 3, 5])
+        XCTAssertTrue(ended)
+        XCTAssertTrue(second.isDisposed, "the end disposes the subscription")
+        XCTAssertEqual(subject.subscriberCount, 0)
+    }
+
     /// The sending loop's lock-free path must see subscribers that come and go during a delivery.
     func testSubscribersChangingDuringADeliveryOnTheSendingLoop() {
         let test = TestScheduler()
