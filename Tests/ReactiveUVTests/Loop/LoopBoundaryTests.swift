@@ -1,6 +1,7 @@
 import CLibUV
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// Where loops meet each other and end: each test is one way a multi-loop program
@@ -95,6 +96,31 @@ final class LoopBoundaryTests: XCTestCase {
         timer?.dispose()
         try await a.shutdownGracefully()
         try await b.shutdownGracefully()
+    }
+
+    func testAnotherLoopReadsAConnectionsStateWithoutWaitingForTheConnectionsLoop() throws {
+        let report = LoopHarness.run { harness in
+            let (server, port) = try startServer(harness)
+            let client = try harness.record(TCP.connect(host: "127.0.0.1", port: port), label: "client")
+            let connection = try client.waitForValues(1)[0]
+            _ = try waitForAccepted(server, 1)
+            let other = EventLoop(name: "other")
+            defer { other.shutdown() }
+            // The connection's loop is busy in a callback until the other loop has its answer.
+            let inside = Latch(), release = Latch()
+            harness.loop.execute {
+                inside.open()
+                _ = release.wait(until: SchedulerInstant.now + .seconds(60))
+            }
+            XCTAssertTrue(inside.wait(until: SchedulerInstant.now + hang))
+            let answer = onLoop(other) { "open \(connection.isOpen), queued \(connection.queuedWriteByteCount)" }
+            release.open()
+            XCTAssertEqual(answer, "open true, queued 0", "the other loop waited for the connection's busy loop")
+            connection.close()
+            try harness.wait(for: "the close to be published") { !connection.isOpen }
+            XCTAssertTrue(try client.waitForTermination().isCompleted)
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 
     // MARK: 3. teardown while the home loop is closing
