@@ -380,3 +380,72 @@ extension LoopState {
     /// Whether `shutdown()` has been asked for, or the loop has closed.
     var isShuttingDownOrClosed: Bool { rawValue >= LoopState.closeRequested.rawValue }
 }
+
+/// A loop that cannot start (no file descriptor left) is an error the program sees, never a crash.
+final class LoopStartFailureTests: XCTestCase {
+    /// Runs `body` while the process can open no new file descriptor (the soft limit is lowered
+    /// to the lowest free descriptor number, then restored).
+    private func withNoDescriptorLeft<R>(_ body: () throws -> R) throws -> R {
+        var limit = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0)
+        let lowestFree = dup(0)
+        XCTAssertGreaterThan(lowestFree, 0)
+        close(lowestFree)
+        var lowered = limit
+        lowered.rlim_cur = rlim_t(lowestFree)
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lowered), 0)
+        defer { XCTAssertEqual(setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit), 0) }
+        return try body()
+    }
+
+    func testTryStartThrowsCouldNotStartWithEMFILE() throws {
+        let error: EventLoopError? = try withNoDescriptorLeft { () -> EventLoopError? in
+            do {
+                let loop = try EventLoop.tryStart(name: "starved")
+                loop.shutdown()
+                return nil
+            } catch {
+                return error as? EventLoopError
+            }
+        }
+        guard case .couldNotStart(let name, let uvError)? = error else {
+            return XCTFail("expected couldNotStart, got \(String(describing: error))")
+        }
+        XCTAssertEqual(name, "starved")
+        XCTAssertEqual(uvError.name, "EMFILE")
+    }
+
+    func testALoopThatCouldNotStartRefusesWorkWithItsReasonAndShutsDownQuietly() throws {
+        let loop = try withNoDescriptorLeft { EventLoop(name: "starved") }
+        XCTAssertEqual(loop.startFailure?.name, "EMFILE")
+        XCTAssertTrue(loop.isShutDown)
+        XCTAssertThrowsError(try loop.tryExecute {}) { error in
+            guard case .couldNotStart(let name, _)? = error as? EventLoopError else { return XCTFail("\(error)") }
+            XCTAssertEqual(name, "starved")
+        }
+        // A signal subscribed there ends with the reason, instead of never starting.
+        let ended = Locked<String?>(nil)
+        _ = Signal<Int>.return(1).subscribe(on: loop).subscribe(next: { _ in }, error: { error in
+            ended.withLock { $0 = "\(error)" }
+        })
+        waitUntil("the error") { ended.current != nil }
+        XCTAssertEqual(ended.current, "\(EventLoopError.couldNotStart(loop: "starved", error: loop.startFailure!))")
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+    }
+
+    func testOwnerThreadLoopsReportTheFailureToo() throws {
+        let outcome = Locked<String?>(nil)
+        try withNoDescriptorLeft {
+            onNewThread {
+                do {
+                    _ = try EventLoop.tryOnCurrentThread(name: "starved-main")
+                    outcome.withLock { $0 = "started" }
+                } catch {
+                    outcome.withLock { $0 = "\(error)" }
+                }
+            }
+        }
+        XCTAssertEqual(outcome.current?.hasPrefix("EventLoop 'starved-main' could not start (EMFILE"), true, outcome.current ?? "nil")
+        XCTAssertNil(EventLoop.current)
+    }
+}
