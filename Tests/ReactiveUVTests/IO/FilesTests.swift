@@ -272,10 +272,12 @@ final class FilesTests: XCTestCase {
     /// thread is free at once, and disposing the FIFO reads closes their handles.
     func testFIFOsWithoutAWriterHoldNoPoolThread() throws {
         let fifos = try (0..<5).map { try makeFIFO("idle-\($0)") }
-        defer { fifos.forEach(releaseBlockedOpeners) }
+        let releaser = FIFOReleaser(fifos)
+        defer { releaser.stop() }
         let path = directory + "/normal"
         try Data([7, 8, 9]).write(to: URL(fileURLWithPath: path))
         try checked { harness in
+            defer { releaser.start() }
             let waiting = try fifos.map { try harness.record(Files.read($0)) }
             let chunked = try harness.record(Files.chunks(fifos[0]))
             let normal = try harness.record(Files.read(path))
@@ -291,8 +293,10 @@ final class FilesTests: XCTestCase {
     /// A FIFO is read on the loop as its writer writes: whole (at EOF), in chunks, and bounded by maxSize.
     func testAFIFOIsReadWhenItsWriterWritesAndCloses() throws {
         let fifo = try makeFIFO("fed")
-        defer { releaseBlockedOpeners(fifo) }
+        let releaser = FIFOReleaser([fifo])
+        defer { releaser.stop() }
         try checked { harness in
+            defer { releaser.start() }
             let whole = try harness.record(Files.read(fifo))
             let writer = try openWriter(fifo, harness)
             XCTAssertEqual(send([1, 2, 3, 4, 5], to: writer), 5)
@@ -319,8 +323,10 @@ final class FilesTests: XCTestCase {
     /// Writing to a FIFO nobody reads used to hold a pool thread in open() until a reader came: now ENXIO at once.
     func testWritingToAFIFOWithoutAReaderIsENXIO() throws {
         let fifo = try makeFIFO("unread")
-        defer { releaseBlockedOpeners(fifo) }
+        let releaser = FIFOReleaser([fifo])
+        defer { releaser.stop() }
         try checked { harness in
+            defer { releaser.start() }
             let write = try harness.record(Files.write([1], to: fifo))
             let error = try XCTUnwrap(try write.waitForTermination().error as? UVError)
             XCTAssertEqual(error.name, "ENXIO")
@@ -374,12 +380,6 @@ final class FilesTests: XCTestCase {
         bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
-    /// Lets any thread blocked opening `fifo` for reading go (code that opens FIFOs blocking would hang the suite).
-    private func releaseBlockedOpeners(_ fifo: String) {
-        let descriptor = open(fifo, O_WRONLY | O_NONBLOCK)
-        if descriptor >= 0 { close(descriptor) }
-    }
-
     /// How many of this process's descriptors are open on `path`.
     private func descriptors(openOn path: String) -> Int {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
@@ -389,5 +389,39 @@ final class FilesTests: XCTestCase {
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
+
+/// Opens FIFOs from both ends without blocking, over and over on a thread of its own, from `start()` (at the
+/// end of a test's harness body) until `stop()`: code that opens FIFOs blocking on the pool (as before issue 13)
+/// then gets its pool threads back, so the test fails on its assertions instead of hanging the suite at teardown.
+private final class FIFOReleaser: @unchecked Sendable {
+    // `fifos` is immutable; `stopped` is a semaphore signalled once.
+    private let fifos: [String]
+    private let stopped = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private var started = false  // test thread only
+
+    init(_ fifos: [String]) { self.fifos = fifos }
+
+    func start() {
+        started = true
+        Thread { [self] in
+            repeat {
+                for fifo in fifos {
+                    for flags in [O_WRONLY | O_NONBLOCK, O_RDONLY | O_NONBLOCK] {
+                        let descriptor = open(fifo, flags)
+                        if descriptor >= 0 { close(descriptor) }
+                    }
+                }
+            } while stopped.wait(timeout: .now() + .milliseconds(10)) == .timedOut
+            finished.signal()
+        }.start()
+    }
+
+    func stop() {
+        guard started else { return }
+        stopped.signal()
+        finished.wait()
     }
 }
