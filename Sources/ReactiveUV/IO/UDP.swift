@@ -129,8 +129,10 @@ public final class UDPSocket: @unchecked Sendable {
     /// Sends one datagram to `address` and returns a signal that completes once it was handed to the kernel.
     ///
     /// The send starts now (not on subscription). It fails with the socket's
-    /// error (`EMSGSIZE` for a payload too large, `ENETUNREACH`...), or
-    /// `EBADF` once the socket is closed.
+    /// error (`ENETUNREACH`...), `EBADF` once the socket is closed, or
+    /// `EMSGSIZE` naming the size and the limit for a payload no datagram can
+    /// carry (more than 65,507 bytes to an IPv4 address, 65,527 to IPv6),
+    /// checked before libuv sees it, whatever its size.
     ///
     /// - Parameters:
     ///   - bytes: The payload (not copied).

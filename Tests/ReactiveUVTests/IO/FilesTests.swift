@@ -334,6 +334,21 @@ final class FilesTests: XCTestCase {
         }
     }
 
+    /// A loop that shuts down under FIFO reads (whole and in chunks) tells both subscribers, closes their
+    /// pipe handles and its uv_loop_close returns 0.
+    func testShutdownEndsFIFOReadsWithShutDown() throws {
+        let fifo = try makeFIFO("shutdown")
+        let loop = EventLoop(name: "fifo-shutdown")
+        let whole = EventRecorder(Files.read(fifo, on: loop))
+        let chunks = EventRecorder(Files.chunks(fifo, on: loop))
+        waitUntil("both FIFO handles") { (try? loop.openHandles().count) == 2 }
+        let report = try loop.tryShutdown()
+        XCTAssertEqual(report.closedHandles.map(\.kind), ["pipe", "pipe"])
+        XCTAssertEqual(report.loopCloseResult, 0)
+        XCTAssertEqual(whole.events, [.error(EventLoopError.shutDown(loop: "fifo-shutdown"))])
+        XCTAssertEqual(chunks.events, [.error(EventLoopError.shutDown(loop: "fifo-shutdown"))])
+    }
+
     /// The pool's size: libuv's default unless the environment changed it.
     private let poolSize = Int(ProcessInfo.processInfo.environment["UV_THREADPOOL_SIZE"] ?? "") ?? 4
 
