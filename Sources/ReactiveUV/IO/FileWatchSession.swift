@@ -225,7 +225,12 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
         guard case .watching = state else { return }
         emit(.renamed, fileName)
         guard subscriber != nil else { return }
-        let timer = loop.schedule(after: Self.replacementGrace) { [self] in replacementGraceEnded() }
+        let shutDown = EventLoopError.shutDown(loop: loop.name)
+        guard let timer = loop.scheduleTimer(after: Self.replacementGrace, onShutdown: { [self] in fail(shutDown) },
+                                             { [self] in replacementGraceEnded() }) else {
+            fail(shutDown)
+            return
+        }
         state = .awaitingName(timer: timer)
     }
 
@@ -246,21 +251,25 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
         guard subscriber != nil, let role = watches[event.descriptor] else { return }
         if event.has(IN_IGNORED) { forget(event.descriptor, droppedByKernel: true) }
         switch role {
-        case .directory(let relative): directoryEvent(event, in: relative)
+        case .directory(let relative): directoryEvent(event, in: relative, descriptor: event.descriptor)
         case .file: fileEvent(event)
         case .parentOfFile: parentEvent(event)
         }
     }
 
-    private func directoryEvent(_ event: InotifyEvent, in relative: String) {
-        let gone = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
+    private func directoryEvent(_ event: InotifyEvent, in relative: String, descriptor: Int32) {
         guard !event.name.isEmpty else {
             // About the watched directory itself (inotify gives no name).
             if relative.isEmpty {
-                if event.has(gone) { rootWentAway() } else if event.has(IN_ATTRIB | IN_MODIFY) { emit(.changed, ".") }
-            } else if event.has(gone) {
-                // Its parent's watch reports it by name; a moved directory's watches would report under old names.
-                dropTree(relative)
+                if event.has(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) {
+                    rootWentAway()
+                } else if event.has(IN_ATTRIB | IN_MODIFY) {
+                    emit(.changed, ".")
+                }
+            } else if event.has(IN_DELETE_SELF) {
+                // A subdirectory's own events are reported by its parent's watch, by name; a deleted one's
+                // watch is dead. (A moved one is dropped, with all below it, on its parent's IN_MOVED_FROM.)
+                forget(descriptor)
             }
             return
         }

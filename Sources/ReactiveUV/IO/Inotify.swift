@@ -119,8 +119,8 @@ final class InotifyHub: LoopHandle {
         guard watch >= 0 else {
             let code = errno
             if code == ENOSPC {
-                throw UVError(code: -code, message: "the inotify watch limit fs.inotify.max_user_watches (\(Self.kernelLimit("max_user_watches"))) is reached: \(path) cannot be watched",
-                              context: "watch \(path)")
+                throw UVError(code: -code, message: "cannot watch \(path): the inotify watch limit fs.inotify.max_user_watches (\(Self.kernelLimit("max_user_watches"))) is reached",
+                              context: "inotify_add_watch")
             }
             throw UVError(code: -code, context: "watch \(path)")
         }
