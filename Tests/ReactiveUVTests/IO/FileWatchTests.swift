@@ -81,6 +81,38 @@ final class FileWatchTests: XCTestCase {
         }
     }
 
+    /// Watches on one loop share its inotify instance, and the kernel's watches per inode: one subscription
+    /// leaving (or its file being replaced) does not silence another that watches the same inode.
+    func testWatchesOnOneLoopShareTheInstanceAndLeaveEachOtherAlone() throws {
+        try FileManager.default.createDirectory(atPath: path("sub"), withIntermediateDirectories: false)
+        try write("1", to: "a.txt")
+        try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
+            let plain = try harness.record(FileWatch.changes(at: directory))
+            let tree = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            let file = try harness.record(FileWatch.changes(at: path("a.txt")))
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 3, "the directory, sub and a.txt, each once")
+            XCTAssertEqual(try harness.loop.openHandles().count, 1)
+
+            tree.dispose()
+            try harness.wait(for: "sub's watch to go with the tree") { InotifyProbe.watchesOfThisProcess() - before == 2 }
+            try write("b", to: "b.txt")
+            try waitFor(plain, .renamed, "b.txt", after: 0)
+            try write("22", to: "a.txt")
+            try waitFor(file, .changed, "a.txt", after: 0)
+
+            file.dispose()
+            try harness.wait(for: "a.txt's watch to go") { InotifyProbe.watchesOfThisProcess() - before == 1 }
+            let seen = plain.values.count
+            try write("c", to: "c.txt")
+            try waitFor(plain, .renamed, "c.txt", after: seen)
+            XCTAssertNil(plain.terminal)
+            plain.dispose()
+            try harness.wait(for: "the instance to close") { (try? harness.loop.openHandles().count) == 0 }
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess(), before)
+        }
+    }
+
     func testAMissingPathIsENOENT() throws {
         try checked { harness in
             for signal in [FileWatch.changes(at: path("nope")), FileWatch.changes(at: path("nope"), recursive: true)] {
