@@ -314,8 +314,10 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
         if rootIsDirectory {
             // Deletions and creations may be among the lost: make sure the root is still the root, then take in
             // every directory made meanwhile, so that every change after the notice is reported.
-            guard let status = try? FileSystemQuery.status(of: root), FileID(status) == rootID else {
-                rootWentAway()
+            do {
+                guard try FileID(FileSystemQuery.status(of: root)) == rootID else { rootWentAway(); return }
+            } catch {
+                if error.code == UV_ENOENT.rawValue || error.code == UV_ENOTDIR.rawValue { rootWentAway() } else { fail(error) }
                 return
             }
             if recursive {
