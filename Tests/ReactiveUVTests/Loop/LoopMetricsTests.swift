@@ -247,9 +247,10 @@ final class ProbeWatchingMetrics: MetricsFactory, Sendable {
         let recordedAt = SchedulerInstant.now.nanoseconds
         guard let loop = EventLoop.current else { return }
         let loopTime = uv_now(loop.uvLoop) * 1_000_000
-        state.withLock { state in
+        let index = state.withLock { state in
             state.samples.append(ProbeSample(lag: lag, recordedAt: recordedAt, loopTime: loopTime, due: state.nextDue))
             state.nextDue = nil
+            return state.samples.count - 1
         }
         loop.execute { [self] in
             let dimensions = [("loop", loop.name)]
@@ -262,10 +263,12 @@ final class ProbeWatchingMetrics: MetricsFactory, Sendable {
                 if dueIn > 0 { due = (uv_now(loop.uvLoop) + dueIn) * 1_000_000 }
             }
             state.withLock { state in
+                // The due time read here is the armed probe's: it belongs to whichever firing comes next.
                 state.nextDue = due
-                guard !state.samples.isEmpty else { return }
-                state.samples[state.samples.count - 1].idle = idle
-                state.samples[state.samples.count - 1].busy = busy
+                // The other metrics are this firing's only if no later firing has been recorded since.
+                guard state.samples.count == index + 1 else { return }
+                state.samples[index].idle = idle
+                state.samples[index].busy = busy
             }
         }
     }
