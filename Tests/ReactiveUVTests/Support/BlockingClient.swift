@@ -78,6 +78,51 @@ final class BlockingClient: @unchecked Sendable {
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<Int32>.size))
     }
 
+    /// How a read until the connection's end finished.
+    enum ReadEnd: Equatable, CustomStringConvertible {
+        /// The peer closed (FIN): `recv` returned 0.
+        case endOfFile
+        /// The peer reset the connection (ECONNRESET).
+        case reset
+        /// Nothing came before the receive timeout: the peer left the connection hanging.
+        case timedOut
+        /// Another `recv` error.
+        case failed(errno: Int32)
+
+        /// Whether the peer ended the connection (FIN or RST), as opposed to a timeout or another error.
+        var endedByPeer: Bool { self == .endOfFile || self == .reset }
+
+        var description: String {
+            switch self {
+            case .endOfFile: "EOF"
+            case .reset: "ECONNRESET"
+            case .timedOut: "receive timeout (nothing from the peer)"
+            case .failed(let code): "recv failed: errno \(code)"
+            }
+        }
+    }
+
+    /// Reads until the connection ends, and says how it ended (a timeout is not an end: it is reported as such).
+    func receiveUntilEnd() -> (bytes: [UInt8], end: ReadEnd) {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, 65_536, 0) }
+            if got > 0 {
+                result.append(contentsOf: chunk[0..<got])
+                continue
+            }
+            if got == 0 { return (result, .endOfFile) }
+            let code = errno
+            if code == EINTR { continue }
+            switch code {
+            case ECONNRESET: return (result, .reset)
+            case EAGAIN, EWOULDBLOCK: return (result, .timedOut)
+            default: return (result, .failed(errno: code))
+            }
+        }
+    }
+
     /// Half-closes (FIN).
     func shutdownWrite() { Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
 
