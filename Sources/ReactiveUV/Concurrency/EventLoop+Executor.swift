@@ -1,3 +1,10 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// An event loop is a serial executor (an actor can run on it) and a task executor
 /// (`Task(executorPreference: loop)` runs its code on the loop thread).
 ///
@@ -7,17 +14,22 @@
 extension EventLoop: SerialExecutor, TaskExecutor {
     /// Runs a job on the loop thread.
     ///
-    /// After shutdown a job cannot be dropped (its task would never resume), so it
-    /// runs at once on the calling thread, with a message saying so.
+    /// While the loop is shutting down its thread still takes jobs. Once it has
+    /// closed, a job cannot be dropped (its task would never resume) and the
+    /// thread is gone: late jobs then run on the thread that enqueued them, one
+    /// at a time in order (the isolation checks accept that thread while it runs
+    /// them), and a message says so.
     ///
     /// - Parameter job: The job.
     ///
     /// Thread rule: safe from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
-        if !enqueueItem(.job(unowned)) {
-            reportMisuse("a job was enqueued on EventLoop '\(name)' after shutdown; it runs on the calling thread instead")
-            unowned.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        if enqueueItem(.job(unowned)) == .accepted { return }
+        reportMisuse("a job was enqueued on EventLoop '\(name)' after it shut down; it runs on the calling thread, serially with the loop's other late jobs")
+        guard lateJobs.push(unowned) else { return }  // the thread draining them runs it
+        while let next = lateJobs.next() {
+            next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
         }
     }
 
@@ -43,7 +55,8 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     ///
     /// Thread rule: safe from any thread.
     public func checkIsolated() {
-        precondition(inEventLoop, "expected to run on EventLoop '\(name)', but this is another thread")
+        precondition(inEventLoop || lateJobs.isDrainingOnCallingThread,
+                     "expected to run on EventLoop '\(name)', but this is another thread")
     }
 
     /// Whether the calling code runs on this loop's thread.
@@ -52,6 +65,47 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     ///
     /// Thread rule: safe from any thread.
     public func isIsolatingCurrentContext() -> Bool? {
-        inEventLoop
+        inEventLoop || lateJobs.isDrainingOnCallingThread
     }
+}
+
+/// Executor jobs enqueued on a loop after it closed, run serially by the threads that enqueue them.
+///
+/// The first thread to find the queue idle becomes its drainer and runs jobs
+/// until the queue is empty, including those other threads add meanwhile; so
+/// two late jobs never run at once and an actor on the loop keeps its isolation.
+final class LateJobQueue: @unchecked Sendable {
+    // `jobs` is protected by `lock`; `drainer` is written under it and read anywhere (atomic).
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var jobs: [UnownedJob] = []
+    @exclusivity(unchecked) private var head = 0
+    /// The thread running late jobs now, 0 when none.
+    private let drainer = Atomic<UInt>(0)
+
+    /// Adds a job; true when the caller became the drainer and must run `next()` until nil.
+    func push(_ job: UnownedJob) -> Bool {
+        lock.withLock {
+            jobs.append(job)
+            if drainer.load(ordering: .relaxed) != 0 { return false }
+            drainer.store(UInt(pthread_self()), ordering: .releasing)
+            return true
+        }
+    }
+
+    /// The next job for the drainer, or nil (and the drainer role is given up) when none is left.
+    func next() -> UnownedJob? {
+        lock.withLock {
+            guard head < jobs.count else {
+                jobs.removeAll()
+                head = 0
+                drainer.store(0, ordering: .releasing)
+                return nil
+            }
+            head += 1
+            return jobs[head - 1]
+        }
+    }
+
+    /// Whether the calling thread is running this loop's late jobs.
+    var isDrainingOnCallingThread: Bool { drainer.load(ordering: .acquiring) == UInt(pthread_self()) }
 }

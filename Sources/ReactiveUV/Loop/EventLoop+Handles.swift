@@ -39,11 +39,11 @@ extension EventLoop {
         openHandleCount -= 1
     }
 
-    /// Whether new handles may be opened (false once shutdown has closed them all).
-    var acceptsNewHandles: Bool { acceptsLocalWork }
+    /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
+    var acceptsNewHandles: Bool { state.load(ordering: .relaxed).acceptsNewHandles }
 
-    /// Whether new requests may start (false once shutdown began cancelling them).
-    var acceptsNewRequests: Bool { !closingStarted }
+    /// Whether new requests may start (false once shutdown began cancelling them). Loop thread only.
+    var acceptsNewRequests: Bool { state.load(ordering: .relaxed).acceptsNewRequests }
 
     /// The handles open on this loop now, excluding the loop's own wake-up and idle handles.
     ///
@@ -51,11 +51,27 @@ extension EventLoop {
     /// Handles already closing are not listed.
     ///
     /// - Returns: One entry per open handle.
-    /// - Throws: `EventLoopError.shutDown` after shutdown; `.calledOnLoopThread` never (it runs inline there).
+    /// - Throws: `EventLoopError.shutDown` after shutdown; `.calledOnLoopThread` on another
+    ///   loop's thread (a loop thread never waits for another loop; use the async form there);
+    ///   `.notRunningOnOwnerThread` for an owner-thread loop outside `run()`.
     ///
-    /// Thread rule: safe from any thread (from another thread it waits for the loop to answer).
+    /// Thread rule: safe from any thread (it runs inline on this loop's thread; from a thread
+    /// that is no loop's it waits for the loop to answer; on another loop's thread it throws).
     public func openHandles() throws(EventLoopError) -> [OpenHandle] {
         try performAndWait(operation: "openHandles()") { $0.collectOpenHandles() }
+    }
+
+    /// The handles open on this loop now (see the blocking `openHandles()`), without blocking any thread.
+    ///
+    /// The non-blocking form for tasks, including tasks running on a loop.
+    ///
+    /// - Returns: One entry per open handle.
+    /// - Throws: `EventLoopError.shutDown` after shutdown, `.notRunningOnOwnerThread` for an
+    ///   owner-thread loop outside `run()`.
+    ///
+    /// Thread rule: safe from any thread and any task.
+    public func openHandles() async throws(EventLoopError) -> [OpenHandle] {
+        try await perform(operation: "openHandles()") { $0.collectOpenHandles() }
     }
 
     func collectOpenHandles() -> [OpenHandle] {
@@ -86,20 +102,62 @@ extension EventLoop {
     var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
 
     /// Runs `body` on the loop thread and waits for its result (inline when already there).
+    ///
+    /// Never blocks a loop thread: on another loop's thread it throws instead of waiting (two
+    /// loops asking each other would deadlock). The check that an owner-thread loop is
+    /// running and the submission are one step, so the work is either refused or runs.
     func performAndWait<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) throws(EventLoopError) -> T {
         if inEventLoop { return body(self) }
-        if !ownsThread && readPhase() == .idle {
-            throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
+        if let current = EventLoop.current {
+            throw EventLoopError.calledOnLoopThread(operation: operation, loop: current.name)
         }
         let done = Latch()
         let result = LockedValue<T?>(nil)
-        try tryExecute {
+        switch enqueueItem(.closure {
             let value = body(self)
             result.withLock { $0 = value }
             done.open()
+        }, refusingIdle: true) {
+        case .accepted: break
+        case .closed: throw EventLoopError.shutDown(loop: name)
+        case .idle: throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
         }
         done.wait()
         return result.withLock { $0! }
+    }
+
+    /// Runs `body` on the loop thread and resumes with its result, without blocking any thread.
+    func perform<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) async throws(EventLoopError) -> T {
+        if inEventLoop { return body(self) }
+        let outcome: Result<T, EventLoopError> = await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            let submission = enqueueItem(.closure {
+                once.resume(.success(body(self)))
+            }, refusingIdle: true)
+            switch submission {
+            case .accepted: break
+            case .closed: once.resume(.failure(.shutDown(loop: name)))
+            case .idle: once.resume(.failure(.notRunningOnOwnerThread(operation: operation, loop: name)))
+            }
+        }
+        return try outcome.get()
+    }
+}
+
+/// Resumes a continuation exactly once (the work item and the refusal path may both hold it).
+private final class ResumeOnce<T: Sendable>: @unchecked Sendable {
+    // `continuation` is taken under `lock`; resumed after the lock is released.
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var continuation: CheckedContinuation<Result<T, EventLoopError>, Never>?
+
+    init(_ continuation: CheckedContinuation<Result<T, EventLoopError>, Never>) { self.continuation = continuation }
+
+    func resume(_ result: Result<T, EventLoopError>) {
+        let taken: CheckedContinuation<Result<T, EventLoopError>, Never>? = lock.withLock {
+            defer { continuation = nil }
+            return continuation
+        }
+        taken?.resume(returning: result)
     }
 }
 

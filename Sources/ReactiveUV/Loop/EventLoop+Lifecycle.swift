@@ -25,12 +25,8 @@ extension EventLoop {
         ThreadLocals.currentScheduler.set(me)
         ruv_set_current_thread_name(String(decoding: "uv-\(name)".utf8.prefix(15), as: UTF8.self))
         startMetricsProbe()
-        // uv_run returns only once shutdown closed the (referenced) wake-up handle,
-        // unless something called uv_stop: then simply run again.
-        repeat { runUV() } while !closingStarted || uvIsAlive
-        ThreadLocals.currentLoop.set(nil)
-        ThreadLocals.currentScheduler.set(nil)
-        finishClosed()
+        // Returns only once the loop has closed: its own thread has nothing else to do.
+        drive()
     }
 
     // MARK: - owner-thread loops
@@ -53,37 +49,19 @@ extension EventLoop {
             reportMisuse(EventLoopError.notRunningOnOwnerThread(operation: "run()", loop: name).description)
             return
         }
-        var phase = readPhase()
-        guard phase == .idle || phase == .closing else {
-            if phase == .closed { reportMisuse(EventLoopError.shutDown(loop: name).description) }
+        switch transitionEnterRun() {
+        case .closed:
+            reportMisuse(EventLoopError.shutDown(loop: name).description)
             return
-        }
-        if phase == .idle { setPhase(.running) }
-        // Time spent outside run() is neither lag nor busy time: each run starts a fresh interval.
-        startMetricsProbe()
-        while true {
-            runUV()
-            phase = readPhase()
-            if phase == .closing && !closingStarted {
-                drainForRun()
-                continue
-            }
-            if closingStarted {
-                if uvIsAlive { continue }
-                finishClosed()
-                return
-            }
-            if stopWasRequested {
-                stopWasRequested = false
-                break
-            }
-            if hasQueuedWork {
-                drainForRun()
-                continue
-            }
+        case .running:
+            reportMisuse("run() was called on EventLoop '\(name)' from inside its own run(): it is already running")
+            return
+        case .idle, .closeRequested, .closingHandles, .draining:
             break
         }
-        if readPhase() == .running { setPhase(.idle) }
+        // Time spent outside run() is neither lag nor busy time: each run starts a fresh interval.
+        startMetricsProbe()
+        drive()
     }
 
     /// Makes `run()` return after the current callback (owner-thread loops).
@@ -94,36 +72,36 @@ extension EventLoop {
             reportMisuse("EventLoop '\(name)' runs on its own thread: use shutdown(), not stop()")
             return
         }
-        if inEventLoop {
-            stopWasRequested = true
-            stopUV()
-        } else {
-            requestStop()
-        }
+        transitionRequestStop()
     }
 
     // MARK: - shutdown
 
     /// Closes every handle still open, runs their close callbacks, checks `uv_loop_close` and ends the loop's thread.
     ///
-    /// Work already accepted runs first; work submitted afterwards is refused
-    /// (with a message, or an error from `tryExecute`). Handles opened by
-    /// signals tell their subscribers the loop shut down. Calling it again
-    /// does nothing. Problems are written to standard error; `tryShutdown()`
-    /// throws them instead.
+    /// Work already accepted runs first, and so does work other threads submit
+    /// while the loop is closing (on the loop's thread, until the final look at
+    /// its queue); work submitted after that is refused (with a message, or an
+    /// error from `tryExecute`). Handles opened by signals tell their
+    /// subscribers the loop shut down. Calling it again does nothing. Problems
+    /// are written to standard error; `tryShutdown()` throws them instead.
     ///
-    /// - On another thread: waits until the loop's thread has ended.
+    /// - On a thread that is no loop's: waits until the loop has closed and its thread ended.
     /// - On the loop's own thread: cannot wait for itself, so it starts the
     ///   shutdown, which completes when the current callback returns, and says so.
+    /// - On another loop's thread: starts the shutdown and returns without
+    ///   waiting (a loop thread never waits for another loop).
     ///
     /// Thread rule: safe from any thread.
     public func shutdown() {
         do {
             try tryShutdown()
         } catch EventLoopError.calledOnLoopThread(let operation, let loop) {
-            // A loop cannot join its own thread: start the shutdown and let the loop finish it.
-            _ = requestClosing(wake: true)
-            reportMisuse("\(operation) was called on EventLoop '\(loop)''s own thread: the shutdown will complete when the current callback returns (the thread cannot wait for itself)")
+            // A loop thread never waits: start the shutdown and let this loop's thread finish it.
+            transitionRequestClose(allowIdle: false)
+            if loop == name && inEventLoop {
+                reportMisuse("\(operation) was called on EventLoop '\(loop)''s own thread: the shutdown will complete when the current callback returns (the thread cannot wait for itself)")
+            }
         } catch {
             reportMisuse(error.description)
         }
@@ -132,38 +110,34 @@ extension EventLoop {
     /// Shuts the loop down like `shutdown()`, throwing instead of writing messages.
     ///
     /// - Returns: What the shutdown found open and what `uv_loop_close` returned.
-    /// - Throws: `EventLoopError.calledOnLoopThread` on the loop's own thread
-    ///   (nothing is done), `.sharedLoopCannotShutDown` for `EventLoop.shared`,
+    /// - Throws: `EventLoopError.calledOnLoopThread` on any loop's thread (nothing is
+    ///   done: a loop thread never waits, for itself or for another loop),
+    ///   `.sharedLoopCannotShutDown` for `EventLoop.shared`,
     ///   `.notRunningOnOwnerThread` for an owner-thread loop asked from another
     ///   thread while not running, `.loopCloseFailed` when `uv_loop_close` fails.
     ///
-    /// Thread rule: safe from any thread except the loop's own.
+    /// Thread rule: safe from any thread that is not a loop's (an owner-thread loop's own
+    /// thread may call it outside `run()`).
     @discardableResult
     public func tryShutdown() throws(EventLoopError) -> ShutdownReport {
         if isShared { throw EventLoopError.sharedLoopCannotShutDown }
         if inEventLoop {
-            if ownsThread || readPhase() == .running {
+            if ownsThread || state.load(ordering: .relaxed) != .idle {
                 throw EventLoopError.calledOnLoopThread(operation: "shutdown()", loop: name)
             }
             // The owner thread, outside run(): close everything right here.
-            if requestClosing(wake: false) != .closed {
-                drainForRun()
-                while uvIsAlive { runUV() }
-                finishClosed()
-            }
+            if transitionRequestClose(allowIdle: true) != .closed { drive() }
             return try finishedReport()
         }
-        if !ownsThread {
-            let found = requestClosing(wake: true, allowIdle: false)
-            if found == .idle {
-                // Nobody is running the loop to carry the shutdown out.
-                throw EventLoopError.notRunningOnOwnerThread(operation: "shutdown()", loop: name)
-            }
-            finished.wait()
-            return try finishedReport()
+        if let current = EventLoop.current {
+            throw EventLoopError.calledOnLoopThread(operation: "shutdown() of EventLoop '\(name)'", loop: current.name)
         }
-        _ = requestClosing(wake: true)
-        if !joinClaimed.exchange(true, ordering: .acquiringAndReleasing) {
+        let found = transitionRequestClose(allowIdle: false)
+        if found == .idle {
+            // Nobody is running the loop to carry the shutdown out.
+            throw EventLoopError.notRunningOnOwnerThread(operation: "shutdown()", loop: name)
+        }
+        if ownsThread && !joinClaimed.exchange(true, ordering: .acquiringAndReleasing) {
             pthread_join(thread, nil)
         }
         finished.wait()
@@ -187,5 +161,209 @@ extension EventLoop {
     /// Whether libuv still has handles or requests (closing ones included).
     var uvIsAlive: Bool { uv_loop_alive(uvLoop) != 0 }
 
-    func stopUV() { uv_stop(uvLoop) }
+    // MARK: - driving the loop through its life
+
+    /// What the loop thread does after `uv_run` returned (see `stepAfterUVRun`).
+    enum StepAfterUVRun {
+        /// Run libuv again (it has work, or the state asks for the next stage first).
+        case runAgain
+        /// Run the batch the step took out of the inbox, then libuv again.
+        case runWork
+        /// `run()` returns: the loop is `.idle` again (after running the batch taken, if any).
+        case leave
+        /// The loop is `.closed`: close its own handles and `uv_loop_close`.
+        case close
+    }
+
+    /// Runs libuv until the loop has closed or, for an owner-thread loop, until `run()` should return.
+    func drive() {
+        while true {
+            if state.load(ordering: .relaxed) == .closeRequested { beginClosing() }
+            runUV()
+            if !ownsThread, let hook = beforeLeavingRunForTesting { hook() }
+            switch stepAfterUVRun() {
+            case .runAgain:
+                continue
+            case .runWork:
+                runTakenWork()
+            case .leave:
+                runTakenWork()
+                return
+            case .close:
+                finishClosing()
+                return
+            }
+        }
+    }
+
+    // MARK: - the transitions (the only code that writes `state`, always under `inboxLock`)
+
+    /// `run()` begins: `.idle` → `.running`. Returns the state found (`run()` refuses
+    /// `.running` and `.closed`; in a shutting-down state it carries the shutdown out).
+    func transitionEnterRun() -> LoopState {
+        withInbox { _ in
+            let found = state.load(ordering: .relaxed)
+            if found == .idle { state.store(.running, ordering: .releasing) }
+            return found
+        }
+    }
+
+    /// `shutdown()`: `.running` (or `.idle` with `allowIdle`, the owner thread outside `run()`)
+    /// → `.closeRequested`, and wakes the loop so it notices. Returns the state found.
+    @discardableResult
+    func transitionRequestClose(allowIdle: Bool) -> LoopState {
+        var wake = false
+        let found = withInbox { _ -> LoopState in
+            let found = state.load(ordering: .relaxed)
+            if found == .running || (found == .idle && allowIdle) {
+                state.store(.closeRequested, ordering: .releasing)
+                wake = claimWakeup()
+            }
+            return found
+        }
+        if wake { sendWakeup() }
+        return found
+    }
+
+    /// `stop()` (owner-thread loops): noted in the inbox and taken by `stepAfterUVRun`.
+    func transitionRequestStop() {
+        let onLoop = inEventLoop
+        var wake = false
+        withInbox { inbox in
+            let current = state.load(ordering: .relaxed)
+            guard current == .running || current == .idle else { return }
+            inbox.stopRequested = true
+            if !onLoop { wake = claimWakeup() }
+        }
+        if onLoop {
+            uv_stop(uvLoop)
+        } else if wake {
+            sendWakeup()
+        }
+    }
+
+    /// The one decision after `uv_run` returned: run again, run what other threads
+    /// queued, leave `run()` (`.running` → `.idle`), or close (`.draining` → `.closed`).
+    ///
+    /// Leaving and closing are decided in the same critical section as the last look
+    /// at the inbox, so a submission is either taken here or refused by the new state:
+    /// none is stranded on a loop that no longer runs (a `shutdown()` or a waiting
+    /// query from another thread landing between the check and the change included).
+    func stepAfterUVRun() -> StepAfterUVRun {
+        // Loop-thread facts, read before taking the lock (no call out under it).
+        let alive = uvIsAlive
+        let localWork = !localQueue.isEmpty
+        return withInbox { inbox in
+            let current = state.load(ordering: .relaxed)
+            switch current {
+            case .running where ownsThread:
+                // A loop's own thread holds a referenced wake-up handle: uv_run returned
+                // only because of uv_stop; there is nothing to decide.
+                return .runAgain
+            case .running:
+                if inbox.stopRequested {
+                    inbox.stopRequested = false
+                    state.store(.idle, ordering: .releasing)
+                    // Accepted while running: run it before returning.
+                    Swift.swap(&inbox.items, &draining)
+                    return .leave
+                }
+                if !inbox.items.isEmpty {
+                    Swift.swap(&inbox.items, &draining)
+                    return .runWork
+                }
+                if alive || localWork { return .runAgain }
+                state.store(.idle, ordering: .releasing)
+                return .leave
+            case .closeRequested, .closingHandles:
+                // `drive` begins closing before it runs libuv again.
+                return .runAgain
+            case .draining:
+                if !inbox.items.isEmpty {
+                    Swift.swap(&inbox.items, &draining)
+                    return .runWork
+                }
+                if alive || localWork { return .runAgain }
+                state.store(.closed, ordering: .releasing)
+                return .close
+            case .idle, .closed:
+                preconditionFailure("EventLoop '\(name)': uv_run returned in state \(current)")
+            }
+        }
+    }
+
+    /// Moves from `from` to `to` (loop thread: the closing stages); false if the state was not `from`.
+    private func transition(from: LoopState, to: LoopState) -> Bool {
+        withInbox { _ in
+            guard state.load(ordering: .relaxed) == from else { return false }
+            state.store(to, ordering: .releasing)
+            return true
+        }
+    }
+
+    // MARK: - closing
+
+    /// `.closeRequested` → `.closingHandles` → `.draining`: runs the work already
+    /// accepted, closes every handle (ours first, so they can tell their subscribers,
+    /// then any other code's), cancels timers and requests. Work from other threads is
+    /// still accepted and runs here until the final step closes the loop.
+    func beginClosing() {
+        guard transition(from: .closeRequested, to: .closingHandles) else { return }
+        runQueuedWork()
+        let openAtShutdown = collectOpenHandles()
+        // Requests keep uv_run going until they call back; cancel what has not started.
+        requests.cancelAllForShutdown()
+        // Pending timers never run; those behind a signal, and the time operators scheduled
+        // here, tell their subscribers now, while work they queue can still run. Timers added
+        // from here on are dropped the same way below.
+        shutdownObservers.fireAll()
+        cancelAllTimers()
+        var rounds = 0
+        while let handle = openHandlesHead, rounds < 1_000_000 {
+            handle.closeForShutdown()
+            rounds += 1
+            if openHandlesHead == nil { runQueuedWork() }
+        }
+        uv_walk(uvLoop, { handle, argument in
+            guard let handle, let argument else { return }
+            let loop = Unmanaged<EventLoop>.fromOpaque(argument).takeUnretainedValue()
+            if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
+            // Not ours: its owner frees it; we can only close it so the loop can end.
+            uv_close(handle, nil)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        cancelAllTimers()
+        pendingReport = openAtShutdown
+        // No timer can be added from here on: the driver and the metrics probe close now.
+        uv_close(UnsafeMutableRawPointer(timerDriverHandle).assumingMemoryBound(to: uv_handle_t.self), nil)
+        closeMetricsProbeForShutdown()
+        _ = transition(from: .closingHandles, to: .draining)
+        // The wake-up handle stays open (other threads' work still arrives and runs) but no
+        // longer keeps uv_run going: it returns once the close callbacks and that work are done.
+        uv_unref(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self))
+    }
+
+    /// After `stepAfterUVRun` moved the loop to `.closed`: closes the loop's own handles,
+    /// runs `uv_loop_close`, writes the report, clears the thread's key and opens `finished`.
+    private func finishClosing() {
+        // No sender can start now (the state refuses them); wait out any still inside uv_async_send.
+        while sendersInFlight.load(ordering: .acquiring) != 0 { sched_yield() }
+        uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
+        uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
+        // One pass runs the close callbacks; it never waits (a handle other code opened
+        // during the last work would otherwise keep it running, and fails uv_loop_close below).
+        _ = uv_run(uvLoop, UV_RUN_NOWAIT)
+        let result = uv_loop_close(uvLoop)
+        if result != 0 {
+            let leftovers = (collectOpenHandles().map(\.description) + requests.labels).joined(separator: ", ")
+            reportMisuse("\(EventLoopError.loopCloseFailed(loop: name, error: UVError(code: result, context: "uv_loop_close"))); still open: \(leftovers)")
+        }
+        report = ShutdownReport(closedHandles: pendingReport, loopCloseResult: result)
+        ThreadLocals.currentLoop.set(nil)
+        ThreadLocals.currentScheduler.set(nil)
+        if !ownsThread {
+            // The owner thread's key held a retain (see `onCurrentThread()`).
+            Unmanaged.passUnretained(self).release()
+        }
+        finished.open()
+    }
 }

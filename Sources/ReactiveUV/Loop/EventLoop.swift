@@ -46,16 +46,13 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let ownsThread: Bool
     let isShared: Bool
 
-    enum Phase {
-        case idle       // an owner-thread loop that is not inside run()
-        case running
-        case closing    // shutdown requested: no new work from other threads
-        case closed
-    }
+    /// Where the loop is in its life (see LoopState.swift). Written only by the transitions
+    /// in EventLoop+Lifecycle.swift, under `inboxLock`; read anywhere without it.
+    let state: Atomic<LoopState>
 
     struct Inbox {
         var items = WorkRing()
-        var phase: Phase
+        /// `stop()` was asked from another thread (owner-thread loops); the loop takes it at its next turn.
         var stopRequested = false
         var rejectedCount = 0
         var wakeupsSent = 0
@@ -64,16 +61,16 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         /// producer that appends while it is set needs no system call.
         var loopAwake = false
     }
-    private let inboxLock = SpinLock()
-    @exclusivity(unchecked) private var inbox: Inbox
+    let inboxLock = SpinLock()
+    @exclusivity(unchecked) var inbox: Inbox
     /// Threads between taking a wake-up duty under the lock and finishing `uv_async_send`.
-    private let sendersInFlight = Atomic<Int>(0)
+    let sendersInFlight = Atomic<Int>(0)
 
     // Loop thread only. The hot ones skip Swift's dynamic exclusivity checks: they
     // are touched only on the loop thread and never across a call that could re-enter
     // the same access.
-    @exclusivity(unchecked) private var draining = WorkRing()
-    @exclusivity(unchecked) private var localQueue = WorkRing()
+    @exclusivity(unchecked) var draining = WorkRing()
+    @exclusivity(unchecked) var localQueue = WorkRing()
     @exclusivity(unchecked) private var idleStarted = false
     /// The last drain of the remote queue found work, so the loop polls it again next iteration.
     @exclusivity(unchecked) private var pollingInbox = false
@@ -83,9 +80,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     @exclusivity(unchecked) var armedDeadline: UInt64 = .max
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
-    private(set) var closingStarted = false
-    var stopWasRequested = false
-    var acceptsLocalWork = true
     /// The loop's intrusive list of open handles (EventLoop+Handles.swift; loop thread only).
     unowned(unsafe) var openHandlesHead: LoopHandle?
     var openHandleCount = 0
@@ -93,15 +87,21 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let requests = LoopRequestRegistry()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
+    /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).
+    let lateJobs = LateJobQueue()
     /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
     @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
-
+    /// What shutdown found open, for the report (loop thread only).
+    var pendingReport: [OpenHandle] = []
     // Lifecycle: `thread` is written before the thread starts; `report` is written
     // on the loop thread before `finished` opens and read only after it opened.
     var thread = pthread_t()
     let finished = Latch()
     let joinClaimed = Atomic<Bool>(false)
     var report: ShutdownReport?
+    /// Called by `run()` just before it decides whether to leave (tests only: it lets a test
+    /// make another thread act at that exact point, deterministically).
+    var beforeLeavingRunForTesting: (() -> Void)?
 
     /// The embedded default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -153,7 +153,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             .bindMemory(to: uv_idle_t.self, capacity: 1)
         timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
             .bindMemory(to: uv_timer_t.self, capacity: 1)
-        inbox = Inbox(phase: ownsThread ? .running : .idle)
+        state = Atomic(ownsThread ? .running : .idle)
+        inbox = Inbox()
         // Setting up the loop can only fail for lack of file descriptors or memory;
         // there is nothing a caller could do with a half-made loop.
         do {
@@ -195,14 +196,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     deinit {
-        let phase = withInbox { $0.phase }
-        assert(phase == .closed, "EventLoop '\(name)' was released without shutdown()")
+        let closed = state.load(ordering: .acquiring) == .closed
+        assert(closed, "EventLoop '\(name)' was released without shutdown()")
         localQueue.deallocate()
         draining.deallocate()
         // Only ever lent to libuv between an allocation callback and its read callback.
         readBufferStorage?.deallocate()
         withInbox { $0.items.deallocate() }
-        if phase == .closed, report?.loopCloseResult == 0 {
+        if closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()
             idle.deallocate()
             timerDriver.deallocate()
@@ -254,7 +255,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Whether the loop has finished shutting down.
     ///
     /// Thread rule: safe from any thread.
-    public var isShutDown: Bool { withInbox { $0.phase == .closed } }
+    public var isShutDown: Bool { state.load(ordering: .acquiring) == .closed }
 
     // MARK: - Scheduler (implemented in EventLoop+Scheduler.swift)
 
@@ -345,40 +346,62 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Queues work; false when the loop no longer accepts it.
     @discardableResult
     func enqueue(_ work: consuming @escaping @Sendable () -> Void) -> Bool {
-        enqueueItem(.closure(work))
+        enqueueItem(.closure(work)) == .accepted
     }
 
-    /// Queues a closure or a job; false when the loop no longer accepts it.
-    func enqueueItem(_ work: consuming WorkItem) -> Bool {
+    /// What happened to a submission.
+    enum Submission {
+        case accepted
+        /// Refused: the loop has closed.
+        case closed
+        /// Refused (only when asked with `refusingIdle`): an owner-thread loop outside `run()`.
+        case idle
+    }
+
+    /// Queues a closure or a job. Accepted in every state but `.closed` (and `.idle` with
+    /// `refusingIdle`, for callers that wait for the answer): the decision and the append
+    /// are one critical section, so accepted work always runs on the loop thread.
+    func enqueueItem(_ work: consuming WorkItem, refusingIdle: Bool = false) -> Submission {
         if inEventLoop {
-            guard acceptsLocalWork else { return false }
+            // Only this thread moves the state to `.closed`: a relaxed read is exact here.
+            guard state.load(ordering: .relaxed) != .closed else { return .closed }
             localQueue.push(work)
             startIdleIfNeeded()
-            return true
+            return .accepted
         }
         // Straight-line under the spin lock (no closure): the item is moved into the queue.
         inboxLock.lock()
-        guard inbox.phase == .running || inbox.phase == .idle else {
+        let current = state.load(ordering: .relaxed)
+        guard current != .closed, !(refusingIdle && current == .idle) else {
             inboxLock.unlock()
-            return false
+            return current == .closed ? .closed : .idle
         }
         inbox.items.push(work)
-        // Only a loop that is asleep needs waking; the others pick the item up before
-        // they sleep. The sender is counted under the lock so shutdown, which sets
-        // `.closed` under this lock, can wait for it before closing the async handle.
-        let wake = !inbox.loopAwake
-        if wake {
-            inbox.loopAwake = true
-            inbox.wakeupsSent += 1
-            sendersInFlight.wrappingAdd(1, ordering: .relaxed)
-        }
+        let wake = claimWakeup()
         inboxLock.unlock()
-        if wake {
-            // The system call happens outside the lock, so producers never queue behind it.
-            uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
-            sendersInFlight.wrappingSubtract(1, ordering: .releasing)
-        }
+        if wake { sendWakeup() }
+        return .accepted
+    }
+
+    /// Under `inboxLock`: whether the caller must wake the loop (it is asleep), claiming that duty.
+    ///
+    /// Only a loop that is asleep needs waking; the others look at the inbox before they
+    /// sleep. The sender is counted under the lock so the last transition, which closes
+    /// the loop under this lock, can wait for it before closing the async handle.
+    @inline(__always)
+    func claimWakeup() -> Bool {
+        if inbox.loopAwake { return false }
+        inbox.loopAwake = true
+        inbox.wakeupsSent += 1
+        sendersInFlight.wrappingAdd(1, ordering: .relaxed)
         return true
+    }
+
+    /// Wakes the loop after `claimWakeup()` said so: the system call happens outside the
+    /// lock, so producers never queue behind it.
+    func sendWakeup() {
+        uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
+        sendersInFlight.wrappingSubtract(1, ordering: .releasing)
     }
 
     private func reportRejected() {
@@ -418,35 +441,33 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     public var queuedWorkCount: Int { withInbox { $0.items.count } }
 
     @inline(__always)
-    private func withInbox<R>(_ body: (inout Inbox) -> R) -> R {
+    func withInbox<R>(_ body: (inout Inbox) -> R) -> R {
         inboxLock.lock()
         defer { inboxLock.unlock() }
         return body(&inbox)
     }
 
-    /// Runs what other threads queued; called by the async handle.
+    /// Runs what other threads queued; called by the async handle and, while batches keep
+    /// coming, by the idle handle. Also where a shutdown or `stop()` asked from another
+    /// thread is noticed.
     fileprivate func drainInbox() {
         // One batch per loop iteration, as a raw libuv queue would take it. While batches
         // keep arriving the loop stays marked awake and polls the queue from its idle
         // handle on the next iteration, so producers never pay for a wake-up system call;
         // the first iteration that finds the queue empty marks the loop asleep again.
-        let (stop, closing) = withInbox { inbox -> (Bool, Bool) in
+        let (stop, closeRequested) = withInbox { inbox -> (Bool, Bool) in
             Swift.swap(&inbox.items, &draining)
             if draining.isEmpty { inbox.loopAwake = false }
-            let stop = inbox.stopRequested
-            inbox.stopRequested = false
-            return (stop, inbox.phase == .closing)
+            return (inbox.stopRequested, state.load(ordering: .relaxed) == .closeRequested)
         }
         pollingInbox = !draining.isEmpty
         if pollingInbox {
             while let work = draining.pop() { work.run(on: self) }
             startIdleIfNeeded()
         }
-        if closing && !closingStarted { beginClosing() }
-        if stop {
-            stopWasRequested = true
-            uv_stop(uvLoop)
-        }
+        if closeRequested { beginClosing() }
+        // The request itself is taken by the decision after uv_run returns (`stepAfterUVRun`).
+        if stop { uv_stop(uvLoop) }
     }
 
     private func startIdleIfNeeded() {
@@ -478,87 +499,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
     }
 
-    // MARK: - lifecycle hooks used by EventLoop+Lifecycle.swift
-
-    func setPhase(_ phase: Phase) { withInbox { $0.phase = phase } }
-    func readPhase() -> Phase { withInbox { $0.phase } }
-
-    /// Requests `.closing` from `.running` (or `.idle` when `allowIdle`); returns the phase found.
-    func requestClosing(wake: Bool, allowIdle: Bool = true) -> Phase {
-        withInbox { inbox -> Phase in
-            let found = inbox.phase
-            if found == .running || (found == .idle && allowIdle) {
-                inbox.phase = .closing
-                if wake { uvCheckReporting(uv_async_send(wakeup), "uv_async_send") }
-            }
-            return found
-        }
-    }
-
-    func requestStop() {
-        withInbox { inbox in
-            guard inbox.phase == .running || inbox.phase == .idle else { return }
-            inbox.stopRequested = true
-            uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
-        }
-    }
-
-    var hasQueuedWork: Bool {
-        !localQueue.isEmpty || withInbox { !$0.items.isEmpty }
-    }
-
-    func drainForRun() { drainInbox() }
-
-    /// Closes everything: runs the work already accepted, closes every handle
-    /// (ours first, so they can notify their subscribers, then any other code's),
-    /// then the loop's own handles. `uv_run` returns once the close callbacks ran.
-    func beginClosing() {
-        guard !closingStarted else { return }
-        closingStarted = true
-        runQueuedWork()
-        let openAtShutdown = collectOpenHandles()
-        // Requests keep uv_run going until they call back; cancel what has not started.
-        requests.cancelAllForShutdown()
-        // Pending timers never run; those behind a signal, and the time operators scheduled
-        // here, tell their subscribers now, while work they queue can still run. Timers added
-        // from here on are dropped the same way below.
-        shutdownObservers.fireAll()
-        cancelAllTimers()
-        var rounds = 0
-        while let handle = openHandlesHead, rounds < 1_000_000 {
-            handle.closeForShutdown()
-            rounds += 1
-            if openHandlesHead == nil { runQueuedWork() }
-        }
-        uv_walk(uvLoop, { handle, argument in
-            guard let handle, let argument else { return }
-            let loop = Unmanaged<EventLoop>.fromOpaque(argument).takeUnretainedValue()
-            if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
-            // Not ours: its owner frees it; we can only close it so the loop can end.
-            uv_close(handle, nil)
-        }, Unmanaged.passUnretained(self).toOpaque())
-        cancelAllTimers()
-        acceptsLocalWork = false
-        let dropped = localQueue.removeAll()
-        if dropped > 0 {
-            reportMisuse("EventLoop '\(name)': \(dropped) work item(s) queued during shutdown's last step were not run")
-        }
-        withInbox { $0.phase = .closed }
-        // No sender can start now; wait out any still inside uv_async_send.
-        while sendersInFlight.load(ordering: .acquiring) != 0 { sched_yield() }
-        pendingReport = openAtShutdown
-        uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
-        uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
-        uv_close(UnsafeMutableRawPointer(timerDriver).assumingMemoryBound(to: uv_handle_t.self), nil)
-        if let metricsProbe {
-            uv_close(UnsafeMutableRawPointer(metricsProbe).assumingMemoryBound(to: uv_handle_t.self), nil)
-            stopMetricsForShutdown()
-        }
-    }
-    private var pendingReport: [OpenHandle] = []
-
     /// Runs queued work until both queues are empty (bounded, in case work keeps requeueing).
-    private func runQueuedWork() {
+    func runQueuedWork() {
         var rounds = 0
         while rounds < 1000 {
             let remote = withInbox { inbox -> Bool in
@@ -574,21 +516,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
     }
 
-    /// After `uv_run` returned for good: `uv_loop_close`, the report, the key, the latch.
-    func finishClosed() {
-        let result = uv_loop_close(uvLoop)
-        if result != 0 {
-            let leftovers = (collectOpenHandles().map(\.description) + requests.labels).joined(separator: ", ")
-            reportMisuse("\(EventLoopError.loopCloseFailed(loop: name, error: UVError(code: result, context: "uv_loop_close"))); still open: \(leftovers)")
-        }
-        assert(result == 0, "uv_loop_close returned \(result) for EventLoop '\(name)'")
-        report = ShutdownReport(closedHandles: pendingReport, loopCloseResult: result)
-        if !ownsThread {
-            ThreadLocals.currentLoop.set(nil)
-            ThreadLocals.currentScheduler.set(nil)
-            Unmanaged.passUnretained(self).release()
-        }
-        finished.open()
+    /// Runs the batch a transition took out of the inbox into `draining`, then the local queue.
+    func runTakenWork() {
+        while let work = draining.pop() { work.run(on: self) }
+        drainLocalQueue()
     }
 }
 

@@ -254,7 +254,7 @@ extension EventLoop {
     /// Loop thread only: when the loop starts running, and on every `run()` of an
     /// owner-thread loop (time spent outside `run()` is neither lag nor busy time).
     func startMetricsProbe() {
-        guard metricsProbe != nil, !closingStarted else { return }
+        guard metricsProbe != nil, !state.load(ordering: .relaxed).hasBegunClosing else { return }
         uv_update_time(uvLoop)
         armMetricsProbe(now: SchedulerInstant.now.nanoseconds, idle: uv_metrics_idle_time(uvLoop))
     }
@@ -269,7 +269,7 @@ extension EventLoop {
 
     /// The probe's callback: one sample, then the next interval.
     fileprivate func metricsProbeFired() {
-        guard let sampler = metricsSampler, !closingStarted else { return }
+        guard let sampler = metricsSampler, !state.load(ordering: .relaxed).hasBegunClosing else { return }
         let now = SchedulerInstant.now.nanoseconds
         let idle = uv_metrics_idle_time(uvLoop)
         sampler.record(now: now, idle: idle, queued: queuedWorkCount, handles: countHandlesByType())
@@ -292,8 +292,10 @@ extension EventLoop {
         return walk.counts
     }
 
-    /// Shutdown: destroys the metric objects (the probe handle is closed with the loop's own).
-    func stopMetricsForShutdown() {
+    /// Shutdown (loop thread, when it begins closing): closes the probe and destroys the metric objects.
+    func closeMetricsProbeForShutdown() {
+        guard let metricsProbe else { return }
+        uv_close(UnsafeMutableRawPointer(metricsProbe).assumingMemoryBound(to: uv_handle_t.self), nil)
         metricsSampler?.destroy()
     }
 }

@@ -9,11 +9,12 @@ import Musl
 ///
 /// The outermost delivery publishes its thread in `delivering` before it
 /// checks the disposed flag (both sequentially consistent), and
-/// `Subscription.dispose()` from any other thread sets the flag and then
-/// waits while a delivery is in progress. So once `dispose()` has returned,
-/// no callback is running and none starts. Nested (re-entrant) deliveries
-/// skip the handshake, and a callback disposing its own subscription does
-/// not wait for itself.
+/// `Subscription.dispose()` sets the flag first. So once `dispose()` has
+/// returned no callback starts; from a thread that is no loop's, it also
+/// waits while a delivery is in progress, so none is running either (a loop
+/// thread never waits for another: see `Subscription`). Nested (re-entrant)
+/// deliveries skip the handshake, and a callback disposing its own
+/// subscription does not wait for itself.
 ///
 /// On a terminal event the subscription is disposed first and the callback
 /// runs after, as RAC's subscriber does; the callbacks are then released.

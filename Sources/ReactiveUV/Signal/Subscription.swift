@@ -11,12 +11,19 @@ import Musl
 /// operator fused into a chain shares it; operators that subscribe to other
 /// signals make child subscriptions on the same home and add them here.
 ///
-/// Disposal: the flag is set at once (events stop at every gate), and the
-/// teardown (children, the didSubscribe's disposable, the operator closures)
-/// runs on the home thread: directly when `dispose()` is called there, else
-/// queued to it. When disposed from another thread, `dispose()` first waits
-/// for a delivery to the subscriber's callbacks that had already begun, so
-/// no callback starts after `dispose()` returns.
+/// Disposal: the flag is set at once (events stop at every gate, so no callback
+/// starts after `dispose()` returns), and the teardown (children, the
+/// didSubscribe's disposable, the operator closures) runs on the home thread:
+/// directly when `dispose()` is called there, else queued to it (a home loop
+/// that is shutting down still takes it; one that has closed runs nothing
+/// more, and the teardown then runs on the caller's thread).
+///
+/// A callback already running elsewhere: `dispose()` from a thread that is no
+/// loop's first waits for it to return, so once `dispose()` has returned no
+/// callback is running. On a loop thread it does not wait (a loop thread never
+/// waits for another loop, which could be waiting for it): a callback running
+/// on another thread then (`deliver(on:)`'s target, or the home when disposed
+/// from another loop) may still be finishing.
 ///
 /// Thread rule: `dispose()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
@@ -60,10 +67,10 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
             tearDown()
             return
         }
-        waitForDeliveryInProgress()
+        if ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
         let box = UncheckedSendable(self)
         if home.schedule({ box.value.tearDown() }) == nil {
-            // The home loop is gone (its shutdown closed the handles); release what is left here.
+            // The home loop has closed (it runs nothing more); release what is left here.
             tearDown()
         }
     }
