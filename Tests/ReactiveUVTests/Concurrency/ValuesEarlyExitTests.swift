@@ -58,7 +58,7 @@ final class ValuesEarlyExitTests: XCTestCase {
             seen.onHomeLoop = EventLoop.current === loop
             seen.disposalsAtExit = disposals?.value ?? -1
             do {
-                seen.handlesAtExit = try loop.openHandles()
+                seen.handlesAtExit = try await loop.openHandles()
             } catch {
                 seen.thrown = "openHandles(): \(error)"
             }
