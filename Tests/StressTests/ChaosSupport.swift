@@ -105,11 +105,17 @@ func allThreadBacktraces() -> String {
     guard let gdb = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
         return "(gdb is not installed: no stacks; install it (apt-get install gdb) to get them)"
     }
+    // To a file, not a pipe: gdb stops this process, so nothing here could drain a pipe,
+    // and gdb would block on a full one for ever.
+    let path = NSTemporaryDirectory() + "reactiveuv-stacks-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).txt"
+    guard FileManager.default.createFile(atPath: path, contents: nil), let output = FileHandle(forWritingAtPath: path) else {
+        return "(could not create \(path) for gdb's output)"
+    }
+    defer { try? FileManager.default.removeItem(atPath: path) }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: gdb)
-    process.arguments = ["-p", String(getpid()), "-batch", "-nx",
+    process.arguments = ["-p", String(getpid()), "-batch", "-nx", "-iex", "set complaints 0",
                          "-ex", "set pagination off", "-ex", "thread apply all bt 40"]
-    let output = Pipe()
     process.standardOutput = output
     process.standardError = output
     do {
@@ -117,9 +123,10 @@ func allThreadBacktraces() -> String {
     } catch {
         return "(could not run \(gdb): \(error))"
     }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
+    try? output.close()
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return "(gdb wrote nothing readable)" }
+    return text
 }
 
 /// Invariant violations and operation counts of one chaos run, shared by every thread.
