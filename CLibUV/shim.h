@@ -2,6 +2,9 @@
 #define REACTIVEUV_CLIBUV_SHIM_H
 
 #include <uv.h>
+/* FileWatch reads its own inotify instance: libuv 1.44 drops IN_Q_OVERFLOW and names a
+ * directory's own events like a child's. */
+#include <sys/inotify.h>
 
 /* ReactiveUV is written against libuv 1.44.2 (Debian 12's libuv1-dev): the
  * handle-size, metrics and error-name APIs it relies on are checked here so an

@@ -66,7 +66,14 @@ func main() -> Int32 {
     }
 
     // The main thread becomes the loop thread: every callback below runs here.
-    let loop = EventLoop.onCurrentThread(name: "echo")
+    let loop: EventLoop
+    do {
+        loop = try EventLoop.tryOnCurrentThread(name: "echo")
+    } catch {
+        // No file descriptor (or thread) left: one line, and a failure status.
+        printError("echo: \(error)")
+        return 1
+    }
     let subscriptions = CompoundDisposable()
     var status: Int32 = 0
     var clients = 0

@@ -82,7 +82,14 @@ func main() -> Int32 {
     }
 
     // The main thread becomes the loop thread: the watch starts inside subscribe and every callback runs here.
-    let loop = EventLoop.onCurrentThread(name: "filewatch")
+    let loop: EventLoop
+    do {
+        loop = try EventLoop.tryOnCurrentThread(name: "filewatch")
+    } catch {
+        // No file descriptor (or thread) left: one line, and a failure status.
+        printError("filewatch: \(error)")
+        return 1
+    }
     let subscriptions = CompoundDisposable()
     var status: Int32 = 0
     let fail: (any Error) -> Void = { error in

@@ -54,7 +54,14 @@ func main() -> Int32 {
     }
 
     // The main thread becomes the loop thread: every callback below runs here.
-    let loop = EventLoop.onCurrentThread(name: "timer")
+    let loop: EventLoop
+    do {
+        loop = try EventLoop.tryOnCurrentThread(name: "timer")
+    } catch {
+        // No file descriptor (or thread) left: one line, and a failure status.
+        printError("timer: \(error)")
+        return 1
+    }
     let start = loop.now
     let subscriptions = CompoundDisposable()
     var ticks = 0

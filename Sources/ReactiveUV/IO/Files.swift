@@ -10,46 +10,112 @@ import Musl
 ///
 /// Each signal opens the file when a subscriber arrives and closes it when
 /// it ends or is disposed. Errors (`ENOENT`, `EACCES`, `EISDIR`, `ENOSPC`...)
-/// end the signal with a `UVError` naming the call and the path.
+/// end the signal with a `UVError` naming the call and the path; so do sizes
+/// out of range (`EINVAL`) and files larger than `read`'s `maxSize` (`EFBIG`).
+///
+/// Files are opened with `O_NONBLOCK`, so opening a FIFO never waits for its
+/// other end on a pool thread (libuv's pool has 4 threads for the whole
+/// process: file requests, DNS lookups and `ThreadPool.run`). A FIFO opened
+/// for reading is then read on the loop (epoll), never on the pool; a FIFO
+/// opened for writing with no reader fails at once with `ENXIO`.
 ///
 /// Thread rule: safe from any thread.
 public enum Files {
+    /// The default `maxSize` of `read(_:maxSize:on:)`: 1 GiB.
+    ///
+    /// `read` holds the whole file in one array, so the limit is about memory:
+    /// above any file a program sensibly loads whole (configurations, assets,
+    /// data sets of hundreds of megabytes), below what a mistaken path to an
+    /// endless source (`/dev/zero`, a growing log, a FIFO that never closes)
+    /// may take from the process before it gets an error. Pass a larger
+    /// `maxSize` when you mean it, or stream with `chunks`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let defaultMaxReadSize = 1 << 30
+
+    /// The largest `chunkSize` of `chunks(_:chunkSize:on:)`: 1 GiB.
+    ///
+    /// A chunk is one read request into one buffer of that size (libuv's
+    /// buffers count in 32 bits, Linux reads at most 2 GiB − 4 KiB at a time).
+    ///
+    /// Thread rule: safe from any thread.
+    public static let maxChunkSize = 1 << 30
+
     /// Reads the whole file and sends it as one array, then completes.
+    ///
+    /// The file is read on a pool thread straight into the array sent (its
+    /// size is known from `fstat` first), so the loop thread does no work in
+    /// proportion to the file. A source of unknown size (a device, a `/proc`
+    /// file) is read until it ends. A FIFO is read on the loop without a pool
+    /// thread until its last writer closes it; with no writer yet it waits for
+    /// one, and disposing stops it. A device that blocks (a terminal with no
+    /// input) holds one pool thread until it has data: read those with
+    /// `chunks` or a stream instead.
     ///
     /// - Parameters:
     ///   - path: The file.
+    ///   - maxSize: The most bytes to accept, 0 or more (default `defaultMaxReadSize`, 1 GiB). A larger
+    ///     regular file fails with `EFBIG` before anything is read; a source that passes it while
+    ///     being read (`/dev/zero`) fails with `EFBIG` as soon as it does. A negative size is `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of one array.
     ///
     /// Thread rule: safe from any thread.
-    public static func read(_ path: String, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
+    public static func read(_ path: String, maxSize: Int = defaultMaxReadSize, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
+        read(path, maxSize: maxSize, on: loop, readSize: WholeFileRead.defaultReadSize, afterEachRead: nil)
+    }
+
+    /// `read(_:maxSize:on:)` with the bytes per read system call and a test seam told after each one (on the pool thread).
+    static func read(_ path: String, maxSize: Int, on loop: EventLoop?, readSize: Int,
+                     afterEachRead: (@Sendable (Int) -> Void)?) -> Signal<[UInt8]> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "Files.read") { loop in
-                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .readAll, subscriber: subscriber))
+            guard maxSize >= 0 else {
+                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
+                                             message: "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)"))
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "Files.read") { loop in
+                WholeFileRead.start(WholeFileRead(loop: loop, path: path, maxSize: maxSize, readSize: readSize,
+                                                  subscriber: subscriber, afterEachRead: afterEachRead), for: subscriber)
             }
         }.debugNamed("+Files.read(\(path))")
     }
 
     /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
     ///
-    /// One read request is in flight at a time; disposing stops after it.
+    /// One read request is in flight at a time; disposing stops after it. A
+    /// FIFO is read on the loop without a pool thread (chunks of at most 64 KiB
+    /// then, as they come); a device that blocks holds one pool thread while
+    /// it waits for data.
     ///
     /// - Parameters:
     ///   - path: The file (or a FIFO or device: chunks then come as they are read).
-    ///   - chunkSize: The largest chunk, at least 1 (default 64 KiB).
+    ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); outside that range the signal fails with `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of chunks.
     ///
     /// Thread rule: safe from any thread.
     public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "Files.chunks") { loop in
-                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .stream(max(1, chunkSize)), subscriber: subscriber))
+            guard (1...maxChunkSize).contains(chunkSize) else {
+                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
+                                             message: "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
+                                             context: "Files.chunks \(path)"))
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "Files.chunks") { loop in
+                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .stream(chunkSize: chunkSize), subscriber: subscriber))
             }
         }.debugNamed("+Files.chunks(\(path))")
     }
 
     /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents, then completes.
+    ///
+    /// Any size is written: libuv counts a buffer in 32 bits, so the bytes go
+    /// out in requests of at most 1 GiB each, one after the other. A FIFO
+    /// with no reader fails with `ENXIO` (instead of holding a pool thread
+    /// until a reader comes); one with a reader is written on the pool and
+    /// holds a pool thread while the pipe is full.
     ///
     /// - Parameters:
     ///   - bytes: The contents.
@@ -60,260 +126,39 @@ public enum Files {
     ///
     /// Thread rule: safe from any thread.
     public static func write(_ bytes: [UInt8], to path: String, append: Bool = false, on loop: EventLoop? = nil) -> Signal<Void> {
+        write(.array(bytes), to: path, append: append, on: loop)
+    }
+
+    /// `write(_:to:append:on:)` for any bytes the transfer holds, with the largest request (tests make it small).
+    static func write(_ bytes: WriteBytes, to path: String, append: Bool = false, on loop: EventLoop? = nil,
+                      largestRequest: Int = FileTransfer.largestWriteRequest) -> Signal<Void> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "Files.write") { loop in
-                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .write(bytes, append: append), subscriber: subscriber))
+                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .write(bytes, append: append, largestRequest: largestRequest),
+                                                subscriber: subscriber))
             }
         }.debugNamed("+Files.write(\(path))")
     }
 }
 
-/// One file subscription: open, read or write step by step, close.
-final class FileTransfer: Disposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
-    enum Mode {
-        case readAll
-        case stream(Int)
-        case write([UInt8], append: Bool)
-    }
+/// The bytes of a `Files.write`: the caller's array, or memory the caller keeps alive and unchanged until the
+/// signal ends (tests pass sizes no array could hold cheaply). The transfer holds it until its last request.
+enum WriteBytes: @unchecked Sendable {
+    // An array is a value; `raw` is only read (by libuv on a pool thread) while the caller keeps it alive.
+    case array([UInt8])
+    case raw(UnsafeRawBufferPointer)
 
-    private let loop: EventLoop
-    private let path: String
-    private let mode: Mode
-    /// Receives the data read (the whole file, or each chunk); nil once the transfer ended or was disposed.
-    private var deliver: (([UInt8]) -> Void)?
-    /// Receives the end: nil for success.
-    private var end: (((any Error)?) -> Void)?
-    private var request: FileRequest?
-    private var file: uv_file = -1
-    private var buffer: UnsafeMutableRawPointer?
-    private var bufferSize = 0
-    private var contents: [UInt8] = []
-    private var written = 0
-    private let disposed = Atomic<Bool>(false)
-
-    /// A transfer that reads into `subscriber`.
-    convenience init(loop: EventLoop, path: String, mode: Mode, subscriber: Subscriber<[UInt8]>) {
-        self.init(loop: loop, path: path, mode: mode, deliver: { subscriber.sendNext($0) }, end: { error in
-            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
-        })
-    }
-
-    /// A transfer that writes and reports only its end to `subscriber`.
-    convenience init(loop: EventLoop, path: String, mode: Mode, subscriber: Subscriber<Void>) {
-        self.init(loop: loop, path: path, mode: mode, deliver: { _ in }, end: { error in
-            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
-        })
-    }
-
-    private init(loop: EventLoop, path: String, mode: Mode,
-                 deliver: @escaping ([UInt8]) -> Void, end: @escaping ((any Error)?) -> Void) {
-        self.loop = loop
-        self.path = path
-        self.mode = mode
-        self.deliver = deliver
-        self.end = end
-    }
-
-    deinit {
-        buffer?.deallocate()
-    }
-
-    /// Starts the transfer and returns it as the subscription's disposable.
-    static func start(_ transfer: FileTransfer) -> (any Disposable)? {
-        transfer.open()
-        return transfer
-    }
-
-    private func open() {
-        let flags: Int32
-        switch mode {
-        case .readAll, .stream: flags = O_RDONLY
-        case .write(_, let append): flags = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC)
-        }
-        step("open \(path)") { request, callback in
-            uv_fs_open(self.loop.uvLoop, request, self.path, flags, 0o644, callback)
-        } then: { [self] result in
-            file = uv_file(result)
-            next()
+    var count: Int {
+        switch self {
+        case .array(let bytes): bytes.count
+        case .raw(let bytes): bytes.count
         }
     }
 
-    /// The next read or write, or the end.
-    private func next() {
-        switch mode {
-        case .readAll, .stream:
-            read()
-        case .write(let bytes, _):
-            if written >= bytes.count {
-                finish(nil)
-            } else {
-                writeRest(of: bytes)
-            }
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        switch self {
+        case .array(let bytes): bytes.withUnsafeBytes(body)
+        case .raw(let bytes): body(bytes)
         }
     }
-
-    private func read() {
-        if buffer == nil {
-            if case .stream(let size) = mode { bufferSize = size } else { bufferSize = 65_536 }
-            buffer = UnsafeMutableRawPointer.allocate(byteCount: bufferSize, alignment: 16)
-        }
-        let base = buffer!
-        step("read \(path)") { [self] request, callback in
-            var slice = uv_buf_init(base.assumingMemoryBound(to: CChar.self), UInt32(bufferSize))
-            return uv_fs_read(loop.uvLoop, request, file, &slice, 1, -1, callback)
-        } then: { [self] count in
-            if count == 0 {
-                if case .readAll = mode { deliver?(contents) }
-                finish(nil)
-                return
-            }
-            let chunk = UnsafeRawBufferPointer(start: base, count: count)
-            if case .readAll = mode {
-                contents.append(contentsOf: chunk)
-            } else {
-                deliver?([UInt8](chunk))
-            }
-            if end != nil { read() }
-        }
-    }
-
-    private func writeRest(of bytes: [UInt8]) {
-        step("write \(path)") { [self] request, callback in
-            bytes.withUnsafeBytes { all in
-                // libuv copies the uv_buf_t; the bytes stay put because `mode` holds the array.
-                var slice = uv_buf_init(UnsafeMutableRawPointer(mutating: all.baseAddress! + written).assumingMemoryBound(to: CChar.self),
-                                        UInt32(bytes.count - written))
-                return uv_fs_write(loop.uvLoop, request, file, &slice, 1, -1, callback)
-            }
-        } then: { [self] count in
-            written += count
-            next()
-        }
-    }
-
-    /// Runs one request; `then` gets its non-negative result, a negative one ends the transfer.
-    private func step(
-        _ context: String,
-        _ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
-        then: @escaping (Int) -> Void
-    ) {
-        guard end != nil else {
-            finish(nil)
-            return
-        }
-        let request = FileRequest(loop: loop, context: context)
-        request.onShutdown = { [self] in shutDown() }
-        self.request = request
-        do {
-            try request.run(start) { [self] result in
-                self.request = nil
-                if end == nil {
-                    finish(nil)
-                } else if result < 0 {
-                    finish(UVError(code: Int32(result), context: context))
-                } else {
-                    then(result)
-                }
-            }
-        } catch {
-            self.request = nil
-            finish(error)
-        }
-    }
-
-    /// Closes the file (synchronously: a close of a local file does not block) and tells the subscriber.
-    private func finish(_ error: (any Error)?) {
-        if file >= 0 {
-            var close = uv_fs_t()
-            uvCheckReporting(uv_fs_close(nil, &close, file, nil), "close \(path)")
-            uv_fs_req_cleanup(&close)
-            file = -1
-        }
-        let end = self.end
-        self.end = nil
-        deliver = nil
-        end?(error)
-    }
-
-    /// A pending request's `cancelForShutdown` (which cancels it): the subscriber learns the loop went away.
-    private func shutDown() {
-        let end = self.end
-        self.end = nil
-        deliver = nil
-        end?(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the pending request was cancelled and the file closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
-    /// Stops: a pending request is cancelled if it has not started; its callback closes the file.
-    private func abandon() {
-        end = nil
-        deliver = nil
-        if let request {
-            request.cancel()
-        } else if file >= 0 {
-            finish(nil)
-        }
-    }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
-}
-
-/// One `uv_fs_t` with a completion closure.
-final class FileRequest: LoopRequest {
-    // Loop thread only.
-    private let context: String
-    private var completion: ((Int) -> Void)?
-    /// Told about a loop shutdown while this request is pending.
-    var onShutdown: (() -> Void)?
-
-    init(loop: EventLoop, context: String) {
-        self.context = context
-        super.init(loop: loop, type: UV_FS)
-    }
-
-    override var label: String { context }
-
-    func run(_ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32, completion: @escaping (Int) -> Void) throws(UVError) {
-        self.completion = completion
-        let request = pointer(as: uv_fs_t.self)
-        do {
-            try self.start(context) { start(request, fileRequestCallback) }
-        } catch {
-            self.completion = nil
-            throw error
-        }
-    }
-
-    fileprivate func finish() {
-        didFinish()
-        let fs = pointer(as: uv_fs_t.self)
-        let result = fs.pointee.result
-        uv_fs_req_cleanup(fs)
-        let completion = self.completion
-        self.completion = nil
-        onShutdown = nil
-        completion?(result)
-    }
-
-    override func cancelForShutdown() {
-        let onShutdown = self.onShutdown
-        self.onShutdown = nil
-        cancel()
-        onShutdown?()
-    }
-}
-
-private let fileRequestCallback: uv_fs_cb = { request in
-    guard let data = request?.pointee.data else { return }
-    Unmanaged<FileRequest>.fromOpaque(data).takeRetainedValue().finish()
 }

@@ -160,20 +160,25 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
 
     /// Whether the connection is still open.
     ///
-    /// Thread rule: safe from any thread (off the loop it waits for the loop to answer; false after shutdown).
+    /// On the connection's loop thread, exact. Elsewhere, what the loop last
+    /// published (it changes on the loop as the connection closes): reading it
+    /// never waits for the loop.
+    ///
+    /// Thread rule: safe from any thread; never blocks.
     public var isOpen: Bool {
-        let stream = self.stream
-        return (try? stream.loop.performAndWait(operation: "TCPConnection.isOpen") { _ in stream.isOpen }) ?? false
+        if stream.onLoopThread { return stream.isOpen }
+        return stream.publishedWriteQueue.load(ordering: .acquiring) >= 0
     }
 
-    /// Bytes written but not yet taken by the kernel (see `TCPBufferLimits`).
+    /// Bytes written but not yet taken by the kernel (see `TCPBufferLimits`); 0 once closed.
     ///
-    /// Thread rule: safe from any thread (off the loop it waits for the loop to answer; 0 after shutdown).
+    /// On the connection's loop thread, exact; elsewhere, the figure the loop
+    /// published after its last write or flush. Reading it never waits for the loop.
+    ///
+    /// Thread rule: safe from any thread; never blocks.
     public var queuedWriteByteCount: Int {
-        let stream = self.stream
-        return (try? stream.loop.performAndWait(operation: "TCPConnection.queuedWriteByteCount") { _ in
-            stream.queuedWriteByteCount
-        }) ?? 0
+        if stream.onLoopThread { return stream.queuedWriteByteCount }
+        return max(0, stream.publishedWriteQueue.load(ordering: .relaxed))
     }
 
     /// Turns `TCP_NODELAY` on or off (it starts as `TCPOptions.noDelay` says).

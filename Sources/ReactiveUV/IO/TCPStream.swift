@@ -72,6 +72,11 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
 
+    /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
+    /// loop thread after each change, read anywhere, so a query from another thread never waits
+    /// for the loop (a loop thread must not wait for another loop).
+    let publishedWriteQueue = Atomic<Int>(0)
+
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
 
@@ -349,13 +354,16 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             end(.failed(failure))
             return
         }
-        if !writeBackpressure && Int(stream.pointee.write_queue_size) > options.limits.highWaterMark { updateBackpressure() }
+        let queuedNow = Int(stream.pointee.write_queue_size)
+        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        if !writeBackpressure && queuedNow > options.limits.highWaterMark { updateBackpressure() }
     }
 
     /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
     func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
         let completion = write._withUnsafeGuaranteedRef { $0.takeCompletion() }
         keepForReuse(write)
+        if isOpen { publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed) }
         if status == 0 {
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
@@ -438,6 +446,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     }
 
     override func willClose() {
+        publishedWriteQueue.store(-1, ordering: .releasing)
         guard resetOnClose else { return }
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0 {

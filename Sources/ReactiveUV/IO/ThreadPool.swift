@@ -48,6 +48,14 @@ class PoolWorkBase: LoopRequest {
     func runOnPool() {}
     /// Delivers the outcome; called on the loop thread with libuv's status (`ECANCELED` when cancelled).
     func complete(status: Int32) {}
+
+    /// Queues the work (`uv_queue_work`); loop thread only.
+    ///
+    /// - Throws: `UVError` with `context` when libuv refused.
+    final func queueOnPool(_ context: @autoclosure () -> String) throws(UVError) {
+        let request = pointer(as: uv_work_t.self)
+        try start(context()) { uv_queue_work(loop.uvLoop, request, poolWorkCallback, poolAfterWorkCallback) }
+    }
 }
 
 /// One `uv_work_t` running a closure and delivering its result.
@@ -69,8 +77,7 @@ final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Send
     override var label: String { "thread-pool work from ThreadPool.run" }
 
     func queue() throws(UVError) {
-        let request = pointer(as: uv_work_t.self)
-        try start("uv_queue_work") { uv_queue_work(loop.uvLoop, request, poolWorkCallback, poolAfterWorkCallback) }
+        try queueOnPool("uv_queue_work")
     }
 
     override func runOnPool() {

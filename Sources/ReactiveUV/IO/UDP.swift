@@ -129,8 +129,10 @@ public final class UDPSocket: @unchecked Sendable {
     /// Sends one datagram to `address` and returns a signal that completes once it was handed to the kernel.
     ///
     /// The send starts now (not on subscription). It fails with the socket's
-    /// error (`EMSGSIZE` for a payload too large, `ENETUNREACH`...), or
-    /// `EBADF` once the socket is closed.
+    /// error (`ENETUNREACH`...), `EBADF` once the socket is closed, or
+    /// `EMSGSIZE` naming the size and the limit for a payload no datagram can
+    /// carry (more than 65,507 bytes to an IPv4 address, 65,527 to IPv6),
+    /// checked before libuv sees it, whatever its size.
     ///
     /// - Parameters:
     ///   - bytes: The payload (not copied).
@@ -262,10 +264,15 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
             outcome.finish(UVError(code: UV_EBADF.rawValue, message: "the socket is closed", context: "send to \(address)"))
             return
         }
+        if let error = UDPHandle.payloadSizeError(bytes.count, to: address) {
+            outcome.finish(error)
+            return
+        }
         // Most datagrams go out at once; only a full socket buffer needs a queued request.
         let sent = bytes.withUnsafeBytes { raw -> Int32 in
-            var buffer = uv_buf_init(UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: CChar.self)),
-                                     UInt32(bytes.count))
+            // uv_buf_t counts in size_t; uv_buf_init's unsigned int would trap on 4 GiB and more.
+            var buffer = uv_buf_t(base: UnsafeMutablePointer(mutating: raw.baseAddress?.assumingMemoryBound(to: CChar.self)),
+                                  len: bytes.count)
             return address.withSockaddr { uv_udp_try_send(udp, &buffer, 1, $0) }
         }
         if sent >= 0 {
@@ -282,6 +289,22 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
         } catch {
             outcome.finish(error)
         }
+    }
+
+    /// The largest UDP payload to an IPv4 address: 65,535 bytes of IP packet less 20 of IP header and 8 of UDP header.
+    static let largestIPv4Payload = 65_507
+    /// The largest UDP payload to an IPv6 address (without jumbograms): 65,535 bytes of UDP length less its 8-byte header.
+    static let largestIPv6Payload = 65_527
+
+    /// `EMSGSIZE` naming the size and the limit when no datagram to `address` can carry `count` bytes, else nil.
+    ///
+    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload used to trap converting it to 32 bits).
+    static func payloadSizeError(_ count: Int, to address: SocketAddress) -> UVError? {
+        let limit = address.family == .ipv4 ? largestIPv4Payload : largestIPv6Payload
+        guard count > limit else { return nil }
+        return UVError(code: UV_EMSGSIZE.rawValue,
+                       message: "a UDP datagram to an \(address.family == .ipv4 ? "IPv4" : "IPv6") address carries at most \(limit) bytes, not \(count)",
+                       context: "send to \(address)")
     }
 
     /// Closes the socket and tells the reader and the owner. Idempotent.
@@ -379,7 +402,8 @@ final class UDPSendRequest: LoopRequest {
         let request = pointer(as: uv_udp_send_t.self)
         // The payload array is held by this request until libuv calls back, and never mutated.
         let base = payload.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
-        var buffer = uv_buf_init(base?.assumingMemoryBound(to: CChar.self), UInt32(payload.count))
+        // The size was checked by `UDPHandle.payloadSizeError`; uv_buf_t counts in size_t.
+        var buffer = uv_buf_t(base: base?.assumingMemoryBound(to: CChar.self), len: payload.count)
         try start("send to \(address)") {
             address.withSockaddr { uv_udp_send(request, udp, &buffer, 1, $0, udpSendCallback) }
         }

@@ -119,7 +119,7 @@ extension EventLoop {
             done.open()
         }, refusingIdle: true) {
         case .accepted: break
-        case .closed: throw EventLoopError.shutDown(loop: name)
+        case .closed: throw refusal
         case .idle: throw EventLoopError.notRunningOnOwnerThread(operation: operation, loop: name)
         }
         done.wait()
@@ -136,7 +136,7 @@ extension EventLoop {
             }, refusingIdle: true)
             switch submission {
             case .accepted: break
-            case .closed: once.resume(.failure(.shutDown(loop: name)))
+            case .closed: once.resume(.failure(refusal))
             case .idle: once.resume(.failure(.notRunningOnOwnerThread(operation: operation, loop: name)))
             }
         }

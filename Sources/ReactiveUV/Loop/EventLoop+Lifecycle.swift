@@ -15,8 +15,18 @@ extension EventLoop {
             loop.threadMain()
             return nil
         }, context)
-        precondition(rc == 0, "ReactiveUV could not start a thread for EventLoop '\(name)': pthread_create returned \(rc)")
         thread = tid
+        // No thread could be made (the process or system limit on threads).
+        if rc != 0 { startThreadFailed(rc, context: context) }
+    }
+
+    /// `pthread_create` failed (from the initializer): the loop becomes one that could not start.
+    private func startThreadFailed(_ code: Int32, context: UnsafeMutableRawPointer) {
+        Unmanaged<EventLoop>.fromOpaque(context).release()
+        startFailure = UVError(code: -code, context: "pthread_create for EventLoop '\(name)'")
+        withInbox { _ in state.store(.closed, ordering: .releasing) }
+        metricsSampler?.destroy()
+        abandonStart(loopInitialized: true)
     }
 
     private func threadMain() {
@@ -51,7 +61,7 @@ extension EventLoop {
         }
         switch transitionEnterRun() {
         case .closed:
-            reportMisuse(EventLoopError.shutDown(loop: name).description)
+            reportMisuse(refusal.description)
             return
         case .running:
             reportMisuse("run() was called on EventLoop '\(name)' from inside its own run(): it is already running")
@@ -120,6 +130,8 @@ extension EventLoop {
     /// thread may call it outside `run()`).
     @discardableResult
     public func tryShutdown() throws(EventLoopError) -> ShutdownReport {
+        // A loop that could not start has nothing to close: it was closed from the beginning.
+        if startFailure != nil { return try finishedReport() }
         if isShared { throw EventLoopError.sharedLoopCannotShutDown }
         if inEventLoop {
             if ownsThread || state.load(ordering: .relaxed) != .idle {

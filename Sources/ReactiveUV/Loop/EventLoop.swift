@@ -153,27 +153,35 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             .bindMemory(to: uv_idle_t.self, capacity: 1)
         timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
             .bindMemory(to: uv_timer_t.self, capacity: 1)
-        state = Atomic(ownsThread ? .running : .idle)
         inbox = Inbox()
-        // Setting up the loop can only fail for lack of file descriptors or memory;
-        // there is nothing a caller could do with a half-made loop.
+        // Setting up can fail only for lack of file descriptors (the async handle's eventfd,
+        // epoll) or memory. Then the loop is made closed, remembers why, and answers every
+        // use with that error (`startFailure`); `tryStart` throws it instead.
+        var probe: UnsafeMutablePointer<uv_timer_t>?
+        var failure: UVError?
+        var loopInitialized = false
         do {
+            try EventLoop.checkDescriptorsForLibuvGlobals()
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
+            loopInitialized = true
+            EventLoop.libuvGlobalsReady.store(true, ordering: .releasing)
             // UV_METRICS_IDLE_TIME only when metrics are on: with it libuv polls twice per
             // iteration (once with a zero timeout).
-            metricsProbe = try EventLoop.makeMetricsProbe(for: uvLoop, configuration: metrics)
-        } catch {
-            fatalError("ReactiveUV could not create EventLoop '\(name)': \(error)")
-        }
-        metricsSampler = metrics.isEnabled ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
-        super.init()
-
-        do {
+            probe = try EventLoop.makeMetricsProbe(for: uvLoop, configuration: metrics)
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
             try uvCheck(uv_timer_init(uvLoop, timerDriver), "uv_timer_init")
         } catch {
-            fatalError("ReactiveUV could not create EventLoop '\(name)': \(error)")
+            failure = error
+        }
+        metricsProbe = probe
+        state = Atomic(failure != nil ? .closed : ownsThread ? .running : .idle)
+        metricsSampler = metrics.isEnabled && failure == nil ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
+        startFailure = failure
+        super.init()
+        if failure != nil {
+            abandonStart(loopInitialized: loopInitialized)
+            return
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
         wakeup.pointee.data = context
@@ -193,6 +201,92 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             ThreadLocals.currentLoop.set(retained)
             ThreadLocals.currentScheduler.set(retained)
         }
+    }
+
+    /// Whether a `uv_loop_init` has succeeded in this process (libuv's one-time global setup is done).
+    private static let libuvGlobalsReady = Atomic<Bool>(false)
+
+    /// Before the first `uv_loop_init`: libuv 1.44 aborts the process when its one-time
+    /// global setup cannot make its signal pipe, so check first that the descriptors it
+    /// needs (an epoll instance and a pipe) can be had, and answer `EMFILE` instead.
+    private static func checkDescriptorsForLibuvGlobals() throws(UVError) {
+        if libuvGlobalsReady.load(ordering: .acquiring) { return }
+        // Three descriptors, as libuv will take them: a pipe and one more (its epoll instance).
+        var pipeEnds: [Int32] = [-1, -1]
+        let piped = pipe(&pipeEnds)
+        let third = piped == 0 ? dup(pipeEnds[0]) : -1
+        let failure: Int32 = piped != 0 || third < 0 ? errno : 0
+        if third >= 0 { close(third) }
+        if piped == 0 { close(pipeEnds[0]); close(pipeEnds[1]) }
+        if failure != 0 {
+            throw UVError(code: -failure, message: "no file descriptor left for the loop's first setup",
+                          context: "uv_loop_init")
+        }
+    }
+
+    /// Starts a loop on a new thread of its own, or throws why it could not.
+    ///
+    /// `EventLoop(name:)` cannot fail: a loop that could not start (no file
+    /// descriptor or thread left) is made already shut down and answers every
+    /// use with `EventLoopError.couldNotStart`. This form throws that error instead.
+    ///
+    /// - Parameters:
+    ///   - name: A name for the thread, for messages and for the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`.
+    /// - Returns: A running loop; call `shutdown()` when done with it.
+    /// - Throws: `EventLoopError.couldNotStart` with the `UVError` that stopped it (e.g. `EMFILE`).
+    ///
+    /// Thread rule: safe from any thread.
+    public static func tryStart(name: String = "loop", metrics: LoopMetrics? = nil) throws(EventLoopError) -> EventLoop {
+        let loop = EventLoop(name: name, metrics: metrics)
+        if let failure = loop.startFailure { throw EventLoopError.couldNotStart(loop: name, error: failure) }
+        return loop
+    }
+
+    /// Makes a loop owned by the calling thread (see `onCurrentThread(name:metrics:)`), or throws why it could not.
+    ///
+    /// - Parameters:
+    ///   - name: A name for messages and for the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`.
+    /// - Returns: A loop that is not yet running; the calling thread is its thread.
+    /// - Throws: `EventLoopError.couldNotStart` with the `UVError` that stopped it (e.g. `EMFILE`).
+    ///
+    /// Thread rule: becomes the calling thread's loop; use it from that thread.
+    public static func tryOnCurrentThread(name: String = "main", metrics: LoopMetrics? = nil) throws(EventLoopError) -> EventLoop {
+        let loop = onCurrentThread(name: name, metrics: metrics)
+        if let failure = loop.startFailure { throw EventLoopError.couldNotStart(loop: name, error: failure) }
+        return loop
+    }
+
+    /// Why the loop could not start, or nil when it started.
+    ///
+    /// A loop that could not start is shut down from the beginning: every
+    /// submission is refused with `EventLoopError.couldNotStart`.
+    ///
+    /// Thread rule: safe from any thread.
+    // Written only while the initializer runs, before the loop is visible to any other thread.
+    public internal(set) var startFailure: UVError?
+
+    /// The error a refused submission gets: `couldNotStart` for a loop that never started, else `shutDown`.
+    var refusal: EventLoopError {
+        if let startFailure { return .couldNotStart(loop: name, error: startFailure) }
+        return .shutDown(loop: name)
+    }
+
+    /// Undoes a start that failed: closes whatever libuv handles were made and the libuv loop,
+    /// and leaves the loop closed with a report, so `shutdown()` returns at once and the memory is freed.
+    func abandonStart(loopInitialized: Bool) {
+        var result: Int32 = 0
+        if loopInitialized {
+            uv_walk(uvLoop, { handle, _ in
+                if let handle, uv_is_closing(handle) == 0 { uv_close(handle, nil) }
+            }, nil)
+            _ = uv_run(uvLoop, UV_RUN_NOWAIT)
+            result = uv_loop_close(uvLoop)
+        }
+        report = ShutdownReport(closedHandles: [], loopCloseResult: result)
+        // No message here: `tryStart` throws, and every use of the loop is refused with this error.
+        finished.open()
     }
 
     deinit {
@@ -340,7 +434,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public func tryExecute(_ work: @escaping @Sendable () -> Void) throws(EventLoopError) {
-        if !enqueue(work) { throw EventLoopError.shutDown(loop: name) }
+        if !enqueue(work) { throw refusal }
     }
 
     /// Queues work; false when the loop no longer accepts it.
@@ -411,7 +505,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
         // Every rejection is counted; the first few are spelled out.
         if count <= 10 {
-            reportMisuse("\(EventLoopError.shutDown(loop: name)) (rejected submission #\(count))")
+            reportMisuse("\(refusal) (rejected submission #\(count))")
         }
     }
 

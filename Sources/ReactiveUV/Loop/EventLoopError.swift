@@ -13,6 +13,9 @@ public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
     case notRunningOnOwnerThread(operation: String, loop: String)
     /// `uv_loop_close` failed after every handle was closed.
     case loopCloseFailed(loop: String, error: UVError)
+    /// The loop could not be set up (no file descriptor or thread left, for instance):
+    /// it is shut down from the start and refuses every submission.
+    case couldNotStart(loop: String, error: UVError)
 
     /// A sentence for a human.
     ///
@@ -22,13 +25,15 @@ public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
         case .shutDown(let loop):
             return "EventLoop '\(loop)' has shut down: the work was not run"
         case .calledOnLoopThread(let operation, let loop):
-            return "\(operation) was called on the thread of EventLoop '\(loop)', where waiting for the loop would deadlock; call it from another thread"
+            return "\(operation) was called on the thread of EventLoop '\(loop)': a loop thread never waits for a loop (its own or another, which could be waiting for it); call it from a thread that is no loop's, or use its async form"
         case .sharedLoopCannotShutDown:
             return "EventLoop.shared lives as long as the process and cannot be shut down"
         case .notRunningOnOwnerThread(let operation, let loop):
             return "\(operation) on EventLoop '\(loop)' must be called from the thread that owns it, or while its run() is running"
         case .loopCloseFailed(let loop, let error):
             return "uv_loop_close failed on EventLoop '\(loop)' after closing every handle: \(error)"
+        case .couldNotStart(let loop, let error):
+            return "EventLoop '\(loop)' could not start (\(error)): nothing submitted to it runs"
         }
     }
 }

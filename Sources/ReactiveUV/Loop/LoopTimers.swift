@@ -201,7 +201,7 @@ extension EventLoop {
     func startTimer(_ timer: ScheduledTimer) -> (any Disposable)? {
         if inEventLoop {
             guard acceptsNewHandles else {
-                reportMisuse(EventLoopError.shutDown(loop: name).description)
+                reportMisuse(refusal.description)
                 return nil
             }
             addTimer(timer)

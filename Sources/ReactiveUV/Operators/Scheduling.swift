@@ -13,7 +13,11 @@ extension Signal {
     /// operators and the subscriber's callbacks run on `scheduler`'s thread (a
     /// loop's thread: the events then arrive on the next turn of that loop,
     /// even when it is the home). Events not yet delivered when the
-    /// subscription is disposed are dropped. One allocation per event (the
+    /// subscription is disposed are dropped, and no callback starts after
+    /// `dispose()` returns; a callback already running on `scheduler`'s thread
+    /// is waited for by a `dispose()` made on a thread that is no loop's, not
+    /// by one made on a loop thread (a loop never waits for another; see the
+    /// README's threading rules). One allocation per event (the
     /// hand-off); use it at the end of a chain. The terminal event is handed
     /// off too: the result ends on `scheduler` after the values before it.
     ///

@@ -157,7 +157,9 @@ public class Signal<Value>: @unchecked Sendable {
         if let scheduled {
             subscription.add(scheduled)
         } else {
-            observer(.error(EventLoopError.shutDown(loop: subscription.home.schedulerDescription)))
+            // A loop that could not start says so; any other refusing home has shut down.
+            observer(.error((subscription.home as? EventLoop)?.refusal
+                ?? EventLoopError.shutDown(loop: subscription.home.schedulerDescription)))
         }
     }
 

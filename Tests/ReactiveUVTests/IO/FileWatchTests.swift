@@ -56,8 +56,10 @@ final class FileWatchTests: XCTestCase {
     func testARecursiveWatchSeesFilesInSubdirectoriesMadeAfterItBegan() throws {
         try FileManager.default.createDirectory(atPath: path("old"), withIntermediateDirectories: true)
         try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
             let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
-            XCTAssertEqual(try harness.loop.openHandles().count, 2, "the root and the existing subdirectory")
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 2, "the root and the existing subdirectory")
+            XCTAssertEqual(try harness.loop.openHandles().count, 1, "one inotify instance per loop")
 
             try write("x", to: "old/existing.txt")
             try waitFor(watch, .renamed, "old/existing.txt", after: 0)
@@ -71,11 +73,43 @@ final class FileWatchTests: XCTestCase {
             try FileManager.default.createDirectory(atPath: path("sub/a/b"), withIntermediateDirectories: true)
             try write("z", to: "sub/a/b/deep.txt")
             try waitFor(watch, .renamed, "sub/a/b/deep.txt", after: 0)
-            try harness.wait(for: "watches on root, old, sub, sub/a, sub/a/b") { (try? harness.loop.openHandles().count) == 5 }
+            try harness.wait(for: "watches on root, old, sub, sub/a, sub/a/b") { InotifyProbe.watchesOfThisProcess() - before == 5 }
 
             // Deleting a directory drops its watches.
             try FileManager.default.removeItem(atPath: path("sub"))
-            try harness.wait(for: "the watches below sub to close") { (try? harness.loop.openHandles().count) == 2 }
+            try harness.wait(for: "the watches below sub to go") { InotifyProbe.watchesOfThisProcess() - before == 2 }
+        }
+    }
+
+    /// Watches on one loop share its inotify instance, and the kernel's watches per inode: one subscription
+    /// leaving (or its file being replaced) does not silence another that watches the same inode.
+    func testWatchesOnOneLoopShareTheInstanceAndLeaveEachOtherAlone() throws {
+        try FileManager.default.createDirectory(atPath: path("sub"), withIntermediateDirectories: false)
+        try write("1", to: "a.txt")
+        try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
+            let plain = try harness.record(FileWatch.changes(at: directory))
+            let tree = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            let file = try harness.record(FileWatch.changes(at: path("a.txt")))
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 3, "the directory, sub and a.txt, each once")
+            XCTAssertEqual(try harness.loop.openHandles().count, 1)
+
+            tree.dispose()
+            try harness.wait(for: "sub's watch to go with the tree") { InotifyProbe.watchesOfThisProcess() - before == 2 }
+            try write("b", to: "b.txt")
+            try waitFor(plain, .renamed, "b.txt", after: 0)
+            try write("22", to: "a.txt")
+            try waitFor(file, .changed, "a.txt", after: 0)
+
+            file.dispose()
+            try harness.wait(for: "a.txt's watch to go") { InotifyProbe.watchesOfThisProcess() - before == 1 }
+            let seen = plain.values.count
+            try write("c", to: "c.txt")
+            try waitFor(plain, .renamed, "c.txt", after: seen)
+            XCTAssertNil(plain.terminal)
+            plain.dispose()
+            try harness.wait(for: "the instance to close") { (try? harness.loop.openHandles().count) == 0 }
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess(), before)
         }
     }
 
@@ -149,13 +183,16 @@ final class FileWatchTests: XCTestCase {
     /// Shutting the loop down ends a watch with EventLoopError.shutDown and closes every watch.
     func testLoopShutdownEndsAWatch() throws {
         try FileManager.default.createDirectory(atPath: path("d/e"), withIntermediateDirectories: true)
+        let before = InotifyProbe.watchesOfThisProcess()
         let loop = EventLoop(name: "watch-shutdown")
         let recorder = Locked<EventRecorder<FileEvent>?>(nil)
         let root = directory
         loop.execute { recorder.withLock { $0 = EventRecorder(FileWatch.changes(at: root, recursive: true)) } }
         waitUntil("the watch") { recorder.current != nil }
+        XCTAssertEqual(InotifyProbe.watchesOfThisProcess(), 3 + before, "the root, d and d/e")
         let report = try loop.tryShutdown()
-        XCTAssertEqual(report.closedHandles.count, 3)
+        XCTAssertEqual(report.closedHandles.count, 1, "the loop's one inotify instance")
+        XCTAssertEqual(InotifyProbe.watchesOfThisProcess(), before, "closing the instance drops its watches")
         XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "watch-shutdown"))
     }
 

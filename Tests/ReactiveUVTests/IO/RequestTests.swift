@@ -3,7 +3,7 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Factories built on libuv requests: DNS, the thread pool, files.
+/// Factories built on libuv requests: DNS, the thread pool (files: FilesTests.swift).
 final class DNSTests: XCTestCase {
     func testResolvesLocalhostAndNumericHosts() throws {
         try checked { harness in
@@ -130,110 +130,6 @@ final class ThreadPoolTests: XCTestCase {
         for recorder in running.current {
             XCTAssertEqual(recorder.terminal?.error as? EventLoopError, .shutDown(loop: "pool-shutdown"))
         }
-    }
-
-    private func checked(_ body: (LoopHarness) throws -> Void) throws {
-        let report = LoopHarness.run(body)
-        XCTAssertTrue(report.isClean, "\(report.problems)")
-    }
-}
-
-final class FilesTests: XCTestCase {
-    private var directory = ""
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "reactiveuv-files-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    func testWriteThenReadBackWholeAndInChunks() throws {
-        let path = directory + "/data.bin"
-        let contents = pattern(300_000, seed: 4)
-        try checked { harness in
-            XCTAssertTrue(try harness.record(Files.write(contents, to: path)).waitForTermination().isCompleted)
-            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data(contents))
-
-            let whole = try harness.record(Files.read(path))
-            XCTAssertTrue(try whole.waitForTermination().isCompleted)
-            XCTAssertEqual(whole.values.count, 1)
-            XCTAssertTrue(whole.values.first == contents)
-
-            let chunks = try harness.record(Files.chunks(path, chunkSize: 100_000))
-            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
-            XCTAssertEqual(chunks.values.map(\.count), [100_000, 100_000, 100_000])
-            XCTAssertTrue(received(chunks) == contents)
-
-            XCTAssertTrue(try harness.record(Files.write([1, 2, 3], to: path, append: true)).waitForTermination().isCompleted)
-            XCTAssertEqual(try harness.record(Files.read(path)).waitForValues(1)[0].suffix(4), [contents.last!, 1, 2, 3])
-            XCTAssertTrue(try harness.record(Files.write([9], to: path)).waitForTermination().isCompleted)
-            XCTAssertEqual(try harness.record(Files.read(path)).waitForValues(1), [[9]], "write replaces the contents")
-        }
-    }
-
-    func testAnEmptyFileIsOneEmptyArray() throws {
-        let path = directory + "/empty"
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
-        try checked { harness in
-            XCTAssertEqual(try harness.record(Files.read(path)).waitForValues(1), [[]])
-            let chunks = try harness.record(Files.chunks(path))
-            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
-            XCTAssertEqual(chunks.values.count, 0)
-        }
-    }
-
-    func testBadPathsAreErrors() throws {
-        try checked { harness in
-            let missing = try harness.record(Files.read(directory + "/missing"))
-            let error = try XCTUnwrap(try missing.waitForTermination().error as? UVError)
-            XCTAssertEqual(error.name, "ENOENT")
-            XCTAssertEqual(error.context, "open \(directory)/missing")
-
-            let directoryRead = try harness.record(Files.read(directory))
-            XCTAssertEqual((try directoryRead.waitForTermination().error as? UVError)?.name, "EISDIR")
-
-            let noParent = try harness.record(Files.write([1], to: directory + "/no/such/dir/file"))
-            XCTAssertEqual((try noParent.waitForTermination().error as? UVError)?.name, "ENOENT")
-        }
-    }
-
-    func testAnUnreadableFileIsEACCES() throws {
-        let path = directory + "/secret"
-        _ = FileManager.default.createFile(atPath: path, contents: Data([1]), attributes: [.posixPermissions: 0])
-        chmod(directory, 0o755)  // `nobody` must reach the file to be refused by its own mode
-        // As root the check runs as `nobody` (root reads every file).
-        try withoutRootPrivileges {
-            try checked { harness in
-                XCTAssertEqual((try harness.record(Files.read(path)).waitForTermination().error as? UVError)?.name, "EACCES")
-            }
-        }
-    }
-
-    /// Disposing a stream mid-file stops it and closes the file (no descriptor leaks).
-    func testDisposingAStreamClosesTheFile() throws {
-        let path = directory + "/big.bin"
-        try Data(pattern(16 << 20, seed: 5)).write(to: URL(fileURLWithPath: path))
-        try checked { harness in
-            var recorders: [EventRecorder<[UInt8]>] = []
-            for _ in 0..<20 {
-                let chunks = try harness.record(Files.chunks(path, chunkSize: 1024))
-                try chunks.waitForValues(1)
-                recorders.append(chunks)
-            }
-            XCTAssertGreaterThan(descriptors(openOn: path), 0, "the streams hold the file open")
-            for chunks in recorders { chunks.dispose() }
-            try harness.wait(for: "every descriptor of the file to be closed") { descriptors(openOn: path) == 0 }
-            XCTAssertTrue(recorders.allSatisfy { $0.terminal == nil && $0.values.count < 16 << 10 }, "the streams stopped early")
-        }
-    }
-
-    /// How many of this process's descriptors are open on `path`.
-    private func descriptors(openOn path: String) -> Int {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
     }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {

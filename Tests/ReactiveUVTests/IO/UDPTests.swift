@@ -1,5 +1,5 @@
 import Foundation
-import ReactiveUV
+@testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
@@ -48,6 +48,45 @@ final class UDPTests: XCTestCase {
             let tooBig = try harness.record(first.send([UInt8](repeating: 0, count: 70_000), to: try SocketAddress(host: "127.0.0.1", port: port)))
             try tooBig.waitForTermination()
             XCTAssertEqual(errorName(tooBig), "EMSGSIZE")
+        }
+    }
+
+    /// A payload no datagram can carry is refused before libuv sees its size, with the size and the limit
+    /// named (libuv's plain "message too long" named neither, and 4 GiB or more trapped converting it to 32 bits).
+    func testAPayloadNoDatagramCanCarryIsEMSGSIZENamingTheLimit() throws {
+        try checked { harness in
+            let socket = try harness.record(UDP.bind()).waitForValues(1)[0]
+            let address = try XCTUnwrap(socket.localAddress)
+            let received = try harness.record(socket.datagrams)
+            let tooBig = try harness.record(socket.send(pattern(65_508, seed: 1), to: address))
+            let error = try XCTUnwrap(try tooBig.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "EMSGSIZE")
+            XCTAssertTrue(error.message.contains("65507") && error.message.contains("65508"), error.description)
+
+            let largest = pattern(65_507, seed: 2)
+            XCTAssertTrue(try harness.record(socket.send(largest, to: address)).waitForTermination().isCompleted)
+            XCTAssertTrue(try received.waitForValues(1)[0].bytes == largest, "the largest IPv4 payload goes through")
+        }
+        let ipv6 = try SocketAddress(host: "::1", port: 9)
+        XCTAssertNil(UDPHandle.payloadSizeError(65_527, to: ipv6))
+        XCTAssertEqual(UDPHandle.payloadSizeError(65_528, to: ipv6)?.name, "EMSGSIZE")
+        let huge = try XCTUnwrap(UDPHandle.payloadSizeError(5 << 30, to: try SocketAddress(host: "127.0.0.1", port: 9)))
+        XCTAssertTrue(huge.message.contains("\(5 << 30)"), huge.description)
+    }
+
+    /// A 5 GiB payload through the public path (an array whose pages are never touched): an EMSGSIZE error
+    /// event, where the send used to trap on the loop thread and take the process down.
+    func testAFiveGiBPayloadIsAnErrorNotATrap() throws {
+        let count = 5 << 30
+        // Only where the system would grant the address space: the array's pages are never touched.
+        let probe = mmap(nil, count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let probe, probe != MAP_FAILED else { throw XCTSkip("the system would not grant \(count) bytes of address space") }
+        munmap(probe, count)
+        let huge = [UInt8](unsafeUninitializedCapacity: count) { _, initialized in initialized = count }
+        try checked { harness in
+            let socket = try harness.record(UDP.bind()).waitForValues(1)[0]
+            let send = try harness.record(socket.send(huge, to: try XCTUnwrap(socket.localAddress)))
+            XCTAssertEqual((try send.waitForTermination().error as? UVError)?.name, "EMSGSIZE")
         }
     }
 

@@ -21,13 +21,19 @@ final class SampleProcess: @unchecked Sendable {
         return bundle.appendingPathComponent(name)
     }
 
-    init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts the sample; with `openFileLimit`, under `ulimit -n` of that many descriptors.
+    init(_ name: String, _ arguments: [String], environment: [String: String] = [:], openFileLimit: Int? = nil) throws {
         let url = SampleProcess.executable(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw SampleMissing(path: url.path)
         }
-        process.executableURL = url
-        process.arguments = arguments
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", url.path] + arguments
+        } else {
+            process.executableURL = url
+            process.arguments = arguments
+        }
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }

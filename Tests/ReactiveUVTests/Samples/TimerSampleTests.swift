@@ -57,3 +57,21 @@ final class DebugSignalNamesTests: XCTestCase {
         XCTAssertTrue(sample.standardError.contains("ReactiveUV: [+interval(0.01 seconds)] next(1)"), sample.standardError)
     }
 }
+
+/// The samples with no file descriptor left (`ulimit -n`): one line on standard error, exit status 1.
+final class SamplesWithoutDescriptorsTests: XCTestCase {
+    func testWithNoFileDescriptorLeftEachSamplePrintsOneLineAndExitsOne() throws {
+        for (name, arguments) in [("timer", ["--count", "1"]), ("echo", ["--port", "0"]), ("filewatch", ["/tmp"])] {
+            // 5: standard input, output and error, and two more; libuv's first setup needs three.
+            for limit in [5, 6] {
+                let sample = try SampleProcess(name, arguments, openFileLimit: limit)
+                XCTAssertEqual(sample.waitForExit(), 1, "\(name) at ulimit -n \(limit): \(sample.standardError)")
+                waitUntil("\(name)'s message") { sample.standardError.hasSuffix("\n") }
+                let lines = sample.standardError.split(separator: "\n")
+                XCTAssertEqual(lines.count, 1, "\(name) at ulimit -n \(limit): \(sample.standardError)")
+                XCTAssertTrue(lines.first?.hasPrefix("\(name): EventLoop '\(name)' could not start (EMFILE") == true,
+                              "\(name) at ulimit -n \(limit): \(sample.standardError)")
+            }
+        }
+    }
+}

@@ -1,0 +1,330 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One `Files.chunks` or `Files.write` subscription: open, read or write step by step, close.
+final class FileTransfer: Disposable, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+    enum Mode {
+        case stream(chunkSize: Int)
+        case write(WriteBytes, append: Bool, largestRequest: Int)
+    }
+
+    /// The most bytes one write request hands libuv: `uv_buf_t` lengths pass through `unsigned int`
+    /// (`uv_buf_init`), and Linux writes at most 2 GiB − 4 KiB per call anyway.
+    static let largestWriteRequest = 1 << 30
+
+    private let loop: EventLoop
+    private let path: String
+    private let mode: Mode
+    /// Receives each chunk read; nil once the transfer ended or was disposed.
+    private var deliver: (([UInt8]) -> Void)?
+    /// Receives the end: nil for success.
+    private var end: (((any Error)?) -> Void)?
+    private var request: FileRequest?
+    private var file: uv_file = -1
+    /// Reads a FIFO on the loop (it owns the descriptor then: `file` is -1).
+    private var fifo: FIFOReader?
+    private var buffer: UnsafeMutableRawPointer?
+    private var bufferSize = 0
+    private var written = 0
+    private let disposed = Atomic<Bool>(false)
+
+    /// A transfer that reads into `subscriber`.
+    convenience init(loop: EventLoop, path: String, mode: Mode, subscriber: Subscriber<[UInt8]>) {
+        self.init(loop: loop, path: path, mode: mode, deliver: { subscriber.sendNext($0) }, end: { error in
+            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+        })
+    }
+
+    /// A transfer that writes and reports only its end to `subscriber`.
+    convenience init(loop: EventLoop, path: String, mode: Mode, subscriber: Subscriber<Void>) {
+        self.init(loop: loop, path: path, mode: mode, deliver: { _ in }, end: { error in
+            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+        })
+    }
+
+    private init(loop: EventLoop, path: String, mode: Mode,
+                 deliver: @escaping ([UInt8]) -> Void, end: @escaping ((any Error)?) -> Void) {
+        self.loop = loop
+        self.path = path
+        self.mode = mode
+        self.deliver = deliver
+        self.end = end
+    }
+
+    deinit {
+        free(buffer)
+    }
+
+    /// Starts the transfer and returns it as the subscription's disposable.
+    static func start(_ transfer: FileTransfer) -> (any Disposable)? {
+        transfer.open()
+        return transfer
+    }
+
+    private func open() {
+        // O_NONBLOCK: opening a FIFO must not wait for its other end on a pool thread (see `Files`).
+        let flags: Int32
+        switch mode {
+        case .stream: flags = O_RDONLY | O_NONBLOCK
+        case .write(_, let append, _): flags = O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC)
+        }
+        step("open \(path)") { request, callback in
+            uv_fs_open(self.loop.uvLoop, request, self.path, flags, 0o644, callback)
+        } then: { [self] result, _ in
+            file = uv_file(result)
+            switch mode {
+            case .stream: examine()
+            case .write:
+                // Writes to a FIFO whose reader exists wait for room, as the caller expects.
+                setBlocking()
+                next()
+            }
+        } failed: { [self] error in
+            guard error.code == UV_ENXIO.rawValue, case .write = mode else { return error }
+            return UVError(code: error.code, message: "the FIFO has no reader (it is opened without waiting for one)", context: error.context)
+        }
+    }
+
+    /// `fstat`s the file just opened for reading: a FIFO is read on the loop, anything else on the pool.
+    private func examine() {
+        step("fstat \(path)") { [self] request, callback in
+            uv_fs_fstat(loop.uvLoop, request, file, callback)
+        } then: { [self] _, request in
+            let type = mode_t(truncatingIfNeeded: request.statMode) & S_IFMT
+            if type == S_IFIFO {
+                readFIFO()
+                return
+            }
+            if type != S_IFREG { setBlocking() }
+            guard case .stream(let chunkSize) = mode else { return }
+            // A small regular file does not need a buffer of the whole chunk size.
+            let size = type == S_IFREG ? Int(clamping: request.statSize) : chunkSize
+            bufferSize = min(chunkSize, max(size, 65_536))
+            guard let buffer = malloc(bufferSize) else {
+                finish(UVError(code: UV_ENOMEM.rawValue, message: "cannot allocate a buffer of \(bufferSize) bytes", context: "read \(path)"))
+                return
+            }
+            self.buffer = buffer
+            read()
+        }
+    }
+
+    /// Clears `O_NONBLOCK` (a device or a FIFO with a reader: its reads and writes should wait, not fail with EAGAIN).
+    private func setBlocking() {
+        let flags = fcntl(file, F_GETFL)
+        if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(file, F_SETFL, flags & ~O_NONBLOCK) }
+    }
+
+    private func readFIFO() {
+        guard case .stream(let chunkSize) = mode else { return }
+        let reader = FIFOReader(loop: loop, path: path, chunkLimit: chunkSize)
+        let descriptor = file
+        file = -1  // the reader owns it from here (it closes it, also when it fails to start)
+        do {
+            try reader.start(descriptor: descriptor,
+                             onChunk: { [self] chunk in deliver?(chunk) },
+                             onEnd: { [self] error in
+                                 fifo = nil
+                                 finish(error)
+                             })
+        } catch {
+            finish(error)
+            return
+        }
+        fifo = reader
+    }
+
+    /// The next write, or the end.
+    private func next() {
+        guard case .write(let bytes, _, _) = mode else { return }
+        if written >= bytes.count {
+            finish(nil)
+        } else {
+            writeRest(of: bytes)
+        }
+    }
+
+    private func read() {
+        guard let base = buffer, let length = UInt32(exactly: bufferSize) else {
+            finish(UVError(code: UVError.invalidArgumentCode, message: "a read buffer of \(bufferSize) bytes", context: "read \(path)"))
+            return
+        }
+        step("read \(path)") { [self] request, callback in
+            var slice = uv_buf_init(base.assumingMemoryBound(to: CChar.self), length)
+            return uv_fs_read(loop.uvLoop, request, file, &slice, 1, -1, callback)
+        } then: { [self] count, _ in
+            if count == 0 {
+                finish(nil)
+                return
+            }
+            deliver?([UInt8](UnsafeRawBufferPointer(start: base, count: count)))
+            if end != nil { read() }
+        }
+    }
+
+    private func writeRest(of bytes: WriteBytes) {
+        guard case .write(_, _, let largestRequest) = mode,
+              let length = UInt32(exactly: min(bytes.count - written, largestRequest)) else {
+            finish(UVError(code: UVError.invalidArgumentCode, message: "a write request larger than libuv's 32-bit lengths", context: "write \(path)"))
+            return
+        }
+        step("write \(path)") { [self] request, callback in
+            bytes.withBytes { all in
+                // libuv copies the uv_buf_t; the bytes stay put because `mode` holds them.
+                var slice = uv_buf_init(UnsafeMutableRawPointer(mutating: all.baseAddress! + written).assumingMemoryBound(to: CChar.self),
+                                        length)
+                return uv_fs_write(loop.uvLoop, request, file, &slice, 1, -1, callback)
+            }
+        } then: { [self] count, _ in
+            guard count > 0 else {
+                // Asking again would loop for ever.
+                finish(UVError(code: UV_EIO.rawValue, message: "the file accepted none of \(length) bytes", context: "write \(path)"))
+                return
+            }
+            written += count
+            next()
+        }
+    }
+
+    /// Runs one request; `then` gets its non-negative result, a negative one ends the transfer
+    /// (with the error `failed` makes of it, by default the error itself).
+    private func step(
+        _ context: String,
+        _ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
+        then: @escaping (Int, FileRequest) -> Void,
+        failed: @escaping (UVError) -> UVError = { $0 }
+    ) {
+        guard end != nil else {
+            finish(nil)
+            return
+        }
+        let request = FileRequest(loop: loop, context: context)
+        request.onShutdown = { [self] in shutDown() }
+        self.request = request
+        do {
+            try request.run(start) { [self] result in
+                self.request = nil
+                if end == nil {
+                    finish(nil)
+                } else if result < 0 {
+                    finish(failed(UVError(code: Int32(truncatingIfNeeded: result), context: context)))
+                } else {
+                    then(result, request)
+                }
+            }
+        } catch {
+            self.request = nil
+            finish(failed(error))
+        }
+    }
+
+    /// Closes the file (synchronously: a close of a local file does not block) and tells the subscriber.
+    private func finish(_ error: (any Error)?) {
+        if file >= 0 {
+            var close = uv_fs_t()
+            uvCheckReporting(uv_fs_close(nil, &close, file, nil), "close \(path)")
+            uv_fs_req_cleanup(&close)
+            file = -1
+        }
+        fifo?.stop()
+        fifo = nil
+        let end = self.end
+        self.end = nil
+        deliver = nil
+        end?(error)
+    }
+
+    /// A pending request's `cancelForShutdown` (which cancels it): the subscriber learns the loop went away.
+    private func shutDown() {
+        let end = self.end
+        self.end = nil
+        deliver = nil
+        end?(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    func dispose() {
+        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if loop.inEventLoop {
+            abandon()
+        } else {
+            // After shutdown the pending request was cancelled and the file closed, so a refused hop loses nothing.
+            _ = loop.enqueue { [self] in abandon() }
+        }
+    }
+
+    /// Stops: a pending request is cancelled if it has not started; its callback closes the file.
+    private func abandon() {
+        end = nil
+        deliver = nil
+        if let request {
+            request.cancel()
+        } else if file >= 0 || fifo != nil {
+            finish(nil)
+        }
+    }
+
+    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+}
+
+/// One `uv_fs_t` with a completion closure.
+final class FileRequest: LoopRequest {
+    // Loop thread only.
+    private let context: String
+    private var completion: ((Int) -> Void)?
+    /// Told about a loop shutdown while this request is pending.
+    var onShutdown: (() -> Void)?
+    /// `st_mode` and `st_size` of a finished `uv_fs_fstat` (read before the request is cleaned up).
+    private(set) var statMode: UInt64 = 0
+    private(set) var statSize: UInt64 = 0
+
+    init(loop: EventLoop, context: String) {
+        self.context = context
+        super.init(loop: loop, type: UV_FS)
+    }
+
+    override var label: String { context }
+
+    func run(_ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32, completion: @escaping (Int) -> Void) throws(UVError) {
+        self.completion = completion
+        let request = pointer(as: uv_fs_t.self)
+        do {
+            try self.start(context) { start(request, fileRequestCallback) }
+        } catch {
+            self.completion = nil
+            throw error
+        }
+    }
+
+    fileprivate func finish() {
+        didFinish()
+        let fs = pointer(as: uv_fs_t.self)
+        let result = fs.pointee.result
+        if fs.pointee.fs_type == UV_FS_FSTAT && result >= 0 {
+            statMode = fs.pointee.statbuf.st_mode
+            statSize = fs.pointee.statbuf.st_size
+        }
+        uv_fs_req_cleanup(fs)
+        let completion = self.completion
+        self.completion = nil
+        onShutdown = nil
+        completion?(result)
+    }
+
+    override func cancelForShutdown() {
+        let onShutdown = self.onShutdown
+        self.onShutdown = nil
+        cancel()
+        onShutdown?()
+    }
+}
+
+private let fileRequestCallback: uv_fs_cb = { request in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<FileRequest>.fromOpaque(data).takeRetainedValue().finish()
+}

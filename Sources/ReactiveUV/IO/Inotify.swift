@@ -1,0 +1,247 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One event read from an inotify instance.
+struct InotifyEvent {
+    /// The watch descriptor (-1 for `IN_Q_OVERFLOW`).
+    let descriptor: Int32
+    /// The `IN_*` bits.
+    let mask: UInt32
+    /// The entry's name inside a watched directory; empty when the event is about the watched inode itself.
+    let name: String
+
+    func has(_ bits: Int32) -> Bool { mask & UInt32(bitPattern: bits) != 0 }
+}
+
+/// What a file watch session does with the events of its watches.
+protocol InotifyOwner: AnyObject {
+    /// An event on one of the descriptors this owner added (also `IN_IGNORED`, after which the descriptor is gone).
+    func inotify(_ event: InotifyEvent)
+    /// The kernel's queue overflowed: events of every watch of the instance were lost.
+    func inotifyOverflowed()
+    /// The instance failed (a read error) or its loop is shutting down: the owner must end.
+    func inotifyEnded(_ error: any Error)
+}
+
+/// The inotify instance a loop's file watches share, read through a `uv_poll` handle.
+///
+/// Why not `uv_fs_event`: libuv 1.44 drops `IN_Q_OVERFLOW` (events lost without
+/// notice) and names a watched directory's own events (`chmod`, deletion) like a
+/// child's, so a watcher cannot tell them apart. Why shared: each instance counts
+/// against `fs.inotify.max_user_instances` (128 by default, per user), as libuv
+/// also keeps one per loop. The kernel returns the same descriptor when the same
+/// inode (device and inode number) is watched twice in one instance, so owners are
+/// counted per descriptor and the watch is removed when the last one leaves.
+///
+/// Memory: the handle memory is freed in the close callback; the inotify file
+/// descriptor is closed there too (after libuv stopped polling it), which also
+/// drops every kernel watch it still held.
+final class InotifyHub: LoopHandle {
+    // Loop thread only: each loop's thread alone reads and writes its own key of `hubs`.
+    private static let hubs = Mutex<[ObjectIdentifier: HubReference]>([:])
+    private struct HubReference: @unchecked Sendable {  // handed out only to the hub's own loop thread (key above)
+        let hub: InotifyHub
+    }
+
+    /// The watch mask for every descriptor: one mask, because a second `inotify_add_watch`
+    /// of the same inode in the instance replaces it (each owner filters what it needs).
+    private static let watchMask = UInt32(bitPattern: IN_ATTRIB | IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF
+        | IN_MOVE_SELF | IN_MOVED_FROM | IN_MOVED_TO)
+    private static let bufferSize = 16 * 1024
+    /// Reads per poll callback: a flood of events must not keep the loop from its other work.
+    private static let readsPerCallback = 64
+
+    private let descriptor: Int32
+    private var owners: [Int32: [ObjectIdentifier: any InotifyOwner]] = [:]
+    private let buffer = UnsafeMutableRawPointer.allocate(byteCount: InotifyHub.bufferSize, alignment: 8)
+
+    /// The loop's hub, opened on first use.
+    ///
+    /// - Throws: `EMFILE` naming `fs.inotify.max_user_instances` when no instance can be opened.
+    static func shared(on loop: EventLoop) throws(UVError) -> InotifyHub {
+        let key = ObjectIdentifier(loop)
+        if let hub = hubs.withLock({ $0[key]?.hub }), hub.isOpen { return hub }
+        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else {
+            let code = errno
+            throw UVError(code: -code, message: code == EMFILE
+                ? "no inotify instance left: the limit fs.inotify.max_user_instances (\(kernelLimit("max_user_instances"))) or the open-file limit was reached"
+                : String(cString: uv_strerror(-code)), context: "inotify_init1")
+        }
+        let hub = InotifyHub(loop: loop, descriptor: descriptor)
+        try hub.start()
+        hubs.withLock { $0[key] = HubReference(hub: hub) }
+        return hub
+    }
+
+    private init(loop: EventLoop, descriptor: Int32) {
+        self.descriptor = descriptor
+        super.init(loop: loop, byteCount: uv_handle_size(UV_POLL))
+    }
+
+    deinit { buffer.deallocate() }
+
+    override var label: String { "inotify instance (\(owners.count) watches) from FileWatch.changes" }
+
+    private func start() throws(UVError) {
+        let handle = pointer(as: uv_poll_t.self)
+        do {
+            try uvCheck(uv_poll_init(loop.uvLoop, handle, descriptor), "uv_poll_init(inotify)")
+        } catch {
+            closeFileDescriptor(descriptor)
+            throw error
+        }
+        didOpen()
+        do {
+            try uvCheck(uv_poll_start(handle, Int32(UV_READABLE.rawValue), inotifyReadableCallback), "uv_poll_start(inotify)")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    /// Watches `path` for `owner` and returns the descriptor (the same one for an inode already watched).
+    ///
+    /// - Parameters:
+    ///   - onlyDirectory: Fail with `ENOTDIR` unless it is a directory (`IN_ONLYDIR`).
+    ///   - followLink: Watch what a symbolic link points to rather than failing (without `IN_DONT_FOLLOW`).
+    /// - Throws: The `errno` of `inotify_add_watch`; `ENOSPC` names `fs.inotify.max_user_watches`.
+    func addWatch(_ path: String, for owner: any InotifyOwner, onlyDirectory: Bool, followLink: Bool) throws(UVError) -> Int32 {
+        var mask = Self.watchMask
+        if onlyDirectory { mask |= UInt32(bitPattern: IN_ONLYDIR) }
+        if !followLink { mask |= UInt32(bitPattern: IN_DONT_FOLLOW) }
+        let watch = inotify_add_watch(descriptor, path, mask)
+        guard watch >= 0 else {
+            let code = errno
+            if code == ENOSPC {
+                throw UVError(code: -code, message: "cannot watch \(path): the inotify watch limit fs.inotify.max_user_watches (\(Self.kernelLimit("max_user_watches"))) is reached",
+                              context: "inotify_add_watch")
+            }
+            throw UVError(code: -code, context: "watch \(path)")
+        }
+        owners[watch, default: [:]][ObjectIdentifier(owner)] = owner
+        return watch
+    }
+
+    /// Gives up `owner`'s share of the watch; the kernel watch goes with the last share.
+    func removeWatch(_ watch: Int32, for owner: any InotifyOwner) {
+        guard var shares = owners[watch], shares.removeValue(forKey: ObjectIdentifier(owner)) != nil else { return }
+        if shares.isEmpty {
+            owners[watch] = nil
+            // EINVAL when the kernel already dropped it (its IN_IGNORED not read yet): nothing left to remove.
+            _ = inotify_rm_watch(descriptor, watch)
+        } else {
+            owners[watch] = shares
+        }
+        if owners.isEmpty { close() }
+    }
+
+    /// Closes the hub when no watch is left (an owner whose first watch failed never added one).
+    func closeIfUnused() {
+        if owners.isEmpty { close() }
+    }
+
+    override func willClose() {
+        uvCheckReporting(uv_poll_stop(pointer(as: uv_poll_t.self)), "uv_poll_stop(inotify)")
+        let key = ObjectIdentifier(loop)
+        Self.hubs.withLock { if $0[key]?.hub === self { $0[key] = nil } }
+    }
+
+    override func didClose() {
+        // libuv no longer polls the descriptor: closing it drops the kernel's watches.
+        closeFileDescriptor(descriptor)
+        owners.removeAll()
+    }
+
+    override func closeForShutdown() {
+        end(EventLoopError.shutDown(loop: loop.name))
+        close()
+    }
+
+    /// Tells every owner the instance is finished.
+    private func end(_ error: any Error) {
+        let everyone = allOwners()
+        owners.removeAll()
+        for owner in everyone { owner.inotifyEnded(error) }
+    }
+
+    private func allOwners() -> [any InotifyOwner] {
+        var seen: [ObjectIdentifier: any InotifyOwner] = [:]
+        for shares in owners.values { seen.merge(shares) { first, _ in first } }
+        return Array(seen.values)
+    }
+
+    fileprivate func readable(status: Int32) {
+        guard status >= 0 else {
+            end(UVError(code: status, context: "polling the inotify instance"))
+            close()
+            return
+        }
+        for _ in 0..<Self.readsPerCallback {
+            guard isOpen else { return }
+            let count = read(descriptor, buffer, Self.bufferSize)
+            if count < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                if code == EAGAIN || code == EWOULDBLOCK { return }
+                end(UVError(code: -code, context: "reading the inotify instance"))
+                close()
+                return
+            }
+            dispatch(count)
+        }
+    }
+
+    /// Hands each event of the buffer to the owners of its descriptor (owners may leave while it runs).
+    private func dispatch(_ count: Int) {
+        let headerSize = 16  // int wd; uint32_t mask, cookie, len; then `len` bytes of NUL-padded name
+        var offset = 0
+        while offset + headerSize <= count, isOpen {
+            let watch = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+            let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+            let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+            let namePointer = (buffer + offset + headerSize).assumingMemoryBound(to: UInt8.self)
+            let nameBytes = UnsafeBufferPointer(start: namePointer, count: min(nameLength, count - offset - headerSize))
+            let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
+            offset += headerSize + nameLength
+            let event = InotifyEvent(descriptor: watch, mask: mask, name: name)
+            if event.has(IN_Q_OVERFLOW) {
+                for owner in allOwners() { owner.inotifyOverflowed() }
+                continue
+            }
+            guard let shares = owners[watch] else { continue }  // a watch already given up
+            if event.has(IN_IGNORED) {
+                // The kernel dropped the watch (the inode is gone, or its file system unmounted).
+                owners[watch] = nil
+            }
+            for owner in shares.values { owner.inotify(event) }
+            if owners.isEmpty { close() }
+        }
+    }
+
+    /// A `/proc/sys/fs/inotify` limit, or "unknown" when it cannot be read.
+    static func kernelLimit(_ name: String) -> String {
+        let file = open("/proc/sys/fs/inotify/" + name, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return "unknown" }
+        defer { closeFileDescriptor(file) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let count = bytes.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+        guard count > 0 else { return "unknown" }
+        return String(decoding: bytes[..<count], as: UTF8.self).filter(\.isNumber)
+    }
+}
+
+/// `close(2)`, out of reach of `LoopHandle.close()`.
+private func closeFileDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
+}
+
+private let inotifyReadableCallback: uv_poll_cb = { handle, status, _ in
+    guard let data = handle?.pointee.data else { return }
+    Unmanaged<InotifyHub>.fromOpaque(data).takeUnretainedValue().readable(status: status)
+}
