@@ -7,6 +7,11 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
     /// connection's bytes) is paused when the buffer is full and resumed when it
     /// has drained to half; any other source that overflows it ends the sequence
     /// with `SignalValuesError.bufferOverflow`.
+    ///
+    /// A source of byte chunks (`Signal<[UInt8]>`) that can pause is also paused
+    /// once `ValuesBufferPolicy.maxBufferedBytes` bytes wait, however few chunks
+    /// that is, and resumed at half: a count of 64 KiB chunks alone would let a
+    /// connection hold 64 MiB for a slow task.
     case bounded(Int)
     /// Keep the newest `limit` values, dropping older ones.
     case keepNewest(Int)
@@ -17,6 +22,11 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
 
     /// `.bounded(1024)`.
     public static let `default` = ValuesBufferPolicy.bounded(1024)
+
+    /// Bytes of `[UInt8]` chunks waiting in a `.bounded` buffer at which a source that can pause is paused (256 KiB).
+    ///
+    /// Thread rule: a constant; safe from any thread.
+    public static let maxBufferedBytes = 256 << 10
 }
 
 /// Why `signal.values` ended with an error of its own.
@@ -144,14 +154,36 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var pausedControl: FlowControl?
         /// Numbers pause and resume requests, so the source applies only the newest.
         var flowRequest = 0
+        /// The values are byte chunks and the buffer is bounded: `bufferedBytes` counts them.
+        let countsBytes: Bool
+        /// Bytes in the waiting chunks (only when `countsBytes`).
+        var bufferedBytes = 0
+
+        init(countsBytes: Bool) { self.countsBytes = countsBytes }
 
         var count: Int { buffer.count - head }
+
+        /// Whether the buffer holds enough to pause a source: `limit` values, or `maxBufferedBytes` bytes of chunks.
+        func isFull(limit: Int) -> Bool {
+            count >= limit || (countsBytes && bufferedBytes >= ValuesBufferPolicy.maxBufferedBytes)
+        }
+
+        /// Whether a paused source may resume: down to half of both bounds.
+        func hasDrained(limit: Int) -> Bool {
+            count <= limit / 2 && (!countsBytes || bufferedBytes <= ValuesBufferPolicy.maxBufferedBytes / 2)
+        }
+
+        mutating func append(_ value: Value) {
+            if countsBytes { bufferedBytes += unsafeBitCast(value, to: [UInt8].self).count }
+            buffer.append(value)
+        }
 
         mutating func popFirst() -> Value? {
             guard head < buffer.count else { return nil }
             let value = buffer[head]
             buffer[head] = nil
             head += 1
+            if countsBytes, let value { bufferedBytes -= unsafeBitCast(value, to: [UInt8].self).count }
             if head > 64 && head * 2 > buffer.count {
                 buffer.removeFirst(head)
                 head = 0
@@ -169,11 +201,15 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     private let signal: Signal<Value>
     private let policy: ValuesBufferPolicy
     private let lock = SpinLock()
-    @exclusivity(unchecked) private var state = State()
+    @exclusivity(unchecked) private var state: State
 
     init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
         self.signal = signal
         self.policy = policy
+        // Byte chunks are weighed by their size when the buffer is bounded (see `ValuesBufferPolicy.bounded`).
+        var bounded = false
+        if case .bounded = policy { bounded = true }
+        state = State(countsBytes: bounded && Value.self == [UInt8].self)
     }
 
     deinit {
@@ -227,7 +263,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             if state.finished { return (ReadyValue(.success(nil)), nil) }
             if let value = state.popFirst() {
                 var resume: (FlowControl, Int)?
-                if state.paused, let limit = policy.limit, state.count <= limit / 2, let control = state.pausedControl {
+                if state.paused, let limit = policy.limit, state.hasDrained(limit: limit), let control = state.pausedControl {
                     state.paused = false
                     state.flowRequest += 1
                     resume = (control, state.flowRequest)
@@ -280,7 +316,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                 state.waiter = nil
                 return waiter
             }
-            state.buffer.append(value)
+            state.append(value)
             switch policy {
             case .unbounded:
                 break
@@ -290,7 +326,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                 if state.count > limit { state.buffer.removeLast() }
             case .bounded(let limit):
                 if let flowControl {
-                    if state.count >= limit && !state.paused {
+                    if state.isFull(limit: limit) && !state.paused {
                         state.paused = true
                         state.pausedControl = flowControl
                         state.flowRequest += 1
@@ -340,6 +376,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.cancelled = true
             state.buffer = []
             state.head = 0
+            state.bufferedBytes = 0
             let waiter = state.waiter
             state.waiter = nil
             let subscription = state.subscription
