@@ -5,7 +5,7 @@ import XCTest
 /// Resident memory per client that sends without ever reading its echo, for the
 /// built `echo` (signals) and `echo-async` (async/await) samples.
 ///
-/// Each server gets `STRESS_CLIENTS` (default 200) such clients. Each client sends
+/// Each server gets `STRESS_CLIENTS` (default 200, scaled by `STRESS_SCALE`) such clients. Each client sends
 /// until its send buffer stays full (the server stopped reading it), then the test
 /// waits until the server is idle: a round of non-blocking sends on every client
 /// moves no byte and the server used no CPU since the previous round. The figure is
@@ -15,7 +15,7 @@ import XCTest
 /// bytes waiting in `bytes.values` plus the write queue, not on a count of chunks.
 final class EchoMemoryStressTests: XCTestCase {
     func testANonReadingClientCostsEchoAsyncAtMostTwiceWhatItCostsEcho() throws {
-        let clients = environmentInt("STRESS_CLIENTS", default: 200)
+        let clients = environmentInt("STRESS_CLIENTS", default: scaled(200, minimum: 20))
         try ensureOpenFileLimit(clients + 100)
         let echo = try residentBytesPerFloodingClient(sample: "echo", clients: clients)
         let async = try residentBytesPerFloodingClient(sample: "echo-async", clients: clients)

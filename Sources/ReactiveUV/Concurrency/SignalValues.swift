@@ -90,24 +90,48 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
     ///
     /// Thread rule: any thread.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(channel: ValuesChannel(signal: signal, policy: policy))
+        Iterator(lifetime: ValuesIteratorLifetime(ValuesChannel(signal: signal, policy: policy)))
     }
 
     /// Takes values from the subscription in order.
     ///
+    /// Dropping the iterator (leaving a `for try await` loop by `break`,
+    /// `return` or a throw) disposes the subscription at once.
+    ///
     /// Thread rule: use from one task.
     public struct Iterator: AsyncIteratorProtocol {
-        let channel: ValuesChannel<Value>
+        // The only strong reference to the token: the subscription's callbacks hold the
+        // channel, never the token, so the token dies with the last copy of the iterator.
+        let lifetime: ValuesIteratorLifetime<Value>
 
         /// The next value, or nil once the signal completed (or the task was cancelled).
+        ///
+        /// A cancelled task gets nil at once (values still buffered are dropped)
+        /// and the subscription is disposed.
         ///
         /// - Returns: The value, or nil at the end.
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
         public mutating func next() async throws -> Value? {
-            try await channel.next()
+            try await lifetime.channel.next()
         }
+    }
+}
+
+/// Owned by the iterator alone; its deinit is the "loop left early" signal that disposes the subscription.
+///
+/// The channel and the subscription reference each other (the subscription's
+/// callbacks feed the channel, the channel keeps the subscription to dispose
+/// it), so the channel's own deinit cannot run while the source is live.
+final class ValuesIteratorLifetime<Value>: Sendable {
+    let channel: ValuesChannel<Value>
+
+    init(_ channel: ValuesChannel<Value>) { self.channel = channel }
+
+    deinit {
+        // Leaving the loop is an implicit cancellation (SE-0298): stop the source now.
+        channel.cancel()
     }
 }
 
@@ -123,6 +147,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var subscription: Subscription?
         var started = false
         var finished = false
+        /// The consumer is gone (task cancelled or iterator dropped): a subscription made later is disposed at once.
+        var cancelled = false
         var paused = false
         /// The flow control paused by `paused` (read on the home thread when pausing).
         var pausedControl: FlowControl?
@@ -187,7 +213,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     deinit {
-        // The iterator was dropped (the loop ended early): stop the source.
+        // Reached only once the subscription let go of its callbacks (it ended or was
+        // disposed); disposing again is harmless and covers a subscription never cancelled.
         state.subscription?.dispose()
     }
 
@@ -196,6 +223,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     func next() async throws -> Value? {
+        if Task.isCancelled {
+            // Cancellation ends the sequence at once rather than after the buffer drained.
+            cancel()
+            return nil
+        }
         if let ready = try takeReady() { return try ready.value.get() }
         // The value crosses from the subscription's thread to the task in a box: the
         // task is the only one that touches it afterwards.
@@ -263,9 +295,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         let subscription = signal.subscribeForValues(
             next: { [self] in receive($0) },
             terminal: { [self] in finish($0) })
+        // Cancelled meanwhile, or overflowed while subscribing (a synchronous burst found
+        // no subscription to dispose): dispose now. After the signal's own end it is a no-op.
         let disposeNow = locked { state -> Bool in
+            if state.cancelled { return true }
             state.subscription = subscription
-            return state.finished && state.terminal == nil
+            return state.terminal != nil
         }
         if disposeNow { subscription.dispose() }
     }
@@ -330,17 +365,23 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if let waiter, let outcome { waiter.resume(with: outcome) }
     }
 
-    /// The consuming task was cancelled: dispose, and end the sequence.
-    private func cancel() {
+    /// The consuming task was cancelled or the iterator dropped: dispose, and end the sequence.
+    ///
+    /// The subscription is let go of here, so the channel does not wait for the
+    /// home loop's teardown to be freed.
+    func cancel() {
         let (subscription, waiter): (Subscription?, CheckedContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
             state.finished = true
+            state.cancelled = true
             state.buffer = []
             state.head = 0
             state.bufferedBytes = 0
             let waiter = state.waiter
             state.waiter = nil
-            return (state.subscription, waiter)
+            let subscription = state.subscription
+            state.subscription = nil
+            return (subscription, waiter)
         }
         subscription?.dispose()
         waiter?.resume(returning: UncheckedSendable(nil))

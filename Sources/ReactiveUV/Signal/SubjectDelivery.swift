@@ -35,10 +35,13 @@ class SubjectSubscriberBase: Disposable, @unchecked Sendable {
 /// that delivery returns.
 @usableFromInline
 final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, @unchecked Sendable {
-    // `subject`, `subscription`, `homeIdentity`, `observer` (the pointer) are immutable; `flags` and
+    // `subscription`, `homeIdentity`, `observer` (the pointer) are immutable; `subject` is set in
+    // init and taken once by `leaveSubject` (after `dispose`'s atomic exchange); `flags` and
     // `depth` are touched only on the subscription's home thread (deliveries run there, sends from
     // elsewhere are hopped there, and teardown runs there).
-    let subject: Subject<Value>
+    /// Let go of on leaving: a sending loop's cached snapshot may list this subscriber until
+    /// that loop sends again, which may be never; holding the subject too would be a cycle.
+    private var subject: Subject<Value>?
     @usableFromInline let subscription: Subscription
     /// `subscription.home`'s identity, compared with the calling thread's current scheduler.
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
@@ -178,7 +181,7 @@ final class SubjectSubscriber<Value>: SubjectSubscriberBase, ObserverReleasing, 
     }
 
     override func leaveSubject() {
-        subject.remove(self)
+        subject.take()?.remove(self)
     }
 
     /// Teardown (home thread): leave the subject, then drop the observer chain (after the
