@@ -12,8 +12,10 @@ extension Signal {
     /// Each event is handed to `scheduler.schedule`, in order, so downstream
     /// operators and the subscriber's callbacks run on `scheduler`'s thread (a
     /// loop's thread: the events then arrive on the next turn of that loop,
-    /// even when it is the home). Events not yet delivered when the
-    /// subscription is disposed are dropped, and no callback starts after
+    /// even when it is the home). If `scheduler` is a loop that has shut
+    /// down, the subscriber gets `EventLoopError.shutDown` instead (on the
+    /// source's thread: nothing runs on that loop any more). Events not yet
+    /// delivered when the subscription is disposed are dropped, and no callback starts after
     /// `dispose()` returns; a callback already running on `scheduler`'s thread
     /// is waited for by a `dispose()` made on a thread that is no loop's, not
     /// by one made on a loop thread (a loop never waits for another; see the
@@ -34,9 +36,16 @@ extension Signal {
             self.attach({ event in
                 if event.isTerminating { subscription.endChild(source) }
                 let payload = UncheckedSendable(event)
-                _ = scheduler.schedule {
+                let scheduled = scheduler.schedule {
                     if subscription.isDisposed { return }
                     target.value(payload.value)
+                }
+                // A loop answers nil only when it refused (it has closed; other schedulers answer
+                // nil after running the work at once): nothing runs there any more, so the
+                // subscriber is told why here, once, instead of never hearing the end.
+                if scheduled == nil, let loop = scheduler as? EventLoop, !subscription.isDisposed {
+                    target.value(.error(loop.refusal))
+                    subscription.dispose()
                 }
             }, to: source)
         }.debugNamed("[\(name)] -deliverOn: \(scheduler.schedulerDescription)")

@@ -474,3 +474,29 @@ final class LoopStartFailureTests: XCTestCase {
         XCTAssertNil(EventLoop.current)
     }
 }
+
+/// `deliver(on:)` to a loop that has shut down.
+final class DeliverOnClosedLoopTests: XCTestCase {
+    func testDeliveringOnALoopThatShutDownEndsTheSubscriberWithShutDown() throws {
+        let home = EventLoop(name: "home"), gone = EventLoop(name: "gone")
+        try gone.tryShutdown()
+        let events = Locked<[String]>([])
+        let subject = Subject<Int>()
+        _ = onLoop(home) { () -> UncheckedSendable<any Disposable> in
+            UncheckedSendable(subject.deliver(on: gone).subscribe(
+                next: { value in events.withLock { $0.append("next \(value)") } },
+                error: { error in events.withLock { $0.append("error \(error)") } },
+                completed: { events.withLock { $0.append("completed") } }))
+        }
+        home.execute {
+            subject.sendNext(1)
+            subject.sendNext(2)
+            subject.sendCompleted()
+        }
+        waitUntil("the end") { !events.current.isEmpty }
+        _ = onLoop(home) { 0 }
+        XCTAssertEqual(events.current, ["error \(EventLoopError.shutDown(loop: "gone"))"],
+                       "the values could not be delivered there: the subscriber hears why, once, instead of nothing")
+        try home.tryShutdown()
+    }
+}
