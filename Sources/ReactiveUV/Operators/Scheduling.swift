@@ -31,14 +31,14 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let target = UncheckedSendable(downstream)
             let source = subscription.makeChild()
-            self.attach({ event in
+            self.attach(ClosureObserver(event: { event in
                 if event.isTerminating { subscription.endChild(source) }
                 let payload = UncheckedSendable(event)
                 _ = scheduler.schedule {
                     if subscription.isDisposed { return }
                     target.value(payload.value)
                 }
-            }, to: source)
+            }), to: source)
         }.debugNamed("[\(name)] -deliverOn: \(scheduler.schedulerDescription)")
     }
 
@@ -58,7 +58,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let remote = Subscription(home: scheduler)
             subscription.add(remote)
-            self.start(downstream, on: remote)
+            self.start(ClosureObserver(event: downstream), on: remote)
         }.debugNamed("[\(name)] -subscribeOn: \(scheduler.schedulerDescription)")
     }
 }
