@@ -40,9 +40,10 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var depth = 0
     /// The `Subject<Value>` this subscriber is registered with, if any; let go of on leaving (a
     /// sending loop's cached snapshot may list this subscriber until that loop sends again).
-    /// Typed `AnyObject`: an optional `Subject<Value>` made teardown, which runs unspecialized,
-    /// look its metadata up on every subscription (+600 instructions per subscribe and dispose).
-    private var subject: AnyObject?
+    /// Not an optional `Subject<Value>`: teardown, which runs unspecialized, then looked its
+    /// metadata up on every subscription (+600 instructions per subscribe and dispose); and
+    /// unmanaged, so leaving calls the subject without a retain around the call.
+    private var subject: Unmanaged<AnyObject>?
     private let left = Atomic<Bool>(false)
     /// The flow control the source registered, if any (set once, atomically): hops count against it.
     let sourceFlowControl = AtomicLazyReference<FlowControl>()
@@ -60,11 +61,12 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         self.observer = Unmanaged.passRetained(observer)
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
-        self.subject = subject
+        if let subject { self.subject = Unmanaged.passRetained(subject) }
     }
 
     deinit {
         if flags & Self.releasedFlag == 0 { observer.release() }
+        subject?.release()
     }
 
     /// Sends a value.
@@ -215,9 +217,9 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Takes this subscriber off its subject's list, once (a no-op for a source's subscriber).
     @inline(__always)
     func leaveSubject() {
-        // Moved out, not copied: no retain and release of the subject.
         guard !left.exchange(true, ordering: .acquiringAndReleasing), let subject = subject.take() else { return }
-        unsafeDowncast(subject, to: Subject<Value>.self).remove(self)
+        subject._withUnsafeGuaranteedRef { unsafeDowncast($0, to: Subject<Value>.self).remove(self) }
+        subject.release()
     }
 
     /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery
