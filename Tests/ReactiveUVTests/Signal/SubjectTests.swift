@@ -122,6 +122,27 @@ final class SubjectTests: XCTestCase {
         XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's closures")
     }
 
+    /// The sending loop's cached snapshot still lists a subscriber that has left until that loop
+    /// sends again (it may never: it may have shut down). That subscriber must not keep the
+    /// subject alive, or subject, snapshot and subscriber hold each other and are never freed.
+    func testASubjectIsFreedWhenDroppedAfterItsSubscribersLeft() {
+        let test = TestScheduler()
+        weak var weakSubject: Subject<Int>?
+        do {
+            let subject = Subject<Int>()
+            weakSubject = subject
+            let recorder = test.record(subject)
+            // Two sends: the second fills the sending scheduler's cached snapshot.
+            test.performAsCurrent {
+                subject.sendNext(1)
+                subject.sendNext(2)
+            }
+            XCTAssertEqual(recorder.values, [1, 2])
+            test.performAsCurrent { recorder.dispose() }
+        }
+        XCTAssertNil(weakSubject, "a subject whose cached snapshot lists a departed subscriber was never freed")
+    }
+
     /// `subscribe` on a subject on its home thread keeps the sink itself as the subscriber's observer:
     /// values, the end and disposal must behave as through any other observer, and disposal must
     /// free the callbacks and leave the subject while the caller still holds the disposable.
