@@ -52,23 +52,40 @@ final class Sink<Value>: Observer<Value> {
         super.init(kind: .sink)
     }
 
-    /// Any event, through the handshake.
+    /// The handshake, written once (with `endCallbacks`): whether a callback may start now.
+    ///
+    /// The outermost delivery publishes its thread, then checks the disposed flag (both
+    /// sequentially consistent, against `dispose()` setting the flag first and then reading
+    /// `delivering`); a nested one only checks the flag.
     @inlinable
-    func handle(_ event: Event<Value>) {
+    @inline(__always)
+    func beginCallbacks() -> Bool {
         if depth == 0 {
             subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
             if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
                 subscription.delivering.store(0, ordering: .releasing)
-                return
+                return false
             }
         } else if subscription.disposedFlag.load(ordering: .relaxed) {
-            return
+            return false
         }
         depth &+= 1
-        defer {
-            depth &-= 1
-            if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
-        }
+        return true
+    }
+
+    /// The end of a delivery that `beginCallbacks` let start: the outermost one unpublishes its thread.
+    @inlinable
+    @inline(__always)
+    func endCallbacks() {
+        depth &-= 1
+        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
+    }
+
+    /// Any event, through the handshake.
+    @inlinable
+    func handle(_ event: Event<Value>) {
+        guard beginCallbacks() else { return }
+        defer { endCallbacks() }
         switch event {
         case .next(let value):
             next?(value)
@@ -88,19 +105,9 @@ final class Sink<Value>: Observer<Value> {
     /// `handle(.next(value))`, without building the event.
     @inlinable
     func handleNext(_ value: Value) {
-        if depth == 0 {
-            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
-            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
-                subscription.delivering.store(0, ordering: .releasing)
-                return
-            }
-        } else if subscription.disposedFlag.load(ordering: .relaxed) {
-            return
-        }
-        depth &+= 1
+        guard beginCallbacks() else { return }
         next?(value)
-        depth &-= 1
-        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
+        endCallbacks()
     }
 
     @usableFromInline
