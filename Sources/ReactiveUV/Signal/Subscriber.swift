@@ -4,7 +4,7 @@ import Synchronization
 ///
 /// A signal made with `Signal { subscriber in ... }` sends to one; a subject
 /// keeps one per subscription and sends to it. It is the one gate of the
-/// core, and its rule (`pass`) is:
+/// core, and its rule (`enter` and `leave`, written once) is:
 /// - after the subscription is disposed, or after a terminal event passed,
 ///   every event is dropped;
 /// - events reach the observer on the subscription's home thread: a send
