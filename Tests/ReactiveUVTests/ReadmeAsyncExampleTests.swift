@@ -13,7 +13,7 @@ final class ReadmeAsyncExampleTests: XCTestCase {
                     clients.addTask(executorPreference: loop) {
                         // A full buffer pauses the socket, so a slow task cannot make memory grow.
                         for try await chunk in connection.bytes.values { connection.send(chunk) }
-                        connection.close()
+                        connection.close()  // sends what is still queued, then FIN, then closes
                     }
                 }
             }

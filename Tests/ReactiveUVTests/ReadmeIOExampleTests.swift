@@ -11,7 +11,8 @@ final class ReadmeIOExampleTests: XCTestCase {
         // README-IO-EXAMPLE-BEGIN
         let loop = EventLoop.onCurrentThread()
 
-        // An echo server: what a client sends comes back; its EOF closes the connection.
+        // An echo server: what a client sends comes back; after its EOF, close() sends
+        // what is still queued, then FIN, then closes.
         let server = TCPServer.listen(host: "127.0.0.1", port: 7000).subscribe(
             next: { connection in
                 connection.bytes.subscribe(next: { connection.send($0) },

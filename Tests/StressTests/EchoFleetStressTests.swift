@@ -11,11 +11,11 @@ import XCTest
 /// closed and `uv_loop_close` returned 0); the clients are ReactiveUV's own
 /// (`TCP.connect`) on two more loops. All clients connect first, so the server holds
 /// 1,000 connections at once, then all start sending, four messages in flight each.
-/// `STRESS_CLIENTS` and `STRESS_MESSAGES` override the counts.
+/// `STRESS_CLIENTS` and `STRESS_MESSAGES` override the counts; `STRESS_SCALE` scales both.
 final class EchoFleetStressTests: XCTestCase {
     func testAThousandClientsEachEchoAThousandMessagesWithEveryByteChecked() throws {
-        let clientCount = environmentInt("STRESS_CLIENTS", default: 1000)
-        let messages = environmentInt("STRESS_MESSAGES", default: 1000)
+        let clientCount = environmentInt("STRESS_CLIENTS", default: scaled(1000, minimum: 10))
+        let messages = environmentInt("STRESS_MESSAGES", default: scaled(1000, minimum: 10))
         // Two descriptors per connection (both ends are in this process), plus the loops' own.
         let limit = try ensureOpenFileLimit(2 * clientCount + 100)
         let report = LoopHarness.run(timeout: .seconds(60)) { harness in

@@ -6,7 +6,8 @@ import XCTest
 
 /// An echo soak at full speed: a few connections ping-pong (one message in flight
 /// each) against the echo sample's server for `SOAK_SECONDS` (default 10 here;
-/// `scripts/soak` runs 60), every byte checked, and resident memory must stay flat.
+/// `scripts/soak` runs 60; `STRESS_SCALE` scales it and the warm-up, to at least a second each),
+/// every byte checked, and resident memory must stay flat.
 ///
 /// Resident memory is read from `/proc/self/statm` after a 3-second warm-up and
 /// again at the end, while the clients are still at full speed. The bound is
@@ -17,9 +18,9 @@ import XCTest
 /// resident memory can hide in pages already touched.
 final class EchoSoakStressTests: XCTestCase {
     func testEchoSoakAtFullSpeedKeepsResidentMemoryFlat() throws {
-        let duration = Duration.seconds(environmentInt("SOAK_SECONDS", default: 10))
+        let duration = Duration.seconds(environmentInt("SOAK_SECONDS", default: scaled(10)))
         let connections = environmentInt("SOAK_CONNECTIONS", default: 4)
-        let warmUp = Duration.seconds(3)
+        let warmUp = Duration.seconds(scaled(3))
         let report = LoopHarness.run(timeout: .seconds(30)) { harness in
             let server = try harness.record(EchoServer.run(port: 0), label: "echo server")
             guard case .listening(let address)? = try server.waitForValues(1).first else {

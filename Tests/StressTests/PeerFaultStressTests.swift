@@ -12,10 +12,12 @@ import XCTest
 /// - 16 send without ever reading, until TCP flow control blocks them: the server stops
 ///   reading them (`TCPBufferLimits`), so its live heap stays bounded;
 /// - 300 connect and vanish (close at once, reset at once, or send a little and close).
+/// (`STRESS_SCALE` scales the four counts.)
 /// Afterwards a normal client is echoed a MiB correctly, every client the server accepted is reported gone,
 /// and every handle closes (the harness checks, with `uv_loop_close` == 0).
 final class PeerFaultStressTests: XCTestCase {
-    private static let resetters = 200, halfClosers = 200, stallers = 16, vanishers = 300
+    private static let resetters = scaled(200, minimum: 4), halfClosers = scaled(200, minimum: 4),
+        stallers = scaled(16, minimum: 2), vanishers = scaled(300, minimum: 6)
     /// 64 KiB of the pattern, shared by the clients that do not check their echo.
     private static let block = pattern(65_536, seed: 99)
 

@@ -73,7 +73,13 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
                     } catch {
                         failure = error
                     }
-                    connection.close()
+                    // The client half-closed (or went away): close() sends what is still queued
+                    // for it, then FIN. Wait for that, unless the server is being interrupted
+                    // (the loop's shutdown then closes whatever is left).
+                    let closing = connection.close()
+                    if !Task.isCancelled, let error = await closing.waitUntilCompleted(), !(error is CancellationError) {
+                        failure = failure ?? error
+                    }
                     open.value -= 1
                     let how = failure.map { "dropped (\($0))" } ?? "left"
                     printLine("client \(peer) \(how) after \(echoed) bytes (\(open.value) open)")

@@ -26,8 +26,18 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         if enqueueItem(.job(unowned)) == .accepted { return }
-        reportMisuse("a job was enqueued on EventLoop '\(name)' after it shut down; it runs on the calling thread, serially with the loop's other late jobs")
-        guard lateJobs.push(unowned) else { return }  // the thread draining them runs it
+        runLate(unowned)
+    }
+
+    /// A job for a loop that has closed: run here, serially with the loop's other late jobs.
+    @inline(never)
+    private func runLate(_ job: UnownedJob) {
+        // The runtime calls us through an unowned executor reference, and a job run here may
+        // drop the last reference to this loop (its task finishes, and the program with it lets
+        // go of the loop): hold one of our own until the drain is over.
+        let keptAlive = Unmanaged.passRetained(self)
+        defer { keptAlive.release() }
+        guard lateJobs.push(job, loopName: name) else { return }  // the thread draining them runs it
         while let next = lateJobs.next() {
             next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
         }
@@ -75,21 +85,30 @@ extension EventLoop: SerialExecutor, TaskExecutor {
 /// until the queue is empty, including those other threads add meanwhile; so
 /// two late jobs never run at once and an actor on the loop keeps its isolation.
 final class LateJobQueue: @unchecked Sendable {
-    // `jobs` is protected by `lock`; `drainer` is written under it and read anywhere (atomic).
+    // `jobs`, `head` and `count` are protected by `lock`; `drainer` is written under it and read anywhere (atomic).
     private let lock = SpinLock()
     @exclusivity(unchecked) private var jobs: [UnownedJob] = []
     @exclusivity(unchecked) private var head = 0
     /// The thread running late jobs now, 0 when none.
     private let drainer = Atomic<UInt>(0)
 
+    /// How many late jobs there were (the first few are reported).
+    @exclusivity(unchecked) private var count = 0
+
     /// Adds a job; true when the caller became the drainer and must run `next()` until nil.
-    func push(_ job: UnownedJob) -> Bool {
-        lock.withLock {
+    func push(_ job: UnownedJob, loopName: String) -> Bool {
+        let (drain, number): (Bool, Int) = lock.withLock {
+            count += 1
             jobs.append(job)
-            if drainer.load(ordering: .relaxed) != 0 { return false }
+            if drainer.load(ordering: .relaxed) != 0 { return (false, count) }
             drainer.store(UInt(pthread_self()), ordering: .releasing)
-            return true
+            return (true, count)
         }
+        // Every late job is counted; the first few are spelled out (as refused submissions are).
+        if number <= 10 {
+            reportMisuse("a job was enqueued on EventLoop '\(loopName)' after it shut down (late job #\(number)); it runs on the calling thread, serially with the loop's other late jobs")
+        }
+        return drain
     }
 
     /// The next job for the drainer, or nil (and the drainer role is given up) when none is left.

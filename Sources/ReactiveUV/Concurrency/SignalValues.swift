@@ -7,6 +7,11 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
     /// connection's bytes) is paused when the buffer is full and resumed when it
     /// has drained to half; any other source that overflows it ends the sequence
     /// with `SignalValuesError.bufferOverflow`.
+    ///
+    /// A source of byte chunks (`Signal<[UInt8]>`) that can pause is also paused
+    /// once `ValuesBufferPolicy.maxBufferedBytes` bytes wait, however few chunks
+    /// that is, and resumed at half: a count of 64 KiB chunks alone would let a
+    /// connection hold 64 MiB for a slow task.
     case bounded(Int)
     /// Keep the newest `limit` values, dropping older ones.
     case keepNewest(Int)
@@ -17,6 +22,11 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
 
     /// `.bounded(1024)`.
     public static let `default` = ValuesBufferPolicy.bounded(1024)
+
+    /// Bytes of `[UInt8]` chunks waiting in a `.bounded` buffer at which a source that can pause is paused (256 KiB).
+    ///
+    /// Thread rule: a constant; safe from any thread.
+    public static let maxBufferedBytes = 256 << 10
 }
 
 /// Why `signal.values` ended with an error of its own.
@@ -80,24 +90,48 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
     ///
     /// Thread rule: any thread.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(channel: ValuesChannel(signal: signal, policy: policy))
+        Iterator(lifetime: ValuesIteratorLifetime(ValuesChannel(signal: signal, policy: policy)))
     }
 
     /// Takes values from the subscription in order.
     ///
+    /// Dropping the iterator (leaving a `for try await` loop by `break`,
+    /// `return` or a throw) disposes the subscription at once.
+    ///
     /// Thread rule: use from one task.
     public struct Iterator: AsyncIteratorProtocol {
-        let channel: ValuesChannel<Value>
+        // The only strong reference to the token: the subscription's callbacks hold the
+        // channel, never the token, so the token dies with the last copy of the iterator.
+        let lifetime: ValuesIteratorLifetime<Value>
 
         /// The next value, or nil once the signal completed (or the task was cancelled).
+        ///
+        /// A cancelled task gets nil at once (values still buffered are dropped)
+        /// and the subscription is disposed.
         ///
         /// - Returns: The value, or nil at the end.
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
         public mutating func next() async throws -> Value? {
-            try await channel.next()
+            try await lifetime.channel.next()
         }
+    }
+}
+
+/// Owned by the iterator alone; its deinit is the "loop left early" signal that disposes the subscription.
+///
+/// The channel and the subscription reference each other (the subscription's
+/// callbacks feed the channel, the channel keeps the subscription to dispose
+/// it), so the channel's own deinit cannot run while the source is live.
+final class ValuesIteratorLifetime<Value>: Sendable {
+    let channel: ValuesChannel<Value>
+
+    init(_ channel: ValuesChannel<Value>) { self.channel = channel }
+
+    deinit {
+        // Leaving the loop is an implicit cancellation (SE-0298): stop the source now.
+        channel.cancel()
     }
 }
 
@@ -113,19 +147,43 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var subscription: Subscription?
         var started = false
         var finished = false
+        /// The consumer is gone (task cancelled or iterator dropped): a subscription made later is disposed at once.
+        var cancelled = false
         var paused = false
         /// The flow control paused by `paused` (read on the home thread when pausing).
         var pausedControl: FlowControl?
         /// Numbers pause and resume requests, so the source applies only the newest.
         var flowRequest = 0
+        /// The values are byte chunks and the buffer is bounded: `bufferedBytes` counts them.
+        let countsBytes: Bool
+        /// Bytes in the waiting chunks (only when `countsBytes`).
+        var bufferedBytes = 0
+
+        init(countsBytes: Bool) { self.countsBytes = countsBytes }
 
         var count: Int { buffer.count - head }
+
+        /// Whether the buffer holds enough to pause a source: `limit` values, or `maxBufferedBytes` bytes of chunks.
+        func isFull(limit: Int) -> Bool {
+            count >= limit || (countsBytes && bufferedBytes >= ValuesBufferPolicy.maxBufferedBytes)
+        }
+
+        /// Whether a paused source may resume: down to half of both bounds.
+        func hasDrained(limit: Int) -> Bool {
+            count <= limit / 2 && (!countsBytes || bufferedBytes <= ValuesBufferPolicy.maxBufferedBytes / 2)
+        }
+
+        mutating func append(_ value: Value) {
+            if countsBytes { bufferedBytes += unsafeBitCast(value, to: [UInt8].self).count }
+            buffer.append(value)
+        }
 
         mutating func popFirst() -> Value? {
             guard head < buffer.count else { return nil }
             let value = buffer[head]
             buffer[head] = nil
             head += 1
+            if countsBytes, let value { bufferedBytes -= unsafeBitCast(value, to: [UInt8].self).count }
             if head > 64 && head * 2 > buffer.count {
                 buffer.removeFirst(head)
                 head = 0
@@ -143,15 +201,20 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     private let signal: Signal<Value>
     private let policy: ValuesBufferPolicy
     private let lock = SpinLock()
-    @exclusivity(unchecked) private var state = State()
+    @exclusivity(unchecked) private var state: State
 
     init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
         self.signal = signal
         self.policy = policy
+        // Byte chunks are weighed by their size when the buffer is bounded (see `ValuesBufferPolicy.bounded`).
+        var bounded = false
+        if case .bounded = policy { bounded = true }
+        state = State(countsBytes: bounded && Value.self == [UInt8].self)
     }
 
     deinit {
-        // The iterator was dropped (the loop ended early): stop the source.
+        // Reached only once the subscription let go of its callbacks (it ended or was
+        // disposed); disposing again is harmless and covers a subscription never cancelled.
         state.subscription?.dispose()
     }
 
@@ -160,6 +223,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     func next() async throws -> Value? {
+        if Task.isCancelled {
+            // Cancellation ends the sequence at once rather than after the buffer drained.
+            cancel()
+            return nil
+        }
         if let ready = try takeReady() { return try ready.value.get() }
         // The value crosses from the subscription's thread to the task in a box: the
         // task is the only one that touches it afterwards.
@@ -195,7 +263,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             if state.finished { return (ReadyValue(.success(nil)), nil) }
             if let value = state.popFirst() {
                 var resume: (FlowControl, Int)?
-                if state.paused, let limit = policy.limit, state.count <= limit / 2, let control = state.pausedControl {
+                if state.paused, let limit = policy.limit, state.hasDrained(limit: limit), let control = state.pausedControl {
                     state.paused = false
                     state.flowRequest += 1
                     resume = (control, state.flowRequest)
@@ -227,9 +295,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         let subscription = signal.subscribeForValues(
             next: { [self] in receive($0) },
             terminal: { [self] in finish($0) })
+        // Cancelled meanwhile, or overflowed while subscribing (a synchronous burst found
+        // no subscription to dispose): dispose now. After the signal's own end it is a no-op.
         let disposeNow = locked { state -> Bool in
+            if state.cancelled { return true }
             state.subscription = subscription
-            return state.finished && state.terminal == nil
+            return state.terminal != nil
         }
         if disposeNow { subscription.dispose() }
     }
@@ -245,7 +316,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                 state.waiter = nil
                 return waiter
             }
-            state.buffer.append(value)
+            state.append(value)
             switch policy {
             case .unbounded:
                 break
@@ -255,7 +326,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                 if state.count > limit { state.buffer.removeLast() }
             case .bounded(let limit):
                 if let flowControl {
-                    if state.count >= limit && !state.paused {
+                    if state.isFull(limit: limit) && !state.paused {
                         state.paused = true
                         state.pausedControl = flowControl
                         state.flowRequest += 1
@@ -294,16 +365,23 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if let waiter, let outcome { waiter.resume(with: outcome) }
     }
 
-    /// The consuming task was cancelled: dispose, and end the sequence.
-    private func cancel() {
+    /// The consuming task was cancelled or the iterator dropped: dispose, and end the sequence.
+    ///
+    /// The subscription is let go of here, so the channel does not wait for the
+    /// home loop's teardown to be freed.
+    func cancel() {
         let (subscription, waiter): (Subscription?, CheckedContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
             state.finished = true
+            state.cancelled = true
             state.buffer = []
             state.head = 0
+            state.bufferedBytes = 0
             let waiter = state.waiter
             state.waiter = nil
-            return (state.subscription, waiter)
+            let subscription = state.subscription
+            state.subscription = nil
+            return (subscription, waiter)
         }
         subscription?.dispose()
         waiter?.resume(returning: UncheckedSendable(nil))

@@ -39,7 +39,16 @@ public struct ProcessExit: Sendable, Hashable, CustomStringConvertible {
     public var description: String { signal != 0 ? "killed by signal \(signal)" : "exit status \(status)" }
 }
 
-/// What a child process signal sends, in order.
+/// What a child process signal sends.
+///
+/// Order: `.started` first; then output chunks and, once, `.exited`, which is
+/// sent as soon as the child exits. Output the child wrote before exiting may
+/// still be in its pipes and arrives after `.exited`, as does output of
+/// processes it started that keep its standard output or error open (a
+/// daemonising child leaves such a grandchild). The signal completes once both
+/// pipes reached EOF: right after the exit for most programs, later (or never,
+/// for a daemon that keeps them) when another process holds them. Dispose after
+/// `.exited` when that output does not matter.
 ///
 /// Thread rule: a value type; safe from any thread.
 public enum ProcessOutput: Sendable, Hashable {
@@ -49,7 +58,7 @@ public enum ProcessOutput: Sendable, Hashable {
     case standardOutput([UInt8])
     /// Bytes the process wrote to its standard error.
     case standardError([UInt8])
-    /// The process exited and both of its output pipes reached EOF. Sent once, last, before completion.
+    /// The process exited. Sent once, when it exits: output may follow it (see the type's order).
     case exited(ProcessExit)
 }
 
@@ -57,7 +66,11 @@ public enum ProcessOutput: Sendable, Hashable {
 ///
 /// Thread rule: safe from any thread.
 public enum ChildProcess {
-    /// Starts `executable` and sends what it writes, then how it exited, then completes.
+    /// Starts `executable` and sends what it writes and how it exited; completes when its output pipes are done.
+    ///
+    /// `.exited` comes as soon as the child exits, even while a grandchild
+    /// still holds its output pipes; output still in the pipes follows, and
+    /// completion comes once both pipes reached EOF (see `ProcessOutput`).
     ///
     /// The process starts when a subscriber arrives. `executable` is looked
     /// up in `PATH` when it has no slash. A program that cannot be started
@@ -75,7 +88,7 @@ public enum ChildProcess {
     ///   - input: Bytes to write to its standard input, which is then closed; nil for none.
     ///   - killGrace: Time between SIGTERM and SIGKILL after disposal.
     ///   - loop: The loop that runs it; nil for the subscription's home loop.
-    /// - Returns: A signal of `.started`, output chunks, then `.exited`, then completion.
+    /// - Returns: A signal of `.started`, output chunks and `.exited`, then completion once both pipes reached EOF.
     ///
     /// Thread rule: safe from any thread.
     public static func run(
@@ -202,24 +215,27 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
         finishIfDone()
     }
 
+    /// The child exited (libuv reaped it): report it now, whoever still holds its pipes.
     fileprivate func processDidExit(status: Int64, signal: Int32) {
-        exit = ProcessExit(status: status, signal: signal)
+        let exit = ProcessExit(status: status, signal: signal)
+        self.exit = exit
         killTimer?.dispose()
         killTimer = nil
-        if subscriber == nil {
-            // Disposed earlier: the handle was only kept open until the child was gone.
-            process?.close()
-            process = nil
-            return
-        }
+        // The child is reaped: its handle has nothing more to report (after a disposal it
+        // was only kept open until the child was gone).
+        process?.close()
+        process = nil
+        guard let subscriber else { return }
+        // Now, not after the pipes' EOF: a grandchild (a daemon) may hold them for a long time.
+        subscriber.sendNext(.exited(exit))
         finishIfDone()
     }
 
+    /// Completes once the child has exited and both pipes reached EOF.
     private func finishIfDone() {
-        guard let exit, standardOutput?.isOpen != true, standardError?.isOpen != true else { return }
+        guard exit != nil, standardOutput?.isOpen != true, standardError?.isOpen != true else { return }
         let subscriber = self.subscriber
         closeAll()
-        subscriber?.sendNext(.exited(exit))
         subscriber?.sendCompleted()
     }
 

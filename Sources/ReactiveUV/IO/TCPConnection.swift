@@ -5,14 +5,24 @@
 /// - `send(_:)` queues bytes with no result (the fast path); `write(_:)` does
 ///   the same and returns a signal that completes once libuv flushed them.
 ///   Bytes go out in the order the calls were made.
-/// - `shutdown()` half-closes (FIN after the queued writes); `close()` closes;
-///   `reset()` closes with RST.
+/// - `shutdown()` half-closes (FIN after the queued writes); `close()` closes
+///   gracefully (the queued writes are flushed, then FIN, then the socket
+///   closes); `reset()` closes at once with RST, dropping what is queued.
+///
+/// Half-close: the connection is half-open by default, like Node's
+/// `allowHalfOpen: true`. The peer's EOF completes `bytes`, and the
+/// connection stays open for writing until you call `close()`: it never
+/// closes by itself on EOF. (An echo or request/response handler iterating
+/// `bytes.values` sees EOF only after the chunks buffered before it, so a
+/// connection that closed itself at EOF would cut off the answer to them.)
+/// So the idiom is: read until the end, answer, then `close()`, which sends
+/// everything queued before it.
 ///
 /// Lifetime: the connection belongs to the subscription that produced it. It
-/// stays open until `close()`/`reset()`, a read or write failure, the
-/// disposal of that subscription (a server's disposal closes every connection
-/// it accepted), or the loop's shutdown. Backpressure and the buffering limit
-/// are described in `TCPBufferLimits`.
+/// stays open until `close()` has flushed, `reset()`, a read or write
+/// failure, the disposal of that subscription (a server's disposal closes
+/// every connection it accepted, at once), or the loop's shutdown.
+/// Backpressure and the buffering limit are described in `TCPBufferLimits`.
 ///
 /// Thread rule: every method is safe from any thread; work is done on the
 /// connection's loop (calls made there run at once, others are queued there in order).
@@ -65,7 +75,8 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     /// The array is not copied: libuv sends from its storage. A failure (the
     /// peer reset, or the queue limit in `TCPBufferLimits` was hit) ends the
     /// connection, and `bytes` fails with the error. After `close()` or
-    /// `shutdown()` the bytes are dropped.
+    /// `shutdown()` the bytes are refused (use `send(_:completion:)` or
+    /// `write(_:)` to see the `EPIPE`).
     ///
     /// - Parameter bytes: The bytes to send.
     ///
@@ -141,24 +152,51 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
         return outcome.signal
     }
 
-    /// Closes the connection (FIN); writes not yet flushed are dropped and their signals fail with `ECANCELED`.
+    /// Closes the connection gracefully: every byte queued before the call is sent, then FIN, then the socket closes.
     ///
-    /// The `bytes` reader completes. Idempotent. To close after the queued
-    /// writes are flushed, close when `shutdown()` completes.
+    /// At once: reading stops (the `bytes` reader completes) and later writes
+    /// fail with `EPIPE`. The writes already queued keep going; once libuv has
+    /// flushed them, FIN goes out after the last byte and the socket is closed
+    /// (the owner then forgets the connection; `isOpen` turns false). Nothing
+    /// queued is dropped, so `for try await chunk in connection.bytes.values
+    /// { connection.send(chunk) }; connection.close()` echoes everything even
+    /// when the peer half-closed long before reading.
+    ///
+    /// A peer that never reads keeps the connection open while the queue waits
+    /// (it still counts against `TCPOptions.maxConnections`): `reset()`, the
+    /// owner's disposal or the loop's shutdown close it at once. Calling it
+    /// again, or after `shutdown()`, is fine (each call's signal reports the
+    /// same close).
+    ///
+    /// - Returns: A signal (replayed to every subscriber) that completes once
+    ///   the queued bytes were flushed and the socket closed, or fails: with the
+    ///   socket's error when the flush failed (the peer reset), `ECANCELED` when
+    ///   `reset()` or the owner's disposal closed the connection first,
+    ///   `EventLoopError.shutDown` when the loop shut down first. On a connection
+    ///   that had already ended, it completes at once (or fails with the error
+    ///   that ended it). The close starts now, whether or not it is subscribed.
     ///
     /// Thread rule: safe from any thread.
-    public func close() {
-        onLoop(nil) { $0.end(.closed) }
+    @discardableResult
+    public func close() -> Signal<Void> {
+        let outcome = WriteOutcome()
+        onLoop(outcome) { $0.closeWhenFlushed(outcome: outcome) }
+        return outcome.signal
     }
 
-    /// Closes the connection with RST (`SO_LINGER` 0): the peer's next read fails with `ECONNRESET`.
+    /// Closes the connection at once with RST (`SO_LINGER` 0): the abortive close.
+    ///
+    /// Writes not yet flushed are dropped (their completions and signals fail
+    /// with `ECANCELED`, as does a `close()` still flushing), and the peer's
+    /// next read fails with `ECONNRESET`. Use it for a peer that misbehaves or
+    /// never reads; `close()` is the ordinary close.
     ///
     /// Thread rule: safe from any thread.
     public func reset() {
         onLoop(nil) { $0.end(.closed, reset: true) }
     }
 
-    /// Whether the connection is still open.
+    /// Whether the connection is still open (true while `close()` is still flushing).
     ///
     /// On the connection's loop thread, exact. Elsewhere, what the loop last
     /// published (it changes on the loop as the connection closes): reading it

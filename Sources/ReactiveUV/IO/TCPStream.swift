@@ -63,6 +63,12 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// directly, without `send`'s thread check.
     @exclusivity(unchecked) private var readerIsHome = false
     @exclusivity(unchecked) private var writesShutDown = false
+    /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
+    @exclusivity(unchecked) private var shutdownPending = false
+    /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
+    @exclusivity(unchecked) private var closesWhenFlushed = false
+    /// Who waits for the graceful close (each `close()` call's result).
+    @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
     @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
@@ -407,17 +413,73 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
             try request.start(stream)
+            shutdownPending = true
         } catch {
             outcome?.finish(error)
         }
     }
 
     func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
-        if status == 0 {
-            request.outcome?.finish(nil)
+        shutdownPending = false
+        let failure = status == 0 ? nil : UVError(code: status, context: "shutdown of \(peerDescription)")
+        request.outcome?.finish(failure)
+        guard closesWhenFlushed, isOpen else { return }
+        if let failure {
+            end(.failed(failure))
         } else {
-            request.outcome?.finish(UVError(code: status, context: "shutdown of \(peerDescription)"))
+            finishCloseWaiters(nil)
+            end(.closed)
         }
+    }
+
+    /// The graceful close behind `TCPConnection.close()`: reading stops now (the reader
+    /// completes), no write is accepted any more, the queued writes are flushed, FIN is
+    /// sent after them, and then the socket closes. `outcome` learns how it ended.
+    ///
+    /// A connection already closed (or ending) answers at once: nil when it was closed,
+    /// the error when it failed.
+    func closeWhenFlushed(outcome: WriteOutcome?) {
+        guard isOpen else {
+            switch endReason {
+            case .failed(let error)?: outcome?.finish(error)
+            case .shutDown?: outcome?.finish(EventLoopError.shutDown(loop: loop.name))
+            case .closed?, nil: outcome?.finish(nil)
+            }
+            return
+        }
+        if let outcome { closeWaiters.append(outcome) }
+        guard !closesWhenFlushed else { return }
+        closesWhenFlushed = true
+        // Nothing more is read: the reader ends now, as with an immediate close.
+        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        input = .ended
+        let reader = self.reader
+        self.reader = nil
+        activeReading = nil
+        reader?.sendCompleted()
+        guard isOpen else { return }  // the reader's completion may have closed the connection
+        if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
+        if writesShutDown {
+            // FIN went out already (after an earlier `shutdown()`): nothing is left to flush.
+            finishCloseWaiters(nil)
+            end(.closed)
+            return
+        }
+        writesShutDown = true
+        let request = ShutdownRequest(loop: loop, owner: self, outcome: nil)
+        do {
+            try request.start(stream)
+            shutdownPending = true
+        } catch {
+            end(.failed(error))
+        }
+    }
+
+    /// Tells everyone waiting for the graceful close how it ended.
+    private func finishCloseWaiters(_ error: (any Error)?) {
+        let waiters = closeWaiters
+        closeWaiters = []
+        for waiter in waiters { waiter.finish(error) }
     }
 
     // MARK: - ending
@@ -441,6 +503,17 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         case .closed: reader?.sendCompleted()
         case .failed(let error): reader?.sendError(error)
         case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
+        }
+        if !closeWaiters.isEmpty {
+            // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
+            switch reason {
+            case .closed:
+                finishCloseWaiters(UVError(code: UV_ECANCELED.rawValue,
+                                           message: "the connection was closed at once (reset() or its owner's disposal) before the queued bytes were flushed",
+                                           context: "close of \(peerDescription)"))
+            case .failed(let error): finishCloseWaiters(error)
+            case .shutDown: finishCloseWaiters(EventLoopError.shutDown(loop: loop.name))
+            }
         }
         owner?.streamDidEnd(self, reason: reason)
     }

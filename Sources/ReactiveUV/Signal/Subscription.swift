@@ -62,7 +62,13 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
 
     @usableFromInline
     override func dispose() {
-        guard markDisposed() else { return }
+        guard markDisposed() else {
+            // Already disposed, perhaps by the sink on a terminal event whose callback is about
+            // to run: a caller that is no loop's thread still gets the guarantee that no
+            // callback is running once dispose() returns.
+            if ThreadLocals.currentLoop.value == nil && !home.isCurrent { waitForDeliveryInProgress() }
+            return
+        }
         if home.isCurrent {
             tearDown()
             return

@@ -90,6 +90,75 @@ final class TCPFlowControlTests: XCTestCase {
     }
 }
 
+extension TCPFlowControlTests {
+    /// A task that iterates a connection's `bytes.values` but takes nothing for a while (busy
+    /// elsewhere) holds at most `ValuesBufferPolicy.maxBufferedBytes` of unread bytes: the
+    /// socket pauses on the bytes waiting, not on a count of up to 1,024 chunks of 64 KiB.
+    ///
+    /// The client sends until a send makes no progress for a second (the server stopped
+    /// reading); the live heap then holds what the server read and the task did not take.
+    func testATaskThatTakesNothingHoldsAtMostMaxBufferedBytes() async throws {
+        let loop = EventLoop(name: "unread-bytes")
+        let port = LockedPort()
+        let received = Locked(0)
+        let (gate, openGate) = AsyncStream<Void>.makeStream()
+        let server = Task(executorPreference: loop) {
+            for try await event in TCPServer.serve(port: 0, on: loop).values(bufferingPolicy: .unbounded) {
+                switch event {
+                case .listening(let address):
+                    port.set(address.port)
+                case .accepted(let connection):
+                    var waited = false
+                    for try await chunk in connection.bytes.values {
+                        received.withLock { $0 += chunk.count }
+                        if !waited {
+                            waited = true
+                            for await _ in gate { break }  // busy elsewhere: takes nothing until the test says
+                        }
+                    }
+                    connection.close()
+                    return
+                case .refused:
+                    break
+                }
+            }
+        }
+        let deadline = SchedulerInstant.now + .seconds(10)
+        while port.value == 0 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertGreaterThan(port.value, 0, "the server did not start listening")
+
+        let client = try BlockingClient(port: port.value)
+        var sendTimeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(client.descriptor, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
+        let chunk = pattern(64 << 10, seed: 9)
+        let heapBefore = liveHeapMegabytes()
+        let sent = Locked<Int?>(nil)
+        Thread {
+            var total = 0
+            while true {
+                let count = chunk.withUnsafeBytes { Glibc.send(client.descriptor, $0.baseAddress!, chunk.count, Int32(MSG_NOSIGNAL)) }
+                guard count > 0 else { break }  // a second without progress: the server stopped reading
+                total += count
+            }
+            sent.withLock { $0 = total }
+        }.start()
+        while sent.current == nil { try await Task.sleep(for: .milliseconds(10)) }
+        let held = liveHeapMegabytes() - heapBefore
+        let total = try XCTUnwrap(sent.current)
+        print("flow: a task that took nothing held \(String(format: "%.2f", held)) MiB of live heap while the client sent \(total >> 10) KiB")
+
+        openGate.yield()
+        client.shutdownWrite()
+        _ = try await server.value
+        client.close()
+        XCTAssertEqual(received.current, total, "every byte sent arrived once the task took them")
+        XCTAssertGreaterThan(total, 1 << 20, "the client could not even fill the kernel's buffers")
+        // maxBufferedBytes (256 KiB) plus the read that crossed it, the first chunk and noise.
+        XCTAssertLessThan(held, 2, "the live heap grew by \(held) MiB while the task took nothing (\(total >> 10) KiB sent)")
+        try await loop.shutdownGracefully()
+    }
+}
+
 /// The port a test server listens on, once known.
 private final class LockedPort: @unchecked Sendable {
     // `port` is protected by `lock`.

@@ -10,7 +10,8 @@ final class ProcessTests: XCTestCase {
             XCTAssertTrue(try child.waitForTermination().isCompleted)
             guard case .started(let pid)? = child.values.first else { return XCTFail("\(child.values)") }
             XCTAssertGreaterThan(pid, 0)
-            XCTAssertEqual(child.values.last, .exited(ProcessExit(status: 3, signal: 0)))
+            // `.exited` comes once, when the child exits: its last output may still follow it.
+            XCTAssertEqual(exits(child), [ProcessExit(status: 3, signal: 0)])
             XCTAssertEqual(output(child, .standardOutput), "out\n")
             XCTAssertEqual(output(child, .standardError), "err\n")
         }
@@ -21,7 +22,7 @@ final class ProcessTests: XCTestCase {
             let cat = try harness.record(ChildProcess.run("cat", input: Array("hello through stdin".utf8)))
             XCTAssertTrue(try cat.waitForTermination().isCompleted)
             XCTAssertEqual(output(cat, .standardOutput), "hello through stdin")
-            XCTAssertEqual(cat.values.last, .exited(ProcessExit(status: 0, signal: 0)))
+            XCTAssertEqual(exits(cat), [ProcessExit(status: 0, signal: 0)])
 
             let shell = try harness.record(ChildProcess.run("/bin/sh", arguments: ["-c", "echo $GREETING; pwd"],
                                                             environment: ["GREETING": "hi", "PATH": "/usr/bin:/bin"],
@@ -82,6 +83,41 @@ final class ProcessTests: XCTestCase {
         }
     }
 
+    /// A child that leaves a grandchild holding its standard output (a daemon does): `.exited`
+    /// comes when the child exits, while the grandchild still runs; the grandchild's
+    /// later output still arrives, and the signal completes once it closes the pipe.
+    func testExitedArrivesWhenTheChildExitsWhileAGrandchildHoldsItsOutput() throws {
+        try checked { harness in
+            // The grandchild prints its pid, waits for SIGTERM, then writes once more (its
+            // output arrives after `.exited`) and exits, which closes the last end of the pipe.
+            let script = "sh -c 'trap \"echo bye; exit 0\" TERM; echo grandchild $$; while :; do sleep 1; done' & echo child done"
+            let child = try harness.record(ChildProcess.run("/bin/sh", arguments: ["-c", script]))
+            try child.wait(for: "the grandchild's pid", timeout: .seconds(30)) { events in
+                let bytes = events.flatMap { event -> [UInt8] in
+                    if case .next(.standardOutput(let chunk)) = event { return chunk }
+                    return []
+                }
+                return String(decoding: bytes, as: UTF8.self).contains("grandchild ") && bytes.last == UInt8(ascii: "\n")
+            }
+            let text = output(child, .standardOutput)
+            let grandchild = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix("grandchild ") }
+                .flatMap { Int32($0.dropFirst("grandchild ".count)) }, text)
+            defer { kill(grandchild, SIGKILL) }  // when the test fails early
+            try child.wait(for: ".exited", timeout: .seconds(30)) { events in
+                events.contains { if case .next(.exited) = $0 { return true } else { return false } }
+            }
+            XCTAssertEqual(kill(grandchild, 0), 0, "the grandchild is gone: this test no longer tests anything")
+            XCTAssertNil(child.terminal, "the signal completed while the grandchild still holds the output pipe")
+            XCTAssertEqual(exits(child), [ProcessExit(status: 0, signal: 0)])
+
+            kill(grandchild, SIGTERM)
+            XCTAssertTrue(try child.waitForTermination(timeout: .seconds(30)).isCompleted)
+            XCTAssertTrue(output(child, .standardOutput).hasSuffix("bye\n"), "the grandchild's output after the exit arrived")
+            XCTAssertEqual(child.values.last, .standardOutput(Array("bye\n".utf8)))
+            waitUntil("the grandchild to be gone") { kill(grandchild, 0) == -1 || isZombie(grandchild) }
+        }
+    }
+
     func testLoopShutdownKillsTheChild() throws {
         let loop = EventLoop(name: "process-shutdown")
         let recorder = Locked<EventRecorder<ProcessOutput>?>(nil)
@@ -95,6 +131,11 @@ final class ProcessTests: XCTestCase {
     }
 
     private enum Stream { case standardOutput, standardError }
+
+    /// Every `.exited` the recorder saw, in order.
+    private func exits(_ recorder: EventRecorder<ProcessOutput>) -> [ProcessExit] {
+        recorder.values.compactMap { if case .exited(let exit) = $0 { return exit } else { return nil } }
+    }
 
     private func output(_ recorder: EventRecorder<ProcessOutput>, _ stream: Stream) -> String {
         var bytes: [UInt8] = []

@@ -40,6 +40,61 @@ final class TCPTests: XCTestCase {
         }
     }
 
+    /// `close()` is graceful: what was queued before it is flushed, then FIN, then the socket closes.
+    ///
+    /// The peer reads nothing until after the close, through a small window, so
+    /// most of the 3 MiB is still in the connection's write queue when `close()`
+    /// is called (asserted). The close's signal completes only after the flush;
+    /// a write after the close is refused with `EPIPE`.
+    func testCloseFlushesWhatWasQueuedBeforeItThenSendsEOF() throws {
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let payload = pattern(3 << 20, seed: 21)
+            let queuedAtClose = try harness.onLoop { () -> Int in
+                connection.send(payload)
+                let queued = connection.queuedWriteByteCount
+                connection.close()
+                return queued
+            }
+            XCTAssertGreaterThan(queuedAtClose, 1 << 20, "the kernel took most of it at once: the close had little to flush")
+            let late = try harness.record(connection.write([1]), label: "write after close")
+            XCTAssertEqual((try late.waitForTermination().error as? UVError)?.name, "EPIPE")
+            let closed = try harness.record(connection.close(), label: "close")
+            XCTAssertNil(closed.terminal, "the close finished while \(queuedAtClose) bytes waited for a peer that does not read")
+            XCTAssertTrue(connection.isOpen, "the connection closed before its queue was flushed")
+
+            let received = try client.receiveUntilEOF()
+            XCTAssertEqual(received.count, payload.count, "bytes the peer got before EOF")
+            XCTAssertTrue(received == payload, "the bytes differ from what was sent")
+            XCTAssertTrue(try closed.waitForTermination().isCompleted)
+            try harness.wait(for: "the connection closed, only the listener left") {
+                (try? harness.loop.openHandles().count) == 1
+            }
+            XCTAssertFalse(connection.isOpen)
+        }
+    }
+
+    /// `reset()` during a graceful close drops the queue: the close's signal fails with ECANCELED, the peer sees a reset.
+    func testResetDuringAGracefulCloseFailsTheCloseWithECANCELED() throws {
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            try harness.onLoop { connection.send(pattern(3 << 20, seed: 22)) }
+            let closed = try harness.record(connection.close(), label: "close")
+            connection.reset()
+            let error = try XCTUnwrap(try closed.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "ECANCELED")
+            XCTAssertTrue(error.message.contains("before the queued bytes were flushed"), error.message)
+            XCTAssertThrowsError(try client.receiveUntilEOF(), "the peer reads a reset, not a clean EOF")
+            try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
+        }
+    }
+
     /// "localhost" goes through the resolver; its addresses are tried in order until one answers.
     func testConnectResolvesAHostName() throws {
         try checked { harness in

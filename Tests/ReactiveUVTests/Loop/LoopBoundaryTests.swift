@@ -198,6 +198,31 @@ final class LoopBoundaryTests: XCTestCase {
         XCTAssertFalse(loop.lateJobs.isDrainingOnCallingThread)
     }
 
+    /// An actor whose method drops the last reference to its executor's loop.
+    actor LoopDroppingActor {
+        nonisolated let unownedExecutor: UnownedSerialExecutor
+        let holder: Locked<EventLoop?>
+        init(executor: UnownedSerialExecutor, holder: Locked<EventLoop?>) {
+            unownedExecutor = executor
+            self.holder = holder
+        }
+        func dropTheLoop() -> Bool {
+            holder.withLock { $0 = nil }
+            return true
+        }
+    }
+
+    func testALateJobThatDropsTheLastReferenceToItsLoopLeavesNothingDangling() async throws {
+        let holder = Locked<EventLoop?>(EventLoop(name: "dropped"))
+        try await holder.current!.shutdownGracefully()
+        let actor = LoopDroppingActor(executor: holder.current!.asUnownedSerialExecutor(), holder: holder)
+        // The job runs inside the loop's enqueue (the loop has closed) and frees the loop there:
+        // enqueue must not touch the loop afterwards (the address sanitizer sees it if it does).
+        let dropped = await actor.dropTheLoop()
+        XCTAssertTrue(dropped)
+        XCTAssertNil(holder.current)
+    }
+
     // MARK: 5. deliver(on:) and dispose
 
     func testADisposeOnALoopThreadDoesNotWaitForADeliverOnCallbackRunningOnAnotherLoop() throws {

@@ -11,51 +11,74 @@ final class LoopTimeSchedulerTests: XCTestCase {
         loop = nil
     }
 
-    /// A callback that has run for 40 ms schedules 25 ms timers both ways: counted from
-    /// the loop's time (when the iteration began) the timer is already overdue, so it
-    /// runs first and well before 25 ms after the call; counted from the call it waits.
-    func testOnTheLoopThreadDelaysCountFromTheIterationNotTheCall() {
-        let elapsed = Locked<[String: Duration]>([:])
+    /// A callback that has run for 40 ms schedules 25 ms timers both ways. Counted from the
+    /// loop's time (read when the iteration began, before the 40 ms) the timer is due at
+    /// that time plus 25 ms, already overdue, so it runs first; counted from the call it waits.
+    /// Checked on the deadlines the timers were given, not on how soon they ran.
+    func testOnTheLoopThreadDelaysCountFromTheIterationNotTheCall() throws {
+        let scheduled = Locked<(loopTime: UInt64, call: UInt64, fromCall: UInt64?, fromLoopTime: UInt64?)?>(nil)
+        let elapsed = Locked<Duration?>(nil)
         let order = Locked<[String]>([])
         loop.execute { [loop] in
             let loop = loop!
+            let loopTime = uv_now(loop.uvLoop) * 1_000_000
             let busyUntil = SchedulerInstant.now + .milliseconds(40)
             while SchedulerInstant.now < busyUntil {}  // a long callback
             let call = SchedulerInstant.now
-            loop.scheduler.schedule(after: .milliseconds(25)) {
-                elapsed.withLock { $0["call"] = SchedulerInstant.now - call }
+            let fromCall = loop.scheduler.schedule(after: .milliseconds(25)) {
+                elapsed.withLock { $0 = SchedulerInstant.now - call }
                 order.withLock { $0.append("call") }
-            }
-            loop.loopTimeScheduler.schedule(after: .milliseconds(25)) {
-                elapsed.withLock { $0["loop"] = SchedulerInstant.now - call }
+            } as? ScheduledTimer
+            let fromLoopTime = loop.loopTimeScheduler.schedule(after: .milliseconds(25)) {
                 order.withLock { $0.append("loop") }
-            }
+            } as? ScheduledTimer
+            // Deadlines are loop-thread state: read them here, before either timer can run.
+            scheduled.withLock { $0 = (loopTime, call.nanoseconds, fromCall?.deadline, fromLoopTime?.deadline) }
         }
-        waitUntil("both timers") { elapsed.current.count == 2 }
-        XCTAssertEqual(order.current, ["loop", "call"])
-        XCTAssertGreaterThanOrEqual(elapsed.current["call"]!, .milliseconds(25), "the loop's own scheduler counts from the call")
-        XCTAssertLessThan(elapsed.current["loop"]!, .milliseconds(25),
-                          "counted from the loop's time, the timer was due before the long callback ended")
+        waitUntil("both timers") { order.current.count == 2 }
+        XCTAssertEqual(order.current, ["loop", "call"], "the timer counted from the loop's time is due first")
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(elapsed.current), .milliseconds(25), "the loop's own scheduler counts from the call")
+        let value = try XCTUnwrap(scheduled.current)
+        let fromCall = try XCTUnwrap(value.fromCall, "loop.scheduler returns its ScheduledTimer")
+        let fromLoopTime = try XCTUnwrap(value.fromLoopTime, "loopTimeScheduler returns its ScheduledTimer")
+        XCTAssertEqual(fromLoopTime, value.loopTime + 25_000_000, "due at the iteration's loop time + 25 ms")
+        XCTAssertGreaterThanOrEqual(fromCall, value.call + 25_000_000, "due at the call + 25 ms")
+        XCTAssertLessThanOrEqual(fromLoopTime + 40_000_000, fromCall,
+                                 "counted from the loop's time, the deadline is at least the callback's 40 ms earlier")
     }
 
     /// A million-timer burst shape: every timer scheduled in one callback with the same
-    /// delay gets the same deadline however long the callback takes.
-    func testTimersScheduledInOneCallbackShareTheLoopTimeBase() {
-        let fired = Locked<[SchedulerInstant]>([])
+    /// delay gets the same deadline however long the callback takes, and they all run in
+    /// one pass of the timer queue, in the order they were scheduled.
+    func testTimersScheduledInOneCallbackShareTheLoopTimeBase() throws {
+        let scheduled = Locked<(loopTime: UInt64, deadlines: [UInt64?])?>(nil)
+        let fired = Locked<[(index: Int, loopTime: UInt64)]>([])
         loop.execute { [loop] in
-            let scheduler = loop!.loopTimeScheduler
+            let loop = loop!
+            let scheduler = loop.loopTimeScheduler
+            let loopTime = uv_now(loop.uvLoop) * 1_000_000
+            var deadlines: [UInt64?] = []
             for index in 0..<3 {
-                scheduler.schedule(after: .milliseconds(30)) { fired.withLock { $0.append(SchedulerInstant.now) } }
+                let timer = scheduler.schedule(after: .milliseconds(30)) {
+                    let passTime = uv_now(loop.uvLoop)
+                    fired.withLock { $0.append((index, passTime)) }
+                } as? ScheduledTimer
+                deadlines.append(timer?.deadline)
                 if index < 2 {
                     let until = SchedulerInstant.now + .milliseconds(10)
                     while SchedulerInstant.now < until {}
                 }
             }
+            scheduled.withLock { $0 = (loopTime, deadlines) }
         }
         waitUntil("three timers") { fired.current.count == 3 }
-        let times = fired.current
-        // Counted from each call they would be 10 ms apart; from the loop's time they fire in one pass.
-        XCTAssertLessThan(times[2] - times[0], .milliseconds(5), "fired at \(times)")
+        let value = try XCTUnwrap(scheduled.current)
+        // Counted from each call they would be at least 10 ms apart.
+        XCTAssertEqual(value.deadlines, Array(repeating: value.loopTime + 30_000_000, count: 3),
+                       "every timer is due at the iteration's loop time + 30 ms")
+        let runs = fired.current
+        XCTAssertEqual(runs.map(\.index), [0, 1, 2], "equal deadlines run in the order they were scheduled")
+        XCTAssertEqual(Set(runs.map(\.loopTime)).count, 1, "they ran in one pass of the timer queue: \(runs)")
     }
 
     /// From another thread the loop's time cannot be read, so the delay counts from the call,

@@ -1,3 +1,4 @@
+import CLibUV
 import Foundation
 @testable import ReactiveUV
 import XCTest
@@ -33,41 +34,82 @@ final class LoopTimerTests: XCTestCase {
         XCTAssertEqual(try loop.openHandles(), [], "one-shot timers close after firing")
     }
 
-    /// A repeating schedule whose work takes half the interval stays on start + N·interval.
-    func testRepeatingScheduleDoesNotDrift() {
+    /// A repeating schedule whose work takes half the interval stays on its grid: each tick
+    /// is due exactly at the first deadline + N·interval (a tick that came too late to make a
+    /// grid point skips it, it never shifts the grid). Checked on the deadlines the timer was
+    /// given, read on the loop thread, so a loaded machine cannot fail it.
+    func testRepeatingScheduleDoesNotDrift() throws {
         let interval = Duration.milliseconds(30), busy = Duration.milliseconds(15)
-        let start = SchedulerInstant.now
-        let ticks = Locked<[Duration]>([])
-        let timer = loop.schedule(after: interval, repeatingEvery: interval) {
-            ticks.withLock { $0.append(SchedulerInstant.now - start) }
-            let until = SchedulerInstant.now + busy
-            while SchedulerInstant.now < until {}  // work that takes time
+        let step: UInt64 = 30_000_000
+        let timer = Locked<ScheduledTimer?>(nil)
+        let scheduled = Locked<(start: UInt64, first: UInt64?)?>(nil)
+        let ticks = Locked<[(firedAt: UInt64, next: UInt64?)]>([])
+        loop.execute { [loop] in
+            let start = SchedulerInstant.now.nanoseconds
+            let repeating = loop!.schedule(after: interval, repeatingEvery: interval) {
+                let firedAt = SchedulerInstant.now.nanoseconds
+                // The queue moved the deadline on before it called us: this is the next tick's.
+                let next = timer.current?.deadline
+                ticks.withLock { $0.append((firedAt, next)) }
+                let until = SchedulerInstant.now + busy
+                while SchedulerInstant.now < until {}  // work that takes time
+            } as? ScheduledTimer
+            // Set before this callback returns, so before the first tick can run.
+            timer.withLock { $0 = repeating }
+            scheduled.withLock { $0 = (start, repeating?.deadline) }
         }
         waitUntil("ten ticks") { ticks.current.count >= 10 }
-        timer?.dispose()
-        let times = Array(ticks.current.prefix(10))
-        for (index, time) in times.enumerated() {
-            XCTAssertGreaterThanOrEqual(time, interval * (index + 1), "tick \(index + 1) came early")
+        timer.current?.dispose()
+        let value = try XCTUnwrap(scheduled.current)
+        let first = try XCTUnwrap(value.first, "loop.schedule(after:repeatingEvery:) returns its ScheduledTimer")
+        XCTAssertGreaterThanOrEqual(first, value.start + step, "the first tick is due an interval after the call")
+        var due = first
+        for (index, tick) in ticks.current.prefix(10).enumerated() {
+            XCTAssertGreaterThanOrEqual(tick.firedAt, due, "tick \(index + 1) came before its deadline")
+            let next = try XCTUnwrap(tick.next)
+            // A timer restarted from each callback would be due at its callback's time + 30 ms: off the grid.
+            XCTAssertGreaterThan(next, due, "tick \(index + 1): the next deadline did not move on")
+            XCTAssertEqual((next &- first) % step, 0,
+                           "tick \(index + 1): the next deadline \(next) left the grid \(first) + N·30 ms (drifted by \((next &- first) % step) ns)")
+            due = next
         }
-        // A timer that restarted from each callback would be at >= 10 × 45 ms = 450 ms here.
-        XCTAssertLessThan(times[9], interval * 10 + .milliseconds(100), "ticks drifted: \(times.map(milliseconds))")
     }
 
-    /// Ticks missed while the loop was blocked are coalesced, not fired in a burst.
-    func testRepeatingScheduleCoalescesMissedTicks() {
-        let ticks = Locked<[SchedulerInstant]>([])
-        loop.execute {
+    /// Ticks missed while the loop was blocked are coalesced, not fired in a burst: after the
+    /// block the next deadline is the first grid point still ahead, and every tick runs in a
+    /// later pass of the loop than the one before.
+    func testRepeatingScheduleCoalescesMissedTicks() throws {
+        let step: UInt64 = 10_000_000
+        let timer = Locked<ScheduledTimer?>(nil)
+        let first = Locked<UInt64?>(nil)
+        let ticks = Locked<[(loopTime: UInt64, next: UInt64?)]>([])
+        loop.execute { [loop] in
+            let loop = loop!
+            let repeating = loop.schedule(after: .milliseconds(10), repeatingEvery: .milliseconds(10)) {
+                let loopTime = uv_now(loop.uvLoop) * 1_000_000
+                let next = timer.current?.deadline
+                ticks.withLock { $0.append((loopTime, next)) }
+            } as? ScheduledTimer
+            timer.withLock { $0 = repeating }
+            first.withLock { $0 = repeating?.deadline }
             let until = SchedulerInstant.now + .milliseconds(100)
             while SchedulerInstant.now < until {}  // block the loop for ten intervals
         }
-        let timer = loop.schedule(after: .milliseconds(10), repeatingEvery: .milliseconds(10)) {
-            ticks.withLock { $0.append(SchedulerInstant.now) }
-        }
         waitUntil("four ticks") { ticks.current.count >= 4 }
-        timer?.dispose()
-        let times = ticks.current
-        for (a, b) in zip(times, times.dropFirst()) {
-            XCTAssertGreaterThan(b - a, .milliseconds(1), "a burst of catch-up ticks: \(times)")
+        timer.current?.dispose()
+        let start = try XCTUnwrap(first.current, "loop.schedule(after:repeatingEvery:) returns its ScheduledTimer")
+        let runs = ticks.current
+        // The block ended at least 90 ms after the first deadline (it began after the call, 10 ms
+        // before that deadline): the grid points up to first + 90 ms were all missed.
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(runs[0].next), start + 10 * step,
+                                    "the first tick after the block left missed ticks due: \(runs)")
+        for (index, tick) in runs.enumerated() {
+            let next = try XCTUnwrap(tick.next)
+            XCTAssertGreaterThan(next, tick.loopTime, "tick \(index + 1) left a catch-up tick already due: \(runs)")
+            XCTAssertEqual((next &- start) % step, 0, "tick \(index + 1): the next deadline left the grid: \(runs)")
+        }
+        for (a, b) in zip(runs, runs.dropFirst()) {
+            XCTAssertLessThan(a.loopTime, b.loopTime, "two ticks in one pass, a burst: \(runs)")
         }
     }
 

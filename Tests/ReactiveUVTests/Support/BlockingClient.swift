@@ -8,9 +8,12 @@ final class BlockingClient: @unchecked Sendable {
     let descriptor: Int32
 
     /// Connects to 127.0.0.1:`port`, with a receive timeout so a broken server cannot hang the test.
-    init(port: Int, receiveTimeout: Duration = .seconds(20)) throws {
+    ///
+    /// `beforeConnect` gets the socket first, to set options that must precede the handshake.
+    init(port: Int, receiveTimeout: Duration = .seconds(20), beforeConnect: (Int32) -> Void = { _ in }) throws {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+        beforeConnect(descriptor)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -63,6 +66,60 @@ final class BlockingClient: @unchecked Sendable {
             if got == 0 { return result }
             guard got > 0 else { throw TestFailure("recv failed after \(result.count) bytes: errno \(errno)") }
             result.append(contentsOf: chunk[0..<got])
+        }
+    }
+
+    /// Makes the peer's sending slow and its kernel buffering small: a 1,000-byte MSS
+    /// (the peer's send buffer grows per segment, so it stays small) and the smallest
+    /// receive buffer. Call before connecting; echoed bytes then queue in the server.
+    static func shrinkBuffers(_ descriptor: Int32) {
+        var segment: Int32 = 1000, receiveBuffer: Int32 = 4096
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_MAXSEG, &segment, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// How a read until the connection's end finished.
+    enum ReadEnd: Equatable, CustomStringConvertible {
+        /// The peer closed (FIN): `recv` returned 0.
+        case endOfFile
+        /// The peer reset the connection (ECONNRESET).
+        case reset
+        /// Nothing came before the receive timeout: the peer left the connection hanging.
+        case timedOut
+        /// Another `recv` error.
+        case failed(errno: Int32)
+
+        /// Whether the peer ended the connection (FIN or RST), as opposed to a timeout or another error.
+        var endedByPeer: Bool { self == .endOfFile || self == .reset }
+
+        var description: String {
+            switch self {
+            case .endOfFile: "EOF"
+            case .reset: "ECONNRESET"
+            case .timedOut: "receive timeout (nothing from the peer)"
+            case .failed(let code): "recv failed: errno \(code)"
+            }
+        }
+    }
+
+    /// Reads until the connection ends, and says how it ended (a timeout is not an end: it is reported as such).
+    func receiveUntilEnd() -> (bytes: [UInt8], end: ReadEnd) {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let got = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, 65_536, 0) }
+            if got > 0 {
+                result.append(contentsOf: chunk[0..<got])
+                continue
+            }
+            if got == 0 { return (result, .endOfFile) }
+            let code = errno
+            if code == EINTR { continue }
+            switch code {
+            case ECONNRESET: return (result, .reset)
+            case EAGAIN, EWOULDBLOCK: return (result, .timedOut)
+            default: return (result, .failed(errno: code))
+            }
         }
     }
 
