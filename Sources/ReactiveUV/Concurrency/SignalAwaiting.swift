@@ -5,7 +5,7 @@ extension Signal {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
         let sink = Sink(next: next, error: { terminal(.failure($0)) }, completed: { terminal(.success(())) },
                         subscription: subscription)
-        start({ sink.receive($0) }, on: subscription)
+        start(sink, on: subscription)
         return subscription
     }
 

@@ -20,7 +20,7 @@ extension Signal {
                     if isIncluded(value) { next(value) }
                 }
             }
-            return FusedObservers(
+            return ClosureObserver(
                 event: { event in
                     switch event {
                     case .next(let value):

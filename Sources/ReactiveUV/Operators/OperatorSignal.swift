@@ -16,8 +16,8 @@ final class OperatorSignal<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     @usableFromInline
-    override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        body(observer, subscription)
+    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        body(observer.closures(values: false).event, subscription)
     }
 }
 
@@ -84,7 +84,7 @@ extension Subscription {
     func attachChild<Input>(_ signal: Signal<Input>, _ observer: @escaping (Event<Input>, Subscription) -> Void) -> Subscription {
         let child = makeChild()
         let home = self.home
-        signal.attach({ event in
+        signal.attach(ClosureObserver(event: { event in
             if home.isCurrent {
                 observer(event, child)
             } else {
@@ -94,7 +94,7 @@ extension Subscription {
                     if !target.value.isDisposed { handler.value(payload.value, target.value) }
                 }
             }
-        }, to: child)
+        }), to: child)
         return child
     }
 

@@ -33,7 +33,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let target = UncheckedSendable(downstream)
             let source = subscription.makeChild()
-            self.attach({ event in
+            self.attach(ClosureObserver(event: { event in
                 if event.isTerminating { subscription.endChild(source) }
                 let payload = UncheckedSendable(event)
                 let scheduled = scheduler.schedule {
@@ -47,7 +47,7 @@ extension Signal {
                     target.value(.error(loop.refusal))
                     subscription.dispose()
                 }
-            }, to: source)
+            }), to: source)
         }.debugNamed("[\(name)] -deliverOn: \(scheduler.schedulerDescription)")
     }
 
@@ -67,7 +67,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let remote = Subscription(home: scheduler)
             subscription.add(remote)
-            self.start(downstream, on: remote)
+            self.start(ClosureObserver(event: downstream), on: remote)
         }.debugNamed("[\(name)] -subscribeOn: \(scheduler.schedulerDescription)")
     }
 }

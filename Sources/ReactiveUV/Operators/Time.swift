@@ -47,10 +47,10 @@ extension Signal {
             let state = DelayState(downstream, scheduler: scheduler ?? subscription.home,
                                    subscription: subscription, interval: interval)
             let source = subscription.makeChild()
-            self.attach({ event in
+            self.attach(ClosureObserver(event: { event in
                 if event.isTerminating { subscription.endChild(source) }
                 state.receive(event)
-            }, to: source)
+            }), to: source)
         }.debugNamed("[\(name)] -delay: \(interval)")
     }
 

@@ -20,7 +20,7 @@ extension Signal {
             if let next = downstreamNext {
                 valueObserver = { value in next(transform(value)) }
             }
-            return FusedObservers(
+            return ClosureObserver(
                 event: { event in
                     switch event {
                     case .next(let value): downstream(.next(transform(value)))
@@ -97,7 +97,7 @@ extension Signal {
                     next(running.value)
                 }
             }
-            return FusedObservers(
+            return ClosureObserver(
                 event: { event in
                     switch event {
                     case .next(let value):

@@ -18,9 +18,11 @@ import Synchronization
 /// Thread rule: `pause()` and `resume()` are safe from any thread; the source's
 /// closures always run on the thread that registered them (the source's loop).
 public final class FlowControl: @unchecked Sendable {
-    // `home`, the closures and `inTransit` are immutable or atomic; `consumerPaused`, `transitPaused`,
-    // `sourcePaused` and `appliedRequest` are touched only on `home`'s thread (the source's loop).
-    let home: Scheduler
+    // `sourceScheduler`, the closures and `inTransit` are immutable or atomic; `consumerPaused`, `transitPaused`,
+    // `sourcePaused` and `appliedRequest` are touched only on `sourceScheduler`'s thread.
+    /// The scheduler of the thread the source registered on (its loop), where the pause and resume
+    /// closures run; not the subscription's home, which may be another loop.
+    let sourceScheduler: Scheduler
     private let pauseBody: () -> Void
     private let resumeBody: () -> Void
     private var consumerPaused = false
@@ -36,8 +38,8 @@ public final class FlowControl: @unchecked Sendable {
     /// Values still queued for another loop at which a source paused for that reason resumes.
     public static let transitLowWater = 16
 
-    init(home: Scheduler, pause: @escaping () -> Void, resume: @escaping () -> Void) {
-        self.home = home
+    init(sourceScheduler: Scheduler, pause: @escaping () -> Void, resume: @escaping () -> Void) {
+        self.sourceScheduler = sourceScheduler
         self.pauseBody = pause
         self.resumeBody = resume
     }
@@ -45,18 +47,18 @@ public final class FlowControl: @unchecked Sendable {
     /// Asks the source to stop producing until `resume()`.
     ///
     /// Thread rule: safe from any thread.
-    public func pause() { onHome { $0.consumerPaused = true } }
+    public func pause() { onSourceThread { $0.consumerPaused = true } }
 
     /// Lets a paused source produce again (unless its home loop is still behind).
     ///
     /// Thread rule: safe from any thread.
-    public func resume() { onHome { $0.consumerPaused = false } }
+    public func resume() { onSourceThread { $0.consumerPaused = false } }
 
     /// A consumer's pause or resume, numbered by the consumer: requests may
     /// reach the source out of order (a pause sent from the home thread, a
     /// resume from the consuming task's thread), and only the newest counts.
     func setConsumerPaused(_ paused: Bool, request: Int) {
-        onHome { control in
+        onSourceThread { control in
             guard request > control.appliedRequest else { return }
             control.appliedRequest = request
             control.consumerPaused = paused
@@ -66,7 +68,7 @@ public final class FlowControl: @unchecked Sendable {
     /// Counts one value about to be queued for the subscription's home loop (source thread).
     func willQueueValue() {
         let queued = inTransit.wrappingAdd(1, ordering: .relaxed).newValue
-        if queued >= FlowControl.transitHighWater && !transitPaused && home.isCurrent {
+        if queued >= FlowControl.transitHighWater && !transitPaused && sourceScheduler.isCurrent {
             transitPaused = true
             update()
         }
@@ -77,7 +79,7 @@ public final class FlowControl: @unchecked Sendable {
         let queued = inTransit.wrappingSubtract(1, ordering: .relaxed).newValue
         // Every drain from above the high-water mark passes the low-water mark exactly once.
         if queued == FlowControl.transitLowWater {
-            onHome { control in
+            onSourceThread { control in
                 if control.transitPaused && control.inTransit.load(ordering: .relaxed) <= FlowControl.transitLowWater {
                     control.transitPaused = false
                 }
@@ -86,13 +88,13 @@ public final class FlowControl: @unchecked Sendable {
     }
 
     /// Runs `change` on the source's thread, then pauses or resumes the source to match.
-    private func onHome(_ change: @escaping (FlowControl) -> Void) {
-        if home.isCurrent {
+    private func onSourceThread(_ change: @escaping (FlowControl) -> Void) {
+        if sourceScheduler.isCurrent {
             change(self)
             update()
         } else {
             let box = UncheckedSendable(change)
-            home.schedule { [self] in
+            sourceScheduler.schedule { [self] in
                 box.value(self)
                 update()
             }
@@ -123,7 +125,7 @@ extension Subscriber {
     /// Thread rule: call from the source's thread (in `didSubscribe`, or where the source runs),
     /// before the source sends; only the first registration counts.
     public func setFlowControl(pause: @escaping () -> Void, resume: @escaping () -> Void) {
-        let control = FlowControl(home: Scheduler.current ?? subscription.home, pause: pause, resume: resume)
+        let control = FlowControl(sourceScheduler: Scheduler.current ?? subscription.home, pause: pause, resume: resume)
         guard sourceFlowControl.storeIfNil(control) === control else { return }
         if subscription.home.isCurrent {
             subscription.flowControl = control

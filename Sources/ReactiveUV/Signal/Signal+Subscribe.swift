@@ -27,13 +27,9 @@ extension Signal {
         // enough to inline; off (the default) it costs one relaxed load, nothing per event.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
-        } else if attachesSinks, subscription.home.isCurrent {
-            // A subject on its home thread keeps the sink itself: no closure, no box.
-            attach(sink: sink, to: subscription)
-        } else if usesValueShortcut {
-            start({ sink.receive($0) }, values: { sink.receiveNext($0) }, on: subscription)
         } else {
-            start({ sink.receive($0) }, on: subscription)
+            // The sink is the observer: a gate holds it directly, and operators ask it for closures.
+            start(sink, on: subscription)
         }
         return subscription
     }
@@ -98,7 +94,7 @@ extension Signal {
     public func subscribe(_ subscriber: Subscriber<Value>) -> any Disposable {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
         subscriber.disposable.add(subscription)
-        start({ subscriber.send($0) }, on: subscription)
+        start(ClosureObserver(event: { subscriber.send($0) }), on: subscription)
         return subscription
     }
 }

@@ -17,15 +17,8 @@ import Synchronization
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
-    // `didSubscribe` and `usesValueShortcut` are immutable; `debugName` is protected by `nameLock`.
+    // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
     @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
-    /// Whether `attach(_:values:to:)` uses the value shortcut (fused operators); a subscriber
-    /// makes one only then, so subscribing to anything else costs nothing more. A stored
-    /// constant, not an overridden property: subscribing reads it without a call.
-    @usableFromInline let usesValueShortcut: Bool
-    /// Whether `attach(sink:to:)` keeps the sink itself (subjects), so `subscribe` passes
-    /// it instead of closures calling it. A stored constant, like `usesValueShortcut`.
-    @usableFromInline let attachesSinks: Bool
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -41,32 +34,13 @@ public class Signal<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
-        usesValueShortcut = false
-        attachesSinks = false
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
-    /// For subclasses that override `attach`.
+    /// For subclasses, which override `attach`.
     @usableFromInline
     init() {
         self.didSubscribe = nil
-        usesValueShortcut = false
-        attachesSinks = false
-    }
-
-    /// For subjects, which override `attach(sink:to:)`.
-    init(attachesSinks: Bool) {
-        self.didSubscribe = nil
-        usesValueShortcut = false
-        self.attachesSinks = attachesSinks
-    }
-
-    /// For fused operators, whose `attach(_:values:to:)` uses the value shortcut.
-    @usableFromInline
-    init(usesValueShortcut: Bool) {
-        self.didSubscribe = nil
-        self.usesValueShortcut = usesValueShortcut
-        attachesSinks = false
     }
 
     /// The debug name (RAC's `name`); empty unless set, or unless debug naming
@@ -98,12 +72,14 @@ public class Signal<Value>: @unchecked Sendable {
         return self
     }
 
-    /// Connects `observer` to this signal inside `subscription`. Home thread only.
+    /// Connects `observer` to this signal inside `subscription`: the one way in. Home thread only.
     ///
-    /// The base signal runs `didSubscribe` with a pass-through subscriber;
-    /// lifted signals attach a transformed observer upstream; subjects add a subscriber.
+    /// The base signal puts a gate (`Subscriber`) in front of the observer and
+    /// runs `didSubscribe` with it; subjects register such a gate; fused and
+    /// lifted signals attach their operator's observer upstream, in the same
+    /// subscription; operators with several inputs run their body.
     @usableFromInline
-    func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
+    func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.root = subscriber
         if let didSubscribe {
@@ -111,27 +87,9 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
-    /// `attach(_:to:)`, with `next` as a shortcut for values: a source may call `next(value)`
-    /// instead of `observer(.next(value))` (the two must do the same). Home thread only.
-    ///
-    /// Fused operators (`map`, `filter`, `scan`) and subjects use it, so a value goes down a
-    /// fused chain as a plain value, with no event to build, switch on and destroy at each
-    /// step. Other signals ignore `next` and see every event through `observer`.
-    @usableFromInline
-    func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
-        attach(observer, to: subscription)
-    }
-
-    /// `attach(_:to:)` for `subscribe`'s sink; called only when `attachesSinks` (subjects
-    /// override it). Home thread only.
-    @usableFromInline
-    func attach(sink: Sink<Value>, to subscription: Subscription) {
-        attach({ sink.receive($0) }, to: subscription)
-    }
-
-    /// Starts `observer` on `subscription`'s home: now if on its thread, else queued there.
-    @usableFromInline
-    final func start(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
+    /// Attaches `observer` on `subscription`'s home: now if on its thread, else queued there.
+    @inlinable
+    final func start(_ observer: Observer<Value>, on subscription: Subscription) {
         if subscription.home.isCurrent {
             attach(observer, to: subscription)
         } else {
@@ -139,26 +97,17 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
-    /// `start(_:on:)` with the value shortcut `next` (see `attach(_:values:to:)`); queued starts use `observer` only.
-    @usableFromInline
-    final func start(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, on subscription: Subscription) {
-        if subscription.home.isCurrent {
-            attach(observer, values: next, to: subscription)
-        } else {
-            startElsewhere(observer, on: subscription)
-        }
-    }
-
     /// The off-home path, kept out of `start` so the common path never builds `PendingAttach<Value>`'s metadata.
+    @usableFromInline
     @inline(never)
-    final func startElsewhere(_ observer: @escaping (Event<Value>) -> Void, on subscription: Subscription) {
+    final func startElsewhere(_ observer: Observer<Value>, on subscription: Subscription) {
         let pending = PendingAttach(signal: self, observer: observer, subscription: subscription)
         let scheduled = subscription.home.schedule { pending.run() }
         if let scheduled {
             subscription.add(scheduled)
         } else {
             // A loop that could not start says so; any other refusing home has shut down.
-            observer(.error((subscription.home as? EventLoop)?.refusal
+            observer.receive(.error((subscription.home as? EventLoop)?.refusal
                 ?? EventLoopError.shutDown(loop: subscription.home.schedulerDescription)))
         }
     }
@@ -178,40 +127,23 @@ public class Signal<Value>: @unchecked Sendable {
         LiftedSignal(upstream: self, transform: transform)
     }
 
-    /// `lift` for operators that also pass values along as plain values (see `attach(_:values:to:)`).
+    /// `lift` for operators that also pass values along as plain values (the value shortcut).
     ///
     /// `transform` runs once per subscription on its home thread with the
-    /// downstream observer and, when the downstream has one, its value
-    /// shortcut; it returns the observer for this signal and, when it was given
-    /// a downstream shortcut, a value shortcut of its own. The two returned
-    /// closures share the operator's state and must treat a value alike.
+    /// downstream's closure and, when the downstream has one, its value
+    /// shortcut; it returns the operator's `ClosureObserver`, with a value
+    /// shortcut of its own when it was given one. The two closures share the
+    /// operator's state and must treat a value alike.
     ///
-    /// - Parameter transform: Makes the upstream observers from the downstream ones.
+    /// - Parameter transform: Makes the upstream observer from the downstream's closures.
     /// - Returns: The derived signal.
     @inlinable
     func fuse<U>(
         _ transform: @escaping (
             _ downstream: @escaping (Event<U>) -> Void, _ downstreamNext: ((U) -> Void)?, _ subscription: Subscription
-        ) -> FusedObservers<Value>
+        ) -> ClosureObserver<Value>
     ) -> Signal<U> {
         FusedSignal(upstream: self, transform: transform)
-    }
-}
-
-/// What a fused operator's transform returns: its observer, and its value shortcut when the downstream has one.
-///
-/// A struct, not a tuple: see `UncheckedSendable` for what Swift 6.3.1 does
-/// with tuples of closures in generic code.
-@usableFromInline
-struct FusedObservers<Input> {
-    // Immutable; made and taken apart on the home thread while attaching.
-    @usableFromInline let event: (Event<Input>) -> Void
-    @usableFromInline let next: ((Input) -> Void)?
-
-    @inlinable
-    init(event: @escaping (Event<Input>) -> Void, next: ((Input) -> Void)?) {
-        self.event = event
-        self.next = next
     }
 }
 
@@ -225,10 +157,10 @@ struct FusedObservers<Input> {
 final class PendingAttach<Value>: @unchecked Sendable {
     // Created on the subscribing thread, then used only on the home thread (handed over through the home's queue).
     let signal: Signal<Value>
-    let observer: (Event<Value>) -> Void
+    let observer: Observer<Value>
     let subscription: Subscription
 
-    init(signal: Signal<Value>, observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
+    init(signal: Signal<Value>, observer: Observer<Value>, subscription: Subscription) {
         self.signal = signal
         self.observer = observer
         self.subscription = subscription
@@ -257,8 +189,8 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     }
 
     @usableFromInline
-    override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        upstream.attach(transform(observer, subscription), to: subscription)
+    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        upstream.attach(ClosureObserver(event: transform(observer.closures(values: false).event, subscription)), to: subscription)
     }
 }
 
@@ -267,33 +199,21 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
-    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> FusedObservers<Upstream>
+    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
 
     @inlinable
     init(
         upstream: Signal<Upstream>,
-        transform: @escaping (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> FusedObservers<Upstream>
+        transform: @escaping (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
     ) {
         self.upstream = upstream
         self.transform = transform
-        super.init(usesValueShortcut: true)
+        super.init()
     }
 
     @usableFromInline
-    override func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        attachUpstream(transform(observer, nil, subscription), to: subscription)
-    }
-
-    @usableFromInline
-    override func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
-        attachUpstream(transform(observer, next, subscription), to: subscription)
-    }
-
-    private func attachUpstream(_ observers: FusedObservers<Upstream>, to subscription: Subscription) {
-        if let next = observers.next {
-            upstream.attach(observers.event, values: next, to: subscription)
-        } else {
-            upstream.attach(observers.event, to: subscription)
-        }
+    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        let downstream = observer.closures(values: true)
+        upstream.attach(transform(downstream.event, downstream.next, subscription), to: subscription)
     }
 }

@@ -116,16 +116,16 @@ extension Signal {
     @inline(never)
     func startLogging(_ sink: Sink<Value>, on subscription: Subscription) {
         guard let logger = SignalLogging.subscriptionLogger() else {
-            start({ sink.receive($0) }, on: subscription)
+            start(sink, on: subscription)
             return
         }
         let log = SignalEventLogger(logger: logger, name: name)
         log.subscribed()
         subscription.add(ActionDisposable { log.disposed() })
-        start({ event in
+        start(ClosureObserver(event: { event in
             log.log(event)
-            sink.receive(event)
-        }, on: subscription)
+            sink.handle(event)
+        }), on: subscription)
     }
 
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).

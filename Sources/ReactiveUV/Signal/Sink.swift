@@ -5,31 +5,40 @@ import Glibc
 import Musl
 #endif
 
-/// The end of a chain: the subscriber's `next`/`error`/`completed` callbacks behind the strict gate.
+/// The end of a chain: the user's `next`/`error`/`completed`, behind the dispose handshake.
 ///
-/// The outermost delivery publishes its thread in `delivering` before it
-/// checks the disposed flag (both sequentially consistent), and
-/// `Subscription.dispose()` sets the flag first. So once `dispose()` has
-/// returned no callback starts; from a thread that is no loop's, it also
-/// waits while a delivery is in progress, so none is running either (a loop
-/// thread never waits for another: see `Subscription`). Nested (re-entrant)
-/// deliveries skip the handshake, and a callback disposing its own
-/// subscription does not wait for itself.
+/// The kind of `Observer` that `subscribe` makes. A gate (`Subscriber`) of a
+/// subject or a signal made with `Signal { ... }` holds the sink itself and
+/// calls it directly; operators call it through the closures it makes
+/// (`makeClosures`), which are built only when an operator asks for them.
+///
+/// The handshake: the outermost delivery publishes its thread in
+/// `subscription.delivering` before it checks the disposed flag (both
+/// sequentially consistent), and `Subscription.dispose()` sets the flag
+/// first. So once `dispose()` has returned no callback starts; from a thread
+/// that is no loop's, it also waits while a delivery is in progress, so none
+/// is running either (a loop thread never waits for another: see
+/// `Subscription`). Nested (re-entrant) deliveries skip the handshake, and a
+/// callback disposing its own subscription does not wait for itself. It sits
+/// here, at the end, because the end may run on another thread than the
+/// source's gate (`deliver(on:)`, a time operator given a scheduler).
 ///
 /// On a terminal event the subscription is disposed first and the callback
 /// runs after, as RAC's subscriber does; the callbacks are then released.
-///
-/// A subject keeps the sink itself as its subscriber's observer
-/// (`Signal.attach(sink:to:)`), instead of a closure calling it in a box.
 @usableFromInline
-final class Sink<Value> {
-    // All stored vars are touched only on the subscription's home thread.
+final class Sink<Value>: Observer<Value> {
+    // All stored vars are touched only on the thread the chain's end runs on (the home, or the
+    // scheduler `deliver(on:)` moved it to); the rest is immutable.
     /// A `let` so a value is delivered without retaining the closure; it is freed with the sink at teardown.
     @usableFromInline let next: ((Value) -> Void)?
     @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
     @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?
     @usableFromInline let subscription: Subscription
     @usableFromInline @exclusivity(unchecked) var depth = 0
+    /// Makes the closures operators call this sink through (with the value shortcut when asked).
+    /// A function without captures (storing it allocates nothing), written here so it is
+    /// specialized where `subscribe` is, like the closures it makes.
+    @usableFromInline let makeClosures: (_ sink: Sink<Value>, _ values: Bool) -> ClosureObserver<Value>
 
     @inlinable
     init(next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?, subscription: Subscription) {
@@ -37,24 +46,46 @@ final class Sink<Value> {
         self.error = error
         self.completed = completed
         self.subscription = subscription
+        makeClosures = { sink, values in
+            ClosureObserver(event: { sink.handle($0) }, next: values ? { sink.handleNext($0) } : nil)
+        }
+        super.init(kind: .sink)
     }
 
+    /// The handshake, written once (with `endCallbacks`): whether a callback may start now.
+    ///
+    /// The outermost delivery publishes its thread, then checks the disposed flag (both
+    /// sequentially consistent, against `dispose()` setting the flag first and then reading
+    /// `delivering`); a nested one only checks the flag.
     @inlinable
-    func receive(_ event: Event<Value>) {
+    @inline(__always)
+    func beginCallbacks() -> Bool {
         if depth == 0 {
             subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
             if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
                 subscription.delivering.store(0, ordering: .releasing)
-                return
+                return false
             }
         } else if subscription.disposedFlag.load(ordering: .relaxed) {
-            return
+            return false
         }
         depth &+= 1
-        defer {
-            depth &-= 1
-            if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
-        }
+        return true
+    }
+
+    /// The end of a delivery that `beginCallbacks` let start: the outermost one unpublishes its thread.
+    @inlinable
+    @inline(__always)
+    func endCallbacks() {
+        depth &-= 1
+        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
+    }
+
+    /// Any event, through the handshake.
+    @inlinable
+    func handle(_ event: Event<Value>) {
+        guard beginCallbacks() else { return }
+        defer { endCallbacks() }
         switch event {
         case .next(let value):
             next?(value)
@@ -71,22 +102,12 @@ final class Sink<Value> {
         }
     }
 
-    /// `receive(.next(value))`, without building the event (the value shortcut of `attach(_:values:to:)`).
+    /// `handle(.next(value))`, without building the event.
     @inlinable
-    func receiveNext(_ value: Value) {
-        if depth == 0 {
-            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
-            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
-                subscription.delivering.store(0, ordering: .releasing)
-                return
-            }
-        } else if subscription.disposedFlag.load(ordering: .relaxed) {
-            return
-        }
-        depth &+= 1
+    func handleNext(_ value: Value) {
+        guard beginCallbacks() else { return }
         next?(value)
-        depth &-= 1
-        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
+        endCallbacks()
     }
 
     @usableFromInline

@@ -44,12 +44,11 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var cachedVersion: UInt64 = .max
     @usableFromInline @exclusivity(unchecked) final var cachedSnapshot: Unmanaged<SubjectSnapshot<Value>>?
     /// The cached snapshot's only subscriber when it has exactly one (the snapshot keeps it alive).
-    @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<SubjectSubscriber<Value>>?
+    @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
     /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
-    private let subscriberType = SubjectSubscriber<Value>.self
-    let observerBoxType = ObserverBox<Value>.self
+    private let subscriberType = Subscriber<Value>.self
 
     /// Creates a subject with no subscribers.
     ///
@@ -59,7 +58,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     public override init() {
         replayCapacity = 0
         replay = SubjectReplay(capacity: 0)
-        super.init(attachesSinks: true)
+        super.init()
     }
 
     /// For `ReplaySubject`/`BehaviorSubject`: a subject that keeps the last `replayCapacity` values.
@@ -67,7 +66,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         self.replayCapacity = replayCapacity
         replay = SubjectReplay(capacity: replayCapacity)
         if let initial { replay.record(initial) }
-        super.init(attachesSinks: true)
+        super.init()
     }
 
     deinit {
@@ -248,28 +247,14 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         unlock()
         let current = ThreadLocals.currentScheduler.value
         for subscriber in subscribers {
-            unsafeDowncast(subscriber, to: SubjectSubscriber<Value>.self).send(event, current: current)
+            unsafeDowncast(subscriber, to: Subscriber<Value>.self).send(event, current: current)
         }
     }
 
+    /// Registers a gate holding `observer` (a `subscribe`'s sink itself, or an operator's closures).
     @usableFromInline
-    override final func attach(_ observer: @escaping (Event<Value>) -> Void, to subscription: Subscription) {
-        register(subscriberType.init(subject: self, observer: observer, next: nil, subscription: subscription), to: subscription)
-    }
-
-    @usableFromInline
-    override final func attach(_ observer: @escaping (Event<Value>) -> Void, values next: @escaping (Value) -> Void, to subscription: Subscription) {
-        register(subscriberType.init(subject: self, observer: observer, next: next, subscription: subscription), to: subscription)
-    }
-
-    @usableFromInline
-    override final func attach(sink: Sink<Value>, to subscription: Subscription) {
-        register(subscriberType.init(subject: self, sink: sink, subscription: subscription), to: subscription)
-    }
-
-    /// Registers a new subscription's subscriber (or replays the end to it).
-    @inline(__always)
-    private func register(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
+    override final func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        let subscriber = subscriberType.init(observer: observer, subscription: subscription, subject: self)
         subscription.root = subscriber
         if subscription.isDisposed { return }
         if replayCapacity == 0 {
@@ -284,7 +269,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
                 // Leaves the list at teardown (`releaseObserver`, as the subscription's root): no
                 // child to add. Teardown runs after this on the home thread; only when the home loop
                 // is gone can it run elsewhere, so a disposal that raced the append leaves here.
-                if subscription.isDisposed { subscriber.dispose() }
+                if subscription.isDisposed { subscriber.leaveSubject() }
                 return
             }
         }
@@ -292,7 +277,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// Registers a subscriber of a replaying (or ended) subject and replays to it.
-    private func attachReplaying(_ subscriber: SubjectSubscriber<Value>, to subscription: Subscription) {
+    private func attachReplaying(_ subscriber: Subscriber<Value>, to subscription: Subscription) {
         // Replayed values and registration are taken together, so each value is
         // either replayed or sent live, never both and never missed.
         lock()
@@ -304,8 +289,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         }
         unlock()
         if terminal == nil, subscription.isDisposed {
-            // Teardown leaves the list (see `register`); this covers a disposal that raced the append.
-            subscriber.dispose()
+            // Teardown leaves the list (see `attach`); this covers a disposal that raced the append.
+            subscriber.leaveSubject()
         }
         // On the home thread, so these are delivered now, before any send hopped here from elsewhere.
         let current = ThreadLocals.currentScheduler.value
@@ -318,7 +303,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         }
     }
 
-    final func remove(_ subscriber: SubjectSubscriberBase) {
+    final func remove(_ subscriber: AnyObject) {
         lock()
         defer { unlock() }
         // Newest last: a short-lived subscription is usually found at once.
@@ -385,8 +370,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 @usableFromInline
 struct SubjectRegistry {
     // Only touched under the subject's lock.
-    /// The registered subscribers; all are `SubjectSubscriber<Value>` of the owning subject.
-    @usableFromInline var subscribers: ContiguousArray<SubjectSubscriberBase> = []
+    /// The registered subscribers; all are `Subscriber<Value>` of the owning subject.
+    @usableFromInline var subscribers: ContiguousArray<AnyObject> = []
     /// Counts changes to `subscribers` (and the end), so the owner thread knows its snapshot is stale.
     @usableFromInline var version: UInt64 = 0
     /// Whether the subject has ended.

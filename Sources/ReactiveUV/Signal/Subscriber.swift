@@ -1,37 +1,72 @@
 import Synchronization
 
-/// The object a signal's `didSubscribe` sends events to: RAC's pass-through subscriber.
+/// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
 ///
-/// It is the gate of the seeds' subscribe path:
-/// - after the subscription is disposed, or after `sendError`/`sendCompleted`,
+/// A signal made with `Signal { subscriber in ... }` sends to one; a subject
+/// keeps one per subscription and sends to it. It is the one gate of the
+/// core, and its rule (`enter` and `leave`, written once) is:
+/// - after the subscription is disposed, or after a terminal event passed,
 ///   every event is dropped;
-/// - events always reach the subscriber on the subscription's home thread:
-///   a send from another thread is hopped there through the home loop's
-///   queue, in the order that thread sent them, so events for one subscriber
-///   are never concurrent;
+/// - events reach the observer on the subscription's home thread: a send
+///   from another thread is hopped there through the home loop's queue, in
+///   the order that thread sent them, so events for one subscription are
+///   never concurrent;
 /// - a send made on the home thread has been delivered when it returns
 ///   (synchronous, as in RAC). A subscriber that makes its own source send
 ///   again (re-entrancy) gets the new event nested inside the current one,
-///   depth first.
+///   depth first;
+/// - a terminal event closes the gate, reaches the observer, then disposes
+///   the subscription.
+///
+/// It holds its `Observer` without ARC traffic per delivery, and lets go of
+/// it at the subscription's teardown (after the delivery in progress, if
+/// any), even while a sender still holds the subscriber.
 ///
 /// Thread rule: `send*` and `isDisposed` are safe from any thread.
 public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
-    // `observer` and `terminated` are touched only on `subscription.home`'s thread
-    // (sends from other threads are hopped there first); `subscription` is immutable.
-    @usableFromInline @exclusivity(unchecked) var observer: ((Event<Value>) -> Void)?
-    @usableFromInline @exclusivity(unchecked) var terminated = false
+    // `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and `depth`
+    // are touched only on the subscription's home thread (deliveries run there, sends from elsewhere
+    // are hopped there, teardown runs there); `subject` is set in init and taken once by
+    // `leaveSubject` (after `left`'s atomic exchange); `sourceFlowControl` is atomic.
     @usableFromInline let subscription: Subscription
     /// `subscription.home`'s identity, compared with the thread's current scheduler without touching `home`
     /// (the subscription keeps `home` alive, so the pointer stays valid).
     @usableFromInline let homeIdentity: UnsafeMutableRawPointer
+    /// Holds one reference to the observer until `releasedFlag` is set.
+    @usableFromInline let observer: Unmanaged<Observer<Value>>
+    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag`: one byte, so a value is gated by one test.
+    @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
+    /// Deliveries in progress (nested ones count), so teardown inside one waits for it to return.
+    @usableFromInline @exclusivity(unchecked) var depth = 0
+    /// The `Subject<Value>` this subscriber is registered with, if any; let go of on leaving (a
+    /// sending loop's cached snapshot may list this subscriber until that loop sends again).
+    /// Not an optional `Subject<Value>`: teardown, which runs unspecialized, then looked its
+    /// metadata up on every subscription (+600 instructions per subscribe and dispose); and
+    /// unmanaged, so leaving calls the subject without a retain around the call.
+    private var subject: Unmanaged<AnyObject>?
+    private let left = Atomic<Bool>(false)
     /// The flow control the source registered, if any (set once, atomically): hops count against it.
     let sourceFlowControl = AtomicLazyReference<FlowControl>()
 
+    /// A terminal event passed.
+    @usableFromInline static var terminatedFlag: UInt8 { 1 }
+    /// The observer was released (teardown).
+    @usableFromInline static var releasedFlag: UInt8 { 2 }
+    /// Teardown came during a delivery: release when the outermost delivery returns.
+    @usableFromInline static var releasePendingFlag: UInt8 { 4 }
+
+    /// A gate for a source's `didSubscribe`, or (with `subject`) a subject's registration.
     @usableFromInline
-    init(observer: @escaping (Event<Value>) -> Void, subscription: Subscription) {
-        self.observer = observer
+    init(observer: Observer<Value>, subscription: Subscription, subject: Subject<Value>? = nil) {
+        self.observer = Unmanaged.passRetained(observer)
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
+        if let subject { self.subject = Unmanaged.passRetained(subject) }
+    }
+
+    deinit {
+        if flags & Self.releasedFlag == 0 { observer.release() }
+        subject?.release()
     }
 
     /// Sends a value.
@@ -41,7 +76,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @inlinable
     public func sendNext(_ value: Value) {
-        send(.next(value))
+        sendNext(value, current: ThreadLocals.currentScheduler.value)
     }
 
     /// Sends an error, ending the subscription.
@@ -69,30 +104,78 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @inlinable
     public func send(_ event: Event<Value>) {
-        if ThreadLocals.currentScheduler.value == homeIdentity {
+        send(event, current: ThreadLocals.currentScheduler.value)
+    }
+
+    /// Delivers now when `current` (the calling thread's current scheduler) is the home, else hops there.
+    @inlinable
+    func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
             deliver(event)
         } else {
             hop(event)
         }
     }
 
-    /// Delivers on the home thread through the gate.
+    /// `send(.next(value), current:)`, passing the value as a value.
     @inlinable
-    func deliver(_ event: Event<Value>) {
-        guard !terminated, !subscription.isDisposed, let observer else { return }
-        if event.isTerminating {
-            terminated = true
-            observer(event)
-            subscription.dispose()
+    func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
+            deliverNext(value)
         } else {
-            observer(event)
+            hop(.next(value))
         }
     }
 
-    /// `sendNext` from a source that knows it runs on the home thread (it compared its loop
-    /// with `homeIdentity` once, when it was subscribed): the gate without the thread check.
+    /// The gate's rule, written once (with `leave`): whether an event may pass now. Home thread only.
+    ///
+    /// It may not after a terminal event passed, after teardown released the observer, or once the
+    /// subscription is disposed. A terminal event that passes closes the gate behind it.
+    /// `deliver` and `deliverNext` call the observer between `enter` and `leave`; they do not pass
+    /// the call in as a closure, which the optimizer left as an indirect call per value.
+    @inlinable
+    @inline(__always)
+    func enter(terminal: Bool) -> Bool {
+        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return false }
+        if terminal { flags |= Self.terminatedFlag }
+        depth &+= 1
+        return true
+    }
+
+    /// The rest of the rule, after the observer returned: a teardown that came meanwhile releases the
+    /// observer now (outermost delivery only), and a terminal event disposes the subscription.
+    @inlinable
+    @inline(__always)
+    func leave(terminal: Bool) {
+        depth &-= 1
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+        if terminal { subscription.dispose() }
+    }
+
+    /// Delivers an event on the home thread, through the gate.
+    @inlinable
+    func deliver(_ event: Event<Value>) {
+        let terminal = event.isTerminating
+        guard enter(terminal: terminal) else { return }
+        observer._withUnsafeGuaranteedRef { $0.receive(event) }
+        leave(terminal: terminal)
+    }
+
+    /// Delivers a value on the home thread, through the gate. Also `sendNext` from a source that
+    /// knows it runs on the home thread (it compared its loop with `homeIdentity` once, when it
+    /// was subscribed). A terminal event sent from inside the observer (re-entrantly) passed the
+    /// gate itself and disposed the subscription already: nothing is left to end here.
+    @inlinable
     func deliverNext(_ value: Value) {
-        deliver(.next(value))
+        guard enter(terminal: false) else { return }
+        observer._withUnsafeGuaranteedRef { $0.receiveNext(value) }
+        leave(terminal: false)
+    }
+
+    /// Teardown came during a delivery: release once the outermost one returned.
+    @usableFromInline
+    func releaseIfOutermost() {
+        if depth == 0 { releaseNow() }
     }
 
     @usableFromInline
@@ -131,7 +214,31 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var homeScheduler: Scheduler { subscription.home }
 
+    /// Takes this subscriber off its subject's list, once (a no-op for a source's subscriber).
+    @inline(__always)
+    func leaveSubject() {
+        guard !left.exchange(true, ordering: .acquiringAndReleasing), let subject = subject.take() else { return }
+        subject._withUnsafeGuaranteedRef { unsafeDowncast($0, to: Subject<Value>.self).remove(self) }
+        subject.release()
+    }
+
+    /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery
+    /// in progress if there is one). The subscriber is the subscription's root, not one of its
+    /// children, so this is the one place it leaves.
     func releaseObserver() {
-        observer = nil
+        leaveSubject()
+        if flags & Self.releasedFlag != 0 { return }
+        if depth > 0 {
+            flags |= Self.releasePendingFlag
+        } else {
+            releaseNow()
+        }
+    }
+
+    @usableFromInline
+    func releaseNow() {
+        if flags & Self.releasedFlag != 0 { return }
+        flags = (flags | Self.releasedFlag) & ~Self.releasePendingFlag
+        observer.release()
     }
 }

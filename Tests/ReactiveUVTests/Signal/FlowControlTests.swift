@@ -162,7 +162,7 @@ final class FlowControlOrderingTests: XCTestCase {
         defer { loop.shutdown() }
         let log = Locked<[String]>([])
         let control = onLoop(loop) {
-            UncheckedBox(FlowControl(home: loop.scheduler,
+            UncheckedBox(FlowControl(sourceScheduler: loop.scheduler,
                                      pause: { log.withLock { $0.append("pause") } },
                                      resume: { log.withLock { $0.append("resume") } }))
         }!.value

@@ -1,0 +1,87 @@
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// The one path through the core (docs/INTERNALS.md, "One value through the core"): every
+/// subscription's gate is a `Subscriber` holding one `Observer`, and which kind it holds decides
+/// what a value costs. These pin the kinds, so a change that sends values back through closures
+/// or events (slower, and silently so) fails here, and check the events still arrive.
+final class ObserverPathTests: XCTestCase {
+    /// The kind of observer behind the gate of the subscription `disposable` is.
+    private func gatedKind<Value>(_ disposable: any Disposable, of _: Value.Type) -> ObserverKind? {
+        guard let subscription = disposable as? Subscription,
+              let gate = subscription.root as? Subscriber<Value> else { return nil }
+        return gate.observer.takeUnretainedValue().kind
+    }
+
+    func testASubjectsGateHoldsTheSubscribersSinkItself() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        var values: [Int] = []
+        var completed = false
+        let subscription = test.performAsCurrent {
+            subject.subscribe(next: { values.append($0) }, completed: { completed = true })
+        }
+        XCTAssertEqual(gatedKind(subscription, of: Int.self), .sink, "no closure between the subject's gate and the sink")
+        test.performAsCurrent {
+            subject.sendNext(1)
+            subject.sendNext(2)
+            subject.sendCompleted()
+        }
+        XCTAssertEqual(values, [1, 2])
+        XCTAssertTrue(completed)
+        XCTAssertTrue(subscription.isDisposed, "the end disposes the subscription")
+        XCTAssertEqual(subject.subscriberCount, 0)
+    }
+
+    func testASignalsGateHoldsTheSinkItself() {
+        let test = TestScheduler()
+        var source: Subscriber<Int>?
+        let signal = Signal<Int> { subscriber in
+            source = subscriber
+            return nil
+        }
+        var values: [Int] = []
+        let subscription = test.performAsCurrent { signal.subscribeNext { values.append($0) } }
+        XCTAssertEqual(gatedKind(subscription, of: Int.self), .sink,
+                       "a signal made with Signal { } sends through its gate straight to the sink")
+        test.performAsCurrent {
+            source?.sendNext(1)
+            source?.sendNext(2)
+        }
+        XCTAssertEqual(values, [1, 2])
+        test.performAsCurrent { subscription.dispose() }
+        test.performAsCurrent { source?.sendNext(3) }
+        XCTAssertEqual(values, [1, 2], "nothing passes the gate after disposal")
+    }
+
+    func testAFusedChainsGateHoldsTheFirstOperatorsValueShortcut() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        var totals: [Int] = []
+        let subscription = test.performAsCurrent {
+            subject.map { $0 * 3 }.filter { $0 % 2 == 0 }.scan(0, +).subscribeNext { totals.append($0) }
+        }
+        XCTAssertEqual(gatedKind(subscription, of: Int.self), .values,
+                       "values enter a fused chain as values, not as events")
+        test.performAsCurrent {
+            for value in 1...4 { subject.sendNext(value) }
+        }
+        XCTAssertEqual(totals, [6, 18])
+    }
+
+    func testAnOperatorWithoutAValueShortcutTakesEvents() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        var events: [Event<Int>] = []
+        let subscription = test.performAsCurrent {
+            subject.map { $0 + 1 }.take(2).subscribe(next: { events.append(.next($0)) }, completed: { events.append(.completed) })
+        }
+        XCTAssertEqual(gatedKind(subscription, of: Int.self), .events,
+                       "a lifted operator below a fused one cuts the value shortcut: the gate builds events")
+        test.performAsCurrent {
+            for value in 1...3 { subject.sendNext(value) }
+        }
+        XCTAssertEqual(events, [.next(2), .next(3), .completed])
+    }
+}
