@@ -111,9 +111,9 @@ public enum ChildProcess {
 }
 
 /// One running child: its process handle, its pipes, and the subscriber.
-final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
-    private let loop: EventLoop
+final class ProcessSession: LoopDisposable, StreamWriteOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
+    let loop: EventLoop
     private let executable: String
     private let killGrace: Duration
     private var subscriber: Subscriber<ProcessOutput>?
@@ -123,7 +123,7 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
     private var standardError: PipeHandle?
     private var exit: ProcessExit?
     private var killTimer: (any Disposable)?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, executable: String, killGrace: Duration, subscriber: Subscriber<ProcessOutput>) {
         _ = ignoreBrokenPipeSignalOnce
@@ -267,18 +267,8 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
         finish(EventLoopError.shutDown(loop: loop.name))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the child was killed and everything closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
     /// Stops listening; a child still running gets SIGTERM now and SIGKILL after the grace period.
-    private func abandon() {
+    func abandon() {
         subscriber = nil
         for pipe in [standardInput, standardOutput, standardError] { pipe?.close() }
         guard let process, process.isOpen else { return }
@@ -293,8 +283,6 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
             self.process?.kill(SIGKILL)
         }
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 /// The `uv_process_t` of a child.

@@ -86,8 +86,8 @@ public enum TCPServer {
 }
 
 /// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
-final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private let host: String
     private let port: Int
     private let backlog: Int32
@@ -99,7 +99,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     private var lookup: (any Disposable)?
     private var address: SocketAddress?
     private var connections: [ObjectIdentifier: TCPStream] = [:]
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
          onListening: ((SocketAddress) -> Void)?,
@@ -217,17 +217,9 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
         onError = nil
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            shutDown(connectionsEnd: .closed)
-        } else {
-            // After shutdown everything is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in shutDown(connectionsEnd: .closed) }
-        }
+    func abandon() {
+        shutDown(connectionsEnd: .closed)
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let tcpListenerConnectionCallback: uv_connection_cb = { server, status in

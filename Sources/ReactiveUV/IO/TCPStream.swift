@@ -574,22 +574,16 @@ private let tcpStreamWriteCallback: uv_write_cb = { request, status in
 }
 
 /// The disposable of one `bytes` subscription: stops reading for that subscriber.
-final class ReadingSubscription: Disposable, @unchecked Sendable {
-    // `stream` is immutable (its state is touched on its loop only); `disposed` is atomic.
+final class ReadingSubscription: LoopDisposable, @unchecked Sendable {
+    // `stream` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
     private let stream: TCPStream
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(stream: TCPStream) { self.stream = stream }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if stream.loop.inEventLoop {
-            stream.stopReading(self)
-        } else {
-            // After shutdown the stream is closed, so a refused hop loses nothing.
-            _ = stream.loop.enqueue { [self] in stream.stopReading(self) }
-        }
-    }
+    var loop: EventLoop { stream.loop }
 
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+    func abandon() {
+        stream.stopReading(self)
+    }
 }

@@ -59,14 +59,14 @@ class PoolWorkBase: LoopRequest {
 }
 
 /// One `uv_work_t` running a closure and delivering its result.
-final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Sendable {
+final class PoolWork<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked Sendable {
     // `work` is immutable. `outcome` is written on the pool thread and read on the loop thread after
     // libuv hands the request back (its queue mutex orders the two). `subscriber` is loop thread only
-    // (`dispose()` hops there); `disposed` is atomic.
+    // (`dispose()` hops there); `disposedFlag` is atomic.
     private let work: @Sendable () throws -> Value
     private var outcome: Result<Value, any Error>?
     private var subscriber: Subscriber<Value>?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, work: @escaping @Sendable () throws -> Value, subscriber: Subscriber<Value>) {
         self.work = work
@@ -112,22 +112,10 @@ final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Send
         subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the work was cancelled or finished, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
-    private func abandon() {
+    func abandon() {
         subscriber = nil
         cancel()
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let poolWorkCallback: uv_work_cb = { request in

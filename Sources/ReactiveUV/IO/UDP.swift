@@ -332,51 +332,36 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
     }
 
     /// Closes the handle when the owning subscription is disposed (from any thread).
-    final class Disposer: Disposable, @unchecked Sendable {
-        // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
+    final class Disposer: LoopDisposable, @unchecked Sendable {
+        // `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
         private let handle: UDPHandle
-        private let disposed = Atomic<Bool>(false)
+        let disposedFlag = Atomic<Bool>(false)
 
         init(_ handle: UDPHandle) { self.handle = handle }
 
-        func dispose() {
-            guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            let handle = self.handle
-            if handle.loop.inEventLoop {
-                handle.onEnd = nil
-                handle.end(nil)
-            } else {
-                // After shutdown the socket is already closed, so a refused hop loses nothing.
-                _ = handle.loop.enqueue {
-                    handle.onEnd = nil
-                    handle.end(nil)
-                }
-            }
-        }
+        var loop: EventLoop { handle.loop }
 
-        var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+        /// The subscription ended: close the socket without telling the `UDP.bind` subscriber.
+        func abandon() {
+            handle.onEnd = nil
+            handle.end(nil)
+        }
     }
 }
 
 /// The disposable of one `datagrams` subscription: stops receiving for that subscriber.
-final class UDPReading: Disposable, @unchecked Sendable {
-    // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
+final class UDPReading: LoopDisposable, @unchecked Sendable {
+    // `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
     private let handle: UDPHandle
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(handle: UDPHandle) { self.handle = handle }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if handle.loop.inEventLoop {
-            handle.stopReceiving(self)
-        } else {
-            // After shutdown the socket is closed, so a refused hop loses nothing.
-            _ = handle.loop.enqueue { [self] in handle.stopReceiving(self) }
-        }
-    }
+    var loop: EventLoop { handle.loop }
 
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
+    func abandon() {
+        handle.stopReceiving(self)
+    }
 }
 
 private let udpReceiveCallback: uv_udp_recv_cb = { handle, count, buffer, address, flags in

@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 
 extension Signal where Value == Int32 {
     /// Sends the signal number each time the process receives one of `numbers` (SIGINT, SIGTERM, SIGHUP, ...).
@@ -37,15 +36,12 @@ extension Signal where Value == Int32 {
 }
 
 /// One `uv_signal_t` feeding a subscriber.
-final class UnixSignalHandle: LoopHandle, Disposable, @unchecked Sendable {
-    // `subscriber` and `number` are loop thread only (`dispose()` hops there); `disposed` is atomic.
-    private var subscriber: Subscriber<Int32>?
+final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
+    // `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
     private var number: Int32 = 0
-    private let disposed = Atomic<Bool>(false)
 
     init(loop: EventLoop, subscriber: Subscriber<Int32>) {
-        self.subscriber = subscriber
-        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL), subscriber: subscriber)
     }
 
     override var label: String { "signal \(number) from Signal.unixSignals" }
@@ -66,26 +62,6 @@ final class UnixSignalHandle: LoopHandle, Disposable, @unchecked Sendable {
     fileprivate func deliver(_ number: Int32) {
         subscriber?.sendNext(number)
     }
-
-    override func closeForShutdown() {
-        let subscriber = self.subscriber
-        close()
-        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() { subscriber = nil }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            close()
-        } else {
-            // After shutdown the handle is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in close() }
-        }
-    }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let unixSignalCallback: uv_signal_cb = { handle, number in

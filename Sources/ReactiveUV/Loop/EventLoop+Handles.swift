@@ -1,7 +1,7 @@
 internal import CLibUV
 
-// Handles on the loop: lending the `uv_loop_t` to C code, and the registry of open handles
-// (our own in an intrusive list; other code's through `uv_walk`).
+// Handles on the loop: lending the `uv_loop_t` to C code, and listing open handles
+// (our own from `openHandleList`; other code's through `uv_walk`).
 extension EventLoop {
     /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
     ///
@@ -15,28 +15,6 @@ extension EventLoop {
     /// Thread rule: loop thread only (libuv is not thread-safe).
     public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
         try body(UnsafeMutableRawPointer(uvLoop))
-    }
-
-    /// Links a newly opened handle into the list of open handles.
-    func registerOpen(_ handle: LoopHandle) {
-        handle.nextOpen = openHandlesHead
-        handle.previousOpen = nil
-        openHandlesHead?.previousOpen = handle
-        openHandlesHead = handle
-        openHandleCount += 1
-    }
-
-    /// Unlinks a handle that started closing.
-    func unregisterOpen(_ handle: LoopHandle) {
-        if let previous = handle.previousOpen {
-            previous.nextOpen = handle.nextOpen
-        } else {
-            openHandlesHead = handle.nextOpen
-        }
-        handle.nextOpen?.previousOpen = handle.previousOpen
-        handle.nextOpen = nil
-        handle.previousOpen = nil
-        openHandleCount -= 1
     }
 
     /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
@@ -76,11 +54,7 @@ extension EventLoop {
 
     func collectOpenHandles() -> [OpenHandle] {
         var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
-        var cursor = openHandlesHead
-        while let handle = cursor {
-            ours[handle.raw] = handle
-            cursor = handle.nextOpen
-        }
+        for handle in openHandleList { ours[handle.raw] = handle }
         var walk = HandleWalk(loop: self, ours: ours)
         withUnsafeMutablePointer(to: &walk) { pointer in
             uv_walk(uvLoop, { handle, argument in

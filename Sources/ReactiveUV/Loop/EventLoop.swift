@@ -80,11 +80,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     @exclusivity(unchecked) var armedDeadline: UInt64 = .max
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
-    /// The loop's intrusive list of open handles (EventLoop+Handles.swift; loop thread only).
-    unowned(unsafe) var openHandlesHead: LoopHandle?
-    var openHandleCount = 0
+    /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
+    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandle>()
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
-    let requests = LoopRequestRegistry()
+    @exclusivity(unchecked) var requests = IntrusiveList<LoopRequest>()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
     /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).

@@ -7,11 +7,11 @@ import Synchronization
 /// loop's queue until it fires or is cancelled. Disposing sets a flag at once
 /// (work that has not started never starts) and, on the loop thread, drops the
 /// closure so what it captured is freed.
-final class ScheduledTimer: Disposable, @unchecked Sendable {
-    // `cancelled` is atomic; `work` and `deadline` are touched only on the loop thread once scheduled
+final class ScheduledTimer: LoopDisposable, @unchecked Sendable {
+    // `disposedFlag` is atomic; `work` and `deadline` are touched only on the loop thread once scheduled
     // (they are written on the creating thread before the hand-off through the loop's queue).
     let loop: EventLoop
-    private let cancelled = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
     var work: (@Sendable () -> Void)?
     /// Nanoseconds on the monotonic clock.
     var deadline: UInt64
@@ -50,19 +50,13 @@ final class ScheduledTimer: Disposable, @unchecked Sendable {
             : "timer from schedule(after: \(requestedDelay), repeatingEvery: \(Duration.nanoseconds(Int64(clamping: interval))))"
     }
 
-    var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+    /// `isDisposed` for the loop thread, which only needs to see its own writes and the hop's.
+    var isCancelled: Bool { disposedFlag.load(ordering: .relaxed) }
 
-    func dispose() {
-        guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            loop.timerWasCancelled(self)
-        } else {
-            // After shutdown the queue already dropped it, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in loop.timerWasCancelled(self) }
-        }
+    /// Disposed: the queue drops the closure now and the heap entry when convenient.
+    func abandon() {
+        loop.timerWasCancelled(self)
     }
-
-    var isDisposed: Bool { cancelled.load(ordering: .acquiring) }
 }
 
 /// The loop's timers: a 4-ary min-heap ordered by (deadline, submission order), driven by one libuv timer.
