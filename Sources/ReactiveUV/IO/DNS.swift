@@ -59,6 +59,7 @@ enum HostResolution {
         on loop: EventLoop,
         _ completion: @escaping (Result<[SocketAddress], any Error>) -> Void
     ) -> (any Disposable)? {
+        loop.assertInEventLoop("HostResolution.resolve(\(host))")
         guard (0...65_535).contains(port) else {
             completion(.failure(UVError(code: UVError.invalidArgumentCode, message: "port must be in 0...65535, got \(port)",
                                         context: "resolving \(host)")))

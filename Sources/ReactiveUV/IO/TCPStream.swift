@@ -126,11 +126,13 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
 
     func setNoDelay(_ enabled: Bool) throws(UVError) {
+        assertInEventLoop()
         guard isOpen else { throw closedError("setNoDelay") }
         try uvCheck(uv_tcp_nodelay(tcp, enabled ? 1 : 0), "uv_tcp_nodelay")
     }
 
     func setKeepAlive(_ delay: Duration?) throws(UVError) {
+        assertInEventLoop()
         guard isOpen else { throw closedError("setKeepAlive") }
         try uvCheck(uv_tcp_keepalive(tcp, delay == nil ? 0 : 1, delay.map(keepAliveSeconds) ?? 0), "uv_tcp_keepalive")
     }
@@ -147,6 +149,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
     func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        assertInEventLoop()
         if input == .ended {
             subscriber.sendCompleted()
             return nil
@@ -213,6 +216,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
     func stopReading(_ token: ReadingSubscription) {
+        assertInEventLoop()
         guard activeReading === token else { return }
         activeReading = nil
         reader = nil
@@ -321,6 +325,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
     func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        assertInEventLoop()
         guard isOpen, !writesShutDown else {
             let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
@@ -403,6 +408,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
     func shutdownWrites(outcome: WriteOutcome?) {
+        assertInEventLoop()
         guard isOpen, !writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
                                     message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
@@ -439,6 +445,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// A connection already closed (or ending) answers at once: nil when it was closed,
     /// the error when it failed.
     func closeWhenFlushed(outcome: WriteOutcome?) {
+        assertInEventLoop()
         guard isOpen else {
             switch endReason {
             case .failed(let error)?: outcome?.finish(error)
@@ -490,6 +497,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
     ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
     func end(_ reason: EndReason, reset: Bool = false) {
+        assertInEventLoop()
         guard isOpen else { return }
         endReason = reason
         resetOnClose = reset

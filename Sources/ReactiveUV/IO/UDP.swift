@@ -190,6 +190,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
 
     /// Resolves, binds, then calls `completion`.
     func bind(host: String, port: Int, completion: @escaping (Result<Void, any Error>) -> Void) {
+        assertInEventLoop()
         lookup = HostResolution.resolve(host, port: port, socketType: SOCK_DGRAM_VALUE, on: loop) { [self] result in
             lookup = nil
             switch result {
@@ -217,6 +218,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
     }
 
     func startReceiving(_ subscriber: Subscriber<Datagram>) -> (any Disposable)? {
+        assertInEventLoop()
         guard isOpen else {
             subscriber.sendCompleted()
             return nil
@@ -240,6 +242,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
     func stopReceiving(_ token: UDPReading) {
+        assertInEventLoop()
         guard isOpen, activeReading === token else { return }
         reader = nil
         activeReading = nil
@@ -260,6 +263,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
     }
 
     func send(_ bytes: [UInt8], to address: SocketAddress, outcome: WriteOutcome) {
+        assertInEventLoop()
         guard isOpen else {
             outcome.finish(UVError(code: UV_EBADF.rawValue, message: "the socket is closed", context: "send to \(address)"))
             return
@@ -309,6 +313,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
 
     /// Closes the socket and tells the reader and the owner. Idempotent.
     func end(_ error: (any Error)?) {
+        assertInEventLoop()
         lookup?.dispose()
         lookup = nil
         guard isOpen else { return }

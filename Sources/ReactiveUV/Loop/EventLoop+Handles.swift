@@ -12,9 +12,11 @@ extension EventLoop {
     /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
     /// - Returns: What `body` returns.
     ///
-    /// Thread rule: loop thread only (libuv is not thread-safe).
+    /// Thread rule: loop thread only (libuv is not thread-safe), or any thread once the loop has
+    /// shut down; debug builds trap on any other call.
     public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
-        try body(UnsafeMutableRawPointer(uvLoop))
+        assertInEventLoop()
+        return try body(UnsafeMutableRawPointer(uvLoop))
     }
 
     /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
@@ -53,6 +55,7 @@ extension EventLoop {
     }
 
     func collectOpenHandles() -> [OpenHandle] {
+        assertInEventLoop()
         var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
         for handle in openHandleList { ours[handle.raw] = handle }
         var walk = HandleWalk(loop: self, ours: ours)

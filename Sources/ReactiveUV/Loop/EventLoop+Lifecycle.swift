@@ -320,6 +320,7 @@ extension EventLoop {
     /// then any other code's), cancels timers and requests. Work from other threads is
     /// still accepted and runs here until the final step closes the loop.
     func beginClosing() {
+        assertInEventLoop()
         guard transition(from: .closeRequested, to: .closingHandles) else { return }
         runQueuedWork()
         let openAtShutdown = collectOpenHandles()

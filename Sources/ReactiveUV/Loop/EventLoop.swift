@@ -318,6 +318,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: loop thread only.
     var readBuffer: UnsafeMutableRawPointer {
+        assertInEventLoop()
         if let buffer = readBufferStorage { return buffer }
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: ReadBuffer.size, alignment: 16)
         readBufferStorage = buffer

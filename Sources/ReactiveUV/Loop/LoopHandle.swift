@@ -79,6 +79,7 @@ class LoopHandle: IntrusiveListElement {
     ///
     /// Call right after `uv_<type>_init` succeeded.
     final func didOpen() {
+        assertInEventLoop()
         assert(state == .unopened, "didOpen() called twice")
         handle.pointee.data = Unmanaged.passRetained(self).toOpaque()
         state = .open
@@ -87,6 +88,7 @@ class LoopHandle: IntrusiveListElement {
 
     /// Starts closing the handle; the memory is freed when libuv calls back. Idempotent.
     final func close() {
+        assertInEventLoop()
         guard state == .open else { return }
         state = .closing
         loop.openHandleList.remove(self)

@@ -74,6 +74,7 @@ class LoopRequest: IntrusiveListElement {
     /// With `handingOver`, no retain is taken: the caller hands libuv a reference it owns and
     /// has set aside (a pooled write request's), and whoever handles the callback takes it over.
     final func willStart(handingOver: Bool = false) {
+        assertInEventLoop()
         assert(!isPending, "willStart() called on a pending request")
         request.pointee.data = handingOver ? Unmanaged.passUnretained(self).toOpaque() : Unmanaged.passRetained(self).toOpaque()
         isPending = true
@@ -84,6 +85,7 @@ class LoopRequest: IntrusiveListElement {
     ///
     /// With `handingOver` the reference stays the caller's (nothing is released).
     final func startFailed(handingOver: Bool = false) {
+        assertInEventLoop()
         guard isPending, let data = request.pointee.data else { return }
         isPending = false
         request.pointee.data = nil
@@ -109,6 +111,7 @@ class LoopRequest: IntrusiveListElement {
     /// `willStart()` by taking the object with `takeRetainedValue()` (or takes
     /// over the reference handed over).
     final func didFinish() {
+        assertInEventLoop()
         assert(isPending, "didFinish() called on a request that is not pending")
         isPending = false
         request.pointee.data = nil
@@ -131,6 +134,7 @@ class LoopRequest: IntrusiveListElement {
     /// - Returns: Whether libuv cancelled it (the callback will report `ECANCELED`).
     @discardableResult
     final func cancel() -> Bool {
+        assertInEventLoop()
         guard isPending else { return false }
         switch request.pointee.type {
         case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM:

@@ -210,6 +210,7 @@ extension EventLoop {
 
     /// Loop thread only.
     private func addTimer(_ timer: ScheduledTimer) {
+        assertInEventLoop()
         if timer.isCancelled || !acceptsNewHandles {
             timer.dropForShutdown()
             return
@@ -220,6 +221,7 @@ extension EventLoop {
 
     /// Loop thread only: drop a cancelled timer's closure now, and the heap entry when convenient.
     func timerWasCancelled(_ timer: ScheduledTimer) {
+        assertInEventLoop()
         guard timer.work != nil else { return }  // already fired, or dropped at shutdown
         timer.work = nil
         timer.onShutdown = nil
@@ -238,6 +240,7 @@ extension EventLoop {
     /// At most 16,384 per call; the rest continue from the run queue on the next
     /// iteration (never by restarting the driver with 0 ms from its own callback).
     func fireDueTimers() {
+        assertInEventLoop()
         firingTimers = true
         let now = SchedulerInstant.now.nanoseconds
         var budget = 16_384
@@ -273,6 +276,7 @@ extension EventLoop {
     /// From the driver's own callback the timeout is at least 1 ms: restarting a libuv
     /// timer with 0 ms from its callback would run it again in the same pass, forever.
     func armTimerDriver(fromDriverCallback: Bool = false) {
+        assertInEventLoop()
         let driver = timerDriverHandle
         guard let deadline = timers.earliestDeadline, acceptsNewHandles else {
             armedDeadline = .max
@@ -288,6 +292,7 @@ extension EventLoop {
 
     /// Shutdown: drops every pending timer without running it; timers behind a signal tell their subscriber.
     func cancelAllTimers() {
+        assertInEventLoop()
         let pending = timers.removeAll()
         armedDeadline = .max
         for timer in pending { timer.dropForShutdown() }
