@@ -75,7 +75,7 @@ extension EventLoop {
             || raw == UnsafeMutableRawPointer(timerDriver) || raw == metricsProbe.map(UnsafeMutableRawPointer.init)
     }
 
-    /// The driver timer, for LoopTimers.swift.
+    /// The driver timer, for Loop/Timers/EventLoop+Timers.swift.
     var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
 
     /// Runs `body` on the loop thread and waits for its result (inline when already there).
