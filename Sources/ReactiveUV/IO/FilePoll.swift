@@ -55,13 +55,7 @@ extension FileWatch {
             }
             return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll") { loop in
                 let handle = FilePollHandle(loop: loop, path: path, subscriber: subscriber)
-                do {
-                    try handle.start(interval: interval)
-                } catch {
-                    subscriber.sendError(error)
-                    return nil
-                }
-                return handle
+                return LoopBinding.started(handle, for: subscriber) { try handle.start(interval: interval) }
             }
         }.debugNamed("+FileWatch.poll(\(path))")
     }

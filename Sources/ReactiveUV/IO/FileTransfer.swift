@@ -234,18 +234,20 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         }
         fifo?.stop()
         fifo = nil
-        let end = self.end
-        self.end = nil
-        deliver = nil
-        end?(error)
+        tellEnd(error)
     }
 
     /// A pending request's `cancelForShutdown` (which cancels it): the subscriber learns the loop went away.
     private func shutDown() {
+        tellEnd(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    /// Drops the closures, then tells the subscriber how the transfer ended (once).
+    private func tellEnd(_ error: (any Error)?) {
         let end = self.end
         self.end = nil
         deliver = nil
-        end?(EventLoopError.shutDown(loop: loop.name))
+        end?(error)
     }
 
     /// Stops: a pending request is cancelled if it has not started; its callback closes the file.

@@ -363,13 +363,14 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
     // MARK: - Ending
 
     private func fail(_ error: any Error) {
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendError(error)
+        closeAll()?.sendError(error)
     }
 
-    private func closeAll() {
-        subscriber = nil
+    /// Removes every watch and lets go of the subscriber, which it returns (to be told why, or not).
+    @discardableResult
+    private func closeAll() -> Subscriber<FileEvent>? {
+        let subscriber = self.subscriber
+        self.subscriber = nil
         if case .awaitingName(let timer) = state { timer?.dispose() }
         state = .ended
         let open = Array(watches.keys)
@@ -381,6 +382,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             hub.closeIfUnused()
         }
         hub = nil
+        return subscriber
     }
 
     func abandon() {

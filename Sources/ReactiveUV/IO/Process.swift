@@ -234,24 +234,23 @@ final class ProcessSession: LoopDisposable, StreamWriteOwner, @unchecked Sendabl
     /// Completes once the child has exited and both pipes reached EOF.
     private func finishIfDone() {
         guard exit != nil, standardOutput?.isOpen != true, standardError?.isOpen != true else { return }
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendCompleted()
+        closeAll()?.sendCompleted()
     }
 
     private func finish(_ error: any Error) {
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendError(error)
+        closeAll()?.sendError(error)
     }
 
-    private func closeAll() {
-        subscriber = nil
+    /// Closes the pipes and the process handle and lets go of the subscriber, which it returns (to be told the end).
+    private func closeAll() -> Subscriber<ProcessOutput>? {
+        let subscriber = self.subscriber
+        self.subscriber = nil
         for pipe in [standardInput, standardOutput, standardError] { pipe?.close() }
         process?.close()
         process = nil
         killTimer?.dispose()
         killTimer = nil
+        return subscriber
     }
 
     func writeDidFinish(_ request: WriteRequest, status: Int32) {

@@ -18,7 +18,7 @@ protocol TCPStreamOwner: AnyObject {
 /// Reads go into the loop's shared `ReadBuffer` and are copied out once per
 /// chunk (into a recycled array while the reader lets go of each chunk);
 /// writes use pooled requests and point libuv at the caller's array.
-final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
+final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (TCPConnection hops there first), except `options` and
     // `origin` (immutable) and the addresses (written before the connection is handed out).
 
@@ -46,7 +46,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     private(set) var localAddress: SocketAddress?
     private(set) var peerAddress: SocketAddress?
     @exclusivity(unchecked) private var reader: Subscriber<[UInt8]>?
-    @exclusivity(unchecked) private var activeReading: ReadingSubscription?
+    @exclusivity(unchecked) private var activeReading: ReaderToken<TCPStream>?
     @exclusivity(unchecked) private var input = Input.idle
     @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
@@ -184,7 +184,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        let token = ReadingSubscription(stream: self)
+        let token = ReaderToken(self)
         activeReading = token
         return token
     }
@@ -215,7 +215,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     }
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
-    func stopReading(_ token: ReadingSubscription) {
+    func stopReading(_ token: ReaderToken<TCPStream>) {
         assertInEventLoop()
         guard activeReading === token else { return }
         activeReading = nil
@@ -415,14 +415,22 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
                                     context: "shutdown of \(peerDescription)"))
             return
         }
+        if let error = requestFIN(outcome: outcome) { outcome?.finish(error) }
+    }
+
+    /// Stops accepting writes and starts the `uv_shutdown` that sends FIN after the queued ones.
+    ///
+    /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
+    private func requestFIN(outcome: WriteOutcome?) -> UVError? {
         writesShutDown = true
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
             try request.start(stream)
-            shutdownPending = true
         } catch {
-            outcome?.finish(error)
+            return error
         }
+        shutdownPending = true
+        return nil
     }
 
     func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
@@ -472,14 +480,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             end(.closed)
             return
         }
-        writesShutDown = true
-        let request = ShutdownRequest(loop: loop, owner: self, outcome: nil)
-        do {
-            try request.start(stream)
-            shutdownPending = true
-        } catch {
-            end(.failed(error))
-        }
+        if let error = requestFIN(outcome: nil) { end(.failed(error)) }
     }
 
     /// Tells everyone waiting for the graceful close how it ended.
@@ -579,19 +580,4 @@ private let tcpStreamWriteCallback: uv_write_cb = { request, status in
     let write = Unmanaged<WriteRequest>.fromOpaque(data)
     write._withUnsafeGuaranteedRef { $0.didFinish() }
     Unmanaged<TCPStream>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
-}
-
-/// The disposable of one `bytes` subscription: stops reading for that subscriber.
-final class ReadingSubscription: LoopDisposable, @unchecked Sendable {
-    // `stream` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
-    private let stream: TCPStream
-    let disposedFlag = Atomic<Bool>(false)
-
-    init(stream: TCPStream) { self.stream = stream }
-
-    var loop: EventLoop { stream.loop }
-
-    func abandon() {
-        stream.stopReading(self)
-    }
 }

@@ -30,13 +30,7 @@ public enum ThreadPool {
                     return nil
                 }
                 let request = PoolWork(loop: loop, work: work, subscriber: subscriber)
-                do {
-                    try request.queue()
-                } catch {
-                    subscriber.sendError(error)
-                    return nil
-                }
-                return request
+                return LoopBinding.started(request, for: subscriber) { try request.queue() }
             }
         }.debugNamed("+ThreadPool.run")
     }
@@ -55,6 +49,27 @@ class PoolWorkBase: LoopRequest {
     final func queueOnPool(_ context: @autoclosure () -> String) throws(UVError) {
         let request = pointer(as: uv_work_t.self)
         try start(context()) { uv_queue_work(loop.uvLoop, request, poolWorkCallback, poolAfterWorkCallback) }
+    }
+}
+
+extension PoolWorkBase {
+    /// Ends `subscriber` with a pool job's result: libuv's error (`status` < 0, `ECANCELED` when
+    /// cancelled), else the value and completion, the job's error, or `ECANCELED` if it never ran.
+    final func deliver<Value>(_ outcome: Result<Value, any Error>?, status: Int32, to subscriber: Subscriber<Value>,
+                              context: String, notRun: String) {
+        if status < 0 {
+            subscriber.sendError(UVError(code: status, context: context))
+            return
+        }
+        switch outcome {
+        case .success(let value)?:
+            subscriber.sendNext(value)
+            subscriber.sendCompleted()
+        case .failure(let error)?:
+            subscriber.sendError(error)
+        case nil:
+            subscriber.sendError(UVError(code: UVError.cancelledCode, message: notRun, context: context))
+        }
     }
 }
 
@@ -90,19 +105,7 @@ final class PoolWork<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked 
         let outcome = self.outcome
         self.outcome = nil
         guard let subscriber else { return }
-        if status < 0 {
-            subscriber.sendError(UVError(code: status, context: "ThreadPool.run"))
-            return
-        }
-        switch outcome {
-        case .success(let value)?:
-            subscriber.sendNext(value)
-            subscriber.sendCompleted()
-        case .failure(let error)?:
-            subscriber.sendError(error)
-        case nil:
-            subscriber.sendError(UVError(code: UVError.cancelledCode, message: "the work did not run", context: "ThreadPool.run"))
-        }
+        deliver(outcome, status: status, to: subscriber, context: "ThreadPool.run", notRun: "the work did not run")
     }
 
     override func cancelForShutdown() {

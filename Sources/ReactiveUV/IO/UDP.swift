@@ -47,22 +47,11 @@ public enum UDP {
     ///
     /// Thread rule: safe from any thread.
     public static func bind(host: String = "127.0.0.1", port: Int = 0, on loop: EventLoop? = nil) -> Signal<UDPSocket> {
-        Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "UDP.bind") { loop in
-                let handle = UDPHandle(loop: loop)
-                handle.bind(host: host, port: port) { result in
-                    switch result {
-                    case .success:
-                        handle.onEnd = { error in
-                            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
-                        }
-                        subscriber.sendNext(UDPSocket(handle))
-                    case .failure(let error):
-                        subscriber.sendError(error)
-                    }
-                }
-                return UDPHandle.Disposer(handle)
+        boundSocketSignal("UDP.bind", host: host, port: port, on: loop) { handle, subscriber in
+            handle.onEnd = { error in
+                if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
             }
+            subscriber.sendNext(UDPSocket(handle))
         }.debugNamed("+UDP.bind(\(host):\(port))")
     }
 
@@ -76,21 +65,30 @@ public enum UDP {
     ///
     /// Thread rule: safe from any thread.
     public static func receive(host: String = "127.0.0.1", port: Int, on loop: EventLoop? = nil) -> Signal<Datagram> {
+        boundSocketSignal("UDP.receive", host: host, port: port, on: loop) { handle, subscriber in
+            handle.onEnd = { error in if let error { subscriber.sendError(error) } }
+            _ = handle.startReceiving(subscriber)
+        }.debugNamed("+UDP.receive(\(host):\(port))")
+    }
+
+    /// A signal that binds a socket per subscription, hands it to `bound` once bound (a bind
+    /// error ends the subscriber instead), and closes it when the subscription is disposed.
+    private static func boundSocketSignal<Value>(
+        _ what: String, host: String, port: Int, on loop: EventLoop?,
+        bound: @escaping (UDPHandle, Subscriber<Value>) -> Void
+    ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "UDP.receive") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let handle = UDPHandle(loop: loop)
                 handle.bind(host: host, port: port) { result in
                     switch result {
-                    case .success:
-                        handle.onEnd = { error in if let error { subscriber.sendError(error) } }
-                        _ = handle.startReceiving(subscriber)
-                    case .failure(let error):
-                        subscriber.sendError(error)
+                    case .success: bound(handle, subscriber)
+                    case .failure(let error): subscriber.sendError(error)
                     }
                 }
                 return UDPHandle.Disposer(handle)
             }
-        }.debugNamed("+UDP.receive(\(host):\(port))")
+        }
     }
 }
 
@@ -171,11 +169,11 @@ public final class UDPSocket: @unchecked Sendable {
 }
 
 /// The `uv_udp_t` behind a `UDPSocket`.
-final class UDPHandle: LoopHandle, @unchecked Sendable {
+final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
     private(set) var localAddress: SocketAddress?
     private var reader: Subscriber<Datagram>?
-    private var activeReading: UDPReading?
+    private var activeReading: ReaderToken<UDPHandle>?
     private var lookup: (any Disposable)?
     /// Told once when the socket ends: nil for a close, else the error.
     var onEnd: (((any Error)?) -> Void)?
@@ -235,13 +233,13 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
             return nil
         }
         reader = subscriber
-        let token = UDPReading(handle: self)
+        let token = ReaderToken(self)
         activeReading = token
         return token
     }
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
-    func stopReceiving(_ token: UDPReading) {
+    func stopReading(_ token: ReaderToken<UDPHandle>) {
         assertInEventLoop()
         guard isOpen, activeReading === token else { return }
         reader = nil
@@ -351,21 +349,6 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
             handle.onEnd = nil
             handle.end(nil)
         }
-    }
-}
-
-/// The disposable of one `datagrams` subscription: stops receiving for that subscriber.
-final class UDPReading: LoopDisposable, @unchecked Sendable {
-    // `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
-    private let handle: UDPHandle
-    let disposedFlag = Atomic<Bool>(false)
-
-    init(handle: UDPHandle) { self.handle = handle }
-
-    var loop: EventLoop { handle.loop }
-
-    func abandon() {
-        handle.stopReceiving(self)
     }
 }
 

@@ -18,18 +18,13 @@ extension Signal where Value == Int32 {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals") { loop in
                 let handles = CompoundDisposable()
-                for number in numbers {
-                    let handle = UnixSignalHandle(loop: loop, subscriber: subscriber)
-                    do {
-                        try handle.start(number)
+                return LoopBinding.started(handles, for: subscriber) {
+                    for number in numbers {
+                        let handle = UnixSignalHandle(loop: loop, subscriber: subscriber)
                         handles.add(handle)
-                    } catch {
-                        handles.dispose()
-                        subscriber.sendError(error)
-                        return nil
+                        try handle.start(number)
                     }
                 }
-                return handles
             }
         }.debugNamed("+unixSignals(\(numbers))")
     }

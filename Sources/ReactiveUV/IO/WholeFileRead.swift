@@ -198,22 +198,20 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
             return
         }
         state = .ended
-        if status < 0 {
-            if case .fifo(let descriptor)? = outcome { closeDescriptor(descriptor) }
-            subscriber.sendError(UVError(code: status, context: "read \(path)"))
-            return
-        }
+        let result: Result<[UInt8], any Error>?
         switch outcome {
-        case .contents(let contents)?:
-            subscriber.sendNext(contents)
-            subscriber.sendCompleted()
-        case .failed(let error)?:
-            subscriber.sendError(error)
         case .fifo(let descriptor)?:
-            readFIFO(descriptor, for: subscriber)
-        case nil:
-            subscriber.sendError(UVError(code: UVError.cancelledCode, message: "the read did not run", context: "read \(path)"))
+            guard status < 0 else {
+                readFIFO(descriptor, for: subscriber)
+                return
+            }
+            closeDescriptor(descriptor)
+            result = nil
+        case .contents(let contents)?: result = .success(contents)
+        case .failed(let error)?: result = .failure(error)
+        case nil: result = nil
         }
+        deliver(result, status: status, to: subscriber, context: "read \(path)", notRun: "the read did not run")
     }
 
     private func readFIFO(_ descriptor: Int32, for subscriber: Subscriber<[UInt8]>) {

@@ -1,0 +1,27 @@
+import Synchronization
+
+/// A source with one reader at a time (a TCP connection's bytes, a UDP socket's datagrams).
+protocol SingleReaderSource: AnyObject, Sendable {
+    /// The loop the source lives on.
+    var loop: EventLoop { get }
+    /// Stops reading for the reader `token` was handed to; a later reader's token is left alone. Loop thread only.
+    func stopReading(_ token: ReaderToken<Self>)
+}
+
+/// The disposable of one reader's subscription: disposing it (from any thread) stops reading for that reader.
+///
+/// The source compares tokens by identity, so disposing the token of a reader that
+/// has already been replaced does not stop the reader after it.
+final class ReaderToken<Source: SingleReaderSource>: LoopDisposable, @unchecked Sendable {
+    // `source` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
+    private let source: Source
+    let disposedFlag = Atomic<Bool>(false)
+
+    init(_ source: Source) { self.source = source }
+
+    var loop: EventLoop { source.loop }
+
+    func abandon() {
+        source.stopReading(self)
+    }
+}
