@@ -25,3 +25,34 @@ final class ReaderToken<Source: SingleReaderSource>: LoopDisposable, @unchecked 
         source.stopReading(self)
     }
 }
+
+/// A single-reader source's reader and the token handed to it, changed together.
+///
+/// Thread rule: loop thread only (a field of its source).
+struct ReaderSlot<Value, Source: SingleReaderSource> {
+    /// The current reader; nil when nobody reads.
+    private(set) var reader: Subscriber<Value>?
+    private var token: ReaderToken<Source>?
+
+    init() {}
+
+    /// Makes `reader` the reader of `source` and returns the token for its subscription's disposable.
+    mutating func fill(_ reader: Subscriber<Value>, of source: Source) -> ReaderToken<Source> {
+        let token = ReaderToken(source)
+        self.reader = reader
+        self.token = token
+        return token
+    }
+
+    /// Whether `token` belongs to the current reader (a replaced reader's token does not).
+    func isCurrent(_ token: ReaderToken<Source>) -> Bool { self.token === token }
+
+    /// Empties the slot and returns the reader it held (to be told the end, or not).
+    @discardableResult
+    mutating func take() -> Subscriber<Value>? {
+        let reader = self.reader
+        self.reader = nil
+        token = nil
+        return reader
+    }
+}

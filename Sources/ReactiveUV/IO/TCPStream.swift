@@ -45,8 +45,8 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
     weak var owner: (any TCPStreamOwner)?
     private(set) var localAddress: SocketAddress?
     private(set) var peerAddress: SocketAddress?
-    @exclusivity(unchecked) private var reader: Subscriber<[UInt8]>?
-    @exclusivity(unchecked) private var activeReading: ReaderToken<TCPStream>?
+    /// The `bytes` reader and its token.
+    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], TCPStream>()
     @exclusivity(unchecked) private var input = Input.idle
     @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
@@ -162,7 +162,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
             }
             return nil
         }
-        guard reader == nil else {
+        guard readers.reader == nil else {
             subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
                                          message: "the connection's bytes already have a subscriber: a byte stream has one reader at a time",
                                          context: "TCPConnection.bytes of \(peerDescription)"))
@@ -171,10 +171,10 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         writeBackpressure = options.limits.pausesReading && queuedWriteByteCount > options.limits.highWaterMark
         consumerPaused = false
         input = .paused
-        reader = subscriber
+        let token = readers.fill(subscriber, of: self)
         readerIsHome = subscriber.homeIdentity == loopIdentity
         if let error = updateReading() {
-            reader = nil
+            readers.take()
             input = .idle
             subscriber.sendError(error)
             return nil
@@ -184,13 +184,11 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        let token = ReaderToken(self)
-        activeReading = token
         return token
     }
 
     private func setConsumerPaused(_ paused: Bool) {
-        guard reader != nil else { return }
+        guard readers.reader != nil else { return }
         consumerPaused = paused
         updateReading()
     }
@@ -198,7 +196,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
     /// Starts or stops libuv's reading to match the reader and both pause reasons.
     @discardableResult
     private func updateReading() -> UVError? {
-        guard isOpen, reader != nil, input == .reading || input == .paused else { return nil }
+        guard isOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
         let shouldRead = !writeBackpressure && !consumerPaused
         if shouldRead && input == .paused {
             do {
@@ -217,9 +215,8 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
     func stopReading(_ token: ReaderToken<TCPStream>) {
         assertInEventLoop()
-        guard activeReading === token else { return }
-        activeReading = nil
-        reader = nil
+        guard readers.isCurrent(token) else { return }
+        readers.take()
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         if input != .ended { input = .idle }
         consumerPaused = false
@@ -256,13 +253,13 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
                 var filled = bulkChunk
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
-                if let reader { deliver(filled, to: reader) }
+                if let reader = readers.reader { deliver(filled, to: reader) }
             } else if readerIsHome, count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
                 // and a refill here (a reader elsewhere gets a fresh array per read, as before).
-                if let reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
-            } else if let reader {
+                if let reader = readers.reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
+            } else if let reader = readers.reader {
                 deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
         } else if count == endOfFileCode {
@@ -270,10 +267,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
             input = .ended
             bulkChunk = []
             spareChunk = []
-            let reader = self.reader
-            self.reader = nil
-            activeReading = nil
-            reader?.sendCompleted()
+            readers.take()?.sendCompleted()
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
@@ -468,10 +462,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         // Nothing more is read: the reader ends now, as with an immediate close.
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         input = .ended
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
-        reader?.sendCompleted()
+        readers.take()?.sendCompleted()
         guard isOpen else { return }  // the reader's completion may have closed the connection
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
         if writesShutDown {
@@ -502,9 +493,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         guard isOpen else { return }
         endReason = reason
         resetOnClose = reset
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
+        let reader = readers.take()
         let owner = self.owner
         self.owner = nil
         close()
@@ -551,7 +540,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         writePoolCount = 0
         bulkChunk = []
         spareChunk = []
-        reader = nil
+        readers.take()
         owner = nil
     }
 }

@@ -172,8 +172,8 @@ public final class UDPSocket: @unchecked Sendable {
 final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
     private(set) var localAddress: SocketAddress?
-    private var reader: Subscriber<Datagram>?
-    private var activeReading: ReaderToken<UDPHandle>?
+    /// The `datagrams` reader and its token.
+    private var readers = ReaderSlot<Datagram, UDPHandle>()
     private var lookup: (any Disposable)?
     /// Told once when the socket ends: nil for a close, else the error.
     var onEnd: (((any Error)?) -> Void)?
@@ -221,7 +221,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             subscriber.sendCompleted()
             return nil
         }
-        guard reader == nil else {
+        guard readers.reader == nil else {
             subscriber.sendError(UVError(code: UV_EBUSY.rawValue, message: "the socket's datagrams already have a subscriber",
                                          context: "UDPSocket.datagrams on \(localAddress?.description ?? "?")"))
             return nil
@@ -232,18 +232,14 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             subscriber.sendError(error)
             return nil
         }
-        reader = subscriber
-        let token = ReaderToken(self)
-        activeReading = token
-        return token
+        return readers.fill(subscriber, of: self)
     }
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
     func stopReading(_ token: ReaderToken<UDPHandle>) {
         assertInEventLoop()
-        guard isOpen, activeReading === token else { return }
-        reader = nil
-        activeReading = nil
+        guard isOpen, readers.isCurrent(token) else { return }
+        readers.take()
         uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
     }
 
@@ -257,7 +253,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         let datagram = Datagram(bytes: ReadBuffer.copy(buffer?.pointee.base, count: count),
                                 sender: address.flatMap { SocketAddress($0) },
                                 truncated: flags & UInt32(UV_UDP_PARTIAL.rawValue) != 0)
-        reader?.sendNext(datagram)
+        readers.reader?.sendNext(datagram)
     }
 
     func send(_ bytes: [UInt8], to address: SocketAddress, outcome: WriteOutcome) {
@@ -315,11 +311,10 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         lookup?.dispose()
         lookup = nil
         guard isOpen else { return }
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
+        // The owner and the reader are told after the handle started closing.
         let onEnd = self.onEnd
         self.onEnd = nil
+        let reader = readers.take()
         close()
         if let error { reader?.sendError(error) } else { reader?.sendCompleted() }
         onEnd?(error)
@@ -330,7 +325,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     }
 
     override func didClose() {
-        reader = nil
+        readers.take()
         onEnd = nil
     }
 
