@@ -59,6 +59,7 @@ enum HostResolution {
         on loop: EventLoop,
         _ completion: @escaping (Result<[SocketAddress], any Error>) -> Void
     ) -> (any Disposable)? {
+        loop.assertInEventLoop("HostResolution.resolve(\(host))")
         guard (0...65_535).contains(port) else {
             completion(.failure(UVError(code: UVError.invalidArgumentCode, message: "port must be in 0...65535, got \(port)",
                                         context: "resolving \(host)")))
@@ -84,12 +85,12 @@ enum HostResolution {
 }
 
 /// One `uv_getaddrinfo` request.
-final class AddressLookup: LoopRequest, Disposable, @unchecked Sendable {
-    // `completion` is loop thread only (`dispose()` hops there); `disposed` is atomic; the rest is immutable.
+final class AddressLookup: LoopRequest, LoopDisposable, @unchecked Sendable {
+    // `completion` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic; the rest is immutable.
     private let host: String
     private let port: Int
     private var completion: ((Result<[SocketAddress], any Error>) -> Void)?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, completion: @escaping (Result<[SocketAddress], any Error>) -> Void) {
         self.host = host
@@ -144,22 +145,10 @@ final class AddressLookup: LoopRequest, Disposable, @unchecked Sendable {
         completion?(.failure(EventLoopError.shutDown(loop: loop.name)))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the lookup was already cancelled, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
-    private func abandon() {
+    func abandon() {
         completion = nil
         cancel()
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let addressLookupCallback: uv_getaddrinfo_cb = { request, status, result in

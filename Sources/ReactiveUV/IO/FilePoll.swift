@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 
 /// A change seen by a stat-polling file watch: the status before and after.
 ///
@@ -56,31 +55,22 @@ extension FileWatch {
             }
             return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll") { loop in
                 let handle = FilePollHandle(loop: loop, path: path, subscriber: subscriber)
-                do {
-                    try handle.start(interval: interval)
-                } catch {
-                    subscriber.sendError(error)
-                    return nil
-                }
-                return handle
+                return LoopBinding.started(handle, for: subscriber) { try handle.start(interval: interval) }
             }
         }.debugNamed("+FileWatch.poll(\(path))")
     }
 }
 
 /// One `uv_fs_poll_t` feeding a subscriber.
-final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
-    // `subscriber` and `last` are loop thread only (`dispose()` hops there); `disposed` is atomic; `path` is immutable.
+final class FilePollHandle: SubscriberHandle<FileStatusChange>, @unchecked Sendable {
+    // `last` is loop thread only, like the rest of the handle (see `SubscriberHandle`); `path` is immutable.
     private let path: String
-    private var subscriber: Subscriber<FileStatusChange>?
     /// The status last reported (or found at the start); nil while the path does not exist.
     private var last: FileStatus?
-    private let disposed = Atomic<Bool>(false)
 
     init(loop: EventLoop, path: String, subscriber: Subscriber<FileStatusChange>) {
         self.path = path
-        self.subscriber = subscriber
-        super.init(loop: loop, byteCount: uv_handle_size(UV_FS_POLL))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_FS_POLL), subscriber: subscriber)
     }
 
     override var label: String { "fs_poll on \(path) from FileWatch.poll" }
@@ -106,9 +96,7 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
     fileprivate func deliver(status: Int32, current: UnsafePointer<uv_stat_t>?) {
         if status < 0 {
             guard status == UV_ENOENT.rawValue || status == UV_ENOTDIR.rawValue else {
-                let subscriber = self.subscriber
-                close()
-                subscriber?.sendError(UVError(code: status, context: "poll \(path)"))
+                fail(UVError(code: status, context: "poll \(path)"))
                 return
             }
             guard let previous = last else { return }
@@ -125,26 +113,6 @@ final class FilePollHandle: LoopHandle, Disposable, @unchecked Sendable {
     override func willClose() {
         uvCheckReporting(uv_fs_poll_stop(pointer(as: uv_fs_poll_t.self)), "uv_fs_poll_stop")
     }
-
-    override func closeForShutdown() {
-        let subscriber = self.subscriber
-        close()
-        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() { subscriber = nil }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            close()
-        } else {
-            // After shutdown the handle is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in close() }
-        }
-    }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let filePollCallback: uv_fs_poll_cb = { handle, status, _, current in

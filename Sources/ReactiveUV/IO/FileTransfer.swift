@@ -7,8 +7,8 @@ import Musl
 #endif
 
 /// One `Files.chunks` or `Files.write` subscription: open, read or write step by step, close.
-final class FileTransfer: Disposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+final class FileTransfer: LoopDisposable, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     enum Mode {
         case stream(chunkSize: Int)
         case write(WriteBytes, append: Bool, largestRequest: Int)
@@ -18,7 +18,7 @@ final class FileTransfer: Disposable, @unchecked Sendable {
     /// (`uv_buf_init`), and Linux writes at most 2 GiB − 4 KiB per call anyway.
     static let largestWriteRequest = 1 << 30
 
-    private let loop: EventLoop
+    let loop: EventLoop
     private let path: String
     private let mode: Mode
     /// Receives each chunk read; nil once the transfer ended or was disposed.
@@ -32,7 +32,7 @@ final class FileTransfer: Disposable, @unchecked Sendable {
     private var buffer: UnsafeMutableRawPointer?
     private var bufferSize = 0
     private var written = 0
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     /// A transfer that reads into `subscriber`.
     convenience init(loop: EventLoop, path: String, mode: Mode, subscriber: Subscriber<[UInt8]>) {
@@ -234,32 +234,24 @@ final class FileTransfer: Disposable, @unchecked Sendable {
         }
         fifo?.stop()
         fifo = nil
+        tellEnd(error)
+    }
+
+    /// A pending request's `cancelForShutdown` (which cancels it): the subscriber learns the loop went away.
+    private func shutDown() {
+        tellEnd(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    /// Drops the closures, then tells the subscriber how the transfer ended (once).
+    private func tellEnd(_ error: (any Error)?) {
         let end = self.end
         self.end = nil
         deliver = nil
         end?(error)
     }
 
-    /// A pending request's `cancelForShutdown` (which cancels it): the subscriber learns the loop went away.
-    private func shutDown() {
-        let end = self.end
-        self.end = nil
-        deliver = nil
-        end?(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the pending request was cancelled and the file closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
     /// Stops: a pending request is cancelled if it has not started; its callback closes the file.
-    private func abandon() {
+    func abandon() {
         end = nil
         deliver = nil
         if let request {
@@ -268,8 +260,6 @@ final class FileTransfer: Disposable, @unchecked Sendable {
             finish(nil)
         }
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 /// One `uv_fs_t` with a completion closure.

@@ -111,14 +111,7 @@ public enum FileWatch {
             LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
                 let session = FileWatchSession(loop: loop, root: path, recursive: recursive, followSymlinks: followSymlinks,
                                                subscriber: subscriber)
-                do {
-                    try session.start()
-                } catch {
-                    session.dispose()
-                    subscriber.sendError(error)
-                    return nil
-                }
-                return session
+                return LoopBinding.started(session, for: subscriber) { try session.start() }
             }
         }.debugNamed("+FileWatch.changes(\(path))")
     }

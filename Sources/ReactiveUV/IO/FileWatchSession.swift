@@ -18,8 +18,8 @@ struct FileID: Hashable {
 /// The kernel gives one watch descriptor per device and inode in an instance,
 /// so comparing descriptors compares inodes: a directory re-created under a
 /// watched name gets a new descriptor and replaces the dead watch.
-final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private enum State {
         case starting
         case watching
@@ -37,7 +37,7 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
     /// How long a watched file's name may stay gone (an editor's save between two renames) before the watch ends.
     static let replacementGrace: Duration = .milliseconds(100)
 
-    private let loop: EventLoop
+    let loop: EventLoop
     private let root: String
     private let recursive: Bool
     private let followSymlinks: Bool
@@ -52,7 +52,7 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
     private var rootIsDirectory = false
     /// For a watched file: the descriptor and identity of the file that has the name now.
     private var file: (descriptor: Int32, id: FileID)?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, root: String, recursive: Bool, followSymlinks: Bool, subscriber: Subscriber<FileEvent>) {
         self.loop = loop
@@ -363,13 +363,14 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
     // MARK: - Ending
 
     private func fail(_ error: any Error) {
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendError(error)
+        closeAll()?.sendError(error)
     }
 
-    private func closeAll() {
-        subscriber = nil
+    /// Removes every watch and lets go of the subscriber, which it returns (to be told why, or not).
+    @discardableResult
+    private func closeAll() -> Subscriber<FileEvent>? {
+        let subscriber = self.subscriber
+        self.subscriber = nil
         if case .awaitingName(let timer) = state { timer?.dispose() }
         state = .ended
         let open = Array(watches.keys)
@@ -381,17 +382,10 @@ final class FileWatchSession: InotifyOwner, Disposable, @unchecked Sendable {
             hub.closeIfUnused()
         }
         hub = nil
+        return subscriber
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            closeAll()
-        } else {
-            // After shutdown every watch is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in closeAll() }
-        }
+    func abandon() {
+        closeAll()
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }

@@ -42,4 +42,18 @@ enum LoopBinding {
         }
         return result
     }
+
+    /// Runs `start` for a source just made on the loop thread; returns the source, or nil after
+    /// a failure, which disposes the source and ends `subscriber` with the error.
+    static func started<Value>(_ source: any Disposable, for subscriber: Subscriber<Value>,
+                               _ start: () throws -> Void) -> (any Disposable)? {
+        do {
+            try start()
+        } catch {
+            source.dispose()
+            subscriber.sendError(error)
+            return nil
+        }
+        return source
+    }
 }

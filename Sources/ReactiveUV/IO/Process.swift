@@ -111,9 +111,9 @@ public enum ChildProcess {
 }
 
 /// One running child: its process handle, its pipes, and the subscriber.
-final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
-    private let loop: EventLoop
+final class ProcessSession: LoopDisposable, StreamWriteOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
+    let loop: EventLoop
     private let executable: String
     private let killGrace: Duration
     private var subscriber: Subscriber<ProcessOutput>?
@@ -123,7 +123,7 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
     private var standardError: PipeHandle?
     private var exit: ProcessExit?
     private var killTimer: (any Disposable)?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, executable: String, killGrace: Duration, subscriber: Subscriber<ProcessOutput>) {
         _ = ignoreBrokenPipeSignalOnce
@@ -234,24 +234,23 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
     /// Completes once the child has exited and both pipes reached EOF.
     private func finishIfDone() {
         guard exit != nil, standardOutput?.isOpen != true, standardError?.isOpen != true else { return }
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendCompleted()
+        closeAll()?.sendCompleted()
     }
 
     private func finish(_ error: any Error) {
-        let subscriber = self.subscriber
-        closeAll()
-        subscriber?.sendError(error)
+        closeAll()?.sendError(error)
     }
 
-    private func closeAll() {
-        subscriber = nil
+    /// Closes the pipes and the process handle and lets go of the subscriber, which it returns (to be told the end).
+    private func closeAll() -> Subscriber<ProcessOutput>? {
+        let subscriber = self.subscriber
+        self.subscriber = nil
         for pipe in [standardInput, standardOutput, standardError] { pipe?.close() }
         process?.close()
         process = nil
         killTimer?.dispose()
         killTimer = nil
+        return subscriber
     }
 
     func writeDidFinish(_ request: WriteRequest, status: Int32) {
@@ -267,18 +266,8 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
         finish(EventLoopError.shutDown(loop: loop.name))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the child was killed and everything closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
     /// Stops listening; a child still running gets SIGTERM now and SIGKILL after the grace period.
-    private func abandon() {
+    func abandon() {
         subscriber = nil
         for pipe in [standardInput, standardOutput, standardError] { pipe?.close() }
         guard let process, process.isOpen else { return }
@@ -293,8 +282,6 @@ final class ProcessSession: Disposable, StreamWriteOwner, @unchecked Sendable {
             self.process?.kill(SIGKILL)
         }
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 /// The `uv_process_t` of a child.

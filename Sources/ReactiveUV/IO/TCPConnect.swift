@@ -42,9 +42,9 @@ public enum TCP {
 }
 
 /// One `TCP.connect` subscription: resolve, try each address, then own the connection.
-final class TCPConnectAttempt: Disposable, TCPStreamOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
-    private let loop: EventLoop
+final class TCPConnectAttempt: LoopDisposable, TCPStreamOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
+    let loop: EventLoop
     private let host: String
     private let port: Int
     private let options: TCPOptions
@@ -56,7 +56,7 @@ final class TCPConnectAttempt: Disposable, TCPStreamOwner, @unchecked Sendable {
     private var lastError: (any Error)?
     private var stream: TCPStream?
     private var connected = false
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, options: TCPOptions, subscriber: Subscriber<TCPConnection>) {
         self.loop = loop
@@ -163,21 +163,10 @@ final class TCPConnectAttempt: Disposable, TCPStreamOwner, @unchecked Sendable {
         stream?.end(.closed)
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            subscriber = nil
-            release()
-        } else {
-            // After shutdown everything is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in
-                subscriber = nil
-                release()
-            }
-        }
+    func abandon() {
+        subscriber = nil
+        release()
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 /// One `uv_connect_t`.

@@ -40,16 +40,9 @@ public enum TCPServer {
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil
     ) -> Signal<TCPConnection> {
-        Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "TCPServer.listen") { loop in
-                let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
-                                           onListening: nil,
-                                           onAccepted: { subscriber.sendNext($0) },
-                                           onRefused: nil,
-                                           onError: { subscriber.sendError($0) })
-                listener.start()
-                return listener
-            }
+        listenerSignal("TCPServer.listen", host: host, port: port, backlog: backlog, options: options, on: loop) { event, subscriber in
+            // `listen` sends the connections only.
+            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
         }.debugNamed("+TCPServer.listen(\(host):\(port))")
     }
 
@@ -71,48 +64,51 @@ public enum TCPServer {
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil
     ) -> Signal<Event> {
+        listenerSignal("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop) { event, subscriber in
+            subscriber.sendNext(event)
+        }.debugNamed("+TCPServer.serve(\(host):\(port))")
+    }
+
+    /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
+    private static func listenerSignal<Value>(
+        _ what: String, host: String, port: Int, backlog: Int32, options: TCPOptions, on loop: EventLoop?,
+        send: @escaping (Event, Subscriber<Value>) -> Void
+    ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "TCPServer.serve") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
-                                           onListening: { subscriber.sendNext(.listening($0)) },
-                                           onAccepted: { subscriber.sendNext(.accepted($0)) },
-                                           onRefused: { subscriber.sendNext(.refused(peer: $0, open: $1)) },
+                                           onEvent: { send($0, subscriber) },
                                            onError: { subscriber.sendError($0) })
                 listener.start()
                 return listener
             }
-        }.debugNamed("+TCPServer.serve(\(host):\(port))")
+        }
     }
 }
 
 /// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
-final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposed`.
+final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private let host: String
     private let port: Int
     private let backlog: Int32
     private let options: TCPOptions
-    private var onListening: ((SocketAddress) -> Void)?
-    private var onAccepted: ((TCPConnection) -> Void)?
-    private var onRefused: ((SocketAddress?, Int) -> Void)?
+    /// Told `.listening`, then each `.accepted` and `.refused`; nil once the listener ended.
+    private var onEvent: ((TCPServer.Event) -> Void)?
     private var onError: ((any Error) -> Void)?
     private var lookup: (any Disposable)?
     private var address: SocketAddress?
     private var connections: [ObjectIdentifier: TCPStream] = [:]
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
-         onListening: ((SocketAddress) -> Void)?,
-         onAccepted: @escaping (TCPConnection) -> Void,
-         onRefused: ((SocketAddress?, Int) -> Void)?,
+         onEvent: @escaping (TCPServer.Event) -> Void,
          onError: @escaping (any Error) -> Void) {
         self.host = host
         self.port = port
         self.backlog = backlog
         self.options = options
-        self.onListening = onListening
-        self.onAccepted = onAccepted
-        self.onRefused = onRefused
+        self.onEvent = onEvent
         self.onError = onError
         super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
     }
@@ -151,7 +147,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
         }
         let bound = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) } ?? address
         self.address = bound
-        onListening?(bound)
+        onEvent?(.listening(bound))
     }
 
     fileprivate func accept(status: Int32) {
@@ -172,12 +168,12 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
             // the server keeps no TIME_WAIT state for it.
             let peer = stream.peerAddress
             stream.end(.closed, reset: true)
-            onRefused?(peer, connections.count)
+            onEvent?(.refused(peer: peer, open: connections.count))
             return
         }
         stream.owner = self
         connections[ObjectIdentifier(stream)] = stream
-        onAccepted?(TCPConnection(stream))
+        onEvent?(.accepted(TCPConnection(stream)))
     }
 
     func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason) {
@@ -192,9 +188,7 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
 
     /// Closes the socket and every connection it accepted.
     private func shutDown(connectionsEnd reason: TCPStream.EndReason) {
-        onListening = nil
-        onAccepted = nil
-        onRefused = nil
+        onEvent = nil
         onError = nil
         lookup?.dispose()
         lookup = nil
@@ -211,23 +205,13 @@ final class TCPListener: LoopHandle, Disposable, TCPStreamOwner, @unchecked Send
     }
 
     override func didClose() {
-        onListening = nil
-        onAccepted = nil
-        onRefused = nil
+        onEvent = nil
         onError = nil
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            shutDown(connectionsEnd: .closed)
-        } else {
-            // After shutdown everything is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in shutDown(connectionsEnd: .closed) }
-        }
+    func abandon() {
+        shutDown(connectionsEnd: .closed)
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let tcpListenerConnectionCallback: uv_connection_cb = { server, status in

@@ -18,7 +18,7 @@ protocol TCPStreamOwner: AnyObject {
 /// Reads go into the loop's shared `ReadBuffer` and are copied out once per
 /// chunk (into a recycled array while the reader lets go of each chunk);
 /// writes use pooled requests and point libuv at the caller's array.
-final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
+final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (TCPConnection hops there first), except `options` and
     // `origin` (immutable) and the addresses (written before the connection is handed out).
 
@@ -45,8 +45,8 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     weak var owner: (any TCPStreamOwner)?
     private(set) var localAddress: SocketAddress?
     private(set) var peerAddress: SocketAddress?
-    @exclusivity(unchecked) private var reader: Subscriber<[UInt8]>?
-    @exclusivity(unchecked) private var activeReading: ReadingSubscription?
+    /// The `bytes` reader and its token.
+    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], TCPStream>()
     @exclusivity(unchecked) private var input = Input.idle
     @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
@@ -126,11 +126,13 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
 
     func setNoDelay(_ enabled: Bool) throws(UVError) {
+        assertInEventLoop()
         guard isOpen else { throw closedError("setNoDelay") }
         try uvCheck(uv_tcp_nodelay(tcp, enabled ? 1 : 0), "uv_tcp_nodelay")
     }
 
     func setKeepAlive(_ delay: Duration?) throws(UVError) {
+        assertInEventLoop()
         guard isOpen else { throw closedError("setKeepAlive") }
         try uvCheck(uv_tcp_keepalive(tcp, delay == nil ? 0 : 1, delay.map(keepAliveSeconds) ?? 0), "uv_tcp_keepalive")
     }
@@ -147,6 +149,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
     func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        assertInEventLoop()
         if input == .ended {
             subscriber.sendCompleted()
             return nil
@@ -159,7 +162,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             }
             return nil
         }
-        guard reader == nil else {
+        guard readers.reader == nil else {
             subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
                                          message: "the connection's bytes already have a subscriber: a byte stream has one reader at a time",
                                          context: "TCPConnection.bytes of \(peerDescription)"))
@@ -168,10 +171,10 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         writeBackpressure = options.limits.pausesReading && queuedWriteByteCount > options.limits.highWaterMark
         consumerPaused = false
         input = .paused
-        reader = subscriber
+        let token = readers.fill(subscriber, of: self)
         readerIsHome = subscriber.homeIdentity == loopIdentity
         if let error = updateReading() {
-            reader = nil
+            readers.take()
             input = .idle
             subscriber.sendError(error)
             return nil
@@ -181,13 +184,11 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        let token = ReadingSubscription(stream: self)
-        activeReading = token
         return token
     }
 
     private func setConsumerPaused(_ paused: Bool) {
-        guard reader != nil else { return }
+        guard readers.reader != nil else { return }
         consumerPaused = paused
         updateReading()
     }
@@ -195,7 +196,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// Starts or stops libuv's reading to match the reader and both pause reasons.
     @discardableResult
     private func updateReading() -> UVError? {
-        guard isOpen, reader != nil, input == .reading || input == .paused else { return nil }
+        guard isOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
         let shouldRead = !writeBackpressure && !consumerPaused
         if shouldRead && input == .paused {
             do {
@@ -212,10 +213,10 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     }
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
-    func stopReading(_ token: ReadingSubscription) {
-        guard activeReading === token else { return }
-        activeReading = nil
-        reader = nil
+    func stopReading(_ token: ReaderToken<TCPStream>) {
+        assertInEventLoop()
+        guard readers.isCurrent(token) else { return }
+        readers.take()
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         if input != .ended { input = .idle }
         consumerPaused = false
@@ -252,13 +253,13 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
                 var filled = bulkChunk
                 bulkChunk = []
                 filled.removeLast(filled.count - count)
-                if let reader { deliver(filled, to: reader) }
+                if let reader = readers.reader { deliver(filled, to: reader) }
             } else if readerIsHome, count <= TCPStream.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
                 // and a refill here (a reader elsewhere gets a fresh array per read, as before).
-                if let reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
-            } else if let reader {
+                if let reader = readers.reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
+            } else if let reader = readers.reader {
                 deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
         } else if count == endOfFileCode {
@@ -266,10 +267,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             input = .ended
             bulkChunk = []
             spareChunk = []
-            let reader = self.reader
-            self.reader = nil
-            activeReading = nil
-            reader?.sendCompleted()
+            readers.take()?.sendCompleted()
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
@@ -321,6 +319,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
     func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        assertInEventLoop()
         guard isOpen, !writesShutDown else {
             let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
@@ -403,20 +402,29 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
     func shutdownWrites(outcome: WriteOutcome?) {
+        assertInEventLoop()
         guard isOpen, !writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
                                     message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
                                     context: "shutdown of \(peerDescription)"))
             return
         }
+        if let error = requestFIN(outcome: outcome) { outcome?.finish(error) }
+    }
+
+    /// Stops accepting writes and starts the `uv_shutdown` that sends FIN after the queued ones.
+    ///
+    /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
+    private func requestFIN(outcome: WriteOutcome?) -> UVError? {
         writesShutDown = true
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
             try request.start(stream)
-            shutdownPending = true
         } catch {
-            outcome?.finish(error)
+            return error
         }
+        shutdownPending = true
+        return nil
     }
 
     func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
@@ -439,6 +447,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     /// A connection already closed (or ending) answers at once: nil when it was closed,
     /// the error when it failed.
     func closeWhenFlushed(outcome: WriteOutcome?) {
+        assertInEventLoop()
         guard isOpen else {
             switch endReason {
             case .failed(let error)?: outcome?.finish(error)
@@ -453,10 +462,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         // Nothing more is read: the reader ends now, as with an immediate close.
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         input = .ended
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
-        reader?.sendCompleted()
+        readers.take()?.sendCompleted()
         guard isOpen else { return }  // the reader's completion may have closed the connection
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
         if writesShutDown {
@@ -465,14 +471,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
             end(.closed)
             return
         }
-        writesShutDown = true
-        let request = ShutdownRequest(loop: loop, owner: self, outcome: nil)
-        do {
-            try request.start(stream)
-            shutdownPending = true
-        } catch {
-            end(.failed(error))
-        }
+        if let error = requestFIN(outcome: nil) { end(.failed(error)) }
     }
 
     /// Tells everyone waiting for the graceful close how it ended.
@@ -490,12 +489,11 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
     ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
     ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
     func end(_ reason: EndReason, reset: Bool = false) {
+        assertInEventLoop()
         guard isOpen else { return }
         endReason = reason
         resetOnClose = reset
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
+        let reader = readers.take()
         let owner = self.owner
         self.owner = nil
         close()
@@ -542,7 +540,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, @unchecked Sendable {
         writePoolCount = 0
         bulkChunk = []
         spareChunk = []
-        reader = nil
+        readers.take()
         owner = nil
     }
 }
@@ -571,25 +569,4 @@ private let tcpStreamWriteCallback: uv_write_cb = { request, status in
     let write = Unmanaged<WriteRequest>.fromOpaque(data)
     write._withUnsafeGuaranteedRef { $0.didFinish() }
     Unmanaged<TCPStream>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
-}
-
-/// The disposable of one `bytes` subscription: stops reading for that subscriber.
-final class ReadingSubscription: Disposable, @unchecked Sendable {
-    // `stream` is immutable (its state is touched on its loop only); `disposed` is atomic.
-    private let stream: TCPStream
-    private let disposed = Atomic<Bool>(false)
-
-    init(stream: TCPStream) { self.stream = stream }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if stream.loop.inEventLoop {
-            stream.stopReading(self)
-        } else {
-            // After shutdown the stream is closed, so a refused hop loses nothing.
-            _ = stream.loop.enqueue { [self] in stream.stopReading(self) }
-        }
-    }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }

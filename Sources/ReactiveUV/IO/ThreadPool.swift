@@ -30,13 +30,7 @@ public enum ThreadPool {
                     return nil
                 }
                 let request = PoolWork(loop: loop, work: work, subscriber: subscriber)
-                do {
-                    try request.queue()
-                } catch {
-                    subscriber.sendError(error)
-                    return nil
-                }
-                return request
+                return LoopBinding.started(request, for: subscriber) { try request.queue() }
             }
         }.debugNamed("+ThreadPool.run")
     }
@@ -58,15 +52,36 @@ class PoolWorkBase: LoopRequest {
     }
 }
 
+extension PoolWorkBase {
+    /// Ends `subscriber` with a pool job's result: libuv's error (`status` < 0, `ECANCELED` when
+    /// cancelled), else the value and completion, the job's error, or `ECANCELED` if it never ran.
+    final func deliver<Value>(_ outcome: Result<Value, any Error>?, status: Int32, to subscriber: Subscriber<Value>,
+                              context: String, notRun: String) {
+        if status < 0 {
+            subscriber.sendError(UVError(code: status, context: context))
+            return
+        }
+        switch outcome {
+        case .success(let value)?:
+            subscriber.sendNext(value)
+            subscriber.sendCompleted()
+        case .failure(let error)?:
+            subscriber.sendError(error)
+        case nil:
+            subscriber.sendError(UVError(code: UVError.cancelledCode, message: notRun, context: context))
+        }
+    }
+}
+
 /// One `uv_work_t` running a closure and delivering its result.
-final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Sendable {
+final class PoolWork<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked Sendable {
     // `work` is immutable. `outcome` is written on the pool thread and read on the loop thread after
     // libuv hands the request back (its queue mutex orders the two). `subscriber` is loop thread only
-    // (`dispose()` hops there); `disposed` is atomic.
+    // (`dispose()` hops there); `disposedFlag` is atomic.
     private let work: @Sendable () throws -> Value
     private var outcome: Result<Value, any Error>?
     private var subscriber: Subscriber<Value>?
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, work: @escaping @Sendable () throws -> Value, subscriber: Subscriber<Value>) {
         self.work = work
@@ -90,19 +105,7 @@ final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Send
         let outcome = self.outcome
         self.outcome = nil
         guard let subscriber else { return }
-        if status < 0 {
-            subscriber.sendError(UVError(code: status, context: "ThreadPool.run"))
-            return
-        }
-        switch outcome {
-        case .success(let value)?:
-            subscriber.sendNext(value)
-            subscriber.sendCompleted()
-        case .failure(let error)?:
-            subscriber.sendError(error)
-        case nil:
-            subscriber.sendError(UVError(code: UVError.cancelledCode, message: "the work did not run", context: "ThreadPool.run"))
-        }
+        deliver(outcome, status: status, to: subscriber, context: "ThreadPool.run", notRun: "the work did not run")
     }
 
     override func cancelForShutdown() {
@@ -112,22 +115,10 @@ final class PoolWork<Value: Sendable>: PoolWorkBase, Disposable, @unchecked Send
         subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the work was cancelled or finished, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
-    private func abandon() {
+    func abandon() {
         subscriber = nil
         cancel()
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let poolWorkCallback: uv_work_cb = { request in

@@ -47,22 +47,11 @@ public enum UDP {
     ///
     /// Thread rule: safe from any thread.
     public static func bind(host: String = "127.0.0.1", port: Int = 0, on loop: EventLoop? = nil) -> Signal<UDPSocket> {
-        Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "UDP.bind") { loop in
-                let handle = UDPHandle(loop: loop)
-                handle.bind(host: host, port: port) { result in
-                    switch result {
-                    case .success:
-                        handle.onEnd = { error in
-                            if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
-                        }
-                        subscriber.sendNext(UDPSocket(handle))
-                    case .failure(let error):
-                        subscriber.sendError(error)
-                    }
-                }
-                return UDPHandle.Disposer(handle)
+        boundSocketSignal("UDP.bind", host: host, port: port, on: loop) { handle, subscriber in
+            handle.onEnd = { error in
+                if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
             }
+            subscriber.sendNext(UDPSocket(handle))
         }.debugNamed("+UDP.bind(\(host):\(port))")
     }
 
@@ -76,21 +65,30 @@ public enum UDP {
     ///
     /// Thread rule: safe from any thread.
     public static func receive(host: String = "127.0.0.1", port: Int, on loop: EventLoop? = nil) -> Signal<Datagram> {
+        boundSocketSignal("UDP.receive", host: host, port: port, on: loop) { handle, subscriber in
+            handle.onEnd = { error in if let error { subscriber.sendError(error) } }
+            _ = handle.startReceiving(subscriber)
+        }.debugNamed("+UDP.receive(\(host):\(port))")
+    }
+
+    /// A signal that binds a socket per subscription, hands it to `bound` once bound (a bind
+    /// error ends the subscriber instead), and closes it when the subscription is disposed.
+    private static func boundSocketSignal<Value>(
+        _ what: String, host: String, port: Int, on loop: EventLoop?,
+        bound: @escaping (UDPHandle, Subscriber<Value>) -> Void
+    ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "UDP.receive") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let handle = UDPHandle(loop: loop)
                 handle.bind(host: host, port: port) { result in
                     switch result {
-                    case .success:
-                        handle.onEnd = { error in if let error { subscriber.sendError(error) } }
-                        _ = handle.startReceiving(subscriber)
-                    case .failure(let error):
-                        subscriber.sendError(error)
+                    case .success: bound(handle, subscriber)
+                    case .failure(let error): subscriber.sendError(error)
                     }
                 }
                 return UDPHandle.Disposer(handle)
             }
-        }.debugNamed("+UDP.receive(\(host):\(port))")
+        }
     }
 }
 
@@ -171,11 +169,11 @@ public final class UDPSocket: @unchecked Sendable {
 }
 
 /// The `uv_udp_t` behind a `UDPSocket`.
-final class UDPHandle: LoopHandle, @unchecked Sendable {
+final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
     private(set) var localAddress: SocketAddress?
-    private var reader: Subscriber<Datagram>?
-    private var activeReading: UDPReading?
+    /// The `datagrams` reader and its token.
+    private var readers = ReaderSlot<Datagram, UDPHandle>()
     private var lookup: (any Disposable)?
     /// Told once when the socket ends: nil for a close, else the error.
     var onEnd: (((any Error)?) -> Void)?
@@ -190,6 +188,7 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
 
     /// Resolves, binds, then calls `completion`.
     func bind(host: String, port: Int, completion: @escaping (Result<Void, any Error>) -> Void) {
+        assertInEventLoop()
         lookup = HostResolution.resolve(host, port: port, socketType: SOCK_DGRAM_VALUE, on: loop) { [self] result in
             lookup = nil
             switch result {
@@ -217,11 +216,12 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
     }
 
     func startReceiving(_ subscriber: Subscriber<Datagram>) -> (any Disposable)? {
+        assertInEventLoop()
         guard isOpen else {
             subscriber.sendCompleted()
             return nil
         }
-        guard reader == nil else {
+        guard readers.reader == nil else {
             subscriber.sendError(UVError(code: UV_EBUSY.rawValue, message: "the socket's datagrams already have a subscriber",
                                          context: "UDPSocket.datagrams on \(localAddress?.description ?? "?")"))
             return nil
@@ -232,17 +232,14 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
             subscriber.sendError(error)
             return nil
         }
-        reader = subscriber
-        let token = UDPReading(handle: self)
-        activeReading = token
-        return token
+        return readers.fill(subscriber, of: self)
     }
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
-    func stopReceiving(_ token: UDPReading) {
-        guard isOpen, activeReading === token else { return }
-        reader = nil
-        activeReading = nil
+    func stopReading(_ token: ReaderToken<UDPHandle>) {
+        assertInEventLoop()
+        guard isOpen, readers.isCurrent(token) else { return }
+        readers.take()
         uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
     }
 
@@ -256,10 +253,11 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
         let datagram = Datagram(bytes: ReadBuffer.copy(buffer?.pointee.base, count: count),
                                 sender: address.flatMap { SocketAddress($0) },
                                 truncated: flags & UInt32(UV_UDP_PARTIAL.rawValue) != 0)
-        reader?.sendNext(datagram)
+        readers.reader?.sendNext(datagram)
     }
 
     func send(_ bytes: [UInt8], to address: SocketAddress, outcome: WriteOutcome) {
+        assertInEventLoop()
         guard isOpen else {
             outcome.finish(UVError(code: UV_EBADF.rawValue, message: "the socket is closed", context: "send to \(address)"))
             return
@@ -309,14 +307,14 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
 
     /// Closes the socket and tells the reader and the owner. Idempotent.
     func end(_ error: (any Error)?) {
+        assertInEventLoop()
         lookup?.dispose()
         lookup = nil
         guard isOpen else { return }
-        let reader = self.reader
-        self.reader = nil
-        activeReading = nil
+        // The owner and the reader are told after the handle started closing.
         let onEnd = self.onEnd
         self.onEnd = nil
+        let reader = readers.take()
         close()
         if let error { reader?.sendError(error) } else { reader?.sendCompleted() }
         onEnd?(error)
@@ -327,56 +325,26 @@ final class UDPHandle: LoopHandle, @unchecked Sendable {
     }
 
     override func didClose() {
-        reader = nil
+        readers.take()
         onEnd = nil
     }
 
     /// Closes the handle when the owning subscription is disposed (from any thread).
-    final class Disposer: Disposable, @unchecked Sendable {
-        // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
+    final class Disposer: LoopDisposable, @unchecked Sendable {
+        // `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
         private let handle: UDPHandle
-        private let disposed = Atomic<Bool>(false)
+        let disposedFlag = Atomic<Bool>(false)
 
         init(_ handle: UDPHandle) { self.handle = handle }
 
-        func dispose() {
-            guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            let handle = self.handle
-            if handle.loop.inEventLoop {
-                handle.onEnd = nil
-                handle.end(nil)
-            } else {
-                // After shutdown the socket is already closed, so a refused hop loses nothing.
-                _ = handle.loop.enqueue {
-                    handle.onEnd = nil
-                    handle.end(nil)
-                }
-            }
-        }
+        var loop: EventLoop { handle.loop }
 
-        var isDisposed: Bool { disposed.load(ordering: .acquiring) }
-    }
-}
-
-/// The disposable of one `datagrams` subscription: stops receiving for that subscriber.
-final class UDPReading: Disposable, @unchecked Sendable {
-    // `handle` is immutable (its state is touched on its loop only); `disposed` is atomic.
-    private let handle: UDPHandle
-    private let disposed = Atomic<Bool>(false)
-
-    init(handle: UDPHandle) { self.handle = handle }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if handle.loop.inEventLoop {
-            handle.stopReceiving(self)
-        } else {
-            // After shutdown the socket is closed, so a refused hop loses nothing.
-            _ = handle.loop.enqueue { [self] in handle.stopReceiving(self) }
+        /// The subscription ended: close the socket without telling the `UDP.bind` subscriber.
+        func abandon() {
+            handle.onEnd = nil
+            handle.end(nil)
         }
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let udpReceiveCallback: uv_udp_recv_cb = { handle, count, buffer, address, flags in

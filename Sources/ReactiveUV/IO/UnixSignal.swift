@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 
 extension Signal where Value == Int32 {
     /// Sends the signal number each time the process receives one of `numbers` (SIGINT, SIGTERM, SIGHUP, ...).
@@ -19,33 +18,25 @@ extension Signal where Value == Int32 {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals") { loop in
                 let handles = CompoundDisposable()
-                for number in numbers {
-                    let handle = UnixSignalHandle(loop: loop, subscriber: subscriber)
-                    do {
-                        try handle.start(number)
+                return LoopBinding.started(handles, for: subscriber) {
+                    for number in numbers {
+                        let handle = UnixSignalHandle(loop: loop, subscriber: subscriber)
                         handles.add(handle)
-                    } catch {
-                        handles.dispose()
-                        subscriber.sendError(error)
-                        return nil
+                        try handle.start(number)
                     }
                 }
-                return handles
             }
         }.debugNamed("+unixSignals(\(numbers))")
     }
 }
 
 /// One `uv_signal_t` feeding a subscriber.
-final class UnixSignalHandle: LoopHandle, Disposable, @unchecked Sendable {
-    // `subscriber` and `number` are loop thread only (`dispose()` hops there); `disposed` is atomic.
-    private var subscriber: Subscriber<Int32>?
+final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
+    // `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
     private var number: Int32 = 0
-    private let disposed = Atomic<Bool>(false)
 
     init(loop: EventLoop, subscriber: Subscriber<Int32>) {
-        self.subscriber = subscriber
-        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL), subscriber: subscriber)
     }
 
     override var label: String { "signal \(number) from Signal.unixSignals" }
@@ -66,26 +57,6 @@ final class UnixSignalHandle: LoopHandle, Disposable, @unchecked Sendable {
     fileprivate func deliver(_ number: Int32) {
         subscriber?.sendNext(number)
     }
-
-    override func closeForShutdown() {
-        let subscriber = self.subscriber
-        close()
-        subscriber?.sendError(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() { subscriber = nil }
-
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if loop.inEventLoop {
-            close()
-        } else {
-            // After shutdown the handle is already closed, so a refused hop loses nothing.
-            _ = loop.enqueue { [self] in close() }
-        }
-    }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }
 
 private let unixSignalCallback: uv_signal_cb = { handle, number in

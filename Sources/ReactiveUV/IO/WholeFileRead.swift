@@ -22,8 +22,8 @@ import Musl
 /// - a FIFO's descriptor goes back to the loop, which reads it through a
 ///   `FIFOReader` (epoll, no pool thread) and joins the chunks once, at EOF.
 /// The loop thread runs one callback for the whole read (the delivery).
-final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
-    // `path`, `maxSize`, `readSize` and `afterEachRead` are immutable; `stopped` is atomic; `outcome` is
+final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
+    // `path`, `maxSize`, `readSize` and `afterEachRead` are immutable; `stopped` and `disposedFlag` are atomic; `outcome` is
     // written on the pool thread and read on the loop thread after libuv hands the request back (its queue
     // mutex orders the two); `state`, `fifoChunks` and `fifoTotal` are loop thread only (`dispose()` hops there).
     private enum Outcome {
@@ -50,7 +50,7 @@ final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
     /// Test seam: told on the pool thread, after each read system call, how many bytes were read so far.
     private let afterEachRead: (@Sendable (Int) -> Void)?
     private let stopped = Atomic<Bool>(false)
-    private let disposed = Atomic<Bool>(false)
+    let disposedFlag = Atomic<Bool>(false)
     private var outcome: Outcome?
     private var state: State
     private var fifoChunks: [[UInt8]] = []
@@ -161,7 +161,8 @@ final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
     /// One `read` system call (EINTR retried); 0 at EOF. Throws `ECANCELED` once the read was disposed.
     private func readOnce(_ descriptor: Int32, into base: UnsafeMutableRawPointer, count: Int, total: Int) throws(UVError) -> Int {
         while true {
-            if stopped.load(ordering: .relaxed) {
+            // `dispose()` sets its flag before it hops to the loop: the job stops at its next read.
+            if stopped.load(ordering: .relaxed) || disposedFlag.load(ordering: .relaxed) {
                 throw UVError(code: UVError.cancelledCode, message: "the read was disposed", context: "read \(path)")
             }
             let got = read(descriptor, base, count)
@@ -197,22 +198,20 @@ final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
             return
         }
         state = .ended
-        if status < 0 {
-            if case .fifo(let descriptor)? = outcome { closeDescriptor(descriptor) }
-            subscriber.sendError(UVError(code: status, context: "read \(path)"))
-            return
-        }
+        let result: Result<[UInt8], any Error>?
         switch outcome {
-        case .contents(let contents)?:
-            subscriber.sendNext(contents)
-            subscriber.sendCompleted()
-        case .failed(let error)?:
-            subscriber.sendError(error)
         case .fifo(let descriptor)?:
-            readFIFO(descriptor, for: subscriber)
-        case nil:
-            subscriber.sendError(UVError(code: UVError.cancelledCode, message: "the read did not run", context: "read \(path)"))
+            guard status < 0 else {
+                readFIFO(descriptor, for: subscriber)
+                return
+            }
+            closeDescriptor(descriptor)
+            result = nil
+        case .contents(let contents)?: result = .success(contents)
+        case .failed(let error)?: result = .failure(error)
+        case nil: result = nil
         }
+        deliver(result, status: status, to: subscriber, context: "read \(path)", notRun: "the read did not run")
     }
 
     private func readFIFO(_ descriptor: Int32, for subscriber: Subscriber<[UInt8]>) {
@@ -273,20 +272,8 @@ final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
         subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
     }
 
-    func dispose() {
-        guard !disposed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        // Seen by the pool job at its next read system call, before the hop below runs.
-        stopped.store(true, ordering: .relaxed)
-        if loop.inEventLoop {
-            abandon()
-        } else {
-            // After shutdown the job was cancelled or finished and any FIFO handle closed: a refused hop loses nothing.
-            _ = loop.enqueue { [self] in abandon() }
-        }
-    }
-
     /// Stops: a queued job is cancelled, a running one stops at its next read; a FIFO reader is closed.
-    private func abandon() {
+    func abandon() {
         switch state {
         case .onPool:
             state = .ended
@@ -299,6 +286,4 @@ final class WholeFileRead: PoolWorkBase, Disposable, @unchecked Sendable {
             break
         }
     }
-
-    var isDisposed: Bool { disposed.load(ordering: .acquiring) }
 }

@@ -1,7 +1,7 @@
 internal import CLibUV
 
-// Handles on the loop: lending the `uv_loop_t` to C code, and the registry of open handles
-// (our own in an intrusive list; other code's through `uv_walk`).
+// Handles on the loop: lending the `uv_loop_t` to C code, and listing open handles
+// (our own from `openHandleList`; other code's through `uv_walk`).
 extension EventLoop {
     /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
     ///
@@ -12,31 +12,11 @@ extension EventLoop {
     /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
     /// - Returns: What `body` returns.
     ///
-    /// Thread rule: loop thread only (libuv is not thread-safe).
+    /// Thread rule: loop thread only (libuv is not thread-safe), or any thread once the loop has
+    /// shut down; debug builds trap on any other call.
     public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
-        try body(UnsafeMutableRawPointer(uvLoop))
-    }
-
-    /// Links a newly opened handle into the list of open handles.
-    func registerOpen(_ handle: LoopHandle) {
-        handle.nextOpen = openHandlesHead
-        handle.previousOpen = nil
-        openHandlesHead?.previousOpen = handle
-        openHandlesHead = handle
-        openHandleCount += 1
-    }
-
-    /// Unlinks a handle that started closing.
-    func unregisterOpen(_ handle: LoopHandle) {
-        if let previous = handle.previousOpen {
-            previous.nextOpen = handle.nextOpen
-        } else {
-            openHandlesHead = handle.nextOpen
-        }
-        handle.nextOpen?.previousOpen = handle.previousOpen
-        handle.nextOpen = nil
-        handle.previousOpen = nil
-        openHandleCount -= 1
+        assertInEventLoop()
+        return try body(UnsafeMutableRawPointer(uvLoop))
     }
 
     /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
@@ -75,12 +55,9 @@ extension EventLoop {
     }
 
     func collectOpenHandles() -> [OpenHandle] {
+        assertInEventLoop()
         var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
-        var cursor = openHandlesHead
-        while let handle = cursor {
-            ours[handle.raw] = handle
-            cursor = handle.nextOpen
-        }
+        for handle in openHandleList { ours[handle.raw] = handle }
         var walk = HandleWalk(loop: self, ours: ours)
         withUnsafeMutablePointer(to: &walk) { pointer in
             uv_walk(uvLoop, { handle, argument in
@@ -98,7 +75,7 @@ extension EventLoop {
             || raw == UnsafeMutableRawPointer(timerDriver) || raw == metricsProbe.map(UnsafeMutableRawPointer.init)
     }
 
-    /// The driver timer, for LoopTimers.swift.
+    /// The driver timer, for Loop/Timers/EventLoop+Timers.swift.
     var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
 
     /// Runs `body` on the loop thread and waits for its result (inline when already there).

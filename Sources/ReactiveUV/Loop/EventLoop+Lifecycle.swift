@@ -320,6 +320,7 @@ extension EventLoop {
     /// then any other code's), cancels timers and requests. Work from other threads is
     /// still accepted and runs here until the final step closes the loop.
     func beginClosing() {
+        assertInEventLoop()
         guard transition(from: .closeRequested, to: .closingHandles) else { return }
         runQueuedWork()
         let openAtShutdown = collectOpenHandles()
@@ -331,10 +332,10 @@ extension EventLoop {
         shutdownObservers.fireAll()
         cancelAllTimers()
         var rounds = 0
-        while let handle = openHandlesHead, rounds < 1_000_000 {
+        while let handle = openHandleList.first, rounds < 1_000_000 {
             handle.closeForShutdown()
             rounds += 1
-            if openHandlesHead == nil { runQueuedWork() }
+            if openHandleList.isEmpty { runQueuedWork() }
         }
         uv_walk(uvLoop, { handle, argument in
             guard let handle, let argument else { return }
@@ -366,7 +367,7 @@ extension EventLoop {
         _ = uv_run(uvLoop, UV_RUN_NOWAIT)
         let result = uv_loop_close(uvLoop)
         if result != 0 {
-            let leftovers = (collectOpenHandles().map(\.description) + requests.labels).joined(separator: ", ")
+            let leftovers = (collectOpenHandles().map(\.description) + requests.map(\.label)).joined(separator: ", ")
             reportMisuse("\(EventLoopError.loopCloseFailed(loop: name, error: UVError(code: result, context: "uv_loop_close"))); still open: \(leftovers)")
         }
         report = ShutdownReport(closedHandles: pendingReport, loopCloseResult: result)

@@ -16,7 +16,8 @@ import Musl
 /// handle, with no system call.
 ///
 /// A loop is also a `Scheduler` (`loop.scheduler` is the loop itself): its
-/// timers are libuv timers, and `Scheduler.current` is the loop on its thread.
+/// timers share one libuv timer driving a queue (Loop/Timers/), and
+/// `Scheduler.current` is the loop on its thread.
 ///
 /// - `EventLoop()` starts a loop on a thread of its own.
 /// - `EventLoop.shared` is the embedded default loop, started on first use and never shut down.
@@ -36,7 +37,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let uvLoop: UnsafeMutablePointer<uv_loop_t>
     let wakeup: UnsafeMutablePointer<uv_async_t>
     let idle: UnsafeMutablePointer<uv_idle_t>
-    /// The one libuv timer that drives every scheduled item (see LoopTimers.swift).
+    /// The one libuv timer that drives every scheduled item (see Loop/Timers/EventLoop+Timers.swift).
     let timerDriver: UnsafeMutablePointer<uv_timer_t>
     /// The metrics probe timer (unreferenced); nil when metrics are off. See LoopMetrics.swift.
     let metricsProbe: UnsafeMutablePointer<uv_timer_t>?
@@ -80,11 +81,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     @exclusivity(unchecked) var armedDeadline: UInt64 = .max
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
-    /// The loop's intrusive list of open handles (EventLoop+Handles.swift; loop thread only).
-    unowned(unsafe) var openHandlesHead: LoopHandle?
-    var openHandleCount = 0
+    /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
+    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandle>()
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
-    let requests = LoopRequestRegistry()
+    @exclusivity(unchecked) var requests = IntrusiveList<LoopRequest>()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
     /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).
@@ -319,6 +319,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: loop thread only.
     var readBuffer: UnsafeMutableRawPointer {
+        assertInEventLoop()
         if let buffer = readBufferStorage { return buffer }
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: ReadBuffer.size, alignment: 16)
         readBufferStorage = buffer
@@ -336,7 +337,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         ThreadLocals.currentLoop.value == Unmanaged.passUnretained(self).toOpaque()
     }
 
-    /// This loop as a `Scheduler` (timers on libuv timers, work through `execute`).
+    /// This loop as a `Scheduler` (timers on the loop's timer queue, work through `execute`).
     ///
     /// Thread rule: safe from any thread.
     public var scheduler: Scheduler { self }
@@ -351,7 +352,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var isShutDown: Bool { state.load(ordering: .acquiring) == .closed }
 
-    // MARK: - Scheduler (implemented in EventLoop+Scheduler.swift)
+    // MARK: - Scheduler (timers in Loop/Timers/, queued work in EventLoop+Scheduler.swift)
 
     /// The monotonic clock (the one `uv_hrtime` reads).
     ///
@@ -370,7 +371,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         scheduleSoon(work)
     }
 
-    /// Runs `work` once on the loop thread, no earlier than `delay` from now, on a libuv timer.
+    /// Runs `work` once on the loop thread, no earlier than `delay` from now, on the loop's timer queue.
     ///
     /// Sub-millisecond delays round up to libuv's millisecond resolution; a
     /// zero or negative delay queues the work like `schedule(_:)`.
@@ -386,7 +387,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         scheduleTimer(after: delay, work)
     }
 
-    /// Runs `work` after `delay`, then every `interval`, on one libuv timer, without drift.
+    /// Runs `work` after `delay`, then every `interval`, on one timer of the loop's queue, without drift.
     ///
     /// Tick N is due at start + delay + N·interval; ticks missed while the loop
     /// was blocked are coalesced. Intervals under 1 ms are raised to 1 ms

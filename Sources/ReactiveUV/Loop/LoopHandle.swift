@@ -19,7 +19,7 @@ import Musl
 /// dies while libuv still points into its memory is a bug we want to see.
 ///
 /// Thread rule: loop thread only, except `init`.
-class LoopHandle {
+class LoopHandle: IntrusiveListElement {
     // Everything below is confined to `loop`'s thread once `didOpen()` ran.
     private enum State { case unopened, open, closing, closed }
 
@@ -30,9 +30,8 @@ class LoopHandle {
     /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
     let loopIdentity: UnsafeMutableRawPointer
     @exclusivity(unchecked) private var state = State.unopened
-    // The loop's intrusive list of open handles: O(1) link and unlink, no allocation.
-    @exclusivity(unchecked) unowned(unsafe) var nextOpen: LoopHandle?
-    @exclusivity(unchecked) unowned(unsafe) var previousOpen: LoopHandle?
+    /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
+    @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopHandle>()
 
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
@@ -80,17 +79,19 @@ class LoopHandle {
     ///
     /// Call right after `uv_<type>_init` succeeded.
     final func didOpen() {
+        assertInEventLoop()
         assert(state == .unopened, "didOpen() called twice")
         handle.pointee.data = Unmanaged.passRetained(self).toOpaque()
         state = .open
-        loop.registerOpen(self)
+        loop.openHandleList.insert(self)
     }
 
     /// Starts closing the handle; the memory is freed when libuv calls back. Idempotent.
     final func close() {
+        assertInEventLoop()
         guard state == .open else { return }
         state = .closing
-        loop.unregisterOpen(self)
+        loop.openHandleList.remove(self)
         willClose()
         uv_close(handle, loopHandleCloseCallback)
     }

@@ -254,6 +254,7 @@ extension EventLoop {
     /// Loop thread only: when the loop starts running, and on every `run()` of an
     /// owner-thread loop (time spent outside `run()` is neither lag nor busy time).
     func startMetricsProbe() {
+        assertInEventLoop()
         guard metricsProbe != nil, !state.load(ordering: .relaxed).hasBegunClosing else { return }
         uv_update_time(uvLoop)
         armMetricsProbe(now: SchedulerInstant.now.nanoseconds, idle: uv_metrics_idle_time(uvLoop))
@@ -269,6 +270,7 @@ extension EventLoop {
 
     /// The probe's callback: one sample, then the next interval.
     fileprivate func metricsProbeFired() {
+        assertInEventLoop()
         guard let sampler = metricsSampler, !state.load(ordering: .relaxed).hasBegunClosing else { return }
         let now = SchedulerInstant.now.nanoseconds
         let idle = uv_metrics_idle_time(uvLoop)
@@ -278,6 +280,7 @@ extension EventLoop {
 
     /// Counts the open handles by type (the loop's own excluded) plus the pending scheduled timers.
     func countHandlesByType() -> HandleCounts {
+        assertInEventLoop()
         var walk = HandleCountWalk(loop: self)
         withUnsafeMutablePointer(to: &walk) { pointer in
             uv_walk(uvLoop, { handle, argument in

@@ -29,7 +29,7 @@ internal import CLibUV
 /// That keeps two list updates off every write.
 ///
 /// Thread rule: loop thread only, except `init`.
-class LoopRequest {
+class LoopRequest: IntrusiveListElement {
     // Everything below is confined to `loop`'s thread once `willStart()` ran.
 
     /// The loop this request runs on (kept alive by the request).
@@ -40,9 +40,8 @@ class LoopRequest {
     let isTracked: Bool
     /// Whether libuv owns the request now (started, not yet called back).
     @exclusivity(unchecked) private(set) final var isPending = false
-    // The loop's intrusive list of pending requests: O(1) link and unlink, no allocation.
-    @exclusivity(unchecked) unowned(unsafe) var nextPending: LoopRequest?
-    @exclusivity(unchecked) unowned(unsafe) var previousPending: LoopRequest?
+    /// This request's place in the loop's list of pending requests (`loop.requests`), when tracked.
+    @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopRequest>()
 
     /// Allocates memory for a request of `type`; `tracked: false` only for requests on a stream handle (see above).
     init(loop: EventLoop, type: uv_req_type, tracked: Bool = true) {
@@ -75,20 +74,22 @@ class LoopRequest {
     /// With `handingOver`, no retain is taken: the caller hands libuv a reference it owns and
     /// has set aside (a pooled write request's), and whoever handles the callback takes it over.
     final func willStart(handingOver: Bool = false) {
+        assertInEventLoop()
         assert(!isPending, "willStart() called on a pending request")
         request.pointee.data = handingOver ? Unmanaged.passUnretained(self).toOpaque() : Unmanaged.passRetained(self).toOpaque()
         isPending = true
-        if isTracked { loop.requests.register(self) }
+        if isTracked { loop.requests.insert(self) }
     }
 
     /// Undoes `willStart()` after the `uv_*` call refused to start the request (libuv will not call back).
     ///
     /// With `handingOver` the reference stays the caller's (nothing is released).
     final func startFailed(handingOver: Bool = false) {
+        assertInEventLoop()
         guard isPending, let data = request.pointee.data else { return }
         isPending = false
         request.pointee.data = nil
-        if isTracked { loop.requests.unregister(self) }
+        if isTracked { loop.requests.remove(self) }
         if !handingOver { Unmanaged<LoopRequest>.fromOpaque(data).release() }
     }
 
@@ -110,10 +111,11 @@ class LoopRequest {
     /// `willStart()` by taking the object with `takeRetainedValue()` (or takes
     /// over the reference handed over).
     final func didFinish() {
+        assertInEventLoop()
         assert(isPending, "didFinish() called on a request that is not pending")
         isPending = false
         request.pointee.data = nil
-        if isTracked { loop.requests.unregister(self) }
+        if isTracked { loop.requests.remove(self) }
     }
 
     /// Called by the loop's shutdown for a pending request.
@@ -132,6 +134,7 @@ class LoopRequest {
     /// - Returns: Whether libuv cancelled it (the callback will report `ECANCELED`).
     @discardableResult
     final func cancel() -> Bool {
+        assertInEventLoop()
         guard isPending else { return false }
         switch request.pointee.type {
         case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM:
@@ -143,60 +146,14 @@ class LoopRequest {
     }
 }
 
-/// The loop's list of pending requests.
-///
-/// Thread rule: loop thread only.
-final class LoopRequestRegistry {
-    // Loop thread only: the list is touched by `register`/`unregister` from requests on this loop.
-    @exclusivity(unchecked) private unowned(unsafe) var head: LoopRequest?
-    /// How many requests are pending on the loop.
-    @exclusivity(unchecked) private(set) var count = 0
-
-    func register(_ request: LoopRequest) {
-        request.nextPending = head
-        request.previousPending = nil
-        head?.previousPending = request
-        head = request
-        count += 1
-    }
-
-    func unregister(_ request: LoopRequest) {
-        if let previous = request.previousPending {
-            previous.nextPending = request.nextPending
-        } else {
-            head = request.nextPending
-        }
-        request.nextPending?.previousPending = request.previousPending
-        request.nextPending = nil
-        request.previousPending = nil
-        count -= 1
-    }
-
+extension IntrusiveList where Element == LoopRequest {
     /// Calls `cancelForShutdown()` on every pending request.
     ///
     /// The list is copied first (with strong references) because cancelling
     /// can notify subscribers whose reactions finish other requests.
     func cancelAllForShutdown() {
-        var pending: [LoopRequest] = []
-        pending.reserveCapacity(count)
-        var cursor = head
-        while let request = cursor {
-            pending.append(request)
-            cursor = request.nextPending
-        }
-        for request in pending where request.isPending {
+        for request in Array(self) where request.isPending {
             request.cancelForShutdown()
         }
-    }
-
-    /// What is pending, for messages.
-    var labels: [String] {
-        var result: [String] = []
-        var cursor = head
-        while let request = cursor {
-            result.append(request.label)
-            cursor = request.nextPending
-        }
-        return result
     }
 }

@@ -7,7 +7,7 @@
 /// Each operator keeps at most one timer pending per subscription, and
 /// disposing the subscription cancels it. If the loop the timers run on shuts
 /// down first (or already has), the operator ends with `EventLoopError.shutDown`.
-/// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in IO/Timer.swift.)
+/// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in Loop/Timers/TimerSignals.swift.)
 extension Signal {
     /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only
     /// after `interval` has passed without a newer value.

@@ -1,12 +1,13 @@
 extension Signal where Value == Void {
     /// Sends one `()` after `delay`, then completes.
     ///
-    /// Runs on a libuv timer of `scheduler` (or of the subscription's home
-    /// loop when nil), so it works on a `TestScheduler`'s virtual clock too.
-    /// The timer is created when a subscriber arrives and closed when the
-    /// subscription ends or is disposed. A negative delay counts as zero. If
-    /// the timer's loop shuts down before it fires, the signal fails with
-    /// `EventLoopError.shutDown`.
+    /// Runs on the timers of `scheduler` (the subscription's home when nil):
+    /// on a loop, one entry in the loop's timer queue (no libuv handle of its
+    /// own; see Loop/Timers/EventLoop+Timers.swift); on a `TestScheduler`, its
+    /// virtual clock. The timer is scheduled when a subscriber arrives and
+    /// cancelled when the subscription ends or is disposed. A negative delay
+    /// counts as zero. If the timer's loop shuts down before it fires, the
+    /// signal fails with `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - delay: How long to wait.
@@ -89,7 +90,6 @@ private func scheduleTimer<Value>(
     return loop.scheduleTimer(after: delay, fromLoopTime: fromLoopTime, onShutdown: onShutdown, work)
 }
 
-/// Counts ticks of one interval subscription.
 /// A loop's scheduler returns nil only when it refused the work (it shut down):
 /// the subscriber gets that as an error instead of waiting forever. (Other
 /// schedulers, such as the immediate one, return nil after running the work.)
@@ -98,6 +98,7 @@ private func reportRefusal<Value>(by scheduler: Scheduler, to subscriber: Subscr
     subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
 }
 
+/// Counts ticks of one interval subscription.
 private final class TickCounter: @unchecked Sendable {
     // Only touched by the scheduler's work, which runs serially on one thread (the timer's loop).
     private var count = 0
