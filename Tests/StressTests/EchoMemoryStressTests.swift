@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// Resident memory per client that sends without ever reading its echo, for the

@@ -1,6 +1,7 @@
 import EchoServerKit
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import Synchronization
 import XCTest
 

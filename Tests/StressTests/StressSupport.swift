@@ -1,24 +1,8 @@
 import CTestSupport
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
-
-/// A value guarded by a lock, shared between the test thread, loop threads and client threads.
-final class Locked<Value>: @unchecked Sendable {
-    // `value` is protected by `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
-}
 
 /// A failed expectation inside a stress workload, with what was observed.
 struct StressFailure: Error, CustomStringConvertible {

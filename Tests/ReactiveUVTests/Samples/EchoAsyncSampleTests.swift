@@ -1,4 +1,5 @@
 import Foundation
+import ReactiveUVTesting
 import XCTest
 
 /// Runs the built `echo-async` executable (the async/await echo server) as a user would.

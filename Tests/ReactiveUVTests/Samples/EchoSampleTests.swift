@@ -1,4 +1,5 @@
 import Foundation
+import ReactiveUVTesting
 import XCTest
 
 /// Runs the built `echo` executable as a user would.

@@ -1,24 +1,8 @@
 import CTestSupport
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
-
-/// A value guarded by a lock, shareable between the test thread and loop threads.
-final class Locked<Value>: @unchecked Sendable {
-    // `value` is protected by `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
-}
 
 /// Waits until `condition` holds, checking every millisecond; fails the test at the deadline.
 ///
