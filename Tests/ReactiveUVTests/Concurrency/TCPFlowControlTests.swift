@@ -128,17 +128,16 @@ extension TCPFlowControlTests {
         XCTAssertGreaterThan(port.current, 0, "the server did not start listening")
 
         let client = try BlockingClient(port: port.current)
-        var sendTimeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(client.descriptor, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
-        let chunk = pattern(64 << 10, seed: 9)
+        try client.setSendTimeout(.seconds(1))
+        let chunk = bytePattern(64 << 10, seed: 9)
         let heapBefore = liveHeapMegabytes()
         let sent = Locked<Int?>(nil)
         Thread {
             var total = 0
             while true {
-                let count = chunk.withUnsafeBytes { Glibc.send(client.descriptor, $0.baseAddress!, chunk.count, Int32(MSG_NOSIGNAL)) }
-                guard count > 0 else { break }  // a second without progress: the server stopped reading
+                let count = client.send(chunk)
                 total += count
+                guard count == chunk.count else { break }  // a second without progress: the server stopped reading
             }
             sent.withLock { $0 = total }
         }.start()

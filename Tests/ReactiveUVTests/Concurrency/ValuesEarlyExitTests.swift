@@ -196,19 +196,12 @@ private func iterate(_ signal: Signal<Int>, leavingBy exit: EarlyExit, after cou
     return received
 }
 
-/// Connects to 127.0.0.1:`port` with a blocking socket; returns errno, or 0 when the connection was made.
+/// Connects to 127.0.0.1:`port`; returns errno, or 0 when the connection was made.
 private func connectError(port: Int) -> Int32 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return errno }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
+    do {
+        try BlockingClient(port: port).close()
+        return 0
+    } catch {
+        return (error as? BlockingClientError)?.errno ?? -1
     }
-    return connected ? 0 : errno
 }
