@@ -131,15 +131,7 @@ public final class LoopHarness: @unchecked Sendable {
     ///
     /// Thread rule: call from the test's thread.
     public func wait(for what: String, timeout: Duration? = nil, until condition: () -> Bool) throws {
-        let limit = timeout ?? self.timeout
-        let deadline = SchedulerInstant.now + limit
-        let notifier = Notifier()
-        while !condition() {
-            if SchedulerInstant.now >= deadline {
-                throw WaitTimeout(waitingFor: what, timeout: limit, observed: "the condition was still false")
-            }
-            _ = notifier.wait(timeout: .milliseconds(1)) { false }
-        }
+        try waitFor(what, timeout: timeout ?? self.timeout, observed: "the condition was still false", condition)
     }
 
     /// Disposes every recorder, lists the handles left open, shuts the loop down and reports.

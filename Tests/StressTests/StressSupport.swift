@@ -10,20 +10,6 @@ struct StressFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Waits until `condition` holds, checking it every millisecond; throws at the deadline.
-///
-/// `observed` describes the state at the deadline, for the failure message.
-func waitFor(_ what: String, timeout: Duration, observed: @autoclosure () -> String = "",
-             _ condition: () -> Bool) throws {
-    let deadline = SchedulerInstant.now + timeout
-    while !condition() {
-        if SchedulerInstant.now >= deadline {
-            throw StressFailure("timed out after \(timeout) waiting for \(what)\(observed().isEmpty ? "" : "; observed: \(observed())")")
-        }
-        usleep(1000)
-    }
-}
-
 /// Raises the soft limit on open files to at least `needed` (up to the hard limit).
 ///
 /// - Returns: The soft limit now in force.

@@ -4,7 +4,7 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Waits until `condition` holds, checking every millisecond; fails the test at the deadline.
+/// Waits until `condition` holds (ReactiveUVTesting's `waitFor`); fails the test at the deadline.
 ///
 /// - Returns: Whether the condition became true.
 @discardableResult
@@ -15,15 +15,13 @@ func waitUntil(
     line: UInt = #line,
     _ condition: () -> Bool
 ) -> Bool {
-    let deadline = SchedulerInstant.now + timeout
-    while !condition() {
-        if SchedulerInstant.now >= deadline {
-            XCTFail("timed out after \(timeout) waiting for \(what)", file: file, line: line)
-            return false
-        }
-        usleep(1000)
+    do {
+        try waitFor(what, timeout: timeout, condition)
+        return true
+    } catch {
+        XCTFail("\(error)", file: file, line: line)
+        return false
     }
-    return true
 }
 
 /// Runs `body` on the loop thread and waits for its result.
