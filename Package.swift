@@ -32,7 +32,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
-        .target(name: "SampleSupport", path: "samples/SampleSupport"),
+        // What every sample does alike: argument parsing, unbuffered output, the main-thread loop, Ctrl-C.
+        .target(name: "SampleSupport", dependencies: ["ReactiveUV"], path: "samples/SampleSupport"),
         .executableTarget(name: "timer", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/timer"),
         // The echo server's logic, shared by the `echo` executable and the tests.
         .target(name: "EchoServerKit", dependencies: ["ReactiveUV"], path: "samples/EchoServerKit"),

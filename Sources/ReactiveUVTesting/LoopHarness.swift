@@ -22,7 +22,7 @@ public final class LoopHarness: @unchecked Sendable {
     public let loop: EventLoop
     /// The default deadline for waits.
     public let timeout: Duration
-    private let lock = Protected<(recorders: [any Disposable], report: HarnessReport?)>(([], nil))
+    private let lock = Locked<(recorders: [any Disposable], report: HarnessReport?)>(([], nil))
 
     /// Starts a fresh loop for one test.
     ///
@@ -104,7 +104,7 @@ public final class LoopHarness: @unchecked Sendable {
     /// Thread rule: call from the test's thread.
     @discardableResult
     public func onLoop<T>(timeout: Duration? = nil, _ body: @escaping () throws -> T) throws -> T {
-        let result = Protected<Result<UnsafeTransfer<T>, any Error>?>(nil)
+        let result = Locked<Result<UnsafeTransfer<T>, any Error>?>(nil)
         let notifier = Notifier()
         let work = UnsafeTransfer(body)
         try loop.tryExecute {
@@ -131,15 +131,7 @@ public final class LoopHarness: @unchecked Sendable {
     ///
     /// Thread rule: call from the test's thread.
     public func wait(for what: String, timeout: Duration? = nil, until condition: () -> Bool) throws {
-        let limit = timeout ?? self.timeout
-        let deadline = SchedulerInstant.now + limit
-        let notifier = Notifier()
-        while !condition() {
-            if SchedulerInstant.now >= deadline {
-                throw WaitTimeout(waitingFor: what, timeout: limit, observed: "the condition was still false")
-            }
-            _ = notifier.wait(timeout: .milliseconds(1)) { false }
-        }
+        try waitFor(what, timeout: timeout ?? self.timeout, observed: "the condition was still false", condition)
     }
 
     /// Disposes every recorder, lists the handles left open, shuts the loop down and reports.
@@ -215,7 +207,7 @@ public struct HarnessReport: Sendable {
 private final class RecorderDisposer: Disposable, @unchecked Sendable {
     // `action` is immutable; the recorder's dispose is thread-safe.
     private let action: () -> Void
-    private let done = Protected(false)
+    private let done = Locked(false)
     init(_ action: @escaping () -> Void) { self.action = action }
     func dispose() {
         if done.withLock({ let was = $0; $0 = true; return was }) { return }

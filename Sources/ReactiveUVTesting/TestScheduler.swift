@@ -37,7 +37,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         }
     }
 
-    private let state: Protected<State>
+    private let state: Locked<State>
 
     /// Creates a scheduler whose clock starts at `start` (zero by default).
     ///
@@ -46,7 +46,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(start: SchedulerInstant = SchedulerInstant(nanoseconds: 0)) {
-        state = Protected(State(now: start.nanoseconds))
+        state = Locked(State(now: start.nanoseconds))
         super.init()
     }
 
@@ -216,7 +216,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
     /// Cancels one queued item.
     private final class Token: Disposable, @unchecked Sendable {
         // `cancelled` is protected by its lock.
-        private let cancelled = Protected(false)
+        private let cancelled = Locked(false)
         func dispose() { cancelled.withLock { $0 = true } }
         var isDisposed: Bool { cancelled.withLock { $0 } }
     }

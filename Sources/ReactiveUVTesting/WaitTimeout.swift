@@ -9,14 +9,39 @@ public struct WaitTimeout: Error, CustomStringConvertible, Sendable {
     public let waitingFor: String
     /// How long it waited.
     public let timeout: Duration
-    /// What had happened by the deadline.
+    /// What had happened by the deadline (empty when the waiter had nothing to say).
     public let observed: String
 
-    /// `"timed out after 5 seconds waiting for 3 values; observed: [next(0)]"`.
+    /// `"timed out after 5 seconds waiting for 3 values; observed: [next(0)]"` (without the
+    /// `observed` part when that is empty).
     ///
     /// Thread rule: safe from any thread.
     public var description: String {
-        "timed out after \(timeout) waiting for \(waitingFor); observed: \(observed)"
+        "timed out after \(timeout) waiting for \(waitingFor)" + (observed.isEmpty ? "" : "; observed: \(observed)")
+    }
+}
+
+/// Waits until `condition` holds, checking it about every millisecond on the calling thread.
+///
+/// For state no recorder sees (a counter a callback bumps, a client thread's result).
+///
+/// - Parameters:
+///   - what: What is awaited, for the message ("the server to listen").
+///   - timeout: The deadline, on the monotonic clock.
+///   - observed: The state at the deadline, for the message.
+///   - condition: Checked on the calling thread; keep it cheap and free of waits.
+/// - Throws: `WaitTimeout` naming `what` and `observed` when the deadline passes first.
+///
+/// Thread rule: safe from any thread that is no loop's (it blocks the caller).
+public func waitFor(_ what: String, timeout: Duration, observed: @autoclosure () -> String = "",
+                    _ condition: () -> Bool) throws(WaitTimeout) {
+    let deadline = SchedulerInstant.now + timeout
+    let notifier = Notifier()
+    while !condition() {
+        if SchedulerInstant.now >= deadline {
+            throw WaitTimeout(waitingFor: what, timeout: timeout, observed: observed())
+        }
+        _ = notifier.wait(timeout: .milliseconds(1)) { false }
     }
 }
 

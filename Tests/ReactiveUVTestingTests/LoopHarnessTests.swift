@@ -71,6 +71,23 @@ final class LoopHarnessTests: XCTestCase {
         XCTAssertTrue(harness.finish().isClean)
     }
 
+    /// `waitFor` returns once a condition set on a loop holds, and at its deadline (not before)
+    /// throws a `WaitTimeout` saying what it saw.
+    func testWaitForReturnsWhenTheConditionHoldsAndOtherwiseTimesOutSayingWhatItSaw() throws {
+        let harness = LoopHarness()
+        let flag = Locked(false)
+        harness.loop.execute { flag.withLock { $0 = true } }
+        try waitFor("the flag", timeout: .seconds(10)) { flag.current }
+
+        let start = SchedulerInstant.now
+        XCTAssertThrowsError(try waitFor("a count of 3", timeout: .milliseconds(20), observed: "a count of 1") { false }) { error in
+            XCTAssertEqual((error as? WaitTimeout)?.observed, "a count of 1")
+            XCTAssertTrue("\(error)".hasSuffix("waiting for a count of 3; observed: a count of 1"), "\(error)")
+        }
+        XCTAssertGreaterThanOrEqual(SchedulerInstant.now - start, .milliseconds(20), "it gave up before its deadline")
+        XCTAssertTrue(harness.finish().isClean)
+    }
+
     func testOnLoopRunsOnTheLoopThread() throws {
         let harness = LoopHarness(name: "probe")
         let name = try harness.onLoop { EventLoop.current?.name }

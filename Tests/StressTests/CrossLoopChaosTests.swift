@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import Synchronization
 import XCTest
 

@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// Resident memory per client that sends without ever reading its echo, for the
@@ -30,7 +31,7 @@ final class EchoMemoryStressTests: XCTestCase {
         let server = try SampleServer(sample)
         defer { server.stop() }
         let port = try server.waitForPort()
-        let clients = try (0..<count).map { _ in try RawClient(port: port) }
+        let clients = try (0..<count).map { _ in try BlockingClient(port: port) }
         defer { for client in clients { client.reset() } }
         try waitFor("\(sample) to report \(count) clients", timeout: .seconds(60), observed: server.output) {
             server.output.contains("(\(count) open)")
@@ -38,10 +39,10 @@ final class EchoMemoryStressTests: XCTestCase {
         let idle = try server.residentBytes()
 
         // Every client sends until a send makes no progress for a second: its buffers are full.
-        let chunk = pattern(64 << 10, seed: 5)
+        let chunk = bytePattern(64 << 10, seed: 5)
         let finished = Locked(0)
         for (index, client) in clients.enumerated() {
-            client.setTimeout(SO_SNDTIMEO, .seconds(1))
+            try client.setSendTimeout(.seconds(1))
             spawn("flood-\(index)") {
                 while client.send(chunk) == chunk.count {}
                 finished.withLock { $0 += 1 }
@@ -64,18 +65,6 @@ final class EchoMemoryStressTests: XCTestCase {
         print("stress: \(sample): \(mebibytes(idle)) resident with \(count) silent clients, "
               + "peak \(mebibytes(flooded)) once they flooded it without reading (now \(mebibytes(try server.residentBytes())))")
         return max(0, flooded - idle) / count
-    }
-}
-
-extension RawClient {
-    /// Sends as much of `bytes` as the socket takes now (`MSG_DONTWAIT`); returns how many it took.
-    func sendWithoutWaiting(_ bytes: [UInt8]) -> Int {
-        var total = 0
-        while true {
-            let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress!, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            guard sent > 0 else { return total }
-            total += sent
-        }
     }
 }
 

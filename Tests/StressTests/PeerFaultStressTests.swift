@@ -19,7 +19,7 @@ final class PeerFaultStressTests: XCTestCase {
     private static let resetters = scaled(200, minimum: 4), halfClosers = scaled(200, minimum: 4),
         stallers = scaled(16, minimum: 2), vanishers = scaled(300, minimum: 6)
     /// 64 KiB of the pattern, shared by the clients that do not check their echo.
-    private static let block = pattern(65_536, seed: 99)
+    private static let block = bytePattern(65_536, seed: 99)
 
     func testResettingHalfClosingStallingAndVanishingClientsLeaveTheServerServingAndBounded() throws {
         let report = LoopHarness.run(timeout: .seconds(60)) { harness in
@@ -42,9 +42,9 @@ final class PeerFaultStressTests: XCTestCase {
             for index in 0..<Self.stallers {
                 spawn("staller-\(index)") {
                     do {
-                        let client = try RawClient(port: port)
+                        let client = try BlockingClient(port: port)
                         // A send that cannot progress for a second means flow control has stopped us.
-                        client.setTimeout(SO_SNDTIMEO, .seconds(1))
+                        try client.setSendTimeout(.seconds(1))
                         var pushed = 0
                         while pushed < 256 << 20 {
                             let sent = client.send(Self.block)
@@ -127,8 +127,8 @@ final class PeerFaultStressTests: XCTestCase {
                               "the live heap peaked \(mebibytes(peakHeap - heapAtStart)) above the start during the faults")
 
             // The server still serves a normal client, byte for byte, while the stallers hang on.
-            let normal = try RawClient(port: port)
-            let payload = pattern(1 << 20, seed: 7)
+            let normal = try BlockingClient(port: port)
+            let payload = bytePattern(1 << 20, seed: 7)
             let echoed = Locked<Result<[UInt8], any Error>?>(nil)
             spawn("normal-reader") {
                 let result = Result<[UInt8], any Error> { try normal.receive(exactly: payload.count) }
@@ -200,7 +200,7 @@ final class PeerFaultStressTests: XCTestCase {
 
     /// Sends 32 to 256 KiB, reads some of the echo (none for a third of the clients), and resets with echo in flight.
     private static func resetMidStream(port: Int, index: Int) throws {
-        let client = try RawClient(port: port)
+        let client = try BlockingClient(port: port)
         let size = 32_768 * (1 + index % 8)
         var sent = 0
         while sent < size { sent += client.send(block, 0..<min(block.count, size - sent)) }
@@ -216,9 +216,9 @@ final class PeerFaultStressTests: XCTestCase {
 
     /// Sends 1 to 128 KiB, half-closes, and checks that exactly those bytes come back before EOF.
     private static func halfCloseAndCheck(port: Int, index: Int) throws -> (localPort: Int, bytes: Int) {
-        let client = try RawClient(port: port)
+        let client = try BlockingClient(port: port)
         defer { client.close() }
-        let payload = pattern(1 + (index * 7_919) % 131_072, seed: 1000 + index)
+        let payload = bytePattern(1 + (index * 7_919) % 131_072, seed: 1000 + index)
         guard client.send(payload) == payload.count else { throw StressFailure("send failed: errno \(errno)") }
         client.shutdownWrite()
         let echoed = try client.receiveUntilEOF()
@@ -230,7 +230,7 @@ final class PeerFaultStressTests: XCTestCase {
 
     /// Connects and goes away: a plain close, a reset, or a few bytes and a close without reading.
     private static func vanish(port: Int, index: Int) throws {
-        let client = try RawClient(port: port)
+        let client = try BlockingClient(port: port)
         switch index % 3 {
         case 0: client.close()
         case 1: client.reset()

@@ -1,6 +1,7 @@
 import EchoServerKit
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import Synchronization
 import XCTest
 
@@ -208,9 +209,9 @@ final class ShutdownStressTests: XCTestCase {
             spawn("raw-client-\(index)") {
                 let end: String
                 do {
-                    let client = try RawClient(port: serverPort, receiveTimeout: .seconds(20))
+                    let client = try BlockingClient(port: serverPort, receiveTimeout: .seconds(20))
                     defer { client.close() }
-                    let message = pattern(16_384, seed: index)
+                    let message = bytePattern(16_384, seed: index)
                     while true {
                         guard client.send(message) == message.count else { end = "send failed: errno \(errno)"; break }
                         do {

@@ -1,43 +1,13 @@
 import CTestSupport
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
-
-/// A value guarded by a lock, shared between the test thread, loop threads and client threads.
-final class Locked<Value>: @unchecked Sendable {
-    // `value` is protected by `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
-}
 
 /// A failed expectation inside a stress workload, with what was observed.
 struct StressFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Waits until `condition` holds, checking it every millisecond; throws at the deadline.
-///
-/// `observed` describes the state at the deadline, for the failure message.
-func waitFor(_ what: String, timeout: Duration, observed: @autoclosure () -> String = "",
-             _ condition: () -> Bool) throws {
-    let deadline = SchedulerInstant.now + timeout
-    while !condition() {
-        if SchedulerInstant.now >= deadline {
-            throw StressFailure("timed out after \(timeout) waiting for \(what)\(observed().isEmpty ? "" : "; observed: \(observed())")")
-        }
-        usleep(1000)
-    }
 }
 
 /// Raises the soft limit on open files to at least `needed` (up to the hard limit).
@@ -119,130 +89,3 @@ func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
     thread.start()
 }
 
-/// A blocking TCP client on plain POSIX sockets (loopback only), for injecting peer faults from a thread.
-final class RawClient: @unchecked Sendable {
-    // `descriptor` is immutable; each client is used by one thread at a time.
-    let descriptor: Int32
-
-    /// Connects to 127.0.0.1:`port`; reads time out after `receiveTimeout` so a broken server cannot hang a thread.
-    init(port: Int, receiveTimeout: Duration = .seconds(20)) throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw StressFailure("socket() failed: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        guard connected else {
-            let code = errno
-            Glibc.close(descriptor)
-            throw StressFailure("connect to 127.0.0.1:\(port) failed: errno \(code)")
-        }
-        self.descriptor = descriptor
-        setTimeout(SO_RCVTIMEO, receiveTimeout)
-    }
-
-    /// The local port (to match this client with the server's reports), or 0 if it cannot be read.
-    var localPort: Int {
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let read = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
-        }
-        return read ? Int(UInt16(bigEndian: address.sin_port)) : 0
-    }
-
-    /// Sets `SO_RCVTIMEO` or `SO_SNDTIMEO`.
-    func setTimeout(_ option: Int32, _ duration: Duration) {
-        var value = timeval(tv_sec: Int(duration.components.seconds),
-                            tv_usec: Int(duration.components.attoseconds / 1_000_000_000_000))
-        setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Sends every byte of `bytes[range]`; returns how many were sent before an error or a send timeout.
-    @discardableResult
-    func send(_ bytes: [UInt8], _ range: Range<Int>? = nil) -> Int {
-        let range = range ?? 0..<bytes.count
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let sent = bytes.withUnsafeBytes {
-                Glibc.send(descriptor, $0.baseAddress! + offset, range.upperBound - offset, Int32(MSG_NOSIGNAL))
-            }
-            guard sent > 0 else { break }
-            offset += sent
-        }
-        return offset - range.lowerBound
-    }
-
-    /// Receives up to `count` bytes into a fresh array: empty at EOF, nil on an error or timeout.
-    func receive(upTo count: Int) -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: count)
-        let got = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, count, 0) }
-        guard got >= 0 else { return nil }
-        buffer.removeLast(count - got)
-        return buffer
-    }
-
-    /// Receives exactly `count` bytes, or throws on EOF, error or timeout.
-    func receive(exactly count: Int) throws -> [UInt8] {
-        var result = [UInt8](repeating: 0, count: count)
-        var offset = 0
-        while offset < count {
-            let got = result.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress! + offset, count - offset, 0) }
-            guard got > 0 else {
-                throw StressFailure(got == 0 ? "EOF after \(offset) of \(count) bytes"
-                                             : "recv failed after \(offset) of \(count) bytes: errno \(errno)")
-            }
-            offset += got
-        }
-        return result
-    }
-
-    /// Reads until EOF; returns the bytes, or throws on an error or timeout.
-    func receiveUntilEOF() throws -> [UInt8] {
-        var result: [UInt8] = []
-        while true {
-            guard let chunk = receive(upTo: 65_536) else {
-                throw StressFailure("recv failed after \(result.count) bytes: errno \(errno)")
-            }
-            if chunk.isEmpty { return result }
-            result.append(contentsOf: chunk)
-        }
-    }
-
-    /// Half-closes (FIN): the peer reads EOF, and this side can still read.
-    func shutdownWrite() { Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
-
-    /// Closes with RST (`SO_LINGER` 0): whatever is in flight is dropped and the peer sees `ECONNRESET`.
-    func reset() {
-        var option = linger(l_onoff: 1, l_linger: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
-        Glibc.close(descriptor)
-    }
-
-    /// Closes normally (FIN).
-    func close() { Glibc.close(descriptor) }
-}
-
-/// A deterministic byte pattern that differs per `seed`, so a misplaced or foreign byte is caught.
-func pattern(_ count: Int, seed: Int) -> [UInt8] {
-    var state = UInt64(truncatingIfNeeded: seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1
-    var result = [UInt8](repeating: 0, count: count)
-    result.withUnsafeMutableBytes { bytes in
-        var offset = 0
-        while offset < count {
-            state ^= state << 13
-            state ^= state >> 7
-            state ^= state << 17
-            var word = state
-            let take = min(8, count - offset)
-            withUnsafeBytes(of: &word) { bytes.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: take) }
-            offset += take
-        }
-    }
-    return result
-}

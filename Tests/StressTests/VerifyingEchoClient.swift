@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import Synchronization
 
 /// What the echo clients of one workload report, read by the test thread.

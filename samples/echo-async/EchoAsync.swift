@@ -24,19 +24,12 @@ struct Options {
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
         var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
+        while let argument = try reader.next() {
             switch argument {
             case "--port":
-                let text = try reader.value(for: argument)
-                guard let port = Int(text), (0...65_535).contains(port) else {
-                    throw UsageError("--port needs a port number from 0 to 65535, got '\(text)'")
-                }
-                options.port = port
+                options.port = try reader.port(for: argument)
             case "--host":
                 options.host = try reader.value(for: argument)
-            case "--help", "-h":
-                printLine(usage)
-                exit(0)
             default:
                 throw UsageError("unknown argument '\(argument)'")
             }
@@ -59,7 +52,7 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
                 break  // no connection limit is set here
             case .accepted(let connection):
                 open.value += 1
-                let peer = connection.peerAddress?.description ?? "(unknown address)"
+                let peer = describe(connection.peerAddress)
                 printLine("client \(peer) connected (\(open.value) open)")
                 clients.addTask(executorPreference: loop) {
                     var echoed = 0
@@ -92,14 +85,7 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
 @main
 struct EchoAsync {
     static func main() async {
-        let options: Options
-        do {
-            options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
-        } catch {
-            printError("echo-async: \(error)")
-            printError(usage)
-            exit(2)
-        }
+        let options = parseCommandLine(program: "echo-async", usage: usage, Options.parse)
         let loop = EventLoop(name: "echo-async")
         var status: Int32 = 0
         await withTaskGroup(of: Int32?.self) { group in
@@ -114,8 +100,8 @@ struct EchoAsync {
             }
             group.addTask(executorPreference: loop) {
                 do {
-                    for try await number in Signal<Int32>.unixSignals([SIGINT, SIGTERM], on: loop).values {
-                        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM"): closing every connection")
+                    for try await number in interruptions(on: loop).values {
+                        printLine("interrupted by \(signalName(number)): closing every connection")
                         return 0
                     }
                 } catch {

@@ -25,14 +25,10 @@ struct Options {
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
         var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
+        while let argument = try reader.next() {
             switch argument {
             case "--port":
-                let text = try reader.value(for: argument)
-                guard let port = Int(text), (0...65_535).contains(port) else {
-                    throw UsageError("--port needs a port number from 0 to 65535, got '\(text)'")
-                }
-                options.port = port
+                options.port = try reader.port(for: argument)
             case "--host":
                 options.host = try reader.value(for: argument)
             case "--max-connections":
@@ -41,9 +37,6 @@ struct Options {
                     throw UsageError("--max-connections needs a whole number of at least 1, got '\(text)'")
                 }
                 options.maxConnections = limit
-            case "--help", "-h":
-                printLine(usage)
-                exit(0)
             default:
                 throw UsageError("unknown argument '\(argument)'")
             }
@@ -53,27 +46,12 @@ struct Options {
     }
 }
 
-func describe(_ peer: SocketAddress?) -> String { peer?.description ?? "(unknown address)" }
-
 func main() -> Int32 {
-    let options: Options
-    do {
-        options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
-    } catch {
-        printError("echo: \(error)")
-        printError(usage)
-        return 2
-    }
+    let options = parseCommandLine(program: "echo", usage: usage, Options.parse)
 
     // The main thread becomes the loop thread: every callback below runs here.
-    let loop: EventLoop
-    do {
-        loop = try EventLoop.tryOnCurrentThread(name: "echo")
-    } catch {
-        // No file descriptor (or thread) left: one line, and a failure status.
-        printError("echo: \(error)")
-        return 1
-    }
+    // No file descriptor (or thread) left: one line on standard error, and a failure status.
+    guard let loop = loopOnMainThread(program: "echo") else { return 1 }
     let subscriptions = CompoundDisposable()
     var status: Int32 = 0
     var clients = 0
@@ -101,8 +79,8 @@ func main() -> Int32 {
             subscriptions.dispose()
         }))
 
-    subscriptions.add(Signal<Int32>.unixSignals([SIGINT, SIGTERM]).subscribeNext { number in
-        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM"): closing \(clients) connection(s)")
+    subscriptions.add(interruptions().subscribeNext { number in
+        printLine("interrupted by \(signalName(number)): closing \(clients) connection(s)")
         subscriptions.dispose()
     })
 

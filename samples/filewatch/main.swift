@@ -25,15 +25,12 @@ struct Options {
         var options = Options()
         var path: String?
         var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
+        while let argument = try reader.next() {
             switch argument {
             case "--recursive":
                 options.recursive = true
             case "--poll":
                 options.poll = try parseDuration(try reader.value(for: argument))
-            case "--help", "-h":
-                printLine(usage)
-                exit(0)
             default:
                 guard !argument.hasPrefix("--") else { throw UsageError("unknown argument '\(argument)'") }
                 guard path == nil else { throw UsageError("only one PATH can be watched, got '\(path!)' and '\(argument)'") }
@@ -72,24 +69,11 @@ func describe(_ change: FileStatusChange, name: String) -> String {
 }
 
 func main() -> Int32 {
-    let options: Options
-    do {
-        options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
-    } catch {
-        printError("filewatch: \(error)")
-        printError(usage)
-        return 2
-    }
+    let options = parseCommandLine(program: "filewatch", usage: usage, Options.parse)
 
     // The main thread becomes the loop thread: the watch starts inside subscribe and every callback runs here.
-    let loop: EventLoop
-    do {
-        loop = try EventLoop.tryOnCurrentThread(name: "filewatch")
-    } catch {
-        // No file descriptor (or thread) left: one line, and a failure status.
-        printError("filewatch: \(error)")
-        return 1
-    }
+    // No file descriptor (or thread) left: one line on standard error, and a failure status.
+    guard let loop = loopOnMainThread(program: "filewatch") else { return 1 }
     let subscriptions = CompoundDisposable()
     var status: Int32 = 0
     let fail: (any Error) -> Void = { error in
@@ -115,8 +99,8 @@ func main() -> Int32 {
     let how = options.poll.map { "polling every \($0)" } ?? (options.recursive ? "recursively" : "with inotify")
     printLine("watching \(options.path) \(how); Ctrl-C stops")
 
-    subscriptions.add(Signal<Int32>.unixSignals([SIGINT, SIGTERM]).subscribeNext { number in
-        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
+    subscriptions.add(interruptions().subscribeNext { number in
+        printLine("interrupted by \(signalName(number)); stopping")
         subscriptions.dispose()
     })
 

@@ -22,7 +22,7 @@ struct Options {
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
         var reader = ArgumentReader(arguments)
-        while let argument = reader.next() {
+        while let argument = try reader.next() {
             switch argument {
             case "--interval":
                 options.interval = try parseDuration(try reader.value(for: argument))
@@ -32,9 +32,6 @@ struct Options {
                     throw UsageError("--count needs a whole number of ticks (0 or more), got '\(text)'")
                 }
                 options.count = count
-            case "--help", "-h":
-                printLine(usage)
-                exit(0)
             default:
                 throw UsageError("unknown argument '\(argument)'")
             }
@@ -44,24 +41,11 @@ struct Options {
 }
 
 func main() -> Int32 {
-    let options: Options
-    do {
-        options = try Options.parse(Array(CommandLine.arguments.dropFirst()))
-    } catch {
-        printError("timer: \(error)")
-        printError(usage)
-        return 2
-    }
+    let options = parseCommandLine(program: "timer", usage: usage, Options.parse)
 
     // The main thread becomes the loop thread: every callback below runs here.
-    let loop: EventLoop
-    do {
-        loop = try EventLoop.tryOnCurrentThread(name: "timer")
-    } catch {
-        // No file descriptor (or thread) left: one line, and a failure status.
-        printError("timer: \(error)")
-        return 1
-    }
+    // No file descriptor (or thread) left: one line on standard error, and a failure status.
+    guard let loop = loopOnMainThread(program: "timer") else { return 1 }
     let start = loop.now
     let subscriptions = CompoundDisposable()
     var ticks = 0
@@ -81,8 +65,8 @@ func main() -> Int32 {
             subscriptions.dispose()
         }))
 
-    subscriptions.add(Signal<Int32>.unixSignals([SIGINT, SIGTERM]).subscribeNext { number in
-        printLine("interrupted by \(number == SIGINT ? "SIGINT" : "SIGTERM") after \(ticks) tick(s); stopping")
+    subscriptions.add(interruptions().subscribeNext { number in
+        printLine("interrupted by \(signalName(number)) after \(ticks) tick(s); stopping")
         subscriptions.dispose()
     })
 

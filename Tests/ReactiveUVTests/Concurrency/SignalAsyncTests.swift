@@ -45,21 +45,21 @@ final class SignalAsyncTests: XCTestCase {
     /// Cancelling the consuming task disposes the subscription: the harness sees the timer closed.
     func testCancellingTheTaskDisposesTheSubscription() throws {
         let report = LoopHarness.run { harness in
-            let received = LockedCount()
-            let cleanedUp = LockedCount()
+            let received = Locked(0)
+            let cleanedUp = Locked(0)
             let ticks = Signal<Int> { subscriber in
                 let timer = Signal<Int>.interval(.milliseconds(1)).subscribeNext { subscriber.sendNext($0) }
                 return ActionDisposable {
                     timer.dispose()
-                    cleanedUp.increment()
+                    cleanedUp.withLock { $0 += 1 }
                 }
             }
             let task = Task(executorPreference: harness.loop) {
-                for try await _ in ticks.values { received.increment() }
+                for try await _ in ticks.values { received.withLock { $0 += 1 } }
             }
-            try harness.wait(for: "three values") { received.value >= 3 }
+            try harness.wait(for: "three values") { received.current >= 3 }
             task.cancel()
-            try harness.wait(for: "the subscription's cleanup") { cleanedUp.value == 1 }
+            try harness.wait(for: "the subscription's cleanup") { cleanedUp.current == 1 }
             _ = try harness.onLoop {}
             XCTAssertEqual(try harness.loop.openHandles(), [])
         }
@@ -67,11 +67,11 @@ final class SignalAsyncTests: XCTestCase {
     }
 
     func testAFastSourceThatCannotPauseOverflowsABoundedBuffer() async {
-        let bursts = LockedCount()
+        let bursts = Locked(0)
         let burst = Signal<Int> { subscriber in
             for value in 0..<100 { subscriber.sendNext(value) }
             subscriber.sendCompleted()
-            bursts.increment()
+            bursts.withLock { $0 += 1 }
             return nil
         }
         do {
@@ -79,7 +79,7 @@ final class SignalAsyncTests: XCTestCase {
             _ = try await iterator.next()
             // Take nothing more until the burst has overrun the buffer.
             let deadline = SchedulerInstant.now + .seconds(10)
-            while bursts.value < 1 && SchedulerInstant.now < deadline { await Task.yield() }
+            while bursts.current < 1 && SchedulerInstant.now < deadline { await Task.yield() }
             while try await iterator.next() != nil {}
             XCTFail("expected an overflow")
         } catch {
@@ -89,11 +89,11 @@ final class SignalAsyncTests: XCTestCase {
     }
 
     func testDroppingPoliciesKeepTheNewestOrTheOldest() async throws {
-        let bursts = LockedCount()
+        let bursts = Locked(0)
         let burst = Signal<Int> { subscriber in
             for value in 0..<100 { subscriber.sendNext(value) }
             subscriber.sendCompleted()
-            bursts.increment()
+            bursts.withLock { $0 += 1 }
             return nil
         }
         var newest = burst.values(bufferingPolicy: .keepNewest(3)).makeAsyncIterator()
@@ -102,8 +102,8 @@ final class SignalAsyncTests: XCTestCase {
         let firstOldest = try await oldest.next()
         // Take nothing more until both bursts have landed in the buffers.
         let deadline = SchedulerInstant.now + .seconds(10)
-        while bursts.value < 2 && SchedulerInstant.now < deadline { await Task.yield() }
-        XCTAssertEqual(bursts.value, 2)
+        while bursts.current < 2 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertEqual(bursts.current, 2)
         var restNewest: [Int] = [], restOldest: [Int] = []
         while let value = try await newest.next() { restNewest.append(value) }
         while let value = try await oldest.next() { restOldest.append(value) }
@@ -182,18 +182,18 @@ final class SignalAsyncTests: XCTestCase {
             let failing = try harness.record(Signal<Int>.async { throw Boom() })
             XCTAssertEqual(try failing.waitForTermination().error as? Boom, Boom())
 
-            let cancelled = LockedCount()
+            let cancelled = Locked(0)
             let slow = try harness.record(Signal<Int>.async {
                 do {
                     try await Task.sleep(for: .seconds(60))
                 } catch {
-                    cancelled.increment()
+                    cancelled.withLock { $0 += 1 }
                     throw error
                 }
                 return 1
             })
             slow.dispose()
-            try harness.wait(for: "the task to see its cancellation") { cancelled.value == 1 }
+            try harness.wait(for: "the task to see its cancellation") { cancelled.current == 1 }
             XCTAssertEqual(slow.events.count, 0)
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
@@ -208,15 +208,6 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertEqual(try recorder.waitForTermination(), .completed)
         XCTAssertEqual(recorder.values, [1, 2, 3])
     }
-}
-
-/// A counter shared with callbacks.
-final class LockedCount: @unchecked Sendable {
-    // `count` is protected by `lock`.
-    private let lock = NSLock()
-    private var count = 0
-    func increment() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
 }
 
 /// Pause/resume notes from a flow-controlled source.

@@ -45,11 +45,11 @@ final class TCPFlowControlTests: XCTestCase {
         let total = 128 << 20
         let serverLoop = EventLoop(name: "flow-server")
         let clientLoop = EventLoop(name: "flow-client")
-        let port = LockedPort()
+        let port = Locked(0)
         let server = TCPServer.serve(port: 0, on: serverLoop).subscribeNext { event in
             switch event {
             case .listening(let address):
-                port.set(address.port)
+                port.withLock { $0 = address.port }
             case .accepted(let connection):
                 PatternSender(connection: connection, total: total).sendNext()
             case .refused:
@@ -57,15 +57,15 @@ final class TCPFlowControlTests: XCTestCase {
             }
         }
         let deadline = SchedulerInstant.now + .seconds(10)
-        while port.value == 0 && SchedulerInstant.now < deadline { await Task.yield() }
-        XCTAssertGreaterThan(port.value, 0, "the server did not start listening")
+        while port.current == 0 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertGreaterThan(port.current, 0, "the server did not start listening")
 
         // The connection lives as long as the connect subscription: use it inside the loop.
         let startHeap = liveHeapMegabytes()
         var peakHeap = startHeap
         var received = 0
         var chunks = 0
-        for try await connection in TCP.connect(host: "127.0.0.1", port: port.value, on: clientLoop).values {
+        for try await connection in TCP.connect(host: "127.0.0.1", port: port.current, on: clientLoop).values {
             for try await chunk in connection.bytes.values(bufferingPolicy: .bounded(16)) {
                 // Sampled: a full check of every byte is minutes in a debug build.
                 for offset in [0, chunk.count / 2, chunk.count - 1] where chunk[offset] != UInt8((received + offset) % 251) {
@@ -99,14 +99,14 @@ extension TCPFlowControlTests {
     /// reading); the live heap then holds what the server read and the task did not take.
     func testATaskThatTakesNothingHoldsAtMostMaxBufferedBytes() async throws {
         let loop = EventLoop(name: "unread-bytes")
-        let port = LockedPort()
+        let port = Locked(0)
         let received = Locked(0)
         let (gate, openGate) = AsyncStream<Void>.makeStream()
         let server = Task(executorPreference: loop) {
             for try await event in TCPServer.serve(port: 0, on: loop).values(bufferingPolicy: .unbounded) {
                 switch event {
                 case .listening(let address):
-                    port.set(address.port)
+                    port.withLock { $0 = address.port }
                 case .accepted(let connection):
                     var waited = false
                     for try await chunk in connection.bytes.values {
@@ -124,21 +124,20 @@ extension TCPFlowControlTests {
             }
         }
         let deadline = SchedulerInstant.now + .seconds(10)
-        while port.value == 0 && SchedulerInstant.now < deadline { await Task.yield() }
-        XCTAssertGreaterThan(port.value, 0, "the server did not start listening")
+        while port.current == 0 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertGreaterThan(port.current, 0, "the server did not start listening")
 
-        let client = try BlockingClient(port: port.value)
-        var sendTimeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(client.descriptor, SOL_SOCKET, SO_SNDTIMEO, &sendTimeout, socklen_t(MemoryLayout<timeval>.size))
-        let chunk = pattern(64 << 10, seed: 9)
+        let client = try BlockingClient(port: port.current)
+        try client.setSendTimeout(.seconds(1))
+        let chunk = bytePattern(64 << 10, seed: 9)
         let heapBefore = liveHeapMegabytes()
         let sent = Locked<Int?>(nil)
         Thread {
             var total = 0
             while true {
-                let count = chunk.withUnsafeBytes { Glibc.send(client.descriptor, $0.baseAddress!, chunk.count, Int32(MSG_NOSIGNAL)) }
-                guard count > 0 else { break }  // a second without progress: the server stopped reading
+                let count = client.send(chunk)
                 total += count
+                guard count == chunk.count else { break }  // a second without progress: the server stopped reading
             }
             sent.withLock { $0 = total }
         }.start()
@@ -159,11 +158,3 @@ extension TCPFlowControlTests {
     }
 }
 
-/// The port a test server listens on, once known.
-private final class LockedPort: @unchecked Sendable {
-    // `port` is protected by `lock`.
-    private let lock = NSLock()
-    private var port = 0
-    func set(_ value: Int) { lock.withLock { port = value } }
-    var value: Int { lock.withLock { port } }
-}

@@ -36,15 +36,15 @@ private struct ExitObservation: Sendable {
 /// statement; the task reads what it needs there, on the loop thread.
 final class ValuesEarlyExitTests: XCTestCase {
     /// A source that never ends: five values at once, then nothing; its disposable counts disposals.
-    private func burstThatNeverEnds(_ disposals: LockedCount) -> Signal<Int> {
+    private func burstThatNeverEnds(_ disposals: Locked<Int>) -> Signal<Int> {
         Signal<Int> { subscriber in
             for value in 0..<5 { subscriber.sendNext(value) }
-            return ActionDisposable { disposals.increment() }
+            return ActionDisposable { disposals.withLock { $0 += 1 } }
         }
     }
 
     /// Runs `iterate` in a task on the harness loop and observes the loop right after it was left.
-    private func leave(_ signal: Signal<Int>, by exit: EarlyExit, after count: Int, disposals: LockedCount?,
+    private func leave(_ signal: Signal<Int>, by exit: EarlyExit, after count: Int, disposals: Locked<Int>?,
                        on harness: LoopHarness) throws -> ExitObservation {
         let observation = Locked<ExitObservation?>(nil)
         let loop = harness.loop
@@ -56,7 +56,7 @@ final class ValuesEarlyExitTests: XCTestCase {
                 seen.thrown = "\(error)"
             }
             seen.onHomeLoop = EventLoop.current === loop
-            seen.disposalsAtExit = disposals?.value ?? -1
+            seen.disposalsAtExit = disposals?.current ?? -1
             do {
                 seen.handlesAtExit = try await loop.openHandles()
             } catch {
@@ -71,14 +71,14 @@ final class ValuesEarlyExitTests: XCTestCase {
     func testBreakReturnThrowAndCancellationDisposeTheSourceAtOnce() throws {
         for exit in EarlyExit.allCases {
             let report = LoopHarness.run { harness in
-                let disposals = LockedCount()
+                let disposals = Locked(0)
                 let seen = try leave(burstThatNeverEnds(disposals), by: exit, after: 2, disposals: disposals, on: harness)
                 XCTAssertTrue(seen.onHomeLoop, "\(exit): the task ran off its executor")
                 XCTAssertEqual(seen.disposalsAtExit, 1, "\(exit): the source was not disposed when the loop was left")
                 XCTAssertEqual(seen.received, exit == .throwing ? [] : [0, 1],
                                "\(exit): values after leaving the loop (cancellation must not drain the buffer)")
                 XCTAssertEqual(seen.thrown, exit == .throwing ? "\(LeftTheLoop())" : nil, "\(exit)")
-                XCTAssertEqual(disposals.value, 1, "\(exit): disposed \(disposals.value) times, once expected")
+                XCTAssertEqual(disposals.current, 1, "\(exit): disposed \(disposals.current) times, once expected")
             }
             XCTAssertTrue(report.isClean, "\(exit): \(report.problems)")
         }
@@ -101,7 +101,7 @@ final class ValuesEarlyExitTests: XCTestCase {
     /// A task off every loop: the subscription's home is `EventLoop.shared`, so the disposal made
     /// when the loop is left is queued there; it must come without the source doing anything.
     func testBreakingOffALoopDisposesTheSourceOnItsHome() throws {
-        let disposals = LockedCount()
+        let disposals = Locked(0)
         let left = Locked<[Int]?>(nil)
         let signal = burstThatNeverEnds(disposals)
         Task {
@@ -110,7 +110,7 @@ final class ValuesEarlyExitTests: XCTestCase {
         }
         XCTAssertTrue(waitUntil("the task to leave the loop") { left.current != nil })
         XCTAssertEqual(left.current, [0, 1])
-        XCTAssertTrue(waitUntil("the source's disposal on EventLoop.shared") { disposals.value == 1 })
+        XCTAssertTrue(waitUntil("the source's disposal on EventLoop.shared") { disposals.current == 1 })
     }
 
     /// A source that cannot pause overruns the bounded buffer while it is being subscribed
@@ -118,19 +118,19 @@ final class ValuesEarlyExitTests: XCTestCase {
     /// while the iterator is still alive, not when it is dropped.
     func testAnOverflowDuringTheSubscribeBurstDisposesTheSource() throws {
         let report = LoopHarness.run { harness in
-            let disposals = LockedCount()
+            let disposals = Locked(0)
             let outcome = Locked<(error: String, disposals: Int)?>(nil)
             let burst = Signal<Int> { subscriber in
                 for value in 0..<100 { subscriber.sendNext(value) }
-                return ActionDisposable { disposals.increment() }
+                return ActionDisposable { disposals.withLock { $0 += 1 } }
             }
             Task(executorPreference: harness.loop) {
                 var iterator = burst.values(bufferingPolicy: .bounded(10)).makeAsyncIterator()
                 do {
                     while try await iterator.next() != nil {}
-                    outcome.withLock { $0 = ("no error", disposals.value) }
+                    outcome.withLock { $0 = ("no error", disposals.current) }
                 } catch {
-                    outcome.withLock { $0 = ("\(error)", disposals.value) }
+                    outcome.withLock { $0 = ("\(error)", disposals.current) }
                 }
                 withExtendedLifetime(iterator) {}
             }
@@ -196,19 +196,12 @@ private func iterate(_ signal: Signal<Int>, leavingBy exit: EarlyExit, after cou
     return received
 }
 
-/// Connects to 127.0.0.1:`port` with a blocking socket; returns errno, or 0 when the connection was made.
+/// Connects to 127.0.0.1:`port`; returns errno, or 0 when the connection was made.
 private func connectError(port: Int) -> Int32 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return errno }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
+    do {
+        try BlockingClient(port: port).close()
+        return 0
+    } catch {
+        return (error as? BlockingClientError)?.errno ?? -1
     }
-    return connected ? 0 : errno
 }

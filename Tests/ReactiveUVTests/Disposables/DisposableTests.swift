@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 final class DisposableTests: XCTestCase {

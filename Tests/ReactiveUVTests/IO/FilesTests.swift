@@ -18,7 +18,7 @@ final class FilesTests: XCTestCase {
 
     func testWriteThenReadBackWholeAndInChunks() throws {
         let path = directory + "/data.bin"
-        let contents = pattern(300_000, seed: 4)
+        let contents = bytePattern(300_000, seed: 4)
         try checked { harness in
             XCTAssertTrue(try harness.record(Files.write(contents, to: path)).waitForTermination().isCompleted)
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data(contents))
@@ -81,7 +81,7 @@ final class FilesTests: XCTestCase {
     /// Disposing a stream mid-file stops it and closes the file (no descriptor leaks).
     func testDisposingAStreamClosesTheFile() throws {
         let path = directory + "/big.bin"
-        try Data(pattern(16 << 20, seed: 5)).write(to: URL(fileURLWithPath: path))
+        try Data(bytePattern(16 << 20, seed: 5)).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             var recorders: [EventRecorder<[UInt8]>] = []
             for _ in 0..<20 {
@@ -134,8 +134,8 @@ final class FilesTests: XCTestCase {
     /// The splitting itself, with small requests: every byte lands once, in order, also when appending.
     func testAWriteLargerThanOneRequestIsSplitInOrder() throws {
         let path = directory + "/split.bin"
-        let first = pattern(2_500, seed: 11)
-        let second = pattern(1_001, seed: 12)
+        let first = bytePattern(2_500, seed: 11)
+        let second = bytePattern(1_001, seed: 12)
         try checked { harness in
             XCTAssertTrue(try harness.record(Files.write(.array(first), to: path, largestRequest: 1_000)).waitForTermination().isCompleted)
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data(first))
@@ -164,7 +164,7 @@ final class FilesTests: XCTestCase {
     /// A regular file larger than maxSize is refused from its size, before a byte is read; one of exactly maxSize is read.
     func testAFileLargerThanMaxSizeIsRefusedBeforeReading() throws {
         let path = directory + "/ten.bin"
-        let contents = pattern(10_000, seed: 3)
+        let contents = bytePattern(10_000, seed: 3)
         try Data(contents).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             let reads = Locked(0)
@@ -185,7 +185,7 @@ final class FilesTests: XCTestCase {
     /// (/proc) is read to its end.
     func testAFewMegabytesReadBackExactly() throws {
         let path = directory + "/five.bin"
-        let contents = pattern(5_000_123, seed: 8)
+        let contents = bytePattern(5_000_123, seed: 8)
         try Data(contents).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             let whole = try harness.record(Files.read(path))
@@ -210,7 +210,7 @@ final class FilesTests: XCTestCase {
     /// read held after its first system call, a repeating timer on the same loop keeps firing (a count, no time bound).
     func testTheLoopRunsWhileAWholeFileIsReadOnThePool() throws {
         let path = directory + "/four.bin"
-        let contents = pattern(4 << 20, seed: 9)
+        let contents = bytePattern(4 << 20, seed: 9)
         try Data(contents).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             let ticks = Locked(0)
@@ -245,8 +245,8 @@ final class FilesTests: XCTestCase {
     /// A file that grows after its size was taken is read to its new end.
     func testAFileThatGrowsDuringTheReadIsReadToItsNewEnd() throws {
         let path = directory + "/growing.bin"
-        let start = pattern(300_000, seed: 1)
-        let more = pattern(70_000, seed: 2)
+        let start = bytePattern(300_000, seed: 1)
+        let more = bytePattern(70_000, seed: 2)
         try Data(start).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             let appended = Locked(false)

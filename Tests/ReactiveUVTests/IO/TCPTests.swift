@@ -52,7 +52,7 @@ final class TCPTests: XCTestCase {
             let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
             defer { client.close() }
             let connection = try waitForAccepted(server, 1)[0]
-            let payload = pattern(3 << 20, seed: 21)
+            let payload = bytePattern(3 << 20, seed: 21)
             let queuedAtClose = try harness.onLoop { () -> Int in
                 connection.send(payload)
                 let queued = connection.queuedWriteByteCount
@@ -84,7 +84,7 @@ final class TCPTests: XCTestCase {
             let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
             defer { client.close() }
             let connection = try waitForAccepted(server, 1)[0]
-            try harness.onLoop { connection.send(pattern(3 << 20, seed: 22)) }
+            try harness.onLoop { connection.send(bytePattern(3 << 20, seed: 22)) }
             let closed = try harness.record(connection.close(), label: "close")
             connection.reset()
             let error = try XCTUnwrap(try closed.waitForTermination().error as? UVError)
@@ -331,9 +331,9 @@ final class TCPTests: XCTestCase {
             let record: ((any Error)?) -> Void = { error in
                 results.withLock { $0.append(((error as? UVError)?.name, EventLoop.current?.name)) }
             }
-            connection.send(pattern(200_000, seed: 1), completion: record)  // from the test thread
+            connection.send(bytePattern(200_000, seed: 1), completion: record)  // from the test thread
             try harness.wait(for: "the first completion") { results.current.count == 1 }
-            XCTAssertTrue(try waitForBytes(serverBytes, 200_000) == pattern(200_000, seed: 1), "bulk reads arrive intact")
+            XCTAssertTrue(try waitForBytes(serverBytes, 200_000) == bytePattern(200_000, seed: 1), "bulk reads arrive intact")
             connection.close()
             connection.send([1], completion: record)
             try harness.wait(for: "the second completion") { results.current.count == 2 }
@@ -365,7 +365,7 @@ final class TCPTests: XCTestCase {
                     echoed.withLock { $0 += chunk.count }
                 })
             }
-            let payload = pattern(total, seed: 9)
+            let payload = bytePattern(total, seed: 9)
             for start in stride(from: 0, to: total, by: 1 << 20) {
                 clientConnection.send(Array(payload[start..<(start + (1 << 20))]))
             }
@@ -387,7 +387,7 @@ final class TCPTests: XCTestCase {
     /// the reader keeps never changes, whether the next read has its size or a smaller one.
     func testChunksAReaderKeepsNeverChangeWhenReadBuffersAreRecycled() throws {
         let sizes = [10, 10, 10, 7, 7, 12, 12, 5, 64, 64, 64, 3, 3, 4096, 100, 100, 1, 1, 1, 30]
-        let messages = sizes.enumerated().map { pattern($0.element, seed: $0.offset + 1) }
+        let messages = sizes.enumerated().map { bytePattern($0.element, seed: $0.offset + 1) }
         try checked { harness in
             let (server, port) = try startServer(harness)
             let client = try harness.record(TCP.connect(host: "127.0.0.1", port: port)).waitForValues(1)[0]

@@ -13,7 +13,7 @@ final class UDPTests: XCTestCase {
             XCTAssertNotEqual(bAddress.port, 0, "the real port is reported")
 
             let received = try harness.record(b.datagrams)
-            for (index, payload) in [[UInt8]([1, 2, 3]), [], pattern(60_000, seed: 7)].enumerated() {
+            for (index, payload) in [[UInt8]([1, 2, 3]), [], bytePattern(60_000, seed: 7)].enumerated() {
                 XCTAssertTrue(try harness.record(a.send(payload, to: bAddress)).waitForTermination().isCompleted)
                 let datagram = try received.waitForValues(index + 1)[index]
                 XCTAssertTrue(datagram.bytes == payload, "datagram \(index)")
@@ -58,12 +58,12 @@ final class UDPTests: XCTestCase {
             let socket = try harness.record(UDP.bind()).waitForValues(1)[0]
             let address = try XCTUnwrap(socket.localAddress)
             let received = try harness.record(socket.datagrams)
-            let tooBig = try harness.record(socket.send(pattern(65_508, seed: 1), to: address))
+            let tooBig = try harness.record(socket.send(bytePattern(65_508, seed: 1), to: address))
             let error = try XCTUnwrap(try tooBig.waitForTermination().error as? UVError)
             XCTAssertEqual(error.name, "EMSGSIZE")
             XCTAssertTrue(error.message.contains("65507") && error.message.contains("65508"), error.description)
 
-            let largest = pattern(65_507, seed: 2)
+            let largest = bytePattern(65_507, seed: 2)
             XCTAssertTrue(try harness.record(socket.send(largest, to: address)).waitForTermination().isCompleted)
             XCTAssertTrue(try received.waitForValues(1)[0].bytes == largest, "the largest IPv4 payload goes through")
         }

@@ -1,5 +1,6 @@
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 final class EventLoopTests: XCTestCase {

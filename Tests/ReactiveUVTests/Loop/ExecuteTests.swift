@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// A box confined to one loop thread, so loop callbacks can append without a lock.

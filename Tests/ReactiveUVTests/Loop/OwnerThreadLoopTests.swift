@@ -1,5 +1,6 @@
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// Loops made with `EventLoop.onCurrentThread()`; each test runs on a fresh thread that owns no loop.

@@ -1,4 +1,5 @@
 import Foundation
+import ReactiveUVTesting
 import XCTest
 
 /// Runs the built `echo-async` executable (the async/await echo server) as a user would.
@@ -17,15 +18,15 @@ final class EchoAsyncSampleTests: XCTestCase {
         // Two clients at once, one of them sending a megabyte: each gets back exactly what it sent.
         let small = try BlockingClient(port: port)
         let bulk = try BlockingClient(port: port)
-        let payload = pattern(1 << 20, seed: 3)
+        let payload = bytePattern(1 << 20, seed: 3)
         let echoed = Locked<Result<[UInt8], any Error>?>(nil)
         Thread {
             let result = Result<[UInt8], any Error> { try bulk.receive(exactly: payload.count) }
             echoed.withLock { $0 = result }
         }.start()
-        try small.sendAll(pattern(100, seed: 4))
+        try small.sendAll(bytePattern(100, seed: 4))
         try bulk.sendAll(payload)
-        XCTAssertEqual(try small.receive(exactly: 100), pattern(100, seed: 4))
+        XCTAssertEqual(try small.receive(exactly: 100), bytePattern(100, seed: 4))
         waitUntil("1 MiB echoed", timeout: .seconds(60)) { echoed.current != nil }
         XCTAssertTrue(try echoed.current?.get() == payload, "the echo differs from what was sent")
         small.close()
@@ -58,7 +59,7 @@ final class EchoAsyncSampleTests: XCTestCase {
         for round in 0..<3 {
             let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
             defer { client.close() }
-            let payload = pattern(3 << 20, seed: 10 + round)
+            let payload = bytePattern(3 << 20, seed: 10 + round)
             let echoed = Locked<Result<[UInt8], any Error>?>(nil)
             Thread {
                 let result = Result<[UInt8], any Error> { try client.receiveUntilEOF() }

@@ -1,4 +1,5 @@
 import Foundation
+import ReactiveUVTesting
 import XCTest
 
 /// Runs the built `echo` executable as a user would.
@@ -14,13 +15,13 @@ final class EchoSampleTests: XCTestCase {
         sample.waitForOutput(containing: "connected (1 open)")
 
         let resetter = try BlockingClient(port: port)
-        try resetter.sendAll(pattern(500, seed: 1))
-        XCTAssertEqual(try resetter.receive(exactly: 500), pattern(500, seed: 1))
+        try resetter.sendAll(bytePattern(500, seed: 1))
+        XCTAssertEqual(try resetter.receive(exactly: 500), bytePattern(500, seed: 1))
         resetter.reset()
         sample.waitForOutput(containing: "dropped (ECONNRESET")
 
         let bulk = try BlockingClient(port: port)
-        let payload = pattern(4 << 20, seed: 2)
+        let payload = bytePattern(4 << 20, seed: 2)
         let echoed = Locked<Result<[UInt8], any Error>?>(nil)
         Thread {
             let result = Result<[UInt8], any Error> { try bulk.receive(exactly: payload.count) }

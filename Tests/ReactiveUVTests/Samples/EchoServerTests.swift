@@ -43,8 +43,8 @@ final class EchoServerTests: XCTestCase {
         try checked { harness in
             let (server, port) = try startEcho(harness)
             let resetter = try BlockingClient(port: port)
-            try resetter.sendAll(pattern(1000, seed: 1))
-            XCTAssertEqual(try resetter.receive(exactly: 1000), pattern(1000, seed: 1))
+            try resetter.sendAll(bytePattern(1000, seed: 1))
+            XCTAssertEqual(try resetter.receive(exactly: 1000), bytePattern(1000, seed: 1))
             resetter.reset()
             try server.wait(for: "the reset client reported") { events in
                 events.contains { if case .next(.disconnected(_, 1000, let error?, _)) = $0 { return (error as? UVError)?.name == "ECONNRESET" } else { return false } }
@@ -52,8 +52,8 @@ final class EchoServerTests: XCTestCase {
 
             let next = try BlockingClient(port: port)
             defer { next.close() }
-            try next.sendAll(pattern(10, seed: 2))
-            XCTAssertEqual(try next.receive(exactly: 10), pattern(10, seed: 2))
+            try next.sendAll(bytePattern(10, seed: 2))
+            XCTAssertEqual(try next.receive(exactly: 10), bytePattern(10, seed: 2))
         }
     }
 
@@ -62,7 +62,7 @@ final class EchoServerTests: XCTestCase {
         try checked { harness in
             let (server, port) = try startEcho(harness)
             let client = try BlockingClient(port: port)
-            let payload = pattern(8 << 20, seed: 3)
+            let payload = bytePattern(8 << 20, seed: 3)
             let echoed = Locked<Result<[UInt8], any Error>?>(nil)
             Thread {
                 let result = Result<[UInt8], any Error> { try client.receive(exactly: payload.count) }
@@ -105,8 +105,8 @@ final class EchoServerTests: XCTestCase {
             var served: [BlockingClient] = []
             for index in 0..<3 {
                 let client = try BlockingClient(port: port)
-                try client.sendAll(pattern(100, seed: index))
-                XCTAssertEqual(try client.receive(exactly: 100), pattern(100, seed: index), "served client \(index)")
+                try client.sendAll(bytePattern(100, seed: index))
+                XCTAssertEqual(try client.receive(exactly: 100), bytePattern(100, seed: index), "served client \(index)")
                 served.append(client)
             }
             for index in 3..<5 {
@@ -129,8 +129,8 @@ final class EchoServerTests: XCTestCase {
                 events.contains { if case .next(.disconnected(_, _, _, 2)) = $0 { return true } else { return false } }
             }
             let newcomer = try BlockingClient(port: port)
-            try newcomer.sendAll(pattern(10, seed: 9))
-            XCTAssertEqual(try newcomer.receive(exactly: 10), pattern(10, seed: 9), "a slot freed up")
+            try newcomer.sendAll(bytePattern(10, seed: 9))
+            XCTAssertEqual(try newcomer.receive(exactly: 10), bytePattern(10, seed: 9), "a slot freed up")
             newcomer.close()
             for client in served.dropFirst() { client.close() }
             XCTAssertEqual(server.values.filter { if case .connected = $0 { return true } else { return false } }.count, 4)
@@ -195,7 +195,7 @@ final class EchoClientDriver: @unchecked Sendable {
     }
 
     private func sendNext() {
-        current = pattern(length(of: sent), seed: index * 1000 + sent)
+        current = bytePattern(length(of: sent), seed: index * 1000 + sent)
         sent += 1
         connection?.send(current)
     }

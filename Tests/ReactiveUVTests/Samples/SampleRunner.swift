@@ -1,5 +1,6 @@
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// Runs a sample executable the way a user would and collects its output.

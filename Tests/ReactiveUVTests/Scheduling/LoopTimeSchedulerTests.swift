@@ -1,5 +1,6 @@
 import CLibUV
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 final class LoopTimeSchedulerTests: XCTestCase {

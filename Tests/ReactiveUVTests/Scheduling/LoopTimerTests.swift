@@ -1,6 +1,7 @@
 import CLibUV
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 final class LoopTimerTests: XCTestCase {

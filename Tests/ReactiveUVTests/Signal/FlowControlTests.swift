@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
 /// A pausable source that runs on one loop and sends as fast as it is allowed.

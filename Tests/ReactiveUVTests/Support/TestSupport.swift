@@ -1,26 +1,10 @@
 import CTestSupport
 import Foundation
 import ReactiveUV
+import ReactiveUVTesting
 import XCTest
 
-/// A value guarded by a lock, shareable between the test thread and loop threads.
-final class Locked<Value>: @unchecked Sendable {
-    // `value` is protected by `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
-}
-
-/// Waits until `condition` holds, checking every millisecond; fails the test at the deadline.
+/// Waits until `condition` holds (ReactiveUVTesting's `waitFor`); fails the test at the deadline.
 ///
 /// - Returns: Whether the condition became true.
 @discardableResult
@@ -31,15 +15,13 @@ func waitUntil(
     line: UInt = #line,
     _ condition: () -> Bool
 ) -> Bool {
-    let deadline = SchedulerInstant.now + timeout
-    while !condition() {
-        if SchedulerInstant.now >= deadline {
-            XCTFail("timed out after \(timeout) waiting for \(what)", file: file, line: line)
-            return false
-        }
-        usleep(1000)
+    do {
+        try waitFor(what, timeout: timeout, condition)
+        return true
+    } catch {
+        XCTFail("\(error)", file: file, line: line)
+        return false
     }
-    return true
 }
 
 /// Runs `body` on the loop thread and waits for its result.

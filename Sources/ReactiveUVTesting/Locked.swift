@@ -1,0 +1,34 @@
+import Foundation
+
+/// A value behind a lock, shareable between a test's thread, loop threads and client threads.
+///
+/// The lock is an `NSLock` (a pthread mutex the thread sanitizer understands;
+/// `Synchronization.Mutex` is invisible to it on Linux). Never call out to a
+/// subscriber or a loop from inside `withLock`: keep the body to reading or
+/// changing the value.
+///
+/// Thread rule: safe from any thread.
+public final class Locked<Value>: @unchecked Sendable {
+    // `value` is protected by `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    /// A box holding `value`.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ value: Value) { self.value = value }
+
+    /// Runs `body` with the value, holding the lock; what `body` returns is returned.
+    ///
+    /// Thread rule: safe from any thread; `body` must not take this lock again.
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+
+    /// A copy of the value, read under the lock.
+    ///
+    /// Thread rule: safe from any thread.
+    public var current: Value { withLock { $0 } }
+}
