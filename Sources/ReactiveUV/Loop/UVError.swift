@@ -25,9 +25,9 @@ internal import CLibUV
 public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The negative libuv error code, for example `UV_ENOENT` (-2).
     public let code: Int32
-    /// The symbolic name from `uv_err_name`, for example `"ENOENT"`.
+    /// The symbolic name from libuv (`uv_err_name_r`), for example `"ENOENT"`; `"Unknown system error -123456"` for a code libuv does not know.
     public let name: String
-    /// The human-readable message from `uv_strerror`, for example `"no such file or directory"`.
+    /// The human-readable message from libuv (`uv_strerror_r`), for example `"no such file or directory"`, or our own.
     public let message: String
     /// What was being attempted, for example `"uv_tcp_bind(127.0.0.1:80)"`; empty when unknown.
     public let context: String
@@ -128,17 +128,17 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// libuv truncates (and terminates) anything longer.
     private static let messageBufferSize = 128
 
-    /// `UV_EINVAL`: an invalid argument.
+    /// `UV_EINVAL`: an invalid argument. The same as `UVError.invalidArgument.code`.
     public static let invalidArgumentCode: Int32 = UV_EINVAL.rawValue
-    /// `UV_ECANCELED`: the operation was cancelled.
+    /// `UV_ECANCELED`: the operation was cancelled. The same as `UVError.cancelled.code`.
     public static let cancelledCode: Int32 = UV_ECANCELED.rawValue
-    /// `UV_ENOENT`: no such file or directory.
+    /// `UV_ENOENT`: no such file or directory. The same as `UVError.noSuchFile.code`.
     public static let noSuchFileCode: Int32 = UV_ENOENT.rawValue
-    /// `UV_EACCES`: permission denied.
+    /// `UV_EACCES`: permission denied. The same as `UVError.permissionDenied.code`.
     public static let permissionDeniedCode: Int32 = UV_EACCES.rawValue
-    /// `UV_EADDRINUSE`: address already in use.
+    /// `UV_EADDRINUSE`: address already in use. The same as `UVError.addressInUse.code`.
     public static let addressInUseCode: Int32 = UV_EADDRINUSE.rawValue
-    /// `UV_ECONNREFUSED`: connection refused.
+    /// `UV_ECONNREFUSED`: connection refused. The same as `UVError.connectionRefused.code`.
     public static let connectionRefusedCode: Int32 = UV_ECONNREFUSED.rawValue
 }
 
