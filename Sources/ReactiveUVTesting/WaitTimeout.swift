@@ -1,24 +1,33 @@
 import Foundation
 import ReactiveUV
 
-/// A wait that reached its deadline: names what it waited for and what it saw.
+/// A wait that reached its deadline: the harness's name for ReactiveUV's
+/// `TimeoutError`, the one timeout error the library, its operators and these
+/// waits share (so `catch let error as TimeoutError` catches all of them).
+///
+/// Its `operation` names what the test was waiting for ("3 value(s) from
+/// ticks"), `timeout` how long, and `observed` what had happened by the deadline.
 ///
 /// Thread rule: a value type; safe from any thread.
-public struct WaitTimeout: Error, CustomStringConvertible, Sendable {
-    /// What the test was waiting for ("3 values", "completion").
-    public let waitingFor: String
-    /// How long it waited.
-    public let timeout: Duration
-    /// What had happened by the deadline (empty when the waiter had nothing to say).
-    public let observed: String
+public typealias WaitTimeout = TimeoutError
 
-    /// `"timed out after 5 seconds waiting for 3 values; observed: [next(0)]"` (without the
-    /// `observed` part when that is empty).
+extension TimeoutError {
+    /// Creates the error a harness wait throws at its deadline (the `WaitTimeout` spelling).
+    ///
+    /// - Parameters:
+    ///   - waitingFor: What the test was waiting for ("3 values", "completion").
+    ///   - timeout: How long it waited.
+    ///   - observed: What had happened by the deadline.
     ///
     /// Thread rule: safe from any thread.
-    public var description: String {
-        "timed out after \(timeout) waiting for \(waitingFor)" + (observed.isEmpty ? "" : "; observed: \(observed)")
+    public init(waitingFor: String, timeout: Duration, observed: String) {
+        self.init(operation: waitingFor, after: timeout, observed: observed)
     }
+
+    /// What the test was waiting for: `operation` under the name `WaitTimeout` used.
+    ///
+    /// Thread rule: safe from any thread.
+    public var waitingFor: String { operation }
 }
 
 /// Waits until `condition` holds, checking it about every millisecond on the calling thread.

@@ -90,7 +90,7 @@ extension Signal {
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
     /// - Returns: The first value, or nil if the signal completed without one.
-    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread`
+    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread`
     ///   on a loop thread, where waiting would deadlock.
     ///
     /// Thread rule: any thread except a loop thread.
@@ -104,7 +104,7 @@ extension Signal {
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
     /// - Returns: The last value, or nil if it completed without one.
-    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread` on a loop thread.
+    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
     public func last(timeout: Duration? = nil) throws -> Value? {
@@ -114,7 +114,7 @@ extension Signal {
     /// Blocks the calling thread until the signal ends (RAC's `-waitUntilCompleted:`).
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
-    /// - Throws: The signal's error; `SignalWaitError.timedOut`; `EventLoopError.calledOnLoopThread` on a loop thread.
+    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
     public func waitUntilCompleted(timeout: Duration? = nil) throws {
@@ -144,7 +144,7 @@ extension Signal {
         if let timeout {
             if !done.wait(until: SchedulerInstant.now + timeout) {
                 subscription.dispose()
-                throw SignalWaitError.timedOut(operation: operation, after: timeout)
+                throw TimeoutError(operation: operation, after: timeout)
             }
         } else {
             done.wait()
@@ -153,22 +153,16 @@ extension Signal {
     }
 }
 
-/// Why a blocking helper gave up.
+/// The blocking helpers' timeout error under its old name; it is `TimeoutError` now.
+///
+/// `SignalWaitError.timedOut(operation: "first()", after: t)` still builds
+/// (and, through `==` or a `catch` pattern, matches) what `first(timeout:)`
+/// throws; a `case .timedOut(let operation, let after)` binding pattern no
+/// longer compiles: read `operation` and `timeout`.
 ///
 /// Thread rule: a value type; safe from any thread.
-public enum SignalWaitError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The signal did not deliver in time.
-    case timedOut(operation: String, after: Duration)
-
-    /// A sentence for a human.
-    ///
-    /// Thread rule: safe from any thread.
-    public var description: String {
-        switch self {
-        case .timedOut(let operation, let after): return "\(operation) timed out after \(after)"
-        }
-    }
-}
+@available(*, deprecated, renamed: "TimeoutError")
+public typealias SignalWaitError = TimeoutError
 
 /// The state one await (or blocking wait) builds up, with its one-shot completion.
 final class AwaitBox<State>: @unchecked Sendable {

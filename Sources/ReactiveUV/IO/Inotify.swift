@@ -71,7 +71,7 @@ final class InotifyHub: LoopHandle {
             let code = errno
             throw UVError(code: -code, message: code == EMFILE
                 ? "no inotify instance left: the limit fs.inotify.max_user_instances (\(kernelLimit("max_user_instances"))) or the open-file limit was reached"
-                : String(cString: uv_strerror(-code)), context: "inotify_init1")
+                : UVError.libuvMessage(for: -code), context: "inotify_init1")
         }
         let hub = InotifyHub(loop: loop, descriptor: descriptor)
         try hub.start()

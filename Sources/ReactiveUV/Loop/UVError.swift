@@ -7,13 +7,27 @@ internal import CLibUV
 /// (`"no such file or directory"`) and the call that failed (`context`) are
 /// always filled in the same way.
 ///
+/// Match on the code with the named values (`UVError+Codes.swift`), as
+/// swift-system's `Errno` does:
+///
+/// ```swift
+/// do { try something() }
+/// catch UVError.connectionRefused { retryLater() }
+/// catch UVError.nameNotFound { print("no such host") }
+/// ```
+///
+/// Equality and hashing compare `code` only: an error with a context
+/// (`"uv_tcp_connect(127.0.0.1:1)"`) or a message of our own equals the named
+/// value with the same code. Compare `context` or `message` by name where
+/// they matter.
+///
 /// Thread rule: a value type; safe from any thread.
 public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The negative libuv error code, for example `UV_ENOENT` (-2).
     public let code: Int32
-    /// The symbolic name from `uv_err_name`, for example `"ENOENT"`.
+    /// The symbolic name from libuv (`uv_err_name_r`), for example `"ENOENT"`; `"Unknown system error -123456"` for a code libuv does not know.
     public let name: String
-    /// The human-readable message from `uv_strerror`, for example `"no such file or directory"`.
+    /// The human-readable message from libuv (`uv_strerror_r`), for example `"no such file or directory"`, or our own.
     public let message: String
     /// What was being attempted, for example `"uv_tcp_bind(127.0.0.1:80)"`; empty when unknown.
     public let context: String
@@ -28,8 +42,8 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Thread rule: safe from any thread.
     public init(code: Int32, context: String = "") {
         self.code = code
-        self.name = String(cString: uv_err_name(code))
-        self.message = String(cString: uv_strerror(code))
+        self.name = UVError.libuvName(for: code)
+        self.message = UVError.libuvMessage(for: code)
         self.context = context
     }
 
@@ -47,7 +61,7 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Thread rule: safe from any thread.
     public init(code: Int32, message: String, context: String = "") {
         self.code = code
-        self.name = String(cString: uv_err_name(code))
+        self.name = UVError.libuvName(for: code)
         self.message = message
         self.context = context
     }
@@ -59,17 +73,72 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
         context.isEmpty ? "\(name): \(message)" : "\(name): \(message) (\(context))"
     }
 
-    /// `UV_EINVAL`: an invalid argument.
+    /// Whether two errors have the same code (context and message aside).
+    ///
+    /// - Parameters:
+    ///   - lhs: An error.
+    ///   - rhs: Another error.
+    /// - Returns: `lhs.code == rhs.code`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func == (lhs: UVError, rhs: UVError) -> Bool {
+        lhs.code == rhs.code
+    }
+
+    /// Hashes the code only, so that equal errors hash alike.
+    ///
+    /// - Parameter hasher: The hasher to feed.
+    ///
+    /// Thread rule: safe from any thread.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+    }
+
+    /// Lets `catch UVError.connectionRefused` and `case UVError.addressInUse:`
+    /// match any error: true when `value` is a `UVError` with `pattern`'s code.
+    ///
+    /// - Parameters:
+    ///   - pattern: The error to match, usually a named value such as `.noSuchFile`.
+    ///   - value: The error thrown or sent.
+    /// - Returns: Whether `value` is a `UVError` with the same code.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func ~= (pattern: UVError, value: any Error) -> Bool {
+        guard let error = value as? UVError else { return false }
+        return error.code == pattern.code
+    }
+
+    /// libuv's name for `code` ("ENOENT"), through `uv_err_name_r` into a stack
+    /// buffer: `uv_err_name` mallocs a string nobody frees for a code it does not know.
+    static func libuvName(for code: Int32) -> String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: messageBufferSize) { buffer in
+            String(cString: uv_err_name_r(code, buffer.baseAddress, buffer.count))
+        }
+    }
+
+    /// libuv's message for `code` ("no such file or directory"), through
+    /// `uv_strerror_r`: `uv_strerror` leaks for an unknown code as `uv_err_name` does.
+    static func libuvMessage(for code: Int32) -> String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: messageBufferSize) { buffer in
+            String(cString: uv_strerror_r(code, buffer.baseAddress, buffer.count))
+        }
+    }
+
+    /// Longer than libuv's longest message (46 bytes) and "Unknown system error -2147483648";
+    /// libuv truncates (and terminates) anything longer.
+    private static let messageBufferSize = 128
+
+    /// `UV_EINVAL`: an invalid argument. The same as `UVError.invalidArgument.code`.
     public static let invalidArgumentCode: Int32 = UV_EINVAL.rawValue
-    /// `UV_ECANCELED`: the operation was cancelled.
+    /// `UV_ECANCELED`: the operation was cancelled. The same as `UVError.cancelled.code`.
     public static let cancelledCode: Int32 = UV_ECANCELED.rawValue
-    /// `UV_ENOENT`: no such file or directory.
+    /// `UV_ENOENT`: no such file or directory. The same as `UVError.noSuchFile.code`.
     public static let noSuchFileCode: Int32 = UV_ENOENT.rawValue
-    /// `UV_EACCES`: permission denied.
+    /// `UV_EACCES`: permission denied. The same as `UVError.permissionDenied.code`.
     public static let permissionDeniedCode: Int32 = UV_EACCES.rawValue
-    /// `UV_EADDRINUSE`: address already in use.
+    /// `UV_EADDRINUSE`: address already in use. The same as `UVError.addressInUse.code`.
     public static let addressInUseCode: Int32 = UV_EADDRINUSE.rawValue
-    /// `UV_ECONNREFUSED`: connection refused.
+    /// `UV_ECONNREFUSED`: connection refused. The same as `UVError.connectionRefused.code`.
     public static let connectionRefusedCode: Int32 = UV_ECONNREFUSED.rawValue
 }
 

@@ -54,7 +54,7 @@ extension Signal {
         }.debugNamed("[\(name)] -delay: \(interval)")
     }
 
-    /// Fails with `SignalError.timedOut` unless the signal ends within `interval` of subscription (RAC's `-timeout:onScheduler:`).
+    /// Fails with `TimeoutError.timeoutOperator(after: interval)` unless the signal ends within `interval` of subscription (RAC's `-timeout:onScheduler:`).
     ///
     /// Values before the deadline pass through. On timeout the source is disposed.
     ///
@@ -274,7 +274,7 @@ private final class TimeoutState<Value>: TimedState<Value, Value>, @unchecked Se
     }
 
     override func timerFired() {
-        finish(.error(SignalError.timedOut(after: interval)))
+        finish(.error(TimeoutError.timeoutOperator(after: interval)))
     }
 }
 

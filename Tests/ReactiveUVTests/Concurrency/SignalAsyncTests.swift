@@ -158,7 +158,7 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertEqual(try Signal.from([1, 2]).last(timeout: .seconds(5)), 2)
         XCTAssertNoThrow(try Signal<Int>.empty.waitUntilCompleted(timeout: .seconds(5)))
         XCTAssertThrowsError(try Signal<Int>.never.first(timeout: .milliseconds(20))) { error in
-            XCTAssertEqual(error as? SignalWaitError, .timedOut(operation: "first()", after: .milliseconds(20)))
+            XCTAssertEqual(error as? TimeoutError, TimeoutError(operation: "first()", after: .milliseconds(20)))
         }
         let loop = EventLoop(name: "blocking")
         defer { loop.shutdown() }

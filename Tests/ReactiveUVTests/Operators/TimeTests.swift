@@ -70,8 +70,8 @@ final class TimeTests: XCTestCase {
         let source = TestSource<Int>(events((10, .next(1)), (50, .completed)))
         let recorder = test.record(source.signal.timeout(.milliseconds(30)))
         test.run()
-        XCTAssertEqual(recorder.timeline, ["next(1)@10", "error(the signal did not complete within 0.03 seconds (timeout))@30"])
-        XCTAssertEqual(recorder.terminal, .error(SignalError.timedOut(after: .milliseconds(30))))
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "error(timed out after 0.03 seconds waiting for the signal to end (timeout operator))@30"])
+        XCTAssertEqual(recorder.terminal, .error(TimeoutError.timeoutOperator(after: .milliseconds(30))))
         XCTAssertEqual(source.history, ["subscribed@0", "disposed@30"])
     }
 
@@ -134,7 +134,7 @@ final class TimeTests: XCTestCase {
             XCTAssertEqual(delayed.values, [0, 1, 2, 3])
             XCTAssertEqual(try debounced.waitForTermination(), .completed)
             XCTAssertEqual(debounced.values, [3], "completion flushes the pending value")
-            XCTAssertEqual(try timedOut.waitForTermination(), .error(SignalError.timedOut(after: .milliseconds(5))))
+            XCTAssertEqual(try timedOut.waitForTermination(), .error(TimeoutError.timeoutOperator(after: .milliseconds(5))))
             XCTAssertEqual(try buffered.waitForTermination(), .completed)
             XCTAssertEqual(buffered.values, [[0, 1, 2, 3]])
             XCTAssertTrue(delayed.recorded.allSatisfy { $0.loopName == "harness" })

@@ -1,0 +1,106 @@
+/// A wait that ran out of time: what was waited for, for how long, and what
+/// had happened by then.
+///
+/// The one timeout error of the library. The `timeout(_:on:)` operator sends
+/// it (`TimeoutError.timeoutOperator(after:)`); the blocking `first(timeout:)`,
+/// `last(timeout:)` and `waitUntilCompleted(timeout:)` throw it (operation
+/// `"first()"`, ...); the test harness's waits (`ReactiveUVTesting`'s
+/// `WaitTimeout` is this type) throw it with what they had observed.
+///
+/// ```swift
+/// do { _ = try signal.first(timeout: .seconds(1)) }
+/// catch let error as TimeoutError { print(error) }  // "timed out after 1.0 seconds waiting for first()"
+/// ```
+///
+/// Equal when all three fields are.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct TimeoutError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What was waited for: `"first()"`, `"the signal to end (timeout operator)"`, `"3 value(s) from ticks"`.
+    public let operation: String
+    /// How long it waited.
+    public let timeout: Duration
+    /// What had happened by the deadline; empty when the waiter keeps no record.
+    public let observed: String
+
+    /// Creates a timeout error.
+    ///
+    /// - Parameters:
+    ///   - operation: What was waited for.
+    ///   - timeout: How long it waited.
+    ///   - observed: What had happened by the deadline, or empty.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(operation: String, after timeout: Duration, observed: String = "") {
+        self.operation = operation
+        self.timeout = timeout
+        self.observed = observed
+    }
+
+    /// The error `timeout(_:on:)` sends when the signal has not ended within `interval`.
+    ///
+    /// - Parameter interval: The operator's interval.
+    /// - Returns: A timeout error for the operation `"the signal to end (timeout operator)"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func timeoutOperator(after interval: Duration) -> TimeoutError {
+        TimeoutError(operation: "the signal to end (timeout operator)", after: interval)
+    }
+
+    /// `"timed out after 1.0 seconds waiting for first()"`, then `"; observed: ..."` when there is a record.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        let base = "timed out after \(timeout) waiting for \(operation)"
+        return observed.isEmpty ? base : "\(base); observed: \(observed)"
+    }
+}
+
+/// The operators' timeout error under its old name; it is `TimeoutError` now.
+///
+/// `SignalError.timedOut(after: interval)` still builds (and, through `==` or
+/// a `catch` pattern, matches) what `timeout(_:on:)` sends; a `case
+/// .timedOut(let after)` binding pattern no longer compiles: read `timeout`.
+///
+/// Thread rule: a value type; safe from any thread.
+@available(*, deprecated, renamed: "TimeoutError")
+public typealias SignalError = TimeoutError
+
+extension TimeoutError {
+    /// The error `timeout(_:on:)` sends, by its old spelling (`SignalError.timedOut(after:)`).
+    ///
+    /// - Parameter interval: The operator's interval.
+    /// - Returns: `TimeoutError.timeoutOperator(after: interval)`.
+    ///
+    /// Thread rule: safe from any thread.
+    @available(*, deprecated, renamed: "timeoutOperator(after:)")
+    public static func timedOut(after interval: Duration) -> TimeoutError {
+        timeoutOperator(after: interval)
+    }
+
+    /// The error a blocking wait throws, by its old spelling (`SignalWaitError.timedOut(operation:after:)`).
+    ///
+    /// - Parameters:
+    ///   - operation: `"first()"`, `"last()"` or `"waitUntilCompleted()"`.
+    ///   - after: The wait's timeout.
+    /// - Returns: `TimeoutError(operation: operation, after: after)`.
+    ///
+    /// Thread rule: safe from any thread.
+    @available(*, deprecated, renamed: "init(operation:after:observed:)")
+    public static func timedOut(operation: String, after: Duration) -> TimeoutError {
+        TimeoutError(operation: operation, after: after)
+    }
+
+    /// Matches any error equal to `pattern`, so `catch SignalWaitError.timedOut(operation: "first()", after: t)`
+    /// and `catch TimeoutError(operation: ..., after: ...)` work as they did with the old enums.
+    ///
+    /// - Parameters:
+    ///   - pattern: The timeout error to match.
+    ///   - value: The error thrown or sent.
+    /// - Returns: Whether `value` is a `TimeoutError` equal to `pattern`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func ~= (pattern: TimeoutError, value: any Error) -> Bool {
+        (value as? TimeoutError) == pattern
+    }
+}
