@@ -64,6 +64,8 @@ public enum TCPServer {
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil
     ) -> Signal<Event> {
+        // The same parameters as `listen` on purpose (two public spellings of one listener,
+        // `listenerSignal`): only what each sends differs.
         listenerSignal("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop) { event, subscriber in
             subscriber.sendNext(event)
         }.debugNamed("+TCPServer.serve(\(host):\(port))")
