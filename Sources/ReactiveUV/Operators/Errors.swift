@@ -14,7 +14,7 @@ extension Signal {
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public func `catch`(_ handler: @escaping (any Error) -> Signal<Value>) -> Signal<Value> {
+    public func `catch`(_ handler: @escaping @Sendable (any Error) -> Signal<Value>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
             subscription.root = state

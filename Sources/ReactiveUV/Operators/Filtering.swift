@@ -12,7 +12,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func filter(_ isIncluded: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func filter(_ isIncluded: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         fuse { downstream, downstreamNext, _ in
             var valueObserver: ((Value) -> Void)?
             if let next = downstreamNext {
@@ -131,7 +131,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func take(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func take(while predicate: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let ended = OperatorVar(false)
             return { event in
@@ -159,7 +159,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func skip(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func skip(while predicate: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let skipping = OperatorVar(true)
             return { event in
@@ -237,7 +237,7 @@ extension Signal where Value: Equatable {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func ignore(_ value: Value) -> Signal<Value> {
+    public func ignore(_ value: Value) -> Signal<Value> where Value: Sendable {
         filter { $0 != value }.debugNamed("[\(name)] -ignore: \(value)")
     }
 
@@ -249,7 +249,7 @@ extension Signal where Value: Equatable {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func distinctUntilChanged() -> Signal<Value> {
+    public func distinctUntilChanged() -> Signal<Value> where Value: SendableMetatype {
         distinctUntilChanged(by: ==)
     }
 }
@@ -262,7 +262,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func distinctUntilChanged(by isEquivalent: @escaping (Value, Value) -> Bool) -> Signal<Value> {
+    public func distinctUntilChanged(by isEquivalent: @escaping @Sendable (Value, Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let last = OperatorVar<Value?>(nil)
             return { event in

@@ -12,7 +12,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func map<U>(_ transform: @escaping (Value) -> U) -> Signal<U> {
+    public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Signal<U> {
         fuse { downstream, downstreamNext, _ in
             // `if let`, not `Optional.map`: a closure through a generic function is reabstracted,
             // and every value then pays for two thunks and a retain.
@@ -39,7 +39,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func mapReplace<U>(_ replacement: U) -> Signal<U> {
+    public func mapReplace<U: Sendable>(_ replacement: U) -> Signal<U> {
         map { _ in replacement }.debugNamed("[\(name)] -mapReplace: \(replacement)")
     }
 
@@ -52,7 +52,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func tryMap<U>(_ transform: @escaping (Value) throws -> U) -> Signal<U> {
+    public func tryMap<U>(_ transform: @escaping @Sendable (Value) throws -> U) -> Signal<U> {
         lift { downstream, _ in
             let failed = OperatorVar(false)
             return { event in
@@ -87,7 +87,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func scan<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+    public func scan<State: Sendable>(_ start: State, _ combine: @escaping @Sendable (State, Value) -> State) -> Signal<State> {
         fuse { downstream, downstreamNext, _ in
             let running = OperatorVar(start)
             var valueObserver: ((Value) -> Void)?
@@ -119,7 +119,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> {
+    public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> where Value: Sendable {
         lift { downstream, _ in
             let previous = OperatorVar(start)
             return { event in
@@ -146,7 +146,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func aggregate<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+    public func aggregate<State: Sendable>(_ start: State, _ combine: @escaping @Sendable (State, Value) -> State) -> Signal<State> {
         lift { downstream, _ in
             let running = OperatorVar(start)
             return { event in
@@ -170,10 +170,18 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     public func collect() -> Signal<[Value]> {
-        aggregate([Value]()) { array, value in
-            var array = array
-            array.append(value)
-            return array
+        // Not `aggregate([])`: the array is made per subscription, so values need not be Sendable.
+        lift { downstream, _ in
+            let collected = OperatorVar([Value]())
+            return { event in
+                switch event {
+                case .next(let value): collected.value.append(value)
+                case .error(let error): downstream(.error(error))
+                case .completed:
+                    downstream(.next(collected.value))
+                    downstream(.completed)
+                }
+            }
         }.debugNamed("[\(name)] -collect")
     }
 

@@ -46,7 +46,7 @@ public final class Command<Input, Output>: @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(enabledIf: Signal<Bool>? = nil, allowsConcurrentExecution: Bool = false, on scheduler: Scheduler? = nil,
-                _ execute: @escaping (Input) -> Signal<Output>) {
+                _ execute: @escaping @Sendable (Input) -> Signal<Output>) {
         self.scheduler = scheduler ?? Scheduler.current ?? EventLoop.shared
         self.makeExecution = execute
         state = LockedValue(State(allowsConcurrentExecution: allowsConcurrentExecution))

@@ -18,7 +18,7 @@ import Synchronization
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
     // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
-    @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
+    @usableFromInline let didSubscribe: (@Sendable (Subscriber<Value>) -> (any Disposable)?)?
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -32,7 +32,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
+    public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
@@ -122,7 +122,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// - Returns: The derived signal.
     @inlinable
     func lift<U>(
-        _ transform: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
+        _ transform: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
     ) -> Signal<U> {
         LiftedSignal(upstream: self, transform: transform)
     }
@@ -139,7 +139,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// - Returns: The derived signal.
     @inlinable
     func fuse<U>(
-        _ transform: @escaping (
+        _ transform: @escaping @Sendable (
             _ downstream: @escaping (Event<U>) -> Void, _ downstreamNext: ((U) -> Void)?, _ subscription: Subscription
         ) -> ClosureObserver<Value>
     ) -> Signal<U> {
@@ -176,12 +176,12 @@ final class PendingAttach<Value>: @unchecked Sendable {
 final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
-    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+    @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
 
     @inlinable
     init(
         upstream: Signal<Upstream>,
-        transform: @escaping (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+        transform: @escaping @Sendable (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
     ) {
         self.upstream = upstream
         self.transform = transform
@@ -199,12 +199,12 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
-    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
+    @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
 
     @inlinable
     init(
         upstream: Signal<Upstream>,
-        transform: @escaping (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
+        transform: @escaping @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
     ) {
         self.upstream = upstream
         self.transform = transform
