@@ -230,7 +230,8 @@ extension Signal {
 }
 
 extension Signal where Value: Equatable {
-    /// Drops every value equal to `value` (RAC's `-ignore:`).
+    /// Drops every value equal to `value` (RAC's `-ignore:`). `value` is shared by every
+    /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter value: The value to drop.
     /// - Returns: The signal.
@@ -243,7 +244,8 @@ extension Signal where Value: Equatable {
 
     /// Drops each value equal to the one sent just before it (RAC's `-distinctUntilChanged`).
     ///
-    /// The first value is always sent.
+    /// The first value is always sent. `==` runs on the subscription's home
+    /// loop thread, so it may not be isolated to an actor (`SendableMetatype`).
     ///
     /// - Returns: The signal.
     ///

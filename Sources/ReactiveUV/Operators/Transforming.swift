@@ -34,6 +34,8 @@ extension Signal {
 
     /// Replaces each value with the same constant (RAC's `-mapReplace:`).
     ///
+    /// The constant is `Sendable`: every subscription sends it, possibly on several loops at once.
+    ///
     /// - Parameter replacement: The value sent for every value of this signal.
     /// - Returns: The signal of constants.
     ///
@@ -77,6 +79,8 @@ extension Signal {
 
     /// Sends a running combination of the values, starting from `start` (RAC's `-scanWithStart:reduce:`).
     ///
+    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
+    ///
     /// For values v1, v2, ... it sends combine(start, v1), combine(that, v2), ...
     /// The running state is kept per subscription.
     ///
@@ -112,7 +116,8 @@ extension Signal {
     }
 
     /// Sends each value paired with the one before it; the first value is paired with `start`
-    /// (RAC's `-combinePreviousWithStart:reduce:`, returning the pair).
+    /// (RAC's `-combinePreviousWithStart:reduce:`, returning the pair). `start` is shared by every
+    /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter start: The "previous" value for the first value.
     /// - Returns: A signal of `(previous, current)` pairs.
@@ -136,6 +141,8 @@ extension Signal {
     }
 
     /// Folds every value into one result sent when the signal completes (RAC's `-aggregateWithStart:reduce:`).
+    ///
+    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
     ///
     /// An empty signal sends `start`. An error is forwarded and nothing is sent for the values before it.
     ///

@@ -15,10 +15,11 @@ import Synchronization
 ///
 /// `executing` and `enabled` are recomputed on the command's scheduler;
 /// each subscriber gets them on its own home thread. They complete when the
-/// command is freed.
+/// command is freed. `Output` is `Sendable`: an execution runs on the
+/// command's scheduler and is replayed to subscribers on their own threads.
 ///
 /// Thread rule: safe from any thread.
-public final class Command<Input, Output>: @unchecked Sendable {
+public final class Command<Input, Output: Sendable>: @unchecked Sendable {
     // `state` is protected by its mutex; the subjects and `scheduler` are immutable and thread-safe.
     private struct State {
         var running = 0

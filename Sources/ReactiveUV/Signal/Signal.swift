@@ -13,7 +13,12 @@ import Synchronization
 /// fused: subscribing to a chain makes one subscription and one chain of
 /// direct calls, with no lock and no allocation per value.
 ///
-/// Closures given to a signal run on the subscription's home thread.
+/// Closures given to a signal run on the subscription's home thread, not in
+/// the caller's isolation: operator closures and `didSubscribe` are
+/// `@Sendable` (two subscriptions may run them on two loops at once), and
+/// `subscribe`'s callbacks are `sending` (handed over to the home thread).
+/// The values a signal sends need not be `Sendable`; the operators that hand
+/// them to another thread (`deliver(on:)`, `subscribe(on:)`) require it.
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
@@ -28,7 +33,8 @@ public class Signal<Value>: @unchecked Sendable {
     /// disposable that tears down what you set up (or nil). It is disposed when
     /// the subscriber disposes or the signal ends.
     ///
-    /// - Parameter didSubscribe: Called once per subscription, on its home thread.
+    /// - Parameter didSubscribe: Called once per subscription, on its home thread; `@Sendable`
+    ///   because subscriptions on several loops may run it at once.
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.

@@ -90,6 +90,31 @@ final class SendabilityDiagnosticsTests: XCTestCase {
             """)
     }
 
+    /// Values handed to another thread (`deliver(on:)`, `subscribe(on:)`) or kept for every subscription must be Sendable.
+    func testNonSendableValuesCannotBeMovedToAnotherThreadOrSharedBySubscriptions() throws {
+        try assertDiagnostics("""
+            import ReactiveUV
+
+            final class Frame { var pixels: [UInt8] = [] }
+
+            func delivered(_ frames: Signal<Frame>, on loop: EventLoop) -> Signal<Frame> {
+                frames.deliver(on: loop.scheduler)  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func subscribedElsewhere(_ frames: Signal<Frame>, on loop: EventLoop) -> Signal<Frame> {
+                frames.subscribe(on: loop.scheduler)  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func oneStartForEverySubscription(_ ticks: Signal<Int>) -> Signal<Frame> {
+                ticks.scan(Frame()) { frame, _ in frame }  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func framesStayOnTheirLoop(_ frames: Signal<Frame>) -> Signal<Int> {
+                frames.map { $0.pixels.count }.filter { $0 > 0 }
+            }
+            """)
+    }
+
     /// The control: fresh state handed over with the callback, a loop-bound box and a hop to the main actor compile.
     func testFreshStateLoopBoundStateAndAMainActorHopCompile() throws {
         let compiler = try SnippetCompiler()
