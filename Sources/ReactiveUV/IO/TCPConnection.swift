@@ -86,9 +86,10 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
             stream.send(bytes, completion: nil)
             return
         }
-        let stream = self.stream
         // After shutdown the connection is closed: the rejection message is all there is to say.
-        stream.loop.execute { stream.send(bytes, completion: nil) }
+        if !hop(counting: bytes.count, { $0.send(bytes, completion: nil) }) {
+            stream.loop.execute {}  // reports the refusal
+        }
     }
 
     /// Queues `bytes` and calls `completion` on the connection's loop thread once libuv flushed them (nil) or failed.
@@ -112,10 +113,8 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
         }
         // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
         let box = UncheckedSendable(completion)
-        do {
-            try stream.loop.tryExecute { stream.send(bytes, completion: box.value) }
-        } catch {
-            completion(error)
+        if !hop(counting: bytes.count, { $0.send(bytes, completion: box.value) }) {
+            completion(stream.loop.refusal)
         }
     }
 
@@ -135,7 +134,11 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public func write(_ bytes: [UInt8]) -> Signal<Void> {
         let outcome = WriteOutcome()
-        onLoop(outcome) { $0.send(bytes, completion: outcome.finish) }
+        if stream.onLoopThread {
+            stream.send(bytes, completion: outcome.finish)
+        } else if !hop(counting: bytes.count, { $0.send(bytes, completion: outcome.finish) }) {
+            outcome.finish(stream.loop.refusal)
+        }
         return outcome.signal
     }
 
@@ -211,12 +214,16 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     /// Bytes written but not yet taken by the kernel (see `TCPBufferLimits`); 0 once closed.
     ///
     /// On the connection's loop thread, exact; elsewhere, the figure the loop
-    /// published after its last write or flush. Reading it never waits for the loop.
+    /// published after its last write or flush plus the bytes sent from other
+    /// threads that are still on their way to the loop (so a thread's own
+    /// earlier sends are counted). Reading it never waits for the loop.
     ///
     /// Thread rule: safe from any thread; never blocks.
     public var queuedWriteByteCount: Int {
         if stream.onLoopThread { return stream.queuedWriteByteCount }
-        return max(0, stream.publishedWriteQueue.load(ordering: .relaxed))
+        let published = stream.publishedWriteQueue.load(ordering: .acquiring)
+        guard published >= 0 else { return 0 }  // closed
+        return published + stream.sendsInTransit.load(ordering: .relaxed)
     }
 
     /// Turns `TCP_NODELAY` on or off (it starts as `TCPOptions.noDelay` says).
@@ -250,6 +257,20 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Runs `body` with the stream on its loop: now when already there, else queued.
+    /// Hands a send made off the loop to the loop; its bytes count in `queuedWriteByteCount` from
+    /// now until the loop has queued them. False when the loop refused it (it has shut down).
+    private func hop(counting byteCount: Int, _ body: @escaping @Sendable (TCPStream) -> Void) -> Bool {
+        let stream = self.stream
+        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
+        let accepted = stream.loop.enqueue {
+            body(stream)
+            // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
+            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+        }
+        if !accepted { stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed) }
+        return accepted
+    }
+
     private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (TCPStream) -> Void) {
         let stream = self.stream
         if stream.onLoopThread {

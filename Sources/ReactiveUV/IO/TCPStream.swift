@@ -82,6 +82,10 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
     /// loop thread after each change, read anywhere, so a query from another thread never waits
     /// for the loop (a loop thread must not wait for another loop).
     let publishedWriteQueue = Atomic<Int>(0)
+    /// Bytes other threads have sent that are still on their way to the loop (counted before the
+    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
+    /// loop sees includes its own earlier sends.
+    let sendsInTransit = Atomic<Int>(0)
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096

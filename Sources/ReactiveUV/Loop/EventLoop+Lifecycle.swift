@@ -108,7 +108,10 @@ extension EventLoop {
             try tryShutdown()
         } catch EventLoopError.calledOnLoopThread(let operation, let loop) {
             // A loop thread never waits: start the shutdown and let this loop's thread finish it.
-            transitionRequestClose(allowIdle: false)
+            if transitionRequestClose(allowIdle: false) == .idle {
+                // An owner-thread loop outside run(), asked from another loop's thread.
+                reportMisuse(EventLoopError.notRunningOnOwnerThread(operation: "shutdown()", loop: name).description)
+            }
             if loop == name && inEventLoop {
                 reportMisuse("\(operation) was called on EventLoop '\(loop)''s own thread: the shutdown will complete when the current callback returns (the thread cannot wait for itself)")
             }
@@ -134,7 +137,10 @@ extension EventLoop {
         if startFailure != nil { return try finishedReport() }
         if isShared { throw EventLoopError.sharedLoopCannotShutDown }
         if inEventLoop {
-            if ownsThread || state.load(ordering: .relaxed) != .idle {
+            let current = state.load(ordering: .relaxed)
+            // Called again after the owner thread shut its loop down: nothing to do.
+            if current == .closed { return try finishedReport() }
+            if ownsThread || current != .idle {
                 throw EventLoopError.calledOnLoopThread(operation: "shutdown()", loop: name)
             }
             // The owner thread, outside run(): close everything right here.

@@ -227,6 +227,62 @@ extension Signal {
     }
 }
 
+extension Signal {
+    /// Pairs each value of this signal with the latest value of `other`.
+    ///
+    /// `other` is subscribed first, so a value it sends at once is there for
+    /// this signal's first value. A value of this signal that comes before
+    /// `other` has sent one is dropped. `other`'s values alone send nothing,
+    /// and its completion only freezes its latest value; an error from either
+    /// signal ends the result. The result completes when this signal does.
+    ///
+    /// RAC: none (`-combineLatestWith:` then `-sample:` comes close;
+    /// ReactiveSwift: `withLatest(from:)`); Rx: `withLatestFrom`; Combine:
+    /// none (CombineExt's `withLatestFrom`).
+    ///
+    /// - Parameter other: The signal whose latest value goes with each value.
+    /// - Returns: A signal of `(value, latest of other)` pairs.
+    ///
+    /// Thread rule: safe from any thread.
+    public func withLatest<U>(from other: Signal<U>) -> Signal<(Value, U)> {
+        operatorSignal { downstream, subscription in
+            let state = WithLatestState<Value, U>(downstream)
+            subscription.root = state
+            _ = subscription.attachChild(other) { event, child in
+                switch event {
+                case .next(let value): state.latest = value
+                case .error(let error):
+                    subscription.endChild(child)
+                    state.finish(.error(error))
+                case .completed:
+                    subscription.endChild(child)
+                }
+            }
+            if state.isDone { return }
+            _ = subscription.attachChild(self) { event, child in
+                switch event {
+                case .next(let value):
+                    if let latest = state.latest { state.sendNext((value, latest)) }
+                case .error(let error):
+                    subscription.endChild(child)
+                    state.finish(.error(error))
+                case .completed:
+                    subscription.endChild(child)
+                    state.finish(.completed)
+                }
+            }
+        }.debugNamed("[\(name)] -withLatestFrom: \(other.name)")
+    }
+}
+
+/// `withLatest(from:)`'s state: the other signal's latest value.
+private final class WithLatestState<Value, Other>: OperatorState<(Value, Other)> {
+    // Home thread only.
+    var latest: Other?
+
+    override func didFinish() { latest = nil }
+}
+
 /// One of two value types, for combining two differently typed signals with the n-ary machinery.
 @usableFromInline
 enum Either<Left, Right> {

@@ -1,4 +1,10 @@
-/// Operators that recover from errors: `catch`, `catchTo`, `retry`.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Operators that recover from errors: `catch`, `catchTo`, `retry`, `retry(upTo:delay:backoff:while:)`.
 ///
 /// Re-subscription (here and in `repeat()`) goes through a trampoline: a
 /// source that fails synchronously while it is being subscribed is
@@ -69,6 +75,56 @@ extension Signal {
         resubscribing(retries: Int.max, repeatsOnCompletion: false).debugNamed("[\(name)] -retry")
     }
 
+    /// Re-subscribes after an error, at most `count` times, after a delay that grows by `backoff`, while `shouldRetry` says yes.
+    ///
+    /// The n-th retry (from 0) waits `delay × backoff^n` on the subscription's
+    /// home (virtual time on a `TestScheduler`): with `delay: .seconds(1),
+    /// backoff: 2` the waits are 1, 2, 4, 8... seconds (capped at about 292
+    /// years, so no wait overflows). A zero delay re-subscribes at once, on a
+    /// trampoline (a source that fails synchronously uses constant stack).
+    /// An error that `shouldRetry` rejects, or the error after the last retry,
+    /// is forwarded. Values from every attempt are forwarded. Disposing
+    /// during a wait cancels it. A negative `count` or `delay`, or a `backoff`
+    /// below 1 (or not finite), ends the signal at once with a `UVError`
+    /// (`EINVAL`).
+    ///
+    /// ```swift
+    /// // Up to 5 retries, 100 ms apart and doubling, but a missing file is final.
+    /// Files.read(path).retry(upTo: 5, delay: .milliseconds(100), backoff: 2,
+    ///                        while: { ($0 as? UVError) != .noSuchFile })
+    /// ```
+    ///
+    /// RAC: `-retry:` (no delay, no condition); Rx: `retry(when:)`
+    /// (RxSwift; RxJS: `retry({ count, delay })`); Combine: `retry(_:)` (no delay, no condition).
+    ///
+    /// - Parameters:
+    ///   - count: The most re-subscriptions; 0 forwards the first error.
+    ///   - delay: The wait before the first retry; not negative.
+    ///   - backoff: What each wait is multiplied by for the next; at least 1 (1 keeps it constant).
+    ///   - shouldRetry: Called with each error on the home thread; false forwards it at once.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func retry(
+        upTo count: Int,
+        delay: Duration = .zero,
+        backoff: Double = 1,
+        while shouldRetry: @escaping @Sendable (any Error) -> Bool = { _ in true }
+    ) -> Signal<Value> {
+        let operation = "Signal.retry(upTo:delay:backoff:while:)"
+        guard count >= 0 else { return .invalidArgument("retry count must not be negative, got \(count)", in: operation) }
+        guard delay >= .zero else { return .invalidArgument("retry delay must not be negative, got \(delay)", in: operation) }
+        guard backoff.isFinite, backoff >= 1 else {
+            return .invalidArgument("retry backoff must be a finite factor of at least 1, got \(backoff)", in: operation)
+        }
+        let policy = RetryPolicy(count: count, delay: delay, backoff: backoff, shouldRetry: shouldRetry)
+        return operatorSignal { downstream, subscription in
+            let state = DelayedRetryState(downstream, source: self, subscription: subscription, policy: policy)
+            subscription.root = state
+            state.subscribeSource()
+        }.debugNamed("[\(name)] -retry: \(count) delay: \(delay) backoff: \(backoff)")
+    }
+
     func resubscribing(retries: Int, repeatsOnCompletion: Bool) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = ResubscribeState(downstream, source: self, subscription: subscription,
@@ -132,5 +188,91 @@ final class ResubscribeState<Value>: OperatorState<Value> {
             }
         } while subscribeAgain
         subscribing = false
+    }
+}
+
+/// `retry(upTo:delay:backoff:while:)`'s arguments, checked.
+struct RetryPolicy {
+    // Immutable.
+    let count: Int
+    let delay: Duration
+    let backoff: Double
+    let shouldRetry: @Sendable (any Error) -> Bool
+
+    /// The longest wait: `Int64.max` nanoseconds (about 292 years), so `delay × backoff^n` never overflows.
+    static let longestWaitNanoseconds = Double(Int64.max)
+
+    /// The wait before retry number `retry` (from 0): `delay × backoff^retry`, capped.
+    func wait(beforeRetry retry: Int) -> Duration {
+        let (seconds, attoseconds) = delay.components
+        let base = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
+        let grown = Swift.min(base * pow(backoff, Double(retry)), Self.longestWaitNanoseconds)
+        // `grown` is finite and at most Int64.max (as a Double, which rounds up to 2^63: hence the check).
+        return .nanoseconds(grown >= Self.longestWaitNanoseconds ? Int64.max : Int64(grown))
+    }
+}
+
+/// The state of one `retry(upTo:delay:backoff:while:)` subscription: the retries made, the wait's timer, the trampoline.
+///
+/// Its scheduler is the subscription's home, so it can be the root: every
+/// event, the timer and teardown run on that one thread.
+private final class DelayedRetryState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Home thread only (the timer's scheduler is the home).
+    private let source: Signal<Value>
+    private let policy: RetryPolicy
+    private var retries = 0
+    private var subscribing = false
+    private var subscribeAgain = false
+
+    init(_ downstream: @escaping (Event<Value>) -> Void, source: Signal<Value>, subscription: Subscription, policy: RetryPolicy) {
+        self.source = source
+        self.policy = policy
+        super.init(downstream, scheduler: subscription.home, subscription: subscription, interval: policy.delay)
+    }
+
+    /// Subscribes the source; when called from inside a subscription in progress
+    /// (a synchronous failure), only flags the loop below to go round again.
+    func subscribeSource() {
+        if subscribing {
+            subscribeAgain = true
+            return
+        }
+        subscribing = true
+        repeat {
+            subscribeAgain = false
+            if isDone { break }
+            _ = subscription.attachChild(source) { [self] event, attempt in
+                switch event {
+                case .next(let value):
+                    sendNext(value)
+                case .completed:
+                    subscription.endChild(attempt)
+                    finish(.completed)
+                case .error(let error):
+                    subscription.endChild(attempt)
+                    retryOrFail(error)
+                }
+            }
+        } while subscribeAgain
+        subscribing = false
+    }
+
+    private func retryOrFail(_ error: any Error) {
+        if isDone { return }
+        guard retries < policy.count, policy.shouldRetry(error) else {
+            finish(.error(error))
+            return
+        }
+        let wait = policy.wait(beforeRetry: retries)
+        retries += 1
+        if wait == .zero {
+            subscribeSource()
+        } else {
+            arm(after: wait)
+        }
+    }
+
+    override func timerFired() {
+        subscribeSource()
     }
 }

@@ -197,3 +197,10 @@ struct RingBuffer<Element> {
         head = 0
     }
 }
+
+extension Signal {
+    /// A signal that fails at once with `EINVAL`: what an operator given a bad argument (a count or interval that is not positive) returns.
+    static func invalidArgument(_ message: String, in operation: String) -> Signal<Value> {
+        Signal.error(UVError(code: UVError.invalidArgumentCode, message: message, context: operation))
+    }
+}

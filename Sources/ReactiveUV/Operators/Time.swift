@@ -1,4 +1,5 @@
-/// Operators that work with time: `throttle` (a debounce), `delay`, `timeout`, `buffer(every:)`.
+/// Operators that work with time: `throttle` and `debounce` (the same debounce), `delay`, `timeout`,
+/// `timeout(idle:)`, `buffer(every:)`. (The rate limiter `throttle(_:latest:)` is in RateLimiting.swift.)
 ///
 /// Timers run on the given scheduler, or on the subscription's home when it
 /// is nil (a loop's libuv timers, or virtual time on a `TestScheduler`). The
@@ -10,11 +11,15 @@
 /// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in Loop/Timers/TimerSignals.swift.)
 extension Signal {
     /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only
-    /// after `interval` has passed without a newer value.
+    /// after `interval` has passed without a newer value. `debounce(_:on:)`
+    /// is the same operator by the name the other libraries use; for a rate
+    /// limiter (at most one value per interval) use `throttle(_:latest:on:)`.
     ///
     /// A newer value replaces the pending one and restarts the wait.
     /// Completion sends the pending value at once, then completes; an error
     /// discards the pending value and is forwarded at once.
+    ///
+    /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
     ///
     /// - Parameters:
     ///   - interval: The quiet time a value must survive; negative counts as zero.
@@ -28,6 +33,34 @@ extension Signal {
                                       subscription: subscription, interval: interval)
             return { state.receive($0) }
         }.debugNamed("[\(name)] -throttle: \(interval)")
+    }
+
+    /// Sends a value only after `interval` has passed without a newer value: RAC 2's `-throttle:` by its usual name.
+    ///
+    /// A newer value replaces the pending one and restarts the wait.
+    /// Completion sends the pending value at once, then completes; an error
+    /// discards the pending value and is forwarded at once. Unlike
+    /// `throttle(_:on:)`, which counts a negative interval as zero, an
+    /// interval that is not positive ends the signal at once with a `UVError`
+    /// (`EINVAL`).
+    ///
+    /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
+    ///
+    /// - Parameters:
+    ///   - interval: The quiet time a value must survive; must be positive.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The debounced signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func debounce(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        guard interval > .zero else {
+            return .invalidArgument("debounce interval must be positive, got \(interval)", in: "Signal.debounce(_:on:)")
+        }
+        return lift { downstream, subscription in
+            let state = ThrottleState(downstream, scheduler: scheduler ?? subscription.home,
+                                      subscription: subscription, interval: interval)
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -debounce: \(interval)")
     }
 
     /// Delays values and completion by `interval`; an error is forwarded at once (RAC's `-delay:`).
@@ -71,6 +104,34 @@ extension Signal {
             state.start()
             return { state.receive($0) }
         }.debugNamed("[\(name)] -timeout: \(interval)")
+    }
+
+    /// Fails with `TimeoutError.idleTimeoutOperator(after: interval)` when `interval` passes without an event: after subscription, and after each value.
+    ///
+    /// A per-value (idle) timeout, where `timeout(_:on:)` is a deadline for
+    /// the whole signal: every value restarts the wait. Values pass through;
+    /// on timeout the source is disposed. An interval that is not positive
+    /// ends the signal at once with a `UVError` (`EINVAL`).
+    ///
+    /// RAC: none (`-timeout:onScheduler:` is the whole-signal deadline); Rx:
+    /// `timeout` (RxSwift, RxJS: per value); Combine: `timeout(_:scheduler:)`.
+    ///
+    /// - Parameters:
+    ///   - interval: The longest quiet time allowed; must be positive.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func timeout(idle interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        guard interval > .zero else {
+            return .invalidArgument("idle timeout interval must be positive, got \(interval)", in: "Signal.timeout(idle:on:)")
+        }
+        return lift { downstream, subscription in
+            let state = IdleTimeoutState(downstream, scheduler: scheduler ?? subscription.home,
+                                         subscription: subscription, interval: interval)
+            state.start()
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -timeout: (idle) \(interval)")
     }
 
     /// Collects values into arrays sent every `interval` (RAC's `-bufferWithTime:onScheduler:`).
@@ -178,7 +239,7 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
     }
 }
 
-/// `throttle`'s state: the pending value and when it becomes due.
+/// `throttle`'s and `debounce`'s state: the pending value and when it becomes due.
 private final class ThrottleState<Value>: TimedState<Value, Value>, @unchecked Sendable {
     // Scheduler thread only.
     private var pending: Value?
@@ -275,6 +336,40 @@ private final class TimeoutState<Value>: TimedState<Value, Value>, @unchecked Se
 
     override func timerFired() {
         finish(.error(TimeoutError.timeoutOperator(after: interval)))
+    }
+}
+
+/// `timeout(idle:)`'s state: when the quiet time runs out.
+private final class IdleTimeoutState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Scheduler thread only.
+    private var due = SchedulerInstant(nanoseconds: 0)
+
+    func start() {
+        if scheduler.isCurrent {
+            restart()
+        } else {
+            _ = scheduler.schedule { [self] in if !subscription.isDisposed && !isDone { restart() } }
+        }
+    }
+
+    /// Moves the deadline; one timer per quiet period, re-armed for the rest when it fires early.
+    private func restart() {
+        due = scheduler.now + interval
+        if !armed { arm(after: interval) }
+    }
+
+    override func handle(_ event: Event<Value>) {
+        if case .next = event, !isDone { restart() }
+        forward(event)
+    }
+
+    override func timerFired() {
+        let now = scheduler.now
+        if now < due {
+            arm(after: due - now)
+            return
+        }
+        finish(.error(TimeoutError.idleTimeoutOperator(after: interval)))
     }
 }
 

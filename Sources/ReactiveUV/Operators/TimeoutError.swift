@@ -2,7 +2,8 @@
 /// had happened by then.
 ///
 /// The one timeout error of the library. The `timeout(_:on:)` operator sends
-/// it (`TimeoutError.timeoutOperator(after:)`); the blocking `first(timeout:)`,
+/// it (`TimeoutError.timeoutOperator(after:)`), and `timeout(idle:on:)` too
+/// (`TimeoutError.idleTimeoutOperator(after:)`); the blocking `first(timeout:)`,
 /// `last(timeout:)` and `waitUntilCompleted(timeout:)` throw it (operation
 /// `"first()"`, ...); the test harness's waits (`ReactiveUVTesting`'s
 /// `WaitTimeout` is this type) throw it with what they had observed.
@@ -45,6 +46,16 @@ public struct TimeoutError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Thread rule: safe from any thread.
     public static func timeoutOperator(after interval: Duration) -> TimeoutError {
         TimeoutError(operation: "the signal to end (timeout operator)", after: interval)
+    }
+
+    /// The error `timeout(idle:on:)` sends when `interval` passed without a value.
+    ///
+    /// - Parameter interval: The operator's interval.
+    /// - Returns: A timeout error for the operation `"the next value (idle timeout operator)"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func idleTimeoutOperator(after interval: Duration) -> TimeoutError {
+        TimeoutError(operation: "the next value (idle timeout operator)", after: interval)
     }
 
     /// `"timed out after 1.0 seconds waiting for first()"`, then `"; observed: ..."` when there is a record.

@@ -32,6 +32,37 @@ extension Signal {
         }.debugNamed("[\(name)] -map:")
     }
 
+    /// Transforms each value and drops those the transform turns into nil.
+    ///
+    /// RAC: `-filter:` then `-map:` (ReactiveSwift: `compactMap`, once `filterMap`);
+    /// Rx: `compactMap` (RxSwift); Combine: `compactMap(_:)`.
+    ///
+    /// - Parameter transform: Applied to each value, on the subscription's home thread; nil drops the value.
+    /// - Returns: A signal of the non-nil results; errors and completion pass through.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func compactMap<U>(_ transform: @escaping @Sendable (Value) -> U?) -> Signal<U> {
+        fuse { downstream, downstreamNext, _ in
+            var valueObserver: ((Value) -> Void)?
+            if let next = downstreamNext {
+                valueObserver = { value in
+                    if let result = transform(value) { next(result) }
+                }
+            }
+            return ClosureObserver(
+                event: { event in
+                    switch event {
+                    case .next(let value):
+                        if let result = transform(value) { downstream(.next(result)) }
+                    case .error(let error): downstream(.error(error))
+                    case .completed: downstream(.completed)
+                    }
+                },
+                next: valueObserver)
+        }.debugNamed("[\(name)] -compactMap:")
+    }
+
     /// Replaces each value with the same constant (RAC's `-mapReplace:`).
     ///
     /// The constant is `Sendable`: every subscription sends it, possibly on several loops at once.

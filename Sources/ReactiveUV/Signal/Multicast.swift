@@ -3,18 +3,31 @@ import Synchronization
 /// Shares one subscription to a source among many subscribers, through a subject: RAC's `RACMulticastConnection`.
 ///
 /// Subscribe to `signal` (the subject) as often as you like; the source is
-/// subscribed once, when `connect()` is called, and its events are sent to the
-/// subject. `autoconnect()` connects on the first subscriber and disposes the
-/// source when the last one leaves.
+/// subscribed when `connect()` is called, once, and its events are sent to
+/// the subject. Two signals connect for you:
+/// - `autoconnect()` (RAC 2.5's `-autoconnect`): connects on the first
+///   subscriber and disposes the connection when the last one leaves; it
+///   never connects again (the connection is made once, as `connect()`'s is).
+/// - `refCount()` (Rx's name; Combine's `autoconnect()` on a connectable
+///   publisher behaves so too): the same, but the next subscriber after a
+///   disconnect connects again, subscribing the source anew.
+///
+/// Subscribers of both count together: the connection is disposed when the
+/// last subscriber of either leaves.
 ///
 /// Thread rule: safe from any thread.
 public final class MulticastConnection<Value>: @unchecked Sendable {
-    // `source` and `subject` are immutable; `state` is protected by its mutex.
+    // `source` and `subject` are immutable; `state` is protected by its mutex (never held while calling out).
+    private enum Connection {
+        /// `connect()` was never called (and no `refCount()` subscriber connected).
+        case notConnected
+        /// Connected once; the disposable may have been disposed since (`connect()` still returns it).
+        case connected(SerialDisposable)
+    }
     private struct State {
-        /// The live connection, if any: a disposed one no longer counts.
-        var connection: SerialDisposable?
-        /// Subscribers of `autoconnect()` signals currently subscribed.
-        var autoSubscribers = 0
+        var connection = Connection.notConnected
+        /// Subscribers of this connection's `autoconnect()` and `refCount()` signals currently subscribed.
+        var sharingSubscribers = 0
     }
     private let source: Signal<Value>
     private let subject: Subject<Value>
@@ -38,24 +51,33 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var signal: Signal<Value> { subject }
 
-    /// Subscribes the subject to the source, unless already connected; returns the connection.
+    /// Subscribes the subject to the source the first time it is called; every call returns that connection (RAC's `-connect`).
     ///
-    /// Idempotent: while connected, every call returns the same disposable and
-    /// the source stays subscribed once. Disposing it disconnects the source;
-    /// a later `connect()` then subscribes it again (a source that already
-    /// ended has ended the subject too, so that only matters after an early
-    /// disconnect). The source is subscribed from the calling thread (its home
-    /// is that thread's loop, else `EventLoop.shared`).
+    /// Connects once: a repeated call returns the same disposable and does
+    /// not subscribe the source again, also after the connection was disposed
+    /// (as in RAC 2.5; `refCount()` is the signal that reconnects). Disposing
+    /// it disconnects the source; the subject is not ended by that. The source
+    /// is subscribed from the calling thread (its home is that thread's loop,
+    /// else `EventLoop.shared`).
+    ///
+    /// Rx: `connect()` (which reconnects after a dispose); Combine: `connect()`.
     ///
     /// - Returns: The connection; dispose it to disconnect.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
     public func connect() -> any Disposable {
+        connection(reconnecting: false)
+    }
+
+    /// The current connection, made (and the source subscribed) if there is none, or, when `reconnecting`, if it was disposed.
+    private func connection(reconnecting: Bool) -> SerialDisposable {
         let (connection, isNew) = state.withLock { state -> (SerialDisposable, Bool) in
-            if let current = state.connection, !current.isDisposed { return (current, false) }
+            if case .connected(let current) = state.connection, !(reconnecting && current.isDisposed) {
+                return (current, false)
+            }
             let fresh = SerialDisposable()
-            state.connection = fresh
+            state.connection = .connected(fresh)
             return (fresh, true)
         }
         if isNew {
@@ -68,31 +90,55 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
         return connection
     }
 
-    /// A signal that connects when its first subscriber arrives and disconnects when the last one leaves (RAC's `-autoconnect`).
+    /// A signal that connects when its first subscriber arrives and disconnects when the last one leaves, for good (RAC 2.5's `-autoconnect`).
     ///
-    /// Subscribers share the one connection. After the last subscriber
-    /// leaves, the next one connects again.
+    /// Subscribers share the one connection `connect()` makes. After the last
+    /// subscriber leaves, the connection stays disposed: a later subscriber
+    /// gets only what the subject is still sent (its terminal event, if the
+    /// source ended before the disconnect). Use `refCount()` to connect again.
+    ///
+    /// Rx: `autoConnect()` (RxJava, which never disconnects); Combine:
+    /// `autoconnect()` (which reconnects, as `refCount()` does).
     ///
     /// - Returns: The auto-connecting signal.
     ///
     /// Thread rule: safe from any thread.
     public func autoconnect() -> Signal<Value> {
+        sharing(reconnecting: false).debugNamed("[\(source.name)] -autoconnect")
+    }
+
+    /// A signal that connects when its first subscriber arrives, disconnects when the last one leaves, and connects again for the next one (Rx's `refCount()`).
+    ///
+    /// What `autoconnect()` did before it took RAC 2.5's meaning. Each
+    /// reconnection subscribes the source anew; the subject is shared
+    /// throughout, so a source that ended has ended it for every later
+    /// subscriber too.
+    ///
+    /// RAC: none (RAC 2.5's `-autoconnect` does not reconnect); Rx:
+    /// `refCount()`; Combine: `autoconnect()`.
+    ///
+    /// - Returns: The reference-counted signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func refCount() -> Signal<Value> {
+        sharing(reconnecting: true).debugNamed("[\(source.name)] -refCount")
+    }
+
+    private func sharing(reconnecting: Bool) -> Signal<Value> {
         Signal { [self] subscriber in
-            state.withLock { $0.autoSubscribers += 1 }
+            state.withLock { $0.sharingSubscribers += 1 }
             let forwarding = subject.subscribe(subscriber)
-            connect()
+            _ = connection(reconnecting: reconnecting)
             return ActionDisposable { [self] in
                 forwarding.dispose()
                 let last = state.withLock { state -> SerialDisposable? in
-                    state.autoSubscribers -= 1
-                    guard state.autoSubscribers == 0 else { return nil }
-                    let connection = state.connection
-                    state.connection = nil
+                    state.sharingSubscribers -= 1
+                    guard state.sharingSubscribers == 0, case .connected(let connection) = state.connection else { return nil }
                     return connection
                 }
                 last?.dispose()
             }
-        }.debugNamed("[\(source.name)] -autoconnect")
+        }
     }
 }
 

@@ -123,6 +123,31 @@ final class LoopBoundaryTests: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 
+    func testSendsFromAnotherThreadCountAsQueuedBeforeTheLoopTakesThem() throws {
+        let report = LoopHarness.run { harness in
+            let (server, port) = try startServer(harness)
+            let client = try harness.record(TCP.connect(host: "127.0.0.1", port: port), label: "client")
+            let connection = try client.waitForValues(1)[0]
+            _ = try waitForAccepted(server, 1)
+            // The loop is busy, so the sends below wait in its queue; the caller still sees them counted.
+            let inside = Latch(), release = Latch()
+            harness.loop.execute {
+                inside.open()
+                _ = release.wait(until: SchedulerInstant.now + .seconds(60))
+            }
+            XCTAssertTrue(inside.wait(until: SchedulerInstant.now + hang))
+            connection.send([UInt8](repeating: 1, count: 100))
+            _ = connection.write([UInt8](repeating: 2, count: 50))
+            let queued = connection.queuedWriteByteCount
+            release.open()
+            XCTAssertEqual(queued, 150, "a thread's own sends, not yet on the loop, count as queued")
+            try harness.wait(for: "the bytes to leave") { connection.queuedWriteByteCount == 0 }
+            connection.close()
+            XCTAssertTrue(try client.waitForTermination().isCompleted)
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
     // MARK: 3. teardown while the home loop is closing
 
     /// Holds `loop` inside a callback until `release` opens, and has `shutdown()` requested

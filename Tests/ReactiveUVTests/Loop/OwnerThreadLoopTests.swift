@@ -87,3 +87,20 @@ final class OwnerThreadLoopTests: XCTestCase {
         XCTAssertEqual(outcome.current.sorted(), [0, 1, 2, 3])
     }
 }
+
+extension OwnerThreadLoopTests {
+    func testShuttingDownAgainOnTheOwnerThreadReturnsTheSameReport() {
+        let outcome = Locked<[String]>([])
+        onNewThread {
+            let loop = EventLoop.onCurrentThread(name: "twice")
+            let first = try? loop.tryShutdown()
+            do {
+                let second = try loop.tryShutdown()
+                outcome.withLock { $0.append("first \(first?.loopCloseResult ?? -1), second \(second.loopCloseResult)") }
+            } catch {
+                outcome.withLock { $0.append("second threw \(error)") }
+            }
+        }
+        XCTAssertEqual(outcome.current, ["first 0, second 0"])
+    }
+}

@@ -169,4 +169,36 @@ final class CombiningTests: XCTestCase {
         XCTAssertEqual(source.history, ["subscribed@0", "disposed@60"])
         assertPropagatesErrorAndDisposal("sample") { $0.sample(Signal<Int>.never) }
     }
+
+    // MARK: withLatest(from:)
+
+    func testWithLatestFromDropsValuesBeforeTheOtherHasOneAndIgnoresItsCompletion() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (30, .next(2)), (50, .next(3)), (60, .completed)))
+        let other = TestSource<String>(events((20, .next("a")), (40, .next("b")), (45, .completed)))
+        let recorder = test.record(source.signal.withLatest(from: other.signal).map { "\($0)\($1)" })
+        test.run()
+        // 1 comes before `other` has a value: dropped. `other`'s values alone send nothing; its completion at 45 keeps "b".
+        XCTAssertEqual(recorder.timeline, ["next(2a)@30", "next(3b)@50", "completed@60"])
+        XCTAssertEqual(other.history, ["subscribed@0", "disposed@45"])
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@60"])
+    }
+
+    func testWithLatestFromSubscribesTheOtherFirstAndForwardsItsError() {
+        // A value the other sends at once is there for the source's synchronous values.
+        let synchronous = TestScheduler().record(Signal.from([1, 2]).withLatest(from: Signal.return("x")).map { "\($0)\($1)" })
+        XCTAssertEqual(synchronous.events, [.next("1x"), .next("2x"), .completed])
+        // An error from the other ends the result and disposes the source.
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (30, .next(2))))
+        let other = TestSource<Int>(events((5, .next(0)), (20, .error(TestError("other")))))
+        let recorder = test.record(source.signal.withLatest(from: other.signal).map { $0 + $1 })
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@10", "error(other)@20"])
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@20"])
+        assertPropagatesErrorAndDisposal("withLatest(from:)") { $0.withLatest(from: Signal.return(0)).map { $0.0 } }
+        assertFinishedPipelineIsFreed("withLatest(from:)") { signal, token in
+            signal.withLatest(from: Signal.return(0)).map { pair -> Int in token.touch(); return pair.0 }
+        }
+    }
 }

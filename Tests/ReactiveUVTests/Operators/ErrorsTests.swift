@@ -87,6 +87,87 @@ final class ErrorsTests: XCTestCase {
         XCTAssertEqual(source.history, ["subscribed@0", "disposed@10", "subscribed@10", "disposed@20", "subscribed@20", "disposed@25"])
         assertFinishedPipelineIsFreed("retry") { signal, token in signal.retry(3).map { value -> Int in token.touch(); return value } }
     }
+    // MARK: retry(upTo:delay:backoff:while:)
+
+    func testRetryWithBackoffWaitsOneTwoFourTimesTheDelayAndStopsAtUpTo() {
+        let test = TestScheduler()
+        // Each attempt sends 1 after 5 ms and fails after 10 ms.
+        let source = TestSource<Int>(events((5, .next(1)), (10, .error(TestError()))))
+        let recorder = test.record(source.signal.retry(upTo: 3, delay: .milliseconds(100), backoff: 2))
+        test.run()
+        // Waits of 100, 200 and 400 ms after the failures at 10, 120 and 330; the fourth failure is forwarded.
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@10", "subscribed@110", "disposed@120",
+                                        "subscribed@320", "disposed@330", "subscribed@730", "disposed@740"])
+        XCTAssertEqual(recorder.timeline, ["next(1)@5", "next(1)@115", "next(1)@325", "next(1)@735", "error(boom)@740"])
+    }
+
+    func testRetryDoesNotRetryWhatThePredicateRejects() {
+        let test = TestScheduler()
+        let missing = TestSource<Int>(events((10, .error(UVError.noSuchFile))))
+        let notMissing: @Sendable (any Error) -> Bool = { ($0 as? UVError) != .noSuchFile }
+        let final = test.record(missing.signal.retry(upTo: 5, delay: .milliseconds(10), while: notMissing))
+        let refused = TestSource<Int>(events((10, .error(UVError.connectionRefused))))
+        let retried = test.record(refused.signal.retry(upTo: 1, delay: .milliseconds(10), while: notMissing))
+        test.run()
+        XCTAssertEqual(final.timeline, ["error(\(UVError.noSuchFile))@10"], "ENOENT is final")
+        XCTAssertEqual(missing.history, ["subscribed@0", "disposed@10"])
+        XCTAssertEqual(refused.history, ["subscribed@0", "disposed@10", "subscribed@20", "disposed@30"], "another error is retried")
+        XCTAssertEqual(retried.terminal, .error(UVError.connectionRefused))
+    }
+
+    func testRetryWithDelayStopsOnCompletionAndDisposalCancelsTheWait() {
+        let attempts = Locked(0)
+        let flaky = Signal<Int> { subscriber in
+            let attempt = attempts.withLock { $0 += 1; return $0 }
+            if attempt < 3 { subscriber.sendError(TestError()) } else { subscriber.sendNext(attempt); subscriber.sendCompleted() }
+            return nil
+        }
+        let test = TestScheduler()
+        let recorder = test.record(flaky.retry(upTo: 10, delay: .milliseconds(7)))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(3)@14", "completed@14"], "constant waits of 7 ms (backoff 1)")
+        XCTAssertEqual(attempts.current, 3)
+
+        let waiting = TestScheduler()
+        let source = TestSource<Int>(events((5, .next(1)), (10, .error(TestError()))))
+        let disposed = waiting.record(source.signal.retry(upTo: 3, delay: .milliseconds(100)))
+        waiting.at(50) { disposed.dispose() }
+        waiting.run()
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@10"], "disposing during the wait cancels the retry")
+        XCTAssertEqual(disposed.timeline, ["next(1)@5"])
+        XCTAssertEqual(waiting.pendingCount, 0)
+        assertPropagatesErrorAndDisposal("retry(upTo:)") { $0.retry(upTo: 1, delay: .milliseconds(1000), while: { _ in false }) }
+        assertFinishedPipelineIsFreed("retry(upTo:)") { signal, token in
+            signal.retry(upTo: 2, delay: .milliseconds(1)).map { value -> Int in token.touch(); return value }
+        }
+    }
+
+    func testRetryWithAZeroDelayOfASynchronousSourceUsesConstantStack() {
+        let failures = 200_000
+        let attempts = Locked(0)
+        let flaky = Signal<Int> { subscriber in
+            let attempt = attempts.withLock { $0 += 1; return $0 }
+            if attempt <= failures { subscriber.sendError(TestError()) } else { subscriber.sendNext(attempt); subscriber.sendCompleted() }
+            return nil
+        }
+        XCTAssertEqual(TestScheduler().record(flaky.retry(upTo: failures, while: { _ in true })).events, [.next(failures + 1), .completed])
+    }
+
+    func testRetryWaitsGrowingPastTheLongestDurationAreCappedNotATrap() {
+        // 1 ns doubling: the 64th wait would be 2^63 ns, past Int64.max; the waits stop growing there.
+        let attempts = Locked(0)
+        let failing = Signal<Int> { subscriber in
+            attempts.withLock { $0 += 1 }
+            subscriber.sendError(TestError())
+            return nil
+        }
+        let test = TestScheduler()
+        let recorder = test.record(failing.retry(upTo: 70, delay: .nanoseconds(1), backoff: 2))
+        test.run()
+        XCTAssertEqual(recorder.events, [.error(TestError())])
+        XCTAssertEqual(attempts.current, 71)
+    }
+
 }
 
 final class SideEffectsTests: XCTestCase {
@@ -152,4 +233,5 @@ final class SideEffectsTests: XCTestCase {
         XCTAssertEqual(failing.events, [.next(1), .error(TestError())])
         assertPropagatesErrorAndDisposal("repeat") { $0.repeat() }
     }
+
 }

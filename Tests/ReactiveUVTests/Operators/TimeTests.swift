@@ -84,6 +84,38 @@ final class TimeTests: XCTestCase {
         assertPropagatesErrorAndDisposal("timeout") { $0.timeout(.seconds(1)) }
     }
 
+    // MARK: timeout(idle:)
+
+    func testIdleTimeoutRestartsWithEachValue() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (25, .next(2)), (60, .next(3)), (70, .completed)))
+        let idle = test.record(source.signal.timeout(idle: .milliseconds(30)))
+        let whole = test.record(TestSource<Int>(events((10, .next(1)), (25, .next(2)))).signal.timeout(.milliseconds(30)))
+        test.run()
+        // Deadlines 30, then 40 after the value at 10, then 55 after the value at 25: quiet from 25 to 55.
+        XCTAssertEqual(idle.timeline, ["next(1)@10", "next(2)@25",
+                                       "error(timed out after 0.03 seconds waiting for the next value (idle timeout operator))@55"])
+        XCTAssertEqual(idle.terminal, .error(TimeoutError.idleTimeoutOperator(after: .milliseconds(30))))
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@55"])
+        XCTAssertEqual(whole.timeline.last, "error(timed out after 0.03 seconds waiting for the signal to end (timeout operator))@30",
+                       "the whole-signal deadline does not restart")
+    }
+
+    func testIdleTimeoutDoesNothingWhileValuesKeepComingAndForwardsTheEnd() {
+        let test = TestScheduler()
+        let recorder = test.record(TestSource<Int>(events((20, .next(1)), (45, .next(2)), (70, .completed))).signal
+            .timeout(idle: .milliseconds(30)))
+        let failing = test.record(TestSource<Int>(events((20, .error(TestError())))).signal.timeout(idle: .milliseconds(30)))
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(1)@20", "next(2)@45", "completed@70"])
+        XCTAssertEqual(failing.timeline, ["error(boom)@20"])
+        XCTAssertEqual(test.pendingCount, 0, "the idle timer is cancelled")
+        assertPropagatesErrorAndDisposal("timeout(idle:)") { $0.timeout(idle: .seconds(1)) }
+        assertFinishedPipelineIsFreed("timeout(idle:)") { signal, token in
+            signal.timeout(idle: .seconds(1)).map { value -> Int in token.touch(); return value }
+        }
+    }
+
     // MARK: buffer(every:)
 
     func testBufferCollectsWindowsOpenedByTheFirstValue() {

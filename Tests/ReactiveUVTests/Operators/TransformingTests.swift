@@ -95,4 +95,23 @@ final class TransformingTests: XCTestCase {
         XCTAssertEqual(recorder.timeline, ["next(1)@10", "error(x)@20"])
         XCTAssertEqual(source.history, ["subscribed@0", "disposed@20"])
     }
+
+    // MARK: compactMap
+
+    func testCompactMapSendsTheNonNilResults() {
+        // Through the event path (a `Signal { }` source sends events).
+        XCTAssertEqual(run { $0.compactMap { $0 % 2 == 1 ? $0 * 10 : nil } }, ["next(10)@10", "next(30)@30", "completed@40"])
+        // Through the value shortcut (a subject sending on the home thread passes plain values).
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let recorder = test.record(subject.compactMap { $0 > 1 ? "v\($0)" : nil })
+        for n in 1...3 { test.at(n * 10) { subject.sendNext(n) } }
+        test.at(35) { subject.sendCompleted() }
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(v2)@20", "next(v3)@30", "completed@35"])
+        assertPropagatesErrorAndDisposal("compactMap") { $0.compactMap { $0 } }
+        assertFinishedPipelineIsFreed("compactMap") { signal, token in
+            signal.compactMap { value -> Int? in token.touch(); return value }
+        }
+    }
 }

@@ -33,10 +33,53 @@ final class MulticastTests: XCTestCase {
         XCTAssertEqual(recorder.timeline, ["next(1)@10"], "the subject is not ended by a disconnect")
     }
 
-    func testAutoconnectConnectsOnTheFirstSubscriberAndDisconnectsAfterTheLast() {
+    func testConnectConnectsOnceEvenAfterTheConnectionWasDisposed() {
+        let test = TestScheduler()
+        let source = TestSource(ticks)
+        let connection = source.signal.publish()
+        let recorder = test.record(connection.signal)
+        let first = test.performAsCurrent { connection.connect() }
+        test.at(15) { first.dispose() }
+        test.advance(by: .milliseconds(20))
+        let again = test.performAsCurrent { connection.connect() }
+        test.run()
+        XCTAssertTrue(first === again, "a repeated connect() returns the same disposable (RAC 2.5)")
+        XCTAssertTrue(again.isDisposed)
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@15"], "connect() after a disconnect does not subscribe again")
+        XCTAssertEqual(recorder.timeline, ["next(1)@10"])
+    }
+
+    func testAutoconnectConnectsOnTheFirstSubscriberAndNeverAgainAfterTheLastLeft() {
         let test = TestScheduler()
         let source = TestSource<Int>(events((10, .next(1)), (20, .next(2)), (30, .next(3))))
-        let shared = source.signal.publish().autoconnect()
+        let connection = source.signal.publish()
+        let shared = connection.autoconnect()
+        XCTAssertEqual(source.history, [])
+        let a = test.record(shared)
+        test.advance(by: .milliseconds(15))
+        let b = test.record(shared)
+        test.at(25) { a.dispose() }
+        test.at(35) { b.dispose() }
+        test.run()
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@35"], "one connection, disposed when the last subscriber left")
+        XCTAssertEqual(a.timeline, ["next(1)@10", "next(2)@20"])
+        XCTAssertEqual(b.timeline, ["next(2)@20", "next(3)@30"])
+        // A later subscriber does not connect again (RAC 2.5): it gets only what the subject is still sent.
+        let c = test.record(shared)
+        test.run()
+        XCTAssertEqual(source.history, ["subscribed@0", "disposed@35"])
+        XCTAssertEqual(c.timeline, [])
+        XCTAssertTrue(test.performAsCurrent { connection.connect() }.isDisposed, "connect() returns the disposed connection")
+        // A source that ended before the disconnect has ended the subject: a late subscriber hears the end.
+        let ended = Signal.from([1, 2]).publish().autoconnect()
+        XCTAssertEqual(test.record(ended).events, [.next(1), .next(2), .completed])
+        XCTAssertEqual(test.record(ended).events, [.completed])
+    }
+
+    func testRefCountConnectsAgainForTheNextSubscriberAfterTheLastLeft() {
+        let test = TestScheduler()
+        let source = TestSource<Int>(events((10, .next(1)), (20, .next(2)), (30, .next(3))))
+        let shared = source.signal.publish().refCount()
         XCTAssertEqual(source.history, [])
         let a = test.record(shared)
         test.advance(by: .milliseconds(15))
@@ -51,7 +94,7 @@ final class MulticastTests: XCTestCase {
         let c = test.record(shared)
         test.run()
         XCTAssertEqual(source.history, ["subscribed@0", "disposed@35", "subscribed@35"])
-        XCTAssertEqual(c.values, [1, 2, 3])
+        XCTAssertEqual(c.timeline, ["next(1)@45", "next(2)@55", "next(3)@65"])
     }
 
     func testReplaySubscribesAtOnceAndReplaysToLateSubscribers() {
