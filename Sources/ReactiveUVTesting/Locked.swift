@@ -27,8 +27,22 @@ public final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
-    /// A copy of the value, read under the lock.
+    /// A copy of the value, read under the lock; setting it replaces the value under the lock.
+    ///
+    /// Read-modify-write through `current` takes the lock twice: use `withLock` for that.
     ///
     /// Thread rule: safe from any thread.
-    public var current: Value { withLock { $0 } }
+    public var current: Value {
+        get { withLock { $0 } }
+        set { withLock { $0 = newValue } }
+    }
+}
+
+extension Locked where Value: RangeReplaceableCollection {
+    /// Appends `element` under the lock: a test's callbacks collect what they saw this way.
+    ///
+    /// Thread rule: safe from any thread.
+    public func append(_ element: Value.Element) {
+        withLock { $0.append(element) }
+    }
 }

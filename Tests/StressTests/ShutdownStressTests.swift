@@ -16,7 +16,7 @@ final class Outcome: @unchecked Sendable {
     init(_ name: String) { self.name = name }
 
     /// Subscribes on the calling (loop) thread; `onValue` runs there too.
-    func observe<Value>(_ signal: Signal<Value>, onValue: ((Value) -> Void)? = nil) {
+    func observe<Value>(_ signal: Signal<Value>, onValue: sending ((Value) -> Void)? = nil) {
         subscription = signal.subscribe(
             next: { [self] value in
                 values.add(1, ordering: .relaxed)
@@ -186,7 +186,7 @@ final class ShutdownStressTests: XCTestCase {
             for (index, name) in ["a", "b", "c", "d"].enumerated() { watches[index].observe(FileWatch.changes(at: "\(directory)/\(name)")) }
             watches[4].observe(FileWatch.changes(at: directory))
             watches[5].observe(FileWatch.changes(at: directory, recursive: true))
-            server.observe(EchoServer.run(port: 0)) { event in
+            server.observe(EchoServer.run(port: 0)) { @Sendable event in
                 guard case .listening(let address) = event else { return }
                 port.store(address.port, ordering: .releasing)
                 for index in 0..<8 {

@@ -85,10 +85,11 @@ final class VerifyingEchoClient: @unchecked Sendable {
     }
 
     /// Connects to 127.0.0.1:`port`; `then` runs once the connection is made or has failed. Loop thread only.
-    func connect(port: Int, then: @escaping () -> Void) {
-        var reported = false
-        let report = {
-            if !reported { reported = true; then() }
+    func connect(port: Int, then: @escaping @Sendable () -> Void) {
+        // Both callbacks below may report; they run on this loop thread, one at a time.
+        let reported = Locked(false)
+        let report: @Sendable () -> Void = {
+            if !reported.withLock({ reported in defer { reported = true }; return reported }) { then() }
         }
         connecting = TCP.connect(host: "127.0.0.1", port: port, timeout: .seconds(60)).subscribe(
             next: { [self] connection in

@@ -65,28 +65,30 @@ public enum EchoServer {
 ///
 /// Everything runs on the subscription's home loop thread (the server's events
 /// and every connection's bytes are delivered there), so nothing is locked.
-private final class EchoSessions {
-    private let report: (EchoEvent) -> Void
+/// The callbacks of several subscriptions share it, so it is Sendable: by
+/// that confinement, not by a lock.
+private final class EchoSessions: @unchecked Sendable {
+    // Home loop thread only: created in `didSubscribe`, used by callbacks and teardown that run there.
+    private let report: @Sendable (EchoEvent) -> Void
     private var reading: [ObjectIdentifier: any Disposable] = [:]
 
-    init(report: @escaping (EchoEvent) -> Void) { self.report = report }
+    init(report: @escaping @Sendable (EchoEvent) -> Void) { self.report = report }
 
     func serve(_ connection: TCPConnection) {
         let key = ObjectIdentifier(connection)
         let peer = connection.peerAddress
-        var echoed = 0
-        var finished = false
+        let client = EchoClient()
         reading[key] = CompoundDisposable()  // a placeholder: `bytes` may end before subscribe returns
         report(.connected(peer: peer, open: reading.count))
-        let finish: ((any Error)?) -> Void = { [weak self] error in
-            guard let self, !finished else { return }
-            finished = true
+        let finish: @Sendable ((any Error)?) -> Void = { [weak self] error in
+            guard let self, !client.finished else { return }
+            client.finished = true
             reading[key] = nil
-            report(.disconnected(peer: peer, bytes: echoed, error: error, open: reading.count))
+            report(.disconnected(peer: peer, bytes: client.echoed, error: error, open: reading.count))
         }
         let subscription = connection.bytes.subscribe(
             next: { chunk in
-                echoed += chunk.count
+                client.echoed += chunk.count
                 connection.send(chunk)
             },
             error: { error in
@@ -98,7 +100,7 @@ private final class EchoSessions {
                 connection.shutdown().subscribe(error: { _ in connection.close() }, completed: { connection.close() })
                 finish(nil)
             })
-        if !finished { reading[key] = subscription }
+        if !client.finished { reading[key] = subscription }
     }
 
     func disposeAll() {
@@ -106,4 +108,11 @@ private final class EchoSessions {
         reading.removeAll()
         for subscription in all { subscription.dispose() }
     }
+}
+
+/// One client's count, shared by its subscription's callbacks.
+private final class EchoClient: @unchecked Sendable {
+    // Home loop thread only, like `EchoSessions`.
+    var echoed = 0
+    var finished = false
 }

@@ -53,8 +53,9 @@ func main() -> Int32 {
     // No file descriptor (or thread) left: one line on standard error, and a failure status.
     guard let loop = loopOnMainThread(program: "echo") else { return 1 }
     let subscriptions = CompoundDisposable()
-    var status: Int32 = 0
-    var clients = 0
+    // State the callbacks share: confined to the loop (this thread), so the callbacks may capture it.
+    let status = LoopBound(Int32(0), loop: loop)
+    let clients = LoopBound(0, loop: loop)
 
     subscriptions.add(EchoServer.run(host: options.host, port: options.port!,
                                                   options: TCPOptions(maxConnections: options.maxConnections)).subscribe(
@@ -63,10 +64,10 @@ func main() -> Int32 {
             case .listening(let address):
                 printLine("echo: listening on \(address)")
             case .connected(let peer, let open):
-                clients = open
+                clients.value = open
                 printLine("client \(describe(peer)) connected (\(open) open)")
             case .disconnected(let peer, let bytes, let error, let open):
-                clients = open
+                clients.value = open
                 let how = error.map { "dropped (\($0))" } ?? "left"
                 printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(open) open)")
             case .refused(let peer, let open):
@@ -75,19 +76,20 @@ func main() -> Int32 {
         },
         error: { error in
             printError("echo: cannot serve on \(options.host):\(options.port!): \(error)")
-            status = 1
+            status.value = 1
             subscriptions.dispose()
         }))
 
     subscriptions.add(interruptions().subscribeNext { number in
-        printLine("interrupted by \(signalName(number)): closing \(clients) connection(s)")
+        printLine("interrupted by \(signalName(number)): closing \(clients.value) connection(s)")
         subscriptions.dispose()
     })
 
     // Returns once the subscriptions are disposed and the connections closed.
     loop.run()
+    let result = status.value
     loop.shutdown()
-    return status
+    return result
 }
 
 exit(main())

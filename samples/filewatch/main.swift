@@ -75,10 +75,11 @@ func main() -> Int32 {
     // No file descriptor (or thread) left: one line on standard error, and a failure status.
     guard let loop = loopOnMainThread(program: "filewatch") else { return 1 }
     let subscriptions = CompoundDisposable()
-    var status: Int32 = 0
-    let fail: (any Error) -> Void = { error in
+    // State the callbacks share: confined to the loop (this thread), so the callbacks may capture it.
+    let status = LoopBound(Int32(0), loop: loop)
+    let fail: @Sendable (any Error) -> Void = { error in
         printError("filewatch: cannot watch \(options.path): \(error)")
-        status = 1
+        status.value = 1
         subscriptions.dispose()
     }
 
@@ -92,9 +93,9 @@ func main() -> Int32 {
             next: { event in printLine("\(timeOfDay()) \(event.kind) \(event.name)") },
             error: fail))
     }
-    if status != 0 {
+    if status.value != 0 {
         loop.shutdown()
-        return status
+        return 1
     }
     let how = options.poll.map { "polling every \($0)" } ?? (options.recursive ? "recursively" : "with inotify")
     printLine("watching \(options.path) \(how); Ctrl-C stops")
@@ -105,8 +106,9 @@ func main() -> Int32 {
     })
 
     loop.run()
+    let result = status.value
     loop.shutdown()
-    return status
+    return result
 }
 
 exit(main())

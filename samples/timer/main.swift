@@ -48,32 +48,34 @@ func main() -> Int32 {
     guard let loop = loopOnMainThread(program: "timer") else { return 1 }
     let start = loop.now
     let subscriptions = CompoundDisposable()
-    var ticks = 0
-    var status: Int32 = 0
+    // State the callbacks share: confined to the loop (this thread), so the callbacks may capture it.
+    let ticks = LoopBound(0, loop: loop)
+    let status = LoopBound(Int32(0), loop: loop)
 
     subscriptions.add(Signal<Int>.interval(options.interval).subscribe(
         next: { _ in
-            ticks += 1
+            ticks.value += 1
             let elapsed = (loop.now - start).components
             let milliseconds = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
-            printLine("tick \(ticks) at \(milliseconds) ms")
-            if options.count > 0 && ticks >= options.count { subscriptions.dispose() }
+            printLine("tick \(ticks.value) at \(milliseconds) ms")
+            if options.count > 0 && ticks.value >= options.count { subscriptions.dispose() }
         },
         error: { error in
             printError("timer: \(error)")
-            status = 1
+            status.value = 1
             subscriptions.dispose()
         }))
 
     subscriptions.add(interruptions().subscribeNext { number in
-        printLine("interrupted by \(signalName(number)) after \(ticks) tick(s); stopping")
+        printLine("interrupted by \(signalName(number)) after \(ticks.value) tick(s); stopping")
         subscriptions.dispose()
     })
 
     // Returns once the subscriptions are disposed: nothing is left for the loop to do.
     loop.run()
+    let result = status.value
     loop.shutdown()
-    return status
+    return result
 }
 
 exit(main())

@@ -19,7 +19,7 @@ public final class ActionDisposable: Disposable, @unchecked Sendable {
     /// - Returns: A disposable not yet disposed.
     ///
     /// Thread rule: safe from any thread.
-    public init(_ action: @escaping () -> Void) {
+    public init(_ action: sending @escaping () -> Void) {
         self.action = action
     }
 

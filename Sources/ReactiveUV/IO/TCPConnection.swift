@@ -105,7 +105,7 @@ public final class TCPConnection: @unchecked Sendable, CustomStringConvertible {
     ///   - completion: Called once with nil when flushed, or the error.
     ///
     /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
-    public func send(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
+    public func send(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
         let stream = self.stream
         if stream.onLoopThread {
             stream.send(bytes, completion: completion)

@@ -74,7 +74,7 @@ public enum TCPServer {
     /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
         _ what: String, host: String, port: Int, backlog: Int32, options: TCPOptions, on loop: EventLoop?,
-        send: @escaping (Event, Subscriber<Value>) -> Void
+        send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in

@@ -75,7 +75,7 @@ public enum UDP {
     /// error ends the subscriber instead), and closes it when the subscription is disposed.
     private static func boundSocketSignal<Value>(
         _ what: String, host: String, port: Int, on loop: EventLoop?,
-        bound: @escaping (UDPHandle, Subscriber<Value>) -> Void
+        bound: @escaping @Sendable (UDPHandle, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in

@@ -28,11 +28,11 @@ extension Signal {
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public func then<U>(_ next: @escaping () -> Signal<U>) -> Signal<U> {
+    public func then<U>(_ next: @escaping @Sendable () -> Signal<U>) -> Signal<U> {
         followed(by: next, values: nil).debugNamed("[\(name)] -then:")
     }
 
-    private func followed<U>(by makeNext: @escaping () -> Signal<U>, values: ((Value) -> U)?) -> Signal<U> {
+    private func followed<U>(by makeNext: @escaping @Sendable () -> Signal<U>, values: (@Sendable (Value) -> U)?) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
             subscription.root = state

@@ -20,7 +20,7 @@ extension Signal {
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public func `catch`(_ handler: @escaping (any Error) -> Signal<Value>) -> Signal<Value> {
+    public func `catch`(_ handler: @escaping @Sendable (any Error) -> Signal<Value>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
             subscription.root = state
@@ -109,7 +109,7 @@ extension Signal {
         upTo count: Int,
         delay: Duration = .zero,
         backoff: Double = 1,
-        while shouldRetry: @escaping (any Error) -> Bool = { _ in true }
+        while shouldRetry: @escaping @Sendable (any Error) -> Bool = { _ in true }
     ) -> Signal<Value> {
         let operation = "Signal.retry(upTo:delay:backoff:while:)"
         guard count >= 0 else { return .invalidArgument("retry count must not be negative, got \(count)", in: operation) }
@@ -197,7 +197,7 @@ struct RetryPolicy {
     let count: Int
     let delay: Duration
     let backoff: Double
-    let shouldRetry: (any Error) -> Bool
+    let shouldRetry: @Sendable (any Error) -> Bool
 
     /// The longest wait: `Int64.max` nanoseconds (about 292 years), so `delay × backoff^n` never overflows.
     static let longestWaitNanoseconds = Double(Int64.max)

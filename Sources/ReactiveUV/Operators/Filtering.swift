@@ -12,7 +12,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func filter(_ isIncluded: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func filter(_ isIncluded: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         fuse { downstream, downstreamNext, _ in
             var valueObserver: ((Value) -> Void)?
             if let next = downstreamNext {
@@ -131,7 +131,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func take(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func take(while predicate: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let ended = OperatorVar(false)
             return { event in
@@ -159,7 +159,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func skip(while predicate: @escaping (Value) -> Bool) -> Signal<Value> {
+    public func skip(while predicate: @escaping @Sendable (Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let skipping = OperatorVar(true)
             return { event in
@@ -230,26 +230,28 @@ extension Signal {
 }
 
 extension Signal where Value: Equatable {
-    /// Drops every value equal to `value` (RAC's `-ignore:`).
+    /// Drops every value equal to `value` (RAC's `-ignore:`). `value` is shared by every
+    /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter value: The value to drop.
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func ignore(_ value: Value) -> Signal<Value> {
+    public func ignore(_ value: Value) -> Signal<Value> where Value: Sendable {
         filter { $0 != value }.debugNamed("[\(name)] -ignore: \(value)")
     }
 
     /// Drops each value equal to the one sent just before it (RAC's `-distinctUntilChanged`).
     ///
-    /// The first value is always sent.
+    /// The first value is always sent. `==` runs on the subscription's home
+    /// loop thread, so it may not be isolated to an actor (`SendableMetatype`).
     ///
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func distinctUntilChanged() -> Signal<Value> {
+    public func distinctUntilChanged() -> Signal<Value> where Value: SendableMetatype {
         distinctUntilChanged(by: ==)
     }
 }
@@ -262,7 +264,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func distinctUntilChanged(by isEquivalent: @escaping (Value, Value) -> Bool) -> Signal<Value> {
+    public func distinctUntilChanged(by isEquivalent: @escaping @Sendable (Value, Value) -> Bool) -> Signal<Value> {
         lift { downstream, _ in
             let last = OperatorVar<Value?>(nil)
             return { event in

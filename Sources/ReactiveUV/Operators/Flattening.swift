@@ -25,7 +25,7 @@ extension Signal {
     /// - Returns: The bound signal.
     ///
     /// Thread rule: safe from any thread; the binding runs on the subscription's home thread.
-    public func bind<U>(_ makeBinding: @escaping () -> (Value, inout Bool) -> Signal<U>?) -> Signal<U> {
+    public func bind<U>(_ makeBinding: @escaping @Sendable () -> (Value, inout Bool) -> Signal<U>?) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let binding = makeBinding()
             let state = FlattenState<U>(downstream, subscription: subscription, maxConcurrent: 0)
@@ -48,7 +48,7 @@ extension Signal {
     /// - Returns: The merged signal of inner values.
     ///
     /// Thread rule: safe from any thread.
-    public func flatMap<U>(_ transform: @escaping (Value) -> Signal<U>) -> Signal<U> {
+    public func flatMap<U>(_ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
         flattening(maxConcurrent: 0, transform).debugNamed("[\(name)] -flattenMap:")
     }
 
@@ -60,11 +60,11 @@ extension Signal {
     /// - Returns: The flattened signal.
     ///
     /// Thread rule: safe from any thread.
-    public func flatMap<U>(maxConcurrent: Int, _ transform: @escaping (Value) -> Signal<U>) -> Signal<U> {
+    public func flatMap<U>(maxConcurrent: Int, _ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
         flattening(maxConcurrent: max(0, maxConcurrent), transform).debugNamed("[\(name)] -flattenMap: (max \(maxConcurrent))")
     }
 
-    func flattening<U>(maxConcurrent: Int, _ transform: @escaping (Value) -> Signal<U>) -> Signal<U> {
+    func flattening<U>(maxConcurrent: Int, _ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let state = FlattenState<U>(downstream, subscription: subscription, maxConcurrent: maxConcurrent)
             subscription.root = state
@@ -78,7 +78,7 @@ extension Signal {
     /// - Returns: The signal of the latest inner signal's values.
     ///
     /// Thread rule: safe from any thread.
-    public func flatMapLatest<U>(_ transform: @escaping (Value) -> Signal<U>) -> Signal<U> {
+    public func flatMapLatest<U>(_ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
         map(transform).switchToLatest()
     }
 }

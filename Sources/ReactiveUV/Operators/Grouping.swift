@@ -64,7 +64,7 @@ extension Signal {
     /// - Returns: A signal of groups; see `groupBy(_:transform:)` for when groups end.
     ///
     /// Thread rule: safe from any thread.
-    public func groupBy<Key: Hashable>(_ key: @escaping (Value) -> Key) -> Signal<GroupedSignal<Key, Value>> {
+    public func groupBy<Key: Hashable & SendableMetatype>(_ key: @escaping @Sendable (Value) -> Key) -> Signal<GroupedSignal<Key, Value>> {
         groupBy(key, transform: { $0 })
     }
 
@@ -88,14 +88,16 @@ extension Signal {
     /// - Returns: A signal of groups.
     ///
     /// Thread rule: safe from any thread.
-    public func groupBy<Key: Hashable, Grouped>(
-        _ key: @escaping (Value) -> Key,
-        transform: @escaping (Value) -> Grouped
+    public func groupBy<Key: Hashable & SendableMetatype, Grouped>(
+        _ key: @escaping @Sendable (Value) -> Key,
+        transform: @escaping @Sendable (Value) -> Grouped
     ) -> Signal<GroupedSignal<Key, Grouped>> {
         lift { downstream, subscription in
             let groups = GroupTable<Key, Grouped>()
             // Teardown runs on the home thread (or once the home has closed): it ends what a terminal event did not.
-            subscription.add(ActionDisposable { groups.endAll(.completed) })
+            // `groups` is shared with the observer below, on the same (home) thread: boxed for the hand-over.
+            let groupsAtTeardown = UncheckedSendable(groups)
+            subscription.add(ActionDisposable { groupsAtTeardown.value.endAll(.completed) })
             return { event in
                 switch event {
                 case .next(let value):

@@ -35,15 +35,15 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public func on(
-        starting: (() -> Void)? = nil,
-        started: (() -> Void)? = nil,
-        event: ((Event<Value>) -> Void)? = nil,
-        failed: ((any Error) -> Void)? = nil,
-        completed: (() -> Void)? = nil,
-        interrupted: (() -> Void)? = nil,
-        terminated: (() -> Void)? = nil,
-        disposed: (() -> Void)? = nil,
-        value: ((Value) -> Void)? = nil
+        starting: (@Sendable () -> Void)? = nil,
+        started: (@Sendable () -> Void)? = nil,
+        event: (@Sendable (Event<Value>) -> Void)? = nil,
+        failed: (@Sendable (any Error) -> Void)? = nil,
+        completed: (@Sendable () -> Void)? = nil,
+        interrupted: (@Sendable () -> Void)? = nil,
+        terminated: (@Sendable () -> Void)? = nil,
+        disposed: (@Sendable () -> Void)? = nil,
+        value: (@Sendable (Value) -> Void)? = nil
     ) -> Signal<Value> {
         // Attaches this signal in the same subscription (as `lift` does), so that `started` can run after it.
         operatorSignal { downstream, subscription in
@@ -68,9 +68,11 @@ extension Signal {
             if interrupted != nil || terminated != nil || disposed != nil {
                 // Added after the source's own disposables, so it runs after them at teardown (on the
                 // home thread, or once the home has closed); disposes at once if the source already ended.
+                // `ended` is shared with the observer above, on the same (home) thread: boxed for the hand-over.
+                let ended = UncheckedSendable(ended)
                 subscription.add(ActionDisposable {
-                    if !ended.isSet {
-                        ended.isSet = true
+                    if !ended.value.isSet {
+                        ended.value.isSet = true
                         interrupted?()
                         terminated?()
                     }
@@ -150,7 +152,7 @@ public final class Lifetime: @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func observeEnded(_ action: @escaping () -> Void) -> any Disposable {
+    public func observeEnded(_ action: sending @escaping () -> Void) -> any Disposable {
         ended.subscribeCompleted(action)
     }
 

@@ -8,9 +8,9 @@
 @usableFromInline
 final class OperatorSignal<Value>: Signal<Value>, @unchecked Sendable {
     // `body` is immutable.
-    let body: (_ downstream: @escaping (Event<Value>) -> Void, _ subscription: Subscription) -> Void
+    let body: @Sendable (_ downstream: @escaping (Event<Value>) -> Void, _ subscription: Subscription) -> Void
 
-    init(_ body: @escaping (_ downstream: @escaping (Event<Value>) -> Void, _ subscription: Subscription) -> Void) {
+    init(_ body: @escaping @Sendable (_ downstream: @escaping (Event<Value>) -> Void, _ subscription: Subscription) -> Void) {
         self.body = body
         super.init()
     }
@@ -110,7 +110,7 @@ extension Subscription {
 extension Signal {
     /// A signal whose subscribers run `body` (for operators with several inputs or their own timers).
     func operatorSignal<U>(
-        _ body: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> Void
+        _ body: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> Void
     ) -> Signal<U> {
         OperatorSignal(body)
     }

@@ -22,12 +22,13 @@ extension Signal {
     /// README's threading rules). One allocation per event (the
     /// hand-off); use it at the end of a chain. The terminal event is handed
     /// off too: the result ends on `scheduler` after the values before it.
+    /// The values cross to another thread, so they must be `Sendable`.
     ///
     /// - Parameter scheduler: Where downstream runs.
     /// - Returns: The same events, on `scheduler`.
     ///
     /// Thread rule: safe from any thread.
-    public func deliver(on scheduler: Scheduler) -> Signal<Value> {
+    public func deliver(on scheduler: Scheduler) -> Signal<Value> where Value: Sendable {
         // Not fused: the source's terminal event must end only the source while
         // its hand-off to `scheduler` is still on the way, so the source gets a child subscription.
         operatorSignal { downstream, subscription in
@@ -57,13 +58,14 @@ extension Signal {
     /// `scheduler`: its `didSubscribe` runs on that thread, sends from other
     /// threads are hopped there, and so its events (and everything downstream)
     /// arrive on `scheduler`'s thread. Disposing tears the source down on
-    /// `scheduler`'s thread.
+    /// `scheduler`'s thread. The values are made on `scheduler`'s thread and
+    /// used on others downstream, so they must be `Sendable`.
     ///
     /// - Parameter scheduler: Where the source is subscribed and delivers.
     /// - Returns: The same events, produced on `scheduler`.
     ///
     /// Thread rule: safe from any thread.
-    public func subscribe(on scheduler: Scheduler) -> Signal<Value> {
+    public func subscribe(on scheduler: Scheduler) -> Signal<Value> where Value: Sendable {
         operatorSignal { downstream, subscription in
             let remote = Subscription(home: scheduler)
             subscription.add(remote)

@@ -11,7 +11,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func doNext(_ action: @escaping (Value) -> Void) -> Signal<Value> {
+    public func doNext(_ action: @escaping @Sendable (Value) -> Void) -> Signal<Value> {
         lift { downstream, _ in
             { event in
                 if case .next(let value) = event { action(value) }
@@ -27,7 +27,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func doError(_ action: @escaping (any Error) -> Void) -> Signal<Value> {
+    public func doError(_ action: @escaping @Sendable (any Error) -> Void) -> Signal<Value> {
         lift { downstream, _ in
             { event in
                 if case .error(let error) = event { action(error) }
@@ -43,7 +43,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func doCompleted(_ action: @escaping () -> Void) -> Signal<Value> {
+    public func doCompleted(_ action: @escaping @Sendable () -> Void) -> Signal<Value> {
         lift { downstream, _ in
             { event in
                 if case .completed = event { action() }
@@ -61,7 +61,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func initially(_ action: @escaping () -> Void) -> Signal<Value> {
+    public func initially(_ action: @escaping @Sendable () -> Void) -> Signal<Value> {
         lift { downstream, _ in
             action()
             return downstream
@@ -77,7 +77,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func finally(_ action: @escaping () -> Void) -> Signal<Value> {
+    public func finally(_ action: @escaping @Sendable () -> Void) -> Signal<Value> {
         lift { downstream, _ in
             { event in
                 if event.isTerminating { action() }

@@ -12,7 +12,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func map<U>(_ transform: @escaping (Value) -> U) -> Signal<U> {
+    public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Signal<U> {
         fuse { downstream, downstreamNext, _ in
             // `if let`, not `Optional.map`: a closure through a generic function is reabstracted,
             // and every value then pays for two thunks and a retain.
@@ -42,7 +42,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func compactMap<U>(_ transform: @escaping (Value) -> U?) -> Signal<U> {
+    public func compactMap<U>(_ transform: @escaping @Sendable (Value) -> U?) -> Signal<U> {
         fuse { downstream, downstreamNext, _ in
             var valueObserver: ((Value) -> Void)?
             if let next = downstreamNext {
@@ -65,12 +65,14 @@ extension Signal {
 
     /// Replaces each value with the same constant (RAC's `-mapReplace:`).
     ///
+    /// The constant is `Sendable`: every subscription sends it, possibly on several loops at once.
+    ///
     /// - Parameter replacement: The value sent for every value of this signal.
     /// - Returns: The signal of constants.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func mapReplace<U>(_ replacement: U) -> Signal<U> {
+    public func mapReplace<U: Sendable>(_ replacement: U) -> Signal<U> {
         map { _ in replacement }.debugNamed("[\(name)] -mapReplace: \(replacement)")
     }
 
@@ -83,7 +85,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func tryMap<U>(_ transform: @escaping (Value) throws -> U) -> Signal<U> {
+    public func tryMap<U>(_ transform: @escaping @Sendable (Value) throws -> U) -> Signal<U> {
         lift { downstream, _ in
             let failed = OperatorVar(false)
             return { event in
@@ -108,6 +110,8 @@ extension Signal {
 
     /// Sends a running combination of the values, starting from `start` (RAC's `-scanWithStart:reduce:`).
     ///
+    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
+    ///
     /// For values v1, v2, ... it sends combine(start, v1), combine(that, v2), ...
     /// The running state is kept per subscription.
     ///
@@ -118,7 +122,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func scan<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+    public func scan<State: Sendable>(_ start: State, _ combine: @escaping @Sendable (State, Value) -> State) -> Signal<State> {
         fuse { downstream, downstreamNext, _ in
             let running = OperatorVar(start)
             var valueObserver: ((Value) -> Void)?
@@ -143,14 +147,15 @@ extension Signal {
     }
 
     /// Sends each value paired with the one before it; the first value is paired with `start`
-    /// (RAC's `-combinePreviousWithStart:reduce:`, returning the pair).
+    /// (RAC's `-combinePreviousWithStart:reduce:`, returning the pair). `start` is shared by every
+    /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter start: The "previous" value for the first value.
     /// - Returns: A signal of `(previous, current)` pairs.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> {
+    public func combinePrevious(_ start: Value) -> Signal<(Value, Value)> where Value: Sendable {
         lift { downstream, _ in
             let previous = OperatorVar(start)
             return { event in
@@ -168,6 +173,8 @@ extension Signal {
 
     /// Folds every value into one result sent when the signal completes (RAC's `-aggregateWithStart:reduce:`).
     ///
+    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
+    ///
     /// An empty signal sends `start`. An error is forwarded and nothing is sent for the values before it.
     ///
     /// - Parameters:
@@ -177,7 +184,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @inlinable
-    public func aggregate<State>(_ start: State, _ combine: @escaping (State, Value) -> State) -> Signal<State> {
+    public func aggregate<State: Sendable>(_ start: State, _ combine: @escaping @Sendable (State, Value) -> State) -> Signal<State> {
         lift { downstream, _ in
             let running = OperatorVar(start)
             return { event in
@@ -201,10 +208,18 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     public func collect() -> Signal<[Value]> {
-        aggregate([Value]()) { array, value in
-            var array = array
-            array.append(value)
-            return array
+        // Not `aggregate([])`: the array is made per subscription, so values need not be Sendable.
+        lift { downstream, _ in
+            let collected = OperatorVar([Value]())
+            return { event in
+                switch event {
+                case .next(let value): collected.value.append(value)
+                case .error(let error): downstream(.error(error))
+                case .completed:
+                    downstream(.next(collected.value))
+                    downstream(.completed)
+                }
+            }
         }.debugNamed("[\(name)] -collect")
     }
 

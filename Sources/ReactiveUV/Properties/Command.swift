@@ -15,10 +15,11 @@ import Synchronization
 ///
 /// `executing` and `enabled` are recomputed on the command's scheduler;
 /// each subscriber gets them on its own home thread. They complete when the
-/// command is freed.
+/// command is freed. `Output` is `Sendable`: an execution runs on the
+/// command's scheduler and is replayed to subscribers on their own threads.
 ///
 /// Thread rule: safe from any thread.
-public final class Command<Input, Output>: @unchecked Sendable {
+public final class Command<Input, Output: Sendable>: @unchecked Sendable {
     // `state` is protected by its mutex; the subjects and `scheduler` are immutable and thread-safe.
     private struct State {
         var running = 0
@@ -46,7 +47,7 @@ public final class Command<Input, Output>: @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public init(enabledIf: Signal<Bool>? = nil, allowsConcurrentExecution: Bool = false, on scheduler: Scheduler? = nil,
-                _ execute: @escaping (Input) -> Signal<Output>) {
+                _ execute: @escaping @Sendable (Input) -> Signal<Output>) {
         self.scheduler = scheduler ?? Scheduler.current ?? EventLoop.shared
         self.makeExecution = execute
         state = LockedValue(State(allowsConcurrentExecution: allowsConcurrentExecution))

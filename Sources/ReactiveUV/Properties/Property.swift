@@ -76,7 +76,7 @@ public final class Property<Value>: @unchecked Sendable {
     /// - Returns: The derived property.
     ///
     /// Thread rule: safe from any thread.
-    public func map<U>(_ transform: @escaping (Value) -> U) -> Property<U> {
+    public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Property<U> {
         Property<U>(current: { transform(self.value) }, signal: signal.map(transform))
     }
 

@@ -124,7 +124,7 @@ extension Subscriber {
     ///
     /// Thread rule: call from the source's thread (in `didSubscribe`, or where the source runs),
     /// before the source sends; only the first registration counts.
-    public func setFlowControl(pause: @escaping () -> Void, resume: @escaping () -> Void) {
+    public func setFlowControl(pause: sending @escaping () -> Void, resume: sending @escaping () -> Void) {
         let control = FlowControl(sourceScheduler: Scheduler.current ?? subscription.home, pause: pause, resume: resume)
         guard sourceFlowControl.storeIfNil(control) === control else { return }
         if subscription.home.isCurrent {

@@ -68,7 +68,7 @@ extension Signal {
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public static func `defer`(_ makeSignal: @escaping () -> Signal<Value>) -> Signal<Value> {
+    public static func `defer`(_ makeSignal: @escaping @Sendable () -> Signal<Value>) -> Signal<Value> {
         Signal { subscriber in
             makeSignal().subscribe(subscriber)
         }.debugNamed("+defer:")

@@ -7,6 +7,13 @@ extension Signal {
     /// the home thread. After `error` or `completed`, or once the returned
     /// disposable is disposed, no callback runs again.
     ///
+    /// The callbacks are `sending`: they are handed over to the home thread,
+    /// so the compiler rejects one that touches the caller's isolated state
+    /// (a `@MainActor` property, an actor's state) or captures a non-Sendable
+    /// object the caller keeps using. Keep such state on the loop (`LoopBound`,
+    /// an actor on the loop's executor), hop back (`Task { @MainActor in ... }`),
+    /// or read `values` in a task: README, "Callbacks and Swift 6 isolation".
+    ///
     /// - Parameters:
     ///   - next: Called with each value.
     ///   - error: Called once if the signal fails.
@@ -17,9 +24,17 @@ extension Signal {
     @inlinable
     @discardableResult
     public func subscribe(
-        next: ((Value) -> Void)? = nil,
-        error: ((any Error) -> Void)? = nil,
-        completed: (() -> Void)? = nil
+        next: sending ((Value) -> Void)? = nil,
+        error: sending ((any Error) -> Void)? = nil,
+        completed: sending (() -> Void)? = nil
+    ) -> any Disposable {
+        subscribeSink(next: next, error: error, completed: completed)
+    }
+
+    /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).
+    @inlinable
+    func subscribeSink(
+        next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?
     ) -> any Disposable {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
@@ -42,7 +57,7 @@ extension Signal {
     /// Thread rule: safe from any thread.
     @inlinable
     @discardableResult
-    public func subscribeNext(_ next: @escaping (Value) -> Void) -> any Disposable {
+    public func subscribeNext(_ next: sending @escaping (Value) -> Void) -> any Disposable {
         subscribe(next: next)
     }
 
@@ -53,7 +68,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func subscribeError(_ error: @escaping (any Error) -> Void) -> any Disposable {
+    public func subscribeError(_ error: sending @escaping (any Error) -> Void) -> any Disposable {
         subscribe(error: error)
     }
 
@@ -64,7 +79,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func subscribeCompleted(_ completed: @escaping () -> Void) -> any Disposable {
+    public func subscribeCompleted(_ completed: sending @escaping () -> Void) -> any Disposable {
         subscribe(completed: completed)
     }
 
@@ -75,8 +90,8 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func observe(_ observer: @escaping (Event<Value>) -> Void) -> any Disposable {
-        subscribe(next: { observer(.next($0)) }, error: { observer(.error($0)) }, completed: { observer(.completed) })
+    public func observe(_ observer: sending @escaping (Event<Value>) -> Void) -> any Disposable {
+        subscribeSink(next: { observer(.next($0)) }, error: { observer(.error($0)) }, completed: { observer(.completed) })
     }
 
     /// Forwards every event of this signal to another signal's subscriber (RAC's `subscribe:`).

@@ -13,12 +13,17 @@ import Synchronization
 /// fused: subscribing to a chain makes one subscription and one chain of
 /// direct calls, with no lock and no allocation per value.
 ///
-/// Closures given to a signal run on the subscription's home thread.
+/// Closures given to a signal run on the subscription's home thread, not in
+/// the caller's isolation: operator closures and `didSubscribe` are
+/// `@Sendable` (two subscriptions may run them on two loops at once), and
+/// `subscribe`'s callbacks are `sending` (handed over to the home thread).
+/// The values a signal sends need not be `Sendable`; the operators that hand
+/// them to another thread (`deliver(on:)`, `subscribe(on:)`) require it.
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
     // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
-    @usableFromInline let didSubscribe: ((Subscriber<Value>) -> (any Disposable)?)?
+    @usableFromInline let didSubscribe: (@Sendable (Subscriber<Value>) -> (any Disposable)?)?
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -28,11 +33,12 @@ public class Signal<Value>: @unchecked Sendable {
     /// disposable that tears down what you set up (or nil). It is disposed when
     /// the subscriber disposes or the signal ends.
     ///
-    /// - Parameter didSubscribe: Called once per subscription, on its home thread.
+    /// - Parameter didSubscribe: Called once per subscription, on its home thread; `@Sendable`
+    ///   because subscriptions on several loops may run it at once.
     /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
-    public init(_ didSubscribe: @escaping (Subscriber<Value>) -> (any Disposable)?) {
+    public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
@@ -122,7 +128,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// - Returns: The derived signal.
     @inlinable
     func lift<U>(
-        _ transform: @escaping (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
+        _ transform: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
     ) -> Signal<U> {
         LiftedSignal(upstream: self, transform: transform)
     }
@@ -139,7 +145,7 @@ public class Signal<Value>: @unchecked Sendable {
     /// - Returns: The derived signal.
     @inlinable
     func fuse<U>(
-        _ transform: @escaping (
+        _ transform: @escaping @Sendable (
             _ downstream: @escaping (Event<U>) -> Void, _ downstreamNext: ((U) -> Void)?, _ subscription: Subscription
         ) -> ClosureObserver<Value>
     ) -> Signal<U> {
@@ -176,12 +182,12 @@ final class PendingAttach<Value>: @unchecked Sendable {
 final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
-    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+    @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
 
     @inlinable
     init(
         upstream: Signal<Upstream>,
-        transform: @escaping (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
+        transform: @escaping @Sendable (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
     ) {
         self.upstream = upstream
         self.transform = transform
@@ -199,12 +205,12 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
-    @usableFromInline let transform: (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
+    @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
 
     @inlinable
     init(
         upstream: Signal<Upstream>,
-        transform: @escaping (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
+        transform: @escaping @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
     ) {
         self.upstream = upstream
         self.transform = transform

@@ -13,6 +13,10 @@ import Musl
 /// one subscriber never sees two events at once. A send made on the
 /// subscriber's home thread is delivered before `sendNext` returns. A
 /// disposed subscription leaves the subject at once and gets nothing more.
+/// A value sent from another thread than a subscriber's home is handed over
+/// to that thread; the compiler cannot see it, so a subject of non-Sendable
+/// values is sent to only on its subscribers' loop (or its values are not
+/// used by the sender afterwards).
 ///
 /// Unlike RAC's subject, one that has ended remembers its terminal event and
 /// sends it to later subscribers (so nobody waits forever on a finished subject).

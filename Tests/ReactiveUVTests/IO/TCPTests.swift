@@ -328,7 +328,7 @@ final class TCPTests: XCTestCase {
             let connection = try harness.record(TCP.connect(host: "127.0.0.1", port: port)).waitForValues(1)[0]
             let serverBytes = try harness.record(try waitForAccepted(server, 1)[0].bytes)
             let results = Locked<[(String?, String?)]>([])
-            let record: ((any Error)?) -> Void = { error in
+            let record: @Sendable ((any Error)?) -> Void = { error in
                 results.withLock { $0.append(((error as? UVError)?.name, EventLoop.current?.name)) }
             }
             connection.send(bytePattern(200_000, seed: 1), completion: record)  // from the test thread

@@ -104,7 +104,7 @@ final class ErrorsTests: XCTestCase {
     func testRetryDoesNotRetryWhatThePredicateRejects() {
         let test = TestScheduler()
         let missing = TestSource<Int>(events((10, .error(UVError.noSuchFile))))
-        let notMissing: (any Error) -> Bool = { ($0 as? UVError) != .noSuchFile }
+        let notMissing: @Sendable (any Error) -> Bool = { ($0 as? UVError) != .noSuchFile }
         let final = test.record(missing.signal.retry(upTo: 5, delay: .milliseconds(10), while: notMissing))
         let refused = TestSource<Int>(events((10, .error(UVError.connectionRefused))))
         let retried = test.record(refused.signal.retry(upTo: 1, delay: .milliseconds(10), while: notMissing))

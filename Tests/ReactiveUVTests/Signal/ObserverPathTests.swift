@@ -17,10 +17,10 @@ final class ObserverPathTests: XCTestCase {
     func testASubjectsGateHoldsTheSubscribersSinkItself() {
         let test = TestScheduler()
         let subject = Subject<Int>()
-        var values: [Int] = []
-        var completed = false
+        let values = Locked<[Int]>([])
+        let completed = Locked(false)
         let subscription = test.performAsCurrent {
-            subject.subscribe(next: { values.append($0) }, completed: { completed = true })
+            subject.subscribe(next: { values.append($0) }, completed: { completed.withLock { $0 = true } })
         }
         XCTAssertEqual(gatedKind(subscription, of: Int.self), .sink, "no closure between the subject's gate and the sink")
         test.performAsCurrent {
@@ -28,37 +28,37 @@ final class ObserverPathTests: XCTestCase {
             subject.sendNext(2)
             subject.sendCompleted()
         }
-        XCTAssertEqual(values, [1, 2])
-        XCTAssertTrue(completed)
+        XCTAssertEqual(values.current, [1, 2])
+        XCTAssertTrue(completed.current)
         XCTAssertTrue(subscription.isDisposed, "the end disposes the subscription")
         XCTAssertEqual(subject.subscriberCount, 0)
     }
 
     func testASignalsGateHoldsTheSinkItself() {
         let test = TestScheduler()
-        var source: Subscriber<Int>?
+        let source = Locked<Subscriber<Int>?>(nil)
         let signal = Signal<Int> { subscriber in
-            source = subscriber
+            source.withLock { $0 = subscriber }
             return nil
         }
-        var values: [Int] = []
+        let values = Locked<[Int]>([])
         let subscription = test.performAsCurrent { signal.subscribeNext { values.append($0) } }
         XCTAssertEqual(gatedKind(subscription, of: Int.self), .sink,
                        "a signal made with Signal { } sends through its gate straight to the sink")
         test.performAsCurrent {
-            source?.sendNext(1)
-            source?.sendNext(2)
+            source.current?.sendNext(1)
+            source.current?.sendNext(2)
         }
-        XCTAssertEqual(values, [1, 2])
+        XCTAssertEqual(values.current, [1, 2])
         test.performAsCurrent { subscription.dispose() }
-        test.performAsCurrent { source?.sendNext(3) }
-        XCTAssertEqual(values, [1, 2], "nothing passes the gate after disposal")
+        test.performAsCurrent { source.current?.sendNext(3) }
+        XCTAssertEqual(values.current, [1, 2], "nothing passes the gate after disposal")
     }
 
     func testAFusedChainsGateHoldsTheFirstOperatorsValueShortcut() {
         let test = TestScheduler()
         let subject = Subject<Int>()
-        var totals: [Int] = []
+        let totals = Locked<[Int]>([])
         let subscription = test.performAsCurrent {
             subject.map { $0 * 3 }.filter { $0 % 2 == 0 }.scan(0, +).subscribeNext { totals.append($0) }
         }
@@ -67,13 +67,13 @@ final class ObserverPathTests: XCTestCase {
         test.performAsCurrent {
             for value in 1...4 { subject.sendNext(value) }
         }
-        XCTAssertEqual(totals, [6, 18])
+        XCTAssertEqual(totals.current, [6, 18])
     }
 
     func testAnOperatorWithoutAValueShortcutTakesEvents() {
         let test = TestScheduler()
         let subject = Subject<Int>()
-        var events: [Event<Int>] = []
+        let events = Locked<[Event<Int>]>([])
         let subscription = test.performAsCurrent {
             subject.map { $0 + 1 }.take(2).subscribe(next: { events.append(.next($0)) }, completed: { events.append(.completed) })
         }
@@ -82,6 +82,6 @@ final class ObserverPathTests: XCTestCase {
         test.performAsCurrent {
             for value in 1...3 { subject.sendNext(value) }
         }
-        XCTAssertEqual(events, [.next(2), .next(3), .completed])
+        XCTAssertEqual(events.current, [.next(2), .next(3), .completed])
     }
 }

@@ -150,7 +150,7 @@ final class SubjectTests: XCTestCase {
         let test = TestScheduler()
         let subject = Subject<Int>()
         weak var weakToken: LifetimeToken?
-        var values: [Int] = []
+        let values = Locked<[Int]>([])
         let subscription: any Disposable = test.performAsCurrent {
             let token = LifetimeToken()
             weakToken = token
@@ -166,24 +166,24 @@ final class SubjectTests: XCTestCase {
         }
         subject.sendNext(3)  // from outside the home: hopped there, delivered when the scheduler runs
         test.run()
-        XCTAssertEqual(values, [1, 2, 3])
+        XCTAssertEqual(values.current, [1, 2, 3])
         test.performAsCurrent { subscription.dispose() }
         XCTAssertEqual(subject.subscriberCount, 0, "a disposed subscription leaves the subject")
         XCTAssertNil(weakToken, "the subject must not keep a disposed subscription's callbacks")
         test.performAsCurrent { subject.sendNext(4) }
         test.run()
-        XCTAssertEqual(values, [1, 2, 3], "nothing after disposal")
+        XCTAssertEqual(values.current, [1, 2, 3], "nothing after disposal")
 
-        var ended = false
+        let ended = Locked(false)
         let second: any Disposable = test.performAsCurrent {
-            subject.subscribe(next: { values.append($0) }, completed: { ended = true })
+            subject.subscribe(next: { values.append($0) }, completed: { ended.withLock { $0 = true } })
         }
         test.performAsCurrent {
             subject.sendNext(5)
             subject.sendCompleted()
         }
-        XCTAssertEqual(values, [1, 2, 3, 5])
-        XCTAssertTrue(ended)
+        XCTAssertEqual(values.current, [1, 2, 3, 5])
+        XCTAssertTrue(ended.current)
         XCTAssertTrue(second.isDisposed, "the end disposes the subscription")
         XCTAssertEqual(subject.subscriberCount, 0)
     }
@@ -193,14 +193,14 @@ final class SubjectTests: XCTestCase {
         let test = TestScheduler()
         let subject = Subject<Int>()
         let log = Locked<[String]>([])
-        var late: (any Disposable)?
+        let late = Locked<(any Disposable)?>(nil)
         let b = test.performAsCurrent { subject.subscribeNext { value in log.withLock { $0.append("b\(value)") } } }
         test.performAsCurrent {
             subject.subscribeNext { value in
                 log.withLock { $0.append("a\(value)") }
                 if value == 1 {
                     b.dispose()
-                    late = subject.subscribeNext { value in log.withLock { $0.append("c\(value)") } }
+                    late.current = subject.subscribeNext { value in log.withLock { $0.append("c\(value)") } }
                     subject.sendNext(10)  // re-entrant: delivered depth first
                 }
             }
@@ -210,7 +210,7 @@ final class SubjectTests: XCTestCase {
         }
         XCTAssertEqual(log.current, ["b0", "a0", "b1", "a1", "a10", "c10", "a2", "c2"])
         XCTAssertEqual(subject.subscriberCount, 2)
-        test.performAsCurrent { late?.dispose() }
+        test.performAsCurrent { late.current?.dispose() }
         XCTAssertEqual(subject.subscriberCount, 1)
     }
 
@@ -239,12 +239,12 @@ final class SubjectTests: XCTestCase {
         let test = TestScheduler()
         let subject = Subject<Int>()
         let log = Locked<[String]>([])
-        var first: (any Disposable)?
+        let first = Locked<(any Disposable)?>(nil)
         test.performAsCurrent {
-            first = subject.map { $0 * 10 }.filter { $0 != 30 }.scan(0, +).subscribeNext { total in
+            first.current = subject.map { $0 * 10 }.filter { $0 != 30 }.scan(0, +).subscribeNext { total in
                 log.withLock { $0.append("a\(total)") }
                 if total == 10 { subject.sendNext(2) }  // re-entrant, depth first: a30 before the outer send returns
-                if total == 70 { first?.dispose() }
+                if total == 70 { first.current?.dispose() }
             }
             for n in [1, 3, 4, 5, 6] { subject.sendNext(n) }  // 1 (and 2, nested), 3 (filtered out), 4: 10, 30, 70; then disposed
         }
