@@ -36,7 +36,10 @@ final class LoopThreadCheckTests: XCTestCase {
         let child = Process()
         child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         child.arguments = ["ReactiveUVTests.LoopThreadCheckTests/testOffLoopCallTrapsInDebugBuilds"]
-        child.environment = ProcessInfo.processInfo.environment.merging([Self.probeVariable: "1"]) { $1 }
+        // No crash backtracer in the child: it inherits the child's stderr and, under a sanitizer,
+        // can outlive the child and hold the pipe open, so the read below would never see its end.
+        child.environment = ProcessInfo.processInfo.environment.merging([Self.probeVariable: "1",
+                                                                         "SWIFT_BACKTRACE": "enable=no"]) { $1 }
         let errors = Pipe()
         child.standardError = errors
         child.standardOutput = FileHandle.nullDevice
