@@ -3,8 +3,9 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-// The DocC catalog's recipes (Sources/ReactiveUV/ReactiveUV.docc/Recipes.md): each block there must
-// equal the code between the markers here, which the compiler checks and the tests below run.
+// The DocC catalogs' examples (Sources/ReactiveUV/ReactiveUV.docc, Sources/ReactiveUVTesting/ReactiveUVTesting.docc):
+// each block there must equal the code between the markers here (or in the README's tests), which the
+// compiler checks and the tests below run.
 
 // DOCS-LINES-BEGIN
 /// A line longer than the server accepts.
@@ -87,6 +88,29 @@ final class DocsRecipesExampleTests: XCTestCase {
         try assertDocumentBlock(Self.recipes, containing: "TestScheduler()", matches: "DOCS-TEST-SCHEDULER")
         try assertDocumentBlock(Self.recipes, containing: "LoopHarness.run {", matches: "DOCS-HARNESS")
         _ = DocsRecipesExampleTests.gracefulShutdown  // compiled, not run: it listens on a fixed port until Ctrl-C
+    }
+
+    /// The articles' other examples: the README's, checked against the tests that run them, and the async loop below.
+    func testTheGettingStartedExamplesAreCheckedCode() async throws {
+        let article = "Sources/ReactiveUV/ReactiveUV.docc/GettingStarted.md"
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        try assertDocumentBlock(article, containing: "EventLoop.onCurrentThread()\n\nlet ticks", matches: "README-EXAMPLE",
+                                in: tests.appendingPathComponent("ReadmeExampleTests.swift").path)
+        try assertDocumentBlock(article, containing: "TCPServer.listen(host:", matches: "README-IO-EXAMPLE",
+                                in: tests.appendingPathComponent("ReadmeIOExampleTests.swift").path)
+        try assertDocumentBlock(article, containing: "for try await tick in", matches: "DOCS-GS-ASYNC")
+        try assertDocumentBlock("Sources/ReactiveUV/ReactiveUV.docc/ReactiveUV.md", containing: "EventLoop.onCurrentThread()\n\nlet ticks",
+                                matches: "README-EXAMPLE", in: tests.appendingPathComponent("ReadmeExampleTests.swift").path)
+        try assertDocumentBlock("Sources/ReactiveUVTesting/ReactiveUVTesting.docc/ReactiveUVTesting.md", containing: "LoopHarness.run {",
+                                matches: "DOCS-HARNESS")
+        let printed = Locked<[String]>([])
+        func print(_ items: Any...) { printed.append(items.map { "\($0)" }.joined(separator: " ")) }
+        // DOCS-GS-ASYNC-BEGIN
+        for try await tick in Signal<Int>.interval(.milliseconds(10)).take(3).values {
+            print("tick", tick)
+        }
+        // DOCS-GS-ASYNC-END
+        XCTAssertEqual(printed.current, ["tick 0", "tick 1", "tick 2"])
     }
 
     /// The shutdown recipe: compiled, not run (it waits for SIGINT or SIGTERM).
