@@ -15,6 +15,7 @@ let package = Package(
         // Loop metrics (opt-in, see Loop/LoopMetrics.swift) and signal event logging.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),  // `swift package generate-documentation` (scripts/docs); a command plugin, nothing linked
     ],
     targets: [
         .systemLibrary(

@@ -45,9 +45,8 @@ extension EventLoop {
     ///
     /// "Nothing left to do" means no active handle (timer, socket, watch) and
     /// no queued work. If `shutdown()` was requested (from a callback or
-    /// another thread), `run()` finishes the shutdown before returning.
-    ///
-    /// - Returns: When the loop went idle, was stopped, or shut down.
+    /// another thread), `run()` finishes the shutdown before returning. It
+    /// returns when the loop went idle, was stopped, or shut down.
     ///
     /// Thread rule: only on the thread that made the loop with `onCurrentThread()`.
     public func run() {

@@ -6,15 +6,24 @@ import XCTest
 /// so the compiler checks the README's examples through the test that holds them.
 func assertReadmeBlock(containing marker: String, matches tag: String, in sourceFile: String = #filePath,
                        file: StaticString = #filePath, line: UInt = #line) throws {
+    try assertDocumentBlock("README.md", containing: marker, matches: tag, in: sourceFile, file: file, line: line)
+}
+
+/// Checks that the ```` ```swift ```` block containing `marker` in `document` (a path from the
+/// package root: the README, or an article of the DocC catalog) has exactly the lines between
+/// `// <tag>-BEGIN` and `// <tag>-END` in `sourceFile` (indentation and `import` lines aside).
+func assertDocumentBlock(_ document: String, containing marker: String, matches tag: String,
+                         in sourceFile: String = #filePath,
+                         file: StaticString = #filePath, line: UInt = #line) throws {
     let here = URL(fileURLWithPath: sourceFile)
     var root = here.deletingLastPathComponent()
-    while !FileManager.default.fileExists(atPath: root.appendingPathComponent("README.md").path), root.path != "/" {
+    while !FileManager.default.fileExists(atPath: root.appendingPathComponent("Package.swift").path), root.path != "/" {
         root.deleteLastPathComponent()
     }
-    let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+    let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
     let source = try String(contentsOf: here, encoding: .utf8)
-    let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
-    let block = try XCTUnwrap(blocks.first { $0.contains(marker) }, "the README has no example containing \(marker)", file: file, line: line)
+    let blocks = text.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+    let block = try XCTUnwrap(blocks.first { $0.contains(marker) }, "\(document) has no example containing \(marker)", file: file, line: line)
     func normalized(_ text: some StringProtocol) -> [String] {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
@@ -23,6 +32,6 @@ func assertReadmeBlock(containing marker: String, matches tag: String, in source
     }
     let body = source.components(separatedBy: "// \(tag)-BEGIN\n")[1].components(separatedBy: "// \(tag)-END")[0]
     XCTAssertEqual(normalized(block), normalized(body),
-                   "README.md's example with \(marker) and the code between the \(tag) markers must stay identical",
+                   "\(document)'s example with \(marker) and the code between the \(tag) markers in \(here.lastPathComponent) must stay identical",
                    file: file, line: line)
 }
