@@ -96,6 +96,24 @@ final class TCPScopedConnectionTests: XCTestCase {
         }
     }
 
+    func testAFlushThatFailsIsThrownInsteadOfTheResult() async throws {
+        try await withHarness { harness in
+            let (server, port) = try startServer(harness)
+            do {
+                _ = try await TCP.withConnection(host: "127.0.0.1", port: port, on: harness.loop) { connection in
+                    try server.wait(for: "a connection") { events in events.contains { if case .accepted? = $0.value { true } else { false } } }
+                    // More than the kernel's buffers hold, to a peer that reads nothing and then resets.
+                    connection.send(bytePattern(32 << 20, seed: 3))
+                    accepted(server)[0].reset()
+                    return "answer"
+                }
+                XCTFail("withConnection returned although its bytes never reached the peer")
+            } catch let error as UVError {
+                XCTAssertTrue(error == .connectionReset || error == .brokenPipe, "the flush's error: \(error)")
+            }
+        }
+    }
+
     func testTheBodyMayCloseTheConnectionItself() async throws {
         try await withHarness { harness in
             let (_, port) = try startServer(harness)
@@ -135,5 +153,36 @@ final class TCPScopedConnectionTests: XCTestCase {
             try harness.wait(for: "the close to complete") { openAtCompletion.current != nil }
             XCTAssertEqual(openAtCompletion.current, false, "a waiter of close() finds the connection closed")
         }
+    }
+}
+
+/// Keeps the README's `withConnection` example compiling and runs it against an echo server.
+final class ReadmeScopedConnectionExampleTests: XCTestCase {
+    // README-SCOPED-EXAMPLE-BEGIN
+    /// Sends a line and returns the first chunk of the answer.
+    func ping(port: Int) async throws -> [UInt8] {
+        try await TCP.withConnection(host: "127.0.0.1", port: port) { connection in
+            connection.send(Array("ping\n".utf8))
+            return try await connection.bytes.first() ?? []
+        }   // closed by now: what the body queued was flushed, then FIN
+    }
+    // README-SCOPED-EXAMPLE-END
+
+    func testTheReadmeExampleIsThisCodeAndWorks() async throws {
+        try assertReadmeBlock(containing: "func ping(port: Int)", matches: "README-SCOPED-EXAMPLE")
+        let harness = LoopHarness(name: "readme-scoped")
+        let echo = try harness.record(EchoServer.run(port: 0, on: harness.loop), label: "echo")
+        guard case .listening(let address) = try echo.waitForValues(1)[0] else { throw TestFailure("not listening") }
+
+        let answer = try await ping(port: address.port)
+
+        XCTAssertFalse(answer.isEmpty)
+        XCTAssertTrue(Array("ping\n".utf8).starts(with: answer), "\(answer) is the echo's beginning")
+        // The echo server sees the client's FIN after the 5 bytes: withConnection closed gracefully.
+        try echo.wait(for: "the client to go away") { events in
+            events.contains { if case .disconnected(_, 5, nil, _)? = $0.value { true } else { false } }
+        }
+        let report = harness.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 }
