@@ -29,6 +29,7 @@ extension TCP {
     ///   - timeout: Give up connecting after this long (`ETIMEDOUT`); nil leaves it to the system.
     ///   - loop: Where the socket lives; nil for the calling task's loop (`EventLoop.shared`
     ///     for a task that runs on no loop).
+    ///   - isolation: The caller's isolation, where `body` runs (leave the default).
     ///   - body: Runs with the open connection, in the caller's isolation.
     /// - Returns: What `body` returned.
     /// - Throws: `connect`'s errors (`UVError.connectionRefused`, `.nameNotFound`,
