@@ -6,6 +6,9 @@ let package = Package(
     products: [
         .library(name: "ReactiveUV", targets: ["ReactiveUV"]),
         .library(name: "ReactiveUVTesting", targets: ["ReactiveUVTesting"]),
+        // EventLoop and EventLoopGroup as swift-service-lifecycle services: a product of its own,
+        // so programs that only use ReactiveUV do not build or link ServiceLifecycle.
+        .library(name: "ReactiveUVServiceLifecycle", targets: ["ReactiveUVServiceLifecycle"]),
         .executable(name: "timer", targets: ["timer"]),
         .executable(name: "echo", targets: ["echo"]),
         .executable(name: "echo-async", targets: ["echo-async"]),
@@ -16,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),  // `swift package generate-documentation` (scripts/docs); a command plugin, nothing linked
+        // Only the ReactiveUVServiceLifecycle product depends on it.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -33,6 +38,10 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
+        .target(name: "ReactiveUVServiceLifecycle", dependencies: [
+            "ReactiveUV",
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         // What every sample does alike: argument parsing, unbuffered output, the main-thread loop, Ctrl-C.
         .target(name: "SampleSupport", dependencies: ["ReactiveUV"], path: "samples/SampleSupport"),
         .executableTarget(name: "timer", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/timer"),
@@ -53,6 +62,12 @@ let package = Package(
         // Long, heavy runs (scripts/sanitize skips them; scripts/test runs them).
         .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "CTestSupport"]),
         .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
+        .testTarget(name: "ReactiveUVServiceLifecycleTests", dependencies: [
+            "ReactiveUV", "ReactiveUVTesting", "ReactiveUVServiceLifecycle", "EchoServerKit",
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

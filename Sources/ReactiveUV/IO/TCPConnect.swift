@@ -15,6 +15,14 @@ public enum TCP {
     /// or after `timeout`), `ENETUNREACH`, or a resolver error such as
     /// `EAI_NONAME` for an unknown host.
     ///
+    /// Because the subscription owns the connection, anything that ends the
+    /// subscription after the first value closes it: `try await
+    /// TCP.connect(...).first()` (and `take(1)`, the blocking `first(timeout:)`)
+    /// hands back a connection that is already closed. In async code use
+    /// `TCP.withConnection(host:port:) { connection in ... }`, which keeps it open
+    /// while its body runs and closes it gracefully after; or use the connection
+    /// inside `for try await connection in TCP.connect(...).values { ... }`.
+    ///
     /// - Parameters:
     ///   - host: A numeric address or a host name.
     ///   - port: 1...65535.

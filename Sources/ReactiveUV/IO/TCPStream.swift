@@ -439,8 +439,7 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         if let failure {
             end(.failed(failure))
         } else {
-            finishCloseWaiters(nil)
-            end(.closed)
+            endGracefulClose()
         }
     }
 
@@ -471,11 +470,19 @@ final class TCPStream: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unc
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
         if writesShutDown {
             // FIN went out already (after an earlier `shutdown()`): nothing is left to flush.
-            finishCloseWaiters(nil)
-            end(.closed)
+            endGracefulClose()
             return
         }
         if let error = requestFIN(outcome: nil) { end(.failed(error)) }
+    }
+
+    /// The graceful close is done: the socket closes first, then its waiters hear of it,
+    /// so a waiter (on any thread) finds the connection closed (`isOpen` false).
+    private func endGracefulClose() {
+        let waiters = closeWaiters
+        closeWaiters = []
+        end(.closed)
+        for waiter in waiters { waiter.finish(nil) }
     }
 
     /// Tells everyone waiting for the graceful close how it ended.

@@ -43,9 +43,16 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let metricsProbe: UnsafeMutablePointer<uv_timer_t>?
     /// The metric objects and the previous sample; nil when metrics are off (loop thread only once running).
     let metricsSampler: LoopMetricsSampler?
-    /// Whether the loop runs on a thread it created (else on its owner's thread via `run()`).
-    let ownsThread: Bool
-    let isShared: Bool
+    /// Whether the loop runs on a thread it created (`EventLoop(name:)`, a group's loops,
+    /// `EventLoop.shared`); false for `EventLoop.onCurrentThread()`, which its owner drives with `run()`.
+    ///
+    /// Thread rule: safe from any thread.
+    public let ownsThread: Bool
+    /// Whether this is `EventLoop.shared`, which is never shut down (asking it to is
+    /// `EventLoopError.sharedLoopCannotShutDown`). Reading it does not start the shared loop.
+    ///
+    /// Thread rule: safe from any thread.
+    public let isShared: Bool
 
     /// Where the loop is in its life (see LoopState.swift). Written only by the transitions
     /// in EventLoop+Lifecycle.swift, under `inboxLock`; read anywhere without it.
