@@ -142,8 +142,7 @@ final class ResubscribeState<Value>: OperatorState<Value> {
     private let subscription: Subscription
     private var retriesLeft: Int
     private let repeatsOnCompletion: Bool
-    private var subscribing = false
-    private var subscribeAgain = false
+    private let trampoline = Trampoline()
 
     init(_ downstream: @escaping (Event<Value>) -> Void, source: Signal<Value>, subscription: Subscription,
          retries: Int, repeatsOnCompletion: Bool) {
@@ -155,16 +154,10 @@ final class ResubscribeState<Value>: OperatorState<Value> {
     }
 
     /// Subscribes the source; when called from inside a subscription in progress
-    /// (a synchronous failure), only flags the loop below to go round again.
+    /// (a synchronous failure), only asks the trampoline to go round again.
     func subscribeSource() {
-        if subscribing {
-            subscribeAgain = true
-            return
-        }
-        subscribing = true
-        repeat {
-            subscribeAgain = false
-            if isDone { break }
+        trampoline.run { [self] in
+            if isDone { return }
             _ = subscription.attachChild(source) { [self] event, attempt in
                 switch event {
                 case .next(let value):
@@ -186,8 +179,29 @@ final class ResubscribeState<Value>: OperatorState<Value> {
                     }
                 }
             }
-        } while subscribeAgain
-        subscribing = false
+        }
+    }
+}
+
+/// Re-subscribing without recursion, for `retry` and `repeat`: a source that ends synchronously
+/// inside its own subscription asks for another round instead of nesting one (constant stack).
+final class Trampoline {
+    // Home thread only (its owner's).
+    private var running = false
+    private var again = false
+
+    /// Runs `round`, and again while a round asked for another; a call made from inside a round only asks.
+    func run(_ round: () -> Void) {
+        if running {
+            again = true
+            return
+        }
+        running = true
+        repeat {
+            again = false
+            round()
+        } while again
+        running = false
     }
 }
 
@@ -221,8 +235,7 @@ private final class DelayedRetryState<Value>: TimedState<Value, Value>, @uncheck
     private let source: Signal<Value>
     private let policy: RetryPolicy
     private var retries = 0
-    private var subscribing = false
-    private var subscribeAgain = false
+    private let trampoline = Trampoline()
 
     init(_ downstream: @escaping (Event<Value>) -> Void, source: Signal<Value>, subscription: Subscription, policy: RetryPolicy) {
         self.source = source
@@ -230,17 +243,10 @@ private final class DelayedRetryState<Value>: TimedState<Value, Value>, @uncheck
         super.init(downstream, scheduler: subscription.home, subscription: subscription, interval: policy.delay)
     }
 
-    /// Subscribes the source; when called from inside a subscription in progress
-    /// (a synchronous failure), only flags the loop below to go round again.
+    /// Subscribes the source on the trampoline (see `ResubscribeState.subscribeSource`).
     func subscribeSource() {
-        if subscribing {
-            subscribeAgain = true
-            return
-        }
-        subscribing = true
-        repeat {
-            subscribeAgain = false
-            if isDone { break }
+        trampoline.run { [self] in
+            if isDone { return }
             _ = subscription.attachChild(source) { [self] event, attempt in
                 switch event {
                 case .next(let value):
@@ -253,8 +259,7 @@ private final class DelayedRetryState<Value>: TimedState<Value, Value>, @uncheck
                     retryOrFail(error)
                 }
             }
-        } while subscribeAgain
-        subscribing = false
+        }
     }
 
     private func retryOrFail(_ error: any Error) {
