@@ -309,3 +309,28 @@ public struct BlockingClientError: Error, CustomStringConvertible, Sendable {
         return "\(message): errno \(errno) (\(String(cString: strerror(errno))))"
     }
 }
+
+/// A port on 127.0.0.1 where nothing listens now (bound, read, and closed again), for tests
+/// that need a refused connection or a port to listen on.
+///
+/// - Returns: The port.
+/// - Throws: `BlockingClientError` when no socket could be made or bound.
+///
+/// Thread rule: safe from any thread.
+public func unusedPort() throws(BlockingClientError) -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw BlockingClientError("socket() failed", errno: errno) }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
+        }
+    }
+    guard bound else { throw BlockingClientError("bind() to 127.0.0.1:0 failed", errno: errno) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

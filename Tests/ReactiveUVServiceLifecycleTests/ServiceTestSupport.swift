@@ -36,25 +36,6 @@ struct EchoOnGroupService: Service {
     }
 }
 
-/// A port nothing listens on now (bound, read and released).
-func unusedPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw ServiceTestFailure("socket() failed: \(errno)") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
-        }
-    }
-    guard bound else { throw ServiceTestFailure("bind() failed: \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 /// A test precondition that did not hold.
 struct ServiceTestFailure: Error, CustomStringConvertible {
     let description: String

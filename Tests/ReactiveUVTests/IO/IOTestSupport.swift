@@ -53,25 +53,6 @@ func errorName<Value>(_ recorder: EventRecorder<Value>) -> String? {
     (recorder.terminal?.error as? UVError)?.name
 }
 
-/// A port on 127.0.0.1 where nothing listens (bound, read, and closed again).
-func unusedPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw TestFailure("socket() failed: \(errno)") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
-        }
-    }
-    guard bound else { throw TestFailure("bind() failed: \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
 extension Event {
     /// Whether this is `.completed`.
     var isCompleted: Bool {
