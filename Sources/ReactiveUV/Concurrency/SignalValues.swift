@@ -114,7 +114,22 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         ///
         /// Thread rule: from the iterating task.
         public mutating func next() async throws -> Value? {
-            try await lifetime.channel.next()
+            try await lifetime.channel.next(isolation: nil)
+        }
+
+        /// The next value, or nil at the end, waited for on the caller's executor.
+        ///
+        /// `for try await` calls this form: a task isolated to a loop (or to any actor)
+        /// stays on its executor between values instead of hopping to the global one
+        /// and back for each.
+        ///
+        /// - Parameter actor: The caller's isolation (`#isolation`).
+        /// - Returns: The value, or nil at the end.
+        /// - Throws: The signal's error, or `SignalValuesError`.
+        ///
+        /// Thread rule: from the iterating task.
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Value? {
+            try await lifetime.channel.next(isolation: actor)
         }
     }
 }
@@ -222,7 +237,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         lock.withLock { body(&state) }
     }
 
-    func next() async throws -> Value? {
+    /// The next value; waits on `actor`'s executor (nil: the global one).
+    func next(isolation actor: isolated (any Actor)?) async throws -> Value? {
         if Task.isCancelled {
             // Cancellation ends the sequence at once rather than after the buffer drained.
             cancel()
@@ -231,8 +247,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if let ready = try takeReady() { return try ready.value.get() }
         // The value crosses from the subscription's thread to the task in a box: the
         // task is the only one that touches it afterwards.
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
+        return try await withTaskCancellationHandler(operation: {
+            try await withCheckedThrowingContinuation(isolation: actor) { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
                 let outcome: ReadyValue? = locked { state in
                     if let value = state.popFirst() { return ReadyValue(.success(value)) }
                     if let terminal = state.terminal {
@@ -252,9 +268,9 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                     startIfNeeded()
                 }
             }
-        } onCancel: {
+        }, onCancel: {
             cancel()
-        }.value
+        }, isolation: actor).value
     }
 
     /// A value (or the end) ready without waiting, after which the source may be resumed.
