@@ -1,3 +1,4 @@
+import Synchronization
 
 /// What `signal.values` does when values arrive faster than the consuming task takes them.
 ///
@@ -323,6 +324,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     /// A value from the subscription (home thread).
     private func receive(_ value: Value) {
+        if ValuesDeliveryTestHook.isSet.load(ordering: .relaxed), ValuesDeliveryTestHook.run() { return }
         var overflow = false
         var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
@@ -399,7 +401,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.subscription = nil
             return (subscription, waiter)
         }
-        subscription?.dispose()
+        // Never waits for a delivery in progress on the home loop: this runs in the task's
+        // cancellation handler, under the task's lock, and that delivery may be resuming this
+        // very task (it needs the lock): waiting would deadlock both threads. What the
+        // subscription still delivers finds the channel ended and is dropped.
+        subscription?.disposeWithoutWaiting()
         waiter?.resume(returning: UncheckedSendable(nil))
     }
 }
@@ -412,5 +418,23 @@ extension ValuesBufferPolicy {
         case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
         case .unbounded: return nil
         }
+    }
+}
+
+/// Tests only: code run at the start of each value's delivery to a `values` channel, inside
+/// the subscriber's callback (where a disposal from another thread would wait for it).
+/// It returns true to drop the value.
+enum ValuesDeliveryTestHook {
+    static let isSet = Atomic<Bool>(false)
+    static let hook = Mutex<(@Sendable () -> Bool)?>(nil)
+
+    static func set(_ body: (@Sendable () -> Bool)?) {
+        hook.withLock { $0 = body }
+        isSet.store(body != nil, ordering: .releasing)
+    }
+
+    static func run() -> Bool {
+        guard let body = hook.withLock({ $0 }) else { return false }
+        return body()
     }
 }
