@@ -9,10 +9,18 @@ import Musl
 /// (`Task(executorPreference: loop)` runs its code on the loop thread).
 ///
 /// Jobs go through the loop's run queues as they are, with no closure or other
-/// allocation per job; each runs on the loop thread, isolated to the loop as
-/// both its serial and its task executor, in the order it was enqueued.
+/// allocation per job, and each runs on the loop thread in the order it was enqueued.
+///
+/// The two roles have two identities. As a task executor the loop is itself; as a
+/// serial executor it is `LoopSerialExecutor`, an object of its own, because Swift
+/// calls one `enqueue` for both roles and the two kinds of job must run differently
+/// for calls between code on the loop to need no hop (see `runJob`).
 extension EventLoop: SerialExecutor, TaskExecutor {
-    /// Runs a job on the loop thread.
+    /// Runs a job on the loop thread, as the job of a task that prefers this loop.
+    ///
+    /// Swift calls this for tasks created with `Task(executorPreference: loop)` or inside
+    /// `withTaskExecutorPreference(loop)`. Actors on the loop use `asUnownedSerialExecutor()`,
+    /// whose jobs come through `LoopSerialExecutor` instead.
     ///
     /// While the loop is shutting down its thread still takes jobs. Once it has
     /// closed, a job cannot be dropped (its task would never resume) and the
@@ -24,32 +32,57 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     ///
     /// Thread rule: safe from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
-        if enqueueItem(.job(unowned)) == .accepted { return }
-        runLate(unowned)
+        enqueueJob(UnownedJob(job), asTaskJob: true)
+    }
+
+    /// Queues a job of either kind, or runs it late when the loop has closed.
+    func enqueueJob(_ job: UnownedJob, asTaskJob: Bool) {
+        if enqueueItem(asTaskJob ? .taskJob(job) : .actorJob(job)) == .accepted { return }
+        runLate(job, asTaskJob: asTaskJob)
+    }
+
+    /// Runs a job on the calling thread, isolated to this loop's serial executor.
+    ///
+    /// Swift runs code inline, with no hop through the queue, only when the serial
+    /// executor *and* the task executor it is running with are the ones the code
+    /// needs. A task's job (a task that prefers this loop) runs with this loop as
+    /// its task executor, and also isolated to the loop's serial executor: it is on
+    /// the loop thread, so an actor on the loop can be entered at once. An actor's
+    /// job runs with no task executor, as Swift runs actors' jobs, so that an actor
+    /// on the loop called from another actor on the loop in a task without a
+    /// preference (the usual case) does not hop; a task that prefers this loop and
+    /// arrived through an actor pays one hop back to its preference instead.
+    @inline(__always)
+    func runJob(_ job: UnownedJob, asTaskJob: Bool) {
+        if asTaskJob {
+            job.runSynchronously(isolatedTo: serialExecutor.asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        } else {
+            job.runSynchronously(on: serialExecutor.asUnownedSerialExecutor())
+        }
     }
 
     /// A job for a loop that has closed: run here, serially with the loop's other late jobs.
     @inline(never)
-    private func runLate(_ job: UnownedJob) {
+    private func runLate(_ job: UnownedJob, asTaskJob: Bool) {
         // The runtime calls us through an unowned executor reference, and a job run here may
         // drop the last reference to this loop (its task finishes, and the program with it lets
         // go of the loop): hold one of our own until the drain is over.
         let keptAlive = Unmanaged.passRetained(self)
         defer { keptAlive.release() }
-        guard lateJobs.push(job, loopName: name) else { return }  // the thread draining them runs it
+        guard lateJobs.push(job, asTaskJob: asTaskJob, loopName: name) else { return }  // the thread draining them runs it
         while let next = lateJobs.next() {
-            next.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+            runJob(next.job, asTaskJob: next.asTaskJob)
         }
     }
 
-    /// This loop as an unowned serial executor (for an actor's `unownedExecutor`).
+    /// This loop's serial executor, for an actor's `unownedExecutor`: the actor's code
+    /// then runs on the loop thread, and calls between actors on the same loop need no hop.
     ///
-    /// - Returns: The executor reference.
+    /// - Returns: The executor reference (of `LoopSerialExecutor`, the loop's serial face).
     ///
     /// Thread rule: safe from any thread.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
+        serialExecutor.asUnownedSerialExecutor()
     }
 
     /// This loop as an unowned task executor.
@@ -79,6 +112,35 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     }
 }
 
+/// A loop's serial executor: the identity actors on the loop share, apart from the loop's
+/// identity as a task executor, so that their jobs can be told from tasks' jobs.
+///
+/// Each loop has one for its whole life (`EventLoop.serialExecutor`); it holds the loop
+/// unowned, as an executor reference does.
+final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
+    // `loop` is written once, in EventLoop.init before the loop is published to any other thread.
+    private unowned(unsafe) var loop: EventLoop?
+
+    func attach(to loop: EventLoop) { self.loop = loop }
+
+    /// Runs an actor's job on the loop thread (late jobs: see `EventLoop.enqueue`).
+    func enqueue(_ job: consuming ExecutorJob) {
+        loop.unsafelyUnwrapped.enqueueJob(UnownedJob(job), asTaskJob: false)
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    func checkIsolated() {
+        loop.unsafelyUnwrapped.checkIsolated()
+    }
+
+    func isIsolatingCurrentContext() -> Bool? {
+        loop.unsafelyUnwrapped.isIsolatingCurrentContext()
+    }
+}
+
 /// Executor jobs enqueued on a loop after it closed, run serially by the threads that enqueue them.
 ///
 /// The first thread to find the queue idle becomes its drainer and runs jobs
@@ -87,7 +149,7 @@ extension EventLoop: SerialExecutor, TaskExecutor {
 final class LateJobQueue: @unchecked Sendable {
     // `jobs`, `head` and `count` are protected by `lock`; `drainer` is written under it and read anywhere (atomic).
     private let lock = SpinLock()
-    @exclusivity(unchecked) private var jobs: [UnownedJob] = []
+    @exclusivity(unchecked) private var jobs: [(job: UnownedJob, asTaskJob: Bool)] = []
     @exclusivity(unchecked) private var head = 0
     /// The thread running late jobs now, 0 when none.
     private let drainer = Atomic<UInt>(0)
@@ -96,10 +158,10 @@ final class LateJobQueue: @unchecked Sendable {
     @exclusivity(unchecked) private var count = 0
 
     /// Adds a job; true when the caller became the drainer and must run `next()` until nil.
-    func push(_ job: UnownedJob, loopName: String) -> Bool {
+    func push(_ job: UnownedJob, asTaskJob: Bool, loopName: String) -> Bool {
         let (drain, number): (Bool, Int) = lock.withLock {
             count += 1
-            jobs.append(job)
+            jobs.append((job, asTaskJob))
             if drainer.load(ordering: .relaxed) != 0 { return (false, count) }
             drainer.store(UInt(pthread_self()), ordering: .releasing)
             return (true, count)
@@ -112,7 +174,7 @@ final class LateJobQueue: @unchecked Sendable {
     }
 
     /// The next job for the drainer, or nil (and the drainer role is given up) when none is left.
-    func next() -> UnownedJob? {
+    func next() -> (job: UnownedJob, asTaskJob: Bool)? {
         lock.withLock {
             guard head < jobs.count else {
                 jobs.removeAll()

@@ -204,7 +204,10 @@ final class AwaitBox<State>: @unchecked Sendable {
             self.continuation = nil
             return (taken, self.subscription, self.onFinish)
         }
-        subscription?.dispose()
+        // Never waits for a callback in progress elsewhere: this may run in the task's
+        // cancellation handler, under the task's lock, which a delivery resuming the task needs.
+        // The box ignores whatever arrives after its outcome.
+        subscription?.disposeWithoutWaiting()
         if let continuation { resume(continuation, result) }
         onFinish?()
     }

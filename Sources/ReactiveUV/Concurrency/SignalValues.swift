@@ -1,3 +1,4 @@
+import Synchronization
 
 /// What `signal.values` does when values arrive faster than the consuming task takes them.
 ///
@@ -114,7 +115,22 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         ///
         /// Thread rule: from the iterating task.
         public mutating func next() async throws -> Value? {
-            try await lifetime.channel.next()
+            try await lifetime.channel.next(isolation: nil)
+        }
+
+        /// The next value, or nil at the end, waited for on the caller's executor.
+        ///
+        /// `for try await` calls this form: a task isolated to a loop (or to any actor)
+        /// stays on its executor between values instead of hopping to the global one
+        /// and back for each.
+        ///
+        /// - Parameter actor: The caller's isolation (`#isolation`).
+        /// - Returns: The value, or nil at the end.
+        /// - Throws: The signal's error, or `SignalValuesError`.
+        ///
+        /// Thread rule: from the iterating task.
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Value? {
+            try await lifetime.channel.next(isolation: actor)
         }
     }
 }
@@ -222,7 +238,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         lock.withLock { body(&state) }
     }
 
-    func next() async throws -> Value? {
+    /// The next value; waits on `actor`'s executor (nil: the global one).
+    func next(isolation actor: isolated (any Actor)?) async throws -> Value? {
         if Task.isCancelled {
             // Cancellation ends the sequence at once rather than after the buffer drained.
             cancel()
@@ -231,8 +248,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if let ready = try takeReady() { return try ready.value.get() }
         // The value crosses from the subscription's thread to the task in a box: the
         // task is the only one that touches it afterwards.
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
+        return try await withTaskCancellationHandler(operation: {
+            try await withCheckedThrowingContinuation(isolation: actor) { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
                 let outcome: ReadyValue? = locked { state in
                     if let value = state.popFirst() { return ReadyValue(.success(value)) }
                     if let terminal = state.terminal {
@@ -252,9 +269,9 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                     startIfNeeded()
                 }
             }
-        } onCancel: {
+        }, onCancel: {
             cancel()
-        }.value
+        }, isolation: actor).value
     }
 
     /// A value (or the end) ready without waiting, after which the source may be resumed.
@@ -307,6 +324,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     /// A value from the subscription (home thread).
     private func receive(_ value: Value) {
+        if ValuesDeliveryTestHook.isSet.load(ordering: .relaxed), ValuesDeliveryTestHook.run() { return }
         var overflow = false
         var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
@@ -383,7 +401,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.subscription = nil
             return (subscription, waiter)
         }
-        subscription?.dispose()
+        // Never waits for a delivery in progress on the home loop: this runs in the task's
+        // cancellation handler, under the task's lock, and that delivery may be resuming this
+        // very task (it needs the lock): waiting would deadlock both threads. What the
+        // subscription still delivers finds the channel ended and is dropped.
+        subscription?.disposeWithoutWaiting()
         waiter?.resume(returning: UncheckedSendable(nil))
     }
 }
@@ -396,5 +418,23 @@ extension ValuesBufferPolicy {
         case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
         case .unbounded: return nil
         }
+    }
+}
+
+/// Tests only: code run at the start of each value's delivery to a `values` channel, inside
+/// the subscriber's callback (where a disposal from another thread would wait for it).
+/// It returns true to drop the value.
+enum ValuesDeliveryTestHook {
+    static let isSet = Atomic<Bool>(false)
+    static let hook = Mutex<(@Sendable () -> Bool)?>(nil)
+
+    static func set(_ body: (@Sendable () -> Bool)?) {
+        hook.withLock { $0 = body }
+        isSet.store(body != nil, ordering: .releasing)
+    }
+
+    static func run() -> Bool {
+        guard let body = hook.withLock({ $0 }) else { return false }
+        return body()
     }
 }

@@ -50,7 +50,7 @@ extension TCP {
         let ownership = ValuesChannel(signal: connect(host: host, port: port, options: options, timeout: timeout, on: loop),
                                       policy: .default)
         defer { ownership.cancel() }
-        guard let connection = try await ownership.next() else {
+        guard let connection = try await ownership.next(isolation: isolation) else {
             // The signal sends its connection or fails; it ends without one only when the task was cancelled.
             throw CancellationError()
         }

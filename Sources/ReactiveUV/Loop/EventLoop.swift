@@ -96,6 +96,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let shutdownObservers = ShutdownObservers()
     /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).
     let lateJobs = LateJobQueue()
+    /// The loop's serial executor (actors' jobs), apart from the loop as a task executor (see EventLoop+Executor.swift).
+    let serialExecutor = LoopSerialExecutor()
     /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
     @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
     /// What shutdown found open, for the report (loop thread only).
@@ -186,6 +188,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         metricsSampler = metrics.isEnabled && failure == nil ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
         startFailure = failure
         super.init()
+        serialExecutor.attach(to: self)
         if failure != nil {
             abandonStart(loopInitialized: loopInitialized)
             return

@@ -71,15 +71,20 @@ struct WorkRing {
 /// come, so running a task or an actor on a loop allocates nothing per job.
 enum WorkItem {
     case closure(@Sendable () -> Void)
-    case job(UnownedJob)
+    /// A job enqueued on the loop as a task executor (a task that prefers the loop).
+    case taskJob(UnownedJob)
+    /// A job enqueued on the loop's serial executor (an actor on the loop).
+    case actorJob(UnownedJob)
 
-    /// Runs the work; a job runs isolated to `loop` as both its serial and its task executor.
+    /// Runs the work (see `EventLoop.runJob` for how each kind of job runs).
     func run(on loop: EventLoop) {
         switch self {
         case .closure(let body):
             body()
-        case .job(let job):
-            job.runSynchronously(isolatedTo: loop.asUnownedSerialExecutor(), taskExecutor: loop.asUnownedTaskExecutor())
+        case .taskJob(let job):
+            loop.runJob(job, asTaskJob: true)
+        case .actorJob(let job):
+            loop.runJob(job, asTaskJob: false)
         }
     }
 }

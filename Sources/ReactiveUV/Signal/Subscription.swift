@@ -62,18 +62,32 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
 
     @usableFromInline
     override func dispose() {
+        dispose(waitingForCallbacks: true)
+    }
+
+    /// Disposes without waiting for a callback running on another thread.
+    ///
+    /// For an owner whose callbacks drop what arrives after it let go (the `values`
+    /// channel), and that disposes where waiting could deadlock: a task's cancellation
+    /// handler runs under the task's own lock, which a delivery in progress needs to
+    /// resume that task.
+    func disposeWithoutWaiting() {
+        dispose(waitingForCallbacks: false)
+    }
+
+    private func dispose(waitingForCallbacks: Bool) {
         guard markDisposed() else {
             // Already disposed, perhaps by the sink on a terminal event whose callback is about
             // to run: a caller that is no loop's thread still gets the guarantee that no
             // callback is running once dispose() returns.
-            if ThreadLocals.currentLoop.value == nil && !home.isCurrent { waitForDeliveryInProgress() }
+            if waitingForCallbacks && ThreadLocals.currentLoop.value == nil && !home.isCurrent { waitForDeliveryInProgress() }
             return
         }
         if home.isCurrent {
             tearDown()
             return
         }
-        if ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
+        if waitingForCallbacks && ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
         let box = UncheckedSendable(self)
         if home.schedule({ box.value.tearDown() }) == nil {
             // The home loop has closed (it runs nothing more); release what is left here.

@@ -1,5 +1,5 @@
 import Foundation
-import ReactiveUV
+@testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
@@ -62,6 +62,54 @@ final class SignalAsyncTests: XCTestCase {
             try harness.wait(for: "the subscription's cleanup") { cleanedUp.current == 1 }
             _ = try harness.onLoop {}
             XCTAssertEqual(try harness.loop.openHandles(), [])
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    /// Cancelling the task while its loop is in the middle of delivering it a value: Swift runs
+    /// the cancellation handler under the task's lock, which that delivery needs to resume the
+    /// task, so the handler must not wait for the delivery to end. (It did: dispose from a
+    /// thread that is no loop's waits for a callback in progress, and both threads hung; the
+    /// suite's run in CI on 2026-11-23 never finished.) Here the delivery is held inside the
+    /// channel's callback until `cancel()` has returned; were `cancel()` waiting, the hold would
+    /// time out (and drop the value, so that even then nothing hangs).
+    func testCancellingDuringADeliveryDoesNotWaitForIt() throws {
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let holdTimedOut = Locked<Bool?>(nil)
+        let deliveries = Locked(0)
+        ValuesDeliveryTestHook.set {
+            let number = deliveries.withLock { $0 += 1; return $0 }
+            guard number == 2 else { return false }
+            entered.signal()
+            let released = release.wait(timeout: .now() + .seconds(10)) == .success
+            holdTimedOut.withLock { $0 = !released }
+            return !released
+        }
+        defer { ValuesDeliveryTestHook.set(nil) }
+        let report = LoopHarness.run { harness in
+            let subject = Subject<Int>()
+            let received = Locked(0)
+            let ended = Locked(false)
+            let task = Task(executorPreference: harness.loop) {
+                do {
+                    for try await _ in subject.values { received.withLock { $0 += 1 } }
+                } catch {}
+                ended.withLock { $0 = true }
+            }
+            // The first value shows the task subscribed and waiting for the next one.
+            try harness.wait(for: "the first value") {
+                harness.loop.execute { if deliveries.current == 0 { subject.sendNext(1) } }
+                return received.current == 1
+            }
+            harness.loop.execute { subject.sendNext(2) }
+            XCTAssertEqual(entered.wait(timeout: .now() + .seconds(10)), .success, "the second delivery never began")
+            task.cancel()
+            release.signal()
+            try harness.wait(for: "the held delivery to end") { holdTimedOut.current != nil }
+            XCTAssertEqual(holdTimedOut.current, false, "cancelling the task waited for the delivery in progress")
+            try harness.wait(for: "the task to end") { ended.current }
+            XCTAssertEqual(received.current, 1, "a value delivered after the cancellation reached the task")
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
