@@ -30,10 +30,10 @@ final class PollTests: XCTestCase {
             try loopIterations(harness)
             XCTAssertEqual(poll.events.count, 0, "nothing to read yet, so nothing may be reported: \(poll.events)")
 
-            try send(1, to: peer)
+            try put(1, to: peer)
             let first = try poll.waitForValues(1)[0]
             XCTAssertEqual(first, .readable)
-            XCTAssertEqual(try receive(from: mine), 1)
+            XCTAssertEqual(try take(from: mine), 1)
         }
     }
 
@@ -54,7 +54,7 @@ final class PollTests: XCTestCase {
             XCTAssertEqual(try both.waitForValues(1)[0], .writable, "writable at once, nothing to read")
             both.dispose()
             _ = try harness.onLoop {}
-            try send(7, to: peer)
+            try put(7, to: peer)
             let readable = try harness.record(Poll.readiness(fd: mine, events: .readable))
             try readable.waitForValues(3)
             XCTAssertEqual(Set(readable.values), [.readable], "level-triggered, and never .writable: \(readable.values)")
@@ -83,7 +83,7 @@ final class PollTests: XCTestCase {
         let (mine, peer) = try socketPair()
         try checked { harness in
             let poll = try harness.record(Poll.readiness(fd: mine))
-            try send(1, to: peer)
+            try put(1, to: peer)
             try poll.waitForValues(3)  // reported again and again while the byte stays unread
             poll.dispose()
             _ = try harness.onLoop {}  // runs after the dispose's hop to the loop
@@ -93,11 +93,11 @@ final class PollTests: XCTestCase {
             XCTAssertNil(poll.terminal, "disposing sends nothing")
             XCTAssertEqual(pollHandles(harness), [])
             XCTAssertTrue(isOpen(mine), "dispose closed a descriptor it does not own")
-            XCTAssertEqual(try receive(from: mine), 1)
+            XCTAssertEqual(try take(from: mine), 1)
         }
         XCTAssertTrue(isOpen(mine), "the loop's shutdown closed a descriptor it does not own")
-        try send(2, to: mine)
-        XCTAssertEqual(try receive(from: peer), 2)
+        try put(2, to: mine)
+        XCTAssertEqual(try take(from: peer), 2)
     }
 
     func testLoopShutdownEndsThePollWithShutDownAndLeavesTheDescriptorOpen() throws {
@@ -111,8 +111,8 @@ final class PollTests: XCTestCase {
         XCTAssertEqual(report.closedHandles.count, 1, "the poll handle")
         XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "poll-shutdown"))
         XCTAssertTrue(isOpen(mine), "the loop's shutdown closed a descriptor it does not own")
-        try send(3, to: peer)
-        XCTAssertEqual(try receive(from: mine), 3)
+        try put(3, to: peer)
+        XCTAssertEqual(try take(from: mine), 3)
     }
 
     /// Once a subscription is disposed, its descriptor can be polled again on the same loop.
@@ -123,7 +123,7 @@ final class PollTests: XCTestCase {
             try harness.wait(for: "the poll handle") { self.pollHandles(harness).count == 1 }
             first.dispose()
             let second = try harness.record(Poll.readiness(fd: mine))
-            try send(1, to: peer)
+            try put(1, to: peer)
             XCTAssertEqual(try second.waitForValues(1)[0], .readable)
             XCTAssertEqual(first.values, [])
         }
@@ -204,7 +204,7 @@ final class PollTests: XCTestCase {
             XCTAssertTrue(error.message.contains("one poll handle per descriptor per loop"), error.description)
             XCTAssertEqual(pollHandles(harness).count, 1)
 
-            try send(1, to: peer)
+            try put(1, to: peer)
             XCTAssertEqual(try first.waitForValues(1)[0], .readable, "the first poll goes on")
         }
     }
@@ -217,7 +217,7 @@ final class PollTests: XCTestCase {
         try checked { harness in
             let here = try harness.record(Poll.readiness(fd: mine))
             let there = try other.record(Poll.readiness(fd: mine))
-            try send(1, to: peer)
+            try put(1, to: peer)
             XCTAssertEqual(try here.waitForValues(1)[0], .readable)
             XCTAssertEqual(try there.waitForValues(1)[0], .readable)
         }
@@ -260,13 +260,14 @@ final class PollTests: XCTestCase {
         fcntl(descriptor, F_GETFD) != -1
     }
 
-    private func send(_ byte: UInt8, to descriptor: Int32) throws {
+    /// Writes one byte; a closed peer is an error here, not a SIGPIPE that ends the test process.
+    private func put(_ byte: UInt8, to descriptor: Int32) throws {
         var value = byte
-        guard write(descriptor, &value, 1) == 1 else { throw TestFailure("write to fd \(descriptor): errno \(errno)") }
+        guard Glibc.send(descriptor, &value, 1, Int32(MSG_NOSIGNAL)) == 1 else { throw TestFailure("write to fd \(descriptor): errno \(errno)") }
     }
 
     /// Reads one byte; the descriptor may be non-blocking now (libuv set it), so a byte must be waiting.
-    private func receive(from descriptor: Int32) throws -> UInt8 {
+    private func take(from descriptor: Int32) throws -> UInt8 {
         var value: UInt8 = 0
         guard read(descriptor, &value, 1) == 1 else { throw TestFailure("read from fd \(descriptor): errno \(errno)") }
         return value
