@@ -75,6 +75,22 @@ final class PollTests: XCTestCase {
         }
     }
 
+    /// A pipe has no EPOLLRDHUP: its hang-up (EPOLLHUP alone) is reported as every event asked for.
+    func testAPipeWhoseWriterClosedReportsDisconnect() throws {
+        var ends: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&ends), 0)
+        owned.formUnion(ends)
+        let (reader, writer) = (ends[0], ends[1])
+        try checked { harness in
+            let poll = try harness.record(Poll.readiness(fd: reader, events: [.readable, .disconnect]))
+            try harness.wait(for: "the poll handle") { self.pollHandles(harness).count == 1 }
+            try loopIterations(harness)
+            XCTAssertEqual(poll.events.count, 0, "the writer is still there: \(poll.events)")
+            closeOwned(writer)
+            XCTAssertEqual(try poll.waitForValues(1)[0], [.readable, .disconnect])
+        }
+    }
+
     // MARK: - Dispose, shutdown and the descriptor
 
     /// Level-triggered: an unread byte is reported on every iteration until dispose stops it.
