@@ -10,6 +10,8 @@ import Musl
 /// Thread rule: a value type; safe from any thread.
 public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible {
     /// The bits; only those of the named values below are valid.
+    ///
+    /// Thread rule: safe from any thread.
     public let rawValue: UInt32
 
     /// Creates a set from its bits.
@@ -20,15 +22,29 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// Data can be read without blocking (or the peer closed: a read returns 0). `UV_READABLE`.
+    ///
+    /// Thread rule: safe from any thread.
     public static let readable = PollEvents(rawValue: 1 << 0)
+
     /// Data can be written without blocking. `UV_WRITABLE`.
+    ///
+    /// Thread rule: safe from any thread.
     public static let writable = PollEvents(rawValue: 1 << 1)
+
     /// The peer closed or shut down its writing side (`EPOLLRDHUP` for a socket; for a pipe,
     /// libuv reports the hang-up as every event asked for). `UV_DISCONNECT`.
+    ///
+    /// Thread rule: safe from any thread.
     public static let disconnect = PollEvents(rawValue: 1 << 2)
+
     /// Urgent data can be read (`EPOLLPRI`: TCP out-of-band data, a sysfs attribute that changed). `UV_PRIORITIZED`.
+    ///
+    /// Thread rule: safe from any thread.
     public static let prioritized = PollEvents(rawValue: 1 << 3)
+
     /// Every event above.
+    ///
+    /// Thread rule: safe from any thread.
     public static let all: PollEvents = [.readable, .writable, .disconnect, .prioritized]
 
     private static let names: [(PollEvents, String)] =
