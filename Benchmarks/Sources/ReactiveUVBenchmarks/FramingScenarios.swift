@@ -28,10 +28,20 @@ enum FramingScenarios {
         let bytesBox = UncheckedChunks(chunks)
 
         let ours = OperatorScenarios.onLoop { () -> LineFigures in
-            run(chunks: bytesBox.value, count: chunkCount) { $0.lines().map(\.count) }
+            run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                bytes.lines().subscribeNext { line in
+                    tally.lines += 1
+                    tally.bytes += line.count
+                }
+            }
         }
         let strings = OperatorScenarios.onLoop { () -> LineFigures in
-            run(chunks: bytesBox.value, count: chunkCount) { $0.utf8Lines().map(\.utf8.count) }
+            run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                bytes.utf8Lines().subscribeNext { line in
+                    tally.lines += 1
+                    tally.bytes += line.utf8.count
+                }
+            }
         }
         let c = cBaseline(chunks: chunks, count: chunkCount)
         let oursRate = Double(totalBytes) / ours.seconds / 1e9
@@ -50,13 +60,12 @@ enum FramingScenarios {
             ])
     }
 
-    private static func run(chunks: [[UInt8]], count: Int, _ apply: (Signal<[UInt8]>) -> Signal<Int>) -> LineFigures {
+    /// Sends the chunks into a subject that `subscribe` splits and counts into the tally.
+    private static func run(chunks: [[UInt8]], count: Int,
+                            _ subscribe: (Signal<[UInt8]>, LineTally) -> any Disposable) -> LineFigures {
         let subject = Subject<[UInt8]>()
         let tally = LineTally()
-        let subscription = apply(subject).subscribeNext { length in
-            tally.lines += 1
-            tally.bytes += length
-        }
+        let subscription = subscribe(subject, tally)
         let begin = nanoseconds()
         let (_, allocations) = countingAllocations { () -> Void in
             for index in 0..<count { subject.sendNext(chunks[index % chunks.count]) }
@@ -70,11 +79,9 @@ enum FramingScenarios {
 
     private static func cBaseline(chunks: [[UInt8]], count: Int) -> LineFigures {
         var lines: UInt64 = 0, bytes: UInt64 = 0
-        let pointers = chunks.map { chunk in chunk.withUnsafeBufferPointer { $0.baseAddress! } }  // the arrays outlive the call
-        let elapsed = pointers.withUnsafeBufferPointer { table in
-            withExtendedLifetime(chunks) {
-                rawc_split_lines(table.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
-            }
+        let contiguous = chunks.flatMap { $0 }
+        let elapsed = contiguous.withUnsafeBufferPointer { all in
+            rawc_split_lines(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
         }
         return LineFigures(seconds: Double(elapsed) / 1e9, lines: Int(lines), lineBytes: Int(bytes), allocationsPerLine: 0)
     }

@@ -229,16 +229,27 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private func drain() {
         while !isDone {
             if let chunk = current {
-                let step: FramerStep<Output> = chunk.withUnsafeBufferPointer { framer.next(in: $0, at: &offset) }
-                switch step {
-                case .piece(let piece):
-                    // Nested events sent from here are cut before this returns.
-                    downstream(.next(piece))
-                    if subscription.isDisposed { end(nil) }
-                case .needMore:
-                    current = nil
-                case .failed(let error):
-                    end(.error(error))
+                // One retain of the chunk and of the downstream per chunk, not per piece.
+                let downstream = self.downstream
+                chunk.withUnsafeBufferPointer { bytes in
+                    while true {
+                        switch framer.next(in: bytes, at: &offset) as FramerStep<Output> {
+                        case .piece(let piece):
+                            downstream(.next(piece))
+                            if subscription.isDisposed {
+                                end(nil)
+                                return
+                            }
+                            // A nested call (an event sent from inside that delivery) cut the rest.
+                            if isDone || current == nil { return }
+                        case .needMore:
+                            current = nil
+                            return
+                        case .failed(let error):
+                            end(.error(error))
+                            return
+                        }
+                    }
                 }
                 continue
             }
