@@ -61,6 +61,7 @@ enum Contender {
     static let openCombine = "OpenCombine"
     static let closures = "closure chain"
     static let condvar = "condvar floor"
+    static let rawCSplitter = "C memchr"
 }
 
 func format(_ value: Double) -> String {

@@ -1,6 +1,7 @@
 #ifndef REACTIVEUV_BASELINES_H
 #define REACTIVEUV_BASELINES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Raw libuv C baselines: the physical limit for a runtime on libuv. Each runs
@@ -63,6 +64,13 @@ uint64_t rawc_tcp_pump(uint64_t total, int chunk, int in_flight);
  * caller writes one byte to `file` (inside it) and waits until the event was
  * delivered, `count` times. Fills latencies (ns). Returns 0 on success. */
 int rawc_fs_event_latency(const char *directory, const char *file, int count, uint64_t *latencies);
+
+/* Line splitting: `chunk_count` chunks of `chunk_size` bytes (chunk i is the (i % chunk_kinds)th of
+ * `chunk_kinds` chunks laid end to end at `chunks`),
+ * cut at each LF with memchr (a CR before it not counted), lines and their bytes counted, nothing
+ * copied; a final line without LF counts. Returns ns. */
+uint64_t rawc_split_lines(const uint8_t *chunks, int chunk_kinds, size_t chunk_size, int64_t chunk_count,
+                          uint64_t *lines, uint64_t *line_bytes);
 
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);

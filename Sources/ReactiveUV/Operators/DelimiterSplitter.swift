@@ -1,0 +1,184 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A piece of a byte stream that a framer found, handed to the operator to send.
+///
+/// `borrowed` points into the chunk being fed (or the framer's own buffer) and
+/// is valid only during the call; `owned` is an array the framer gives away.
+/// Borrowing lets a line that lies inside one chunk become its `[UInt8]` (or
+/// its `String`) with one allocation, the line's own.
+enum FramedBytes {
+    case borrowed(UnsafeBufferPointer<UInt8>)
+    case owned([UInt8])
+}
+
+/// What a framer found next in a chunk.
+enum FramerStep<Output> {
+    /// A complete piece, made into the operator's output (the framer's state already moved past it).
+    case piece(Output)
+    /// The chunk is used up (its unfinished tail kept by the framer): feed the next one.
+    case needMore
+    /// The bytes prove an error that ends the stream.
+    case failed(FramingError)
+}
+
+/// The work of one framing operator for one subscription: chunks in, pieces out, one at a time.
+///
+/// The operator (`FramingDriver`) asks for the next piece in the chunk being
+/// cut, from `offset`, until the framer says it needs more; then the end of the
+/// stream. The framer's state (and `offset`) has moved past a piece before the
+/// piece is sent on, so a downstream that makes the source send again
+/// (re-entrantly) finds the framer ready to go on where it stopped.
+protocol ByteFramer {
+    /// The next piece in `chunk` from `offset` (moved past what was used), or `.needMore` once the chunk is used up.
+    mutating func next<Output: FramedOutput>(in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int) -> FramerStep<Output>
+    /// The source completed: the last piece (nil when there is none), or why the stream cannot end well.
+    mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError>
+    /// Frees the buffered bytes (the stream ended, or failed).
+    mutating func releaseBuffer()
+}
+
+/// Splits a byte stream at a separator: the framer of `split(separator:maxLength:)` and `lines(maxLength:)`.
+///
+/// Pieces that lie inside one chunk are found with `memchr` and made into the
+/// output straight from the chunk: no intermediate copy. Only the unfinished piece
+/// at a chunk's end is copied, into `pending`, and joined with the next chunk's
+/// head. `pending` never holds more than `pendingLimit` bytes: past that, the
+/// piece is too long whatever follows, and the stream fails at once.
+struct DelimiterSplitter: ByteFramer {
+    /// The bytes that end a piece; never empty.
+    private let separator: [UInt8]
+    /// The separator's first byte (what `memchr` looks for).
+    private let separatorHead: UInt8
+    /// The longest piece sent.
+    private let maxLength: Int
+    /// Whether a CR at the end of a piece is removed (`lines`: CRLF ends a line too).
+    private let dropsCarriageReturn: Bool
+    /// The most `pending` may hold: `maxLength`, plus a CR that may yet be dropped, plus all but one
+    /// byte of a separator whose end has not arrived (saturating).
+    private let pendingLimit: Int
+    /// The unfinished piece carried from one chunk to the next.
+    private var pending: [UInt8] = []
+
+    /// Pending buffers at most this large keep their storage between pieces (so a stream of pieces
+    /// that straddle chunks does not allocate twice per piece); larger ones give it back.
+    private static let keptCapacity = 4_096
+
+    init(separator: [UInt8], maxLength: Int, dropsCarriageReturn: Bool) {
+        precondition(!separator.isEmpty && maxLength > 0, "checked by the operator")
+        self.separator = separator
+        self.separatorHead = separator[0]
+        self.maxLength = maxLength
+        self.dropsCarriageReturn = dropsCarriageReturn
+        let slack = separator.count - 1 + (dropsCarriageReturn ? 1 : 0)
+        self.pendingLimit = maxLength > Int.max - slack ? Int.max : maxLength + slack
+    }
+
+    mutating func next<Output: FramedOutput>(in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int) -> FramerStep<Output> {
+        guard let base = chunk.baseAddress, offset < chunk.count else { return .needMore }
+        let count = chunk.count
+        if !pending.isEmpty {
+            // The piece begun in an earlier chunk ends here, or the rest of the chunk joins it.
+            if let taken = separatorStraddling(into: chunk, at: offset) {
+                pending.removeLast(separator.count - taken)
+                offset += taken
+                return takePending()
+            }
+            if let end = findSeparator(base, from: offset, count: count) {
+                if pending.count > pendingLimit - (end - offset) { return .failed(.lineTooLong(limit: maxLength)) }
+                pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: end - offset))
+                offset = end + separator.count
+                return takePending()
+            }
+            if pending.count > pendingLimit - (count - offset) { return .failed(.lineTooLong(limit: maxLength)) }
+            pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: count - offset))
+            offset = count
+            return .needMore
+        }
+        if let end = findSeparator(base, from: offset, count: count) {
+            let start = offset
+            var length = end - start
+            if dropsCarriageReturn && length > 0 && base[end - 1] == UInt8(ascii: "\r") { length -= 1 }
+            if length > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
+            offset = end + separator.count
+            return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length))))
+        }
+        let rest = count - offset
+        if rest > pendingLimit { return .failed(.lineTooLong(limit: maxLength)) }
+        pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: rest))
+        offset = count
+        return .needMore
+    }
+
+    mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError> {
+        // A last piece without its separator is still a piece (a file's last line without "\n").
+        if pending.isEmpty { return .success(nil) }
+        switch takePending() as FramerStep<Output> {
+        case .piece(let piece): return .success(piece)
+        case .failed(let error): return .failure(error)
+        case .needMore: return .success(nil)
+        }
+    }
+
+    mutating func releaseBuffer() {
+        pending = []
+    }
+
+    /// `pending` as one piece (after dropping its CR, if asked); `pending` is empty after.
+    private mutating func takePending<Output: FramedOutput>() -> FramerStep<Output> {
+        if dropsCarriageReturn && pending.last == UInt8(ascii: "\r") { pending.removeLast() }
+        if pending.count > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
+        let piece = pending.withUnsafeBufferPointer { Output(framed: .borrowed($0)) }
+        pending.removeAll(keepingCapacity: pending.capacity <= DelimiterSplitter.keptCapacity)
+        return .piece(piece)
+    }
+
+    /// The offset of the first separator in `base[from..<count]`, if one lies wholly inside it.
+    private func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+        var position = from
+        while position < count {
+            guard let found = memchr(base + position, Int32(separatorHead), count - position) else { return nil }
+            let offset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+            if separator.count == 1 { return offset }
+            if offset + separator.count > count { return nil }  // its end is in the next chunk: `pending` keeps it
+            var matches = true
+            for index in 1..<separator.count where base[offset + index] != separator[index] {
+                matches = false
+                break
+            }
+            if matches { return offset }
+            position = offset + 1
+        }
+        return nil
+    }
+
+    /// For a separator of several bytes: how many of its bytes open `chunk` (from `offset`) when the
+    /// rest of it ends `pending` (the earliest such separator), or nil.
+    ///
+    /// `pending` holds no whole separator (it would have ended a piece), so a separator that
+    /// starts in it comes before any that lies in the chunk.
+    private func separatorStraddling(into chunk: UnsafeBufferPointer<UInt8>, at offset: Int) -> Int? {
+        let width = separator.count
+        guard width > 1 else { return nil }
+        // `inPending` bytes of the separator end `pending`; the other `width - inPending` open the chunk.
+        for inPending in stride(from: min(width - 1, pending.count), through: 1, by: -1) {
+            let inChunk = width - inPending
+            guard inChunk <= chunk.count - offset else { continue }
+            var matches = true
+            for index in 0..<inPending where pending[pending.count - inPending + index] != separator[index] {
+                matches = false
+                break
+            }
+            if !matches { continue }
+            for index in 0..<inChunk where chunk[offset + index] != separator[inPending + index] {
+                matches = false
+                break
+            }
+            if matches { return inChunk }
+        }
+        return nil
+    }
+}

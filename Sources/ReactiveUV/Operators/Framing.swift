@@ -1,0 +1,285 @@
+/// Operators that cut byte signals into the messages they carry: `lines`,
+/// `utf8Lines`, `split(separator:maxLength:)` and `frames(lengthPrefix:maxLength:)`.
+///
+/// They apply to any `Signal<[UInt8]>`, the one chunk type of the library's
+/// byte sources: `TCPConnection.bytes`, `Files.chunks` (a file, a FIFO,
+/// `/dev/stdin`), and a child's output once picked out of `ChildProcess.run`:
+///
+/// ```swift
+/// ChildProcess.run("git", arguments: ["log", "--oneline"])
+///     .compactMap { output in if case .standardOutput(let bytes) = output { bytes } else { nil } }
+///     .utf8Lines()
+/// ```
+///
+/// All are fused (`lift`): one piece of state per subscription on its home
+/// thread, no lock, and the source's subscription is the operator's, so
+/// disposal reaches the source and a source that can pause (a TCP
+/// connection) can still be paused by the consumer (`values`). The work is in
+/// a framer per operator (`DelimiterSplitter`, `LengthPrefixDecoder`) that
+/// `FramingDriver` feeds; a piece that lies inside one chunk costs one
+/// allocation, the piece's own (none for a `String` line of up to 15 bytes).
+///
+/// Every operator bounds its memory: a piece longer than `maxLength` ends the
+/// signal with a `FramingError` as soon as the bytes prove it, and the source is
+/// disposed. A `maxLength` that is not positive (or an empty separator) ends
+/// the signal at once with a `UVError` (`EINVAL`), without subscribing.
+extension Signal where Value == [UInt8] {
+    /// The default `maxLength` of `lines` and `split`: 64 KiB.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var defaultMaxLineLength: Int { 64 * 1024 }
+
+    /// The default `maxLength` of `frames`: 1 MiB.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var defaultMaxFrameLength: Int { 1 << 20 }
+
+    /// Splits the bytes into lines, each sent without its terminator.
+    ///
+    /// A line ends at LF; a CR right before the LF is removed too (CRLF). A
+    /// final line without LF is sent when the signal completes (its CR, if it
+    /// ends with one, removed as well); an empty final piece is not a line, so
+    /// `"a\n"` is one line and `"a\n\n"` two (the second empty). A terminator
+    /// split across chunks (`"\r"` | `"\n"`) is handled.
+    ///
+    /// A line longer than `maxLength` bytes (terminator not counted) ends the
+    /// signal with `FramingError.lineTooLong(limit:)` as soon as that many bytes
+    /// arrived without an LF, and disposes the source: a peer that never sends
+    /// a newline costs at most about `maxLength` bytes. The lines before it are
+    /// sent. Lines are bytes: use `utf8Lines(maxLength:)` for `String`s.
+    ///
+    /// RAC, Rx, Combine: none (Foundation: `AsyncSequence.lines`; NIO: `LineBasedFrameDecoder`).
+    ///
+    /// - Parameter maxLength: The longest line accepted, in bytes; must be positive.
+    /// - Returns: A signal of lines; errors and completion pass through (after the last line).
+    ///
+    /// Thread rule: safe from any thread.
+    public func lines(maxLength: Int = defaultMaxLineLength) -> Signal<[UInt8]> {
+        framed(separator: [UInt8(ascii: "\n")], maxLength: maxLength, dropsCarriageReturn: true, operation: "Signal.lines(maxLength:)")
+            .debugNamed("[\(name)] -lines: \(maxLength)")
+    }
+
+    /// `lines(maxLength:)` decoded as UTF-8: each line as a `String`.
+    ///
+    /// Bytes that are not valid UTF-8 become U+FFFD (the replacement
+    /// character), as `String(decoding:as:)` does: a peer sending garbage gets
+    /// garbage lines, never a crash. Everything else is `lines(maxLength:)`'s
+    /// (`maxLength` counts bytes, not characters).
+    ///
+    /// - Parameter maxLength: The longest line accepted, in bytes; must be positive.
+    /// - Returns: A signal of lines as strings.
+    ///
+    /// Thread rule: safe from any thread.
+    public func utf8Lines(maxLength: Int = defaultMaxLineLength) -> Signal<String> {
+        framed(separator: [UInt8(ascii: "\n")], maxLength: maxLength, dropsCarriageReturn: true, operation: "Signal.utf8Lines(maxLength:)")
+            .debugNamed("[\(name)] -utf8Lines: \(maxLength)")
+    }
+
+    /// Splits the bytes at every occurrence of `separator`, each piece sent without it.
+    ///
+    /// Every separator ends a piece, so two in a row send an empty piece; what
+    /// follows the last separator is sent at completion when it is not empty.
+    /// A separator split across chunks is found.
+    ///
+    /// A piece longer than `maxLength` bytes ends the signal with
+    /// `FramingError.lineTooLong(limit:)` as soon as the bytes prove it, and
+    /// disposes the source. `lines(maxLength:)` is this with `"\n"`, removing a CR before it.
+    ///
+    /// - Parameters:
+    ///   - separator: The byte that ends a piece.
+    ///   - maxLength: The longest piece accepted, in bytes; must be positive.
+    /// - Returns: A signal of pieces.
+    ///
+    /// Thread rule: safe from any thread.
+    public func split(separator: UInt8, maxLength: Int = defaultMaxLineLength) -> Signal<[UInt8]> {
+        split(separator: [separator], maxLength: maxLength)
+    }
+
+    /// Splits the bytes at every occurrence of a separator of several bytes (`"\r\n\r\n"`, a NUL pair).
+    ///
+    /// As `split(separator:maxLength:)` with one byte: the earliest occurrence
+    /// ends a piece, and the search goes on after it (so in `"aaa"` split at
+    /// `"aa"` the piece is `""`, then `"a"` at completion). An empty separator ends
+    /// the signal at once with a `UVError` (`EINVAL`).
+    ///
+    /// - Parameters:
+    ///   - separator: The bytes that end a piece; not empty.
+    ///   - maxLength: The longest piece accepted, in bytes; must be positive.
+    /// - Returns: A signal of pieces.
+    ///
+    /// Thread rule: safe from any thread.
+    public func split(separator: [UInt8], maxLength: Int = defaultMaxLineLength) -> Signal<[UInt8]> {
+        guard !separator.isEmpty else {
+            return .invalidArgument("split separator must not be empty", in: "Signal.split(separator:maxLength:)")
+        }
+        return framed(separator: separator, maxLength: maxLength, dropsCarriageReturn: false, operation: "Signal.split(separator:maxLength:)")
+            .debugNamed("[\(name)] -split: \(separator) maxLength: \(maxLength)")
+    }
+
+    /// Cuts the bytes into length-prefixed frames, each sent as its payload (the prefix removed).
+    ///
+    /// Each frame is a length in `lengthPrefix`'s width and byte order, then
+    /// that many bytes; a frame may be empty. A prefix announcing more than
+    /// `maxLength` bytes ends the signal at once with
+    /// `FramingError.frameTooLong(length:limit:)`, before anything is allocated
+    /// for it. A signal that completes inside a frame (its prefix or its
+    /// payload) ends with `FramingError.truncatedFrame(received:missing:prefixComplete:)`
+    /// instead of completing, saying how many bytes were missing. Build
+    /// frames to send with `LengthPrefix.frame(_:)`.
+    ///
+    /// - Parameters:
+    ///   - lengthPrefix: How the length is written (`.uint32BigEndian`, `.uint16BigEndian`, `.uint8`, ...).
+    ///   - maxLength: The longest payload accepted, in bytes; must be positive.
+    /// - Returns: A signal of payloads.
+    ///
+    /// Thread rule: safe from any thread.
+    public func frames(lengthPrefix: LengthPrefix, maxLength: Int = defaultMaxFrameLength) -> Signal<[UInt8]> {
+        guard maxLength > 0 else {
+            return .invalidArgument("maxLength must be positive, got \(maxLength)", in: "Signal.frames(lengthPrefix:maxLength:)")
+        }
+        return lift { downstream, subscription in
+            let driver = FramingDriver<LengthPrefixDecoder, [UInt8]>(
+                LengthPrefixDecoder(prefix: lengthPrefix, maxLength: maxLength), downstream: downstream, subscription: subscription)
+            return { event in driver.receive(event) }
+        }.debugNamed("[\(name)] -frames: \(lengthPrefix) maxLength: \(maxLength)")
+    }
+
+    /// The one way through for `lines`, `utf8Lines` and `split`: a `DelimiterSplitter` per subscription.
+    private func framed<Output: FramedOutput>(
+        separator: [UInt8], maxLength: Int, dropsCarriageReturn: Bool, operation: String
+    ) -> Signal<Output> {
+        guard maxLength > 0 else {
+            return .invalidArgument("maxLength must be positive, got \(maxLength)", in: operation)
+        }
+        return lift { downstream, subscription in
+            let splitter = DelimiterSplitter(separator: separator, maxLength: maxLength, dropsCarriageReturn: dropsCarriageReturn)
+            let driver = FramingDriver<DelimiterSplitter, Output>(splitter, downstream: downstream, subscription: subscription)
+            return { event in driver.receive(event) }
+        }
+    }
+}
+
+/// What a framing operator sends: made from the bytes of one piece.
+protocol FramedOutput: Sendable {
+    init(framed: FramedBytes)
+}
+
+extension Array: FramedOutput where Element == UInt8 {
+    init(framed: FramedBytes) {
+        switch framed {
+        case .borrowed(let bytes): self.init(bytes)
+        case .owned(let bytes): self = bytes
+        }
+    }
+}
+
+extension String: FramedOutput {
+    init(framed: FramedBytes) {
+        switch framed {
+        case .borrowed(let bytes): self.init(decoding: bytes, as: UTF8.self)
+        case .owned(let bytes): self.init(decoding: bytes, as: UTF8.self)
+        }
+    }
+}
+
+/// Runs one framer for one subscription: hands it the chunks, sends its pieces, ends the stream.
+///
+/// Re-entrancy: a downstream that makes the source send again while a chunk is
+/// being cut (a subscriber feeding the subject it reads from) is delivered
+/// depth first, as everywhere in the library, but a byte stream cannot be cut
+/// depth first: the new bytes come after the rest of the current chunk. So
+/// every event goes through a queue, and whichever call is innermost cuts the
+/// rest of the current chunk, then the queued events, in order, before it
+/// returns; the outer call then finds nothing left. The framer and `offset`
+/// have moved past a piece before it is sent, so the inner call goes on where
+/// the outer one stopped. A re-entrant completion is thus finished (last piece,
+/// then `completed`) before the source's gate disposes the subscription.
+final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
+    // Every stored var is touched only on the subscription's home thread, one event at a time
+    // or nested in one (see above); `@exclusivity(unchecked)` as `OperatorVar`.
+    @exclusivity(unchecked) private var framer: Framer
+    /// The chunk being cut, and how far.
+    @exclusivity(unchecked) private var current: [UInt8]?
+    @exclusivity(unchecked) private var offset = 0
+    /// Events that arrived while a chunk was being cut.
+    @exclusivity(unchecked) private var queued = RingBuffer<Event<[UInt8]>>()
+    /// A terminal event went out (or is going out), or the subscription was disposed meanwhile.
+    @exclusivity(unchecked) private var isDone = false
+    private let downstream: (Event<Output>) -> Void
+    private let subscription: Subscription
+
+    init(_ framer: Framer, downstream: @escaping (Event<Output>) -> Void, subscription: Subscription) {
+        self.framer = framer
+        self.downstream = downstream
+        self.subscription = subscription
+    }
+
+    func receive(_ event: Event<[UInt8]>) {
+        if isDone { return }
+        if current == nil && queued.isEmpty, case .next(let chunk) = event {
+            current = chunk
+            offset = 0
+        } else {
+            queued.append(event)
+        }
+        drain()
+    }
+
+    /// Cuts the current chunk, then each queued event, until nothing is left or the stream ended.
+    private func drain() {
+        while !isDone {
+            if let chunk = current {
+                // One retain of the chunk and of the downstream per chunk, not per piece.
+                let downstream = self.downstream
+                chunk.withUnsafeBufferPointer { bytes in
+                    while true {
+                        switch framer.next(in: bytes, at: &offset) as FramerStep<Output> {
+                        case .piece(let piece):
+                            downstream(.next(piece))
+                            if subscription.isDisposed {
+                                end(nil)
+                                return
+                            }
+                            // A nested call (an event sent from inside that delivery) cut the rest.
+                            if isDone || current == nil { return }
+                        case .needMore:
+                            current = nil
+                            return
+                        case .failed(let error):
+                            end(.error(error))
+                            return
+                        }
+                    }
+                }
+                continue
+            }
+            guard let event = queued.popFirst() else { return }
+            switch event {
+            case .next(let chunk):
+                current = chunk
+                offset = 0
+            case .error(let error):
+                end(.error(error))
+            case .completed:
+                switch framer.finish() as Result<Output?, FramingError> {
+                case .success(let last):
+                    // Done first: events sent from inside the last piece's delivery are dropped.
+                    isDone = true
+                    if let last { downstream(.next(last)) }
+                    end(.completed)
+                case .failure(let error):
+                    end(.error(error))
+                }
+            }
+        }
+    }
+
+    /// Stops for good: frees the buffered bytes and the queue, then sends the terminal event, if any.
+    private func end(_ terminal: Event<Output>?) {
+        isDone = true
+        current = nil
+        framer.releaseBuffer()
+        queued.removeAll()
+        if let terminal { downstream(terminal) }
+    }
+}
