@@ -1,5 +1,6 @@
 #include "CTestSupport.h"
 #include <malloc.h>
+#include <sys/fsuid.h>
 
 // Defined by the ASan/TSan runtimes; null when no sanitizer is linked in.
 extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
@@ -10,4 +11,8 @@ size_t ruv_test_live_heap_bytes(void) {
     }
     struct mallinfo2 info = mallinfo2();
     return info.uordblks + info.hblkhd;
+}
+
+unsigned ruv_test_set_thread_fsuid(unsigned uid) {
+    return (unsigned)setfsuid((uid_t)uid);
 }

@@ -6,11 +6,13 @@ import ReactiveUV
 public enum EchoEvent: Sendable {
     /// The server is listening at this address.
     case listening(SocketAddress)
-    /// A client connected; `open` counts the clients connected now.
+    /// The server is listening on this Unix socket path (`run(unixPath:)`).
+    case listeningOnPath(String)
+    /// A client connected; `open` counts the clients connected now (a Unix socket's client has no address: nil).
     case connected(peer: SocketAddress?, open: Int)
     /// A client went away after `bytes` bytes were echoed; `error` says why if it was not a clean close.
     case disconnected(peer: SocketAddress?, bytes: Int, error: (any Error)?, open: Int)
-    /// A client was reset at once because `options.maxConnections` clients were connected.
+    /// A client was turned away at once because `options.maxConnections` clients were connected.
     case refused(peer: SocketAddress?, open: Int)
 }
 
@@ -48,8 +50,40 @@ public enum EchoServer {
                 next: { event in
                     switch event {
                     case .listening(let address): subscriber.sendNext(.listening(address))
-                    case .accepted(let connection): sessions.serve(connection)
+                    case .accepted(let connection): sessions.serve(connection, peer: connection.peerAddress)
                     case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
+                    }
+                },
+                error: { subscriber.sendError($0) })
+            return ActionDisposable {
+                server.dispose()
+                sessions.disposeAll()
+            }
+        }
+    }
+
+    /// Like `run(host:port:options:on:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
+    ///
+    /// - Parameters:
+    ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).
+    ///   - options: Buffer limits, the connection limit, stale-file removal and permissions.
+    ///   - loop: The loop to serve on; nil for the subscription's home loop.
+    /// - Returns: A signal of server events (`.listeningOnPath` first); it never completes on its own.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func run(
+        unixPath: String,
+        options: UnixSocketOptions = UnixSocketOptions(),
+        on loop: EventLoop? = nil
+    ) -> Signal<EchoEvent> {
+        Signal { subscriber in
+            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+            let server = UnixSocket.serve(path: unixPath, options: options, on: loop).subscribe(
+                next: { event in
+                    switch event {
+                    case .listening(let path): subscriber.sendNext(.listeningOnPath(path))
+                    case .accepted(let connection): sessions.serve(connection, peer: nil)
+                    case .refused(let open): subscriber.sendNext(.refused(peer: nil, open: open))
                     }
                 },
                 error: { subscriber.sendError($0) })
@@ -74,9 +108,9 @@ private final class EchoSessions: @unchecked Sendable {
 
     init(report: @escaping @Sendable (EchoEvent) -> Void) { self.report = report }
 
-    func serve(_ connection: TCPConnection) {
+    /// Echoes one client: a TCP or a Unix-socket connection alike (the stream core is the same).
+    func serve(_ connection: StreamConnection, peer: SocketAddress?) {
         let key = ObjectIdentifier(connection)
-        let peer = connection.peerAddress
         let client = EchoClient()
         reading[key] = CompoundDisposable()  // a placeholder: `bytes` may end before subscribe returns
         report(.connected(peer: peer, open: reading.count))

@@ -1,6 +1,7 @@
-// echo: a TCP echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
+// echo: a TCP (or Unix-socket) echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
 //
 //   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000]
+//   echo --unix /tmp/echo.sock [--max-connections 1000]
 import EchoServerKit
 import ReactiveUV
 import SampleSupport
@@ -12,14 +13,18 @@ import Musl
 
 let usage = """
     usage: echo --port N [--host ADDRESS] [--max-connections N]
+           echo --unix PATH [--max-connections N]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
+      --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left
+                            by an earlier run that nobody listens on is replaced; removed on exit)
       --max-connections N   reset clients beyond N connected at once (default: no limit)
     """
 
 struct Options {
     var host = "127.0.0.1"
     var port: Int?
+    var unixPath: String?
     var maxConnections: Int?
 
     static func parse(_ arguments: [String]) throws -> Options {
@@ -31,6 +36,8 @@ struct Options {
                 options.port = try reader.port(for: argument)
             case "--host":
                 options.host = try reader.value(for: argument)
+            case "--unix":
+                options.unixPath = try reader.value(for: argument)
             case "--max-connections":
                 let text = try reader.value(for: argument)
                 guard let limit = Int(text), limit >= 1 else {
@@ -41,7 +48,9 @@ struct Options {
                 throw UsageError("unknown argument '\(argument)'")
             }
         }
-        guard options.port != nil else { throw UsageError("--port is required") }
+        guard (options.port == nil) != (options.unixPath == nil) else {
+            throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
+        }
         return options
     }
 }
@@ -57,12 +66,23 @@ func main() -> Int32 {
     let status = LoopBound(Int32(0), loop: loop)
     let clients = LoopBound(0, loop: loop)
 
-    subscriptions.add(EchoServer.run(host: options.host, port: options.port!,
-                                                  options: TCPOptions(maxConnections: options.maxConnections)).subscribe(
+    let server: Signal<EchoEvent>
+    let place: String
+    if let path = options.unixPath {
+        place = path
+        server = EchoServer.run(unixPath: path, options: UnixSocketOptions(maxConnections: options.maxConnections,
+                                                                           removeStaleSocketFile: true))
+    } else {
+        place = "\(options.host):\(options.port!)"
+        server = EchoServer.run(host: options.host, port: options.port!, options: TCPOptions(maxConnections: options.maxConnections))
+    }
+    subscriptions.add(server.subscribe(
         next: { event in
             switch event {
             case .listening(let address):
                 printLine("echo: listening on \(address)")
+            case .listeningOnPath(let path):
+                printLine("echo: listening on unix \(path)")
             case .connected(let peer, let open):
                 clients.value = open
                 printLine("client \(describe(peer)) connected (\(open) open)")
@@ -75,7 +95,7 @@ func main() -> Int32 {
             }
         },
         error: { error in
-            printError("echo: cannot serve on \(options.host):\(options.port!): \(error)")
+            printError("echo: cannot serve on \(place): \(error)")
             status.value = 1
             subscriptions.dispose()
         }))

@@ -101,6 +101,59 @@ enum IOOurs {
         return Double(total) / 1e6 / elapsed
     }
 
+    /// Unix-socket pump: the TCP pump's workload over a Unix-domain socket at `path` (libuv's `pipe_pump`).
+    static func unixPump(path: String, total: UInt64) -> Double? {
+        let loop = ReactiveUV.EventLoop(name: "unix-pump")
+        defer { loop.shutdown() }
+        let ready = CondFlag()
+        let failed = ResultBox<Bool>()
+        let received = ResultBox<UInt64>()
+        let finished = CondFlag()
+        let timing = PhaseBox()
+        let server = SerialDisposable()
+        loop.execute {
+            server.inner = UnixSocket.serve(path: path, options: UnixSocketOptions(removeStaleSocketFile: true)).subscribe(next: { event in
+                switch event {
+                case .listening:
+                    ready.signal()
+                case .refused:
+                    break
+                case .accepted(let connection):
+                    let count = ResultBox<UInt64>()
+                    count.value = 0
+                    _ = connection.bytes.subscribeNext { chunk in
+                        count.value! += UInt64(chunk.count)
+                        if count.value! >= total && received.value == nil {
+                            timing.started = nanoseconds()
+                            received.value = count.value
+                            finished.signal()
+                        }
+                    }
+                }
+            }, error: { error in
+                print("unix pump: \(error)")
+                failed.value = true
+                ready.signal()
+            })
+        }
+        defer { server.dispose() }
+        ready.wait()
+        if failed.value == true { return nil }
+        let payload = [UInt8](repeating: 0x70, count: 65_536)
+        let connect = SerialDisposable()
+        loop.execute {
+            connect.inner = UnixSocket.connect(path: path).subscribeNext { connection in
+                let sender = PumpSender(connection: connection, payload: payload, total: total)
+                timing.begin = nanoseconds()
+                for _ in 0..<8 { sender.sendNext() }
+            }
+        }
+        finished.wait()
+        connect.dispose()
+        let elapsed = Double(timing.started - timing.begin) / 1e9
+        return Double(total) / 1e6 / elapsed
+    }
+
     /// File-watch latency: one-byte writes to a file in a watched directory; time until the event arrived.
     static func fileWatch(directory: String, file: String, count: Int) -> [UInt64]? {
         let loop = ReactiveUV.EventLoop(name: "watch")
@@ -195,12 +248,12 @@ final class PingPongClient: @unchecked Sendable {
 /// Keeps `in flight` sends outstanding until `total` bytes were queued.
 final class PumpSender: @unchecked Sendable {
     // Touched only on the loop thread.
-    private let connection: TCPConnection
+    private let connection: StreamConnection
     private let payload: [UInt8]
     private let total: UInt64
     private var queued: UInt64 = 0
 
-    init(connection: TCPConnection, payload: [UInt8], total: UInt64) {
+    init(connection: StreamConnection, payload: [UInt8], total: UInt64) {
         self.connection = connection
         self.payload = payload
         self.total = total

@@ -32,6 +32,26 @@ enum IOScenarios {
             unit: "MB/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
     }
 
+    /// Unix-socket pump (libuv's `pipe_pump`): the TCP pump's workload over a Unix-domain socket.
+    static func unixPump(total: UInt64, ours: ((String) -> Double?)?) -> ScenarioResult {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ruv-bench-unix-\(getpid())")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var measurements: [Measurement] = []
+        if let ours, let rate = ours(directory.appendingPathComponent("ours.sock").path) {
+            measurements.append(Measurement(Contender.ours, rate, detail: "UnixConnection.send(_:completion:)"))
+        }
+        let rawPath = directory.appendingPathComponent("raw.sock").path
+        let elapsed = rawc_unix_pump(rawPath, total, 65_536, 8)
+        unlink(rawPath)
+        measurements.append(Measurement(Contender.rawC, elapsed == 0 ? 0 : Double(total) / 1e6 / (Double(elapsed) / 1e9),
+                                        detail: "uv_pipe_t, uv_write"))
+        return ScenarioResult(
+            name: "Unix-socket pump",
+            workload: "one Unix-domain socket connection, 8 writes of 64 KiB in flight, \(total >> 20) MiB",
+            unit: "MB/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
     /// Scenario 5c: file-watch latency, write to event delivered.
     static func fileWatch(count: Int, ours: ((String, String, Int) -> [UInt64]?)?) -> ScenarioResult {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ruv-bench-\(getpid())")

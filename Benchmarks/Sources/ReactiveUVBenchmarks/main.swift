@@ -30,6 +30,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("TCP echo ping-pong (two CPUs)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1) })] }),
     ("TCP echo ping-pong (one CPU)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0) })] }),
     ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.pump(total: (4 << 30) / UInt64(scale)) })] }),
+    ("Unix-socket pump", { [IOScenarios.unixPump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.unixPump(path: $0, total: (4 << 30) / UInt64(scale)) })] }),
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]

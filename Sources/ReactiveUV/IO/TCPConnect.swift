@@ -50,7 +50,7 @@ public enum TCP {
 }
 
 /// One `TCP.connect` subscription: resolve, try each address, then own the connection.
-final class TCPConnectAttempt: LoopDisposable, TCPStreamOwner, @unchecked Sendable {
+final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     let loop: EventLoop
     private let host: String
@@ -62,7 +62,7 @@ final class TCPConnectAttempt: LoopDisposable, TCPStreamOwner, @unchecked Sendab
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastError: (any Error)?
-    private var stream: TCPStream?
+    private var stream: StreamHandle?
     private var connected = false
     let disposedFlag = Atomic<Bool>(false)
 
@@ -111,7 +111,7 @@ final class TCPConnectAttempt: LoopDisposable, TCPStreamOwner, @unchecked Sendab
         }
         let address = addresses[nextAddress]
         nextAddress += 1
-        let stream = TCPStream(loop: loop, options: options, origin: "from TCP.connect(\(host):\(port))")
+        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(host):\(port))")
         let request = ConnectRequest(loop: loop, attempt: self, address: address)
         do {
             try stream.open()
@@ -138,11 +138,11 @@ final class TCPConnectAttempt: LoopDisposable, TCPStreamOwner, @unchecked Sendab
         connected = true
         timer?.dispose()
         timer = nil
-        stream.didConnect()
-        subscriber?.sendNext(TCPConnection(stream))
+        let addresses = stream.didConnectTCP(options: options)
+        subscriber?.sendNext(TCPConnection(stream, addresses: addresses))
     }
 
-    func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason) {
+    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
         guard stream === self.stream else { return }
         self.stream = nil
         if case .shutDown = reason {
@@ -191,7 +191,7 @@ final class ConnectRequest: LoopRequest {
 
     override var label: String { "connect to \(address)" }
 
-    func start(_ stream: TCPStream) throws(UVError) {
+    func start(_ stream: StreamHandle) throws(UVError) {
         let request = pointer(as: uv_connect_t.self)
         try start("connect to \(address)") {
             address.withSockaddr { uv_tcp_connect(request, stream.tcp, $0, connectRequestCallback) }

@@ -89,7 +89,7 @@ public enum TCPServer {
 }
 
 /// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
-final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked Sendable {
+final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private let host: String
     private let port: Int
@@ -100,7 +100,7 @@ final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked 
     private var onError: ((any Error) -> Void)?
     private var lookup: (any Disposable)?
     private var address: SocketAddress?
-    private var connections: [ObjectIdentifier: TCPStream] = [:]
+    private var connections: [ObjectIdentifier: StreamHandle] = [:]
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
@@ -155,7 +155,7 @@ final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked 
     fileprivate func accept(status: Int32) {
         // Errors here concern one pending connection (libuv copes with EMFILE itself); the server goes on.
         guard uvCheckReporting(status, "accepting a connection on \(address?.description ?? host)") else { return }
-        let stream = TCPStream(loop: loop, options: options, origin: "accepted by TCPServer.listen(\(address?.description ?? host))")
+        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "accepted by TCPServer.listen(\(address?.description ?? host))")
         do {
             try stream.open()
             try uvCheck(uv_accept(pointer(as: uv_stream_t.self), stream.stream), "uv_accept")
@@ -164,21 +164,20 @@ final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked 
             reportMisuse("a connection could not be accepted on \(address?.description ?? host): \(error)")
             return
         }
-        stream.didConnect()
+        let addresses = stream.didConnectTCP(options: options)
         if let limit = options.maxConnections, connections.count >= limit {
             // Accepted only to be turned away: a reset, so the client learns at once and
             // the server keeps no TIME_WAIT state for it.
-            let peer = stream.peerAddress
             stream.end(.closed, reset: true)
-            onEvent?(.refused(peer: peer, open: connections.count))
+            onEvent?(.refused(peer: addresses.peer, open: connections.count))
             return
         }
         stream.owner = self
         connections[ObjectIdentifier(stream)] = stream
-        onEvent?(.accepted(TCPConnection(stream)))
+        onEvent?(.accepted(TCPConnection(stream, addresses: addresses)))
     }
 
-    func streamDidEnd(_ stream: TCPStream, reason: TCPStream.EndReason) {
+    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
         connections[ObjectIdentifier(stream)] = nil
     }
 
@@ -189,7 +188,7 @@ final class TCPListener: LoopHandle, LoopDisposable, TCPStreamOwner, @unchecked 
     }
 
     /// Closes the socket and every connection it accepted.
-    private func shutDown(connectionsEnd reason: TCPStream.EndReason) {
+    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
         onEvent = nil
         onError = nil
         lookup?.dispose()

@@ -8,4 +8,9 @@
 /// mallinfo2 over every arena plus mmapped blocks.
 size_t ruv_test_live_heap_bytes(void);
 
+/// Sets the calling thread's file-system user ID (Linux `setfsuid`, per thread) and returns the previous one.
+/// Moving it from 0 to another user drops the thread's file-system capabilities (`CAP_DAC_OVERRIDE`...),
+/// so a test running as root can see the `EACCES` an ordinary user gets; moving it back to 0 restores them.
+unsigned ruv_test_set_thread_fsuid(unsigned uid);
+
 #endif

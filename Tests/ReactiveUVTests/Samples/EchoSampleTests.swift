@@ -52,8 +52,34 @@ final class EchoSampleTests: XCTestCase {
         XCTAssertTrue(second.standardError.contains("echo: cannot serve on 127.0.0.1:\(port)"), second.standardError)
     }
 
+    /// `echo --unix PATH` serves a Unix socket: a client's bytes come back; a stale file from a killed run is
+    /// replaced; Ctrl-C exits 0 and removes the socket file.
+    func testServesAUnixSocketAndRemovesItsFileOnCtrlC() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/echo.sock"
+            try leaveStaleSocketFile(at: path)
+            let sample = try SampleProcess("echo", ["--unix", path])
+            defer { if sample.process.isRunning { sample.process.terminate() } }
+            sample.waitForOutput(containing: "echo: listening on unix \(path)")
+
+            let client = try UnixBlockingClient(path: path)
+            defer { client.close() }
+            let payload = bytePattern(100_000, seed: 3)
+            try client.sendAll(payload)
+            client.shutdownWrite()
+            XCTAssertTrue(try client.receiveUntilEOF() == payload, "the echo differs from what was sent")
+            sample.waitForOutput(containing: "left after 100000 bytes")
+
+            sample.process.interrupt()
+            XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+            XCTAssertNil(fileType(path), "the socket file is still there after the server exited")
+            XCTAssertEqual(sample.standardError, "")
+        }
+    }
+
     func testBadArgumentsPrintUsageAndExitTwo() throws {
-        for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"],
+        for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"], ["--unix"],
+                          ["--port", "0", "--unix", "/tmp/x.sock"],
                           ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
@@ -68,5 +94,54 @@ final class EchoSampleTests: XCTestCase {
             throw TestFailure("no port in '\(line)'")
         }
         return port
+    }
+}
+
+/// A blocking client of a Unix-domain socket, for tests that act as a separate program would.
+final class UnixBlockingClient {
+    private var descriptor: Int32
+
+    init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            Glibc.close(descriptor)
+            throw TestFailure("connect \(path) failed: errno \(code)")
+        }
+    }
+
+    func sendAll(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, 0) }
+            guard sent > 0 else { throw TestFailure("send failed: errno \(errno)") }
+            offset += sent
+        }
+    }
+
+    func shutdownWrite() { _ = Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
+
+    func receiveUntilEOF() throws -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            guard count >= 0 else { throw TestFailure("recv failed: errno \(errno)") }
+            if count == 0 { return received }
+            received += buffer[0..<count]
+        }
+    }
+
+    func close() {
+        guard descriptor >= 0 else { return }
+        Glibc.close(descriptor)
+        descriptor = -1
     }
 }

@@ -60,6 +60,10 @@ int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cp
  * from the first write until the server read the last byte (0 on failure). */
 uint64_t rawc_tcp_pump(uint64_t total, int chunk, int in_flight);
 
+/* The same pump over a Unix-domain socket bound at `path` (uv_pipe_t; the
+ * caller removes the file after). */
+uint64_t rawc_unix_pump(const char *path, uint64_t total, int chunk, int in_flight);
+
 /* File-watch latency: a loop thread watches `directory` with uv_fs_event; the
  * caller writes one byte to `file` (inside it) and waits until the event was
  * delivered, `count` times. Fills latencies (ns). Returns 0 on success. */

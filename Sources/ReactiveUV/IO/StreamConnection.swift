@@ -1,0 +1,257 @@
+/// One open byte-stream connection: what `TCPConnection` and `UnixConnection` share.
+///
+/// - `bytes` streams what the peer sends (one reader at a time); it completes
+///   at EOF and fails when the peer resets.
+/// - `send(_:)` queues bytes with no result (the fast path); `write(_:)` does
+///   the same and returns a signal that completes once libuv flushed them.
+///   Bytes go out in the order the calls were made.
+/// - `shutdown()` half-closes (EOF to the peer after the queued writes);
+///   `close()` closes gracefully (the queued writes are flushed, then EOF,
+///   then the socket closes); `reset()` closes at once, dropping what is
+///   queued (with RST on TCP).
+///
+/// Write code that only reads and writes (an echo handler, a protocol
+/// codec) against `StreamConnection`, and it serves TCP and Unix-socket
+/// connections alike; the subclasses add what only their transport has
+/// (addresses and socket options for TCP, the socket path for Unix).
+///
+/// Half-close: the connection is half-open by default, like Node's
+/// `allowHalfOpen: true`. The peer's EOF completes `bytes`, and the
+/// connection stays open for writing until you call `close()`: it never
+/// closes by itself on EOF. (An echo or request/response handler iterating
+/// `bytes.values` sees EOF only after the chunks buffered before it, so a
+/// connection that closed itself at EOF would cut off the answer to them.)
+/// So the idiom is: read until the end, answer, then `close()`, which sends
+/// everything queued before it.
+///
+/// Lifetime: the connection belongs to the subscription that produced it. It
+/// stays open until `close()` has flushed, `reset()`, a read or write
+/// failure, the disposal of that subscription (a server's disposal closes
+/// every connection it accepted, at once), or the loop's shutdown.
+/// Backpressure and the buffering limit are described in `StreamBufferLimits`.
+///
+/// Thread rule: every method is safe from any thread; work is done on the
+/// connection's loop (calls made there run at once, others are queued there in order).
+public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
+    // `stream` is immutable; the stream's state is confined to its loop thread.
+    let stream: StreamHandle
+
+    /// What the peer sends, one chunk (at most 64 KiB) per read.
+    ///
+    /// Subscribing starts reading; disposing stops it (the connection stays
+    /// open). It completes at EOF (the peer shut down its side, or the
+    /// connection was closed here) and fails with a `UVError` such as
+    /// `ECONNRESET` when the connection breaks. A second subscriber while one
+    /// is reading gets `EBUSY`. Chunks are delivered on the subscriber's home
+    /// loop; subscribe on the connection's loop to get them without a hop.
+    ///
+    /// Thread rule: safe from any thread.
+    public let bytes: Signal<[UInt8]>
+
+    init(_ stream: StreamHandle) {
+        self.stream = stream
+        let description = stream.peerDescription
+        let what = "\(stream.transport.connectionTypeName).bytes"
+        bytes = Signal { subscriber in
+            LoopBinding.open(on: stream.loop, for: subscriber, what: what) { _ in
+                stream.startReading(subscriber)
+            }
+        }.debugNamed("+bytes(\(description))")
+    }
+
+    /// The loop the connection's socket lives on.
+    ///
+    /// Thread rule: safe from any thread.
+    public final var loop: EventLoop { stream.loop }
+
+    /// What the connection is, for logs: `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`, `"unix /run/app.sock"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String { "\(stream.transport) connection with \(stream.peerDescription)" }
+
+    /// Queues `bytes` for sending, with no result to wait for: the fast path.
+    ///
+    /// The array is not copied: libuv sends from its storage. A failure (the
+    /// peer reset, or the queue limit in `StreamBufferLimits` was hit) ends the
+    /// connection, and `bytes` fails with the error. After `close()` or
+    /// `shutdown()` the bytes are refused (use `send(_:completion:)` or
+    /// `write(_:)` to see the `EPIPE`).
+    ///
+    /// - Parameter bytes: The bytes to send.
+    ///
+    /// Thread rule: safe from any thread (no lock and no allocation beyond libuv's request pool on the loop thread).
+    public final func send(_ bytes: [UInt8]) {
+        if stream.onLoopThread {
+            stream.send(bytes, completion: nil)
+            return
+        }
+        // After shutdown the connection is closed: the rejection message is all there is to say.
+        if !hop(counting: bytes.count, { $0.send(bytes, completion: nil) }) {
+            stream.loop.execute {}  // reports the refusal
+        }
+    }
+
+    /// Queues `bytes` and calls `completion` on the connection's loop thread once libuv flushed them (nil) or failed.
+    ///
+    /// The callback form of `write(_:)`, for code that writes at a high rate
+    /// and needs each result (a pump keeping N writes in flight): no signal
+    /// and no subscription per write. The errors are `write(_:)`'s; after the
+    /// loop has shut down, `completion` gets `EventLoopError.shutDown` on the
+    /// calling thread.
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes to send (not copied).
+    ///   - completion: Called once with nil when flushed, or the error.
+    ///
+    /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
+    public final func send(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
+        let stream = self.stream
+        if stream.onLoopThread {
+            stream.send(bytes, completion: completion)
+            return
+        }
+        // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
+        let box = UncheckedSendable(completion)
+        if !hop(counting: bytes.count, { $0.send(bytes, completion: box.value) }) {
+            completion(stream.loop.refusal)
+        }
+    }
+
+    /// Queues `bytes` and returns a signal that completes once libuv has flushed them to the kernel.
+    ///
+    /// The write starts now, not when the result is subscribed, so writes go
+    /// out in call order; the result is replayed to every subscriber. It fails
+    /// with `EPIPE` after `close()`/`shutdown()`, `ENOBUFS` past the
+    /// `StreamBufferLimits.maxQueuedBytes` limit (the connection stays open),
+    /// `ECANCELED` if the connection closed before the bytes were flushed, or
+    /// the socket's error (which also ends the connection).
+    ///
+    /// - Parameter bytes: The bytes to send (not copied).
+    /// - Returns: A signal that completes (no value) when flushed, or fails.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public final func write(_ bytes: [UInt8]) -> Signal<Void> {
+        let outcome = WriteOutcome()
+        if stream.onLoopThread {
+            stream.send(bytes, completion: outcome.finish)
+        } else if !hop(counting: bytes.count, { $0.send(bytes, completion: outcome.finish) }) {
+            outcome.finish(stream.loop.refusal)
+        }
+        return outcome.signal
+    }
+
+    /// Half-closes the connection: sends EOF (FIN on TCP) once the queued writes are flushed; reading goes on.
+    ///
+    /// - Returns: A signal that completes when the EOF was sent, or fails
+    ///   (`ENOTCONN` if already shut down or closed). The shutdown starts now.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public final func shutdown() -> Signal<Void> {
+        let outcome = WriteOutcome()
+        onLoop(outcome) { $0.shutdownWrites(outcome: outcome) }
+        return outcome.signal
+    }
+
+    /// Closes the connection gracefully: every byte queued before the call is sent, then EOF (FIN on TCP), then the socket closes.
+    ///
+    /// At once: reading stops (the `bytes` reader completes) and later writes
+    /// fail with `EPIPE`. The writes already queued keep going; once libuv has
+    /// flushed them, EOF goes out after the last byte and the socket is closed
+    /// (the owner then forgets the connection; `isOpen` turns false). Nothing
+    /// queued is dropped, so `for try await chunk in connection.bytes.values
+    /// { connection.send(chunk) }; connection.close()` echoes everything even
+    /// when the peer half-closed long before reading.
+    ///
+    /// A peer that never reads keeps the connection open while the queue waits
+    /// (it still counts against the server's `maxConnections`): `reset()`, the
+    /// owner's disposal or the loop's shutdown close it at once. Calling it
+    /// again, or after `shutdown()`, is fine (each call's signal reports the
+    /// same close).
+    ///
+    /// - Returns: A signal (replayed to every subscriber) that completes once
+    ///   the queued bytes were flushed and the socket closed, or fails: with the
+    ///   socket's error when the flush failed (the peer reset), `ECANCELED` when
+    ///   `reset()` or the owner's disposal closed the connection first,
+    ///   `EventLoopError.shutDown` when the loop shut down first. On a connection
+    ///   that had already ended, it completes at once (or fails with the error
+    ///   that ended it). The close starts now, whether or not it is subscribed.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public final func close() -> Signal<Void> {
+        let outcome = WriteOutcome()
+        onLoop(outcome) { $0.closeWhenFlushed(outcome: outcome) }
+        return outcome.signal
+    }
+
+    /// Closes the connection at once, dropping what is queued: the abortive close (RST on TCP, by `SO_LINGER` 0).
+    ///
+    /// Writes not yet flushed are dropped (their completions and signals fail
+    /// with `ECANCELED`, as does a `close()` still flushing), and a TCP peer's
+    /// next read fails with `ECONNRESET` (a Unix-socket peer reads EOF, or
+    /// `ECONNRESET` if it had sent bytes nobody read). Use it for a peer that misbehaves or
+    /// never reads; `close()` is the ordinary close.
+    ///
+    /// Thread rule: safe from any thread.
+    public final func reset() {
+        onLoop(nil) { $0.end(.closed, reset: true) }
+    }
+
+    /// Whether the connection is still open (true while `close()` is still flushing).
+    ///
+    /// On the connection's loop thread, exact. Elsewhere, what the loop last
+    /// published (it changes on the loop as the connection closes): reading it
+    /// never waits for the loop.
+    ///
+    /// Thread rule: safe from any thread; never blocks.
+    public final var isOpen: Bool {
+        if stream.onLoopThread { return stream.isOpen }
+        return stream.publishedWriteQueue.load(ordering: .acquiring) >= 0
+    }
+
+    /// Bytes written but not yet taken by the kernel (see `StreamBufferLimits`); 0 once closed.
+    ///
+    /// On the connection's loop thread, exact; elsewhere, the figure the loop
+    /// published after its last write or flush plus the bytes sent from other
+    /// threads that are still on their way to the loop (so a thread's own
+    /// earlier sends are counted). Reading it never waits for the loop.
+    ///
+    /// Thread rule: safe from any thread; never blocks.
+    public final var queuedWriteByteCount: Int {
+        if stream.onLoopThread { return stream.queuedWriteByteCount }
+        let published = stream.publishedWriteQueue.load(ordering: .acquiring)
+        guard published >= 0 else { return 0 }  // closed
+        return published + stream.sendsInTransit.load(ordering: .relaxed)
+    }
+
+    /// Runs `body` with the stream on its loop: now when already there, else queued.
+    /// Hands a send made off the loop to the loop; its bytes count in `queuedWriteByteCount` from
+    /// now until the loop has queued them. False when the loop refused it (it has shut down).
+    private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamHandle) -> Void) -> Bool {
+        let stream = self.stream
+        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
+        let accepted = stream.loop.enqueue {
+            body(stream)
+            // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
+            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+        }
+        if !accepted { stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed) }
+        return accepted
+    }
+
+    private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (StreamHandle) -> Void) {
+        let stream = self.stream
+        if stream.onLoopThread {
+            body(stream)
+            return
+        }
+        do {
+            try stream.loop.tryExecute { body(stream) }
+        } catch {
+            // The loop is gone and its shutdown closed the connection.
+            outcome?.finish(error)
+        }
+    }
+}

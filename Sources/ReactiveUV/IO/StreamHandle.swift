@@ -1,0 +1,580 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Told when a connection it handed out has ended (so a server can forget it, a connect signal can complete).
+protocol StreamHandleOwner: AnyObject {
+    /// Called on the loop thread once, right after the stream started closing.
+    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason)
+}
+
+/// The stream core: the `uv_stream_t` behind a `StreamConnection` (a `uv_tcp_t` for
+/// `TCPConnection`, a `uv_pipe_t` for `UnixConnection`): reading, writing, backpressure, closing.
+///
+/// Everything here runs on the loop thread; `StreamConnection` hops there.
+/// Reads go into the loop's shared `ReadBuffer` and are copied out once per
+/// chunk (into a recycled array while the reader lets go of each chunk);
+/// writes use pooled requests and point libuv at the caller's array.
+/// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
+/// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
+final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
+    // Loop thread only (StreamConnection hops there first), except `transport`, `limits` and
+    // `origin` (immutable) and `peerDescription` (written before the connection is handed out).
+
+    /// Which libuv stream type the handle is.
+    enum Transport {
+        /// A `uv_tcp_t`.
+        case tcp
+        /// A `uv_pipe_t` (a Unix-domain socket).
+        case pipe
+
+        /// The public type that wraps it, for messages.
+        var connectionTypeName: String {
+            switch self {
+            case .tcp: "TCPConnection"
+            case .pipe: "UnixConnection"
+            }
+        }
+    }
+
+    /// Why a stream ended.
+    enum EndReason {
+        /// Closed on purpose (`close()`, `reset()`, the owner's disposal).
+        case closed
+        /// A read or write failed (reset peer, broken pipe, `ENOBUFS` from `send`).
+        case failed(any Error)
+        /// The loop shut down.
+        case shutDown
+    }
+
+    private enum Input {
+        case idle       // nobody subscribed to `bytes`
+        case reading    // uv_read_start is active
+        case paused     // a reader is there, but reading is paused (write backpressure or the consumer asked)
+        case ended      // EOF was read: nothing more will come
+    }
+
+    let transport: Transport
+    /// How much unflushed written data the stream holds, and when reading pauses.
+    let limits: StreamBufferLimits
+    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
+    let origin: String
+    weak var owner: (any StreamHandleOwner)?
+    /// The other end for messages: its address for TCP ("10.0.0.2:5000"), the socket path for a Unix socket.
+    var peerDescription = "peer"
+    /// The `bytes` reader and its token.
+    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
+    @exclusivity(unchecked) private var input = Input.idle
+    @exclusivity(unchecked) private var endReason: EndReason?
+    /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
+    @exclusivity(unchecked) private var writeBackpressure = false
+    /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
+    @exclusivity(unchecked) private var consumerPaused = false
+    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
+    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
+    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
+    /// release, or array bookkeeping per write.
+    @exclusivity(unchecked) private var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) private var writePoolCount = 0
+    /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
+    /// directly, without `send`'s thread check.
+    @exclusivity(unchecked) private var readerIsHome = false
+    @exclusivity(unchecked) private var writesShutDown = false
+    /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
+    @exclusivity(unchecked) private var shutdownPending = false
+    /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
+    @exclusivity(unchecked) private var closesWhenFlushed = false
+    /// Who waits for the graceful close (each `close()` call's result).
+    @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
+    @exclusivity(unchecked) private var resetOnClose = false
+    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
+    @exclusivity(unchecked) private var readsAreBulk = false
+    /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
+    @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
+    /// The last small chunk handed to the reader, refilled in place by the next small read
+    /// once nobody else holds it (see `smallChunk`).
+    @exclusivity(unchecked) private var spareChunk: [UInt8] = []
+
+    /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
+    /// loop thread after each change, read anywhere, so a query from another thread never waits
+    /// for the loop (a loop thread must not wait for another loop).
+    let publishedWriteQueue = Atomic<Int>(0)
+    /// Bytes other threads have sent that are still on their way to the loop (counted before the
+    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
+    /// loop sees includes its own earlier sends.
+    let sendsInTransit = Atomic<Int>(0)
+
+    /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
+    private static let spareChunkLimit = 4096
+
+    /// Finished write requests kept for reuse, per connection.
+    private static let writePoolLimit = 16
+
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String) {
+        _ = ignoreBrokenPipeSignalOnce
+        self.transport = transport
+        self.limits = limits
+        self.origin = origin
+        super.init(loop: loop, byteCount: uv_handle_size(transport == .tcp ? UV_TCP : UV_NAMED_PIPE))
+    }
+
+    override var label: String {
+        switch transport {
+        case .tcp: "tcp connection\(peerDescription == "peer" ? "" : " with \(peerDescription)") \(origin)"
+        case .pipe: "unix socket connection on \(peerDescription) \(origin)"
+        }
+    }
+
+    var stream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
+
+    /// `uv_tcp_init` or `uv_pipe_init`, and registration with the loop.
+    func open() throws(UVError) {
+        switch transport {
+        case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
+        case .pipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        }
+        didOpen()
+    }
+
+    var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
+
+    func closedError(_ operation: String) -> UVError {
+        UVError(code: UV_ENOTCONN.rawValue, message: "the connection is closed", context: "\(operation) on \(peerDescription)")
+    }
+
+    // MARK: - reading
+
+    /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
+    func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        assertInEventLoop()
+        if input == .ended {
+            subscriber.sendCompleted()
+            return nil
+        }
+        guard isOpen else {
+            switch endReason {
+            case .failed(let error)?: subscriber.sendError(error)
+            case .shutDown?: subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+            case .closed?, nil: subscriber.sendCompleted()
+            }
+            return nil
+        }
+        guard readers.reader == nil else {
+            subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
+                                         message: "the connection's bytes already have a subscriber: a byte stream has one reader at a time",
+                                         context: "\(transport.connectionTypeName).bytes of \(peerDescription)"))
+            return nil
+        }
+        writeBackpressure = limits.pausesReading && queuedWriteByteCount > limits.highWaterMark
+        consumerPaused = false
+        input = .paused
+        let token = readers.fill(subscriber, of: self)
+        readerIsHome = subscriber.homeIdentity == loopIdentity
+        if let error = updateReading() {
+            readers.take()
+            input = .idle
+            subscriber.sendError(error)
+            return nil
+        }
+        // Strong captures: a weak one would give the stream a side table and slow every
+        // retain of it; the cycle ends when the subscription's teardown drops the flow control.
+        subscriber.setFlowControl(
+            pause: { self.setConsumerPaused(true) },
+            resume: { self.setConsumerPaused(false) })
+        return token
+    }
+
+    private func setConsumerPaused(_ paused: Bool) {
+        guard readers.reader != nil else { return }
+        consumerPaused = paused
+        updateReading()
+    }
+
+    /// Starts or stops libuv's reading to match the reader and both pause reasons.
+    @discardableResult
+    private func updateReading() -> UVError? {
+        guard isOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
+        let shouldRead = !writeBackpressure && !consumerPaused
+        if shouldRead && input == .paused {
+            do {
+                try uvCheck(uv_read_start(stream, streamHandleAllocate, streamHandleReadCallback), "uv_read_start")
+            } catch {
+                return error
+            }
+            input = .reading
+        } else if !shouldRead && input == .reading {
+            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            input = .paused
+        }
+        return nil
+    }
+
+    /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
+    func stopReading(_ token: ReaderToken<StreamHandle>) {
+        assertInEventLoop()
+        guard readers.isCurrent(token) else { return }
+        readers.take()
+        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input != .ended { input = .idle }
+        consumerPaused = false
+    }
+
+    /// Gives libuv the memory for the next read.
+    ///
+    /// Small reads (requests, messages) go into the thread's shared buffer and
+    /// are copied out at their size. Once a read fills half a buffer, the
+    /// stream reads straight into a fresh full-size array that is then handed
+    /// to the reader trimmed to the bytes read: bulk transfers cost no copy at
+    /// all, at the price of up to 2x spare capacity per chunk. The array's
+    /// storage does not move while `bulkChunk` holds it uniquely and it is not
+    /// resized, so libuv may write into it between the two callbacks.
+    fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        guard readsAreBulk else {
+            buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
+            return
+        }
+        if bulkChunk.count != ReadBuffer.size {
+            // Every byte is written by the read before any is looked at; the rest is trimmed unread.
+            bulkChunk = [UInt8](unsafeUninitializedCapacity: ReadBuffer.size) { _, count in count = ReadBuffer.size }
+        }
+        let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
+        buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+    }
+
+    fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
+        if count > 0 {
+            let wasBulk = readsAreBulk
+            readsAreBulk = count >= ReadBuffer.size / 2
+            // Each branch hands its chunk straight to the reader (no local copy kept past the call).
+            if wasBulk && !bulkChunk.isEmpty {
+                var filled = bulkChunk
+                bulkChunk = []
+                filled.removeLast(filled.count - count)
+                if let reader = readers.reader { deliver(filled, to: reader) }
+            } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
+                // Only for a reader on this thread: a chunk hopped to another loop is released there,
+                // and the thread sanitizer cannot see the runtime's ordering between that release
+                // and a refill here (a reader elsewhere gets a fresh array per read, as before).
+                if let reader = readers.reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
+            } else if let reader = readers.reader {
+                deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
+            }
+        } else if count == endOfFileCode {
+            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            input = .ended
+            bulkChunk = []
+            spareChunk = []
+            readers.take()?.sendCompleted()
+        } else if count < 0 {
+            end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
+        }
+    }
+
+    /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
+    private func deliver(_ chunk: [UInt8], to reader: Subscriber<[UInt8]>) {
+        if readerIsHome {
+            reader.deliverNext(chunk)
+        } else {
+            reader.sendNext(chunk)
+        }
+    }
+
+    /// Copies a small read into `spareChunk` and returns it, without allocating when possible.
+    ///
+    /// A chunk's array is handed to the reader, which usually lets go of it
+    /// before the next read (or forwards it to a write that has finished by
+    /// then). The stream keeps a reference, and the next read of a size that
+    /// fits refills that storage in place: Array's copy-on-write checks that
+    /// the reference is the only one and makes a new array when it is not, so
+    /// no chunk a reader still holds ever changes. A request/response exchange
+    /// of small messages then costs no allocation per read.
+    private func smallChunk(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        if bytes.count == spareChunk.count {
+            spareChunk.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        } else if bytes.count <= spareChunk.capacity {
+            spareChunk.removeAll(keepingCapacity: true)
+            spareChunk.append(contentsOf: bytes)
+        } else {
+            spareChunk = Array(bytes)
+        }
+        return spareChunk
+    }
+
+    /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
+    private func updateBackpressure() {
+        guard isOpen, limits.pausesReading else { return }
+        let queued = queuedWriteByteCount
+        if !writeBackpressure && queued > limits.highWaterMark {
+            writeBackpressure = true
+        } else if writeBackpressure && queued <= limits.lowWaterMark {
+            writeBackpressure = false
+        }
+        updateReading()
+    }
+
+    // MARK: - writing
+
+    /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
+    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        assertInEventLoop()
+        guard isOpen, !writesShutDown else {
+            let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
+            completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
+            return
+        }
+        if bytes.isEmpty {
+            completion?(nil)
+            return
+        }
+        // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
+        let queued = Int(stream.pointee.write_queue_size)
+        if queued > 0 && queued + bytes.count > limits.maxQueuedBytes {
+            let error = UVError(code: UV_ENOBUFS.rawValue,
+                                message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough",
+                                context: "write of \(bytes.count) bytes to \(peerDescription)")
+            if let completion { completion(error) } else { end(.failed(error)) }
+            return
+        }
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
+        let pooled: Unmanaged<WriteRequest>
+        if writePoolCount > 0, let writePool {
+            writePoolCount -= 1
+            pooled = writePool[writePoolCount]
+        } else {
+            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        }
+        // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
+        let result = pooled._withUnsafeGuaranteedRef { request in
+            request.completion = completion
+            return request.startWrite(bytes, to: stream, handingOver: true, callback: streamHandleWriteCallback)
+        }
+        if result < 0 {
+            pooled._withUnsafeGuaranteedRef { $0.reset() }
+            keepForReuse(pooled)
+            let failure = UVError(code: result, context: "write to \(peerDescription)")
+            completion?(failure)
+            end(.failed(failure))
+            return
+        }
+        let queuedNow = Int(stream.pointee.write_queue_size)
+        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
+    }
+
+    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
+    func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
+        let completion = write._withUnsafeGuaranteedRef { $0.takeCompletion() }
+        keepForReuse(write)
+        if isOpen { publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed) }
+        if status == 0 {
+            completion?(nil)
+            if writeBackpressure { updateBackpressure() }
+            return
+        }
+        if status == UV_ECANCELED.rawValue {
+            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
+                                context: "write to \(peerDescription)"))
+            return
+        }
+        let error = UVError(code: status, context: "write to \(peerDescription)")
+        completion?(error)
+        end(.failed(error))
+    }
+
+    /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
+    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
+        guard isOpen, writePoolCount < StreamHandle.writePoolLimit else {
+            write.release()
+            return
+        }
+        let pool = writePool ?? {
+            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamHandle.writePoolLimit)
+            writePool = slots
+            return slots
+        }()
+        // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
+        pool[writePoolCount] = write
+        writePoolCount += 1
+    }
+
+    /// Half-closes: sends FIN after the queued writes; reading goes on.
+    func shutdownWrites(outcome: WriteOutcome?) {
+        assertInEventLoop()
+        guard isOpen, !writesShutDown else {
+            outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
+                                    message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
+                                    context: "shutdown of \(peerDescription)"))
+            return
+        }
+        if let error = requestFIN(outcome: outcome) { outcome?.finish(error) }
+    }
+
+    /// Stops accepting writes and starts the `uv_shutdown` that sends FIN after the queued ones.
+    ///
+    /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
+    private func requestFIN(outcome: WriteOutcome?) -> UVError? {
+        writesShutDown = true
+        let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
+        do {
+            try request.start(stream)
+        } catch {
+            return error
+        }
+        shutdownPending = true
+        return nil
+    }
+
+    func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
+        shutdownPending = false
+        let failure = status == 0 ? nil : UVError(code: status, context: "shutdown of \(peerDescription)")
+        request.outcome?.finish(failure)
+        guard closesWhenFlushed, isOpen else { return }
+        if let failure {
+            end(.failed(failure))
+        } else {
+            endGracefulClose()
+        }
+    }
+
+    /// The graceful close behind `TCPConnection.close()`: reading stops now (the reader
+    /// completes), no write is accepted any more, the queued writes are flushed, FIN is
+    /// sent after them, and then the socket closes. `outcome` learns how it ended.
+    ///
+    /// A connection already closed (or ending) answers at once: nil when it was closed,
+    /// the error when it failed.
+    func closeWhenFlushed(outcome: WriteOutcome?) {
+        assertInEventLoop()
+        guard isOpen else {
+            switch endReason {
+            case .failed(let error)?: outcome?.finish(error)
+            case .shutDown?: outcome?.finish(EventLoopError.shutDown(loop: loop.name))
+            case .closed?, nil: outcome?.finish(nil)
+            }
+            return
+        }
+        if let outcome { closeWaiters.append(outcome) }
+        guard !closesWhenFlushed else { return }
+        closesWhenFlushed = true
+        // Nothing more is read: the reader ends now, as with an immediate close.
+        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        input = .ended
+        readers.take()?.sendCompleted()
+        guard isOpen else { return }  // the reader's completion may have closed the connection
+        if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
+        if writesShutDown {
+            // FIN went out already (after an earlier `shutdown()`): nothing is left to flush.
+            endGracefulClose()
+            return
+        }
+        if let error = requestFIN(outcome: nil) { end(.failed(error)) }
+    }
+
+    /// The graceful close is done: the socket closes first, then its waiters hear of it,
+    /// so a waiter (on any thread) finds the connection closed (`isOpen` false).
+    private func endGracefulClose() {
+        let waiters = closeWaiters
+        closeWaiters = []
+        end(.closed)
+        for waiter in waiters { waiter.finish(nil) }
+    }
+
+    /// Tells everyone waiting for the graceful close how it ended.
+    private func finishCloseWaiters(_ error: (any Error)?) {
+        let waiters = closeWaiters
+        closeWaiters = []
+        for waiter in waiters { waiter.finish(error) }
+    }
+
+    // MARK: - ending
+
+    /// Closes the handle and tells the reader and the owner why. Idempotent.
+    ///
+    /// - Parameters:
+    ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
+    ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
+    func end(_ reason: EndReason, reset: Bool = false) {
+        assertInEventLoop()
+        guard isOpen else { return }
+        endReason = reason
+        resetOnClose = reset
+        let reader = readers.take()
+        let owner = self.owner
+        self.owner = nil
+        close()
+        switch reason {
+        case .closed: reader?.sendCompleted()
+        case .failed(let error): reader?.sendError(error)
+        case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
+        }
+        if !closeWaiters.isEmpty {
+            // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
+            switch reason {
+            case .closed:
+                finishCloseWaiters(UVError(code: UV_ECANCELED.rawValue,
+                                           message: "the connection was closed at once (reset() or its owner's disposal) before the queued bytes were flushed",
+                                           context: "close of \(peerDescription)"))
+            case .failed(let error): finishCloseWaiters(error)
+            case .shutDown: finishCloseWaiters(EventLoopError.shutDown(loop: loop.name))
+            }
+        }
+        owner?.streamDidEnd(self, reason: reason)
+    }
+
+    override func willClose() {
+        publishedWriteQueue.store(-1, ordering: .releasing)
+        guard resetOnClose, transport == .tcp else { return }
+        var descriptor = uv_os_fd_t()
+        if uv_fileno(handle, &descriptor) == 0 {
+            // Linger on with a zero timeout: close() sends RST and drops unsent data.
+            var option = linger(l_onoff: 1, l_linger: 0)
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        }
+    }
+
+    override func closeForShutdown() {
+        end(.shutDown)
+    }
+
+    override func didClose() {
+        if let writePool {
+            for index in 0..<writePoolCount { writePool[index].release() }
+            writePool.deallocate()
+        }
+        writePool = nil
+        writePoolCount = 0
+        bulkChunk = []
+        spareChunk = []
+        readers.take()
+        owner = nil
+    }
+}
+
+// Both callbacks borrow the stream without a retain: `data` holds the retain
+// taken in `didOpen()`, released only in the close callback, which libuv runs
+// after the last read callback (a closing handle stops reading first).
+private let streamHandleAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    Unmanaged<StreamHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
+}
+
+private let streamHandleReadCallback: uv_read_cb = { stream, count, buffer in
+    guard let data = stream?.pointee.data else { return }
+    Unmanaged<StreamHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, buffer) }
+}
+
+/// A stream write's callback: straight to the stream, found through the request's handle.
+///
+/// The stream is borrowed without a retain: `handle.data` holds the retain
+/// taken in `didOpen()` until the close callback, and libuv calls every
+/// pending write back (`ECANCELED` once closing) before that callback runs.
+private let streamHandleWriteCallback: uv_write_cb = { request, status in
+    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
+    // The reference the stream handed over when it started the write (see `StreamHandle.writePool`).
+    let write = Unmanaged<WriteRequest>.fromOpaque(data)
+    write._withUnsafeGuaranteedRef { $0.didFinish() }
+    Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
+}

@@ -1,0 +1,27 @@
+/// One open Unix-domain socket connection, handed out by `UnixSocket.listen`/`serve` or `UnixSocket.connect`.
+///
+/// Reading, writing, half-close, `close()` and `reset()` are the stream
+/// core's, shared with `TCPConnection` (see `StreamConnection`, which
+/// describes them): code written against `StreamConnection` serves both. A
+/// Unix connection has no addresses or TCP options; it knows the socket
+/// `path` it went through. `reset()` closes at once (Unix sockets have no
+/// RST: the peer reads EOF, or `ECONNRESET` if it had sent bytes nobody read).
+///
+/// Thread rule: every method is safe from any thread; work is done on the
+/// connection's loop (calls made there run at once, others are queued there in order).
+public final class UnixConnection: StreamConnection, @unchecked Sendable {
+    // `path` is immutable; the stream's state is confined to its loop thread.
+
+    /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends.
+    public let path: String
+
+    init(_ stream: StreamHandle, path: String) {
+        self.path = path
+        super.init(stream)
+    }
+
+    /// `"unix /run/app.sock"` (an abstract name is shown as `"unix @name"`).
+    ///
+    /// Thread rule: safe from any thread.
+    public override var description: String { "unix \(stream.peerDescription)" }
+}

@@ -1,0 +1,53 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Options for a Unix-domain socket server or client (`UnixSocket`).
+///
+/// Thread rule: a value type; safe from any thread.
+public struct UnixSocketOptions: Sendable, Hashable {
+    /// How much unflushed written data each connection holds (see `StreamBufferLimits`).
+    public var limits: StreamBufferLimits
+    /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
+    ///
+    /// A connection arriving at the limit is accepted and closed at once (the
+    /// client reads EOF), and `UnixSocket.serve` reports it as `.refused`. A
+    /// client's options ignore it.
+    public var maxConnections: Int?
+    /// For a server on a file path: remove a socket file found at the path if nobody listens on it.
+    ///
+    /// A server that ended without disposing its listener (a crash, `kill
+    /// -9`) leaves its socket file behind, and binding the path again fails
+    /// with `EADDRINUSE`. With this option the server first tries to connect
+    /// to the file: if that is refused (nobody listens), it removes the file
+    /// and binds again. A file that is not a socket, or a socket a server
+    /// listens on, is never removed (the bind fails with `EADDRINUSE`). Off by
+    /// default; abstract names have no file and ignore it.
+    public var removeStaleSocketFile: Bool
+    /// For a server on a file path: the socket file's mode (`0o660`: owner and group may connect), or nil to keep the one `umask` gives.
+    ///
+    /// Set after `bind` and before `listen`, so no client connects before it
+    /// applies. Connecting needs write permission on the file. An abstract
+    /// name has no file: asking for permissions there fails with `EINVAL`.
+    public var permissions: mode_t?
+
+    /// Creates options.
+    ///
+    /// - Parameters:
+    ///   - limits: Write-buffer limits (default `StreamBufferLimits()`).
+    ///   - maxConnections: For a server, the most connections open at once (nil: no limit).
+    ///   - removeStaleSocketFile: For a server, remove a socket file nobody listens on before binding (default false).
+    ///   - permissions: For a server, the socket file's mode (nil: leave it to `umask`).
+    /// - Returns: The options.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
+                removeStaleSocketFile: Bool = false, permissions: mode_t? = nil) {
+        self.limits = limits
+        self.maxConnections = maxConnections
+        self.removeStaleSocketFile = removeStaleSocketFile
+        self.permissions = permissions
+    }
+}
