@@ -22,6 +22,8 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
     case unbounded
 
     /// `.bounded(1024)`.
+    ///
+    /// Thread rule: safe from any thread.
     public static let `default` = ValuesBufferPolicy.bounded(1024)
 
     /// Bytes of `[UInt8]` chunks waiting in a `.bounded` buffer at which a source that can pause is paused (256 KiB).

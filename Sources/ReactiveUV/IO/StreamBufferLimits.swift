@@ -21,12 +21,20 @@
 /// Thread rule: a value type; safe from any thread.
 public struct StreamBufferLimits: Sendable, Hashable {
     /// Queue size above which reading pauses (default 1 MiB).
+    ///
+    /// Thread rule: safe from any thread.
     public var highWaterMark: Int
     /// Queue size at or below which paused reading resumes (default 256 KiB).
+    ///
+    /// Thread rule: safe from any thread.
     public var lowWaterMark: Int
     /// The most unflushed bytes a connection holds; larger writes fail with `ENOBUFS` (default 64 MiB).
+    ///
+    /// Thread rule: safe from any thread.
     public var maxQueuedBytes: Int
     /// Whether reading pauses above the high-water mark (default true); the queue limit applies either way.
+    ///
+    /// Thread rule: safe from any thread.
     public var pausesReading: Bool
 
     /// Creates limits; the values are clamped so that 0 ≤ low ≤ high ≤ max.

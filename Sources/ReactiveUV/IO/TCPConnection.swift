@@ -12,8 +12,12 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     // The addresses are immutable; the stream's state is confined to its loop thread.
 
     /// The address of this end, or nil if it could not be read.
+    ///
+    /// Thread rule: safe from any thread.
     public let localAddress: SocketAddress?
     /// The address of the other end, or nil if it could not be read (a peer that reset at once).
+    ///
+    /// Thread rule: safe from any thread.
     public let peerAddress: SocketAddress?
 
     init(_ stream: StreamHandle, addresses: TCPAddresses) {

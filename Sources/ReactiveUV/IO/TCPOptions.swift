@@ -3,10 +3,16 @@
 /// Thread rule: a value type; safe from any thread.
 public struct TCPOptions: Sendable, Hashable {
     /// `TCP_NODELAY`: send small writes at once instead of coalescing them (Nagle). On by default.
+    ///
+    /// Thread rule: safe from any thread.
     public var noDelay: Bool
     /// `SO_KEEPALIVE` with this initial delay (whole seconds, at least 1), or nil to leave keep-alive off.
+    ///
+    /// Thread rule: safe from any thread.
     public var keepAlive: Duration?
     /// How much unflushed written data a connection holds (see `StreamBufferLimits`).
+    ///
+    /// Thread rule: safe from any thread.
     public var limits: StreamBufferLimits
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
@@ -14,6 +20,8 @@ public struct TCPOptions: Sendable, Hashable {
     /// (the client sees `ECONNRESET` or an immediate end), so the kernel's
     /// backlog never fills with clients nobody will serve; `TCPServer.serve`
     /// reports it as `.refused`. A client's options ignore it.
+    ///
+    /// Thread rule: safe from any thread.
     public var maxConnections: Int?
 
     /// Creates options.

@@ -6,6 +6,8 @@ import Synchronization
 /// Thread rule: safe from any thread.
 public enum TCPServer {
     /// What a server signal from `serve` sends.
+    ///
+    /// Thread rule: safe from any thread.
     public enum Event: Sendable {
         /// The socket is bound and listening at this address (the real port when 0 was asked for). Sent once, first.
         case listening(SocketAddress)

@@ -13,6 +13,8 @@ public final class UnixConnection: StreamConnection, @unchecked Sendable {
     // `path` is immutable; the stream's state is confined to its loop thread.
 
     /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends.
+    ///
+    /// Thread rule: safe from any thread.
     public let path: String
 
     init(_ stream: StreamHandle, path: String) {

@@ -17,6 +17,8 @@ import Musl
 /// Thread rule: safe from any thread.
 public enum UnixSocket {
     /// What a server signal from `serve` sends.
+    ///
+    /// Thread rule: safe from any thread.
     public enum Event: Sendable {
         /// The socket is bound and listening on this path (as given). Sent once, first.
         case listening(String)

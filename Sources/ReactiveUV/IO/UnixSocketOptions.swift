@@ -9,12 +9,16 @@ import Musl
 /// Thread rule: a value type; safe from any thread.
 public struct UnixSocketOptions: Sendable, Hashable {
     /// How much unflushed written data each connection holds (see `StreamBufferLimits`).
+    ///
+    /// Thread rule: safe from any thread.
     public var limits: StreamBufferLimits
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and closed at once (the
     /// client reads EOF), and `UnixSocket.serve` reports it as `.refused`. A
     /// client's options ignore it.
+    ///
+    /// Thread rule: safe from any thread.
     public var maxConnections: Int?
     /// For a server on a file path: remove a socket file found at the path if nobody listens on it.
     ///
@@ -25,12 +29,16 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// and binds again. A file that is not a socket, or a socket a server
     /// listens on, is never removed (the bind fails with `EADDRINUSE`). Off by
     /// default; abstract names have no file and ignore it.
+    ///
+    /// Thread rule: safe from any thread.
     public var removeStaleSocketFile: Bool
     /// For a server on a file path: the socket file's mode (`0o660`: owner and group may connect), or nil to keep the one `umask` gives.
     ///
     /// Set after `bind` and before `listen`, so no client connects before it
     /// applies. Connecting needs write permission on the file. An abstract
     /// name has no file: asking for permissions there fails with `EINVAL`.
+    ///
+    /// Thread rule: safe from any thread.
     public var permissions: mode_t?
 
     /// Creates options.

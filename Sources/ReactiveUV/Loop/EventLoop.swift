@@ -33,6 +33,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     // the loop thread starts (ordered by pthread_create) and never again.
 
     /// The loop's name, used in thread names and messages.
+    ///
+    /// Thread rule: safe from any thread.
     public let name: String
     let uvLoop: UnsafeMutablePointer<uv_loop_t>
     let wakeup: UnsafeMutablePointer<uv_async_t>
