@@ -81,9 +81,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     // the same access.
     @exclusivity(unchecked) var draining = WorkRing()
     @exclusivity(unchecked) var localQueue = WorkRing()
-    @exclusivity(unchecked) private var idleStarted = false
+    @exclusivity(unchecked) var idleStarted = false
     /// The last drain of the remote queue found work, so the loop polls it again next iteration.
-    @exclusivity(unchecked) private var pollingInbox = false
+    @exclusivity(unchecked) var pollingInbox = false
     /// Scheduled work, ordered by deadline.
     @exclusivity(unchecked) var timers = TimerQueue()
     /// The deadline the driver is armed for (`.max` when stopped).
@@ -553,89 +553,4 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         defer { inboxLock.unlock() }
         return body(&inbox)
     }
-
-    /// Runs what other threads queued; called by the async handle and, while batches keep
-    /// coming, by the idle handle. Also where a shutdown or `stop()` asked from another
-    /// thread is noticed.
-    fileprivate func drainInbox() {
-        // One batch per loop iteration, as a raw libuv queue would take it. While batches
-        // keep arriving the loop stays marked awake and polls the queue from its idle
-        // handle on the next iteration, so producers never pay for a wake-up system call;
-        // the first iteration that finds the queue empty marks the loop asleep again.
-        let (stop, closeRequested) = withInbox { inbox -> (Bool, Bool) in
-            Swift.swap(&inbox.items, &draining)
-            if draining.isEmpty { inbox.loopAwake = false }
-            return (inbox.stopRequested, state.load(ordering: .relaxed) == .closeRequested)
-        }
-        pollingInbox = !draining.isEmpty
-        if pollingInbox {
-            while let work = draining.pop() { work.run(on: self) }
-            startIdleIfNeeded()
-        }
-        if closeRequested { beginClosing() }
-        // The request itself is taken by the decision after uv_run returns (`stepAfterUVRun`).
-        if stop { uv_stop(uvLoop) }
-    }
-
-    private func startIdleIfNeeded() {
-        if !idleStarted {
-            idleStarted = true
-            uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
-        }
-    }
-
-    /// The idle handle's callback: the local run queue, and the remote one while it is busy.
-    fileprivate func onIdle() {
-        drainLocalQueue()
-        if pollingInbox { drainInbox() }
-        if localQueue.isEmpty && !pollingInbox && idleStarted {
-            idleStarted = false
-            uvCheckReporting(uv_idle_stop(idle), "uv_idle_stop")
-        }
-    }
-
-    /// Runs what the loop thread queued for itself; called by the idle handle.
-    ///
-    /// Drains in batches until the queue is empty or 4096 items ran, so work
-    /// that keeps requeueing itself cannot starve I/O.
-    fileprivate func drainLocalQueue() {
-        var ran = 0
-        while ran < 4096, let work = localQueue.pop() {
-            work.run(on: self)
-            ran += 1
-        }
-    }
-
-    /// Runs queued work until both queues are empty (bounded, in case work keeps requeueing).
-    func runQueuedWork() {
-        var rounds = 0
-        while rounds < 1000 {
-            let remote = withInbox { inbox -> Bool in
-                Swift.swap(&inbox.items, &draining)
-                return !draining.isEmpty
-            }
-            if remote {
-                while let work = draining.pop() { work.run(on: self) }
-            }
-            if localQueue.isEmpty && !remote { break }
-            drainLocalQueue()
-            rounds += 1
-        }
-    }
-
-    /// Runs the batch a transition took out of the inbox into `draining`, then the local queue.
-    func runTakenWork() {
-        while let work = draining.pop() { work.run(on: self) }
-        drainLocalQueue()
-    }
-}
-
-private let eventLoopWakeupCallback: uv_async_cb = { handle in
-    guard let data = handle?.pointee.data else { return }
-    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainInbox()
-}
-
-private let eventLoopIdleCallback: uv_idle_cb = { handle in
-    guard let data = handle?.pointee.data else { return }
-    Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().onIdle()
 }
