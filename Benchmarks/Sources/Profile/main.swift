@@ -186,10 +186,39 @@ case "timers":
         }
     }
     countdown.done.wait()
+case "lines", "utf8lines":
+    // `count` chunks of 64 KiB of 80-byte lines (819.2 lines a chunk) through `lines()` or
+    // `utf8Lines()` to a counting subscriber, on the loop thread: per line = per item / 819.2.
+    let chunks = lineChunks()
+    let done = Flag()
+    let strings = mode == "utf8lines"
+    loop.execute {
+        let subject = Subject<[UInt8]>()
+        let total = Countdown(0)
+        let subscription = strings
+            ? subject.utf8Lines().subscribeNext { total.remaining &+= $0.utf8.count }
+            : subject.lines().subscribeNext { total.remaining &+= $0.count }
+        for index in 0..<count { subject.sendNext(chunks[index % chunks.count]) }
+        subject.sendCompleted()
+        subscription.dispose()
+        done.raise()
+    }
+    done.wait()
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, utf8lines")
 }
 loop.shutdown()
+
+/// The benchmark's five 64 KiB chunks of 80-byte lines (79 bytes, then LF), one per phase.
+func lineChunks() -> [[UInt8]] {
+    (0..<5).map { phase in
+        let start = phase * 65_536
+        return (start..<(start + 65_536)).map { position in
+            let column = position % 80
+            return column == 79 ? UInt8(ascii: "\n") : UInt8(ascii: "a") + UInt8((position / 80 + column) % 26)
+        }
+    }
+}
 
 @inline(never)
 func hide<T>(_ value: T) -> T { value }

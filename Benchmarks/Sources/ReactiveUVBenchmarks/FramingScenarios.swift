@@ -2,7 +2,8 @@ import CBaselines
 import Foundation
 import ReactiveUV
 
-/// `lines()` against a hand-written C memchr splitter over the same chunks (issue 16's framing target).
+/// `lines()` against a hand-written C memchr splitter over the same chunks (issue 16's framing target),
+/// and against the same splitter handing out an owned copy of each line, as `lines()` does.
 enum FramingScenarios {
     static let lineLength = 80
     static let chunkSize = 65_536
@@ -35,6 +36,15 @@ enum FramingScenarios {
                 }
             }
         }
+        let kept = OperatorScenarios.onLoop { () -> LineFigures in
+            run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                bytes.lines().subscribeNext { line in
+                    tally.lines += 1
+                    tally.bytes += line.count
+                    tally.kept = line  // held until the next line: its storage cannot be reused
+                }
+            }
+        }
         let strings = OperatorScenarios.onLoop { () -> LineFigures in
             run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
                 bytes.utf8Lines().subscribeNext { line in
@@ -43,20 +53,29 @@ enum FramingScenarios {
                 }
             }
         }
-        let c = cBaseline(chunks: chunks, count: chunkCount)
+        let c = cBaseline(chunks: chunks, count: chunkCount, ownedCopies: false)
+        let cOwned = cBaseline(chunks: chunks, count: chunkCount, ownedCopies: true)
         let oursRate = Double(totalBytes) / ours.seconds / 1e9
+        let keptRate = Double(totalBytes) / kept.seconds / 1e9
+        let cOwnedRate = Double(totalBytes) / cOwned.seconds / 1e9
         let stringsRate = Double(totalBytes) / strings.seconds / 1e9
         let cRate = Double(totalBytes) / c.seconds / 1e9
         let agree = ours.lines == c.lines && ours.lineBytes == c.lineBytes && strings.lines == c.lines
+            && kept.lines == c.lines && kept.lineBytes == c.lineBytes && cOwned.lines == c.lines && cOwned.lineBytes == c.lineBytes
         let checks = agree ? "line and byte counts agree" : "COUNTS DIFFER (ours \(ours.lines)/\(ours.lineBytes), C \(c.lines)/\(c.lineBytes))"
         return ScenarioResult(
             name: "lines() over 80-byte lines",
             workload: "\(totalBytes >> 20) MiB in \(chunkCount) chunks of 64 KiB, \(c.lines) lines; subject → lines() → count (ours on a loop thread)",
             unit: "GB/s", higherIsBetter: true, target: (Contender.rawCSplitter, 0.5),
             measurements: [
-                Measurement(Contender.ours, oursRate, detail: "[UInt8] lines; \(checks)", allocationsPerOperation: ours.allocationsPerLine),
+                Measurement(Contender.ours, oursRate, detail: "[UInt8] lines, each let go by the subscriber; \(checks)",
+                            allocationsPerOperation: ours.allocationsPerLine),
+                Measurement("lines() kept", keptRate, detail: "the subscriber holds each line until the next",
+                            allocationsPerOperation: kept.allocationsPerLine),
                 Measurement("utf8Lines()", stringsRate, detail: "String lines", allocationsPerOperation: strings.allocationsPerLine),
                 Measurement(Contender.rawCSplitter, cRate, detail: "memchr, lines counted, nothing copied", allocationsPerOperation: 0),
+                Measurement(Contender.rawCSplitterOwned, cOwnedRate, detail: "memchr, each line an owned copy: malloc, memcpy, free",
+                            allocationsPerOperation: cOwned.allocationsPerLine),
             ])
     }
 
@@ -77,13 +96,18 @@ enum FramingScenarios {
                            allocationsPerLine: Double(allocations) / Double(max(1, tally.lines)))
     }
 
-    private static func cBaseline(chunks: [[UInt8]], count: Int) -> LineFigures {
+    private static func cBaseline(chunks: [[UInt8]], count: Int, ownedCopies: Bool) -> LineFigures {
         var lines: UInt64 = 0, bytes: UInt64 = 0
         let contiguous = chunks.flatMap { $0 }
-        let elapsed = contiguous.withUnsafeBufferPointer { all in
-            rawc_split_lines(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+        let (elapsed, allocations) = countingAllocations {
+            contiguous.withUnsafeBufferPointer { all in
+                ownedCopies
+                    ? rawc_split_lines_owned(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+                    : rawc_split_lines(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+            }
         }
-        return LineFigures(seconds: Double(elapsed) / 1e9, lines: Int(lines), lineBytes: Int(bytes), allocationsPerLine: 0)
+        return LineFigures(seconds: Double(elapsed) / 1e9, lines: Int(lines), lineBytes: Int(bytes),
+                           allocationsPerLine: Double(allocations) / Double(max(1, lines)))
     }
 
     private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
@@ -101,6 +125,7 @@ final class LineTally: @unchecked Sendable {
     // Written on the loop thread and read there after the run.
     var lines = 0
     var bytes = 0
+    var kept: [UInt8] = []
 }
 
 /// The pre-built chunks, handed to the loop thread (read only there while the run lasts).
