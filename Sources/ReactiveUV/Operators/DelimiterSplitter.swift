@@ -149,8 +149,11 @@ struct DelimiterSplitter: ByteFramer {
     }
 
     /// The offset of the first separator in `base[from..<count]`, if one lies wholly inside it.
+    ///
+    /// `mutating` although it changes nothing: inlined into `next`, a non-mutating call would
+    /// copy the whole struct to the stack for every piece.
     @inline(__always)
-    private func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+    private mutating func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
         guard let found = memchr(base + from, Int32(separatorHead), count - from) else { return nil }
         let offset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
         if _fastPath(separatorWidth == 1) { return offset }
