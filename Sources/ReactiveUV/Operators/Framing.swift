@@ -169,14 +169,18 @@ extension Signal where Value == [UInt8] {
 
 /// What a framing operator sends: made from the bytes of one piece.
 protocol FramedOutput: Sendable {
-    /// Whether `init(framed:reusing:)` can use a piece sent earlier (so the driver keeps the last one as `spare`).
-    static var reusesStorage: Bool { get }
+    /// Whether the driver keeps this piece, once sent, for the next piece to reuse (`spare`): only
+    /// small ones, so an idle subscription holds at most a few KiB (a 1 MiB frame is let go at once).
+    var isWorthKeeping: Bool { get }
     /// The piece made of `framed`; it may take `spare`'s storage (leaving `spare` nil) when no one else holds it.
     init(framed: FramedBytes, reusing spare: inout Self?)
 }
 
 extension Array: FramedOutput where Element == UInt8 {
-    static var reusesStorage: Bool { true }
+    /// The most storage a spare piece holds: as `DelimiterSplitter`'s pending buffer keeps.
+    static var keptCapacity: Int { 4_096 }
+
+    var isWorthKeeping: Bool { capacity <= Self.keptCapacity }
 
     /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
     /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
@@ -209,7 +213,8 @@ extension Array: FramedOutput where Element == UInt8 {
 }
 
 extension String: FramedOutput {
-    static var reusesStorage: Bool { false }
+    /// Never: a `String`'s storage cannot be written in place.
+    var isWorthKeeping: Bool { false }
 
     init(framed: FramedBytes, reusing spare: inout String?) {
         switch framed {
@@ -238,7 +243,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     /// The chunk being cut, and how far.
     @exclusivity(unchecked) private var current: [UInt8]?
     @exclusivity(unchecked) private var offset = 0
-    /// The piece sent last, whose storage the next piece may reuse (`FramedOutput.reusesStorage`).
+    /// The piece sent last, whose storage the next piece may reuse (`FramedOutput.isWorthKeeping`).
     @exclusivity(unchecked) private var spare: Output?
     /// Events that arrived while a chunk was being cut.
     @exclusivity(unchecked) private var queued = RingBuffer<Event<[UInt8]>>()
@@ -306,7 +311,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
                             // A nested call (an event sent from inside that delivery) cut the rest.
                             if isDone || current == nil { return }
                             // Kept for the next piece: unique again unless the subscriber kept this one.
-                            if Output.reusesStorage { spare = consume piece }
+                            spare = piece.isWorthKeeping ? consume piece : nil
                         case .needMore:
                             current = nil
                             return
