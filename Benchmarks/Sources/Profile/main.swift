@@ -204,8 +204,18 @@ case "lines", "utf8lines":
         done.raise()
     }
     done.wait()
+case "rawc-lines", "rawc-lines-owned":
+    // The C splitters of the lines() benchmark over the same `count` chunks (per line = per item / 819.2).
+    let contiguous = lineChunks().flatMap { $0 }
+    var lines: UInt64 = 0, bytes: UInt64 = 0
+    _ = contiguous.withUnsafeBufferPointer { all in
+        mode == "rawc-lines"
+            ? rawc_split_lines(all.baseAddress, 5, 65_536, Int64(count), &lines, &bytes)
+            : rawc_split_lines_owned(all.baseAddress, 5, 65_536, Int64(count), &lines, &bytes)
+    }
+    if lines == 42 { print(bytes) }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, utf8lines")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, utf8lines, rawc-lines, rawc-lines-owned")
 }
 loop.shutdown()
 
