@@ -186,10 +186,10 @@ extension Array: FramedOutput where Element == UInt8 {
     /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
     /// array of the exact size.
     ///
-    /// `spare` is the piece sent before: when the subscriber let it go, `removeAll(keepingCapacity:)`
-    /// finds the storage unique and the piece is written in place, with no allocation; when the
-    /// subscriber kept it, copy-on-write gives the piece storage of its own (one allocation, as
-    /// without `spare`), and the kept line is never touched.
+    /// `spare` is the piece sent before: when the subscriber let it go, `replaceSubrange` finds the
+    /// storage unique and writes the piece in place, with no allocation; when the subscriber kept
+    /// it, copy-on-write gives the piece storage of its own (one allocation, as without `spare`,
+    /// plus a copy of the kept bytes that the piece then overwrites), and the kept line is never touched.
     @inline(__always)
     init(framed: FramedBytes, reusing spare: inout [UInt8]?) {
         switch framed {
