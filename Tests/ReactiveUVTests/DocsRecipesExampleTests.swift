@@ -8,37 +8,11 @@ import XCTest
 // compiler checks and the tests below run.
 
 // DOCS-LINES-BEGIN
-/// A line longer than the server accepts.
-struct LineTooLong: Error, CustomStringConvertible {
-    let limit: Int
-    var description: String { "a line longer than \(limit) bytes" }
-}
-
-/// Splits a byte stream into lines (without their "\n"). A line longer than `limit` fails the
-/// signal, so a client that never sends a newline cannot take the server's memory.
-func lines(of bytes: Signal<[UInt8]>, limit: Int = 64 * 1024) -> Signal<String> {
-    bytes
-        .scan((rest: [UInt8](), lines: [String]())) { state, chunk in
-            let pending = state.rest + chunk
-            var lines: [String] = []
-            var start = pending.startIndex
-            while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                lines.append(String(decoding: pending[start..<newline], as: UTF8.self))
-                start = newline + 1
-            }
-            return (Array(pending[start...]), lines)
-        }
-        .tryMap { state in
-            guard state.rest.count <= limit else { throw LineTooLong(limit: limit) }
-            return state.lines
-        }
-        .flatMap { Signal<String>.from($0) }
-}
-
-/// Serves one client: each line comes back upper-cased. A client silent for `idle` or sending
-/// a line too long is closed (what is queued is sent first); one that reset is dropped.
-func serveLines(on connection: TCPConnection, idle: Duration = .seconds(30)) {
-    _ = lines(of: connection.bytes)
+/// Serves one client: each line comes back upper-cased. A client silent for `idle` or sending a
+/// line longer than `maxLineLength` bytes is closed (what is queued is sent first); one that reset is dropped.
+func serveLines(on connection: TCPConnection, idle: Duration = .seconds(30), maxLineLength: Int = 64 * 1024) {
+    _ = connection.bytes
+        .utf8Lines(maxLength: maxLineLength)
         .timeout(idle: idle)
         .subscribe(next: { line in connection.send(Array((line.uppercased() + "\n").utf8)) },
                    error: { error in
@@ -81,7 +55,7 @@ final class DocsRecipesExampleTests: XCTestCase {
     private static let recipes = "Sources/ReactiveUV/ReactiveUV.docc/Recipes.md"
 
     func testTheRecipesAreThisCode() throws {
-        try assertDocumentBlock(Self.recipes, containing: "func lines(of bytes:", matches: "DOCS-LINES")
+        try assertDocumentBlock(Self.recipes, containing: "func serveLines(on connection:", matches: "DOCS-LINES")
         try assertDocumentBlock(Self.recipes, containing: "func connectWhenReady(", matches: "DOCS-RETRY")
         try assertDocumentBlock(Self.recipes, containing: "func follow(", matches: "DOCS-TAIL")
         try assertDocumentBlock(Self.recipes, containing: "unixSignals([SIGINT, SIGTERM])", matches: "DOCS-SHUTDOWN")
@@ -162,14 +136,23 @@ final class DocsRecipesExampleTests: XCTestCase {
         // DOCS-HARNESS-END
     }
 
-    /// Lines split across chunks are joined, several in one chunk are sent in order, and a
-    /// partial line past the limit fails the signal with `LineTooLong`.
-    func testLinesSplitsJoinsAndLimits() throws {
-        let chunks: [[UInt8]] = [Array("hel".utf8), Array("lo\nwor".utf8), Array("ld\na\nb".utf8)]
-        XCTAssertEqual(try lines(of: Signal.from(chunks)).collect().first(timeout: .seconds(10)), ["hello", "world", "a"])
-        XCTAssertThrowsError(try lines(of: Signal.from([Array("12345".utf8)]), limit: 4).first(timeout: .seconds(10))) { error in
-            XCTAssertTrue(error is LineTooLong, "\(error)")
+    /// The line server answers the lines before a line that is too long, then closes (FIN, not RST)
+    /// the client that sent it, without waiting for its newline.
+    func testTheLineServerClosesAClientSendingALineTooLong() throws {
+        let report = LoopHarness.run { harness in
+            let server = try harness.record(TCPServer.serve(port: 0).doNext { event in
+                if case .accepted(let connection) = event { serveLines(on: connection, maxLineLength: 8) }
+            })
+            guard case .listening(let address)? = try server.waitForValues(1).first else { return XCTFail("no listening event") }
+            let client = try BlockingClient(port: address.port)
+            defer { client.close() }
+            try client.sendAll(Array("hel".utf8))
+            try client.sendAll(Array("lo\r\nthis line never ends".utf8))
+            let (answer, end) = client.receiveUntilEnd()
+            XCTAssertEqual(answer, Array("HELLO\n".utf8), "the line before the long one is answered, joined across chunks, CRLF removed")
+            XCTAssertEqual(end, .endOfFile, "a client sending a line too long is closed gracefully")
         }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 
     /// The line server answers line by line and closes (FIN, not RST) a client that went quiet.

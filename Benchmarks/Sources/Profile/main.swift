@@ -186,10 +186,63 @@ case "timers":
         }
     }
     countdown.done.wait()
+case "lines", "utf8lines", "lines-kept":
+    // `count` chunks of 64 KiB of 80-byte lines (819.2 lines a chunk) through `lines()` or
+    // `utf8Lines()` to a counting subscriber (`lines-kept`: one that holds each line until the
+    // next), on the loop thread: per line = per item / 819.2.
+    let chunks = lineChunks()
+    let done = Flag()
+    let strings = mode == "utf8lines"
+    let keeps = mode == "lines-kept"
+    loop.execute {
+        let subject = Subject<[UInt8]>()
+        let total = Countdown(0)
+        let kept = KeptLine()
+        let subscription = strings
+            ? subject.utf8Lines().subscribeNext { total.remaining &+= $0.utf8.count }
+            : keeps
+            ? subject.lines().subscribeNext { line in  // holds each line until the next
+                total.remaining &+= line.count
+                kept.line = line
+            }
+            : subject.lines().subscribeNext { total.remaining &+= $0.count }
+        for index in 0..<count { subject.sendNext(chunks[index % chunks.count]) }
+        subject.sendCompleted()
+        subscription.dispose()
+        done.raise()
+    }
+    done.wait()
+case "rawc-lines", "rawc-lines-owned":
+    // The C splitters of the lines() benchmark over the same `count` chunks (per line = per item / 819.2).
+    let contiguous = lineChunks().flatMap { $0 }
+    var lines: UInt64 = 0, bytes: UInt64 = 0
+    _ = contiguous.withUnsafeBufferPointer { all in
+        mode == "rawc-lines"
+            ? rawc_split_lines(all.baseAddress, 5, 65_536, Int64(count), &lines, &bytes)
+            : rawc_split_lines_owned(all.baseAddress, 5, 65_536, Int64(count), &lines, &bytes)
+    }
+    if lines == 42 { print(bytes) }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned")
 }
 loop.shutdown()
+
+/// The line a `lines-kept` subscriber holds (loop thread only).
+final class KeptLine: @unchecked Sendable {
+    // Touched only on the loop thread.
+    var line: [UInt8] = []
+}
+
+/// The benchmark's five 64 KiB chunks of 80-byte lines (79 bytes, then LF), one per phase.
+func lineChunks() -> [[UInt8]] {
+    (0..<5).map { phase in
+        let start = phase * 65_536
+        return (start..<(start + 65_536)).map { position in
+            let column = position % 80
+            return column == 79 ? UInt8(ascii: "\n") : UInt8(ascii: "a") + UInt8((position / 80 + column) % 26)
+        }
+    }
+}
 
 @inline(never)
 func hide<T>(_ value: T) -> T { value }

@@ -2,7 +2,8 @@ import CBaselines
 import Foundation
 import ReactiveUV
 
-/// `lines()` against a hand-written C memchr splitter over the same chunks (issue 16's framing target).
+/// `lines()` against a hand-written C memchr splitter over the same chunks (issue 16's framing target),
+/// and against the same splitter handing out an owned copy of each line, as `lines()` does.
 enum FramingScenarios {
     static let lineLength = 80
     static let chunkSize = 65_536
@@ -21,44 +22,70 @@ enum FramingScenarios {
     }
 
     /// `megabytes` MiB of 80-byte lines through a subject, `lines()` and a counting subscriber, on a loop thread.
-    static func lines(megabytes: Int) -> ScenarioResult {
+    ///
+    /// The five contenders run one after the other in each of `rounds` rounds, and each row is
+    /// the median of its rounds (the range in its detail): on a shared machine one run of a
+    /// 20 ms C loop can land in another engineer's build.
+    static func lines(megabytes: Int, rounds: Int = 5) -> ScenarioResult {
         let chunks = chunks()
         let chunkCount = max(1, megabytes * (1 << 20) / chunkSize)
         let totalBytes = chunkCount * chunkSize
         let bytesBox = UncheckedChunks(chunks)
 
-        let ours = OperatorScenarios.onLoop { () -> LineFigures in
-            run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
-                bytes.lines().subscribeNext { line in
-                    tally.lines += 1
-                    tally.bytes += line.count
+        var figures: [String: [LineFigures]] = [:]
+        for _ in 0..<rounds {
+            figures[Contender.ours, default: []].append(OperatorScenarios.onLoop { () -> LineFigures in
+                run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                    bytes.lines().subscribeNext { line in
+                        tally.lines += 1
+                        tally.bytes += line.count
+                    }
                 }
-            }
-        }
-        let strings = OperatorScenarios.onLoop { () -> LineFigures in
-            run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
-                bytes.utf8Lines().subscribeNext { line in
-                    tally.lines += 1
-                    tally.bytes += line.utf8.count
+            })
+            figures[keptRow, default: []].append(OperatorScenarios.onLoop { () -> LineFigures in
+                run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                    bytes.lines().subscribeNext { line in
+                        tally.lines += 1
+                        tally.bytes += line.count
+                        tally.kept = line  // held until the next line: its storage cannot be reused
+                    }
                 }
-            }
+            })
+            figures[stringsRow, default: []].append(OperatorScenarios.onLoop { () -> LineFigures in
+                run(chunks: bytesBox.value, count: chunkCount) { bytes, tally in
+                    bytes.utf8Lines().subscribeNext { line in
+                        tally.lines += 1
+                        tally.bytes += line.utf8.count
+                    }
+                }
+            })
+            figures[Contender.rawCSplitter, default: []].append(cBaseline(chunks: chunks, count: chunkCount, ownedCopies: false))
+            figures[Contender.rawCSplitterOwned, default: []].append(cBaseline(chunks: chunks, count: chunkCount, ownedCopies: true))
         }
-        let c = cBaseline(chunks: chunks, count: chunkCount)
-        let oursRate = Double(totalBytes) / ours.seconds / 1e9
-        let stringsRate = Double(totalBytes) / strings.seconds / 1e9
-        let cRate = Double(totalBytes) / c.seconds / 1e9
-        let agree = ours.lines == c.lines && ours.lineBytes == c.lineBytes && strings.lines == c.lines
-        let checks = agree ? "line and byte counts agree" : "COUNTS DIFFER (ours \(ours.lines)/\(ours.lineBytes), C \(c.lines)/\(c.lineBytes))"
+        let reference = figures[Contender.rawCSplitter]![0]
+        let disagreeing = figures.filter { $0.value.contains { $0.lines != reference.lines || $0.lineBytes != reference.lineBytes } }.keys
+        let checks = disagreeing.isEmpty ? "line and byte counts agree" : "COUNTS DIFFER (\(disagreeing.sorted().joined(separator: ", ")))"
+        func row(_ contender: String, _ detail: String) -> Measurement {
+            let rates = figures[contender]!.map { Double(totalBytes) / $0.seconds / 1e9 }
+            return Measurement(contender, median(rates), detail: "\(detail) (runs \(format(rates.min()!))–\(format(rates.max()!)))",
+                               allocationsPerOperation: figures[contender]![0].allocationsPerLine)
+        }
         return ScenarioResult(
             name: "lines() over 80-byte lines",
-            workload: "\(totalBytes >> 20) MiB in \(chunkCount) chunks of 64 KiB, \(c.lines) lines; subject → lines() → count (ours on a loop thread)",
+            workload: "\(totalBytes >> 20) MiB in \(chunkCount) chunks of 64 KiB, \(reference.lines) lines; subject → lines() → count "
+                + "(ours on a loop thread); median of \(rounds) rounds",
             unit: "GB/s", higherIsBetter: true, target: (Contender.rawCSplitter, 0.5),
             measurements: [
-                Measurement(Contender.ours, oursRate, detail: "[UInt8] lines; \(checks)", allocationsPerOperation: ours.allocationsPerLine),
-                Measurement("utf8Lines()", stringsRate, detail: "String lines", allocationsPerOperation: strings.allocationsPerLine),
-                Measurement(Contender.rawCSplitter, cRate, detail: "memchr, lines counted, nothing copied", allocationsPerOperation: 0),
+                row(Contender.ours, "[UInt8] lines, each let go by the subscriber; \(checks)"),
+                row(keptRow, "the subscriber holds each line until the next"),
+                row(stringsRow, "String lines"),
+                row(Contender.rawCSplitter, "memchr, lines counted, nothing copied"),
+                row(Contender.rawCSplitterOwned, "memchr, each line an owned copy: malloc, memcpy, free"),
             ])
     }
+
+    private static let keptRow = "lines() kept"
+    private static let stringsRow = "utf8Lines()"
 
     /// Sends the chunks into a subject that `subscribe` splits and counts into the tally.
     private static func run(chunks: [[UInt8]], count: Int,
@@ -77,13 +104,18 @@ enum FramingScenarios {
                            allocationsPerLine: Double(allocations) / Double(max(1, tally.lines)))
     }
 
-    private static func cBaseline(chunks: [[UInt8]], count: Int) -> LineFigures {
+    private static func cBaseline(chunks: [[UInt8]], count: Int, ownedCopies: Bool) -> LineFigures {
         var lines: UInt64 = 0, bytes: UInt64 = 0
         let contiguous = chunks.flatMap { $0 }
-        let elapsed = contiguous.withUnsafeBufferPointer { all in
-            rawc_split_lines(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+        let (elapsed, allocations) = countingAllocations {
+            contiguous.withUnsafeBufferPointer { all in
+                ownedCopies
+                    ? rawc_split_lines_owned(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+                    : rawc_split_lines(all.baseAddress, Int32(chunks.count), chunkSize, Int64(count), &lines, &bytes)
+            }
         }
-        return LineFigures(seconds: Double(elapsed) / 1e9, lines: Int(lines), lineBytes: Int(bytes), allocationsPerLine: 0)
+        return LineFigures(seconds: Double(elapsed) / 1e9, lines: Int(lines), lineBytes: Int(bytes),
+                           allocationsPerLine: Double(allocations) / Double(max(1, lines)))
     }
 
     private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
@@ -101,6 +133,7 @@ final class LineTally: @unchecked Sendable {
     // Written on the loop thread and read there after the run.
     var lines = 0
     var bytes = 0
+    var kept: [UInt8] = []
 }
 
 /// The pre-built chunks, handed to the loop thread (read only there while the run lasts).

@@ -62,6 +62,7 @@ enum Contender {
     static let closures = "closure chain"
     static let condvar = "condvar floor"
     static let rawCSplitter = "C memchr"
+    static let rawCSplitterOwned = "C memchr+copy"
 }
 
 func format(_ value: Double) -> String {

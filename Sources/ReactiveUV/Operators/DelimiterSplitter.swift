@@ -34,7 +34,11 @@ enum FramerStep<Output> {
 /// (re-entrantly) finds the framer ready to go on where it stopped.
 protocol ByteFramer {
     /// The next piece in `chunk` from `offset` (moved past what was used), or `.needMore` once the chunk is used up.
-    mutating func next<Output: FramedOutput>(in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int) -> FramerStep<Output>
+    ///
+    /// A piece is made with `Output(framed:reusing:)`, which may take `spare`'s storage.
+    mutating func next<Output: FramedOutput>(
+        in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int, reusing spare: inout Output?
+    ) -> FramerStep<Output>
     /// The source completed: the last piece (nil when there is none), or why the stream cannot end well.
     mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError>
     /// Frees the buffered bytes (the stream ended, or failed).
@@ -53,6 +57,8 @@ struct DelimiterSplitter: ByteFramer {
     private let separator: [UInt8]
     /// The separator's first byte (what `memchr` looks for).
     private let separatorHead: UInt8
+    /// `separator.count`, kept so the per-piece path reads no array header.
+    private let separatorWidth: Int
     /// The longest piece sent.
     private let maxLength: Int
     /// Whether a CR at the end of a piece is removed (`lines`: CRLF ends a line too).
@@ -71,44 +77,49 @@ struct DelimiterSplitter: ByteFramer {
         precondition(!separator.isEmpty && maxLength > 0, "checked by the operator")
         self.separator = separator
         self.separatorHead = separator[0]
+        self.separatorWidth = separator.count
         self.maxLength = maxLength
         self.dropsCarriageReturn = dropsCarriageReturn
         let slack = separator.count - 1 + (dropsCarriageReturn ? 1 : 0)
         self.pendingLimit = maxLength > Int.max - slack ? Int.max : maxLength + slack
     }
 
-    mutating func next<Output: FramedOutput>(in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int) -> FramerStep<Output> {
+    @inline(__always)  // into the driver's loop: the per-piece path is a few instructions around `memchr`
+    mutating func next<Output: FramedOutput>(
+        in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int, reusing spare: inout Output?
+    ) -> FramerStep<Output> {
         guard let base = chunk.baseAddress, offset < chunk.count else { return .needMore }
         let count = chunk.count
-        if !pending.isEmpty {
-            // The piece begun in an earlier chunk ends here, or the rest of the chunk joins it.
-            if let taken = separatorStraddling(into: chunk, at: offset) {
-                pending.removeLast(separator.count - taken)
-                offset += taken
-                return takePending()
-            }
+        if _fastPath(pending.isEmpty) {
+            // The common case: a piece that lies wholly inside the chunk, made straight from it.
             if let end = findSeparator(base, from: offset, count: count) {
-                if pending.count > pendingLimit - (end - offset) { return .failed(.lineTooLong(limit: maxLength)) }
-                pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: end - offset))
-                offset = end + separator.count
-                return takePending()
+                let start = offset
+                var length = end - start
+                if dropsCarriageReturn && length > 0 && base[end - 1] == UInt8(ascii: "\r") { length -= 1 }
+                if length > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
+                offset = end + separatorWidth
+                return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: &spare))
             }
-            if pending.count > pendingLimit - (count - offset) { return .failed(.lineTooLong(limit: maxLength)) }
-            pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: count - offset))
+            let rest = count - offset
+            if rest > pendingLimit { return .failed(.lineTooLong(limit: maxLength)) }
+            pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: rest))
             offset = count
             return .needMore
         }
-        if let end = findSeparator(base, from: offset, count: count) {
-            let start = offset
-            var length = end - start
-            if dropsCarriageReturn && length > 0 && base[end - 1] == UInt8(ascii: "\r") { length -= 1 }
-            if length > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
-            offset = end + separator.count
-            return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length))))
+        // The piece begun in an earlier chunk ends here, or the rest of the chunk joins it.
+        if let taken = separatorStraddling(into: chunk, at: offset) {
+            pending.removeLast(separatorWidth - taken)
+            offset += taken
+            return takePending(reusing: &spare)
         }
-        let rest = count - offset
-        if rest > pendingLimit { return .failed(.lineTooLong(limit: maxLength)) }
-        pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: rest))
+        if let end = findSeparator(base, from: offset, count: count) {
+            if pending.count > pendingLimit - (end - offset) { return .failed(.lineTooLong(limit: maxLength)) }
+            pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: end - offset))
+            offset = end + separatorWidth
+            return takePending(reusing: &spare)
+        }
+        if pending.count > pendingLimit - (count - offset) { return .failed(.lineTooLong(limit: maxLength)) }
+        pending.append(contentsOf: UnsafeBufferPointer(start: base + offset, count: count - offset))
         offset = count
         return .needMore
     }
@@ -116,7 +127,8 @@ struct DelimiterSplitter: ByteFramer {
     mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError> {
         // A last piece without its separator is still a piece (a file's last line without "\n").
         if pending.isEmpty { return .success(nil) }
-        switch takePending() as FramerStep<Output> {
+        var noSpare: Output?
+        switch takePending(reusing: &noSpare) {
         case .piece(let piece): return .success(piece)
         case .failed(let error): return .failure(error)
         case .needMore: return .success(nil)
@@ -128,31 +140,41 @@ struct DelimiterSplitter: ByteFramer {
     }
 
     /// `pending` as one piece (after dropping its CR, if asked); `pending` is empty after.
-    private mutating func takePending<Output: FramedOutput>() -> FramerStep<Output> {
+    private mutating func takePending<Output: FramedOutput>(reusing spare: inout Output?) -> FramerStep<Output> {
         if dropsCarriageReturn && pending.last == UInt8(ascii: "\r") { pending.removeLast() }
         if pending.count > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
-        let piece = pending.withUnsafeBufferPointer { Output(framed: .borrowed($0)) }
+        let piece = pending.withUnsafeBufferPointer { Output(framed: .borrowed($0), reusing: &spare) }
         pending.removeAll(keepingCapacity: pending.capacity <= DelimiterSplitter.keptCapacity)
         return .piece(piece)
     }
 
     /// The offset of the first separator in `base[from..<count]`, if one lies wholly inside it.
-    private func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
-        var position = from
-        while position < count {
-            guard let found = memchr(base + position, Int32(separatorHead), count - position) else { return nil }
-            let offset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
-            if separator.count == 1 { return offset }
-            if offset + separator.count > count { return nil }  // its end is in the next chunk: `pending` keeps it
+    ///
+    /// `mutating` although it changes nothing: inlined into `next`, a non-mutating call would
+    /// copy the whole struct to the stack for every piece.
+    @inline(__always)
+    private mutating func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
+        guard let found = memchr(base + from, Int32(separatorHead), count - from) else { return nil }
+        let offset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+        if _fastPath(separatorWidth == 1) { return offset }
+        return findWideSeparator(base, at: offset, count: count)
+    }
+
+    /// `findSeparator` for a separator of several bytes, from `offset`, where its first byte is.
+    private func findWideSeparator(_ base: UnsafePointer<UInt8>, at first: Int, count: Int) -> Int? {
+        var offset = first
+        while true {
+            if offset + separatorWidth > count { return nil }  // its end is in the next chunk: `pending` keeps it
             var matches = true
-            for index in 1..<separator.count where base[offset + index] != separator[index] {
+            for index in 1..<separatorWidth where base[offset + index] != separator[index] {
                 matches = false
                 break
             }
             if matches { return offset }
-            position = offset + 1
+            let position = offset + 1
+            guard let found = memchr(base + position, Int32(separatorHead), count - position) else { return nil }
+            offset = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
         }
-        return nil
     }
 
     /// For a separator of several bytes: how many of its bytes open `chunk` (from `offset`) when the
@@ -161,7 +183,7 @@ struct DelimiterSplitter: ByteFramer {
     /// `pending` holds no whole separator (it would have ended a piece), so a separator that
     /// starts in it comes before any that lies in the chunk.
     private func separatorStraddling(into chunk: UnsafeBufferPointer<UInt8>, at offset: Int) -> Int? {
-        let width = separator.count
+        let width = separatorWidth
         guard width > 1 else { return nil }
         // `inPending` bytes of the separator end `pending`; the other `width - inPending` open the chunk.
         for inPending in stride(from: min(width - 1, pending.count), through: 1, by: -1) {

@@ -11,13 +11,15 @@
 ///     .utf8Lines()
 /// ```
 ///
-/// All are fused (`lift`): one piece of state per subscription on its home
+/// All are fused (`fuse`): one piece of state per subscription on its home
 /// thread, no lock, and the source's subscription is the operator's, so
 /// disposal reaches the source and a source that can pause (a TCP
 /// connection) can still be paused by the consumer (`values`). The work is in
 /// a framer per operator (`DelimiterSplitter`, `LengthPrefixDecoder`) that
-/// `FramingDriver` feeds; a piece that lies inside one chunk costs one
-/// allocation, the piece's own (none for a `String` line of up to 15 bytes).
+/// `FramingDriver` feeds; a piece that lies inside one chunk costs at most one
+/// allocation, the piece's own: none for a `String` line of up to 15 bytes, and
+/// none for a `[UInt8]` piece written into the storage of the one sent before,
+/// which the subscriber let go of.
 ///
 /// Every operator bounds its memory: a piece longer than `maxLength` ends the
 /// signal with a `FramingError` as soon as the bytes prove it, and the source is
@@ -47,6 +49,10 @@ extension Signal where Value == [UInt8] {
     /// arrived without an LF, and disposes the source: a peer that never sends
     /// a newline costs at most about `maxLength` bytes. The lines before it are
     /// sent. Lines are bytes: use `utf8Lines(maxLength:)` for `String`s.
+    ///
+    /// Each line is an array of its own; a subscriber that lets go of a line
+    /// (does not keep it past its `next`) lets the next line of about its
+    /// length reuse its storage, so such a pipeline allocates nothing per line.
     ///
     /// RAC, Rx, Combine: none (Foundation: `AsyncSequence.lines`; NIO: `LineBasedFrameDecoder`).
     ///
@@ -137,10 +143,11 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: "Signal.frames(lengthPrefix:maxLength:)")
         }
-        return lift { downstream, subscription in
-            let driver = FramingDriver<LengthPrefixDecoder, [UInt8]>(
-                LengthPrefixDecoder(prefix: lengthPrefix, maxLength: maxLength), downstream: downstream, subscription: subscription)
-            return { event in driver.receive(event) }
+        return fuse { downstream, downstreamNext, subscription in
+            FramingDriver<LengthPrefixDecoder, [UInt8]>(
+                LengthPrefixDecoder(prefix: lengthPrefix, maxLength: maxLength),
+                downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+            ).observer(valueShortcut: downstreamNext != nil)
         }.debugNamed("[\(name)] -frames: \(lengthPrefix) maxLength: \(maxLength)")
     }
 
@@ -151,30 +158,65 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: operation)
         }
-        return lift { downstream, subscription in
+        return fuse { downstream, downstreamNext, subscription in
             let splitter = DelimiterSplitter(separator: separator, maxLength: maxLength, dropsCarriageReturn: dropsCarriageReturn)
-            let driver = FramingDriver<DelimiterSplitter, Output>(splitter, downstream: downstream, subscription: subscription)
-            return { event in driver.receive(event) }
+            return FramingDriver<DelimiterSplitter, Output>(
+                splitter, downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+            ).observer(valueShortcut: downstreamNext != nil)
         }
     }
 }
 
 /// What a framing operator sends: made from the bytes of one piece.
 protocol FramedOutput: Sendable {
-    init(framed: FramedBytes)
+    /// Whether the driver keeps this piece, once sent, for the next piece to reuse (`spare`): only
+    /// small ones, so an idle subscription holds at most a few KiB (a 1 MiB frame is let go at once).
+    var isWorthKeeping: Bool { get }
+    /// The piece made of `framed`; it may take `spare`'s storage (leaving `spare` nil) when no one else holds it.
+    init(framed: FramedBytes, reusing spare: inout Self?)
 }
 
 extension Array: FramedOutput where Element == UInt8 {
-    init(framed: FramedBytes) {
+    /// The most storage a spare piece holds: as `DelimiterSplitter`'s pending buffer keeps.
+    static var keptCapacity: Int { 4_096 }
+
+    var isWorthKeeping: Bool { capacity <= Self.keptCapacity }
+
+    /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
+    /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
+    /// array of the exact size.
+    ///
+    /// `spare` is the piece sent before: when the subscriber let it go, `replaceSubrange` finds the
+    /// storage unique and writes the piece in place, with no allocation; when the subscriber kept
+    /// it, copy-on-write gives the piece storage of its own (one allocation, as without `spare`,
+    /// plus a copy of the kept bytes that the piece then overwrites), and the kept line is never touched.
+    @inline(__always)
+    init(framed: FramedBytes, reusing spare: inout [UInt8]?) {
         switch framed {
-        case .borrowed(let bytes): self.init(bytes)
-        case .owned(let bytes): self = bytes
+        case .owned(let bytes):
+            self = bytes
+        case .borrowed(let bytes):
+            let count = bytes.count
+            if let capacity = spare?.capacity, count <= capacity, capacity - count <= 16 + count / 8, var storage = spare.take() {
+                storage.replaceSubrange(0..<storage.count, with: bytes)
+                self = storage
+                return
+            }
+            self.init(unsafeUninitializedCapacity: count) { buffer, initialized in
+                if let source = bytes.baseAddress, let target = buffer.baseAddress {
+                    target.initialize(from: source, count: count)
+                }
+                initialized = count
+            }
         }
     }
 }
 
 extension String: FramedOutput {
-    init(framed: FramedBytes) {
+    /// Never: a `String`'s storage cannot be written in place.
+    var isWorthKeeping: Bool { false }
+
+    init(framed: FramedBytes, reusing spare: inout String?) {
         switch framed {
         case .borrowed(let bytes): self.init(decoding: bytes, as: UTF8.self)
         case .owned(let bytes): self.init(decoding: bytes, as: UTF8.self)
@@ -201,17 +243,29 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     /// The chunk being cut, and how far.
     @exclusivity(unchecked) private var current: [UInt8]?
     @exclusivity(unchecked) private var offset = 0
+    /// The piece sent last, whose storage the next piece may reuse (`FramedOutput.isWorthKeeping`).
+    @exclusivity(unchecked) private var spare: Output?
     /// Events that arrived while a chunk was being cut.
     @exclusivity(unchecked) private var queued = RingBuffer<Event<[UInt8]>>()
     /// A terminal event went out (or is going out), or the subscription was disposed meanwhile.
     @exclusivity(unchecked) private var isDone = false
     private let downstream: (Event<Output>) -> Void
+    /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
+    private let downstreamNext: ((Output) -> Void)?
     private let subscription: Subscription
 
-    init(_ framer: Framer, downstream: @escaping (Event<Output>) -> Void, subscription: Subscription) {
+    init(_ framer: Framer, downstream: @escaping (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?,
+         subscription: Subscription) {
         self.framer = framer
         self.downstream = downstream
+        self.downstreamNext = downstreamNext
         self.subscription = subscription
+    }
+
+    /// The operator's observer: every event through `receive`, and chunks through `receiveNext` too
+    /// when the downstream has a value shortcut (`fuse`'s rule: a shortcut only when given one).
+    func observer(valueShortcut: Bool) -> ClosureObserver<[UInt8]> {
+        ClosureObserver(event: { event in self.receive(event) }, next: valueShortcut ? { chunk in self.receiveNext(chunk) } : nil)
     }
 
     func receive(_ event: Event<[UInt8]>) {
@@ -225,23 +279,39 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         drain()
     }
 
+    /// `receive(.next(chunk))`.
+    func receiveNext(_ chunk: [UInt8]) {
+        if isDone { return }
+        if current == nil && queued.isEmpty {
+            current = chunk
+            offset = 0
+        } else {
+            queued.append(.next(chunk))
+        }
+        drain()
+    }
+
     /// Cuts the current chunk, then each queued event, until nothing is left or the stream ended.
     private func drain() {
         while !isDone {
             if let chunk = current {
                 // One retain of the chunk and of the downstream per chunk, not per piece.
                 let downstream = self.downstream
+                let downstreamNext = self.downstreamNext
                 chunk.withUnsafeBufferPointer { bytes in
                     while true {
-                        switch framer.next(in: bytes, at: &offset) as FramerStep<Output> {
+                        switch framer.next(in: bytes, at: &offset, reusing: &spare) {
                         case .piece(let piece):
-                            downstream(.next(piece))
+                            // `next?(piece)`, not `if let`: binding the closure would retain and release it per piece.
+                            if downstreamNext != nil { downstreamNext?(piece) } else { downstream(.next(piece)) }
                             if subscription.isDisposed {
                                 end(nil)
                                 return
                             }
                             // A nested call (an event sent from inside that delivery) cut the rest.
                             if isDone || current == nil { return }
+                            // Kept for the next piece: unique again unless the subscriber kept this one.
+                            spare = piece.isWorthKeeping ? consume piece : nil
                         case .needMore:
                             current = nil
                             return
@@ -278,6 +348,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private func end(_ terminal: Event<Output>?) {
         isDone = true
         current = nil
+        spare = nil
         framer.releaseBuffer()
         queued.removeAll()
         if let terminal { downstream(terminal) }

@@ -26,7 +26,9 @@ struct LengthPrefixDecoder: ByteFramer {
         self.maxLength = maxLength
     }
 
-    mutating func next<Output: FramedOutput>(in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int) -> FramerStep<Output> {
+    mutating func next<Output: FramedOutput>(
+        in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int, reusing spare: inout Output?
+    ) -> FramerStep<Output> {
         guard let base = chunk.baseAddress else { return .needMore }
         let count = chunk.count
         while true {
@@ -48,7 +50,7 @@ struct LengthPrefixDecoder: ByteFramer {
                     state = .prefix(have: 0, accumulated: 0)
                     let start = offset
                     offset += length
-                    return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length))))
+                    return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: &spare))
                 }
                 state = .payload(length: length)
                 payload.reserveCapacity(length)
@@ -61,7 +63,7 @@ struct LengthPrefixDecoder: ByteFramer {
                     let frame = payload
                     payload = []
                     state = .prefix(have: 0, accumulated: 0)
-                    return .piece(Output(framed: .owned(frame)))
+                    return .piece(Output(framed: .owned(frame), reusing: &spare))
                 }
             }
         }

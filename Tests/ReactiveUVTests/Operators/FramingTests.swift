@@ -182,6 +182,48 @@ final class FramingTests: XCTestCase {
         XCTAssertEqual(cut.current, 2, "lines were cut after take(2) completed")
     }
 
+    /// A piece's storage may be reused for the next piece once the subscriber let it go (no
+    /// allocation per line), never while the subscriber holds it: every line and frame it kept,
+    /// whether the one before was kept or let go, still reads as it was sent when the stream ends.
+    func testPiecesTheSubscriberKeepsAreNeverOverwrittenByLaterOnes() throws {
+        // Lengths 60 to 66: each fits the storage of the one before, so reuse is tried for every piece.
+        let texts = (0..<300).map { index in
+            String(repeating: String(UnicodeScalar(UInt8(ascii: "a") + UInt8(index % 26))), count: 60 + index % 7)
+        }
+        let lineStream = Array(texts.map { $0 + "\n" }.joined().utf8)
+        let frameStream = try texts.flatMap { try LengthPrefix.uint16BigEndian.frame(Array($0.utf8)) }
+        let cases: [(String, [UInt8], (Signal<[UInt8]>) -> Signal<[UInt8]>)] = [
+            ("lines", lineStream, { $0.lines() }),
+            ("frames", frameStream, { $0.frames(lengthPrefix: .uint16BigEndian) }),
+        ]
+        for (name, bytes, apply) in cases {
+            // Chunks of 1,000 bytes: pieces inside one chunk and pieces across two.
+            let chunks = stride(from: 0, to: bytes.count, by: 1_000).map { Array(bytes[$0..<min($0 + 1_000, bytes.count)]) }
+            let source = Signal<[UInt8]> { subscriber in
+                for chunk in chunks { subscriber.sendNext(chunk) }
+                subscriber.sendCompleted()
+                return nil
+            }
+            let kept = Locked<[(index: Int, piece: [UInt8])]>([])
+            let received = Locked(0)
+            let test = TestScheduler()
+            let subscription = test.performAsCurrent {
+                apply(source).subscribeNext { piece in
+                    let index = received.withLock { count in
+                        count += 1
+                        return count - 1
+                    }
+                    if index % 3 == 0 { kept.withLock { $0.append((index, piece)) } }  // one in three kept, two let go
+                }
+            }
+            XCTAssertEqual(received.current, texts.count, name)
+            XCTAssertEqual(kept.current.count, texts.count / 3, name)
+            let changed = kept.current.filter { $0.piece != Array(texts[$0.index].utf8) }
+            XCTAssertEqual(changed.map(\.index), [], "\(name): pieces kept by the subscriber were changed by later ones")
+            subscription.dispose()
+        }
+    }
+
     // MARK: split
 
     func testSplitAtOneByteKeepsEmptyPieces() {

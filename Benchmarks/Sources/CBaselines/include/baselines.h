@@ -76,6 +76,11 @@ int rawc_fs_event_latency(const char *directory, const char *file, int count, ui
 uint64_t rawc_split_lines(const uint8_t *chunks, int chunk_kinds, size_t chunk_size, int64_t chunk_count,
                           uint64_t *lines, uint64_t *line_bytes);
 
+/* The same cut, each line handed out as an owned copy (malloc of its size, memcpy, then a consumer
+ * called through a function pointer counts and frees it), as `lines()` hands out a [UInt8]. Returns ns. */
+uint64_t rawc_split_lines_owned(const uint8_t *chunks, int chunk_kinds, size_t chunk_size, int64_t chunk_count,
+                                uint64_t *lines, uint64_t *line_bytes);
+
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 
