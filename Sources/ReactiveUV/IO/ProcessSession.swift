@@ -36,7 +36,13 @@ struct SpawnRequest: Sendable {
                            message: "\(what) contains a NUL byte, where a C string would end", context: context)
         }
         for (index, choice) in stdio.enumerated() {
-            guard case .descriptor(let descriptor) = choice else { continue }
+            let descriptor: Int32
+            switch choice {
+            case .descriptor(let given): descriptor = given
+            case .inherit: descriptor = Int32(index)
+            case .pipe, .ignore: continue
+            }
+            // The child would fail in its dup2 after the fork; say which descriptor here instead.
             if descriptor < 0 || fcntl(descriptor, F_GETFD) == -1 {
                 return UVError(code: UV_EBADF.rawValue,
                                message: "descriptor \(descriptor) for the child's \(ChildPipe.Role(index).name) is not open in this process",
