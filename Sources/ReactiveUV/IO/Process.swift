@@ -145,9 +145,9 @@ public enum ChildProcess {
     ///   write queue, backpressure and limits), `.inherit`, `.ignore` or
     ///   `.descriptor(fd)`.
     /// - The signal completes once the child has exited and every output pipe
-    ///   reached EOF: read them (`bytes`) to the end, or choose `.ignore` or
-    ///   `.inherit` for output you do not want (a pipe nobody reads fills, and
-    ///   the child then waits). A grandchild that keeps a pipe open keeps the
+    ///   reached EOF: read them (`bytes`) to the end or `close()` them, or
+    ///   choose `.ignore` or `.inherit` for output you do not want (a pipe
+    ///   nobody reads fills, and the child then waits). A grandchild that keeps a pipe open keeps the
     ///   signal open. On completion the standard input pipe closes.
     /// - It fails with a `UVError` when the program cannot be started
     ///   (`ENOENT`, `EACCES`), a `.descriptor` is not open (`EBADF`), or an

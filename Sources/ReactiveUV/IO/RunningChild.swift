@@ -98,12 +98,12 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
     /// gone: once the child has exited the result fails with `ESRCH` and
     /// nothing is sent. A number outside 1...64 fails with `EINVAL`.
     ///
-    /// - Parameter signal: The signal number (`SIGTERM`, `SIGKILL`, `SIGUSR1`, ...).
+    /// - Parameter signal: The signal number (`SIGTERM`, `SIGKILL`, `SIGUSR1`, ...); 15 (`SIGTERM`) by default.
     /// - Returns: A signal (replayed) that completes once the signal was sent, or fails; sending starts now.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func kill(signal: Int32 = SIGTERM) -> Signal<Void> {
+    public func kill(signal: Int32 = 15) -> Signal<Void> {
         send(signal, toGroup: false, what: "kill")
     }
 
@@ -115,12 +115,12 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
     /// processes of its group remain (the group's id stays theirs); once none
     /// is left it fails with `ESRCH`. A number outside 1...64 fails with `EINVAL`.
     ///
-    /// - Parameter signal: The signal number.
+    /// - Parameter signal: The signal number; 15 (`SIGTERM`) by default.
     /// - Returns: A signal (replayed) that completes once the signal was sent, or fails; sending starts now.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
-    public func killGroup(signal: Int32 = SIGTERM) -> Signal<Void> {
+    public func killGroup(signal: Int32 = 15) -> Signal<Void> {
         send(signal, toGroup: true, what: "killGroup")
     }
 
