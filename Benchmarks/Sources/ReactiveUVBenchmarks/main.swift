@@ -32,6 +32,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.pump(total: (4 << 30) / UInt64(scale)) })] }),
     ("Unix-socket pump", { [IOScenarios.unixPump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.unixPump(path: $0, total: (4 << 30) / UInt64(scale)) })] }),
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
+    ("spawn rate", { [ProcessScenarios.spawnRate(count: 2000 / scale, rounds: quick ? 3 : 5)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

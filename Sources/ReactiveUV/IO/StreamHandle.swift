@@ -10,6 +10,13 @@ import Musl
 protocol StreamHandleOwner: AnyObject {
     /// Called on the loop thread once, right after the stream started closing.
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason)
+    /// Called on the loop thread after EOF was read and the reader completed (the stream stays open).
+    func streamDidReadEndOfFile(_ stream: StreamHandle)
+}
+
+extension StreamHandleOwner {
+    /// Sockets stay half-open at EOF (see `StreamConnection`): nothing to do by default.
+    func streamDidReadEndOfFile(_ stream: StreamHandle) {}
 }
 
 /// The stream core: the `uv_stream_t` behind a `StreamConnection` (a `uv_tcp_t` for
@@ -31,12 +38,15 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         case tcp
         /// A `uv_pipe_t` (a Unix-domain socket).
         case pipe
+        /// A `uv_pipe_t` connected to a child process's standard input, output or error.
+        case childPipe
 
         /// The public type that wraps it, for messages.
         var connectionTypeName: String {
             switch self {
             case .tcp: "TCPConnection"
             case .pipe: "UnixConnection"
+            case .childPipe: "ChildPipe"
             }
         }
     }
@@ -126,6 +136,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         switch transport {
         case .tcp: "tcp connection\(peerDescription == "peer" ? "" : " with \(peerDescription)") \(origin)"
         case .pipe: "unix socket connection on \(peerDescription) \(origin)"
+        case .childPipe: "pipe to the \(peerDescription) \(origin)"
         }
     }
 
@@ -135,7 +146,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     func open() throws(UVError) {
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
-        case .pipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
         }
         didOpen()
     }
@@ -269,6 +280,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             bulkChunk = []
             spareChunk = []
             readers.take()?.sendCompleted()
+            owner?.streamDidReadEndOfFile(self)
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }

@@ -80,6 +80,9 @@ uint64_t rawc_split_lines(const uint8_t *chunks, int chunk_kinds, size_t chunk_s
  * called through a function pointer counts and frees it), as `lines()` hands out a [UInt8]. Returns ns. */
 uint64_t rawc_split_lines_owned(const uint8_t *chunks, int chunk_kinds, size_t chunk_size, int64_t chunk_count,
                                 uint64_t *lines, uint64_t *line_bytes);
+/* Spawn rate: starts `file` (stdio ignored), waits for its exit and closes the handle,
+ * `count` times one after another on a fresh loop. Returns ns (0 on failure). */
+uint64_t rawc_spawn_rate(const char *file, int count);
 
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);

@@ -1,0 +1,86 @@
+import Synchronization
+
+/// One `ChildProcess.run` subscription: `spawn` with its output pipes read into one stream of `ProcessOutput`.
+final class ProcessRun: LoopDisposable, @unchecked Sendable {
+    // Loop thread only (`dispose()` and the flow-control closures run there); `disposedFlag` is atomic.
+    let loop: EventLoop
+    let disposedFlag = Atomic<Bool>(false)
+    private var subscriber: Subscriber<ProcessOutput>?
+    private var spawning: (any Disposable)?
+    /// The pipe readers and the exit's subscription.
+    private var readings: [any Disposable] = []
+    /// The pipe readers' flow controls: the consumer's pause and resume go to both.
+    private var readerControls: [FlowControl] = []
+    private var consumerPaused = false
+
+    init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
+        self.loop = loop
+        self.subscriber = subscriber
+    }
+
+    func start(_ spawn: Signal<RunningChild>, input: [UInt8]?) {
+        // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
+        subscriber?.setFlowControl(pause: { self.setPaused(true) }, resume: { self.setPaused(false) })
+        let subscription = spawn.subscribe(
+            next: { [self] child in started(child, input: input) },
+            error: { [self] error in finish(error) },
+            completed: { [self] in finish(nil) })
+        if subscriber == nil {
+            subscription.dispose()  // it ended (or was disposed) while subscribing
+        } else {
+            spawning = subscription
+        }
+    }
+
+    private func started(_ child: RunningChild, input: [UInt8]?) {
+        subscriber?.sendNext(.started(pid: child.pid))
+        for pipe in [child.standardOutput, child.standardError] {
+            guard let pipe, subscriber != nil else { continue }
+            let isOutput = pipe.role == .standardOutput
+            let reading = pipe.bytes.subscribe(
+                next: { [self] chunk in subscriber?.sendNext(isOutput ? .standardOutput(chunk) : .standardError(chunk)) },
+                error: { [self] error in finish(error) })
+            // Subscribed on the loop thread, which is its home: the reader's flow control is already registered.
+            if let control = (reading as? Subscription)?.flowControl {
+                readerControls.append(control)
+                if consumerPaused { control.pause() }
+            }
+            readings.append(reading)
+        }
+        readings.append(child.exit.subscribeNext { [self] exit in subscriber?.sendNext(.exited(exit)) })
+        if let input, let standardInput = child.standardInput {
+            // A child that exits without reading it all ends the pipe with EPIPE: nothing more to do then.
+            standardInput.send(input)
+            standardInput.close()
+        }
+    }
+
+    private func setPaused(_ paused: Bool) {
+        consumerPaused = paused
+        for control in readerControls {
+            if paused { control.pause() } else { control.resume() }
+        }
+    }
+
+    private func finish(_ error: (any Error)?) {
+        let subscriber = self.subscriber
+        self.subscriber = nil
+        release()
+        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+    }
+
+    private func release() {
+        let readings = self.readings
+        self.readings = []
+        readerControls = []
+        for reading in readings { reading.dispose() }
+        let spawning = self.spawning
+        self.spawning = nil
+        spawning?.dispose()
+    }
+
+    func abandon() {
+        subscriber = nil
+        release()
+    }
+}
