@@ -67,6 +67,14 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         return transfer
     }
 
+    /// Starts reading `descriptor`, already open (a duplicate of standard input): the transfer owns it
+    /// and closes it at the end. Reads start at the descriptor's current offset, as a shell expects.
+    static func startReading(_ transfer: FileTransfer, descriptor: uv_file) -> (any Disposable)? {
+        transfer.file = descriptor
+        transfer.examine()
+        return transfer
+    }
+
     private func open() {
         // O_NONBLOCK: opening a FIFO must not wait for its other end on a pool thread (see `Files`).
         let flags: Int32

@@ -29,14 +29,26 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     enum Transport {
         /// A `uv_tcp_t`.
         case tcp
-        /// A `uv_pipe_t` (a Unix-domain socket).
+        /// A `uv_pipe_t` (a Unix-domain socket, or a pipe or socket opened by descriptor).
         case pipe
+        /// A `uv_tty_t` (a terminal, opened by descriptor with `open(descriptor:)`).
+        case tty
 
         /// The public type that wraps it, for messages.
         var connectionTypeName: String {
             switch self {
             case .tcp: "TCPConnection"
             case .pipe: "UnixConnection"
+            case .tty: "StandardIO"
+            }
+        }
+
+        /// libuv's handle type, for the handle's size.
+        var handleType: uv_handle_type {
+            switch self {
+            case .tcp: UV_TCP
+            case .pipe: UV_NAMED_PIPE
+            case .tty: UV_TTY
             }
         }
     }
@@ -119,13 +131,14 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         self.transport = transport
         self.limits = limits
         self.origin = origin
-        super.init(loop: loop, byteCount: uv_handle_size(transport == .tcp ? UV_TCP : UV_NAMED_PIPE))
+        super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
 
     override var label: String {
         switch transport {
         case .tcp: "tcp connection\(peerDescription == "peer" ? "" : " with \(peerDescription)") \(origin)"
         case .pipe: "unix socket connection on \(peerDescription) \(origin)"
+        case .tty: "tty \(peerDescription) \(origin)"
         }
     }
 
@@ -136,8 +149,35 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
         case .pipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .tty:
+            throw UVError(code: UVError.invalidArgumentCode, message: "a terminal stream is opened on a descriptor", context: "open of \(origin)")
         }
         didOpen()
+    }
+
+    /// Opens the handle on a descriptor that is already open (`uv_tcp_open`, `uv_pipe_open`, `uv_tty_init`).
+    ///
+    /// libuv never closes descriptors 0, 1 and 2 when the handle closes (it closes any other, so
+    /// the handle owns `descriptor` from here on). `uv_tty_init` reopens a terminal's device and
+    /// puts it over `descriptor`, so making it non-blocking does not touch other processes; a pipe
+    /// or socket is made non-blocking in place. On failure the handle is closed (the descriptor is not).
+    func open(descriptor: Int32) throws(UVError) {
+        switch transport {
+        case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
+        case .pipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .tty: try uvCheck(uv_tty_init(loop.uvLoop, pointer(as: uv_tty_t.self), descriptor, 0), "uv_tty_init(\(descriptor))")
+        }
+        didOpen()
+        do {
+            switch transport {
+            case .tcp: try uvCheck(uv_tcp_open(pointer(as: uv_tcp_t.self), uv_os_sock_t(descriptor)), "uv_tcp_open(\(descriptor))")
+            case .pipe: try uvCheck(uv_pipe_open(pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open(\(descriptor))")
+            case .tty: break
+            }
+        } catch {
+            close()
+            throw error
+        }
     }
 
     var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
