@@ -73,6 +73,11 @@ public enum StandardIO {
 
     /// `kind(of:)` with the descriptor's name for messages ("standard input").
     static func kind(of descriptor: Int32, name: String) -> Result<Kind, UVError> {
+        if StandardDescriptors.wasClosedAtStart(descriptor) {
+            return .failure(UVError(code: UV_EBADF.rawValue,
+                                    message: "\(name) was not open when the process started (descriptor \(descriptor) was closed; ReactiveUV keeps /dev/null there so that no other file takes its number)",
+                                    context: "StandardIO on \(name)"))
+        }
         var status = stat()
         if fstat(descriptor, &status) != 0 {
             let code = errno
@@ -189,6 +194,36 @@ extension StandardIO.Kind {
         case .tcp: .tcp
         case .file: nil
         }
+    }
+}
+
+/// Descriptors 0, 1 and 2 that were closed when the process made its first loop.
+///
+/// A program started with standard input closed (`<&-`) would hand descriptor
+/// 0 to the next file it opens: the loop's epoll instance, say, which a read
+/// of "standard input" would then watch, and which libuv refuses to close at
+/// the end (it asserts that it never closes 0, 1 or 2). So, as Node does,
+/// each closed one is opened on `/dev/null` before the first loop takes any
+/// descriptor, and `StandardIO` reports it as not open (`EBADF`).
+enum StandardDescriptors {
+    /// Bit `n` set: descriptor `n` was closed and now holds `/dev/null`. Computed once, by the first `EventLoop`.
+    static let closedAtStart: Int = {
+        var mask = 0
+        for descriptor: Int32 in 0...2 where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
+            // `open` returns the lowest free number: this one (the lower ones are open by now).
+            let opened = open("/dev/null", O_RDWR)
+            if opened == descriptor {
+                mask |= 1 << Int(descriptor)
+            } else if opened >= 0 {
+                closeDescriptor(opened)
+            }
+        }
+        return mask
+    }()
+
+    /// Whether `descriptor` (0, 1 or 2) was closed at start and holds the `/dev/null` put there.
+    static func wasClosedAtStart(_ descriptor: Int32) -> Bool {
+        (0...2).contains(descriptor) && closedAtStart & (1 << Int(descriptor)) != 0
     }
 }
 

@@ -226,7 +226,12 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             stream.send(bytes) { [self] error in
                 pendingWrites -= 1
                 publish()
-                completion(error)
+                // A write cancelled because an earlier one failed (EPIPE) reports that failure, which is what the caller needs.
+                if let error = error as? UVError, error.code == UV_ECANCELED.rawValue, case .failed(let cause) = state {
+                    completion(cause)
+                } else {
+                    completion(error)
+                }
                 if pendingWrites == 0, !closeWaiters.isEmpty { finishClose(error) }
             }
             publish()
