@@ -12,16 +12,19 @@ import Musl
 #endif
 
 let usage = """
-    usage: lines [--repeat TEXT] [--stats]
+    usage: lines [--repeat TEXT | --raw] [--stats]
       reads standard input and prints each line as "N: line"; exits 0 at its end
       (on a terminal it prompts with "> "; Ctrl-D ends the input)
       --repeat TEXT   ignore standard input and print "N: TEXT" for ever, as fast as the reader takes it
+      --raw           (a terminal on standard input) raw mode: print each key's byte values as it is pressed;
+                      Ctrl-D ends (exit 0), Ctrl-C exits 130 at once (the terminal is restored at exit)
       --stats         at exit, print the most output bytes that were waiting for the reader, to standard error
     """
 
 struct Options {
     var repeatText: String?
     var stats = false
+    var raw = false
 
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
@@ -30,9 +33,11 @@ struct Options {
             switch argument {
             case "--repeat": options.repeatText = try reader.value(for: argument)
             case "--stats": options.stats = true
+            case "--raw": options.raw = true
             default: throw UsageError("unknown argument '\(argument)'")
             }
         }
+        if options.raw && options.repeatText != nil { throw UsageError("--raw and --repeat cannot be combined") }
         return options
     }
 }
@@ -75,6 +80,9 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
     var number = 0
     var failure: (any Error)?
     var inputFailure: (any Error)?
+    if options.raw {
+        return await readKeys(&writer, on: loop)
+    }
     if let text = options.repeatText {
         while failure == nil {
             number += 1
@@ -108,6 +116,42 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
             return 0
         }
         printError("lines: cannot write standard output: \(failure)")
+        return 1
+    }
+    return 0
+}
+
+/// `--raw`: the terminal in raw mode, each key's bytes printed as they come. Returns the exit status.
+func readKeys(_ writer: inout LineWriter, on loop: EventLoop) async -> Int32 {
+    do {
+        try TTY.setMode(.raw)
+    } catch {
+        printError("lines: --raw needs a terminal on standard input: \(error)")
+        return 2
+    }
+    var failure = await writer.emit("raw mode: press keys; Ctrl-D ends, Ctrl-C exits at once\n")
+    do {
+        keys: for try await chunk in StandardIO.input(on: loop).values {
+            if chunk.contains(3) {
+                // Ctrl-C arrives as a byte in raw mode. Exit now: the exit hook puts the terminal back.
+                printError("lines: Ctrl-C")
+                exit(130)
+            }
+            if chunk.contains(4) { break keys }
+            failure = await writer.emit("key \(chunk.map(String.init).joined(separator: " "))\n")
+            if failure != nil { break keys }
+        }
+    } catch {
+        failure = failure ?? error
+    }
+    do {
+        try TTY.setMode(.normal)
+    } catch {
+        failure = failure ?? error
+    }
+    if let error = await writer.output.close().waitUntilCompleted(), failure == nil { failure = error }
+    if let failure {
+        printError("lines: \(failure)")
         return 1
     }
     return 0

@@ -239,7 +239,7 @@ enum TerminalSettings {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = terminalRestoringSignalHandler
             sigemptyset(&action.sa_mask)
-            action.sa_flags = Int32(SA_RESETHAND)  // the next delivery (our re-raise) takes the default action
+            action.sa_flags = Int32(truncatingIfNeeded: SA_RESETHAND)  // 0x80000000: the sign bit. The next delivery (our re-raise) takes the default action
             _ = sigaction(number, &action, nil)
         }
     }
