@@ -72,6 +72,23 @@ final class LinesSampleTests: XCTestCase {
         XCTAssertLessThanOrEqual(queued ?? .max, 64 << 10 + 64 * 16, "the queue grew past the high-water mark plus one batch of lines")
     }
 
+    /// On a terminal (standard input and output), a "> " prompt before each line; Ctrl-D ends with status 0.
+    func testATerminalGetsAPromptAndCtrlDEnds() throws {
+        var master: Int32 = -1, slave: Int32 = -1
+        var path = [CChar](repeating: 0, count: 256)
+        guard ruv_test_open_pty(&master, &slave, &path, path.count) == 0 else { throw TestFailure("no pseudo-terminal") }
+        defer { close(master); close(slave) }
+        let sample = try SampleProcess("lines", shell: #"exec "$0" > "$(tty)""#,
+                                       standardInput: FileHandle(fileDescriptor: slave, closeOnDealloc: false))
+        var screen = ""
+        waitUntil("the first prompt") { readTerminal(master, into: &screen).hasSuffix("> ") }
+        type("hello\n", on: master)
+        waitUntil("the numbered line and the next prompt") { readTerminal(master, into: &screen).contains("1: hello\r\n> ") }
+        type("\u{4}", on: master)  // Ctrl-D at the start of a line
+        XCTAssertEqual(sample.waitForExit(), 0)
+        XCTAssertEqual(sample.standardError, "")
+    }
+
     /// On a terminal, `--raw` puts it in raw mode (keys come one at a time, no echo) and Ctrl-D puts it back.
     func testRawModeOnATerminalIsSetAndRestoredWhenTheSampleEnds() throws {
         var master: Int32 = -1, slave: Int32 = -1
