@@ -181,7 +181,7 @@ public enum StandardIO {
         }
         return FileTransfer.startReading(FileTransfer(loop: loop, path: name, mode: .stream(chunkSize: ReadBuffer.size),
                                                       subscriber: subscriber),
-                                         descriptor: duplicate)
+                                         descriptor: duplicate, pausable: subscriber)
     }
 }
 

@@ -25,6 +25,20 @@ final class LinesSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "1: first\n2: second\n")
     }
 
+    /// A file whose first chunk holds more lines than `values` buffers (1024): the file reads pause
+    /// while the task catches up, instead of failing with a buffer overflow.
+    func testALargeFileOnStandardInputIsReadWithFlowControl() throws {
+        let path = NSTemporaryDirectory() + "lines-large-\(getpid()).txt"
+        try Data((1...20_000).map { "\($0)\n" }.joined().utf8).write(to: URL(fileURLWithPath: path))
+        defer { unlink(path) }
+        let sample = try SampleProcess("lines", [path], shell: #""$0" < "$1""#)
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        let lines = sample.standardOutput.split(separator: "\n")
+        XCTAssertEqual(lines.count, 20_000)
+        XCTAssertEqual(lines.last, "20000: 20000")
+        XCTAssertEqual(sample.standardError, "")
+    }
+
     /// Standard input closed (`<&-`): EBADF on the input signal, a message and status 1, not a crash.
     func testStandardInputClosedIsReportedAsEBADF() throws {
         let sample = try SampleProcess("lines", shell: #""$0" <&-"#)
