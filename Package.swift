@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "echo", targets: ["echo"]),
         .executable(name: "echo-async", targets: ["echo-async"]),
         .executable(name: "filewatch", targets: ["filewatch"]),
+        .executable(name: "lines", targets: ["lines"]),
     ],
     dependencies: [
         // Loop metrics (opt-in, see Loop/LoopMetrics.swift) and signal event logging.
@@ -50,6 +51,7 @@ let package = Package(
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
         .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
+        .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [

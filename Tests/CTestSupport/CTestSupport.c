@@ -1,4 +1,9 @@
+#define _GNU_SOURCE
 #include "CTestSupport.h"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <malloc.h>
 #include <sys/fsuid.h>
 
@@ -15,4 +20,21 @@ size_t ruv_test_live_heap_bytes(void) {
 
 unsigned ruv_test_set_thread_fsuid(unsigned uid) {
     return (unsigned)setfsuid((uid_t)uid);
+}
+
+int ruv_test_open_pty(int *master, int *slave, char *slave_path, size_t path_size) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0) return -1;
+    if (grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, slave_path, path_size) != 0) {
+        close(m);
+        return -1;
+    }
+    int s = open(slave_path, O_RDWR | O_NOCTTY);
+    if (s < 0) {
+        close(m);
+        return -1;
+    }
+    *master = m;
+    *slave = s;
+    return 0;
 }

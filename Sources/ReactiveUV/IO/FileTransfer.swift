@@ -32,6 +32,10 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     private var buffer: UnsafeMutableRawPointer?
     private var bufferSize = 0
     private var written = 0
+    /// The consumer asked to pause (only `startReading` lets it): no read request starts meanwhile.
+    private var paused = false
+    /// A chunk was delivered while paused: the next read starts on resume.
+    private var readWaits = false
     let disposedFlag = Atomic<Bool>(false)
 
     /// A transfer that reads into `subscriber`.
@@ -65,6 +69,28 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     static func start(_ transfer: FileTransfer) -> (any Disposable)? {
         transfer.open()
         return transfer
+    }
+
+    /// Starts reading `descriptor`, already open (a duplicate of standard input): the transfer owns it
+    /// and closes it at the end. Reads start at the descriptor's current offset, as a shell expects.
+    ///
+    /// `subscriber` can pause the reads (a full `signal.values` buffer does): the next read
+    /// request waits until it resumes, as a stream's reading does.
+    static func startReading(_ transfer: FileTransfer, descriptor: uv_file, pausable subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        // Strong captures, as the stream's: the cycle ends when the subscription's teardown drops the flow control.
+        subscriber.setFlowControl(pause: { transfer.setPaused(true) }, resume: { transfer.setPaused(false) })
+        transfer.file = descriptor
+        transfer.examine()
+        return transfer
+    }
+
+    /// A consumer's pause or resume (loop thread): a resume starts the read that waited for it.
+    private func setPaused(_ paused: Bool) {
+        self.paused = paused
+        if !paused && readWaits && end != nil {
+            readWaits = false
+            read()
+        }
     }
 
     private func open() {
@@ -164,7 +190,12 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
                 return
             }
             deliver?([UInt8](UnsafeRawBufferPointer(start: base, count: count)))
-            if end != nil { read() }
+            guard end != nil else { return }
+            if paused {
+                readWaits = true
+            } else {
+                read()
+            }
         }
     }
 

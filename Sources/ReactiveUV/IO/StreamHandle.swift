@@ -36,10 +36,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     enum Transport {
         /// A `uv_tcp_t`.
         case tcp
-        /// A `uv_pipe_t` (a Unix-domain socket).
+        /// A `uv_pipe_t` (a Unix-domain socket, or a pipe or socket opened by descriptor).
         case pipe
         /// A `uv_pipe_t` connected to a child process's standard input, output or error.
         case childPipe
+        /// A `uv_tty_t` (a terminal, opened by descriptor with `open(descriptor:)`).
+        case tty
 
         /// The public type that wraps it, for messages.
         var connectionTypeName: String {
@@ -47,6 +49,16 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             case .tcp: "TCPConnection"
             case .pipe: "UnixConnection"
             case .childPipe: "ChildPipe"
+            case .tty: "StandardIO"
+            }
+        }
+
+        /// libuv's handle type, for the handle's size.
+        var handleType: uv_handle_type {
+            switch self {
+            case .tcp: UV_TCP
+            case .pipe, .childPipe: UV_NAMED_PIPE
+            case .tty: UV_TTY
             }
         }
     }
@@ -129,7 +141,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         self.transport = transport
         self.limits = limits
         self.origin = origin
-        super.init(loop: loop, byteCount: uv_handle_size(transport == .tcp ? UV_TCP : UV_NAMED_PIPE))
+        super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
 
     override var label: String {
@@ -137,6 +149,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         case .tcp: "tcp connection\(peerDescription == "peer" ? "" : " with \(peerDescription)") \(origin)"
         case .pipe: "unix socket connection on \(peerDescription) \(origin)"
         case .childPipe: "pipe to the \(peerDescription) \(origin)"
+        case .tty: "tty \(peerDescription) \(origin)"
         }
     }
 
@@ -147,6 +160,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
         case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .tty:
+            throw UVError(code: UVError.invalidArgumentCode, message: "a terminal stream is opened on a descriptor", context: "open of \(origin)")
         }
         didOpen()
     }

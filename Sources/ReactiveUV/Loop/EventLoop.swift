@@ -172,6 +172,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         var failure: UVError?
         var loopInitialized = false
         do {
+            _ = StandardDescriptors.closedAtStart  // before libuv takes descriptors: none of 0, 1, 2
             try EventLoop.checkDescriptorsForLibuvGlobals()
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
             loopInitialized = true

@@ -13,4 +13,8 @@ size_t ruv_test_live_heap_bytes(void);
 /// so a test running as root can see the `EACCES` an ordinary user gets; moving it back to 0 restores them.
 unsigned ruv_test_set_thread_fsuid(unsigned uid);
 
+/// Opens a pseudo-terminal pair (`posix_openpt`, `grantpt`, `unlockpt`, `ptsname_r`, then the slave
+/// with `O_NOCTTY`): 0 and both descriptors and the slave's path, or -1 with errno set.
+int ruv_test_open_pty(int *master, int *slave, char *slave_path, size_t path_size);
+
 #endif

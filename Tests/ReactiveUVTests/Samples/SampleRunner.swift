@@ -22,13 +22,20 @@ final class SampleProcess: @unchecked Sendable {
         return bundle.appendingPathComponent(name)
     }
 
-    /// Starts the sample; with `openFileLimit`, under `ulimit -n` of that many descriptors.
-    init(_ name: String, _ arguments: [String], environment: [String: String] = [:], openFileLimit: Int? = nil) throws {
+    /// Starts the sample; with `openFileLimit`, under `ulimit -n` of that many descriptors; with
+    /// `shell`, as `/bin/sh -c shell` with the sample's path as `$0` (for pipelines and redirections:
+    /// `printf 'a\n' | "$0"`, `"$0" <&-`); with `standardInput`, reading that descriptor.
+    init(_ name: String, _ arguments: [String] = [], environment: [String: String] = [:], openFileLimit: Int? = nil,
+         shell: String? = nil, standardInput: FileHandle? = nil) throws {
         let url = SampleProcess.executable(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw SampleMissing(path: url.path)
         }
-        if let openFileLimit {
+        if let standardInput { process.standardInput = standardInput }
+        if let shell {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", shell, url.path] + arguments
+        } else if let openFileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", url.path] + arguments
         } else {

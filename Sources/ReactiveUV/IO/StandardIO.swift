@@ -1,0 +1,301 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Standard input, output and error as a byte signal and two writers, whatever they are connected to.
+///
+/// - `input(on:)` reads descriptor 0 as a signal of chunks, whether it is a
+///   terminal, a pipe, a socket, a regular file or a device: terminals, pipes
+///   and sockets are read on the loop (epoll, through a libuv stream), files
+///   and devices (`< data.txt`, `< /dev/null`) on the thread pool from the
+///   current offset. It completes at end of input (end of file, the writer
+///   closing the pipe, Ctrl-D on a terminal).
+/// - `output` and `error` are `StandardWriter`s: writes queue on the loop,
+///   flow out as the reader takes them, and report their end; a reader that
+///   went away is an `EPIPE` on the write, never a `SIGPIPE` death.
+///
+/// Bad input answered with an error on the signal (never a crash): a
+/// descriptor that is not open (`EBADF`, e.g. a program started with `<&-`),
+/// a directory (`EISDIR`), a datagram or other unusable socket (`ENOTSUP`).
+///
+/// Descriptors 0, 1 and 2 are never closed: disposing closes only the libuv
+/// handle. libuv makes a pipe or socket non-blocking in place (a terminal it
+/// reopens first, so the shell's descriptor is left alone); the descriptor's
+/// original flags are put back when the handle closes, so code that reads or
+/// writes it directly afterwards (and a shell sharing a pipe) sees it as before.
+///
+/// `SIGPIPE` is ignored for the whole process from the first use of any
+/// ReactiveUV stream (as libuv's users must: libuv does not do it), so a
+/// write to a pipe whose reader has gone fails with `EPIPE` instead.
+///
+/// Thread rule: safe from any thread.
+public enum StandardIO {
+    /// What a descriptor is connected to, as far as reading and writing it is concerned.
+    ///
+    /// Thread rule: a value type; safe from any thread.
+    public enum Kind: Sendable, Hashable, CustomStringConvertible {
+        /// A terminal (`isatty`): read and written through a libuv TTY stream.
+        case terminal
+        /// A pipe or FIFO, or a Unix-domain stream socket: read and written on the loop.
+        case pipe
+        /// A TCP socket (a program started by inetd or systemd socket activation).
+        case tcp
+        /// A regular file or a device (`/dev/null`): read on the thread pool, written synchronously.
+        case file
+
+        /// `"terminal"`, `"pipe"`, `"tcp socket"`, `"file"`.
+        ///
+        /// Thread rule: safe from any thread.
+        public var description: String {
+            switch self {
+            case .terminal: "terminal"
+            case .pipe: "pipe"
+            case .tcp: "tcp socket"
+            case .file: "file"
+            }
+        }
+    }
+
+    /// What `descriptor` is connected to, or why it cannot be used as a stream.
+    ///
+    /// - Parameter descriptor: The descriptor (0, 1, 2, or any other open one).
+    /// - Returns: Its kind, or the error: `EBADF` when it is not open, `EISDIR` for a
+    ///   directory, `ENOTSUP` for a datagram socket or anything else that is not a byte stream.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func kind(of descriptor: Int32) -> Result<Kind, UVError> {
+        kind(of: descriptor, name: "descriptor \(descriptor)")
+    }
+
+    /// `kind(of:)` with the descriptor's name for messages ("standard input").
+    static func kind(of descriptor: Int32, name: String) -> Result<Kind, UVError> {
+        if StandardDescriptors.wasClosedAtStart(descriptor) {
+            return .failure(UVError(code: UV_EBADF.rawValue,
+                                    message: "\(name) was not open when the process started (descriptor \(descriptor) was closed; ReactiveUV keeps /dev/null there so that no other file takes its number)",
+                                    context: "StandardIO on \(name)"))
+        }
+        var status = stat()
+        if fstat(descriptor, &status) != 0 {
+            let code = errno
+            if code == EBADF {
+                return .failure(UVError(code: UV_EBADF.rawValue,
+                                        message: "\(name) is not open (descriptor \(descriptor) is closed)",
+                                        context: "StandardIO on \(name)"))
+            }
+            return .failure(UVError(code: -code, context: "fstat of \(name)"))
+        }
+        if status.st_mode & S_IFMT == S_IFDIR {
+            return .failure(UVError(code: UV_EISDIR.rawValue,
+                                    message: "\(name) is a directory, not a byte stream",
+                                    context: "StandardIO on \(name)"))
+        }
+        switch uv_guess_handle(descriptor) {
+        case UV_TTY: return .success(.terminal)
+        case UV_NAMED_PIPE: return .success(.pipe)
+        case UV_TCP: return .success(.tcp)
+        case UV_FILE: return .success(.file)
+        case UV_UDP:
+            return .failure(UVError(code: UV_ENOTSUP.rawValue, message: "\(name) is a datagram socket, not a byte stream",
+                                    context: "StandardIO on \(name)"))
+        default:
+            return .failure(UVError(code: UV_ENOTSUP.rawValue,
+                                    message: "\(name) is neither a terminal, a pipe, a stream socket nor a file",
+                                    context: "StandardIO on \(name)"))
+        }
+    }
+
+    /// Standard input as a signal of chunks (at most 64 KiB each), completing at its end.
+    ///
+    /// Subscribing starts reading; disposing stops it (descriptor 0 stays
+    /// open, and its unread bytes stay in the pipe or terminal for a later
+    /// subscriber). One subscriber reads at a time: a second one while the
+    /// first is reading gets `EBUSY` (two libuv handles cannot watch one
+    /// descriptor). A terminal is read in whatever mode it is in (line by
+    /// line unless `TTY.setMode(.raw)`); Ctrl-D at the start of a line ends it.
+    ///
+    /// Fails with `EBADF` when descriptor 0 is not open, `EISDIR` when it is a
+    /// directory, `ENOTSUP` for a datagram socket, or the read's error.
+    /// Chunks come on the subscriber's home loop, like every I/O signal.
+    ///
+    /// - Parameter loop: The loop that reads; nil for the subscription's home loop.
+    /// - Returns: A signal of chunks.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func input(on loop: EventLoop? = nil) -> Signal<[UInt8]> {
+        input(descriptor: 0, name: "standard input", on: loop)
+    }
+
+    /// `input(on:)` for any descriptor (tests pass one end of a pipe or a pseudo-terminal).
+    ///
+    /// libuv closes a descriptor above 2 with its handle: such a descriptor belongs to the signal.
+    static func input(descriptor: Int32, name: String, on loop: EventLoop?) -> Signal<[UInt8]> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input") { loop in
+                let kind: Kind
+                switch StandardIO.kind(of: descriptor, name: name) {
+                case .success(let found): kind = found
+                case .failure(let error):
+                    subscriber.sendError(error)
+                    return nil
+                }
+                guard let transport = kind.transport else {
+                    return readFile(descriptor: descriptor, name: name, on: loop, subscriber)
+                }
+                guard DescriptorClaims.claim(descriptor) else {
+                    subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
+                                                 message: "\(name) already has a reader: it is read by one subscriber at a time",
+                                                 context: "StandardIO.input"))
+                    return nil
+                }
+                let owner = StandardStreamOwner(descriptor: descriptor)
+                let stream = StreamHandle(loop: loop, transport: transport, limits: StreamBufferLimits(), origin: "from StandardIO.input")
+                stream.peerDescription = name
+                stream.owner = owner
+                do {
+                    try stream.open(descriptor: descriptor)
+                } catch {
+                    owner.release()
+                    subscriber.sendError(error)
+                    return nil
+                }
+                guard let reading = stream.startReading(subscriber) else {
+                    stream.end(.closed)
+                    return nil
+                }
+                return StandardInputReader(stream: stream, reading: reading, owner: owner)
+            }
+        }.debugNamed("+StandardIO.input(\(name))")
+    }
+
+    /// A file or device on `descriptor`: read on the pool through a duplicate (the transfer closes the duplicate).
+    private static func readFile(descriptor: Int32, name: String, on loop: EventLoop,
+                                 _ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
+        guard duplicate >= 0 else {
+            subscriber.sendError(UVError(code: -errno, context: "dup of \(name)"))
+            return nil
+        }
+        return FileTransfer.startReading(FileTransfer(loop: loop, path: name, mode: .stream(chunkSize: ReadBuffer.size),
+                                                      subscriber: subscriber),
+                                         descriptor: duplicate, pausable: subscriber)
+    }
+}
+
+extension StandardIO.Kind {
+    /// The libuv stream that reads and writes this kind; nil for files (no stream can).
+    var transport: StreamHandle.Transport? {
+        switch self {
+        case .terminal: .tty
+        case .pipe: .pipe
+        case .tcp: .tcp
+        case .file: nil
+        }
+    }
+}
+
+/// Descriptors 0, 1 and 2 that were closed when the process made its first loop.
+///
+/// A program started with standard input closed (`<&-`) would hand descriptor
+/// 0 to the next file it opens: the loop's epoll instance, say, which a read
+/// of "standard input" would then watch, and which libuv refuses to close at
+/// the end (it asserts that it never closes 0, 1 or 2). So, as Node does,
+/// each closed one is opened on `/dev/null` before the first loop takes any
+/// descriptor, and `StandardIO` reports it as not open (`EBADF`).
+enum StandardDescriptors {
+    /// Bit `n` set: descriptor `n` was closed and now holds `/dev/null`. Computed once, by the first `EventLoop`.
+    static let closedAtStart: Int = {
+        var mask = 0
+        for descriptor: Int32 in 0...2 where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
+            // `open` returns the lowest free number: this one (the lower ones are open by now).
+            let opened = open("/dev/null", O_RDWR)
+            if opened == descriptor {
+                mask |= 1 << Int(descriptor)
+            } else if opened >= 0 {
+                closeDescriptor(opened)
+            }
+        }
+        return mask
+    }()
+
+    /// Whether `descriptor` (0, 1 or 2) was closed at start and holds the `/dev/null` put there.
+    static func wasClosedAtStart(_ descriptor: Int32) -> Bool {
+        (0...2).contains(descriptor) && closedAtStart & (1 << Int(descriptor)) != 0
+    }
+}
+
+/// The descriptors that have an open libuv stream in this process: one each, or libuv's epoll
+/// registration for the descriptor would be shared by two handles.
+enum DescriptorClaims {
+    private static let claimed = Mutex<Set<Int32>>([])
+
+    /// Claims `descriptor`; false when it is already claimed.
+    static func claim(_ descriptor: Int32) -> Bool {
+        claimed.withLock { $0.insert(descriptor).inserted }
+    }
+
+    static func release(_ descriptor: Int32) {
+        _ = claimed.withLock { $0.remove(descriptor) }
+    }
+}
+
+/// Owns a standard descriptor's stream while it is open: keeps the descriptor's flags as they were
+/// before libuv made it non-blocking, and gives the descriptor back (flags and claim) when the stream ends.
+///
+/// Thread rule: loop thread of the stream (created there, told there).
+final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
+    // `savedFlags` is immutable; `released` is only touched on the stream's loop thread.
+    let descriptor: Int32
+    private let savedFlags: Int32
+    private var released = false
+    /// Told (on the loop thread) once the stream ended, with why.
+    var onEnd: ((StreamHandle.EndReason) -> Void)?
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+        savedFlags = fcntl(descriptor, F_GETFL)
+    }
+
+    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+        release()
+        let onEnd = self.onEnd
+        self.onEnd = nil
+        onEnd?(reason)
+    }
+
+    /// Puts the descriptor's flags back (libuv set `O_NONBLOCK`) and frees the claim. Idempotent.
+    func release() {
+        guard !released else { return }
+        released = true
+        // Only 0, 1 and 2 outlive the handle (libuv closes the others with it).
+        if descriptor <= 2, savedFlags >= 0 { _ = fcntl(descriptor, F_SETFL, savedFlags) }
+        DescriptorClaims.release(descriptor)
+    }
+}
+
+/// The disposable of one `StandardIO.input` subscription on a stream: stops reading and closes the handle.
+final class StandardInputReader: LoopDisposable, @unchecked Sendable {
+    // Immutable; the stream is touched on its loop thread only (`abandon` runs there).
+    private let stream: StreamHandle
+    private let reading: any Disposable
+    /// Kept alive with the subscription: the stream only holds it weakly.
+    private let owner: StandardStreamOwner
+    let disposedFlag = Atomic<Bool>(false)
+
+    init(stream: StreamHandle, reading: any Disposable, owner: StandardStreamOwner) {
+        self.stream = stream
+        self.reading = reading
+        self.owner = owner
+    }
+
+    var loop: EventLoop { stream.loop }
+
+    func abandon() {
+        reading.dispose()
+        stream.end(.closed)
+        owner.release()
+    }
+}

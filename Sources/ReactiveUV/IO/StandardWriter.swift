@@ -1,0 +1,362 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension StandardIO {
+    /// The process's writer for standard output (descriptor 1), on the calling loop thread's loop or else `EventLoop.shared`.
+    ///
+    /// The same as `output(on:)` with that loop. See `StandardWriter`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var output: StandardWriter { output(on: EventLoop.current ?? EventLoop.shared) }
+
+    /// The process's writer for standard error (descriptor 2), on the calling loop thread's loop or else `EventLoop.shared`.
+    ///
+    /// The same as `error(on:)` with that loop. See `StandardWriter`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var error: StandardWriter { error(on: EventLoop.current ?? EventLoop.shared) }
+
+    /// The process's writer for standard output (descriptor 1).
+    ///
+    /// There is one writer per descriptor at a time, so that writes go out in
+    /// the order they were made: the first call makes it on `loop`, and later
+    /// calls return the same writer (whatever loop they name) until it is
+    /// closed, fails or its loop shuts down; the next call then makes a new one.
+    ///
+    /// - Parameter loop: The loop whose thread writes.
+    /// - Returns: The writer.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func output(on loop: EventLoop) -> StandardWriter {
+        StandardWriter.shared(descriptor: 1, name: "standard output", on: loop)
+    }
+
+    /// The process's writer for standard error (descriptor 2); see `output(on:)`.
+    ///
+    /// - Parameter loop: The loop whose thread writes.
+    /// - Returns: The writer.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func error(on loop: EventLoop) -> StandardWriter {
+        StandardWriter.shared(descriptor: 2, name: "standard error", on: loop)
+    }
+}
+
+/// Writes to standard output or standard error (or another descriptor) with backpressure: `StandardIO.output`, `StandardIO.error`.
+///
+/// What the descriptor is connected to decides how: a terminal, a pipe or a
+/// stream socket is written on the loop through a libuv stream (the bytes
+/// queue while the reader is slower, `queuedWriteByteCount` says how many,
+/// and each write's result says when they were taken); a regular file or a
+/// device (`> out.txt`, `> /dev/null`) is written at once on the loop thread,
+/// as Node does, since a local file never waits for a reader.
+///
+/// The descriptor is looked at on the first write. Errors come through the
+/// write's result and the writer then stays failed (every later write gets
+/// the same error): `EPIPE` when the reader went away (`| head` exited),
+/// `EBADF` when the descriptor is not open (`>&-`), `EISDIR`, `ENOTSUP` for
+/// what cannot be written, `ENOBUFS` when a write would take the queue past
+/// `StreamBufferLimits.maxQueuedBytes` (64 MiB; the writer stays usable),
+/// `EventLoopError.shutDown` after the loop shut down.
+///
+/// Backpressure: a producer that writes faster than the reader reads should
+/// wait for a write's result (or `queuedWriteByteCount` to fall) before
+/// writing more; then memory stays bounded however slow the reader.
+///
+/// `close()` flushes and then closes the handle; the descriptor itself is
+/// never closed, and its flags (libuv makes a pipe non-blocking) are put back.
+///
+/// Thread rule: every method is safe from any thread; work is done on the
+/// writer's loop (calls made there run at once, others are queued there in order).
+public final class StandardWriter: @unchecked Sendable, CustomStringConvertible {
+    // `descriptor`, `name`, `loop` and `limits` are immutable; `state`, `pendingWrites` and `closeWaiters`
+    // are confined to `loop`'s thread; `publishedQueue` and `ended` are atomics.
+    private enum State {
+        case unopened
+        case stream(StreamHandle, StandardStreamOwner)
+        case file
+        case failed(any Error)
+        case closed
+    }
+
+    /// The descriptor written to (1 for standard output, 2 for standard error).
+    ///
+    /// Thread rule: safe from any thread.
+    public let descriptor: Int32
+    /// The loop whose thread writes.
+    ///
+    /// Thread rule: safe from any thread.
+    public let loop: EventLoop
+    let name: String
+    private let limits: StreamBufferLimits
+    @exclusivity(unchecked) private var state = State.unopened
+    /// Writes handed to the stream whose result has not come yet (`close()` waits for them).
+    @exclusivity(unchecked) private var pendingWrites = 0
+    @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
+    /// `queuedWriteByteCount` as the loop last published it.
+    private let publishedQueue = Atomic<Int>(0)
+    /// Set once the writer closed or failed: the registry then makes a new one.
+    private let ended = Atomic<Bool>(false)
+
+    private static let writers = Mutex<[Int32: StandardWriter]>([:])
+
+    /// The registered writer for `descriptor`, or a new one on `loop`.
+    static func shared(descriptor: Int32, name: String, on loop: EventLoop) -> StandardWriter {
+        writers.withLock { writers in
+            if let writer = writers[descriptor], !writer.ended.load(ordering: .acquiring), writer.loop.acceptsNewHandles {
+                return writer
+            }
+            let writer = StandardWriter(descriptor: descriptor, name: name, loop: loop)
+            writers[descriptor] = writer
+            return writer
+        }
+    }
+
+    /// A writer of `descriptor` on `loop` (tests pass one end of a pipe; libuv closes a descriptor above 2 with its handle).
+    init(descriptor: Int32, name: String, loop: EventLoop, limits: StreamBufferLimits = StreamBufferLimits()) {
+        _ = ignoreBrokenPipeSignalOnce
+        self.descriptor = descriptor
+        self.name = name
+        self.loop = loop
+        self.limits = limits
+    }
+
+    /// `"standard output on loop main"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String { "\(name) on loop \(loop.name)" }
+
+    /// Queues `bytes` and calls `completion` on the writer's loop thread once they were written (nil) or failed.
+    ///
+    /// The array is not copied. The errors are those listed on `StandardWriter`.
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes to write.
+    ///   - completion: Called once with nil when written, or the error.
+    ///
+    /// Thread rule: safe from any thread; `completion` runs on the writer's loop thread
+    /// (or on the calling thread with `EventLoopError.shutDown` when the loop has shut down).
+    public func send(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
+        if loop.inEventLoop {
+            write(bytes, completion: completion)
+            return
+        }
+        let box = UncheckedSendable(completion)
+        if !loop.enqueue({ self.write(bytes, completion: box.value) }) {
+            completion(loop.refusal)
+        }
+    }
+
+    /// Queues `bytes` and returns a signal that completes once they were written (taken by the kernel).
+    ///
+    /// The write starts now, whether or not the result is subscribed; writes
+    /// go out in call order. The result is replayed to every subscriber.
+    ///
+    /// - Parameter bytes: The bytes to write (not copied).
+    /// - Returns: A signal that completes when written, or fails with the error.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> Signal<Void> {
+        let outcome = WriteOutcome()
+        send(bytes) { outcome.finish($0) }
+        return outcome.signal
+    }
+
+    /// Writes `text` as UTF-8; see `write(_:)`.
+    ///
+    /// - Parameter text: The text (no newline is added).
+    /// - Returns: A signal that completes when written, or fails with the error.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func write(_ text: String) -> Signal<Void> {
+        write(Array(text.utf8))
+    }
+
+    /// Bytes written to a pipe, socket or terminal that the reader has not taken yet; 0 for a file, or once closed.
+    ///
+    /// On the writer's loop thread, exact; elsewhere, what the loop last
+    /// published (after each write and each flush). Never waits for the loop.
+    ///
+    /// Thread rule: safe from any thread; never blocks.
+    public var queuedWriteByteCount: Int {
+        if loop.inEventLoop, case .stream(let stream, _) = state { return stream.queuedWriteByteCount }
+        return publishedQueue.load(ordering: .acquiring)
+    }
+
+    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its flags as before.
+    ///
+    /// Later writes fail with `EPIPE`. The next `StandardIO.output`/`error` call makes a new writer.
+    ///
+    /// - Returns: A signal that completes once the queued bytes were written and
+    ///   the handle closed, or fails with the error that ended the writer (or
+    ///   `EventLoopError.shutDown`). It starts now, whether or not it is subscribed.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public func close() -> Signal<Void> {
+        let outcome = WriteOutcome()
+        if loop.inEventLoop {
+            closeWhenFlushed(outcome)
+        } else if !loop.enqueue({ self.closeWhenFlushed(outcome) }) {
+            outcome.finish(loop.refusal)
+        }
+        return outcome.signal
+    }
+
+    // MARK: - loop thread
+
+    private func write(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
+        if case .unopened = state { open() }
+        switch state {
+        case .unopened, .closed:
+            completion(UVError(code: UV_EPIPE.rawValue, message: "the writer was closed", context: "write to \(name)"))
+        case .failed(let error):
+            completion(error)
+        case .file:
+            completion(writeFile(bytes))
+        case .stream(let stream, _):
+            pendingWrites += 1
+            stream.send(bytes) { [self] error in
+                pendingWrites -= 1
+                publish()
+                // A write cancelled because an earlier one failed (EPIPE) reports that failure, which is what the caller needs.
+                if let error = error as? UVError, error.code == UV_ECANCELED.rawValue, case .failed(let cause) = state {
+                    completion(cause)
+                } else {
+                    completion(error)
+                }
+                if pendingWrites == 0, !closeWaiters.isEmpty { finishClose(error) }
+            }
+            publish()
+        }
+    }
+
+    /// Looks at the descriptor and opens what writes it.
+    private func open() {
+        let kind: StandardIO.Kind
+        switch StandardIO.kind(of: descriptor, name: name) {
+        case .success(let found): kind = found
+        case .failure(let error):
+            fail(error)
+            return
+        }
+        guard let transport = kind.transport else {
+            state = .file
+            return
+        }
+        guard loop.acceptsNewHandles else {
+            fail(EventLoopError.shutDown(loop: loop.name))
+            return
+        }
+        guard DescriptorClaims.claim(descriptor) else {
+            fail(UVError(code: UV_EBUSY.rawValue, message: "\(name) already has an open stream in this process",
+                         context: "StandardWriter"))
+            return
+        }
+        let owner = StandardStreamOwner(descriptor: descriptor)
+        let stream = StreamHandle(loop: loop, transport: transport, limits: limits, origin: "from StandardIO (\(name))")
+        stream.peerDescription = name
+        stream.owner = owner
+        do {
+            try stream.open(descriptor: descriptor)
+        } catch {
+            owner.release()
+            fail(error)
+            return
+        }
+        owner.onEnd = { [self] reason in streamDidEnd(reason) }
+        state = .stream(stream, owner)
+    }
+
+    /// Writes all of `bytes` to a file or device now; nil, or the error.
+    private func writeFile(_ bytes: [UInt8]) -> (any Error)? {
+        bytes.withUnsafeBytes { buffer -> (any Error)? in
+            var offset = 0
+            while offset < buffer.count {
+                let written = writeDescriptor(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    let error = UVError(code: -errno, context: "write to \(name)")
+                    fail(error)
+                    return error
+                }
+                if written == 0 {
+                    let error = UVError(code: UV_EIO.rawValue, message: "the file accepted none of \(buffer.count - offset) bytes",
+                                        context: "write to \(name)")
+                    fail(error)
+                    return error
+                }
+                offset += written
+            }
+            return nil
+        }
+    }
+
+    private func publish() {
+        if case .stream(let stream, _) = state {
+            publishedQueue.store(stream.queuedWriteByteCount, ordering: .releasing)
+        } else {
+            publishedQueue.store(0, ordering: .releasing)
+        }
+    }
+
+    /// The stream ended by itself (a failed write, the loop's shutdown) or because the writer closed it.
+    private func streamDidEnd(_ reason: StreamHandle.EndReason) {
+        switch reason {
+        case .closed: if case .stream = state { state = .closed }
+        case .failed(let error): fail(error)
+        case .shutDown: fail(EventLoopError.shutDown(loop: loop.name))
+        }
+        publish()
+    }
+
+    private func fail(_ error: any Error) {
+        if case .closed = state { return }
+        state = .failed(error)
+        ended.store(true, ordering: .releasing)
+        let waiters = closeWaiters
+        closeWaiters = []
+        for waiter in waiters { waiter.finish(error) }
+    }
+
+    private func closeWhenFlushed(_ outcome: WriteOutcome) {
+        switch state {
+        case .failed(let error):
+            outcome.finish(error)
+        case .closed:
+            outcome.finish(nil)
+        case .unopened, .file:
+            state = .closed
+            ended.store(true, ordering: .releasing)
+            outcome.finish(nil)
+        case .stream:
+            closeWaiters.append(outcome)
+            if pendingWrites == 0 { finishClose(nil) }
+        }
+    }
+
+    /// Every write finished and someone asked to close: close the handle and tell them how the last write went.
+    private func finishClose(_ lastError: (any Error)?) {
+        guard case .stream(let stream, let owner) = state else { return }
+        state = .closed
+        ended.store(true, ordering: .releasing)
+        stream.end(.closed)
+        owner.release()
+        publish()
+        let waiters = closeWaiters
+        closeWaiters = []
+        for waiter in waiters { waiter.finish(lastError) }
+    }
+}
+
+/// `write(2)`, named apart from the writer's own `write` methods.
+private func writeDescriptor(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+    write(descriptor, bytes, count)
+}

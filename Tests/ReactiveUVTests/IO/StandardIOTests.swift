@@ -1,0 +1,154 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `StandardIO` over descriptors the test makes (the test process's own 0, 1 and 2 belong to the test runner):
+/// the same code paths as descriptors 0, 1 and 2, which the `lines` sample tests use.
+final class StandardIOTests: XCTestCase {
+    private func checked(_ body: (LoopHarness) throws -> Void) {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    private func makePipe() throws -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw TestFailure("pipe: errno \(errno)") }
+        return (ends[0], ends[1])
+    }
+
+    private func writeAll(_ text: String, to descriptor: Int32) {
+        let bytes = Array(text.utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }, bytes.count)
+    }
+
+    /// A pipe is read on the loop: chunks as the writer writes, completion when it closes its end; the handle is closed after.
+    func testInputFromAPipeDeliversWhatIsWrittenAndCompletesWhenTheWriterCloses() throws {
+        let (readEnd, writeEnd) = try makePipe()
+        XCTAssertEqual(try StandardIO.kind(of: readEnd).get(), .pipe)
+        checked { harness in
+            let input = try! harness.record(StandardIO.input(descriptor: readEnd, name: "test pipe", on: nil), label: "input")
+            writeAll("a\nb", to: writeEnd)
+            XCTAssertEqual(String(decoding: try! waitForBytes(input, 3), as: UTF8.self), "a\nb")
+            XCTAssertNil(input.terminal, "no end before the writer closed")
+            close(writeEnd)
+            XCTAssertTrue(try! input.waitForTermination().isCompleted)
+        }
+    }
+
+    /// One reader at a time: a second subscriber gets EBUSY (two handles cannot watch one descriptor); the first reads on.
+    func testASecondReaderOfTheSameDescriptorGetsEBUSY() throws {
+        let (readEnd, writeEnd) = try makePipe()
+        defer { close(writeEnd) }
+        checked { harness in
+            let first = try! harness.record(StandardIO.input(descriptor: readEnd, name: "test pipe", on: nil), label: "first")
+            let second = try! harness.record(StandardIO.input(descriptor: readEnd, name: "test pipe", on: nil), label: "second")
+            XCTAssertEqual((try! second.waitForTermination().error as? UVError)?.name, "EBUSY")
+            writeAll("x", to: writeEnd)
+            XCTAssertEqual(try! waitForBytes(first, 1), Array("x".utf8))
+            first.dispose()
+        }
+    }
+
+    /// A regular file is read on the pool from the descriptor's current offset (as `< file` after a shell skipped bytes), then completes.
+    func testInputFromARegularFileReadsFromTheCurrentOffsetAndLeavesTheDescriptorOpen() throws {
+        let path = NSTemporaryDirectory() + "stdio-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+        try Data("skip:rest of file".utf8).write(to: URL(fileURLWithPath: path))
+        defer { unlink(path) }
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        XCTAssertEqual(lseek(descriptor, 5, SEEK_SET), 5)
+        XCTAssertEqual(try StandardIO.kind(of: descriptor).get(), .file)
+        checked { harness in
+            let input = try! harness.record(StandardIO.input(descriptor: descriptor, name: "test file", on: nil), label: "input")
+            XCTAssertTrue(try! input.waitForTermination().isCompleted)
+            XCTAssertEqual(String(decoding: received(input), as: UTF8.self), "rest of file")
+        }
+        XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0, "the descriptor itself is not closed (a duplicate was read)")
+    }
+
+    /// A directory on the descriptor is EISDIR, a closed descriptor EBADF: errors on the signal, no handle left open.
+    func testADirectoryIsEISDIRAndAClosedDescriptorIsEBADF() throws {
+        let directory = open("/", O_RDONLY | O_DIRECTORY)
+        defer { close(directory) }
+        // A number far above any open descriptor (a closed low number would be reused by the harness's loop).
+        let closedRead: Int32 = 1_000_000, closedWrite: Int32 = 1_000_001
+        XCTAssertLessThan(fcntl(closedRead, F_GETFD), 0)
+        checked { harness in
+            let fromDirectory = try! harness.record(StandardIO.input(descriptor: directory, name: "test directory", on: nil))
+            let error = try! fromDirectory.waitForTermination().error as? UVError
+            XCTAssertEqual(error?.name, "EISDIR")
+            XCTAssertTrue(error?.message.contains("is a directory") == true, "\(String(describing: error))")
+            let fromClosed = try! harness.record(StandardIO.input(descriptor: closedRead, name: "test closed", on: nil))
+            XCTAssertEqual((try! fromClosed.waitForTermination().error as? UVError)?.name, "EBADF")
+            let writer = StandardWriter(descriptor: closedWrite, name: "closed output", loop: harness.loop)
+            XCTAssertEqual((try! harness.record(writer.write("x")).waitForTermination().error as? UVError)?.name, "EBADF")
+        }
+    }
+
+    /// The reader went away: the write's signal fails with EPIPE (the process does not die of SIGPIPE), and so does every later write.
+    func testWritingToAPipeWhoseReaderClosedFailsWithEPIPE() throws {
+        let (readEnd, writeEnd) = try makePipe()
+        close(readEnd)
+        checked { harness in
+            let writer = StandardWriter(descriptor: writeEnd, name: "test output", loop: harness.loop)
+            let first = try! harness.record(writer.write("hello\n"))
+            XCTAssertEqual((try! first.waitForTermination().error as? UVError)?.name, "EPIPE")
+            let later = try! harness.record(writer.write("again\n"))
+            XCTAssertEqual((try! later.waitForTermination().error as? UVError)?.name, "EPIPE")
+            XCTAssertEqual((try! harness.record(writer.close()).waitForTermination().error as? UVError)?.name, "EPIPE")
+        }
+    }
+
+    /// A reader slower than the writer: the bytes wait in the queue (counted), nothing is lost, and the queue empties as it reads.
+    func testWritesToASlowReaderQueueAndDrainInOrder() throws {
+        let (readEnd, writeEnd) = try makePipe()
+        defer { close(readEnd) }
+        let chunk = [UInt8](repeating: UInt8(ascii: "z"), count: 64 << 10)
+        let chunkCount = 16  // 1 MiB: far more than a pipe holds (64 KiB by default)
+        checked { harness in
+            let writer = StandardWriter(descriptor: writeEnd, name: "test output", loop: harness.loop)
+            let results = (0..<chunkCount).map { index in
+                try! harness.record(writer.write(chunk + [UInt8(index)]), label: "write \(index)")
+            }
+            try! harness.wait(for: "the first write to start") { writer.queuedWriteByteCount > 0 }
+            // Nobody reads yet: a pipe holds 64 KiB by default (1 MiB at most), so the rest waits in the queue.
+            XCTAssertGreaterThan(writer.queuedWriteByteCount, 0)
+            XCTAssertFalse(results.last!.terminal != nil, "the last write cannot be done before anything was read")
+            var readBack: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while readBack.count < chunkCount * (chunk.count + 1) {
+                let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                guard count > 0 else { return XCTFail("read returned \(count), errno \(errno)") }
+                readBack += buffer[..<count]
+            }
+            for result in results { XCTAssertTrue(try! result.waitForTermination().isCompleted) }
+            XCTAssertEqual(writer.queuedWriteByteCount, 0)
+            for index in 0..<chunkCount {
+                XCTAssertEqual(readBack[(index + 1) * (chunk.count + 1) - 1], UInt8(index), "chunk \(index) in order")
+            }
+            XCTAssertTrue(try! harness.record(writer.close()).waitForTermination().isCompleted)
+        }
+    }
+
+    /// A regular file is written at once, in order; closing the writer leaves the descriptor open.
+    func testWritingToARegularFile() throws {
+        let path = NSTemporaryDirectory() + "stdio-out-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        checked { harness in
+            let writer = StandardWriter(descriptor: descriptor, name: "test file", loop: harness.loop)
+            XCTAssertTrue(try! harness.record(writer.write("one\n")).waitForTermination().isCompleted)
+            XCTAssertTrue(try! harness.record(writer.write("two\n")).waitForTermination().isCompleted)
+            XCTAssertTrue(try! harness.record(writer.close()).waitForTermination().isCompleted)
+        }
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "one\ntwo\n")
+        XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0)
+    }
+}

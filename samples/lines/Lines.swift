@@ -1,0 +1,176 @@
+// lines: numbers the lines of standard input ("1: first line"), whatever standard input is
+// (a pipe, a file, a terminal), and writes them to standard output with backpressure.
+//
+//   printf 'a\nb\n' | lines          lines < notes.txt          lines   (a prompt on a terminal)
+//   lines --repeat y | head -c 100   a fast producer that a slow reader holds back
+import ReactiveUV
+import SampleSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+let usage = """
+    usage: lines [--repeat TEXT | --raw] [--stats]
+      reads standard input and prints each line as "N: line"; exits 0 at its end
+      (on a terminal it prompts with "> "; Ctrl-D ends the input)
+      --repeat TEXT   ignore standard input and print "N: TEXT" for ever, as fast as the reader takes it
+      --raw           (a terminal on standard input) raw mode: print each key's byte values as it is pressed;
+                      Ctrl-D ends (exit 0), Ctrl-C exits 130 at once (the terminal is restored at exit)
+      --stats         at exit, print the most output bytes that were waiting for the reader, to standard error
+    """
+
+struct Options {
+    var repeatText: String?
+    var stats = false
+    var raw = false
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var reader = ArgumentReader(arguments)
+        while let argument = try reader.next() {
+            switch argument {
+            case "--repeat": options.repeatText = try reader.value(for: argument)
+            case "--stats": options.stats = true
+            case "--raw": options.raw = true
+            default: throw UsageError("unknown argument '\(argument)'")
+            }
+        }
+        if options.raw && options.repeatText != nil { throw UsageError("--raw and --repeat cannot be combined") }
+        return options
+    }
+}
+
+/// Writes lines to standard output without letting its queue grow past `highWaterMark`.
+///
+/// A write is waited for when the queue is above the mark (the reader is
+/// slower than we are), and every `batch` writes in any case, so that the
+/// loop runs the finished writes' callbacks and a failed write (the reader
+/// went away: `EPIPE`) is seen soon. Confined to the loop's task.
+struct LineWriter {
+    static let highWaterMark = 64 << 10
+    static let batch = 64
+    let output: StandardWriter
+    private var writesSinceWait = 0
+    private(set) var mostQueued = 0
+
+    init(output: StandardWriter) { self.output = output }
+
+    /// Queues `text`; returns the output's error, if it has failed.
+    mutating func emit(_ text: String) async -> (any Error)? {
+        let written = output.write(text)
+        let queued = output.queuedWriteByteCount
+        mostQueued = max(mostQueued, queued)
+        writesSinceWait += 1
+        guard queued > LineWriter.highWaterMark || writesSinceWait >= LineWriter.batch else { return nil }
+        writesSinceWait = 0
+        return await written.waitUntilCompleted()
+    }
+}
+
+/// Whether `error` is the reader of standard output having gone away.
+func isBrokenPipe(_ error: any Error) -> Bool {
+    (error as? UVError)?.name == "EPIPE"
+}
+
+/// Runs the sample on `loop`'s thread; returns the exit status.
+func run(_ options: Options, on loop: EventLoop) async -> Int32 {
+    var writer = LineWriter(output: StandardIO.output(on: loop))
+    var number = 0
+    var failure: (any Error)?
+    var inputFailure: (any Error)?
+    if options.raw {
+        return await readKeys(&writer, on: loop)
+    }
+    if let text = options.repeatText {
+        while failure == nil {
+            number += 1
+            failure = await writer.emit("\(number): \(text)\n")
+        }
+    } else {
+        let prompt = TTY.isTerminal(0) && TTY.isTerminal(1) ? "> " : ""
+        failure = await writer.emit(prompt)
+        do {
+            for try await line in StandardIO.input(on: loop).utf8Lines().values {
+                number += 1
+                failure = await writer.emit("\(number): \(line)\n\(prompt)")
+                if failure != nil { break }
+            }
+        } catch {
+            inputFailure = error
+        }
+        if failure == nil, !prompt.isEmpty { failure = await writer.emit("\n") }
+    }
+    // Whatever is still queued goes out before the writer closes (unless the output already failed).
+    if let error = await writer.output.close().waitUntilCompleted(), failure == nil { failure = error }
+    if options.stats { printError("lines: most output bytes queued: \(writer.mostQueued)") }
+    if let inputFailure {
+        printError("lines: cannot read standard input: \(inputFailure)")
+        return 1
+    }
+    if let failure {
+        // `| head` closing its end is the ordinary way for a reader to stop us: a note, not a failure.
+        if isBrokenPipe(failure) {
+            printError("lines: standard output was closed by its reader after \(number) lines; stopping")
+            return 0
+        }
+        printError("lines: cannot write standard output: \(failure)")
+        return 1
+    }
+    return 0
+}
+
+/// `--raw`: the terminal in raw mode, each key's bytes printed as they come. Returns the exit status.
+func readKeys(_ writer: inout LineWriter, on loop: EventLoop) async -> Int32 {
+    do {
+        try TTY.setMode(.raw)
+    } catch {
+        printError("lines: --raw needs a terminal on standard input: \(error)")
+        return 2
+    }
+    var failure = await writer.emit("raw mode: press keys; Ctrl-D ends, Ctrl-C exits at once\n")
+    do {
+        keys: for try await chunk in StandardIO.input(on: loop).values {
+            if chunk.contains(3) {
+                // Ctrl-C arrives as a byte in raw mode. Exit now: the exit hook puts the terminal back.
+                printError("lines: Ctrl-C")
+                exit(130)
+            }
+            if chunk.contains(4) { break keys }
+            failure = await writer.emit("key \(chunk.map(String.init).joined(separator: " "))\n")
+            if failure != nil { break keys }
+        }
+    } catch {
+        failure = failure ?? error
+    }
+    do {
+        try TTY.setMode(.normal)
+    } catch {
+        failure = failure ?? error
+    }
+    if let error = await writer.output.close().waitUntilCompleted(), failure == nil { failure = error }
+    if let failure {
+        printError("lines: \(failure)")
+        return 1
+    }
+    return 0
+}
+
+@main
+struct Lines {
+    static func main() async {
+        let options = parseCommandLine(program: "lines", usage: usage, Options.parse)
+        let loop = EventLoop(name: "lines")
+        let status = await withTaskGroup(of: Int32.self) { group in
+            group.addTask(executorPreference: loop) { await run(options, on: loop) }
+            return await group.next() ?? 1
+        }
+        do {
+            _ = try await loop.shutdownGracefully()
+        } catch {
+            printError("lines: stopping the loop: \(error)")
+        }
+        exit(status)
+    }
+}
