@@ -1,0 +1,176 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// Descriptor passing over IPC Unix connections: a listener on one loop hands TCP connections to another loop.
+final class UnixIPCTests: XCTestCase {
+    private let ipc = UnixSocketOptions(ipc: true)
+
+    /// A TCP connection accepted on loop A is passed over a socket pair to loop B, which echoes every byte;
+    /// A's copy closes, so the client's EOF reaches B and B's close reaches the client.
+    func testAConnectionPassedToAnotherLoopEchoesEveryByteAndClosesThere() throws {
+        try twoLoops { listener, worker in
+            let (listenerEnd, workerEnd) = try UnixSocket.pair()
+            let channelA = try listener.record(UnixSocket.open(listenerEnd, options: ipc), label: "channel A").waitForValues(1)[0]
+            let channelB = try worker.record(UnixSocket.open(workerEnd, options: ipc), label: "channel B").waitForValues(1)[0]
+            XCTAssertTrue(channelA.isIPC)
+            let incoming = try worker.record(channelB.incoming, label: "incoming")
+
+            let (server, port) = try startServer(listener)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let accepted = try waitForAccepted(server, 1)[0]
+            let handedOver = try listener.record(channelA.send(accepted, with: [7]), label: "send")
+            XCTAssertTrue(try handedOver.waitForTermination().isCompleted, "\(handedOver.events)")
+            try listener.wait(for: "the listener's copy to close") { !accepted.isOpen }
+
+            let passed = try waitForPassedTCP(incoming)
+            XCTAssertTrue(passed.loop === worker.loop, "the passed connection lives on the receiving loop")
+            XCTAssertEqual(passed.peerAddress?.port, client.localPort)
+            guard case .bytes(let message)? = incoming.values.first else { return XCTFail("\(incoming.values)") }
+            XCTAssertEqual(message, [7], "the message came before the connection passed with it")
+
+            let echoed = try worker.record(passed.bytes.map { chunk in
+                passed.send(chunk)
+                return chunk
+            }, label: "echo")
+            // 32 rounds of 8 KiB, each read back before the next (a blocked writer never waits on a full reader).
+            for round in 0..<32 {
+                let payload = bytePattern(8 * 1024, seed: round)
+                try client.sendAll(payload)
+                XCTAssertEqual(try client.receive(exactly: payload.count), payload, "round \(round): every byte echoed by the other loop")
+            }
+            client.shutdownWrite()
+            XCTAssertTrue(try echoed.waitForTermination().isCompleted, "the client's EOF reached loop B: A's copy was closed")
+            passed.close()
+            XCTAssertEqual(try client.receiveUntilEOF(), [], "B's close reached the client")
+        }
+    }
+
+    /// Passing over a connection opened without `ipc`, an empty message, and `incoming` there: clear EINVALs; the connection stays open.
+    func testPassingOverANonIPCConnectionIsEINVALAndKeepsTheConnection() throws {
+        try twoLoops { listener, worker in
+            let (plainA, plainB) = try UnixSocket.pair()
+            let channelA = try listener.record(UnixSocket.open(plainA), label: "plain A").waitForValues(1)[0]
+            let channelB = try worker.record(UnixSocket.open(plainB), label: "plain B").waitForValues(1)[0]
+            XCTAssertFalse(channelA.isIPC)
+            let (server, port) = try startServer(listener)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let accepted = try waitForAccepted(server, 1)[0]
+
+            let refused = try listener.record(channelA.send(accepted, with: [1]), label: "send")
+            let error = try XCTUnwrap(refused.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "EINVAL")
+            XCTAssertTrue(error.message.contains("IPC"), error.message)
+            XCTAssertTrue(accepted.isOpen, "a refused pass closed the connection")
+
+            let incoming = try worker.record(channelB.incoming, label: "incoming")
+            let incomingError = try XCTUnwrap(incoming.waitForTermination().error as? UVError)
+            XCTAssertEqual(incomingError.name, "EINVAL")
+            XCTAssertTrue(incomingError.message.contains("IPC"), incomingError.message)
+
+            let (ipcA, ipcB) = try UnixSocket.pair()
+            let channelIPC = try listener.record(UnixSocket.open(ipcA, options: ipc), label: "ipc A").waitForValues(1)[0]
+            _ = try worker.record(UnixSocket.open(ipcB, options: ipc), label: "ipc B").waitForValues(1)
+            let empty = try listener.record(channelIPC.send(accepted, with: []), label: "empty message")
+            let emptyError = try XCTUnwrap(empty.waitForTermination().error as? UVError)
+            XCTAssertEqual(emptyError.name, "EINVAL")
+            XCTAssertTrue(emptyError.message.contains("empty"), emptyError.message)
+            XCTAssertTrue(accepted.isOpen)
+            try client.sendAll([1, 2, 3])
+            let bytes = try listener.record(accepted.bytes, label: "still served here")
+            XCTAssertEqual(try waitForBytes(bytes, 3), [1, 2, 3])
+
+            let reopened = try listener.record(UnixSocket.open(ipcA), label: "the same end again")
+            _ = try reopened.waitForTermination()
+            XCTAssertEqual(errorName(reopened), "EBADF")
+        }
+    }
+
+    /// The receiver's end releases what was passed: disposing `incoming` closes the connection it sent, and
+    /// closing the channel releases the one still in flight (each client reads EOF; the harnesses see no handle left).
+    func testTheReceiversEndReleasesReceivedAndPendingConnections() throws {
+        try twoLoops { listener, worker in
+            let (listenerEnd, workerEnd) = try UnixSocket.pair()
+            let channelA = try listener.record(UnixSocket.open(listenerEnd, options: ipc), label: "channel A").waitForValues(1)[0]
+            let channelB = try worker.record(UnixSocket.open(workerEnd, options: ipc), label: "channel B")
+            let receiving = try channelB.waitForValues(1)[0]
+            let (server, port) = try startServer(listener)
+            let first = try BlockingClient(port: port)
+            defer { first.close() }
+            let second = try BlockingClient(port: port)
+            defer { second.close() }
+            let connections = try waitForAccepted(server, 2)
+            for (index, connection) in connections.enumerated() {
+                let sent = try listener.record(channelA.send(connection, with: [UInt8(index)]), label: "send \(index)")
+                XCTAssertTrue(try sent.waitForTermination().isCompleted, "\(sent.events)")
+            }
+
+            let firstOnly = try worker.record(receiving.incoming.filter { incoming in
+                if case .tcp = incoming { return true } else { return false }
+            }.take(1), label: "first passed connection")
+            XCTAssertTrue(try firstOnly.waitForTermination().isCompleted)
+            XCTAssertEqual(try first.receiveUntilEOF(), [], "the connection sent was closed with the subscription")
+            XCTAssertTrue(receiving.isOpen)
+
+            receiving.reset()
+            XCTAssertEqual(try second.receiveUntilEOF(), [], "the descriptor still in flight was released with the channel")
+        }
+    }
+
+    /// A descriptor arriving at a `bytes` reader ends it with EPROTO; it stays queued, and `incoming` then gets it.
+    func testADescriptorAtABytesReaderIsEPROTOAndWaitsForIncoming() throws {
+        try twoLoops { listener, worker in
+            let (listenerEnd, workerEnd) = try UnixSocket.pair()
+            let channelA = try listener.record(UnixSocket.open(listenerEnd, options: ipc), label: "channel A").waitForValues(1)[0]
+            let channelB = try worker.record(UnixSocket.open(workerEnd, options: ipc), label: "channel B").waitForValues(1)[0]
+            let plainReader = try worker.record(channelB.bytes, label: "bytes")
+            let (server, port) = try startServer(listener)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let accepted = try waitForAccepted(server, 1)[0]
+            XCTAssertTrue(try listener.record(channelA.send(accepted, with: [9, 9])).waitForTermination().isCompleted)
+
+            let error = try XCTUnwrap(plainReader.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "EPROTO")
+            XCTAssertTrue(error.message.contains("incoming"), error.message)
+            XCTAssertEqual(received(plainReader), [9, 9], "the bytes before the descriptor were delivered")
+            XCTAssertTrue(channelB.isOpen, "the channel stays open")
+
+            let incoming = try worker.record(channelB.incoming, label: "incoming")
+            let passed = try waitForPassedTCP(incoming)
+            try client.sendAll([4, 2])
+            let bytes = try worker.record(passed.bytes, label: "passed bytes")
+            XCTAssertEqual(try waitForBytes(bytes, 2), [4, 2])
+        }
+    }
+
+    // MARK: - helpers
+
+    /// Runs `body` with two harness loops (a listener's and a worker's) and checks both are left clean.
+    private func twoLoops(_ body: (LoopHarness, LoopHarness) throws -> Void) throws {
+        let listener = LoopHarness(name: "listener")
+        let worker = LoopHarness(name: "worker")
+        do {
+            try body(listener, worker)
+        } catch {
+            XCTFail("\(error)")
+        }
+        let workerReport = worker.finish()
+        let listenerReport = listener.finish()
+        XCTAssertTrue(workerReport.isClean, "worker: \(workerReport.problems)")
+        XCTAssertTrue(listenerReport.isClean, "listener: \(listenerReport.problems)")
+    }
+
+    private func waitForPassedTCP(_ incoming: EventRecorder<UnixConnection.Incoming>) throws -> TCPConnection {
+        try incoming.wait(for: "a passed TCP connection") { events in
+            events.contains { if case .next(.tcp) = $0 { return true } else { return $0.isTerminating } }
+        }
+        for value in incoming.values {
+            if case .tcp(let connection) = value { return connection }
+        }
+        throw TestFailure("no TCP connection came: \(incoming.events)")
+    }
+}
