@@ -147,7 +147,56 @@ final class UnixIPCTests: XCTestCase {
         }
     }
 
+    /// The README's hand-over example, run: a client of the listener's loop is echoed by the worker's loop.
+    func testTheReadmeHandOverExampleServesTheClientOnTheWorkerLoop() throws {
+        try assertReadmeBlock(containing: "UnixSocket.pair()", matches: "README-IPC")
+        try twoLoops { listenerHarness, workerHarness in
+            let listenerLoop = listenerHarness.loop
+            let workerLoop = workerHarness.loop
+            let port = try unusedPort()
+            let servedOn = Locked<[Bool]>([])
+            @Sendable func serve(_ connection: TCPConnection) {
+                servedOn.append(connection.loop === workerLoop)
+                _ = connection.bytes.subscribeNext { connection.send($0) }
+            }
+            // README-IPC-BEGIN
+            let (listenerEnd, workerEnd) = try UnixSocket.pair()
+            // The worker's loop serves whatever is passed to it.
+            let worker = UnixSocket.open(workerEnd, options: UnixSocketOptions(ipc: true), on: workerLoop)
+                .flatMap { channel in channel.incoming }
+                .subscribeNext { incoming in
+                    if case .tcp(let connection) = incoming { serve(connection) }
+                }
+            // The listener's loop accepts clients and hands each one over (the server on the same loop).
+            let listener = UnixSocket.open(listenerEnd, options: UnixSocketOptions(ipc: true), on: listenerLoop)
+                .flatMap { channel in
+                    TCPServer.listen(port: port, on: listenerLoop).flatMap { client in channel.send(client, with: [1]) }
+                }
+                .subscribeError { print("hand-over failed:", $0) }
+            // README-IPC-END
+            defer {
+                listener.dispose()
+                worker.dispose()
+            }
+            let client = try connectWhenListening(port: port, harness: listenerHarness)
+            defer { client.close() }
+            try client.sendAll(Array("ping".utf8))
+            XCTAssertEqual(try client.receive(exactly: 4), Array("ping".utf8))
+            XCTAssertEqual(servedOn.withLock { $0 }, [true], "served once, with the connection on the worker's loop")
+        }
+    }
+
     // MARK: - helpers
+
+    /// Connects to `port` once a server listens there (the listen is queued to the loop).
+    private func connectWhenListening(port: Int, harness: LoopHarness) throws -> BlockingClient {
+        var client: BlockingClient?
+        try harness.wait(for: "the server to listen on \(port)") {
+            client = try? BlockingClient(port: port)
+            return client != nil
+        }
+        return client!
+    }
 
     /// Runs `body` with two harness loops (a listener's and a worker's) and checks both are left clean.
     private func twoLoops(_ body: (LoopHarness, LoopHarness) throws -> Void) throws {
