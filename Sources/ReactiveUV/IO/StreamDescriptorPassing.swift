@@ -63,16 +63,30 @@ extension StreamHandle {
                 receiver.channel(self, failedToReceive: error)
                 continue
             }
-            guard kind == UV_TCP || kind == UV_NAMED_PIPE else {
-                // Accepted into a pipe handle only to close it: a UDP socket, a file, a pipe end.
+            // libuv calls a pipe's end (a FIFO) a named pipe too: only a Unix stream socket is one here.
+            guard kind == UV_TCP || (kind == UV_NAMED_PIPE && accepted.isUnixStreamSocket) else {
+                // Accepted into a pipe handle only to close it: a UDP socket, a file, a pipe's end.
+                let what = kind == UV_NAMED_PIPE ? "pipe (FIFO)" : String(cString: uv_handle_type_name(kind))
                 accepted.end(.closed)
                 receiver.channel(self, failedToReceive: UVError(
                     code: UV_ENOTSUP.rawValue,
-                    message: "the peer passed a \(String(cString: uv_handle_type_name(kind))) descriptor; `incoming` takes TCP and Unix stream sockets only, so it was closed",
+                    message: "the peer passed a \(what) descriptor; `incoming` takes TCP and Unix stream sockets only, so it was closed",
                     context: "UnixConnection.incoming of \(peerDescription)"))
                 continue
             }
             receiver.channel(self, didReceive: accepted)
+        }
+    }
+
+    /// Whether the open handle's descriptor is an `AF_UNIX` stream socket.
+    fileprivate var isUnixStreamSocket: Bool {
+        var descriptor = uv_os_fd_t()
+        guard uv_fileno(handle, &descriptor) == 0 else { return false }
+        do {
+            try UnixSocketNames.checkStreamSocket(descriptor, context: "a passed descriptor")
+            return true
+        } catch {
+            return false  // the reason is the caller's ENOTSUP message
         }
     }
 

@@ -13,4 +13,8 @@ size_t ruv_test_live_heap_bytes(void);
 /// so a test running as root can see the `EACCES` an ordinary user gets; moving it back to 0 restores them.
 unsigned ruv_test_set_thread_fsuid(unsigned uid);
 
+/// Sends `byte` with `descriptor` attached (`SCM_RIGHTS`) over the Unix stream socket `socket`,
+/// as a peer passing a descriptor does. Returns sendmsg's result (1), or -errno.
+long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte);
+
 #endif

@@ -1,3 +1,4 @@
+import CTestSupport
 import Foundation
 import ReactiveUV
 import ReactiveUVTesting
@@ -147,6 +148,48 @@ final class UnixIPCTests: XCTestCase {
         }
     }
 
+    /// A peer passing a descriptor that is not a stream socket (a pipe's end): `incoming` fails with ENOTSUP and it is closed.
+    func testAPassedDescriptorThatIsNotAStreamSocketIsENOTSUPAndClosed() throws {
+        try twoLoops { _, worker in
+            let (rawEnd, workerEnd) = try UnixSocket.pair()
+            let raw = try XCTUnwrap(rawEnd.takeDescriptor())
+            defer { close(raw) }
+            let channel = try worker.record(UnixSocket.open(workerEnd, options: ipc), label: "channel").waitForValues(1)[0]
+            let incoming = try worker.record(channel.incoming, label: "incoming")
+            var ends: [Int32] = [-1, -1]
+            XCTAssertEqual(pipe(&ends), 0)
+            defer { close(ends[0]) }
+            XCTAssertEqual(ruv_test_send_descriptor(raw, ends[1], 5), 1)
+            close(ends[1])  // only the copy in flight keeps the write end open now
+
+            let error = try XCTUnwrap(incoming.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "ENOTSUP")
+            XCTAssertTrue(error.message.contains("pipe"), error.message)
+            guard case .bytes([5])? = incoming.values.first else { return XCTFail("\(incoming.values)") }
+            var byte: UInt8 = 0
+            XCTAssertEqual(read(ends[0], &byte, 1), 0, "the passed write end was closed: its reader sees EOF")
+        }
+    }
+
+    /// `open(descriptor:)` checks the descriptor: not a socket is ENOTSOCK, a TCP socket EINVAL; both are left open.
+    func testOpeningADescriptorThatIsNotAUnixStreamSocketIsRefusedAndLeftOpen() throws {
+        try twoLoops { _, worker in
+            var ends: [Int32] = [-1, -1]
+            XCTAssertEqual(pipe(&ends), 0)
+            defer { close(ends[0]); close(ends[1]) }
+            let notSocket = try worker.record(UnixSocket.open(descriptor: ends[0]), label: "pipe end")
+            _ = try notSocket.waitForTermination()
+            XCTAssertEqual(errorName(notSocket), "ENOTSOCK")
+            let tcp = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(tcp) }
+            let tcpOpen = try worker.record(UnixSocket.open(descriptor: tcp), label: "tcp socket")
+            _ = try tcpOpen.waitForTermination()
+            XCTAssertEqual(errorName(tcpOpen), "EINVAL")
+            XCTAssertNotEqual(fcntl(ends[0], F_GETFD), -1, "the refused descriptor was closed")
+            XCTAssertNotEqual(fcntl(tcp, F_GETFD), -1, "the refused descriptor was closed")
+        }
+    }
+
     /// The README's hand-over example, run: a client of the listener's loop is echoed by the worker's loop.
     func testTheReadmeHandOverExampleServesTheClientOnTheWorkerLoop() throws {
         try assertReadmeBlock(containing: "UnixSocket.pair()", matches: "README-IPC")
@@ -174,15 +217,17 @@ final class UnixIPCTests: XCTestCase {
                 }
                 .subscribeError { print("hand-over failed:", $0) }
             // README-IPC-END
-            defer {
-                listener.dispose()
-                worker.dispose()
-            }
             let client = try connectWhenListening(port: port, harness: listenerHarness)
             defer { client.close() }
             try client.sendAll(Array("ping".utf8))
             XCTAssertEqual(try client.receive(exactly: 4), Array("ping".utf8))
             XCTAssertEqual(servedOn.withLock { $0 }, [true], "served once, with the connection on the worker's loop")
+            // Disposed from the test thread: the disposal reaches each loop through the subscriptions' home loop.
+            listener.dispose()
+            worker.dispose()
+            for harness in [listenerHarness, workerHarness] {
+                try harness.wait(for: "the example's handles to close") { (try? harness.loop.openHandles().count) == 0 }
+            }
         }
     }
 
