@@ -13,6 +13,8 @@ import Synchronization
 /// reading end's loop.
 extension UnixConnection {
     /// What `incoming` sends: the bytes read, and each connection passed with them.
+    ///
+    /// Thread rule: a value; safe from any thread (the connections follow their own rule).
     public enum Incoming: Sendable {
         /// Bytes the peer wrote, one chunk per read (as `bytes` delivers them).
         case bytes([UInt8])
