@@ -5,7 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <malloc.h>
+#include <errno.h>
+#include <string.h>
 #include <sys/fsuid.h>
+#include <sys/socket.h>
 
 // Defined by the ASan/TSan runtimes; null when no sanitizer is linked in.
 extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
@@ -37,4 +40,19 @@ int ruv_test_open_pty(int *master, int *slave, char *slave_path, size_t path_siz
     *master = m;
     *slave = s;
     return 0;
+}
+
+long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte) {
+    struct iovec data = { .iov_base = &byte, .iov_len = 1 };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof(control));
+    struct msghdr message = { .msg_iov = &data, .msg_iovlen = 1,
+                              .msg_control = control.space, .msg_controllen = sizeof(control.space) };
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &descriptor, sizeof(int));
+    ssize_t sent = sendmsg(socket, &message, 0);
+    return sent < 0 ? -errno : (long)sent;
 }

@@ -22,12 +22,16 @@ static void pin(int cpu) {
     if (cpu >= 0) rawc_pin_current_thread(cpu);
 }
 
+/* Echo ping-pong over loopback TCP, or over a Unix-domain socket (uv_pipe_t) when `path` is given. */
+typedef union { uv_tcp_t tcp; uv_pipe_t pipe; uv_stream_t stream; uv_handle_t handle; } echo_stream_t;
+
 /* ---- server ---- */
 typedef struct {
     uv_loop_t loop;
-    uv_tcp_t listener;
-    uv_tcp_t *peer;
+    echo_stream_t listener;
+    echo_stream_t *peer;
     uv_async_t stop;
+    const char *path;
     int port;
     int cpu;
     uv_sem_t ready;
@@ -64,12 +68,13 @@ static void server_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 static void server_accept(uv_stream_t *listener, int status) {
     if (status < 0) return;
     echo_server_t *server = listener->data;
-    server->peer = malloc(sizeof(uv_tcp_t));
-    uv_tcp_init(&server->loop, server->peer);
-    server->peer->data = server;
-    if (uv_accept(listener, (uv_stream_t *)server->peer) == 0) {
-        uv_tcp_nodelay(server->peer, 1);
-        uv_read_start((uv_stream_t *)server->peer, server_alloc, server_read);
+    server->peer = malloc(sizeof(echo_stream_t));
+    if (server->path) uv_pipe_init(&server->loop, &server->peer->pipe, 0);
+    else uv_tcp_init(&server->loop, &server->peer->tcp);
+    server->peer->handle.data = server;
+    if (uv_accept(listener, &server->peer->stream) == 0) {
+        if (!server->path) uv_tcp_nodelay(&server->peer->tcp, 1);
+        uv_read_start(&server->peer->stream, server_alloc, server_read);
     }
 }
 
@@ -87,18 +92,25 @@ static void server_main(void *argument) {
     echo_server_t *server = argument;
     pin(server->cpu);
     uv_loop_init(&server->loop);
-    uv_tcp_init(&server->loop, &server->listener);
-    server->listener.data = server;
     uv_async_init(&server->loop, &server->stop, server_stop);
     server->stop.data = server;
-    struct sockaddr_in address;
-    uv_ip4_addr("127.0.0.1", 0, &address);
-    uv_tcp_bind(&server->listener, (const struct sockaddr *)&address, 0);
-    uv_listen((uv_stream_t *)&server->listener, 128, server_accept);
-    struct sockaddr_in bound;
-    int length = sizeof(bound);
-    uv_tcp_getsockname(&server->listener, (struct sockaddr *)&bound, &length);
-    server->port = ntohs(bound.sin_port);
+    if (server->path) {
+        uv_pipe_init(&server->loop, &server->listener.pipe, 0);
+        server->listener.handle.data = server;
+        uv_pipe_bind(&server->listener.pipe, server->path);
+        uv_listen(&server->listener.stream, 128, server_accept);
+    } else {
+        uv_tcp_init(&server->loop, &server->listener.tcp);
+        server->listener.handle.data = server;
+        struct sockaddr_in address;
+        uv_ip4_addr("127.0.0.1", 0, &address);
+        uv_tcp_bind(&server->listener.tcp, (const struct sockaddr *)&address, 0);
+        uv_listen(&server->listener.stream, 128, server_accept);
+        struct sockaddr_in bound;
+        int length = sizeof(bound);
+        uv_tcp_getsockname(&server->listener.tcp, (struct sockaddr *)&bound, &length);
+        server->port = ntohs(bound.sin_port);
+    }
     uv_sem_post(&server->ready);
     uv_run(&server->loop, UV_RUN_DEFAULT);
     uv_loop_close(&server->loop);
@@ -108,7 +120,8 @@ static void server_main(void *argument) {
 /* ---- client ---- */
 typedef struct {
     uv_loop_t loop;
-    uv_tcp_t socket;
+    echo_stream_t socket;
+    const char *path;
     uv_connect_t connect;
     uv_write_t write;
     char *message;
@@ -152,20 +165,21 @@ static void client_wrote(uv_write_t *request, int status) { (void)request; (void
 static void client_send(echo_client_t *client) {
     uv_buf_t buf = uv_buf_init(client->message, (unsigned)client->message_size);
     client->sent_at = uv_hrtime();
-    uv_write(&client->write, (uv_stream_t *)&client->socket, &buf, 1, client_wrote);
+    uv_write(&client->write, &client->socket.stream, &buf, 1, client_wrote);
 }
 
 static void client_connected(uv_connect_t *request, int status) {
     echo_client_t *client = request->data;
-    if (status < 0) { uv_close((uv_handle_t *)&client->socket, NULL); return; }
-    uv_tcp_nodelay(&client->socket, 1);
-    uv_read_start((uv_stream_t *)&client->socket, client_alloc, client_read);
+    if (status < 0) { uv_close(&client->socket.handle, NULL); return; }
+    if (!client->path) uv_tcp_nodelay(&client->socket.tcp, 1);
+    uv_read_start(&client->socket.stream, client_alloc, client_read);
     client_send(client);
 }
 
-int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
-                  uint64_t *latencies, uint64_t capacity, rawc_echo_result *result) {
+static int stream_echo(const char *path, int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
+                       uint64_t *latencies, uint64_t capacity, rawc_echo_result *result) {
     echo_server_t *server = calloc(1, sizeof(echo_server_t));
+    server->path = path;
     server->cpu = server_cpu;
     uv_sem_init(&server->ready, 0);
     uv_thread_t server_thread;
@@ -175,8 +189,10 @@ int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cp
     pin(client_cpu);
     echo_client_t *client = calloc(1, sizeof(echo_client_t));
     uv_loop_init(&client->loop);
-    uv_tcp_init(&client->loop, &client->socket);
-    client->socket.data = client;
+    client->path = path;
+    if (path) uv_pipe_init(&client->loop, &client->socket.pipe, 0);
+    else uv_tcp_init(&client->loop, &client->socket.tcp);
+    client->socket.handle.data = client;
     client->connect.data = client;
     client->message_size = message_size;
     client->message = malloc((size_t)message_size);
@@ -186,9 +202,13 @@ int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cp
     client->start = uv_hrtime();
     client->measure_from = client->start + (uint64_t)warmup_ms * 1000000;
     client->measure_until = client->measure_from + (uint64_t)measure_ms * 1000000;
-    struct sockaddr_in address;
-    uv_ip4_addr("127.0.0.1", server->port, &address);
-    uv_tcp_connect(&client->connect, &client->socket, (const struct sockaddr *)&address, client_connected);
+    if (path) {
+        uv_pipe_connect(&client->connect, &client->socket.pipe, path, client_connected);
+    } else {
+        struct sockaddr_in address;
+        uv_ip4_addr("127.0.0.1", server->port, &address);
+        uv_tcp_connect(&client->connect, &client->socket.tcp, (const struct sockaddr *)&address, client_connected);
+    }
     uv_run(&client->loop, UV_RUN_DEFAULT);
     uint64_t end = uv_hrtime();
     uv_loop_close(&client->loop);
@@ -205,4 +225,14 @@ int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cp
 
     rawc_pin_current_thread(-1);
     return 0;
+}
+
+int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
+                  uint64_t *latencies, uint64_t capacity, rawc_echo_result *result) {
+    return stream_echo(NULL, message_size, warmup_ms, measure_ms, server_cpu, client_cpu, latencies, capacity, result);
+}
+
+int rawc_unix_echo(const char *path, int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
+                   uint64_t *latencies, uint64_t capacity, rawc_echo_result *result) {
+    return stream_echo(path, message_size, warmup_ms, measure_ms, server_cpu, client_cpu, latencies, capacity, result);
 }

@@ -50,6 +50,53 @@ enum IOOurs {
         return result.value
     }
 
+    /// Unix-socket echo ping-pong: `echo`'s workload over a Unix-domain socket at `path` (UnixSocket.serve/connect).
+    static func unixEcho(path: String, size: Int, warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?) -> EchoFigures? {
+        let serverLoop = ReactiveUV.EventLoop(name: "unix-echo-server")
+        let clientLoop = ReactiveUV.EventLoop(name: "unix-echo-client")
+        defer {
+            clientLoop.shutdown()
+            serverLoop.shutdown()
+        }
+        serverLoop.execute { pinCurrentThread(to: serverCPU) }
+        clientLoop.execute { pinCurrentThread(to: clientCPU) }
+        let listening = ResultBox<Bool>()
+        let ready = CondFlag()
+        let server = SerialDisposable()
+        serverLoop.execute {
+            server.inner = UnixSocket.serve(path: path).subscribe(next: { event in
+                switch event {
+                case .listening:
+                    listening.value = true
+                    ready.signal()
+                case .refused:
+                    break
+                case .accepted(let connection):
+                    _ = connection.bytes.subscribeNext { connection.send($0) }
+                }
+            }, error: { error in
+                print("   (UnixSocket.serve failed: \(error))")
+                ready.signal()
+            })
+        }
+        defer { server.dispose() }
+        ready.wait()
+        guard listening.value == true else { return nil }
+        let done = CondFlag()
+        let result = ResultBox<EchoFigures>()
+        let client = PingPongClient(size: size, warmup: warmup, measure: measure) { figures in
+            result.value = figures
+            done.signal()
+        }
+        let connect = SerialDisposable()
+        clientLoop.execute {
+            connect.inner = UnixSocket.connect(path: path).subscribeNext { client.start($0) }
+        }
+        done.wait()
+        connect.dispose()
+        return result.value
+    }
+
     /// TCP pump: one connection, `inFlight` sends of 64 KiB outstanding, until `total` bytes reached the server.
     static func pump(total: UInt64) -> Double? {
         let loop = ReactiveUV.EventLoop(name: "pump")
@@ -193,7 +240,7 @@ final class PingPongClient: @unchecked Sendable {
     private let warmup: Int
     private let measure: Int
     private let report: (EchoFigures) -> Void
-    private var connection: TCPConnection?
+    private var connection: StreamConnection?
     private var received = 0
     private var sentAt: UInt64 = 0
     private var from: UInt64 = 0
@@ -210,9 +257,9 @@ final class PingPongClient: @unchecked Sendable {
         latencies.reserveCapacity(1_000_000)
     }
 
-    func start(_ connection: TCPConnection) {
+    func start(_ connection: StreamConnection) {
         self.connection = connection
-        try? connection.setNoDelay(true)
+        if let tcp = connection as? TCPConnection { try? tcp.setNoDelay(true) }
         from = nanoseconds() + UInt64(warmup) * 1_000_000
         until = from + UInt64(measure) * 1_000_000
         _ = connection.bytes.subscribeNext { [self] chunk in received(chunk.count) }

@@ -21,6 +21,37 @@ enum IOScenarios {
             unit: "k round trips/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
     }
 
+    /// Unix-socket echo ping-pong: scenario 5a's workload over a Unix-domain socket, ours against raw libuv C in one run.
+    static func unixEcho(warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?,
+                         ours: ((String) -> EchoFigures?)?) -> ScenarioResult {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ruv-bench-unix-echo-\(getpid())")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var measurements: [Measurement] = []
+        func add(_ name: String, _ figures: EchoFigures?, _ detail: String) {
+            guard let figures else { return }
+            measurements.append(Measurement(name, figures.roundTripsPerSecond / 1000,
+                                            detail: "median \(format(figures.medianMicroseconds)) µs; \(detail)"))
+        }
+        if let ours { add(Contender.ours, ours(directory.appendingPathComponent("ours.sock").path), "UnixSocket.serve/connect") }
+        let rawPath = directory.appendingPathComponent("raw.sock").path
+        var latencies = [UInt64](repeating: 0, count: 2_000_000)
+        var result = rawc_echo_result()
+        let status = rawc_unix_echo(rawPath, 64, Int32(warmup), Int32(measure), Int32(serverCPU ?? -1), Int32(clientCPU ?? -1),
+                                    &latencies, UInt64(latencies.count), &result)
+        unlink(rawPath)
+        if status == 0, result.elapsed_ns > 0 {
+            let sorted = Array(latencies.prefix(Int(result.recorded))).sorted()
+            add(Contender.rawC, EchoFigures(roundTripsPerSecond: Double(result.round_trips) / (Double(result.elapsed_ns) / 1e9),
+                                            medianMicroseconds: percentile(sorted, 0.5) / 1000), "uv_pipe_t")
+        }
+        let placement = serverCPU == clientCPU ? "both pinned to CPU \(serverCPU.map(String.init) ?? "-")" : "server on CPU \(serverCPU.map(String.init) ?? "any"), client on CPU \(clientCPU.map(String.init) ?? "any")"
+        return ScenarioResult(
+            name: "Unix-socket echo ping-pong (\(serverCPU == clientCPU ? "one CPU" : "two CPUs"))",
+            workload: "one Unix-domain socket connection, one 64-byte message in flight, \(measure) ms after \(warmup) ms warm-up, \(placement)",
+            unit: "k round trips/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
     /// Scenario 5b: TCP pump, 64 KiB writes, 8 in flight.
     static func pump(total: UInt64, ours: (() -> Double?)?) -> ScenarioResult {
         var measurements: [Measurement] = []

@@ -29,6 +29,8 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("actor calls", { [ConcurrencyScenarios.actors(count: 1_000_000 / scale)] }),
     ("TCP echo ping-pong (two CPUs)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1) })] }),
     ("TCP echo ping-pong (one CPU)", { [IOScenarios.echo(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: { IOOurs.echo(size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0) })] }),
+    ("Unix-socket echo ping-pong (two CPUs)", { [IOScenarios.unixEcho(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1, ours: { IOOurs.unixEcho(path: $0, size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 1) })] }),
+    ("Unix-socket echo ping-pong (one CPU)", { [IOScenarios.unixEcho(warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0, ours: { IOOurs.unixEcho(path: $0, size: 64, warmup: 200, measure: 5000 / scale, serverCPU: 0, clientCPU: 0) })] }),
     ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.pump(total: (4 << 30) / UInt64(scale)) })] }),
     ("Unix-socket pump", { [IOScenarios.unixPump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.unixPump(path: $0, total: (4 << 30) / UInt64(scale)) })] }),
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),

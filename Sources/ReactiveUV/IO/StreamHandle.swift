@@ -81,6 +81,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     }
 
     let transport: Transport
+    /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
+    let ipc: Bool
+    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
+    /// reader, which cannot take them, ends when one arrives (they stay pending).
+    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
     /// How much unflushed written data the stream holds, and when reading pauses.
     let limits: StreamBufferLimits
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
@@ -136,9 +141,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Finished write requests kept for reuse, per connection.
     private static let writePoolLimit = 16
 
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String) {
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
+        self.ipc = ipc && transport == .pipe
         self.limits = limits
         self.origin = origin
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
@@ -159,7 +165,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     func open() throws(UVError) {
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
-        case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), ipc ? 1 : 0), "uv_pipe_init")
         case .tty:
             throw UVError(code: UVError.invalidArgumentCode, message: "a terminal stream is opened on a descriptor", context: "open of \(origin)")
         }
@@ -232,11 +238,27 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
                 return error
             }
             input = .reading
+            if ipc { descriptorsMayBePending() }
         } else if !shouldRead && input == .reading {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .paused
         }
         return nil
+    }
+
+    /// Whether libuv is reading for a reader now (not idle, paused or ended).
+    var isReading: Bool { input == .reading }
+    /// Open and not shut down for writing.
+    var acceptsWrites: Bool { isOpen && !writesShutDown }
+
+    /// Stops reading and ends the reader (completes it with nil, else fails it); the stream stays open and can be read again.
+    func endReader(_ error: (any Error)?) {
+        assertInEventLoop()
+        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input != .ended { input = .idle }
+        consumerPaused = false
+        guard let reader = readers.take() else { return }
+        if let error { reader.sendError(error) } else { reader.sendCompleted() }
     }
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
@@ -289,6 +311,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             } else if let reader = readers.reader {
                 deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
+            if ipc { didReadOnIPCPipe() }
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended

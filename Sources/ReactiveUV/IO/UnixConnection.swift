@@ -12,7 +12,8 @@
 public final class UnixConnection: StreamConnection, @unchecked Sendable {
     // `path` is immutable; the stream's state is confined to its loop thread.
 
-    /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends.
+    /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends;
+    /// empty for an unnamed socket (an end of `UnixSocket.pair()`, or a passed socket nobody bound).
     ///
     /// Thread rule: safe from any thread.
     public let path: String

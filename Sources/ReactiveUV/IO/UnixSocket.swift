@@ -103,8 +103,12 @@ public enum UnixSocket {
     ) -> Signal<UnixConnection> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "UnixSocket.connect") { loop in
-                let attempt = UnixConnectAttempt(loop: loop, path: path, options: options, subscriber: subscriber)
-                attempt.start()
+                let context = "UnixSocket.connect(\(path))"
+                let attempt = UnixConnectAttempt(loop: loop, path: path, context: context, options: options, subscriber: subscriber)
+                attempt.start { () throws(UVError) in
+                    let name = try UnixSocketPath(path, context: context)
+                    return (try UnixSocketDescriptor.connect(name, context: context), name.description)
+                }
                 return attempt
             }
         }.debugNamed("+UnixSocket.connect(\(path))")
@@ -189,7 +193,8 @@ final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchec
         let place = name?.description ?? path
         // Errors here concern one pending connection (libuv copes with EMFILE itself); the server goes on.
         guard uvCheckReporting(status, "accepting a connection on \(place)") else { return }
-        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "accepted by UnixSocket.listen(\(place))")
+        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "accepted by UnixSocket.listen(\(place))",
+                                  ipc: options.ipc)
         stream.peerDescription = place
         do {
             try stream.open()
@@ -258,32 +263,35 @@ private let unixListenerConnectionCallback: uv_connection_cb = { server, status 
     Unmanaged<UnixListener>.fromOpaque(data).takeUnretainedValue().accept(status: status)
 }
 
-/// One `UnixSocket.connect` subscription: connect, then own the connection.
+/// One `UnixSocket.connect` or `UnixSocket.open` subscription: get the socket, then own the connection.
 final class UnixConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     let loop: EventLoop
     private let path: String
+    private let context: String
     private let options: UnixSocketOptions
     private var subscriber: Subscriber<UnixConnection>?
     private var stream: StreamHandle?
     let disposedFlag = Atomic<Bool>(false)
 
-    init(loop: EventLoop, path: String, options: UnixSocketOptions, subscriber: Subscriber<UnixConnection>) {
+    init(loop: EventLoop, path: String, context: String, options: UnixSocketOptions, subscriber: Subscriber<UnixConnection>) {
         self.loop = loop
         self.path = path
+        self.context = context
         self.options = options
         self.subscriber = subscriber
     }
 
-    /// Connects at once (a Unix socket's connect does not wait for the server) and sends the connection.
-    func start() {
-        let context = "UnixSocket.connect(\(path))"
+    /// Gets the socket from `socket` (a connect is at once: a Unix socket's does not wait for the
+    /// server), hands it to libuv and sends the connection.
+    ///
+    /// - Parameter socket: Returns a connected descriptor (now this attempt's) and its name for messages.
+    func start(_ socket: () throws(UVError) -> (descriptor: Int32, name: String)) {
         let stream: StreamHandle
         do throws(UVError) {
-            let name = try UnixSocketPath(path, context: context)
-            let descriptor = try UnixSocketDescriptor.connect(name, context: context)
-            stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "from \(context)")
-            stream.peerDescription = name.description
+            let (descriptor, name) = try socket()
+            stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "from \(context)", ipc: options.ipc)
+            stream.peerDescription = name
             do throws(UVError) {
                 try stream.open()
                 try uvCheck(uv_pipe_open(stream.pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open")

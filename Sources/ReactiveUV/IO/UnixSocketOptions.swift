@@ -40,6 +40,13 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var permissions: mode_t?
+    /// Open connections for descriptor passing (`uv_pipe_init` with `ipc`): `UnixConnection.send(_:with:keepOpen:)` and `incoming`.
+    ///
+    /// Both ends must set it (a server: for the connections it accepts). An
+    /// IPC connection reads with `recvmsg`, so it can take the descriptors the
+    /// peer passes; read it with `incoming`, which delivers them (`bytes` ends
+    /// with `EPROTO` when one arrives). Off by default.
+    public var ipc: Bool
 
     /// Creates options.
     ///
@@ -48,14 +55,16 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///   - maxConnections: For a server, the most connections open at once (nil: no limit).
     ///   - removeStaleSocketFile: For a server, remove a socket file nobody listens on before binding (default false).
     ///   - permissions: For a server, the socket file's mode (nil: leave it to `umask`).
+    ///   - ipc: Open the connections for descriptor passing (default false).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
     public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
-                removeStaleSocketFile: Bool = false, permissions: mode_t? = nil) {
+                removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false) {
         self.limits = limits
         self.maxConnections = maxConnections
         self.removeStaleSocketFile = removeStaleSocketFile
         self.permissions = permissions
+        self.ipc = ipc
     }
 }

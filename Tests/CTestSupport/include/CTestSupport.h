@@ -17,4 +17,8 @@ unsigned ruv_test_set_thread_fsuid(unsigned uid);
 /// with `O_NOCTTY`): 0 and both descriptors and the slave's path, or -1 with errno set.
 int ruv_test_open_pty(int *master, int *slave, char *slave_path, size_t path_size);
 
+/// Sends `byte` with `descriptor` attached (`SCM_RIGHTS`) over the Unix stream socket `socket`,
+/// as a peer passing a descriptor does. Returns sendmsg's result (1), or -errno.
+long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte);
+
 #endif

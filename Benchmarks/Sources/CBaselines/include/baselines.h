@@ -55,6 +55,11 @@ typedef struct {
 int rawc_tcp_echo(int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
                   uint64_t *latencies, uint64_t capacity, rawc_echo_result *result);
 
+/* The same ping-pong over a Unix-domain socket bound at `path` (uv_pipe_t; the
+ * caller removes the file after). */
+int rawc_unix_echo(const char *path, int message_size, int warmup_ms, int measure_ms, int server_cpu, int client_cpu,
+                   uint64_t *latencies, uint64_t capacity, rawc_echo_result *result);
+
 /* TCP pump on loopback: one connection, `in_flight` writes of `chunk` bytes
  * outstanding, TCP_NODELAY, until `total` bytes reached the server. Returns ns
  * from the first write until the server read the last byte (0 on failure). */

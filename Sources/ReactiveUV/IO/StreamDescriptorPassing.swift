@@ -1,0 +1,257 @@
+internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Takes the descriptors an IPC pipe receives (`UnixConnection.incoming`'s subscription).
+protocol StreamDescriptorReceiver: AnyObject {
+    /// A passed socket was accepted into `stream` (open, on the channel's loop, owned by nobody yet). Loop thread.
+    func channel(_ channel: StreamHandle, didReceive stream: StreamHandle)
+    /// A passed descriptor could not be taken (it was closed): the receiver ends with `error`. Loop thread.
+    func channel(_ channel: StreamHandle, failedToReceive error: UVError)
+}
+
+/// Descriptor passing over an IPC pipe (`uv_pipe_init` with `ipc` 1): `uv_write2` on the sending
+/// side, `uv_pipe_pending_count` / `uv_pipe_pending_type` / `uv_accept` on the receiving side.
+///
+/// Receiving: libuv collects the descriptors that come with a read (`SCM_RIGHTS`)
+/// in the pipe's queue and then calls the read callback; `didReadOnIPCPipe`
+/// (called there, after the chunk was delivered) accepts each into a new
+/// `uv_tcp_t` or `uv_pipe_t` on this loop and hands it to `descriptorReceiver`.
+/// Descriptors are accepted only while libuv reads for a reader: `uv_accept`
+/// re-arms the pipe's `POLLIN`, which would spin on a pipe that stopped
+/// reading. Those left in the queue (the reader stopped during a delivery)
+/// wait for the next reader, and libuv closes them when the pipe closes.
+extension StreamHandle {
+    // MARK: - receiving
+
+    /// After a read on an IPC pipe: hands over what came with it (the chunk was delivered first).
+    func didReadOnIPCPipe() {
+        deliverPendingDescriptors()
+    }
+
+    /// Reading (re)started on an IPC pipe: descriptors left queued by an earlier reader are handed
+    /// over from the loop's queue (not now: the reader's subscription is still being set up).
+    func descriptorsMayBePending() {
+        guard uv_pipe_pending_count(pointer(as: uv_pipe_t.self)) > 0 else { return }
+        _ = loop.enqueue { [self] in deliverPendingDescriptors() }
+    }
+
+    /// Accepts every queued descriptor while a reader reads, and hands each to the receiver.
+    private func deliverPendingDescriptors() {
+        let pipe = pointer(as: uv_pipe_t.self)
+        while isOpen, isReading, uv_pipe_pending_count(pipe) > 0 {
+            guard let receiver = descriptorReceiver else {
+                // A `bytes` reader: it cannot take a connection, and dropping one would be silent.
+                endReader(UVError(code: UV_EPROTO.rawValue,
+                                  message: "the peer passed a descriptor, which `bytes` cannot deliver: read an IPC connection with `incoming` (the descriptor stays queued for it)",
+                                  context: "UnixConnection.bytes of \(peerDescription)"))
+                return
+            }
+            let kind = uv_pipe_pending_type(pipe)
+            let accepted = StreamHandle(loop: loop, transport: kind == UV_TCP ? .tcp : .pipe, limits: limits,
+                                        origin: "passed over the IPC connection \(peerDescription)")
+            accepted.peerDescription = "a \(kind == UV_TCP ? "TCP" : "Unix") socket passed over \(peerDescription)"
+            do {
+                try accepted.open()
+                // On failure libuv has closed the descriptor itself and moved on to the next one.
+                try uvCheck(uv_accept(stream, accepted.stream), "uv_accept of a passed descriptor on \(peerDescription)")
+            } catch {
+                accepted.end(.closed)
+                receiver.channel(self, failedToReceive: error)
+                continue
+            }
+            // libuv calls a pipe's end (a FIFO) a named pipe too: only a Unix stream socket is one here.
+            guard kind == UV_TCP || (kind == UV_NAMED_PIPE && accepted.isUnixStreamSocket) else {
+                // Accepted into a pipe handle only to close it: a UDP socket, a file, a pipe's end.
+                let what = kind == UV_NAMED_PIPE ? "pipe (FIFO)" : String(cString: uv_handle_type_name(kind))
+                accepted.end(.closed)
+                receiver.channel(self, failedToReceive: UVError(
+                    code: UV_ENOTSUP.rawValue,
+                    message: "the peer passed a \(what) descriptor; `incoming` takes TCP and Unix stream sockets only, so it was closed",
+                    context: "UnixConnection.incoming of \(peerDescription)"))
+                continue
+            }
+            receiver.channel(self, didReceive: accepted)
+        }
+    }
+
+    /// Whether the open handle's descriptor is an `AF_UNIX` stream socket.
+    fileprivate var isUnixStreamSocket: Bool {
+        var descriptor = uv_os_fd_t()
+        guard uv_fileno(handle, &descriptor) == 0 else { return false }
+        do {
+            try UnixSocketNames.checkStreamSocket(descriptor, context: "a passed descriptor")
+            return true
+        } catch {
+            return false  // the reason is the caller's ENOTSUP message
+        }
+    }
+
+    // MARK: - sending
+
+    /// Sends `message` with a duplicate of `passed`'s descriptor (`uv_write2`); closes `passed` here unless `keepOpen`.
+    ///
+    /// The descriptor travels in a handle of its own (a `dup`), so `passed` may
+    /// close at once while the write waits in the queue: libuv reads the
+    /// sending handle's descriptor only when the write goes out.
+    func send(_ message: [UInt8], passing passed: StreamHandle, keepOpen: Bool,
+              completion: @escaping ((any Error)?) -> Void) {
+        assertInEventLoop()
+        let context = "UnixConnection.send(_:with:) over \(peerDescription)"
+        guard ipc else {
+            completion(UVError(code: UVError.invalidArgumentCode,
+                               message: "descriptor passing needs an IPC connection (UnixSocketOptions(ipc: true) on both ends); this one is not",
+                               context: context))
+            return
+        }
+        guard !message.isEmpty else {
+            completion(UVError(code: UVError.invalidArgumentCode,
+                               message: "the message is empty: a descriptor travels with at least one byte",
+                               context: context))
+            return
+        }
+        guard acceptsWrites else {
+            completion(UVError(code: UV_EPIPE.rawValue,
+                               message: isOpen ? "the IPC connection was shut down for writing" : "the IPC connection is closed",
+                               context: context))
+            return
+        }
+        guard passed !== self else {
+            completion(UVError(code: UVError.invalidArgumentCode,
+                               message: "an IPC connection cannot pass itself", context: context))
+            return
+        }
+        guard passed.loop === loop else {
+            completion(UVError(code: UVError.invalidArgumentCode,
+                               message: "the connection passed lives on loop '\(passed.loop.name)' and the IPC connection on '\(loop.name)': pass a connection over an IPC connection on its own loop",
+                               context: context))
+            return
+        }
+        guard passed.isOpen else {
+            completion(passed.closedError("passing it over \(peerDescription)"))
+            return
+        }
+        let carrier: PassedDescriptor
+        do {
+            carrier = try PassedDescriptor.duplicate(passed, over: self)
+        } catch {
+            completion(error)
+            return
+        }
+        let request = DescriptorWriteRequest(loop: loop, message: message, carrier: carrier) { [self] status in
+            self.descriptorWriteDidFinish(status: status, completion: completion)
+        }
+        let result = request.start(on: stream)
+        guard result == 0 else {
+            carrier.close()
+            completion(UVError(code: result, context: context))
+            return
+        }
+        publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed)
+        if !keepOpen {
+            // Handed over: nothing more is read or written here (its reader completes).
+            passed.end(.closed)
+        }
+    }
+
+    private func descriptorWriteDidFinish(status: Int32, completion: ((any Error)?) -> Void) {
+        if isOpen { publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
+        let context = "passing a descriptor over \(peerDescription)"
+        if status == 0 {
+            completion(nil)
+        } else if status == UV_ECANCELED.rawValue {
+            completion(UVError(code: status, message: "the IPC connection closed before the descriptor was sent", context: context))
+        } else {
+            let error = UVError(code: status, context: context)
+            completion(error)
+            end(.failed(error))
+        }
+    }
+}
+
+/// A `uv_pipe_t` around a duplicate of a passed connection's descriptor: the sending handle of one
+/// `uv_write2`, closed (closing the duplicate) when the write has finished.
+final class PassedDescriptor: LoopHandle, @unchecked Sendable {
+    // Loop thread only; `what` is immutable.
+    private let what: String
+
+    private init(loop: EventLoop, what: String) {
+        self.what = what
+        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
+    }
+
+    override var label: String { "descriptor of \(what) being passed" }
+
+    /// Duplicates `passed`'s descriptor into a new open pipe handle on `channel`'s loop.
+    static func duplicate(_ passed: StreamHandle, over channel: StreamHandle) throws(UVError) -> PassedDescriptor {
+        let context = "passing \(passed.peerDescription) over \(channel.peerDescription)"
+        var descriptor = uv_os_fd_t()
+        try uvCheck(uv_fileno(passed.handle, &descriptor), "uv_fileno for \(context)")
+        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0 else { throw UVError(code: -errno, context: "dup for \(context)") }
+        let carrier = PassedDescriptor(loop: channel.loop, what: passed.peerDescription)
+        let pipe = carrier.pointer(as: uv_pipe_t.self)
+        do throws(UVError) {
+            try uvCheck(uv_pipe_init(channel.loop.uvLoop, pipe, 0), "uv_pipe_init for \(context)")
+        } catch {
+            Glibc.close(copy)
+            throw error
+        }
+        carrier.didOpen()
+        do throws(UVError) {
+            try uvCheck(uv_pipe_open(pipe, copy), "uv_pipe_open for \(context)")
+        } catch {
+            Glibc.close(copy)  // libuv did not take it
+            carrier.close()
+            throw error
+        }
+        return carrier
+    }
+
+    var stream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
+}
+
+/// One `uv_write2`: a message and the handle whose descriptor goes with it.
+final class DescriptorWriteRequest: LoopRequest {
+    // Loop thread only.
+    private let message: [UInt8]
+    private let carrier: PassedDescriptor
+    private var finished: ((Int32) -> Void)?
+
+    init(loop: EventLoop, message: [UInt8], carrier: PassedDescriptor, finished: @escaping (Int32) -> Void) {
+        self.message = message
+        self.carrier = carrier
+        self.finished = finished
+        // Untracked like every write on a stream: closing the stream calls it back (see LoopRequest).
+        super.init(loop: loop, type: UV_WRITE, tracked: false)
+    }
+
+    override var label: String { "write of \(message.count) bytes with a descriptor" }
+
+    /// Starts the write; libuv's result (negative: refused, nothing pending).
+    func start(on stream: UnsafeMutablePointer<uv_stream_t>) -> Int32 {
+        let base = message.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+        // libuv copies the uv_buf_t; the bytes stay put while `message` holds the array.
+        var buffer = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: message.count)
+        willStart()
+        let result = uv_write2(pointer(as: uv_write_t.self), stream, &buffer, 1, carrier.stream, descriptorWriteCallback)
+        if result < 0 { startFailed() }
+        return result
+    }
+
+    fileprivate func finish(status: Int32) {
+        didFinish()
+        carrier.close()
+        let finished = self.finished
+        self.finished = nil
+        finished?(status)
+    }
+}
+
+private let descriptorWriteCallback: uv_write_cb = { request, status in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<DescriptorWriteRequest>.fromOpaque(data).takeRetainedValue().finish(status: status)
+}
