@@ -91,7 +91,7 @@ public enum TCPServer {
 }
 
 /// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
-final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private let host: String
     private let port: Int
@@ -102,7 +102,8 @@ final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @uncheck
     private var onError: ((any Error) -> Void)?
     private var lookup: (any Disposable)?
     private var address: SocketAddress?
-    private var connections: [ObjectIdentifier: StreamHandle] = [:]
+    /// The connections it accepted (their owner).
+    private let accepted: AcceptedStreams
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
@@ -114,6 +115,7 @@ final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @uncheck
         self.options = options
         self.onEvent = onEvent
         self.onError = onError
+        accepted = AcceptedStreams(maxConnections: options.maxConnections)
         super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
     }
 
@@ -155,32 +157,16 @@ final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @uncheck
     }
 
     fileprivate func accept(status: Int32) {
-        // Errors here concern one pending connection (libuv copes with EMFILE itself); the server goes on.
-        guard uvCheckReporting(status, "accepting a connection on \(address?.description ?? host)") else { return }
-        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "accepted by TCPServer.listen(\(address?.description ?? host))")
-        do {
-            try stream.open()
-            try uvCheck(uv_accept(pointer(as: uv_stream_t.self), stream.stream), "uv_accept")
-        } catch {
-            stream.end(.closed)
-            reportMisuse("a connection could not be accepted on \(address?.description ?? host): \(error)")
-            return
+        let place = address?.description ?? host
+        let outcome = accepted.accept(
+            status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
+            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "accepted by TCPServer.listen(\(place))") },
+            details: { $0.didConnectTCP(options: options) })
+        switch outcome {
+        case .accepted(let stream, let addresses): onEvent?(.accepted(TCPConnection(stream, addresses: addresses)))
+        case .refused(let addresses, let open): onEvent?(.refused(peer: addresses.peer, open: open))
+        case nil: break
         }
-        let addresses = stream.didConnectTCP(options: options)
-        if let limit = options.maxConnections, connections.count >= limit {
-            // Accepted only to be turned away: a reset, so the client learns at once and
-            // the server keeps no TIME_WAIT state for it.
-            stream.end(.closed, reset: true)
-            onEvent?(.refused(peer: addresses.peer, open: connections.count))
-            return
-        }
-        stream.owner = self
-        connections[ObjectIdentifier(stream)] = stream
-        onEvent?(.accepted(TCPConnection(stream, addresses: addresses)))
-    }
-
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
-        connections[ObjectIdentifier(stream)] = nil
     }
 
     private func fail(_ error: any Error) {
@@ -196,9 +182,7 @@ final class TCPListener: LoopHandle, LoopDisposable, StreamHandleOwner, @uncheck
         lookup?.dispose()
         lookup = nil
         close()
-        let open = connections.values
-        connections.removeAll()
-        for stream in open { stream.end(reason) }
+        accepted.endAll(reason)
     }
 
     override func closeForShutdown() {

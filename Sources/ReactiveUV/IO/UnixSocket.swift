@@ -132,7 +132,7 @@ public enum UnixSocket {
 }
 
 /// The listening `uv_pipe_t` of one Unix socket server subscription, and the connections it accepted.
-final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class UnixListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     private let path: String
     private let backlog: Int32
@@ -142,7 +142,8 @@ final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchec
     private var name: UnixSocketPath?
     /// The socket file this listener created, removed when it closes (if it is still that file).
     private var createdFile: FileIdentity?
-    private var connections: [ObjectIdentifier: StreamHandle] = [:]
+    /// The connections it accepted (their owner).
+    private let accepted: AcceptedStreams
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, path: String, backlog: Int32, options: UnixSocketOptions,
@@ -153,6 +154,7 @@ final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchec
         self.options = options
         self.onEvent = onEvent
         self.onError = onError
+        accepted = AcceptedStreams(maxConnections: options.maxConnections)
         super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
     }
 
@@ -191,31 +193,20 @@ final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchec
 
     fileprivate func accept(status: Int32) {
         let place = name?.description ?? path
-        // Errors here concern one pending connection (libuv copes with EMFILE itself); the server goes on.
-        guard uvCheckReporting(status, "accepting a connection on \(place)") else { return }
-        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "accepted by UnixSocket.listen(\(place))",
-                                  ipc: options.ipc)
-        stream.peerDescription = place
-        do {
-            try stream.open()
-            try uvCheck(uv_accept(pointer(as: uv_stream_t.self), stream.stream), "uv_accept")
-        } catch {
-            stream.end(.closed)
-            reportMisuse("a connection could not be accepted on \(place): \(error)")
-            return
+        let outcome = accepted.accept(
+            status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: false,
+            makeStream: {
+                let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits,
+                                          origin: "accepted by UnixSocket.listen(\(place))", ipc: options.ipc)
+                stream.peerDescription = place
+                return stream
+            },
+            details: { _ in () })
+        switch outcome {
+        case .accepted(let stream, _): onEvent?(.accepted(UnixConnection(stream, path: path)))
+        case .refused(_, let open): onEvent?(.refused(open: open))
+        case nil: break
         }
-        if let limit = options.maxConnections, connections.count >= limit {
-            stream.end(.closed)
-            onEvent?(.refused(open: connections.count))
-            return
-        }
-        stream.owner = self
-        connections[ObjectIdentifier(stream)] = stream
-        onEvent?(.accepted(UnixConnection(stream, path: path)))
-    }
-
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
-        connections[ObjectIdentifier(stream)] = nil
     }
 
     private func fail(_ error: any Error) {
@@ -230,9 +221,7 @@ final class UnixListener: LoopHandle, LoopDisposable, StreamHandleOwner, @unchec
         onError = nil
         close()
         removeCreatedFile()
-        let open = connections.values
-        connections.removeAll()
-        for stream in open { stream.end(reason) }
+        accepted.endAll(reason)
     }
 
     /// Removes the socket file this listener bound, if the path still names it. Once.
