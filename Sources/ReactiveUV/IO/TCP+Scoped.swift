@@ -46,24 +46,7 @@ extension TCP {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (TCPConnection) async throws -> Result
     ) async throws -> Result {
-        // The subscription owns the connection: it is kept (unlike `first()`'s) until the close is done.
-        let ownership = ValuesChannel(signal: connect(host: host, port: port, options: options, timeout: timeout, on: loop),
-                                      policy: .default)
-        defer { ownership.cancel() }
-        guard let connection = try await ownership.next(isolation: isolation) else {
-            // The signal sends its connection or fails; it ends without one only when the task was cancelled.
-            throw CancellationError()
-        }
-        let result: Result
-        do {
-            result = try await body(connection)
-        } catch {
-            connection.reset()
-            // Queued after the reset on the connection's loop, so it completes once the socket is closed.
-            _ = await connection.close().waitUntilCompleted()
-            throw error
-        }
-        if let closeError = await connection.close().waitUntilCompleted() { throw closeError }
-        return result
+        try await withScopedConnection(connect(host: host, port: port, options: options, timeout: timeout, on: loop),
+                                       isolation: isolation, body)
     }
 }
