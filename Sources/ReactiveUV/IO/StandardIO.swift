@@ -151,14 +151,12 @@ public enum StandardIO {
                                                  context: "StandardIO.input"))
                     return nil
                 }
-                let owner = StandardStreamOwner(descriptor: descriptor)
-                let stream = StreamHandle(loop: loop, transport: transport, limits: StreamBufferLimits(), origin: "from StandardIO.input")
-                stream.peerDescription = name
-                stream.owner = owner
+                let stream: StreamHandle, owner: StandardStreamOwner
                 do {
-                    try stream.open(descriptor: descriptor)
+                    (stream, owner) = try StandardStreamOwner.openStream(
+                        on: descriptor, transport: transport, limits: StreamBufferLimits(), name: name,
+                        origin: "from StandardIO.input", loop: loop)
                 } catch {
-                    owner.release()
                     subscriber.sendError(error)
                     return nil
                 }
@@ -257,6 +255,24 @@ final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
     init(descriptor: Int32) {
         self.descriptor = descriptor
         savedFlags = fcntl(descriptor, F_GETFL)
+    }
+
+    /// A stream on `descriptor` (already claimed in `DescriptorClaims`) owned by a new owner,
+    /// which puts the descriptor's flags back and frees the claim when the stream ends, or
+    /// here when it cannot be opened.
+    static func openStream(on descriptor: Int32, transport: StreamHandle.Transport, limits: StreamBufferLimits,
+                           name: String, origin: String, loop: EventLoop) throws(UVError) -> (StreamHandle, StandardStreamOwner) {
+        let owner = StandardStreamOwner(descriptor: descriptor)
+        let stream = StreamHandle(loop: loop, transport: transport, limits: limits, origin: origin)
+        stream.peerDescription = name
+        stream.owner = owner
+        do {
+            try stream.open(descriptor: descriptor)
+        } catch {
+            owner.release()
+            throw error
+        }
+        return (stream, owner)
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {

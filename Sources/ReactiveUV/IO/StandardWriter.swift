@@ -260,14 +260,12 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
                          context: "StandardWriter"))
             return
         }
-        let owner = StandardStreamOwner(descriptor: descriptor)
-        let stream = StreamHandle(loop: loop, transport: transport, limits: limits, origin: "from StandardIO (\(name))")
-        stream.peerDescription = name
-        stream.owner = owner
+        let stream: StreamHandle, owner: StandardStreamOwner
         do {
-            try stream.open(descriptor: descriptor)
+            (stream, owner) = try StandardStreamOwner.openStream(
+                on: descriptor, transport: transport, limits: limits, name: name,
+                origin: "from StandardIO (\(name))", loop: loop)
         } catch {
-            owner.release()
             fail(error)
             return
         }
