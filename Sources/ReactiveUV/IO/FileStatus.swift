@@ -21,11 +21,15 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
     public var isDirectory: Bool { mode & 0o170000 == 0o040000 }
 
     init(_ stat: uv_stat_t) {
-        size = stat.st_size
-        modificationTime = .seconds(Int64(stat.st_mtim.tv_sec)) + .nanoseconds(Int64(stat.st_mtim.tv_nsec))
-        mode = UInt32(truncatingIfNeeded: stat.st_mode)
-        inode = stat.st_ino
-        device = stat.st_dev
+        self = FileInfo(stat).status
+    }
+
+    init(size: UInt64, modificationTime: Duration, mode: UInt32, inode: UInt64, device: UInt64) {
+        self.size = size
+        self.modificationTime = modificationTime
+        self.mode = mode
+        self.inode = inode
+        self.device = device
     }
 
     /// `"size 12, mode 100644, mtime 1700000000.123456789"`.
