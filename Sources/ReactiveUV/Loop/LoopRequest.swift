@@ -38,6 +38,8 @@ class LoopRequest: IntrusiveListElement {
     let raw: UnsafeMutableRawPointer
     /// Whether the request is linked into `loop.requests` while pending (see above).
     let isTracked: Bool
+    /// Whether libuv runs this kind of request on its thread pool (file, work and lookup requests).
+    let usesPool: Bool
     /// Whether libuv owns the request now (started, not yet called back).
     @exclusivity(unchecked) private(set) final var isPending = false
     /// This request's place in the loop's list of pending requests (`loop.requests`), when tracked.
@@ -46,6 +48,10 @@ class LoopRequest: IntrusiveListElement {
     /// Allocates memory for a request of `type`; `tracked: false` only for requests on a stream handle (see above).
     init(loop: EventLoop, type: uv_req_type, tracked: Bool = true) {
         self.loop = loop
+        switch type {
+        case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM: self.usesPool = true
+        default: self.usesPool = false
+        }
         self.isTracked = tracked
         self.raw = UnsafeMutableRawPointer.allocate(byteCount: uv_req_size(type), alignment: 16)
     }
@@ -76,6 +82,8 @@ class LoopRequest: IntrusiveListElement {
     final func willStart(handingOver: Bool = false) {
         assertInEventLoop()
         assert(!isPending, "willStart() called on a pending request")
+        // libuv's pool starts (and fixes its size) at the first request that runs on it.
+        if usesPool { PoolUse.noteUse() }
         request.pointee.data = handingOver ? Unmanaged.passUnretained(self).toOpaque() : Unmanaged.passRetained(self).toOpaque()
         isPending = true
         if isTracked { loop.requests.insert(self) }

@@ -1,0 +1,113 @@
+extension Files {
+    /// Opens the file at `path`, runs `body` with it, closes it, and returns what `body` returned.
+    ///
+    /// The scoped form of `open` for async code: the file stays open for as long as
+    /// `body` runs (`try await Files.open(...).first()` cannot do that: taking the first
+    /// value ends the subscription, and the subscription owns the file).
+    ///
+    /// - When `body` returns, the file is closed (after its operations still running end)
+    ///   and the close's error (`EIO`), if any, is thrown instead of the result.
+    /// - When `body` throws, the file is closed and `body`'s error is rethrown.
+    /// - Closing it inside `body` is fine.
+    ///
+    /// - Parameters: As `open`'s; `loop` nil means the calling task's loop (`EventLoop.shared`
+    ///   for a task that runs on no loop). `isolation`: the caller's, where `body` runs (leave the default).
+    /// - Returns: What `body` returned.
+    /// - Throws: `open`'s errors, `body`'s error, the close's error, or `CancellationError`.
+    ///
+    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    public static func withOpenFile<Result>(
+        _ path: String,
+        mode: OpenFile.Mode = .read,
+        options: OpenFile.Options = [],
+        permissions: UInt32 = 0o644,
+        on loop: EventLoop? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (OpenFile) async throws -> Result
+    ) async throws -> Result {
+        try await withScopedFile(open(path, mode: mode, options: options, permissions: permissions,
+                                      on: loop ?? EventLoop.current ?? EventLoop.shared),
+                                 isolation: isolation, body)
+    }
+
+    /// Makes a temporary file (`makeTemporaryFile`), runs `body` with it, closes it and returns what
+    /// `body` returned. The file is not removed: its `path` names it.
+    ///
+    /// - Parameters: As `makeTemporaryFile`'s, and `withOpenFile`'s `isolation` and `body`.
+    /// - Returns: What `body` returned.
+    /// - Throws: `mkstemp`'s errors, `body`'s error, the close's error, or `CancellationError`.
+    ///
+    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    public static func withTemporaryFile<Result>(
+        prefix: String = "reactiveuv-",
+        in directory: String? = nil,
+        on loop: EventLoop? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (OpenFile) async throws -> Result
+    ) async throws -> Result {
+        try await withScopedFile(makeTemporaryFile(prefix: prefix, in: directory, on: loop ?? EventLoop.current ?? EventLoop.shared),
+                                 isolation: isolation, body)
+    }
+}
+
+extension FileSystem {
+    /// `Files.withOpenFile`, under the async namespace.
+    ///
+    /// - Parameters: As `Files.withOpenFile`'s.
+    /// - Returns: What `body` returned.
+    /// - Throws: As `Files.withOpenFile`.
+    ///
+    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    public static func withOpenFile<Result>(
+        _ path: String,
+        mode: OpenFile.Mode = .read,
+        options: OpenFile.Options = [],
+        permissions: UInt32 = 0o644,
+        on loop: EventLoop? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (OpenFile) async throws -> Result
+    ) async throws -> Result {
+        try await Files.withOpenFile(path, mode: mode, options: options, permissions: permissions, on: loop, isolation: isolation, body)
+    }
+
+    /// `Files.withTemporaryFile`, under the async namespace.
+    ///
+    /// - Parameters: As `Files.withTemporaryFile`'s.
+    /// - Returns: What `body` returned.
+    /// - Throws: As `Files.withTemporaryFile`.
+    ///
+    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    public static func withTemporaryFile<Result>(
+        prefix: String = "reactiveuv-",
+        in directory: String? = nil,
+        on loop: EventLoop? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (OpenFile) async throws -> Result
+    ) async throws -> Result {
+        try await Files.withTemporaryFile(prefix: prefix, in: directory, on: loop, isolation: isolation, body)
+    }
+}
+
+/// The scoped file of `withOpenFile` / `withTemporaryFile`: the subscription owns the file while `body` runs.
+func withScopedFile<Result>(
+    _ opening: Signal<OpenFile>,
+    isolation: isolated (any Actor)?,
+    _ body: (OpenFile) async throws -> Result
+) async throws -> Result {
+    let ownership = ValuesChannel(signal: opening, policy: .default)
+    // Cancelling the subscription closes the file if nothing else did (a cancelled task, a failed close).
+    defer { ownership.cancel() }
+    guard let file = try await ownership.next(isolation: isolation) else {
+        // The signal sends its file or fails; it ends without one only when the task was cancelled.
+        throw CancellationError()
+    }
+    let result: Result
+    do {
+        result = try await body(file)
+    } catch {
+        if !file.isClosed { _ = await file.close().waitUntilCompleted() }
+        throw error
+    }
+    if !file.isClosed, let closeError = await file.close().waitUntilCompleted() { throw closeError }
+    return result
+}

@@ -1,0 +1,247 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension OpenFile {
+    /// What an open file may do: read, write, or both.
+    ///
+    /// Thread rule: a value type; safe from any thread.
+    public enum Mode: Sendable, Hashable {
+        /// `O_RDONLY`: writes fail with `EBADF`.
+        case read
+        /// `O_RDWR`.
+        case readWrite
+        /// `O_WRONLY`: reads fail with `EBADF`.
+        case write
+    }
+
+    /// How `Files.open` treats the path.
+    ///
+    /// Thread rule: a value type; safe from any thread.
+    public struct Options: OptionSet, Sendable, Hashable {
+        /// The bits.
+        public let rawValue: UInt8
+        /// Makes an option set from its bits. Thread rule: safe from any thread.
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+        /// `O_CREAT`: create the file (with `permissions`) if it does not exist.
+        public static let create = Options(rawValue: 1)
+        /// `O_TRUNC`: empty the file when it is opened (needs a mode that writes).
+        public static let truncate = Options(rawValue: 2)
+        /// `O_APPEND`: every write lands at the end, whatever its offset (needs a mode that writes).
+        public static let append = Options(rawValue: 4)
+        /// `O_EXCL` with `create`: fail with `EEXIST` if the path exists (needs `create`).
+        public static let exclusive = Options(rawValue: 8)
+    }
+}
+
+extension Files {
+    /// Opens the file at `path` and sends it as an `OpenFile`, then stays subscribed.
+    ///
+    /// The subscription owns the file: disposing it closes the file (once operations
+    /// running on pool threads end). The signal completes when the file is closed by
+    /// its `close()`, and fails with `EventLoopError.shutDown` when its loop shuts down
+    /// (which closes it too). Take the file with `subscribe(next:)` and keep the
+    /// disposable, or use the scoped form `withOpenFile`.
+    ///
+    /// The file is opened on a pool thread with `O_CLOEXEC` and `O_NONBLOCK` (so a FIFO
+    /// never holds a pool thread waiting for its other end; a FIFO opened for writing with
+    /// no reader fails with `ENXIO`), then put back in blocking mode. An open file is for
+    /// positional I/O: on a FIFO or socket its reads and writes fail with `ESPIPE`.
+    ///
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - mode: `.read` (default), `.readWrite` or `.write`.
+    ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with
+    ///     `.read`, or `exclusive` without `create`, fail with `EINVAL`.
+    ///   - permissions: The mode of a file that `create` makes, 0...0o7777 (default 0o644; the
+    ///     process umask applies); others fail with `EINVAL`.
+    ///   - loop: The loop that owns the file and runs its requests; nil for the subscription's home loop.
+    /// - Returns: A signal of one `OpenFile`, which does not complete while the file is open.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func open(_ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
+                            permissions: UInt32 = 0o644, on loop: EventLoop? = nil) -> Signal<OpenFile> {
+        Signal { subscriber in
+            let flags: Int32
+            do {
+                flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
+            } catch {
+                subscriber.sendError(error)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "Files.open") { loop in
+                OpenFileSource.start(loop: loop, path: path, subscriber: subscriber) { _ in
+                    var request = uv_fs_t()
+                    defer { uv_fs_req_cleanup(&request) }
+                    let result = uv_fs_open(nil, &request, path, flags, Int32(bitPattern: permissions), nil)
+                    guard result >= 0 else { throw UVError(code: result, context: "open \(path)") }
+                    Files.clearNonBlocking(result)
+                    return (result, path)
+                }
+            }
+        }.debugNamed("+Files.open(\(path))")
+    }
+
+    /// Creates a new file with a unique name (`mkstemp`: `prefix` and six random characters, in
+    /// `directory`), opened for reading and writing with mode 0600, and sends it; then as `open`.
+    ///
+    /// The file's `path` is the name made. The file is not removed when it is closed: remove it
+    /// when you are done with it.
+    ///
+    /// - Parameters:
+    ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` fails with `EINVAL`.
+    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`.
+    ///   - loop: The loop that owns the file; nil for the subscription's home loop.
+    /// - Returns: A signal of one `OpenFile`, as `open`'s.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func makeTemporaryFile(prefix: String = "reactiveuv-", in directory: String? = nil,
+                                         on loop: EventLoop? = nil) -> Signal<OpenFile> {
+        Signal { subscriber in
+            let folder = directory ?? temporaryDirectory()
+            guard !prefix.contains("/") else {
+                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
+                                             message: "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)"))
+                return nil
+            }
+            let template = (folder.hasSuffix("/") ? folder : folder + "/") + prefix + "XXXXXX"
+            return LoopBinding.open(on: loop, for: subscriber, what: "Files.makeTemporaryFile") { loop in
+                OpenFileSource.start(loop: loop, path: template, subscriber: subscriber) { _ in
+                    var request = uv_fs_t()
+                    defer { uv_fs_req_cleanup(&request) }
+                    let result = uv_fs_mkstemp(nil, &request, template, nil)
+                    guard result >= 0 else { throw UVError(code: result, context: "mkstemp \(template)") }
+                    // libuv fills the X's of its copy of the template in.
+                    let made = request.path.map { String(cString: $0) } ?? template
+                    return (result, made)
+                }
+            }
+        }.debugNamed("+Files.makeTemporaryFile(\(prefix))")
+    }
+
+    /// `$TMPDIR`, else `/tmp`.
+    static func temporaryDirectory() -> String {
+        if let value = getenv("TMPDIR"), value.pointee != 0 { return String(cString: value) }
+        return "/tmp"
+    }
+
+    /// The `open(2)` flags for a mode and options, or `EINVAL` for a combination that makes no sense.
+    static func openFlags(mode: OpenFile.Mode, options: OpenFile.Options, permissions: UInt32, path: String) throws(UVError) -> Int32 {
+        func invalid(_ message: String) -> UVError {
+            UVError(code: UVError.invalidArgumentCode, message: message, context: "Files.open \(path)")
+        }
+        guard permissions <= 0o7777 else {
+            throw invalid("permissions must be 0...0o7777, not 0o\(String(permissions, radix: 8))")
+        }
+        var flags: Int32 = O_NONBLOCK
+        switch mode {
+        case .read: flags |= O_RDONLY
+        case .readWrite: flags |= O_RDWR
+        case .write: flags |= O_WRONLY
+        }
+        if mode == .read && !options.isDisjoint(with: [.truncate, .append]) {
+            throw invalid("truncate and append need a mode that writes (.write or .readWrite), not .read")
+        }
+        if options.contains(.exclusive) && !options.contains(.create) {
+            throw invalid("exclusive needs create")
+        }
+        if options.contains(.create) { flags |= O_CREAT }
+        if options.contains(.truncate) { flags |= O_TRUNC }
+        if options.contains(.append) { flags |= O_APPEND }
+        if options.contains(.exclusive) { flags |= O_EXCL }
+        return flags
+    }
+
+    /// Clears `O_NONBLOCK` after the open (it only kept a FIFO's open from waiting).
+    static func clearNonBlocking(_ descriptor: Int32) {
+        let flags = fcntl(descriptor, F_GETFL)
+        if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
+    }
+}
+
+/// The subscription of `Files.open` / `makeTemporaryFile`: the open job, then the file it owns.
+final class OpenFileSource: LoopDisposable, @unchecked Sendable {
+    // `state` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
+    private enum State {
+        case opening(FileJob<OpenedDescriptor>)
+        case open(OpenFile)
+        case ended
+    }
+
+    /// A descriptor just opened on the pool, and the path it names. It is a plain pair of values.
+    struct OpenedDescriptor: Sendable {
+        let descriptor: Int32
+        let path: String
+    }
+
+    let loop: EventLoop
+    let disposedFlag = Atomic<Bool>(false)
+    private var state = State.ended
+
+    private init(loop: EventLoop) { self.loop = loop }
+
+    /// Queues `open` (it returns the descriptor and its path, on a pool thread) and sends the file it opens.
+    static func start(loop: EventLoop, path: String, subscriber: Subscriber<OpenFile>,
+                      _ open: @escaping @Sendable (JobStopFlag) throws -> (Int32, String)) -> (any Disposable)? {
+        let source = OpenFileSource(loop: loop)
+        let job = FileJob<OpenedDescriptor>(loop: loop, context: "open \(path)", work: { stop in
+            let (descriptor, name) = try open(stop)
+            return OpenedDescriptor(descriptor: descriptor, path: name)
+        }) { [source] result in
+            source.opened(result, subscriber: subscriber)
+        }
+        // Opened after a dispose or a shutdown: nobody will own it, so close it here.
+        job.onDiscard = { opened in
+            var request = uv_fs_t()
+            _ = uv_fs_close(nil, &request, opened.descriptor, nil)
+            uv_fs_req_cleanup(&request)
+        }
+        job.onShutdown = { subscriber.sendError(EventLoopError.shutDown(loop: loop.name)) }
+        source.state = .opening(job)
+        return LoopBinding.started(source, for: subscriber) { try job.queue() }
+    }
+
+    private func opened(_ result: Result<OpenedDescriptor, any Error>, subscriber: Subscriber<OpenFile>) {
+        switch result {
+        case .success(let opened):
+            let file = OpenFile(loop: loop, path: opened.path, descriptor: opened.descriptor)
+            if file.isClosed {
+                // The loop began shutting down while the file opened: it is closed already.
+                state = .ended
+                subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
+                return
+            }
+            state = .open(file)
+            file.onClose = { [weak self] closer in
+                self?.state = .ended
+                switch closer {
+                case .close: subscriber.sendCompleted()
+                case .shutdown: subscriber.sendError(EventLoopError.shutDown(loop: file.loop.name))
+                case .dispose, .open: break
+                }
+            }
+            subscriber.sendNext(file)
+        case .failure(let error):
+            state = .ended
+            subscriber.sendError(error)
+        }
+    }
+
+    func abandon() {
+        switch state {
+        case .opening(let job):
+            job.abandon()
+        case .open(let file):
+            file.onClose = nil
+            file.requestClose(by: .dispose)
+        case .ended:
+            break
+        }
+        state = .ended
+    }
+}

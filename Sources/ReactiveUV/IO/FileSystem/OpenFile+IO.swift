@@ -1,0 +1,297 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension OpenFile {
+    /// The largest `count` of `read(at:count:)` and `chunkSize` of `chunks(from:chunkSize:)`: 1 GiB
+    /// (`Files.maxChunkSize`; one array per read).
+    ///
+    /// Thread rule: safe from any thread.
+    public static let maxReadCount = Files.maxChunkSize
+
+    /// Reads up to `count` bytes at `offset` and sends them, then completes.
+    ///
+    /// Fewer bytes come only at the end of the file; none at or after it. The bytes are
+    /// read on a pool thread straight into the array sent.
+    ///
+    /// - Parameters:
+    ///   - offset: Where to read, 0 or more; a negative offset fails with `EINVAL`.
+    ///   - count: The most bytes, 0...`maxReadCount`; others fail with `EINVAL`.
+    /// - Returns: A signal of one array.
+    ///
+    /// Thread rule: safe from any thread.
+    public func read(at offset: Int, count: Int) -> Signal<[UInt8]> {
+        let path = self.path
+        if let error = checkRange(offset: offset, count: count, limit: Self.maxReadCount, "read") {
+            return .error(error)
+        }
+        return operation("read") { descriptor, _ in
+            try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
+        }
+    }
+
+    /// Reads from `offset` to the end of the file in chunks of at most `chunkSize` bytes, then completes.
+    ///
+    /// One read is in flight at a time, each straight into the array sent. A consumer
+    /// that pauses (a full `values` buffer) holds the next read until it resumes. A
+    /// file that grows while it is read is read on until a read finds nothing more.
+    /// Disposing stops after the read in flight.
+    ///
+    /// - Parameters:
+    ///   - offset: Where to start, 0 or more (default 0); a negative offset fails with `EINVAL`.
+    ///   - chunkSize: The largest chunk, 1...`maxReadCount` (default 64 KiB); others fail with `EINVAL`.
+    /// - Returns: A signal of chunks.
+    ///
+    /// Thread rule: safe from any thread.
+    public func chunks(from offset: Int = 0, chunkSize: Int = 65_536) -> Signal<[UInt8]> {
+        if let error = checkRange(offset: offset, count: chunkSize, limit: Self.maxReadCount, "chunks", countMinimum: 1) {
+            return .error(error)
+        }
+        return Signal { [self] subscriber in
+            if let error = closedError("read") {
+                subscriber.sendError(error)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.chunks") { [self] _ in
+                ChunkedFileRead(file: self, offset: offset, chunkSize: chunkSize, subscriber: subscriber).start()
+            }
+        }.debugNamed("+OpenFile.chunks(\(path))")
+    }
+
+    /// Writes all of `bytes` at `offset`, then sends how many were written (`bytes.count`) and completes.
+    ///
+    /// The bytes go out in requests of at most 1 GiB, one after the other, on a pool
+    /// thread; disposing stops between two of them (the file then holds part of the bytes).
+    /// Writing past the end extends the file (the gap reads as zeros). A file opened with
+    /// the `append` option writes at its end whatever the offset (Linux's `pwrite`).
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes.
+    ///   - offset: Where to write, 0 or more; a negative offset fails with `EINVAL`.
+    /// - Returns: A signal of one count.
+    ///
+    /// Thread rule: safe from any thread.
+    public func write(_ bytes: [UInt8], at offset: Int) -> Signal<Int> {
+        write(bytes, at: offset, largestRequest: FileTransfer.largestWriteRequest)
+    }
+
+    /// `write(_:at:)` with the largest request (tests make it small).
+    func write(_ bytes: [UInt8], at offset: Int, largestRequest: Int) -> Signal<Int> {
+        let path = self.path
+        if let error = checkRange(offset: offset, count: bytes.count, limit: Int.max, "write") {
+            return .error(error)
+        }
+        return operation("write") { descriptor, stop in
+            try OpenFile.writeBytes(bytes, to: descriptor, at: offset, largestRequest: largestRequest, stop: stop, context: "write \(path)")
+        }
+    }
+
+    /// Writes all of `bytes` at the end of the file, then sends how many were written and completes.
+    ///
+    /// The end is taken (`fstat`) when the append starts; appends through this
+    /// `OpenFile` run one after another, so they never overwrite each other. A writer
+    /// elsewhere (another descriptor, another process) can still race: open with the
+    /// `append` option for appends the kernel places.
+    ///
+    /// - Parameter bytes: The bytes.
+    /// - Returns: A signal of one count.
+    ///
+    /// Thread rule: safe from any thread.
+    public func append(_ bytes: [UInt8]) -> Signal<Int> {
+        let path = self.path
+        return Signal { [self] subscriber in
+            if let error = closedError("append") {
+                subscriber.sendError(error)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.append") { [self] _ in
+                let append = QueuedAppend(file: self, subscriber: subscriber) { descriptor, stop in
+                    var status = Glibc.stat()
+                    guard fstat(descriptor, &status) == 0 else { throw systemCallError("append \(path)") }
+                    return try OpenFile.writeBytes(bytes, to: descriptor, at: Int(status.st_size),
+                                                   largestRequest: FileTransfer.largestWriteRequest, stop: stop, context: "append \(path)")
+                }
+                enqueueAppend(append.start)
+                return append
+            }
+        }.debugNamed("+OpenFile.append(\(path))")
+    }
+
+    /// Sends what `fstat` says about the file, then completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public func stat() -> Signal<FileInfo> {
+        let path = self.path
+        return operation("fstat") { descriptor, _ in
+            var request = uv_fs_t()
+            defer { uv_fs_req_cleanup(&request) }
+            let result = uv_fs_fstat(nil, &request, descriptor, nil)
+            guard result >= 0 else { throw UVError(code: result, context: "fstat \(path)") }
+            return FileInfo(request.statbuf)
+        }
+    }
+
+    /// Sends the file's size in bytes (`fstat`), then completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public func size() -> Signal<UInt64> {
+        stat().map(\.size)
+    }
+
+    /// Flushes the file's data and metadata to the device (`fsync`), then completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public func sync() -> Signal<Void> {
+        let path = self.path
+        return operation("fsync") { descriptor, _ in
+            guard fsync(descriptor) == 0 else { throw systemCallError("fsync \(path)") }
+        }.ignoreValues()
+    }
+
+    /// Flushes the file's data, and only the metadata needed to read it back (`fdatasync`), then completes.
+    ///
+    /// Thread rule: safe from any thread.
+    public func dataSync() -> Signal<Void> {
+        let path = self.path
+        return operation("fdatasync") { descriptor, _ in
+            guard fdatasync(descriptor) == 0 else { throw systemCallError("fdatasync \(path)") }
+        }.ignoreValues()
+    }
+
+    /// Cuts the file to `size` bytes, or extends it with zeros (`ftruncate`), then completes.
+    ///
+    /// - Parameter size: The new size, 0 or more; a negative size fails with `EINVAL`.
+    ///
+    /// Thread rule: safe from any thread.
+    public func truncate(to size: Int) -> Signal<Void> {
+        let path = self.path
+        guard size >= 0 else {
+            return .error(UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "ftruncate \(path)"))
+        }
+        return operation("ftruncate") { descriptor, _ in
+            guard ftruncate(descriptor, off_t(size)) == 0 else { throw systemCallError("ftruncate \(path)") }
+        }.ignoreValues()
+    }
+
+    /// Closes the file, then completes (or fails with the close's error, such as `EIO`).
+    ///
+    /// Operations running on pool threads end first; queued ones fail with `EBADF`.
+    /// The `Files.open` signal completes. A file already closed (by `close()`, a dispose
+    /// or its loop's shutdown) fails with `EBADF` saying so.
+    ///
+    /// Thread rule: safe from any thread.
+    public func close() -> Signal<Void> {
+        Signal { [self] subscriber in
+            if let error = closedError("close") {
+                subscriber.sendError(error)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.close") { [self] _ in
+                if let error = closedError("close") {
+                    subscriber.sendError(error)
+                    return nil
+                }
+                requestClose(by: .close) { error in
+                    if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+                }
+                return nil
+            }
+        }.debugNamed("+OpenFile.close(\(path))")
+    }
+
+    // MARK: - helpers
+
+    /// A signal that runs `work` with the descriptor on the pool and sends its value.
+    func operation<Value: Sendable>(_ name: String, _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
+        Signal { [self] subscriber in
+            if let error = closedError(name) {
+                subscriber.sendError(error)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.\(name)") { [self] _ in
+                run(name, work) { result in
+                    switch result {
+                    case .success(let value):
+                        subscriber.sendNext(value)
+                        subscriber.sendCompleted()
+                    case .failure(let error):
+                        subscriber.sendError(error)
+                    }
+                }
+            }
+        }.debugNamed("+OpenFile.\(name)(\(path))")
+    }
+
+    /// `EINVAL` for a negative offset, a count outside `countMinimum...limit`, or an end past `Int.max`.
+    private func checkRange(offset: Int, count: Int, limit: Int, _ operation: String, countMinimum: Int = 0) -> UVError? {
+        let context = "\(operation) \(path)"
+        if offset < 0 {
+            return UVError(code: UVError.invalidArgumentCode, message: "the offset must be 0 or more, not \(offset)", context: context)
+        }
+        if count < countMinimum || count > limit {
+            return UVError(code: UVError.invalidArgumentCode, message: "the count must be \(countMinimum)...\(limit), not \(count)", context: context)
+        }
+        if offset > Int.max - count {
+            return UVError(code: UVError.invalidArgumentCode, message: "offset \(offset) + count \(count) passes the largest file offset", context: context)
+        }
+        return nil
+    }
+
+    /// Reads up to `count` bytes at `offset` into a new array (pool thread); short only at the end of the file.
+    static func readBytes(_ descriptor: Int32, at offset: Int, count: Int, context: String) throws -> [UInt8] {
+        var capacity = count
+        if count > 1 << 20 {
+            // Do not allocate a large array for a short file: the array keeps its capacity.
+            var status = Glibc.stat()
+            if fstat(descriptor, &status) == 0 && status.st_mode & S_IFMT == S_IFREG {
+                capacity = min(count, max(0, Int(status.st_size) - offset))
+            }
+        }
+        guard capacity > 0 else { return [] }
+        var failure: UVError?
+        let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+            var done = 0
+            while done < capacity {
+                let got = pread(descriptor, buffer.baseAddress! + done, capacity - done, off_t(offset + done))
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    failure = systemCallError(context)
+                    break
+                }
+                if got == 0 { break }
+                done += got
+            }
+            initialized = done
+        }
+        if let failure { throw failure }
+        return bytes
+    }
+
+    /// Writes all of `bytes` at `offset` in calls of at most `largestRequest` bytes (pool thread).
+    static func writeBytes(_ bytes: [UInt8], to descriptor: Int32, at offset: Int, largestRequest: Int,
+                           stop: JobStopFlag, context: String) throws -> Int {
+        try bytes.withUnsafeBytes { all in
+            var done = 0
+            while done < all.count {
+                if stop.isSet {
+                    throw UVError(code: UVError.cancelledCode, message: "disposed after \(done) of \(all.count) bytes", context: context)
+                }
+                let put = pwrite(descriptor, all.baseAddress! + done, min(all.count - done, largestRequest), off_t(offset + done))
+                if put < 0 {
+                    if errno == EINTR { continue }
+                    throw systemCallError(context)
+                }
+                if put == 0 {
+                    // Asking again would loop for ever.
+                    throw UVError(code: UV_EIO.rawValue, message: "the file accepted none of \(all.count - done) bytes", context: context)
+                }
+                done += put
+            }
+            return done
+        }
+    }
+}

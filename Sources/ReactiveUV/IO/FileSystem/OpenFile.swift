@@ -1,0 +1,204 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes,
+/// `fstat`, sync, truncate and close, each as a cold signal that runs on libuv's thread pool.
+///
+/// The file belongs to the subscription that opened it and to that subscription's loop
+/// (`loop`): disposing the subscription closes it, as does `close()` and the loop's
+/// shutdown, exactly once. Operations hop to the file's loop, so they may be started
+/// from any thread; their events arrive on the subscriber's home loop.
+///
+/// - Operations are positional (`pread`/`pwrite`): several may be in flight at once on
+///   one file, and none moves a shared offset. `append` writes at the end as it is when
+///   the append starts; appends through one `OpenFile` run one after another.
+/// - A close (by any of the three) waits for the operations already running on pool
+///   threads before the descriptor is closed, so a descriptor number is never reused
+///   under a running read; operations still queued are cancelled (they fail with
+///   `ECANCELED`), and operations started after it fail with `EBADF` naming who closed
+///   the file.
+/// - The file stays what was opened: if the path is renamed over or deleted meanwhile,
+///   the open file keeps reading and writing the old inode (as any Unix descriptor does).
+///   Reopen the path to follow the name.
+///
+/// Thread rule: safe from any thread.
+public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
+    // `path`, `loop` and `context` are immutable; `closedBy` is atomic (read from any thread to refuse an
+    // operation early); everything in `State`, `jobs`, `closeWaiters`, `appends` and `onClose` is loop
+    // thread only (operations hop there through `LoopBinding`).
+
+    /// Who closed a file: named in the `EBADF` of later operations.
+    enum Closer: UInt8 {
+        case open = 0, dispose, close, shutdown
+
+        var phrase: String {
+            switch self {
+            case .open: "open"
+            case .dispose: "closed when the subscription of its Files.open was disposed"
+            case .close: "closed by its close()"
+            case .shutdown: "closed by the shutdown of its loop"
+            }
+        }
+    }
+
+    private enum State {
+        case open(Int32)
+        /// A close was asked while jobs ran on the pool: the descriptor closes when the last one ends.
+        case closing(Int32, Closer)
+        case closed(Closer)
+    }
+
+    /// The path the file was opened at (for a temporary file: the name `mkstemp` made).
+    ///
+    /// Thread rule: safe from any thread.
+    public let path: String
+
+    /// The loop whose thread runs the file's requests and owns its descriptor.
+    ///
+    /// Thread rule: safe from any thread.
+    public let loop: EventLoop
+
+    private var state: State
+    private let closedBy = Atomic<UInt8>(Closer.open.rawValue)
+    /// Jobs queued or running with the descriptor (by identity).
+    private var jobs: [ObjectIdentifier: PoolWorkBase] = [:]
+    private var closeWaiters: [(UVError?) -> Void] = []
+    private var shutdownRegistration: (any Disposable)?
+    /// Appends waiting for the one in flight (each starts the next when it ends).
+    var appends: [() -> Void] = []
+    var appendRunning = false
+    /// Told once when the descriptor is closed (the open subscription ends its subscriber).
+    var onClose: ((Closer) -> Void)?
+
+    /// Takes over `descriptor` (loop thread); the loop's shutdown closes it.
+    init(loop: EventLoop, path: String, descriptor: Int32) {
+        self.loop = loop
+        self.path = path
+        self.state = .open(descriptor)
+        let registration = loop.shutdownObservers.add { [self] in
+            shutdownRegistration = nil
+            requestClose(by: .shutdown)
+        }
+        if let registration {
+            shutdownRegistration = registration
+        } else {
+            // The loop is already closing its handles: nothing else will close this.
+            requestClose(by: .shutdown)
+        }
+    }
+
+    deinit {
+        if case .open(let descriptor) = state {
+            assertionFailure("OpenFile \(path) (descriptor \(descriptor)) was released while open: its subscription leaked")
+        }
+    }
+
+    /// `OpenFile(<path>)`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String { "OpenFile(\(path))" }
+
+    /// Whether the file has been closed (or its close has begun), by `close()`, a dispose or a shutdown.
+    ///
+    /// Thread rule: safe from any thread.
+    public var isClosed: Bool { closedBy.load(ordering: .acquiring) != Closer.open.rawValue }
+
+    /// The `EBADF` of an operation on a closed file, or nil while it is open (any thread).
+    func closedError(_ operation: String) -> UVError? {
+        let closer = Closer(rawValue: closedBy.load(ordering: .acquiring)) ?? .close
+        guard closer != .open else { return nil }
+        return UVError(code: UV_EBADF.rawValue, message: "the file was \(closer.phrase)", context: "\(operation) \(path)")
+    }
+
+    // MARK: - jobs (loop thread)
+
+    /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread.
+    ///
+    /// - Returns: The job (the operation's disposable), or nil after `completion` got the failure to start it.
+    @discardableResult
+    func run<Value: Sendable>(_ operation: String,
+                              _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
+                              completion: @escaping (Result<Value, any Error>) -> Void) -> FileJob<Value>? {
+        guard case .open(let descriptor) = state else {
+            completion(.failure(closedError(operation) ?? UVError(code: UV_EBADF.rawValue, context: "\(operation) \(path)")))
+            return nil
+        }
+        let job = FileJob(loop: loop, context: "\(operation) \(path)", work: { stop in try work(descriptor, stop) }) { [self] result in
+            // Cancelled by a close before it ran: say who closed the file.
+            if case .failure(let error as UVError) = result, error.code == UVError.cancelledCode, let closed = closedError(operation) {
+                completion(.failure(closed))
+            } else {
+                completion(result)
+            }
+        }
+        let key = ObjectIdentifier(job)
+        job.onEnd = { [self] in jobEnded(key) }
+        job.onShutdown = { completion(.failure(EventLoopError.shutDown(loop: self.loop.name))) }
+        do {
+            try job.queue()
+        } catch {
+            job.onEnd = nil
+            job.onShutdown = nil
+            completion(.failure(error))
+            return nil
+        }
+        jobs[key] = job
+        return job
+    }
+
+    private func jobEnded(_ key: ObjectIdentifier) {
+        jobs[key] = nil
+        if jobs.isEmpty, case .closing(let descriptor, let closer) = state {
+            closeNow(descriptor, by: closer)
+        }
+    }
+
+    // MARK: - closing (loop thread)
+
+    /// Closes the descriptor now, or once the running jobs end; `waiter` learns the close's outcome.
+    /// A second close is a no-op for the descriptor (`waiter` gets nil at once, or with the first close).
+    func requestClose(by closer: Closer, waiter: ((UVError?) -> Void)? = nil) {
+        switch state {
+        case .open(let descriptor):
+            closedBy.store(closer.rawValue, ordering: .releasing)
+            if let waiter { closeWaiters.append(waiter) }
+            shutdownRegistration?.dispose()
+            shutdownRegistration = nil
+            if jobs.isEmpty {
+                closeNow(descriptor, by: closer)
+            } else {
+                state = .closing(descriptor, closer)
+                // Jobs still queued never run; running ones end soon and the last one closes the descriptor.
+                for job in Array(jobs.values) { job.cancel() }
+            }
+        case .closing:
+            if let waiter { closeWaiters.append(waiter) }
+        case .closed:
+            waiter?(nil)
+        }
+    }
+
+    /// Closes synchronously on the loop thread (closing a local file does not block).
+    private func closeNow(_ descriptor: Int32, by closer: Closer) {
+        state = .closed(closer)
+        var request = uv_fs_t()
+        let result = uv_fs_close(nil, &request, descriptor, nil)
+        uv_fs_req_cleanup(&request)
+        let error = result < 0 ? UVError(code: result, context: "close \(path)") : nil
+        let waiters = closeWaiters
+        closeWaiters = []
+        let onClose = self.onClose
+        self.onClose = nil
+        if let error, waiters.isEmpty {
+            // Nobody asked for the close's outcome (a dispose or a shutdown): say it somewhere.
+            reportMisuse("closing \(path) failed (\(closer.phrase)): \(error)")
+        }
+        for waiter in waiters { waiter(error) }
+        onClose?(closer)
+    }
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+extension ThreadPool {
+    /// The most threads libuv's pool takes (`MAX_THREADPOOL_SIZE` in libuv 1.44).
+    ///
+    /// Thread rule: safe from any thread.
+    public static let maximumSize = 1024
+
+    /// How many threads libuv's pool has, or will have when it starts.
+    ///
+    /// libuv starts its pool at the first request that needs it (a file request, a
+    /// name lookup, `ThreadPool.run`, a `FilePoll`), reading `UV_THREADPOOL_SIZE`
+    /// then: 4 threads by default, 1...1024 (0 counts as 1, more as 1024). After that
+    /// the size is fixed for the life of the process. The pool is shared by everything
+    /// in the process: file requests, DNS lookups (libuv lets those take at most half of
+    /// the threads, so slow lookups cannot starve files) and `ThreadPool.run`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var size: Int {
+        PoolUse.state.withLock { state in state.sizeAtFirstUse ?? PoolUse.sizeFromEnvironment() }
+    }
+
+    /// Sets how many threads libuv's pool will start (it sets `UV_THREADPOOL_SIZE`).
+    ///
+    /// Call it at the start of the program, before anything uses the pool (and before
+    /// other threads read the environment: `setenv` is not safe alongside them).
+    ///
+    /// - Parameter size: 1...`maximumSize`.
+    /// - Throws: `UVError` `EINVAL` for a size outside 1...1024; `EBUSY` once this library has
+    ///   queued work on the pool (the pool has started with its size and cannot change).
+    ///
+    /// Thread rule: safe from any thread.
+    public static func setSize(_ size: Int) throws(UVError) {
+        guard (1...maximumSize).contains(size) else {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "the thread pool's size must be 1...\(maximumSize), not \(size)", context: "ThreadPool.setSize")
+        }
+        let started: Int? = PoolUse.state.withLock { state in
+            if let size = state.sizeAtFirstUse { return size }
+            // Set under the lock: a first use racing with this call sees either the old size or the new.
+            setenv("UV_THREADPOOL_SIZE", String(size), 1)
+            return nil
+        }
+        if let started {
+            throw UVError(code: PoolUse.busyCode,
+                          message: "the thread pool has already started with \(started) threads (set its size before the first file request, DNS lookup or ThreadPool.run)",
+                          context: "ThreadPool.setSize(\(size))")
+        }
+    }
+}
+
+/// Whether this library has queued work on libuv's pool yet, and the size the pool started with.
+enum PoolUse {
+    struct State {
+        var sizeAtFirstUse: Int?
+    }
+
+    static let state = LockedValue(State())
+    private static let used = Atomic<Bool>(false)
+    static let busyCode: Int32 = -EBUSY
+
+    /// Records the first use (call before queueing pool work; cheap after the first time).
+    static func noteUse() {
+        guard !used.load(ordering: .relaxed) else { return }
+        state.withLock { state in
+            if state.sizeAtFirstUse == nil { state.sizeAtFirstUse = sizeFromEnvironment() }
+        }
+        used.store(true, ordering: .relaxed)
+    }
+
+    /// The pool size libuv takes from the environment (its own rule, `uv_init_once`'s `init_threads`).
+    static func sizeFromEnvironment() -> Int {
+        guard let value = getenv("UV_THREADPOOL_SIZE") else { return 4 }
+        let parsed = Int(atoi(value))
+        if parsed <= 0 { return parsed == 0 ? 1 : ThreadPool.maximumSize }
+        return min(parsed, ThreadPool.maximumSize)
+    }
+}

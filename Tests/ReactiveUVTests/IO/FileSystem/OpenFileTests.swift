@@ -1,0 +1,316 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `Files.open`, `OpenFile` and `Files.makeTemporaryFile` (issue 17, part 2).
+final class OpenFileTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "reactiveuv-openfile-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func testPositionalWritesAndReadsAtOffsets() throws {
+        let path = directory + "/data.bin"
+        try checked { harness in
+            let file = try open(harness, path, mode: .readWrite, options: [.create, .exclusive])
+            XCTAssertEqual(try harness.record(file.write([1, 2, 3, 4], at: 0)).waitForValues(1), [4])
+            XCTAssertEqual(try harness.record(file.write([9, 9], at: 10)).waitForValues(1), [2])
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data([1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 9, 9]),
+                           "the gap before a write past the end reads as zeros")
+            XCTAssertEqual(try harness.record(file.read(at: 2, count: 3)).waitForValues(1), [[3, 4, 0]])
+            XCTAssertEqual(try harness.record(file.read(at: 9, count: 100)).waitForValues(1), [[0, 9, 9]], "short at the end")
+            XCTAssertEqual(try harness.record(file.read(at: 12, count: 5)).waitForValues(1), [[]], "empty at the end")
+            XCTAssertEqual(try harness.record(file.read(at: 1_000, count: 5)).waitForValues(1), [[]], "empty after the end")
+            XCTAssertEqual(try harness.record(file.size()).waitForValues(1), [12])
+
+            let info = try XCTUnwrap(try harness.record(file.stat()).waitForValues(1).first)
+            XCTAssertEqual(info.type, .regular)
+            XCTAssertEqual(info.size, 12)
+            XCTAssertEqual(info.inode, try XCTUnwrap(FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? UInt64))
+
+            XCTAssertTrue(try harness.record(file.truncate(to: 3)).waitForTermination().isCompleted)
+            XCTAssertEqual(try harness.record(file.size()).waitForValues(1), [3])
+            XCTAssertTrue(try harness.record(file.sync()).waitForTermination().isCompleted)
+            XCTAssertTrue(try harness.record(file.dataSync()).waitForTermination().isCompleted)
+
+            // Appends through one file run one after another: none overwrites another.
+            let appends = try (0..<8).map { index in try harness.record(file.append([UInt8](repeating: UInt8(10 + index), count: 1000))) }
+            for append in appends { XCTAssertEqual(try append.waitForValues(1), [1000]) }
+            let contents = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+            XCTAssertEqual(contents.count, 3 + 8_000)
+            XCTAssertEqual(Set(contents.dropFirst(3)), Set((0..<8).map { UInt8(10 + $0) }))
+        }
+    }
+
+    func testChunksReadFromAnOffsetToTheEnd() throws {
+        let path = directory + "/chunks.bin"
+        let contents = bytePattern(250_000, seed: 3)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let file = try open(harness, path)
+            let chunks = try harness.record(file.chunks(from: 50_000, chunkSize: 64_000))
+            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
+            XCTAssertEqual(chunks.values.map(\.count), [64_000, 64_000, 64_000, 8_000])
+            XCTAssertTrue(received(chunks) == Array(contents[50_000...]))
+            let pastEnd = try harness.record(file.chunks(from: 300_000))
+            XCTAssertTrue(try pastEnd.waitForTermination().isCompleted)
+            XCTAssertEqual(pastEnd.values.count, 0)
+        }
+    }
+
+    /// A write larger than one request goes out in several, in order.
+    func testAWriteLargerThanOneRequestIsSplitInOrder() throws {
+        let path = directory + "/split.bin"
+        let contents = bytePattern(10_001, seed: 8)
+        try checked { harness in
+            let file = try open(harness, path, mode: .write, options: [.create, .truncate])
+            XCTAssertEqual(try harness.record(file.write(contents, at: 5, largestRequest: 1_000)).waitForValues(1), [10_001])
+        }
+        XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))), [0, 0, 0, 0, 0] + contents)
+    }
+
+    /// `close()` completes the open signal; every operation after a close fails with EBADF naming who closed it.
+    func testOperationsAfterCloseAreEBADFNamingWhoClosed() throws {
+        let path = directory + "/closed"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            // close()
+            let opened = try harness.record(Files.open(path))
+            let closedByClose = try XCTUnwrap(try opened.waitForValues(1).first)
+            XCTAssertTrue(try harness.record(closedByClose.close()).waitForTermination().isCompleted)
+            XCTAssertTrue(try opened.waitForTermination().isCompleted, "the open signal completes on close()")
+            XCTAssertTrue(closedByClose.isClosed)
+            for recorder in [try harness.record(closedByClose.read(at: 0, count: 1)), try harness.record(closedByClose.chunks())] {
+                let error = try XCTUnwrap(try recorder.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EBADF")
+                XCTAssertTrue(error.message.contains("close()") && error.context.contains(path), error.description)
+            }
+            let again = try XCTUnwrap(try harness.record(closedByClose.close()).waitForTermination().error as? UVError)
+            XCTAssertEqual(again.name, "EBADF", "a second close()")
+
+            // dispose
+            let disposed = try harness.record(Files.open(path))
+            let closedByDispose = try XCTUnwrap(try disposed.waitForValues(1).first)
+            disposed.dispose()
+            try harness.wait(for: "the dispose to close the file") { closedByDispose.isClosed }
+            let afterDispose = try XCTUnwrap(try harness.record(closedByDispose.stat()).waitForTermination().error as? UVError)
+            XCTAssertEqual(afterDispose.name, "EBADF")
+            XCTAssertTrue(afterDispose.message.contains("disposed"), afterDispose.description)
+        }
+
+        // the loop's shutdown
+        let loop = EventLoop(name: "file owner")
+        let file = Locked<OpenFile?>(nil)
+        let ended = Locked<(any Error)?>(nil)
+        _ = Files.open(path, on: loop).subscribe(next: { value in file.withLock { $0 = value } }, error: { error in ended.withLock { $0 = error } })
+        waitUntil("the file to open") { file.current != nil }
+        loop.shutdown()
+        let closedByShutdown = try XCTUnwrap(file.current)
+        XCTAssertTrue(closedByShutdown.isClosed)
+        XCTAssertNotNil(ended.current as? EventLoopError, "the open signal fails with the shutdown")
+        do {
+            _ = try closedByShutdown.read(at: 0, count: 1).first(timeout: .seconds(10))
+            XCTFail("a read after the shutdown succeeded")
+        } catch let error as UVError {
+            XCTAssertEqual(error.name, "EBADF")
+            XCTAssertTrue(error.message.contains("shutdown"), error.description)
+        }
+    }
+
+    /// Every way an open file ends closes its descriptor, once: the count of `/proc/self/fd` comes back.
+    func testNoDescriptorLeaksAcrossOpenDisposeCloseShutdownAndErrors() throws {
+        let path = directory + "/leak"
+        try Data(bytePattern(1 << 20, seed: 1)).write(to: URL(fileURLWithPath: path))
+        // One round first: the shared loop and libuv's pool open descriptors of their own at first use.
+        try cycleOpenFiles(path, rounds: 1)
+        let before = openDescriptorCount()
+        try cycleOpenFiles(path, rounds: 20)
+        waitUntil("every descriptor to be closed") { openDescriptorCount() <= before }
+        XCTAssertEqual(openDescriptorCount(), before)
+    }
+
+    /// Opens `path` in every way and ends each way there is, `rounds` times.
+    private func cycleOpenFiles(_ path: String, rounds: Int) throws {
+        try checked { harness in
+            for round in 0..<rounds {
+                // open, read, dispose (with reads still in flight)
+                let disposed = try harness.record(Files.open(path))
+                let file = try XCTUnwrap(try disposed.waitForValues(1).first)
+                let reads = try (0..<4).map { try harness.record(file.read(at: $0 * 4096, count: 4096)) }
+                disposed.dispose()
+                for read in reads { _ = try read.waitForTermination() }
+                // open, close (with a stream in flight)
+                let closed = try harness.record(Files.open(path, mode: .readWrite))
+                let second = try XCTUnwrap(try closed.waitForValues(1).first)
+                _ = try harness.record(second.chunks(chunkSize: 4096))
+                XCTAssertTrue(try harness.record(second.close()).waitForTermination().isCompleted)
+                // dispose before the open finished
+                let early = try harness.record(Files.open(path))
+                early.dispose()
+                // errors
+                XCTAssertEqual(try failureName(harness.record(Files.open(directory + "/missing-\(round)"))), "ENOENT")
+                XCTAssertEqual(try failureName(harness.record(Files.open(path, options: [.truncate]))), "EINVAL")
+                // a temporary file
+                let temporary = try harness.record(Files.makeTemporaryFile(in: directory))
+                XCTAssertTrue(try harness.record(try XCTUnwrap(try temporary.waitForValues(1).first).close()).waitForTermination().isCompleted)
+            }
+        }
+        // the loop's shutdown, with a file open and reads in flight
+        for _ in 0..<rounds {
+            let loop = EventLoop(name: "shut down with a file open")
+            let opened = Locked<OpenFile?>(nil)
+            _ = Files.open(path, on: loop).subscribe(next: { file in
+                _ = file.chunks(chunkSize: 1024).subscribe(next: { _ in })
+                opened.withLock { $0 = file }
+            })
+            waitUntil("the file to open") { opened.current != nil }
+            loop.shutdown()
+            XCTAssertEqual(opened.current?.isClosed, true)
+        }
+    }
+
+    /// An open file names an inode, not a path: a file renamed over its path is not what it reads.
+    func testAFileReplacedWhileOpenKeepsReadingTheOldInode() throws {
+        let path = directory + "/replaced"
+        try Data("old".utf8).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let file = try open(harness, path)
+            let oldInode = try XCTUnwrap(try harness.record(file.stat()).waitForValues(1).first).inode
+            try Data("new contents".utf8).write(to: URL(fileURLWithPath: directory + "/next"))
+            XCTAssertEqual(rename(directory + "/next", path), 0)
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: 100)).waitForValues(1), [Array("old".utf8)])
+            XCTAssertEqual(try harness.record(file.stat()).waitForValues(1).first?.inode, oldInode)
+            let reopened = try open(harness, path)
+            XCTAssertEqual(try harness.record(reopened.read(at: 0, count: 100)).waitForValues(1), [Array("new contents".utf8)])
+        }
+    }
+
+    func testWritingToAFileOpenedReadOnlyIsEBADF() throws {
+        let path = directory + "/readonly"
+        try Data([1]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let file = try open(harness, path, mode: .read)
+            let write = try harness.record(file.write([2], at: 0))
+            let error = try XCTUnwrap(try write.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "EBADF")
+            XCTAssertEqual(error.context, "write \(path)")
+            XCTAssertEqual(try failureName(harness.record(file.append([2]))), "EBADF")
+            XCTAssertFalse(file.isClosed, "a refused write leaves the file open")
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: 1)).waitForValues(1), [[1]])
+        }
+    }
+
+    func testNegativeOffsetsSizesAndCountsAreEINVAL() throws {
+        let path = directory + "/offsets"
+        try Data([1]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let file = try open(harness, path, mode: .readWrite)
+            let cases: [(String, EventRecorder<Int>)] = [
+                ("read at -1", try harness.record(file.read(at: -1, count: 1).map(\.count))),
+                ("read count -1", try harness.record(file.read(at: 0, count: -1).map(\.count))),
+                ("read count past the limit", try harness.record(file.read(at: 0, count: OpenFile.maxReadCount + 1).map(\.count))),
+                ("read past Int.max", try harness.record(file.read(at: Int.max, count: 2).map(\.count))),
+                ("chunks from -1", try harness.record(file.chunks(from: -1).map(\.count))),
+                ("chunk size 0", try harness.record(file.chunks(chunkSize: 0).map(\.count))),
+                ("write at -1", try harness.record(file.write([1], at: -1))),
+                ("truncate to -1", try harness.record(file.truncate(to: -1).map { 0 })),
+            ]
+            for (name, recorder) in cases {
+                let error = try XCTUnwrap(try recorder.waitForTermination().error as? UVError, name)
+                XCTAssertEqual(error.name, "EINVAL", name)
+                XCTAssertTrue(error.context.hasSuffix(path), "\(name): \(error)")
+            }
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: 1)).waitForValues(1), [[1]], "the file is still usable")
+        }
+    }
+
+    func testOpenOptionsThatMakeNoSenseAreEINVAL() throws {
+        let path = directory + "/options"
+        try checked { harness in
+            for (mode, options, permissions) in [(OpenFile.Mode.read, OpenFile.Options.truncate, UInt32(0o644)),
+                                                 (.read, [.append], 0o644), (.write, [.exclusive], 0o644),
+                                                 (.write, [.create], 0o10000)] {
+                let error = try XCTUnwrap(try harness.record(Files.open(path, mode: mode, options: options, permissions: permissions))
+                    .waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EINVAL")
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path), "nothing was created")
+            let file = try open(harness, path, mode: .write, options: [.create, .exclusive], permissions: 0o600)
+            XCTAssertEqual(try harness.record(file.stat()).waitForValues(1).first?.permissions, 0o600)
+            XCTAssertEqual(try failureName(harness.record(Files.open(path, mode: .write, options: [.create, .exclusive]))), "EEXIST")
+        }
+    }
+
+    func testTemporaryFilesHaveUniqueNamesAndAreOpenForReadingAndWriting() throws {
+        try checked { harness in
+            let first = try XCTUnwrap(try harness.record(Files.makeTemporaryFile(prefix: "scratch-", in: directory)).waitForValues(1).first)
+            let second = try XCTUnwrap(try harness.record(Files.makeTemporaryFile(prefix: "scratch-", in: directory)).waitForValues(1).first)
+            XCTAssertNotEqual(first.path, second.path)
+            XCTAssertTrue(first.path.hasPrefix(directory + "/scratch-") && !first.path.hasSuffix("XXXXXX"), first.path)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: first.path))
+            XCTAssertEqual(try harness.record(first.stat()).waitForValues(1).first?.permissions, 0o600)
+            XCTAssertEqual(try harness.record(first.write([7, 8], at: 0)).waitForValues(1), [2])
+            XCTAssertEqual(try harness.record(first.read(at: 0, count: 2)).waitForValues(1), [[7, 8]])
+
+            let slash = try XCTUnwrap(try harness.record(Files.makeTemporaryFile(prefix: "a/b", in: directory)).waitForTermination().error as? UVError)
+            XCTAssertEqual(slash.name, "EINVAL")
+            XCTAssertEqual(try failureName(harness.record(Files.makeTemporaryFile(in: directory + "/missing"))), "ENOENT")
+        }
+    }
+
+    func testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows() async throws {
+        let path = directory + "/scoped"
+        let loop = EventLoop(name: "scoped files")
+        defer { loop.shutdown() }
+        let kept = try await Files.withOpenFile(path, mode: .readWrite, options: [.create], on: loop) { file in
+            _ = try await file.write(Array("scoped".utf8), at: 0).first()
+            XCTAssertFalse(file.isClosed)
+            return file
+        }
+        XCTAssertTrue(kept.isClosed)
+        struct Failure: Error {}
+        var thrown: OpenFile?
+        do {
+            try await FileSystem.withOpenFile(path, on: loop) { file in
+                thrown = file
+                throw Failure()
+            }
+            XCTFail("the body's error is rethrown")
+        } catch is Failure {}
+        XCTAssertEqual(thrown?.isClosed, true)
+        let bytes = try await Files.withTemporaryFile(in: directory, on: loop) { file in
+            _ = try await file.write([5], at: 0).first()
+            return try await file.read(at: 0, count: 8).first()
+        }
+        XCTAssertEqual(bytes, [5])
+    }
+
+    // MARK: - helpers
+
+    private func open(_ harness: LoopHarness, _ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
+                      permissions: UInt32 = 0o644) throws -> OpenFile {
+        let recorder = try harness.record(Files.open(path, mode: mode, options: options, permissions: permissions))
+        return try XCTUnwrap(try recorder.waitForValues(1).first)
+    }
+
+    /// Waits for the recorder's end: the `UVError` name it failed with, or nil.
+    private func failureName<Value>(_ recorder: EventRecorder<Value>) throws -> String? {
+        (try recorder.waitForTermination().error as? UVError)?.name
+    }
+
+    private func openDescriptorCount() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? -1
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
