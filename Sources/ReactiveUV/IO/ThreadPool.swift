@@ -3,8 +3,12 @@ import Synchronization
 
 /// Blocking work on libuv's thread pool (`uv_queue_work`), with the result delivered as a signal.
 ///
-/// The pool is process-wide and shared with file and DNS requests (4 threads
-/// unless `UV_THREADPOOL_SIZE` says otherwise before first use).
+/// The pool is process-wide: 4 threads unless `UV_THREADPOOL_SIZE` says
+/// otherwise when it starts (at the first request that needs it; `setSize`
+/// sets it before that). File requests (`Files`, `OpenFile`, `FilePoll`), DNS
+/// lookups (which libuv lets take at most half of the threads, so slow lookups
+/// cannot starve the rest) and `run` all share it: work that blocks for long
+/// holds a thread the others wait for. `size` says how many threads there are.
 ///
 /// Thread rule: safe from any thread.
 public enum ThreadPool {
