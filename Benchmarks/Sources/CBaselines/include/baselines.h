@@ -89,6 +89,10 @@ uint64_t rawc_split_lines_owned(const uint8_t *chunks, int chunk_kinds, size_t c
  * `count` times one after another on a fresh loop. Returns ns (0 on failure). */
 uint64_t rawc_spawn_rate(const char *file, int count);
 
+/* Reads `path` with sequential `chunk`-byte uv_fs_read requests to its end; returns the
+ * nanoseconds from the open to the close (0 on failure) and the bytes read in `bytes`. */
+uint64_t rawc_file_read(const char *path, int chunk, uint64_t *bytes);
+
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 

@@ -1,75 +1,109 @@
 import Synchronization
 
-/// `OpenFile.chunks`: one read job at a time from an offset to the end, paused by the consumer's flow control.
+/// `OpenFile.chunks`: reads from an offset to the end, `depth` reads ahead on the pool, delivered in order
+/// and paused by the consumer's flow control.
+///
+/// Why read ahead: one read at a time spends most of each chunk's time handing the request to a pool
+/// thread and the result back (two thread wake-ups). With the next reads already queued, a pool thread
+/// reads while the loop delivers; at most `depth` chunks are in flight or waiting, so memory stays bounded.
 final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     // Everything but `disposedFlag` (atomic) and the immutable settings is loop thread only (`dispose()` hops there).
+    /// Reads in flight or waiting for delivery, at most.
+    static let depth = 3
+
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private let file: OpenFile
     private let chunkSize: Int
-    private var offset: Int
+    /// Where the next read starts.
+    private var nextOffset: Int
+    /// Where the next chunk to deliver starts.
+    private var deliverOffset: Int
     private var subscriber: Subscriber<[UInt8]>?
-    private var job: FileJob<[UInt8]>?
-    /// The consumer asked to pause: the next read waits for the resume.
+    /// Reads in flight, by offset.
+    private var inFlight: [Int: FileJob<[UInt8]>] = [:]
+    /// Reads done but not yet delivered (a later offset finished first), by offset.
+    private var ready: [Int: Result<[UInt8], any Error>] = [:]
+    /// The consumer asked to pause: no new read starts until it resumes.
     private var paused = false
-    /// A chunk arrived while paused: the resume starts the next read.
-    private var readWaits = false
 
     init(file: OpenFile, offset: Int, chunkSize: Int, subscriber: Subscriber<[UInt8]>) {
         self.loop = file.loop
         self.file = file
-        self.offset = offset
+        self.nextOffset = offset
+        self.deliverOffset = offset
         self.chunkSize = chunkSize
         self.subscriber = subscriber
     }
 
-    /// Registers the flow control and starts the first read (loop thread); returns self as the disposable.
+    /// Registers the flow control and starts the first reads (loop thread); returns self as the disposable.
     func start() -> (any Disposable)? {
         // Strong captures, as the stream's: the cycle ends when the subscription's teardown drops the flow control.
         subscriber?.setFlowControl(pause: { self.paused = true }, resume: { self.resume() })
-        read()
+        fill()
         return self
     }
 
     private func resume() {
         paused = false
-        if readWaits && subscriber != nil {
-            readWaits = false
-            read()
+        deliverReady()
+        fill()
+    }
+
+    /// Starts reads until `depth` are in flight or waiting.
+    private func fill() {
+        while subscriber != nil, !paused, inFlight.count + ready.count < Self.depth,
+              nextOffset <= Int.max - chunkSize {
+            let (offset, count, path) = (nextOffset, chunkSize, file.path)
+            nextOffset += chunkSize
+            let job = file.run("read", { descriptor, _ in
+                try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
+            }) { [self] result in
+                inFlight[offset] = nil
+                guard subscriber != nil, offset >= deliverOffset else { return }
+                ready[offset] = result
+                deliverReady()
+                fill()
+            }
+            if let job, ready[offset] == nil, subscriber != nil { inFlight[offset] = job }
         }
     }
 
-    private func read() {
-        let (offset, count, path) = (self.offset, chunkSize, file.path)
-        job = file.run("read", { descriptor, _ in
-            try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
-        }) { [self] result in
-            job = nil
-            guard let subscriber else { return }
+    /// Delivers the chunks that are next in order.
+    private func deliverReady() {
+        while !paused, let subscriber, let result = ready.removeValue(forKey: deliverOffset) {
             switch result {
             case .success(let chunk) where chunk.isEmpty:
-                self.subscriber = nil
+                finish()
                 subscriber.sendCompleted()
             case .success(let chunk):
-                self.offset += chunk.count
-                subscriber.sendNext(chunk)
-                guard self.subscriber != nil else { return }
-                if paused {
-                    readWaits = true
-                } else {
-                    read()
+                deliverOffset += chunk.count
+                if chunk.count < chunkSize {
+                    // The end (or a file still growing): reads started past it are misaligned; read on from here.
+                    dropReadsAhead()
+                    nextOffset = deliverOffset
                 }
+                subscriber.sendNext(chunk)
             case .failure(let error):
-                self.subscriber = nil
+                finish()
                 subscriber.sendError(error)
             }
         }
     }
 
-    func abandon() {
+    private func dropReadsAhead() {
+        for job in inFlight.values { job.abandon() }
+        inFlight = [:]
+        ready = [:]
+    }
+
+    private func finish() {
         subscriber = nil
-        job?.abandon()
-        job = nil
+        dropReadsAhead()
+    }
+
+    func abandon() {
+        finish()
     }
 }
 

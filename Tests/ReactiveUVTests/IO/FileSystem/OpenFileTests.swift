@@ -65,6 +65,26 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// A consumer that cannot keep up pauses the reads (and the reads ahead): a `.bounded(2)` buffer, which
+    /// fails with `bufferOverflow` when a source ignores the pause, takes 8 MiB in 4 KiB chunks, intact and in order.
+    func testChunksFollowTheConsumersFlowControl() async throws {
+        let path = directory + "/paced.bin"
+        let contents = bytePattern(8 << 20, seed: 6)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        let loop = EventLoop(name: "paced reads")
+        defer { loop.shutdown() }
+        let bytes = try await Files.withOpenFile(path, on: loop) { file in
+            var bytes: [UInt8] = []
+            for try await chunk in file.chunks(chunkSize: 4096).values(bufferingPolicy: .bounded(2)) {
+                bytes += chunk
+                await Task.yield()
+            }
+            return bytes
+        }
+        XCTAssertEqual(bytes.count, contents.count)
+        XCTAssertTrue(bytes == contents)
+    }
+
     /// A write larger than one request goes out in several, in order.
     func testAWriteLargerThanOneRequestIsSplitInOrder() throws {
         let path = directory + "/split.bin"
