@@ -36,10 +36,12 @@ extension OpenFile {
 
     /// Reads from `offset` to the end of the file in chunks of at most `chunkSize` bytes, then completes.
     ///
-    /// One read is in flight at a time, each straight into the array sent. A consumer
-    /// that pauses (a full `values` buffer) holds the next read until it resumes. A
-    /// file that grows while it is read is read on until a read finds nothing more.
-    /// Disposing stops after the read in flight.
+    /// Up to 3 reads are in flight on pool threads (the next chunks are read while
+    /// the loop delivers one), each straight into the array sent; chunks arrive in
+    /// order. A consumer that pauses (a full `values` buffer) holds new reads until
+    /// it resumes (at most 3 chunks wait meanwhile). A file that grows while it is
+    /// read is read on until a read finds nothing more. Disposing drops the reads
+    /// in flight (their pool calls finish; nothing more is delivered).
     ///
     /// - Parameters:
     ///   - offset: Where to start, 0 or more (default 0); a negative offset fails with `EINVAL`.
