@@ -401,6 +401,18 @@ final class FilesTests: XCTestCase {
             try harness.wait(for: "the handle to close") { (try? fifoHandle()) == nil }
             XCTAssertEqual(descriptors(openOn: fifo), 0, "disposing closes the FIFO's descriptor")
             XCTAssertTrue(waiting.events.isEmpty, "\(waiting.events)")
+
+            // `Files.read` reads a FIFO through the same core stream, and joins its chunks at EOF.
+            let whole = try harness.record(Files.read(fifo))
+            try harness.wait(for: "the whole read's FIFO handle") { (try? fifoHandle()) != nil }
+            XCTAssertEqual(try fifoHandle()?.label, "FIFO \(fifo) read by Files.read")
+            let second = try openWriter(fifo, harness)
+            XCTAssertEqual(send([6, 7], to: second), 2)
+            close(second)
+            XCTAssertTrue(try whole.waitForTermination().isCompleted)
+            XCTAssertEqual(whole.values, [[6, 7]])
+            XCTAssertNil(try fifoHandle())
+            XCTAssertEqual(descriptors(openOn: fifo), 0)
         }
     }
 
