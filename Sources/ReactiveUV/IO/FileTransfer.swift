@@ -27,8 +27,10 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     private var end: (((any Error)?) -> Void)?
     private var request: FileRequest?
     private var file: uv_file = -1
-    /// Reads a FIFO on the loop (it owns the descriptor then: `file` is -1).
-    private var fifo: FIFOReader?
+    /// The reading subscriber, which a FIFO's stream takes over (see `readFIFO`); nil for a write.
+    private var reader: Subscriber<[UInt8]>?
+    /// Reads a FIFO on the loop through the stream core (it owns the descriptor then: `file` is -1).
+    private var fifo: (any Disposable)?
     private var buffer: UnsafeMutableRawPointer?
     private var bufferSize = 0
     private var written = 0
@@ -43,6 +45,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         self.init(loop: loop, path: path, mode: mode, deliver: { subscriber.sendNext($0) }, end: { error in
             if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
         })
+        reader = subscriber
     }
 
     /// A transfer that writes and reports only its end to `subscriber`.
@@ -147,23 +150,15 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(file, F_SETFL, flags & ~O_NONBLOCK) }
     }
 
+    /// Hands the FIFO's descriptor and the subscriber to a stream: its chunks, pauses and end are the stream core's from here.
     private func readFIFO() {
-        guard case .stream(let chunkSize) = mode else { return }
-        let reader = FIFOReader(loop: loop, path: path, chunkLimit: chunkSize)
+        guard case .stream(let chunkSize) = mode, let reader else { return }
         let descriptor = file
-        file = -1  // the reader owns it from here (it closes it, also when it fails to start)
-        do {
-            try reader.start(descriptor: descriptor,
-                             onChunk: { [self] chunk in deliver?(chunk) },
-                             onEnd: { [self] error in
-                                 fifo = nil
-                                 finish(error)
-                             })
-        } catch {
-            finish(error)
-            return
-        }
-        fifo = reader
+        file = -1  // the stream owns it from here (it closes it, also when it fails to start)
+        // The stream tells the subscriber everything from now on; this transfer only stops it on disposal.
+        end = nil
+        deliver = nil
+        fifo = FIFOStream.read(descriptor: descriptor, path: path, chunkLimit: chunkSize, what: "Files.chunks", on: loop, into: reader)
     }
 
     /// The next write, or the end.
@@ -263,7 +258,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
             uv_fs_req_cleanup(&close)
             file = -1
         }
-        fifo?.stop()
+        fifo?.dispose()
         fifo = nil
         tellEnd(error)
     }
@@ -278,6 +273,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         let end = self.end
         self.end = nil
         deliver = nil
+        reader = nil
         end?(error)
     }
 
@@ -285,6 +281,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     func abandon() {
         end = nil
         deliver = nil
+        reader = nil
         if let request {
             request.cancel()
         } else if file >= 0 || fifo != nil {

@@ -84,9 +84,11 @@ public enum Files {
     /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
     ///
     /// One read request is in flight at a time; disposing stops after it. A
-    /// FIFO is read on the loop without a pool thread (chunks of at most 64 KiB
-    /// then, as they come); a device that blocks holds one pool thread while
-    /// it waits for data.
+    /// FIFO is read on the loop without a pool thread, through the same stream
+    /// core as sockets and pipes (chunks of at most 64 KiB then, as they come;
+    /// a consumer that cannot keep up, such as a full `values` buffer, pauses
+    /// the reading); a device that blocks holds one pool thread while it waits
+    /// for data.
     ///
     /// - Parameters:
     ///   - path: The file (or a FIFO or device: chunks then come as they are read).

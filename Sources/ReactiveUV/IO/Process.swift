@@ -50,6 +50,10 @@ public struct ProcessExit: Sendable, Hashable, CustomStringConvertible {
 /// for a daemon that keeps them) when another process holds them. Dispose after
 /// `.exited` when that output does not matter.
 ///
+/// `RunningChild.output` (a spawned child's two output pipes merged) sends
+/// only the `.standardOutput` and `.standardError` cases; `ChildProcess.run`
+/// is `.started`, that merged output, and `.exited`.
+///
 /// Thread rule: a value type; safe from any thread.
 public enum ProcessOutput: Sendable, Hashable {
     /// The process started with this id. Sent once, first.

@@ -1,16 +1,16 @@
 import Synchronization
 
-/// One `ChildProcess.run` subscription: `spawn` with its output pipes read into one stream of `ProcessOutput`.
+/// One `ChildProcess.run` subscription: `spawn`, with `.started`, the child's `output` and `.exited` in one stream of `ProcessOutput`.
 final class ProcessRun: LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` and the flow-control closures run there); `disposedFlag` is atomic.
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private var subscriber: Subscriber<ProcessOutput>?
     private var spawning: (any Disposable)?
-    /// The pipe readers and the exit's subscription.
+    /// The subscriptions to the child's `output` and to its exit.
     private var readings: [any Disposable] = []
-    /// The pipe readers' flow controls: the consumer's pause and resume go to both.
-    private var readerControls: [FlowControl] = []
+    /// The flow control of the `output` reading: the consumer's pause and resume go there (and on to both pipes).
+    private var outputControl: FlowControl?
     private var consumerPaused = false
 
     init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
@@ -34,19 +34,20 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
 
     private func started(_ child: RunningChild, input: [UInt8]?) {
         subscriber?.sendNext(.started(pid: child.pid))
-        for pipe in [child.standardOutput, child.standardError] {
-            guard let pipe, subscriber != nil else { continue }
-            let isOutput = pipe.role == .standardOutput
-            let reading = pipe.bytes.subscribe(
-                next: { [self] chunk in subscriber?.sendNext(isOutput ? .standardOutput(chunk) : .standardError(chunk)) },
-                error: { [self] error in finish(error) })
-            // Subscribed on the loop thread, which is its home: the reader's flow control is already registered.
-            if let control = (reading as? Subscription)?.flowControl {
-                readerControls.append(control)
-                if consumerPaused { control.pause() }
-            }
-            readings.append(reading)
+        guard subscriber != nil else { return }
+        // Its completion (both pipes at EOF) is not the end: `spawn` completes once the child also exited.
+        let reading = child.output.subscribe(next: { [self] output in subscriber?.sendNext(output) },
+                                             error: { [self] error in finish(error) })
+        guard subscriber != nil else {
+            reading.dispose()
+            return
         }
+        // Subscribed on the loop thread, which is its home: the merge's flow control is already registered.
+        if let control = (reading as? Subscription)?.flowControl {
+            outputControl = control
+            if consumerPaused { control.pause() }
+        }
+        readings.append(reading)
         readings.append(child.exit.subscribeNext { [self] exit in subscriber?.sendNext(.exited(exit)) })
         if let input, let standardInput = child.standardInput {
             // A child that exits without reading it all ends the pipe with EPIPE: nothing more to do then.
@@ -57,9 +58,7 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
 
     private func setPaused(_ paused: Bool) {
         consumerPaused = paused
-        for control in readerControls {
-            if paused { control.pause() } else { control.resume() }
-        }
+        if paused { outputControl?.pause() } else { outputControl?.resume() }
     }
 
     private func finish(_ error: (any Error)?) {
@@ -72,7 +71,7 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
     private func release() {
         let readings = self.readings
         self.readings = []
-        readerControls = []
+        outputControl = nil
         for reading in readings { reading.dispose() }
         let spawning = self.spawning
         self.spawning = nil

@@ -13,7 +13,8 @@ import Musl
 ///   with `EPIPE` through the write's result (this process ignores SIGPIPE).
 /// - `standardOutput` and `standardError` are read with `bytes` (one reader
 ///   at a time, paused by a consumer that cannot keep up); each completes at
-///   EOF, and the pipe then closes.
+///   EOF, and the pipe then closes. `output` reads both as one signal, in the
+///   order their chunks arrived.
 /// - `exit` reports how the child ended, replayed to every subscriber.
 /// - `kill(signal:)` signals the child, `killGroup(signal:)` its whole process
 ///   group (a detached child's: it and everything it started).
@@ -58,6 +59,34 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread.
     public let standardError: ChildPipe?
 
+    /// The child's standard output and standard error as one signal of `.standardOutput` and
+    /// `.standardError` chunks, in the order this process read them; it completes once both pipes
+    /// reached EOF.
+    ///
+    /// For a program that wants both streams interleaved (a log of what a
+    /// build printed, say) without merging two signals and tracking two
+    /// completions. It sends only those two cases of `ProcessOutput` (the
+    /// type `ChildProcess.run` sends, which is this plus `.started` and
+    /// `.exited`: here they are `pid` and `exit`). Chunks of one stream keep
+    /// their order. Between the two streams, a chunk comes after another when
+    /// the child wrote it after this process had read the other (output the
+    /// child wrote, then waited for an answer on its standard input before
+    /// writing to its standard error, comes first); two writes the child made
+    /// back to back to different streams may be read in either order, since
+    /// the kernel can report both pipes ready at once.
+    ///
+    /// Subscribing reads both pipes (the pipes' `bytes` readers, so one
+    /// reader at a time: while `standardOutput.bytes` or another `output` is
+    /// read, it fails with `EBUSY`); disposing stops both readings (the pipes
+    /// stay open). A consumer that cannot keep up pauses both. It fails with
+    /// the first error either pipe has (the other's reading stops), with
+    /// `EventLoopError.shutDown` when the loop shuts down, and at once with
+    /// `EINVAL` when the child's standard output or error is not a `.pipe`
+    /// (the message names which and how it was spawned).
+    ///
+    /// Thread rule: safe from any thread.
+    public let output: Signal<ProcessOutput>
+
     /// How the child ended: one value, then completion, replayed to every subscriber.
     ///
     /// It comes when the child exits, also after the `spawn` subscription was
@@ -76,6 +105,7 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
         self.standardOutput = pipes[1]
         self.standardError = pipes[2]
         self.exit = session.exitSubject
+        self.output = RunningChild.mergedOutput(of: session, pipes: pipes, child: "\(session.request.executable) (pid \(pid))")
     }
 
     /// The loop the child's handles live on.

@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 extension StreamHandle {
     /// Opens the handle on a descriptor that is already open (`uv_tcp_open`, `uv_pipe_open`, `uv_tty_init`).
@@ -10,14 +15,14 @@ extension StreamHandle {
     func open(descriptor: Int32) throws(UVError) {
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
-        case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
+        case .pipe, .childPipe, .fifo: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
         case .tty: try uvCheck(uv_tty_init(loop.uvLoop, pointer(as: uv_tty_t.self), descriptor, 0), "uv_tty_init(\(descriptor))")
         }
         didOpen()
         do {
             switch transport {
             case .tcp: try uvCheck(uv_tcp_open(pointer(as: uv_tcp_t.self), uv_os_sock_t(descriptor)), "uv_tcp_open(\(descriptor))")
-            case .pipe, .childPipe: try uvCheck(uv_pipe_open(pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open(\(descriptor))")
+            case .pipe, .childPipe, .fifo: try uvCheck(uv_pipe_open(pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open(\(descriptor))")
             case .tty: break
             }
         } catch {
@@ -25,4 +30,9 @@ extension StreamHandle {
             throw error
         }
     }
+}
+
+/// Closes a descriptor ReactiveUV owns; EINTR is not retried (Linux closes the descriptor anyway).
+func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
 }

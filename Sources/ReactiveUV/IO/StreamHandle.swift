@@ -29,49 +29,8 @@ extension StreamHandleOwner {
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
-    // Loop thread only (StreamConnection hops there first), except `transport`, `limits` and
-    // `origin` (immutable) and `peerDescription` (written before the connection is handed out).
-
-    /// Which libuv stream type the handle is.
-    enum Transport {
-        /// A `uv_tcp_t`.
-        case tcp
-        /// A `uv_pipe_t` (a Unix-domain socket, or a pipe or socket opened by descriptor).
-        case pipe
-        /// A `uv_pipe_t` connected to a child process's standard input, output or error.
-        case childPipe
-        /// A `uv_tty_t` (a terminal, opened by descriptor with `open(descriptor:)`).
-        case tty
-
-        /// The public type that wraps it, for messages.
-        var connectionTypeName: String {
-            switch self {
-            case .tcp: "TCPConnection"
-            case .pipe: "UnixConnection"
-            case .childPipe: "ChildPipe"
-            case .tty: "StandardIO"
-            }
-        }
-
-        /// libuv's handle type, for the handle's size.
-        var handleType: uv_handle_type {
-            switch self {
-            case .tcp: UV_TCP
-            case .pipe, .childPipe: UV_NAMED_PIPE
-            case .tty: UV_TTY
-            }
-        }
-    }
-
-    /// Why a stream ended.
-    enum EndReason {
-        /// Closed on purpose (`close()`, `reset()`, the owner's disposal).
-        case closed
-        /// A read or write failed (reset peer, broken pipe, `ENOBUFS` from `send`).
-        case failed(any Error)
-        /// The loop shut down.
-        case shutDown
-    }
+    // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
+    // `readChunkLimit` and `origin` (immutable) and `peerDescription` (written before the connection is handed out).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -88,6 +47,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     weak var descriptorReceiver: (any StreamDescriptorReceiver)?
     /// How much unflushed written data the stream holds, and when reading pauses.
     let limits: StreamBufferLimits
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
+    let readChunkLimit: Int
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
     let origin: String
     weak var owner: (any StreamHandleOwner)?
@@ -141,11 +102,13 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Finished write requests kept for reuse, per connection.
     private static let writePoolLimit = 16
 
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false) {
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
+         readChunkLimit: Int = ReadBuffer.size) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
         self.limits = limits
+        self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
         self.origin = origin
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
@@ -156,6 +119,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         case .pipe: "unix socket connection on \(peerDescription) \(origin)"
         case .childPipe: "pipe to the \(peerDescription) \(origin)"
         case .tty: "tty \(peerDescription) \(origin)"
+        case .fifo: "FIFO \(peerDescription) \(origin)"
         }
     }
 
@@ -166,8 +130,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
         case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), ipc ? 1 : 0), "uv_pipe_init")
-        case .tty:
-            throw UVError(code: UVError.invalidArgumentCode, message: "a terminal stream is opened on a descriptor", context: "open of \(origin)")
+        case .tty, .fifo:
+            throw UVError(code: UVError.invalidArgumentCode, message: "a \(transport) stream is opened on a descriptor", context: "open of \(origin)")
         }
         didOpen()
     }
@@ -274,7 +238,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Gives libuv the memory for the next read.
     ///
     /// Small reads (requests, messages) go into the thread's shared buffer and
-    /// are copied out at their size. Once a read fills half a buffer, the
+    /// are copied out at their size (a buffer is `readChunkLimit` bytes, 64 KiB
+    /// unless a FIFO's reader asked for less). Once a read fills half a buffer, the
     /// stream reads straight into a fresh full-size array that is then handed
     /// to the reader trimmed to the bytes read: bulk transfers cost no copy at
     /// all, at the price of up to 2x spare capacity per chunk. The array's
@@ -282,21 +247,23 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
         guard readsAreBulk else {
-            buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
+            buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: readChunkLimit)
             return
         }
-        if bulkChunk.count != ReadBuffer.size {
+        let size = readChunkLimit
+        if bulkChunk.count != size {
             // Every byte is written by the read before any is looked at; the rest is trimmed unread.
-            bulkChunk = [UInt8](unsafeUninitializedCapacity: ReadBuffer.size) { _, count in count = ReadBuffer.size }
+            bulkChunk = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
         }
         let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
-        buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(ReadBuffer.size))
+        // `size` is at most `ReadBuffer.size` (64 KiB): it fits.
+        buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(size))
     }
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
             let wasBulk = readsAreBulk
-            readsAreBulk = count >= ReadBuffer.size / 2
+            readsAreBulk = count >= readChunkLimit / 2
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
             if wasBulk && !bulkChunk.isEmpty {
                 var filled = bulkChunk

@@ -155,7 +155,7 @@ final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorRece
             subscriber.sendNext(.tcp(TCPConnection(stream, addresses: addresses)))
         case .pipe:
             subscriber.sendNext(.unix(UnixConnection(stream, path: UnixSocketNames.peerName(of: stream) ?? "")))
-        case .childPipe, .tty:
+        case .childPipe, .tty, .fifo:
             // Never made for a received descriptor (the accept makes a TCP or a pipe handle).
             stream.end(.closed)
             finish(UVError(code: UV_ENOTSUP.rawValue, message: "a received descriptor became a \(stream.transport) stream", context: "receiving a connection"))

@@ -19,13 +19,13 @@ import Musl
 /// - a source of unknown size (a device such as `/dev/zero`, `/proc` files) is
 ///   appended to (geometric growth, on the pool thread) until EOF, and refused
 ///   with `EFBIG` once more than `maxSize` bytes came;
-/// - a FIFO's descriptor goes back to the loop, which reads it through a
-///   `FIFOReader` (epoll, no pool thread) and joins the chunks once, at EOF.
+/// - a FIFO's descriptor goes back to the loop, which reads it through the
+///   stream core (`FIFOStream`: epoll, no pool thread) and joins the chunks once, at EOF.
 /// The loop thread runs one callback for the whole read (the delivery).
 final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
     // `path`, `maxSize`, `readSize` and `afterEachRead` are immutable; `stopped` and `disposedFlag` are atomic; `outcome` is
     // written on the pool thread and read on the loop thread after libuv hands the request back (its queue
-    // mutex orders the two); `state`, `fifoChunks` and `fifoTotal` are loop thread only (`dispose()` hops there).
+    // mutex orders the two); `state`, `fifoReading`, `fifoChunks` and `fifoTotal` are loop thread only (`dispose()` hops there).
     private enum Outcome {
         case contents([UInt8])
         case failed(any Error)
@@ -36,7 +36,7 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
         /// The pool job is queued or running.
         case onPool(Subscriber<[UInt8]>)
         /// The file is a FIFO, read on the loop.
-        case readingFIFO(Subscriber<[UInt8]>, FIFOReader)
+        case readingFIFO(Subscriber<[UInt8]>)
         case ended
     }
 
@@ -53,6 +53,8 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
     let disposedFlag = Atomic<Bool>(false)
     private var outcome: Outcome?
     private var state: State
+    /// The subscription to the FIFO's chunks (`FIFOStream`) while it is read.
+    private var fifoReading: (any Disposable)?
     private var fifoChunks: [[UInt8]] = []
     private var fifoTotal = 0
 
@@ -214,31 +216,31 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
         deliver(result, status: status, to: subscriber, context: "read \(path)", notRun: "the read did not run")
     }
 
+    /// Reads the FIFO through the stream core into this loop (we are on its thread, so it is the
+    /// subscription's home and chunks arrive without a hop), counting them against `maxSize`.
     private func readFIFO(_ descriptor: Int32, for subscriber: Subscriber<[UInt8]>) {
-        guard loop.acceptsNewHandles else {
-            closeDescriptor(descriptor)
-            subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
-            return
+        let path = self.path, loop = self.loop
+        state = .readingFIFO(subscriber)
+        let reading = Signal<[UInt8]> { reader in
+            FIFOStream.read(descriptor: descriptor, path: path, chunkLimit: ReadBuffer.size, what: "Files.read", on: loop, into: reader)
+        }.subscribe(next: { [self] chunk in fifoDidRead(chunk) },
+                    error: { [self] error in fifoDidEnd(error) },
+                    completed: { [self] in fifoDidEnd(nil) })
+        if case .readingFIFO = state {
+            fifoReading = reading
+        } else {
+            reading.dispose()  // it ended while starting (the stream could not open, the loop shut down)
         }
-        let reader = FIFOReader(loop: loop, path: path, chunkLimit: ReadBuffer.size)
-        do {
-            try reader.start(descriptor: descriptor,
-                             onChunk: { [self] chunk in fifoDidRead(chunk) },
-                             onEnd: { [self] error in fifoDidEnd(error) })
-        } catch {
-            subscriber.sendError(error)
-            return
-        }
-        state = .readingFIFO(subscriber, reader)
     }
 
     private func fifoDidRead(_ chunk: [UInt8]) {
-        guard case .readingFIFO(let subscriber, let reader) = state else { return }
+        guard case .readingFIFO(let subscriber) = state else { return }
         fifoTotal += chunk.count
         if fifoTotal > maxSize {
             state = .ended
             fifoChunks = []
-            reader.stop()
+            fifoReading?.dispose()
+            fifoReading = nil
             subscriber.sendError(UVError(code: UV_EFBIG.rawValue,
                                          message: "more than maxSize (\(maxSize) bytes) came through the FIFO before its writers closed it; read it with Files.chunks",
                                          context: "read \(path)"))
@@ -248,8 +250,9 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
     }
 
     private func fifoDidEnd(_ error: (any Error)?) {
-        guard case .readingFIFO(let subscriber, _) = state else { return }
+        guard case .readingFIFO(let subscriber) = state else { return }
         state = .ended
+        fifoReading = nil
         let chunks = fifoChunks
         fifoChunks = []
         if let error {
@@ -278,10 +281,11 @@ final class WholeFileRead: PoolWorkBase, LoopDisposable, @unchecked Sendable {
         case .onPool:
             state = .ended
             cancel()
-        case .readingFIFO(_, let reader):
+        case .readingFIFO:
             state = .ended
             fifoChunks = []
-            reader.stop()
+            fifoReading?.dispose()
+            fifoReading = nil
         case .ended:
             break
         }

@@ -352,6 +352,70 @@ final class FilesTests: XCTestCase {
         XCTAssertEqual(chunks.events.count, 1)
     }
 
+    /// `Files.chunks` of a FIFO reads through the stream core (issue 16): its handle is the core's
+    /// `.fifo` stream, a consumer's pause stops libuv's reading (the handle goes inactive) and its
+    /// resume restarts it, chunks keep the size asked for, EOF completes and closes the FIFO's
+    /// descriptor, and disposing a waiting read closes the descriptor too. The FIFO reader before
+    /// it registered no flow control and read on regardless.
+    func testAFIFOIsReadByTheStreamCoreWhichPausesForItsConsumer() throws {
+        let fifo = try makeFIFO("core")
+        let releaser = FIFOReleaser([fifo])
+        defer { releaser.stop() }
+        try checked { harness in
+            defer { releaser.start() }
+            let received = Locked<[[UInt8]]>([])
+            let completed = Locked(false)
+            let subscription = try harness.onLoop {
+                UncheckedBox(Files.chunks(fifo, chunkSize: 3).subscribe(
+                    next: { chunk in received.withLock { $0.append(chunk) } },
+                    completed: { completed.withLock { $0 = true } }))
+            }.value
+            defer { subscription.dispose() }
+            func fifoHandle() throws -> OpenHandle? { try harness.loop.openHandles().first { $0.label?.contains(fifo) == true } }
+            try harness.wait(for: "the FIFO's handle") { (try? fifoHandle()) != nil }
+            XCTAssertEqual(try fifoHandle()?.kind, "pipe")
+            XCTAssertEqual(try fifoHandle()?.label, "FIFO \(fifo) read by Files.chunks", "the stream core's label for a `.fifo` stream")
+            XCTAssertEqual(try fifoHandle()?.isActive, true, "reading")
+
+            // Registered on the loop thread, the subscription's home: there now.
+            let control = try XCTUnwrap(try harness.onLoop { UncheckedBox((subscription as? Subscription)?.flowControl) }.value,
+                                        "the FIFO's reading registered no flow control")
+            try harness.onLoop { control.pause() }
+            XCTAssertEqual(try fifoHandle()?.isActive, false, "a paused consumer stops libuv's reading")
+            let writer = try openWriter(fifo, harness)
+            XCTAssertEqual(send([1, 2, 3, 4, 5], to: writer), 5)
+            try harness.onLoop { control.resume() }
+            XCTAssertEqual(try fifoHandle()?.isActive, true, "resumed")
+            close(writer)
+            try harness.wait(for: "the FIFO's EOF") { completed.withLock { $0 } }
+            XCTAssertEqual(received.withLock { $0 }.flatMap { $0 }, [1, 2, 3, 4, 5])
+            XCTAssertTrue(received.withLock { $0 }.allSatisfy { $0.count <= 3 }, "\(received.withLock { $0 })")
+            XCTAssertNil(try fifoHandle(), "the handle closes at EOF")
+            XCTAssertEqual(descriptors(openOn: fifo), 0, "the FIFO's descriptor closes with its handle")
+
+            // Disposed while it waits for a writer: the handle and the descriptor close.
+            let waiting = try harness.record(Files.chunks(fifo))
+            try harness.wait(for: "the second FIFO handle") { (try? fifoHandle()) != nil }
+            XCTAssertEqual(descriptors(openOn: fifo), 1)
+            waiting.dispose()
+            try harness.wait(for: "the handle to close") { (try? fifoHandle()) == nil }
+            XCTAssertEqual(descriptors(openOn: fifo), 0, "disposing closes the FIFO's descriptor")
+            XCTAssertTrue(waiting.events.isEmpty, "\(waiting.events)")
+
+            // `Files.read` reads a FIFO through the same core stream, and joins its chunks at EOF.
+            let whole = try harness.record(Files.read(fifo))
+            try harness.wait(for: "the whole read's FIFO handle") { (try? fifoHandle()) != nil }
+            XCTAssertEqual(try fifoHandle()?.label, "FIFO \(fifo) read by Files.read")
+            let second = try openWriter(fifo, harness)
+            XCTAssertEqual(send([6, 7], to: second), 2)
+            close(second)
+            XCTAssertTrue(try whole.waitForTermination().isCompleted)
+            XCTAssertEqual(whole.values, [[6, 7]])
+            XCTAssertNil(try fifoHandle())
+            XCTAssertEqual(descriptors(openOn: fifo), 0)
+        }
+    }
+
     /// The pool's size: libuv's default unless the environment changed it.
     private let poolSize = Int(ProcessInfo.processInfo.environment["UV_THREADPOOL_SIZE"] ?? "") ?? 4
 

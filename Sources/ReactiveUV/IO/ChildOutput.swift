@@ -1,0 +1,125 @@
+import Synchronization
+
+extension RunningChild {
+    /// `output` for a child whose standard output and error are `pipes[1]` and `pipes[2]` (nil: not a `.pipe`).
+    static func mergedOutput(of session: ProcessSession, pipes: [ChildPipe?], child: String) -> Signal<ProcessOutput> {
+        let stdio = session.request.stdio
+        return Signal { subscriber in
+            guard let standardOutput = pipes[1], let standardError = pipes[2] else {
+                subscriber.sendError(notPipesError(stdio: stdio, child: child))
+                return nil
+            }
+            return LoopBinding.open(on: session.loop, for: subscriber, what: "RunningChild.output") { loop in
+                let merge = ChildOutputMerge(loop: loop, subscriber: subscriber)
+                merge.start(reading: [standardOutput, standardError])
+                return merge
+            }
+        }.debugNamed("+output(\(child))")
+    }
+
+    /// `EINVAL` naming the streams that are not pipes and how they were configured.
+    private static func notPipesError(stdio: [ProcessStdio], child: String) -> UVError {
+        let notPipes = [(1, "standardOutput"), (2, "standardError")].filter { stdio[$0.0] != .pipe }
+        let names = notPipes.map { ChildPipe.Role($0.0).name }.joined(separator: " and ")
+        let configured = notPipes.map { "\($0.1): \(stdio[$0.0].spawnArgument)" }.joined(separator: ", ")
+        let verb = notPipes.count == 1 ? "is not a pipe" : "are not pipes"
+        return UVError(code: UVError.invalidArgumentCode,
+                       message: "the child's \(names) \(verb) (spawned with \(configured)): output merges the two pipes; "
+                           + "spawn both with .pipe, or read the one pipe's bytes",
+                       context: "RunningChild.output of \(child)")
+    }
+}
+
+extension ProcessStdio {
+    /// How the choice is written as a `spawn` argument: `.inherit`, `.descriptor(5)`.
+    var spawnArgument: String {
+        switch self {
+        case .pipe: ".pipe"
+        case .inherit: ".inherit"
+        case .ignore: ".ignore"
+        case .descriptor(let descriptor): ".descriptor(\(descriptor))"
+        }
+    }
+}
+
+/// One `RunningChild.output` subscription: both output pipes read on the child's loop into one
+/// stream of `.standardOutput` and `.standardError` chunks, in the order they were read.
+///
+/// It completes once both pipes reached EOF and fails with the first error (a read error, `EBUSY`
+/// when a pipe already has a reader, the loop's shutdown), which stops the other pipe's reading.
+/// The consumer's pause and resume go to both readers' flow controls.
+final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
+    // Loop thread only (`dispose()`, the readers' callbacks and the flow-control closures run there);
+    // `loop` is immutable and `disposedFlag` atomic.
+    let loop: EventLoop
+    let disposedFlag = Atomic<Bool>(false)
+    private var subscriber: Subscriber<ProcessOutput>?
+    /// The pipes' readers (their subscriptions to `bytes`).
+    private var readings: [any Disposable] = []
+    /// The readers' flow controls: the consumer's pause and resume go to both.
+    private var readerControls: [FlowControl] = []
+    /// Pipes that have not reached EOF yet.
+    private var pipesOpen = 0
+    private var consumerPaused = false
+
+    init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
+        self.loop = loop
+        self.subscriber = subscriber
+    }
+
+    /// Starts reading `pipes` (standard output, then standard error). Loop thread only.
+    func start(reading pipes: [ChildPipe]) {
+        // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
+        subscriber?.setFlowControl(pause: { self.setPaused(true) }, resume: { self.setPaused(false) })
+        pipesOpen = pipes.count
+        for pipe in pipes {
+            guard subscriber != nil else { return }  // the first pipe's reading failed at once (EBUSY)
+            let isOutput = pipe.role == .standardOutput
+            let reading = pipe.bytes.subscribe(
+                next: { [self] chunk in subscriber?.sendNext(isOutput ? .standardOutput(chunk) : .standardError(chunk)) },
+                error: { [self] error in finish(error) },
+                completed: { [self] in pipeDidEnd() })
+            guard subscriber != nil else {
+                reading.dispose()  // it ended everything while subscribing
+                return
+            }
+            // Subscribed on the loop thread, which is its home: the reader's flow control is already registered.
+            if let control = (reading as? Subscription)?.flowControl {
+                readerControls.append(control)
+                if consumerPaused { control.pause() }
+            }
+            readings.append(reading)
+        }
+    }
+
+    private func pipeDidEnd() {
+        pipesOpen -= 1
+        if pipesOpen == 0 { finish(nil) }
+    }
+
+    private func setPaused(_ paused: Bool) {
+        consumerPaused = paused
+        for control in readerControls {
+            if paused { control.pause() } else { control.resume() }
+        }
+    }
+
+    private func finish(_ error: (any Error)?) {
+        let subscriber = self.subscriber
+        self.subscriber = nil
+        release()
+        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+    }
+
+    private func release() {
+        let readings = self.readings
+        self.readings = []
+        readerControls = []
+        for reading in readings { reading.dispose() }
+    }
+
+    func abandon() {
+        subscriber = nil
+        release()
+    }
+}

@@ -1,0 +1,49 @@
+internal import CLibUV
+
+// The stream core's two small vocabularies, kept beside `StreamHandle.swift` (which holds the core's
+// state and its read, write and close paths): what kind of libuv stream a handle is, and why it ended.
+extension StreamHandle {
+    /// Which libuv stream type the handle is.
+    enum Transport {
+        /// A `uv_tcp_t`.
+        case tcp
+        /// A `uv_pipe_t` (a Unix-domain socket, or a pipe or socket opened by descriptor).
+        case pipe
+        /// A `uv_pipe_t` connected to a child process's standard input, output or error.
+        case childPipe
+        /// A `uv_tty_t` (a terminal, opened by descriptor with `open(descriptor:)`).
+        case tty
+        /// A `uv_pipe_t` opened on a FIFO's read end (`Files.read`, `Files.chunks`; see `FIFOStream`).
+        case fifo
+
+        /// The public type that wraps it, for messages.
+        var connectionTypeName: String {
+            switch self {
+            case .tcp: "TCPConnection"
+            case .pipe: "UnixConnection"
+            case .childPipe: "ChildPipe"
+            case .tty: "StandardIO"
+            case .fifo: "Files"
+            }
+        }
+
+        /// libuv's handle type, for the handle's size.
+        var handleType: uv_handle_type {
+            switch self {
+            case .tcp: UV_TCP
+            case .pipe, .childPipe, .fifo: UV_NAMED_PIPE
+            case .tty: UV_TTY
+            }
+        }
+    }
+
+    /// Why a stream ended.
+    enum EndReason {
+        /// Closed on purpose (`close()`, `reset()`, the owner's disposal).
+        case closed
+        /// A read or write failed (reset peer, broken pipe, `ENOBUFS` from `send`).
+        case failed(any Error)
+        /// The loop shut down.
+        case shutDown
+    }
+}
