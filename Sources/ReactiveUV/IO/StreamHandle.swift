@@ -78,6 +78,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     @exclusivity(unchecked) private var closesWhenFlushed = false
     /// Who waits for the graceful close (each `close()` call's result).
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
+    /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
+    @exclusivity(unchecked) var fileSends: FileSends?
     @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
@@ -349,6 +351,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         }
         // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
         let queued = Int(stream.pointee.write_queue_size)
+        if let fileSends, fileSends.isHolding {
+            // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
+            guard let error = fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: queued) else { return }
+            if let completion { completion(error) } else { end(.failed(error)) }
+            return
+        }
         if queued > 0 && queued + bytes.count > limits.maxQueuedBytes {
             let error = UVError(code: UV_ENOBUFS.rawValue,
                                 message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough",
@@ -390,6 +398,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         if status == 0 {
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
+            fileSends?.writeFinished()
             return
         }
         if status == UV_ECANCELED.rawValue {
@@ -421,6 +430,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Half-closes: sends FIN after the queued writes; reading goes on.
     func shutdownWrites(outcome: WriteOutcome?) {
         assertInEventLoop()
+        if isOpen, let fileSends, fileSends.isHolding {
+            fileSends.hold { [self] in shutdownWrites(outcome: outcome) }
+            return
+        }
         guard isOpen, !writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
                                     message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
@@ -465,6 +478,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// the error when it failed.
     func closeWhenFlushed(outcome: WriteOutcome?) {
         assertInEventLoop()
+        if isOpen, let fileSends, fileSends.isHolding {
+            fileSends.hold { [self] in closeWhenFlushed(outcome: outcome) }
+            return
+        }
         guard isOpen else {
             switch endReason {
             case .failed(let error)?: outcome?.finish(error)
@@ -522,6 +539,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         let owner = self.owner
         self.owner = nil
         close()
+        fileSends?.streamEnded(reason)
         switch reason {
         case .closed: reader?.sendCompleted()
         case .failed(let error): reader?.sendError(error)
@@ -567,6 +585,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         spareChunk = []
         readers.take()
         owner = nil
+        fileSends = nil
     }
 }
 

@@ -1,0 +1,218 @@
+internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One `StreamConnection.sendFile`: `sendfile(2)` calls on the pool against a duplicate of the
+/// socket's descriptor, and a writable-poll on the loop between them when the socket is full.
+///
+/// Why a duplicate: the pool thread and the poll must not use the stream's own descriptor
+/// number, which the stream closes (and the process may reuse) whenever the connection ends;
+/// the duplicate is closed only once no call uses it.
+final class FileSendOperation: @unchecked Sendable {
+    // Loop thread only (created there by `sendFile`, driven by its stream's `FileSends`; the poll's
+    // subscriber is at home on that loop, so its callbacks run there too).
+    private enum Phase {
+        case queued
+        /// Earlier writes are still in libuv's queue: the file follows them.
+        case waitingForQueue
+        case sending
+        case waitingWritable
+        case ended
+    }
+
+    /// One `sendfile` call's result (pool thread → loop thread).
+    private struct Step: Sendable {
+        let sent: Int
+        /// The bytes still to send before this call (the file's size decides when `count` is nil).
+        let wanted: Int
+        /// The socket took less than offered (full): wait for writability.
+        let blocked: Bool
+    }
+
+    let context: String
+    private let stream: StreamHandle
+    private let file: OpenFile
+    private let outcome: FileSendOutcome
+    private var offset: Int
+    /// Bytes still to send; nil until the first call read the file's size.
+    private var remaining: Int?
+    private var sent = 0
+    private var phase = Phase.queued
+    private var duplicate: Int32 = -1
+    private var job: FileJob<Step>?
+    private var poll: (any Disposable)?
+    private var pollFailure: (any Error)?
+    /// Told once when the transfer ended (its stream's `FileSends` releases what waited behind it).
+    var onEnd: (() -> Void)?
+
+    init(stream: StreamHandle, file: OpenFile, offset: Int, count: Int?, context: String, outcome: FileSendOutcome) {
+        self.stream = stream
+        self.file = file
+        self.offset = offset
+        self.remaining = count
+        self.context = context
+        self.outcome = outcome
+    }
+
+    /// Starts once libuv's queue of earlier writes is empty (their bytes are in the kernel, in order).
+    func startWhenFlushed() {
+        var descriptor = uv_os_fd_t()
+        let result = uv_fileno(stream.handle, &descriptor)
+        guard result == 0 else {
+            fail(UVError(code: result, context: context))
+            return
+        }
+        duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+        guard duplicate >= 0 else {
+            fail(systemCallError(context))
+            return
+        }
+        phase = .waitingForQueue
+        queueMayHaveDrained()
+    }
+
+    /// A write finished (or the transfer just began): go once nothing is left in libuv's queue.
+    func queueMayHaveDrained() {
+        guard phase == .waitingForQueue, stream.queuedWriteByteCount == 0 else { return }
+        sendNext()
+    }
+
+    private func sendNext() {
+        phase = .sending
+        let (socket, offset, remaining) = (duplicate, self.offset, self.remaining)
+        let context = self.context
+        job = file.run("sendfile", { descriptor, _ in
+            var wanted = remaining ?? 0
+            if remaining == nil {
+                var status = Glibc.stat()
+                guard fstat(descriptor, &status) == 0 else { throw systemCallError(context) }
+                wanted = max(0, Int(status.st_size) - offset)
+            }
+            let offer = min(wanted, FileTransfer.largestWriteRequest)
+            guard offer > 0 else { return Step(sent: 0, wanted: wanted, blocked: false) }
+            var position = off_t(offset)
+            while true {
+                let result = Glibc.sendfile(socket, descriptor, &position, offer)
+                if result >= 0 { return Step(sent: result, wanted: wanted, blocked: result > 0 && result < offer) }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN: return Step(sent: 0, wanted: wanted, blocked: true)
+                default: throw systemCallError(context)
+                }
+            }
+        }) { [self] result in
+            job = nil
+            guard phase == .sending else { return }
+            switch result {
+            case .success(let step):
+                advance(step)
+            case .failure(let error as UVError) where FileSendOperation.socketErrors.contains(error.code):
+                // The peer went away: the connection ends with the error, which ends this transfer.
+                stream.end(.failed(error))
+                if phase != .ended { fail(error) }
+            case .failure(let error):
+                fail(error)
+            }
+        }
+        if let job {
+            // The duplicate closes only after the last call that uses it.
+            let fileEnd = job.onEnd
+            job.onEnd = { [self] in
+                fileEnd?()
+                if phase == .ended { closeDuplicate() }
+            }
+        }
+    }
+
+    private static let socketErrors: Set<Int32> = [UV_EPIPE.rawValue, UV_ECONNRESET.rawValue, UV_ENOTCONN.rawValue,
+                                                   UV_ETIMEDOUT.rawValue, UV_ECONNABORTED.rawValue]
+
+    private func advance(_ step: Step) {
+        sent += step.sent
+        offset += step.sent
+        let left = step.wanted - step.sent
+        remaining = left
+        if left == 0 || (step.sent == 0 && !step.blocked) {
+            // All sent, or the file ended before `count` bytes (a shorter file): done with what there was.
+            succeed()
+        } else if step.blocked {
+            if let pollFailure, step.sent == 0 {
+                fail(pollFailure)
+                return
+            }
+            waitWritable()
+        } else {
+            sendNext()
+        }
+    }
+
+    /// Waits on the loop (no pool thread) until the socket takes more.
+    private func waitWritable() {
+        phase = .waitingWritable
+        let subscription = Poll.readiness(fd: duplicate, events: .writable, on: stream.loop).subscribe(next: { [self] _ in
+            guard phase == .waitingWritable else { return }
+            stopPolling()
+            sendNext()
+        }, error: { [self] error in
+            guard phase == .waitingWritable else { return }
+            stopPolling()
+            // POLLERR: one more call gets the socket's own error (ECONNRESET rather than libuv's EBADF).
+            pollFailure = error
+            sendNext()
+        })
+        if phase == .waitingWritable {
+            poll = subscription
+        } else {
+            subscription.dispose()  // it failed at once, and the answer already ran
+        }
+    }
+
+    private func stopPolling() {
+        let poll = self.poll
+        self.poll = nil
+        poll?.dispose()
+    }
+
+    /// The connection ended here or failed: the transfer stops with why.
+    func streamEnded(_ reason: StreamHandle.EndReason) {
+        guard phase != .ended else { return }
+        switch reason {
+        case .failed(let error): fail(error)
+        case .shutDown: fail(EventLoopError.shutDown(loop: stream.loop.name))
+        case .closed:
+            fail(UVError(code: UV_ECANCELED.rawValue,
+                         message: "the connection was closed before the file was sent (\(sent) bytes went)", context: context))
+        }
+    }
+
+    func fail(_ error: any Error) {
+        end(.failure(error))
+    }
+
+    private func succeed() {
+        end(.success(sent))
+    }
+
+    private func end(_ result: Result<Int, any Error>) {
+        guard phase != .ended else { return }
+        phase = .ended
+        stopPolling()
+        if let job {
+            job.abandon()  // its end closes the duplicate
+        } else {
+            closeDuplicate()
+        }
+        outcome.finish(result)
+        let onEnd = self.onEnd
+        self.onEnd = nil
+        onEnd?()
+    }
+
+    private func closeDuplicate() {
+        if duplicate >= 0 { Glibc.close(duplicate) }
+        duplicate = -1
+    }
+}

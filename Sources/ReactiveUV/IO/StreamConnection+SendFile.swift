@@ -1,0 +1,224 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension StreamConnection {
+    /// Sends `count` bytes of `file` from `offset` to the peer, zero-copy (`sendfile(2)`),
+    /// in its place among the connection's writes; sends how many bytes went, then completes.
+    ///
+    /// Ordering: bytes queued by earlier `send`/`write` calls go first (the file starts
+    /// once libuv has handed them to the kernel); `send`, `write`, `shutdown()` and
+    /// `close()` called after it wait behind the file and follow it in order. The
+    /// transfer starts now, whether or not the signal is subscribed (its result is
+    /// replayed to every subscriber).
+    ///
+    /// How it runs: each `sendfile` call runs on a pool thread against a duplicate of
+    /// the socket's descriptor (non-blocking) and sends what the socket buffer takes.
+    /// When the buffer is full, the connection waits for the socket to become writable
+    /// (a `uv_poll_t` on the duplicate, on the loop, never a pool thread) and goes on:
+    /// a slow reader slows the transfer, nothing busy-waits. Bytes sent behind the file
+    /// while it goes count against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS` past it).
+    ///
+    /// Errors: `EINVAL` for a negative offset or count, or a file on another loop than
+    /// the connection's; `EBADF` for a closed file (the `OpenFile` close waits for a
+    /// transfer's running call); `EPIPE` after `close()`/`shutdown()`; the socket's error
+    /// (`ECONNRESET`, `EPIPE`) when the peer goes away mid-file, which also ends the
+    /// connection; `ECANCELED` when the connection is closed here (`reset()`, its owner's
+    /// disposal) before the file went out; `EventLoopError.shutDown`.
+    ///
+    /// - Parameters:
+    ///   - file: An open regular file on the connection's loop.
+    ///   - offset: Where to start in the file, 0 or more (default 0).
+    ///   - count: How many bytes; nil (default) for all of them up to the end of the file
+    ///     (its size when the transfer starts). A file shorter than `offset + count` ends
+    ///     the transfer early, with the bytes it had.
+    /// - Returns: A signal of the count sent, then completion.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    public final func sendFile(_ file: OpenFile, offset: Int = 0, count: Int? = nil) -> Signal<Int> {
+        let outcome = FileSendOutcome()
+        let context = "sendfile \(file.path) to \(stream.peerDescription)"
+        if offset < 0 || (count ?? 0) < 0 {
+            outcome.finish(.failure(UVError(code: UVError.invalidArgumentCode,
+                                            message: "the offset and count must be 0 or more, not \(offset) and \(count.map(String.init) ?? "nil")",
+                                            context: context)))
+            return outcome.signal
+        }
+        guard file.loop === loop else {
+            outcome.finish(.failure(UVError(code: UVError.invalidArgumentCode,
+                                            message: "the file lives on loop '\(file.loop.name)', the connection on '\(loop.name)': open the file on the connection's loop",
+                                            context: context)))
+            return outcome.signal
+        }
+        let stream = self.stream
+        let start: @Sendable () -> Void = {
+            let operation = FileSendOperation(stream: stream, file: file, offset: offset, count: count, context: context, outcome: outcome)
+            FileSends.of(stream).enqueue(operation)
+        }
+        if stream.onLoopThread {
+            start()
+        } else {
+            do {
+                try stream.loop.tryExecute(start)
+            } catch {
+                outcome.finish(.failure(error))
+            }
+        }
+        return outcome.signal
+    }
+}
+
+/// A stream's file transfers and what waits behind them (loop thread only).
+///
+/// While a file goes out, the stream's later writes, shutdown and close are held here in
+/// order (`StreamHandle` asks `isHolding` first) and handed back to the stream when it ends.
+final class FileSends {
+    // Loop thread only (owned by its stream).
+    private enum Held {
+        case file(FileSendOperation)
+        case bytes([UInt8], (((any Error)?) -> Void)?)
+        case action(() -> Void)
+    }
+
+    private unowned(unsafe) let stream: StreamHandle
+    private var active: FileSendOperation?
+    private var held: [Held] = []
+    /// Bytes of the held writes: they count against the stream's `maxQueuedBytes`.
+    private(set) var heldByteCount = 0
+
+    private init(stream: StreamHandle) { self.stream = stream }
+
+    /// The stream's transfers, made at its first file.
+    static func of(_ stream: StreamHandle) -> FileSends {
+        if let existing = stream.fileSends { return existing }
+        let made = FileSends(stream: stream)
+        stream.fileSends = made
+        return made
+    }
+
+    /// Whether writes must wait behind a file.
+    var isHolding: Bool { active != nil }
+
+    func enqueue(_ operation: FileSendOperation) {
+        guard stream.isOpen, stream.acceptsWrites else {
+            operation.fail(UVError(code: UV_EPIPE.rawValue,
+                                   message: stream.isOpen ? "the connection was shut down for writing" : "the connection is closed",
+                                   context: operation.context))
+            return
+        }
+        if active != nil {
+            held.append(.file(operation))
+        } else {
+            begin(operation)
+        }
+    }
+
+    private func begin(_ operation: FileSendOperation) {
+        active = operation
+        operation.onEnd = { [self] in
+            active = nil
+            releaseHeld()
+        }
+        operation.startWhenFlushed()
+    }
+
+    /// Holds a write made while a file goes out; `ENOBUFS` past the stream's limit, counting the held bytes.
+    func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?, limit: Int, queued: Int) -> UVError? {
+        let waiting = queued + heldByteCount
+        if waiting > 0 && waiting + bytes.count > limit {
+            return UVError(code: UV_ENOBUFS.rawValue,
+                           message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, limit \(limit)): the peer is not reading fast enough",
+                           context: "write of \(bytes.count) bytes to \(stream.peerDescription)")
+        }
+        heldByteCount += bytes.count
+        held.append(.bytes(bytes, completion))
+        return nil
+    }
+
+    /// Holds a shutdown or close asked for while a file goes out.
+    func hold(_ action: @escaping () -> Void) {
+        held.append(.action(action))
+    }
+
+    /// libuv finished a write: the active file may be waiting for the queue to drain.
+    func writeFinished() {
+        active?.queueMayHaveDrained()
+    }
+
+    /// The stream ended: the active file stops; what was held runs against the closed stream (and fails).
+    func streamEnded(_ reason: StreamHandle.EndReason) {
+        active?.streamEnded(reason)
+    }
+
+    /// Hands what was held back to the stream in order, until the next file.
+    private func releaseHeld() {
+        while !held.isEmpty, active == nil {
+            let next = held.removeFirst()
+            switch next {
+            case .file(let operation):
+                if stream.isOpen && stream.acceptsWrites {
+                    begin(operation)
+                } else {
+                    enqueue(operation)  // fails it with EPIPE
+                }
+            case .bytes(let bytes, let completion):
+                heldByteCount -= bytes.count
+                stream.send(bytes, completion: completion)
+            case .action(let action):
+                action()
+            }
+        }
+    }
+}
+
+/// The result of one `sendFile`, replayed to every subscriber.
+final class FileSendOutcome: @unchecked Sendable {
+    // `state` is protected by its lock; subscribers are called after it is released.
+    private enum State {
+        case pending([Subscriber<Int>])
+        case finished(Result<Int, any Error>)
+    }
+    private let state = LockedValue<State>(.pending([]))
+
+    var signal: Signal<Int> {
+        Signal { [self] subscriber in
+            let finished: Result<Int, any Error>? = state.withLock { state in
+                switch state {
+                case .pending(var waiting):
+                    waiting.append(subscriber)
+                    state = .pending(waiting)
+                    return nil
+                case .finished(let result):
+                    return result
+                }
+            }
+            if let finished { Self.deliver(finished, to: subscriber) }
+            return nil
+        }.debugNamed("+sendFile")
+    }
+
+    /// Records the result and tells everyone waiting; later calls do nothing.
+    func finish(_ result: Result<Int, any Error>) {
+        let waiting: [Subscriber<Int>] = state.withLock { state in
+            guard case .pending(let waiting) = state else { return [] }
+            state = .finished(result)
+            return waiting
+        }
+        for subscriber in waiting { Self.deliver(result, to: subscriber) }
+    }
+
+    private static func deliver(_ result: Result<Int, any Error>, to subscriber: Subscriber<Int>) {
+        switch result {
+        case .success(let count):
+            subscriber.sendNext(count)
+            subscriber.sendCompleted()
+        case .failure(let error):
+            subscriber.sendError(error)
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `StreamConnection.sendFile` (issue 17, part 2, point 3).
+final class SendFileTests: XCTestCase {
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "reactiveuv-sendfile-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// 64 MiB to a client that reads slowly through a small receive buffer: the socket fills again and again
+    /// (the transfer waits for writability on the loop), the bytes arrive intact, and the server loop's
+    /// timer keeps firing meanwhile.
+    func testSixtyFourMiBToASlowReaderArriveIntactWhileTheLoopRunsTimers() throws {
+        let path = directory + "/big.bin"
+        let contents = bytePattern(64 << 20, seed: 9)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            let ticks = try harness.record(Signal<Int>.interval(.milliseconds(2)))
+            let sent = try harness.record(connection.sendFile(file))
+            var count = 0, reads = 0, intact = true
+            while count < contents.count {
+                guard let chunk = client.receive(upTo: 16_384), !chunk.isEmpty, count + chunk.count <= contents.count else { break }
+                // Compared piece by piece with what the file holds (memcmp: a byte loop is slow in debug builds).
+                intact = intact && chunk.withUnsafeBytes { got in
+                    contents.withUnsafeBytes { memcmp(got.baseAddress!, $0.baseAddress! + count, got.count) == 0 }
+                }
+                count += chunk.count
+                reads += 1
+                if reads % 64 == 0 { usleep(1_000) }  // a slow reader: the server's socket stays full
+            }
+            XCTAssertEqual(count, contents.count)
+            XCTAssertTrue(intact, "the bytes arrived intact")
+            XCTAssertEqual(try sent.waitForValues(1, timeout: .seconds(60)), [contents.count])
+            XCTAssertGreaterThanOrEqual(ticks.values.count, 10, "the loop ran its timer during the transfer")
+        }
+    }
+
+    /// Bytes sent before the file go first, bytes sent after it wait behind it, and a close() after it
+    /// sends EOF only after all of them.
+    func testSendsBeforeAndAfterTheFileKeepTheirOrder() throws {
+        let path = directory + "/middle.bin"
+        let contents = bytePattern(3 << 20, seed: 10)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            let head = bytePattern(16 << 20, seed: 11), tail = Array("tail".utf8)
+            let results = try harness.onLoop {
+                connection.send(head)  // still in libuv's queue when the file is asked for: the client reads slowly
+                let sent = connection.sendFile(file, offset: 100, count: contents.count - 200)
+                connection.send(tail)
+                let written = connection.write(tail)
+                let closed = connection.close()
+                return (sent, written, closed)
+            }
+            let received = try client.receiveUntilEOF()
+            XCTAssertEqual(received.count, head.count + contents.count - 200 + 2 * tail.count)
+            XCTAssertTrue(received == head + contents[100..<(contents.count - 100)] + tail + tail, "head, the file's range, the tails, then EOF")
+            XCTAssertEqual(try results.0.first(timeout: .seconds(10)), contents.count - 200)
+            try results.1.waitUntilCompleted(timeout: .seconds(10))
+            try results.2.waitUntilCompleted(timeout: .seconds(10))
+        }
+    }
+
+    /// A peer that resets mid-file ends the transfer with the socket's error, and the connection with it.
+    func testAPeerThatResetsMidFileEndsTheSignalWithTheError() throws {
+        let path = directory + "/reset.bin"
+        try Data(bytePattern(64 << 20, seed: 12)).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, beforeConnect: BlockingClient.shrinkBuffers)
+            let connection = try waitForAccepted(server, 1)[0]
+            let reader = try harness.record(connection.bytes)
+            let file = try open(harness, path)
+            let sent = try harness.record(connection.sendFile(file))
+            _ = try client.receive(exactly: 10_000)
+            client.reset()
+            let error = try XCTUnwrap(try sent.waitForTermination(timeout: .seconds(30)).error as? UVError, "\(sent.events)")
+            XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(error.name), error.description)
+            // The reader ends too: with ECONNRESET, or at EOF when the transfer's call took the socket's error first.
+            XCTAssertNotNil(try reader.waitForTermination())
+            try harness.wait(for: "the connection to close") { !connection.isOpen }
+            XCTAssertFalse(file.isClosed, "the file stays open: it is the caller's")
+        }
+    }
+
+    /// Disposing the server (which closes its connections) mid-file stops the transfer: it fails with
+    /// ECANCELED, the client sees the end before the whole file, and no poll handle or descriptor is left.
+    func testDisposingTheConnectionMidFileStopsIt() throws {
+        let path = directory + "/disposed.bin"
+        let size = 64 << 20
+        try Data(bytePattern(size, seed: 13)).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(20), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            let sent = try harness.record(connection.sendFile(file))
+            _ = try client.receive(exactly: 10_000)
+            server.dispose()
+            let error = try XCTUnwrap(try sent.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "ECANCELED")
+            let (rest, end) = client.receiveUntilEnd()
+            XCTAssertTrue(end.endedByPeer, "\(end)")
+            XCTAssertLessThan(10_000 + rest.count, size, "the transfer stopped before the end of the file")
+        }
+    }
+
+    func testBadArgumentsAreEINVALAndAClosedFileIsEBADF() throws {
+        let path = directory + "/small.bin"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            for (offset, count) in [(-1, 1), (0, -1)] {
+                XCTAssertEqual(try failureName(harness.record(connection.sendFile(file, offset: offset, count: count))), "EINVAL")
+            }
+            let other = EventLoop(name: "elsewhere")
+            defer { other.shutdown() }
+            // `first` ends its subscription, so this file is closed already; it is refused for its loop first.
+            let foreign = try XCTUnwrap(try Files.open(path, on: other).first(timeout: .seconds(10)))
+            XCTAssertEqual(try failureName(harness.record(connection.sendFile(foreign))), "EINVAL")
+            XCTAssertTrue(try harness.record(file.close()).waitForTermination().isCompleted)
+            XCTAssertEqual(try failureName(harness.record(connection.sendFile(file))), "EBADF")
+            // The connection still works, in order, after the refusals.
+            connection.send([7])
+            XCTAssertEqual(client.receive(upTo: 10), [7])
+        }
+    }
+
+    // MARK: - helpers
+
+    private func open(_ harness: LoopHarness, _ path: String) throws -> OpenFile {
+        try XCTUnwrap(try harness.record(Files.open(path)).waitForValues(1).first)
+    }
+
+    private func failureName<Value>(_ recorder: EventRecorder<Value>) throws -> String? {
+        (try recorder.waitForTermination().error as? UVError)?.name
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(timeout: .seconds(60), body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
