@@ -149,6 +149,22 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// The README's sendfile example is the code between the markers (compiled, not run: it names a system path;
+    /// what it does is tested above).
+    func testTheReadmeSendFileExampleIsThisCode() throws {
+        try assertReadmeBlock(containing: "connection.sendFile(file)", matches: "README-SENDFILE-EXAMPLE")
+        _ = Self.readmeSendFileExample  // referenced so the compiler keeps checking it
+    }
+
+    private static func readmeSendFileExample(_ connection: TCPConnection) async throws -> Int {
+        // README-SENDFILE-EXAMPLE-BEGIN
+        let sent = try await Files.withOpenFile("/srv/static/video.mp4", on: connection.loop) { file in
+            try await connection.sendFile(file).first() ?? 0
+        }
+        // README-SENDFILE-EXAMPLE-END
+        return sent
+    }
+
     // MARK: - helpers
 
     private func open(_ harness: LoopHarness, _ path: String) throws -> OpenFile {
