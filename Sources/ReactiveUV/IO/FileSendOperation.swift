@@ -1,4 +1,5 @@
 internal import CLibUV
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -31,6 +32,10 @@ final class FileSendOperation: @unchecked Sendable {
         /// The socket took less than offered (full): wait for writability.
         let blocked: Bool
     }
+
+    /// Test seam: `sendfile` calls started by every transfer in the process (a test shows that a slow reader
+    /// costs a call per wake-up, not a spin).
+    static let callsStarted = Atomic<Int>(0)
 
     let context: String
     private let stream: StreamHandle
@@ -82,6 +87,7 @@ final class FileSendOperation: @unchecked Sendable {
 
     private func sendNext() {
         phase = .sending
+        Self.callsStarted.add(1, ordering: .relaxed)
         let (socket, offset, remaining) = (duplicate, self.offset, self.remaining)
         let context = self.context
         job = file.run("sendfile", { descriptor, _ in
