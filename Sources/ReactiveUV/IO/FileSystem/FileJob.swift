@@ -16,6 +16,12 @@ final class JobStopFlag: Sendable {
     func set() { flag.store(true, ordering: .relaxed) }
 }
 
+/// A file's pool job as the file sees it when it closes.
+protocol StoppableJob: AnyObject {
+    /// Cancels the job if it has not started; with `stopping`, a running one also stops between its calls.
+    func cancel(stopping: Bool)
+}
+
 /// One step of an open file's work on libuv's pool: `work` runs on a pool thread with the descriptor
 /// (positional system calls, or libuv's synchronous `uv_fs_*` forms), `completion` gets its result on
 /// the loop thread.
@@ -23,7 +29,7 @@ final class JobStopFlag: Sendable {
 /// Why a pool job rather than an async `uv_fs_read`: the job reads straight into the array that is
 /// delivered (no copy out of a reused buffer), and one job can make several calls (a short read at
 /// a boundary, a write split into requests of at most 1 GiB) for one loop-thread callback.
-final class FileJob<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked Sendable {
+final class FileJob<Value: Sendable>: PoolWorkBase, LoopDisposable, StoppableJob, @unchecked Sendable {
     // `work`, `context` and `stop` are immutable; `outcome` is written on the pool thread and read on the
     // loop thread after libuv hands the request back (its queue mutex orders the two); `completion` is
     // loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
@@ -93,6 +99,11 @@ final class FileJob<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked S
         self.onShutdown = nil
         cancel()
         onShutdown?()
+    }
+
+    func cancel(stopping: Bool) {
+        if stopping { stop.set() }
+        cancel()
     }
 
     /// Drops the completion and cancels the job if it has not started; a running one stops between its calls.

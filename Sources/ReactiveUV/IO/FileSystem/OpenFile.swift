@@ -66,7 +66,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     private var state: State
     private let closedBy = Atomic<UInt8>(Closer.open.rawValue)
     /// Jobs queued or running with the descriptor (by identity).
-    private var jobs: [ObjectIdentifier: PoolWorkBase] = [:]
+    private var jobs: [ObjectIdentifier: any StoppableJob] = [:]
     private var closeWaiters: [(UVError?) -> Void] = []
     private var shutdownRegistration: (any Disposable)?
     /// Appends waiting for the one in flight (each starts the next when it ends).
@@ -131,7 +131,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         let job = FileJob(loop: loop, context: "\(operation) \(path)", work: { stop in try work(descriptor, stop) }) { [self] result in
             // Cancelled by a close before it ran: say who closed the file.
             if case .failure(let error as UVError) = result, error.code == UVError.cancelledCode, let closed = closedError(operation) {
-                completion(.failure(closed))
+                completion(.failure(UVError(code: closed.code, message: "\(closed.message) (\(error.message))", context: closed.context)))
             } else {
                 completion(result)
             }
@@ -174,7 +174,8 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
             } else {
                 state = .closing(descriptor, closer)
                 // Jobs still queued never run; running ones end soon and the last one closes the descriptor.
-                for job in Array(jobs.values) { job.cancel() }
+                // A dispose or a shutdown also stops a long write between its requests; close() lets it finish.
+                for job in Array(jobs.values) { job.cancel(stopping: closer != .close) }
             }
         case .closing:
             if let waiter { closeWaiters.append(waiter) }

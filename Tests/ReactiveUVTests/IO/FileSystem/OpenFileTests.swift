@@ -145,6 +145,29 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// A dispose stops a long write between its requests (close() would let it finish): the write fails with
+    /// EBADF naming the dispose and how far it got, and the file holds less than was asked.
+    func testDisposingStopsALongWriteBetweenItsRequests() throws {
+        let path = directory + "/long-write"
+        let bytes = [UInt8](repeating: 7, count: 64 << 20)
+        try checked { harness in
+            let opened = try harness.record(Files.open(path, mode: .write, options: [.create]))
+            let file = try XCTUnwrap(try opened.waitForValues(1).first)
+            let write = try harness.onLoop {
+                // 16,384 requests of 4 KiB: the dispose, right behind the start, comes long before the last.
+                let write = EventRecorder(file.write(bytes, at: 0, largestRequest: 4096))
+                opened.dispose()
+                return write
+            }
+            let error = try XCTUnwrap(try write.waitForTermination(timeout: .seconds(30)).error as? UVError, "\(write.events)")
+            XCTAssertEqual(error.name, "EBADF")
+            XCTAssertTrue(error.message.contains("disposed") && error.message.contains("of \(bytes.count) bytes"), error.description)
+            try harness.wait(for: "the file to close") { file.isClosed }
+        }
+        let written = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1
+        XCTAssertLessThan(written, bytes.count)
+    }
+
     /// Every way an open file ends closes its descriptor, once: the count of `/proc/self/fd` comes back.
     func testNoDescriptorLeaksAcrossOpenDisposeCloseShutdownAndErrors() throws {
         let path = directory + "/leak"
