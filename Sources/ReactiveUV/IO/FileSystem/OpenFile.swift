@@ -19,9 +19,9 @@ import Musl
 ///   the append starts; appends through one `OpenFile` run one after another.
 /// - A close (by any of the three) waits for the operations already running on pool
 ///   threads before the descriptor is closed, so a descriptor number is never reused
-///   under a running read; operations still queued are cancelled (they fail with
-///   `ECANCELED`), and operations started after it fail with `EBADF` naming who closed
-///   the file.
+///   under a running read (a dispose or a shutdown also stops a long write between its
+///   requests); operations still queued never run, and they and the operations started
+///   after the close fail with `EBADF` naming who closed the file.
 /// - The file stays what was opened: if the path is renamed over or deleted meanwhile,
 ///   the open file keeps reading and writing the old inode (as any Unix descriptor does).
 ///   Reopen the path to follow the name.
