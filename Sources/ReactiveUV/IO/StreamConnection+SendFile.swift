@@ -127,22 +127,26 @@ final class FileSends {
         operation.startWhenFlushed()
     }
 
-    /// Holds a write made while a file goes out; `ENOBUFS` past the stream's limit, counting the held bytes.
-    func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?, limit: Int, queued: Int) -> UVError? {
+    /// Holds a write made while a file goes out; past the stream's limit (counting the held bytes) the write
+    /// fails with `ENOBUFS` as any write does: through its completion, else by ending the connection.
+    func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?, limit: Int, queued: Int) {
         let waiting = queued + heldByteCount
         if waiting > 0 && waiting + bytes.count > limit {
-            return UVError(code: UV_ENOBUFS.rawValue,
-                           message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, limit \(limit)): the peer is not reading fast enough",
-                           context: "write of \(bytes.count) bytes to \(stream.peerDescription)")
+            let error = UVError(code: UV_ENOBUFS.rawValue,
+                                message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, limit \(limit)): the peer is not reading fast enough",
+                                context: "write of \(bytes.count) bytes to \(stream.peerDescription)")
+            if let completion { completion(error) } else { stream.end(.failed(error)) }
+            return
         }
         heldByteCount += bytes.count
         held.append(.bytes(bytes, completion))
-        return nil
     }
 
-    /// Holds a shutdown or close asked for while a file goes out.
-    func hold(_ action: @escaping () -> Void) {
+    /// Holds a shutdown or close asked for while a file goes out; false (nothing held) when no file is going out.
+    func holdIfSending(_ action: @escaping () -> Void) -> Bool {
+        guard active != nil else { return false }
         held.append(.action(action))
+        return true
     }
 
     /// libuv finished a write: the active file may be waiting for the queue to drain.

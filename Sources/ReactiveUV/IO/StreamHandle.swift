@@ -351,12 +351,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         }
         // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
         let queued = Int(stream.pointee.write_queue_size)
-        if let fileSends, fileSends.isHolding {
-            // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
-            guard let error = fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: queued) else { return }
-            if let completion { completion(error) } else { end(.failed(error)) }
-            return
-        }
+        // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
+        if let fileSends, fileSends.isHolding { return fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: queued) }
         if queued > 0 && queued + bytes.count > limits.maxQueuedBytes {
             let error = UVError(code: UV_ENOBUFS.rawValue,
                                 message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough",
@@ -430,10 +426,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Half-closes: sends FIN after the queued writes; reading goes on.
     func shutdownWrites(outcome: WriteOutcome?) {
         assertInEventLoop()
-        if isOpen, let fileSends, fileSends.isHolding {
-            fileSends.hold { [self] in shutdownWrites(outcome: outcome) }
-            return
-        }
+        if isOpen, fileSends?.holdIfSending({ [self] in shutdownWrites(outcome: outcome) }) == true { return }
         guard isOpen, !writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
                                     message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
@@ -478,10 +471,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// the error when it failed.
     func closeWhenFlushed(outcome: WriteOutcome?) {
         assertInEventLoop()
-        if isOpen, let fileSends, fileSends.isHolding {
-            fileSends.hold { [self] in closeWhenFlushed(outcome: outcome) }
-            return
-        }
+        if isOpen, fileSends?.holdIfSending({ [self] in closeWhenFlushed(outcome: outcome) }) == true { return }
         guard isOpen else {
             switch endReason {
             case .failed(let error)?: outcome?.finish(error)

@@ -109,6 +109,38 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// Bytes waiting behind a file count against `maxQueuedBytes`: past it a write fails with ENOBUFS (the
+    /// connection stays open), and what was accepted still follows the file.
+    func testWritesHeldBehindAFileCountAgainstTheQueueLimit() throws {
+        let path = directory + "/limit.bin"
+        let contents = bytePattern(8 << 20, seed: 15)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let limits = StreamBufferLimits(highWaterMark: 64 << 10, lowWaterMark: 16 << 10, maxQueuedBytes: 256 << 10)
+            let (server, port) = try startServer(harness, options: TCPOptions(limits: limits))
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(30), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            let first = bytePattern(200 << 10, seed: 16)
+            let (sent, accepted, refused) = try harness.onLoop {
+                (connection.sendFile(file), connection.write(first), connection.write(bytePattern(100 << 10, seed: 17)))
+            }
+            do {
+                try refused.waitUntilCompleted(timeout: .seconds(10))
+                XCTFail("a write past the limit behind a file was accepted")
+            } catch let error as UVError {
+                XCTAssertEqual(error.name, "ENOBUFS")
+                XCTAssertTrue(error.message.contains("behind a file"), error.description)
+            }
+            let received = try client.receive(exactly: contents.count + first.count)
+            XCTAssertTrue(received == contents + first, "the file, then the write that was accepted")
+            XCTAssertEqual(try sent.first(timeout: .seconds(30)), contents.count)
+            try accepted.waitUntilCompleted(timeout: .seconds(30))
+            XCTAssertTrue(try harness.onLoop { connection.isOpen }, "a refused write leaves the connection open")
+        }
+    }
+
     /// A peer that resets mid-file ends the transfer with the socket's error, and the connection with it.
     func testAPeerThatResetsMidFileEndsTheSignalWithTheError() throws {
         let path = directory + "/reset.bin"
