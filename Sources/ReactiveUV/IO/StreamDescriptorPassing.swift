@@ -100,6 +100,8 @@ extension StreamHandle {
     func send(_ message: [UInt8], passing passed: StreamHandle, keepOpen: Bool,
               completion: @escaping ((any Error)?) -> Void) {
         assertInEventLoop()
+        // Behind a file going out (sendFile), as every later write is.
+        if isOpen, fileSends?.holdIfSending({ [self] in send(message, passing: passed, keepOpen: keepOpen, completion: completion) }) == true { return }
         let context = "UnixConnection.send(_:with:) over \(peerDescription)"
         guard ipc else {
             completion(UVError(code: UVError.invalidArgumentCode,

@@ -141,6 +141,43 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// A connection passed over an IPC channel after a file (`send(_:with:)`) waits behind the file too:
+    /// the receiver gets every byte of the file, then the message that carries the connection.
+    func testAConnectionPassedAfterAFileFollowsIt() throws {
+        let path = directory + "/ipc.bin"
+        let contents = bytePattern(4 << 20, seed: 18)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let ipc = UnixSocketOptions(ipc: true)
+            let (near, far) = try UnixSocket.pair()
+            let sender = try XCTUnwrap(try harness.record(UnixSocket.open(near, options: ipc)).waitForValues(1).first)
+            let receiver = try XCTUnwrap(try harness.record(UnixSocket.open(far, options: ipc)).waitForValues(1).first)
+            let incoming = try harness.record(receiver.incoming)
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let passing = try waitForAccepted(server, 1)[0]
+            let file = try open(harness, path)
+            let (sent, passed) = try harness.onLoop { (sender.sendFile(file), sender.send(passing, with: [42])) }
+            XCTAssertEqual(try sent.first(timeout: .seconds(30)), contents.count)
+            try passed.waitUntilCompleted(timeout: .seconds(30))
+            try incoming.wait(for: "the passed connection") { events in
+                events.contains { if case .next(.tcp) = $0 { return true } else { return $0.isTerminating } }
+            }
+            var bytes: [UInt8] = []
+            var order: [String] = []
+            for value in incoming.values {
+                switch value {
+                case .bytes(let chunk): bytes += chunk; if order.last != "bytes" { order.append("bytes") }
+                case .tcp: order.append("connection")
+                case .unix: order.append("unix")
+                }
+            }
+            XCTAssertTrue(bytes == contents + [42], "the file, then the message that carries the connection")
+            XCTAssertEqual(order.last, "connection")
+        }
+    }
+
     /// A peer that resets mid-file ends the transfer with the socket's error, and the connection with it.
     func testAPeerThatResetsMidFileEndsTheSignalWithTheError() throws {
         let path = directory + "/reset.bin"
