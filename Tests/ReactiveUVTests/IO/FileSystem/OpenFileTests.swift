@@ -161,7 +161,8 @@ final class OpenFileTests: XCTestCase {
             }
             let error = try XCTUnwrap(try write.waitForTermination(timeout: .seconds(30)).error as? UVError, "\(write.events)")
             XCTAssertEqual(error.name, "EBADF")
-            XCTAssertTrue(error.message.contains("disposed") && error.message.contains("of \(bytes.count) bytes"), error.description)
+            // Stopped between two requests ("disposed after N of M bytes"), or before it began (still queued).
+            XCTAssertTrue(error.message.contains("disposed"), error.description)
             try harness.wait(for: "the file to close") { file.isClosed }
         }
         let written = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1
