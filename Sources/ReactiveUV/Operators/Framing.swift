@@ -143,10 +143,10 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: "Signal.frames(lengthPrefix:maxLength:)")
         }
-        return fuse { downstream, downstreamNext, subscription in
+        return fuseBursting { downstream, downstreamNext, sink, subscription in
             FramingDriver<LengthPrefixDecoder, [UInt8]>(
                 LengthPrefixDecoder(prefix: lengthPrefix, maxLength: maxLength),
-                downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+                downstream: downstream, downstreamNext: downstreamNext, sink: sink, subscription: subscription
             ).observer(valueShortcut: downstreamNext != nil)
         }.debugNamed("[\(name)] -frames: \(lengthPrefix) maxLength: \(maxLength)")
     }
@@ -158,10 +158,10 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: operation)
         }
-        return fuse { downstream, downstreamNext, subscription in
+        return fuseBursting { downstream, downstreamNext, sink, subscription in
             let splitter = DelimiterSplitter(separator: separator, maxLength: maxLength, dropsCarriageReturn: dropsCarriageReturn)
             return FramingDriver<DelimiterSplitter, Output>(
-                splitter, downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+                splitter, downstream: downstream, downstreamNext: downstreamNext, sink: sink, subscription: subscription
             ).observer(valueShortcut: downstreamNext != nil)
         }
     }
@@ -276,14 +276,35 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private let downstream: (Event<Output>) -> Void
     /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
     private let downstreamNext: ((Output) -> Void)?
+    /// The subscription's own sink, when it is the downstream (`fuseBursting`): a piece is handed to
+    /// it inside the drain's delivery, without the closure and the handshake per piece.
+    private let sink: Sink<Output>?
     private let subscription: Subscription
 
     init(_ framer: Framer, downstream: @escaping (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?,
-         subscription: Subscription) {
+         sink: Sink<Output>? = nil, subscription: Subscription) {
         self.framer = framer
         self.downstream = downstream
         self.downstreamNext = downstreamNext
+        self.sink = sink
         self.subscription = subscription
+    }
+
+    /// Sends a piece, inside the drain's delivery: to the sink itself, else through the value
+    /// shortcut, else as an event. `next?(piece)`, not `if let`: binding the closure would retain
+    /// and release it per piece.
+    @inline(__always)
+    private static func send(
+        _ piece: Output, sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
+    ) {
+        if let sink {
+            // Unmanaged: the driver holds the sink (and its subscription the driver), so no retain per piece.
+            sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) }
+        } else if downstreamNext != nil {
+            downstreamNext?(piece)
+        } else {
+            downstream(.next(piece))
+        }
     }
 
     /// The operator's observer: every event through `receive`, and chunks through `receiveNext` too
@@ -333,18 +354,18 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
                 // One retain of the chunk and of the downstream per chunk, not per piece.
                 let downstream = self.downstream
                 let downstreamNext = self.downstreamNext
+                let sink = self.sink.map { Unmanaged.passUnretained($0) }
                 chunk.withUnsafeBufferPointer { bytes in
                     while true {
                         if let cut = framer.singleByteCut,
-                           cutInPlace(bytes, with: cut, downstream: downstream, downstreamNext: downstreamNext) {
+                           cutInPlace(bytes, with: cut, sink: sink, downstream: downstream, downstreamNext: downstreamNext) {
                             return
                         }
                         // One step the framer's own way: a piece that straddles chunks, a frame, a
                         // failure, the chunk's tail.
                         switch framer.next(in: bytes, at: &offset, reusing: &spare) {
                         case .piece(let piece):
-                            // `next?(piece)`, not `if let`: binding the closure would retain and release it per piece.
-                            if downstreamNext != nil { downstreamNext?(piece) } else { downstream(.next(piece)) }
+                            Self.send(piece, sink: sink, downstream: downstream, downstreamNext: downstreamNext)
                             if subscription.isDisposed {
                                 end(nil)
                                 return
@@ -397,7 +418,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     @inline(__always)
     private func cutInPlace(
         _ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut,
-        downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
+        sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
     ) -> Bool {
         guard let base = bytes.baseAddress else { return false }
         let count = bytes.count
@@ -407,7 +428,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
             // Past the piece before it is sent: a nested call goes on after it.
             offset = next
             let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
-            if downstreamNext != nil { downstreamNext?(piece) } else { downstream(.next(piece)) }
+            Self.send(piece, sink: sink, downstream: downstream, downstreamNext: downstreamNext)
             if subscription.isDisposed {
                 end(nil)
                 return true

@@ -85,6 +85,16 @@ final class Sink<Value>: Observer<Value> {
         subscription.leaveDelivery(entry)
     }
 
+    /// `handleNext(value)` inside a delivery its caller entered on this sink's subscription, on
+    /// this thread (`Subscription.enterDelivery`, not refused), as an operator does around a burst
+    /// of values: the handshake's joined path, so only the disposed flag, then the callback.
+    @inlinable
+    @inline(__always)
+    func handleNextInBurst(_ value: Value) {
+        if subscription.disposedFlag.load(ordering: .relaxed) { return }
+        next?(value)
+    }
+
     @usableFromInline
     func releaseCallbacks() {
         error = nil

@@ -48,6 +48,7 @@ final class DeliveryHandshakeTests: XCTestCase {
         let entry = subscription.enterDelivery()
         XCTAssertEqual(entry, .outermost)
         for value in 1...4 { sink.handleNext(value) }
+        sink.handleNextInBurst(5)  // what a bursting operator calls inside the delivery it entered
         subscription.leaveDelivery(entry)
         XCTAssertEqual(seen.current, [1, 2])
         XCTAssertEqual(subscription.delivering.load(ordering: .sequentiallyConsistent), 0)
@@ -76,5 +77,35 @@ final class DeliveryHandshakeTests: XCTestCase {
         XCTAssertEqual(subscription.delivering.load(ordering: .sequentiallyConsistent), 0)
         XCTAssertEqual(lines.current, ["a", "b", "c", "de", "f"])
         XCTAssertEqual(published.current, [true, true, true, true, true], "a piece was sent outside the chunk's delivery")
+    }
+
+    /// `fuseBursting` hands the operator the subscription's own sink only when that sink is its
+    /// downstream (so values sent inside the operator's delivery reach it without a closure and a
+    /// handshake each); with another operator between them, or none at the end, it hands nil.
+    func testABurstingOperatorIsGivenTheSinkOnlyWhenItIsItsOwnDownstream() {
+        let test = TestScheduler()
+        let subject = Subject<Int>()
+        let given = Locked<[String]>([])
+        let received = Locked<[Int]>([])
+        let bursting = subject.fuseBursting { (downstream: @escaping (Event<Int>) -> Void, downstreamNext, sink, subscription) in
+            given.append(sink == nil ? "nil" : sink?.subscription === subscription ? "own sink" : "another sink")
+            return ClosureObserver(event: { event in
+                guard case .next(let value) = event else { return downstream(event) }
+                let entry = subscription.enterDelivery()
+                if entry == .refused { return }
+                // A burst of two values out of one.
+                for burst in [value, value * 10] {
+                    if let sink { sink.handleNextInBurst(burst) } else { downstream(.next(burst)) }
+                }
+                subscription.leaveDelivery(entry)
+            })
+        }
+        let direct = test.performAsCurrent { bursting.subscribeNext { received.append($0) } }
+        let mapped = test.performAsCurrent { bursting.map { $0 + 1 }.subscribeNext { received.append($0) } }
+        test.performAsCurrent { subject.sendNext(2) }
+        XCTAssertEqual(given.current, ["own sink", "nil"])
+        XCTAssertEqual(received.current, [2, 20, 3, 21])
+        direct.dispose()
+        mapped.dispose()
     }
 }
