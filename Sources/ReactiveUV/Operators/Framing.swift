@@ -209,13 +209,16 @@ extension Array: FramedOutput where Element == UInt8 {
             self = bytes
         case .borrowed(let bytes):
             let count = bytes.count
-            if var storage = consume spare, Self.fitsClosely(count, capacity: storage.capacity) {
+            // A spare of the piece's very count was made (or reused) for that count: it fits as a new one would.
+            if var storage = consume spare, storage.count == count || Self.fitsClosely(count, capacity: storage.capacity) {
                 // Lines of a stream are mostly of one length: the count changes only when it differs.
                 let difference = storage.count &- count
-                if difference > 0 {
-                    storage.removeLast(difference)
-                } else if difference < 0 {
-                    storage.append(contentsOf: repeatElement(0, count: -difference))
+                if _slowPath(difference != 0) {
+                    if difference > 0 {
+                        storage.removeLast(difference)
+                    } else {
+                        storage.append(contentsOf: repeatElement(0, count: -difference))
+                    }
                 }
                 // Unique (the subscriber let it go): written in place; else copied first (copy on write).
                 storage.withUnsafeMutableBufferPointer { target in
