@@ -423,6 +423,16 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         _ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut,
         sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
     ) -> Bool {
+        // One loop per way of sending, so the loop to the sink keeps nothing else live across its calls.
+        if let sink {
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) } }
+        }
+        return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
+    }
+
+    /// `cutInPlace`'s loop, sending each piece with `send`.
+    @inline(__always)
+    private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
         guard let base = bytes.baseAddress else { return false }
         let count = bytes.count
         var position = offset
@@ -431,7 +441,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
             // Past the piece before it is sent: a nested call goes on after it.
             offset = next
             let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
-            Self.send(piece, sink: sink, downstream: downstream, downstreamNext: downstreamNext)
+            send(piece)
             if subscription.isDisposed {
                 end(nil)
                 return true
