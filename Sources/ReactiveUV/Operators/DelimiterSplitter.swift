@@ -35,7 +35,7 @@ enum FramerStep<Output> {
 protocol ByteFramer {
     /// The next piece in `chunk` from `offset` (moved past what was used), or `.needMore` once the chunk is used up.
     ///
-    /// A piece is made with `Output(framed:reusing:)`, which may take `spare`'s storage.
+    /// A piece is made with `Output(framed:reusing: spare.take())`, which may take the spare's storage.
     mutating func next<Output: FramedOutput>(
         in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int, reusing spare: inout Output?
     ) -> FramerStep<Output>
@@ -43,6 +43,32 @@ protocol ByteFramer {
     mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError>
     /// Frees the buffered bytes (the stream ended, or failed).
     mutating func releaseBuffer()
+    /// When the framer cuts at one byte and holds no unfinished piece: how to find the pieces that
+    /// lie wholly inside a chunk, so the driver cuts them in a tight loop of its own; else nil.
+    var singleByteCut: SingleByteCut? { get }
+}
+
+/// How to find a piece that lies wholly inside a chunk and ends at one separator byte (`lines`,
+/// `split(separator:)` with one byte): `memchr`, then the CR before it dropped if asked.
+///
+/// The framer hands it out (`ByteFramer.singleByteCut`) only while it holds no unfinished piece;
+/// the driver then cuts with it until no separator is left in the chunk, or a piece is too long,
+/// and leaves that rest to the framer's `next`, which sees the same bytes and decides.
+struct SingleByteCut {
+    let separator: UInt8
+    /// The longest piece the framer accepts: a longer one is left to `next`, which fails the stream.
+    let maxLength: Int
+    let dropsCarriageReturn: Bool
+
+    /// The piece from `offset` to the first separator in `base[offset..<count]`: its length
+    /// (without the separator, nor a CR before it when `dropsCarriageReturn`) and the offset after
+    /// the separator; nil when no separator lies there.
+    @inline(__always)
+    func piece(in base: UnsafePointer<UInt8>, from offset: Int, count: Int) -> (length: Int, next: Int)? {
+        guard let found = memchr(base + offset, Int32(separator), count &- offset) else { return nil }
+        let end = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+        return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
+    }
 }
 
 /// Splits a byte stream at a separator: the framer of `split(separator:maxLength:)` and `lines(maxLength:)`.
@@ -94,11 +120,10 @@ struct DelimiterSplitter: ByteFramer {
             // The common case: a piece that lies wholly inside the chunk, made straight from it.
             if let end = findSeparator(base, from: offset, count: count) {
                 let start = offset
-                var length = end - start
-                if dropsCarriageReturn && length > 0 && base[end - 1] == UInt8(ascii: "\r") { length -= 1 }
+                let length = Self.length(from: start, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn)
                 if length > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
                 offset = end + separatorWidth
-                return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: &spare))
+                return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: spare.take()))
             }
             let rest = count - offset
             if rest > pendingLimit { return .failed(.lineTooLong(limit: maxLength)) }
@@ -124,6 +149,20 @@ struct DelimiterSplitter: ByteFramer {
         return .needMore
     }
 
+    var singleByteCut: SingleByteCut? {
+        guard separatorWidth == 1 && pending.isEmpty else { return nil }
+        return SingleByteCut(separator: separatorHead, maxLength: maxLength, dropsCarriageReturn: dropsCarriageReturn)
+    }
+
+    /// The length of the piece `base[start..<end]` (`end` where its separator starts), without a CR
+    /// that ends it when `dropsCarriageReturn`.
+    @inline(__always)
+    static func length(from start: Int, to end: Int, in base: UnsafePointer<UInt8>, droppingCarriageReturn dropsCarriageReturn: Bool) -> Int {
+        let length = end &- start
+        if dropsCarriageReturn && length > 0 && base[end &- 1] == UInt8(ascii: "\r") { return length &- 1 }
+        return length
+    }
+
     mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError> {
         // A last piece without its separator is still a piece (a file's last line without "\n").
         if pending.isEmpty { return .success(nil) }
@@ -143,7 +182,7 @@ struct DelimiterSplitter: ByteFramer {
     private mutating func takePending<Output: FramedOutput>(reusing spare: inout Output?) -> FramerStep<Output> {
         if dropsCarriageReturn && pending.last == UInt8(ascii: "\r") { pending.removeLast() }
         if pending.count > maxLength { return .failed(.lineTooLong(limit: maxLength)) }
-        let piece = pending.withUnsafeBufferPointer { Output(framed: .borrowed($0), reusing: &spare) }
+        let piece = pending.withUnsafeBufferPointer { Output(framed: .borrowed($0), reusing: spare.take()) }
         pending.removeAll(keepingCapacity: pending.capacity <= DelimiterSplitter.keptCapacity)
         return .piece(piece)
     }

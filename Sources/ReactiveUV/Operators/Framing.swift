@@ -143,10 +143,10 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: "Signal.frames(lengthPrefix:maxLength:)")
         }
-        return fuse { downstream, downstreamNext, subscription in
+        return fuseBursting { downstream, downstreamNext, sink, subscription in
             FramingDriver<LengthPrefixDecoder, [UInt8]>(
                 LengthPrefixDecoder(prefix: lengthPrefix, maxLength: maxLength),
-                downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+                downstream: downstream, downstreamNext: downstreamNext, sink: sink, subscription: subscription
             ).observer(valueShortcut: downstreamNext != nil)
         }.debugNamed("[\(name)] -frames: \(lengthPrefix) maxLength: \(maxLength)")
     }
@@ -158,10 +158,10 @@ extension Signal where Value == [UInt8] {
         guard maxLength > 0 else {
             return .invalidArgument("maxLength must be positive, got \(maxLength)", in: operation)
         }
-        return fuse { downstream, downstreamNext, subscription in
+        return fuseBursting { downstream, downstreamNext, sink, subscription in
             let splitter = DelimiterSplitter(separator: separator, maxLength: maxLength, dropsCarriageReturn: dropsCarriageReturn)
             return FramingDriver<DelimiterSplitter, Output>(
-                splitter, downstream: downstream, downstreamNext: downstreamNext, subscription: subscription
+                splitter, downstream: downstream, downstreamNext: downstreamNext, sink: sink, subscription: subscription
             ).observer(valueShortcut: downstreamNext != nil)
         }
     }
@@ -172,8 +172,12 @@ protocol FramedOutput: Sendable {
     /// Whether the driver keeps this piece, once sent, for the next piece to reuse (`spare`): only
     /// small ones, so an idle subscription holds at most a few KiB (a 1 MiB frame is let go at once).
     var isWorthKeeping: Bool { get }
-    /// The piece made of `framed`; it may take `spare`'s storage (leaving `spare` nil) when no one else holds it.
-    init(framed: FramedBytes, reusing spare: inout Self?)
+    /// The piece made of `framed`; it may take `spare`'s storage (written in place when no one else
+    /// holds it), else lets `spare` go.
+    ///
+    /// `spare` is consumed, not `inout`: the caller's variable is known empty afterwards, so storing
+    /// the next spare into it releases nothing.
+    init(framed: FramedBytes, reusing spare: consuming Self?)
 }
 
 extension Array: FramedOutput where Element == UInt8 {
@@ -182,23 +186,46 @@ extension Array: FramedOutput where Element == UInt8 {
 
     var isWorthKeeping: Bool { capacity <= Self.keptCapacity }
 
+    /// Whether storage of `capacity` fits a piece of `count` bytes closely: it holds it, with at most
+    /// an eighth and 16 bytes over (one unsigned comparison: a capacity below `count` wraps around).
+    @inline(__always)
+    static func fitsClosely(_ count: Int, capacity: Int) -> Bool {
+        UInt(bitPattern: capacity &- count) <= UInt(bitPattern: 16 &+ count >> 3)
+    }
+
     /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
     /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
     /// array of the exact size.
     ///
-    /// `spare` is the piece sent before: when the subscriber let it go, `replaceSubrange` finds the
-    /// storage unique and writes the piece in place, with no allocation; when the subscriber kept
-    /// it, copy-on-write gives the piece storage of its own (one allocation, as without `spare`,
-    /// plus a copy of the kept bytes that the piece then overwrites), and the kept line is never touched.
+    /// `spare` is the piece sent before: when the subscriber let it go, its storage is unique and
+    /// the piece is written in place (its count set first, only when it differs, then one memcpy),
+    /// with no allocation; when the subscriber kept it, copy-on-write gives the piece storage of its
+    /// own (one allocation, as without `spare`, plus a copy of the kept bytes that the piece then
+    /// overwrites), and the kept line is never touched.
     @inline(__always)
-    init(framed: FramedBytes, reusing spare: inout [UInt8]?) {
+    init(framed: FramedBytes, reusing spare: consuming [UInt8]?) {
         switch framed {
         case .owned(let bytes):
             self = bytes
         case .borrowed(let bytes):
             let count = bytes.count
-            if let capacity = spare?.capacity, count <= capacity, capacity - count <= 16 + count / 8, var storage = spare.take() {
-                storage.replaceSubrange(0..<storage.count, with: bytes)
+            // A spare of the piece's very count was made (or reused) for that count: it fits as a new one would.
+            if var storage = consume spare, storage.count == count || Self.fitsClosely(count, capacity: storage.capacity) {
+                // Lines of a stream are mostly of one length: the count changes only when it differs.
+                let difference = storage.count &- count
+                if _slowPath(difference != 0) {
+                    if difference > 0 {
+                        storage.removeLast(difference)
+                    } else {
+                        storage.append(contentsOf: repeatElement(0, count: -difference))
+                    }
+                }
+                // Unique (the subscriber let it go): written in place; else copied first (copy on write).
+                storage.withUnsafeMutableBufferPointer { target in
+                    if let source = bytes.baseAddress, let destination = target.baseAddress {
+                        UnsafeMutableRawPointer(destination).copyMemory(from: source, byteCount: count)
+                    }
+                }
                 self = storage
                 return
             }
@@ -216,7 +243,7 @@ extension String: FramedOutput {
     /// Never: a `String`'s storage cannot be written in place.
     var isWorthKeeping: Bool { false }
 
-    init(framed: FramedBytes, reusing spare: inout String?) {
+    init(framed: FramedBytes, reusing spare: consuming String?) {
         switch framed {
         case .borrowed(let bytes): self.init(decoding: bytes, as: UTF8.self)
         case .owned(let bytes): self.init(decoding: bytes, as: UTF8.self)
@@ -252,14 +279,35 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private let downstream: (Event<Output>) -> Void
     /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
     private let downstreamNext: ((Output) -> Void)?
+    /// The subscription's own sink, when it is the downstream (`fuseBursting`): a piece is handed to
+    /// it inside the drain's delivery, without the closure and the handshake per piece.
+    private let sink: Sink<Output>?
     private let subscription: Subscription
 
     init(_ framer: Framer, downstream: @escaping (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?,
-         subscription: Subscription) {
+         sink: Sink<Output>? = nil, subscription: Subscription) {
         self.framer = framer
         self.downstream = downstream
         self.downstreamNext = downstreamNext
+        self.sink = sink
         self.subscription = subscription
+    }
+
+    /// Sends a piece, inside the drain's delivery: to the sink itself, else through the value
+    /// shortcut, else as an event. `next?(piece)`, not `if let`: binding the closure would retain
+    /// and release it per piece.
+    @inline(__always)
+    private static func send(
+        _ piece: Output, sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
+    ) {
+        if let sink {
+            // Unmanaged: the driver holds the sink (and its subscription the driver), so no retain per piece.
+            sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) }
+        } else if downstreamNext != nil {
+            downstreamNext?(piece)
+        } else {
+            downstream(.next(piece))
+        }
     }
 
     /// The operator's observer: every event through `receive`, and chunks through `receiveNext` too
@@ -292,18 +340,35 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     }
 
     /// Cuts the current chunk, then each queued event, until nothing is left or the stream ended.
+    ///
+    /// The whole drain is one delivery for the dispose handshake (`Subscription.enterDelivery`): the
+    /// pieces of a chunk are sent as a burst, and a sink on the same subscription joins it instead
+    /// of publishing its thread (a sequentially consistent store) per piece. `dispose()` from a
+    /// thread that is no loop's then waits for the burst, as for one callback.
     private func drain() {
+        let entry = subscription.enterDelivery()
+        if entry == .refused {
+            end(nil)
+            return
+        }
+        defer { subscription.leaveDelivery(entry) }
         while !isDone {
             if let chunk = current {
                 // One retain of the chunk and of the downstream per chunk, not per piece.
                 let downstream = self.downstream
                 let downstreamNext = self.downstreamNext
+                let sink = self.sink.map { Unmanaged.passUnretained($0) }
                 chunk.withUnsafeBufferPointer { bytes in
                     while true {
+                        if let cut = framer.singleByteCut,
+                           cutInPlace(bytes, with: cut, sink: sink, downstream: downstream, downstreamNext: downstreamNext) {
+                            return
+                        }
+                        // One step the framer's own way: a piece that straddles chunks, a frame, a
+                        // failure, the chunk's tail.
                         switch framer.next(in: bytes, at: &offset, reusing: &spare) {
                         case .piece(let piece):
-                            // `next?(piece)`, not `if let`: binding the closure would retain and release it per piece.
-                            if downstreamNext != nil { downstreamNext?(piece) } else { downstream(.next(piece)) }
+                            Self.send(piece, sink: sink, downstream: downstream, downstreamNext: downstreamNext)
                             if subscription.isDisposed {
                                 end(nil)
                                 return
@@ -342,6 +407,52 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
                 }
             }
         }
+    }
+
+    /// The tight loop for a framer that cuts at one byte (`lines`): sends every piece that lies
+    /// wholly inside the chunk from `offset`, found with `cut`, without a round trip through the
+    /// framer per piece. Stops at the chunk's unfinished tail or at a piece that is too long, both
+    /// left to the framer's `next` (which sees the same bytes); returns true when the drain of this
+    /// chunk is over (a nested call cut the rest, the stream ended, or the subscription was disposed).
+    ///
+    /// The spare piece is held in a local for the loop, so the compiler sees it is empty once taken
+    /// and storing the piece sent into it releases nothing. A nested call meanwhile finds no spare
+    /// and makes its pieces anew.
+    @inline(__always)
+    private func cutInPlace(
+        _ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut,
+        sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
+    ) -> Bool {
+        // One loop per way of sending, so the loop to the sink keeps nothing else live across its calls.
+        if let sink {
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) } }
+        }
+        return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
+    }
+
+    /// `cutInPlace`'s loop, sending each piece with `send`.
+    @inline(__always)
+    private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
+        let count = bytes.count
+        var position = offset
+        var spare = self.spare.take()
+        while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
+            // Past the piece before it is sent: a nested call goes on after it.
+            offset = next
+            let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
+            send(piece)
+            if subscription.isDisposed {
+                end(nil)
+                return true
+            }
+            // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
+            if current == nil { return true }
+            spare = piece.isWorthKeeping ? consume piece : nil
+            position = next
+        }
+        self.spare = spare
+        return false
     }
 
     /// Stops for good: frees the buffered bytes and the queue, then sends the terminal event, if any.

@@ -50,7 +50,7 @@ struct LengthPrefixDecoder: ByteFramer {
                     state = .prefix(have: 0, accumulated: 0)
                     let start = offset
                     offset += length
-                    return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: &spare))
+                    return .piece(Output(framed: .borrowed(UnsafeBufferPointer(start: base + start, count: length)), reusing: spare.take()))
                 }
                 state = .payload(length: length)
                 payload.reserveCapacity(length)
@@ -63,7 +63,7 @@ struct LengthPrefixDecoder: ByteFramer {
                     let frame = payload
                     payload = []
                     state = .prefix(have: 0, accumulated: 0)
-                    return .piece(Output(framed: .owned(frame), reusing: &spare))
+                    return .piece(Output(framed: .owned(frame), reusing: spare.take()))
                 }
             }
         }
@@ -79,6 +79,9 @@ struct LengthPrefixDecoder: ByteFramer {
             return .failure(.truncatedFrame(received: prefix.byteCount + payload.count, missing: length - payload.count, prefixComplete: true))
         }
     }
+
+    /// Never: frames are not cut at a byte.
+    var singleByteCut: SingleByteCut? { nil }
 
     mutating func releaseBuffer() {
         payload = []

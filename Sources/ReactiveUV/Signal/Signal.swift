@@ -118,6 +118,23 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
+    /// `fuse` for an operator that sends many values out of one upstream event, as a burst: its
+    /// transform is also given the subscription's own sink when that is the downstream (nil
+    /// otherwise). Inside a delivery the operator entered with `subscription.enterDelivery()`, on
+    /// the thread it runs on, it may send values with `sink.handleNextInBurst` (see there).
+    ///
+    /// - Parameter transform: Makes the upstream observer from the downstream's closures and sink.
+    /// - Returns: The derived signal.
+    @inlinable
+    func fuseBursting<U>(
+        _ transform: @escaping @Sendable (
+            _ downstream: @escaping (Event<U>) -> Void, _ downstreamNext: ((U) -> Void)?, _ sink: Sink<U>?,
+            _ subscription: Subscription
+        ) -> ClosureObserver<Value>
+    ) -> Signal<U> {
+        BurstFusedSignal(upstream: self, transform: transform)
+    }
+
     /// A signal whose subscribers attach `transform(observer)` to this signal, in the same subscription.
     ///
     /// The building block of fused operators: `transform` runs once per
@@ -223,3 +240,34 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
         upstream.attach(transform(downstream.event, downstream.next, subscription), to: subscription)
     }
 }
+
+/// `FusedSignal` for an operator that sends bursts of values out of one upstream event (the
+/// framing operators): its transform is also given the subscription's own sink, when that sink
+/// is its downstream, so that inside a delivery it entered (`Subscription.enterDelivery`) it can
+/// hand each value to `Sink.handleNextInBurst` without a closure and a handshake per value.
+@usableFromInline
+final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
+    // Both stored properties are immutable.
+    @usableFromInline let upstream: Signal<Upstream>
+    @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Sink<Value>?, Subscription) -> ClosureObserver<Upstream>
+
+    @inlinable
+    init(
+        upstream: Signal<Upstream>,
+        transform: @escaping @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Sink<Value>?, Subscription) -> ClosureObserver<Upstream>
+    ) {
+        self.upstream = upstream
+        self.transform = transform
+        super.init()
+    }
+
+    @usableFromInline
+    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        let downstream = observer.closures(values: true)
+        // Only the sink of this very subscription: its deliveries are the ones a burst on it covers.
+        let sink = observer.kind == .sink ? unsafeDowncast(observer, to: Sink<Value>.self) : nil
+        let ownSink = sink.flatMap { $0.subscription === subscription ? $0 : nil }
+        upstream.attach(transform(downstream.event, downstream.next, ownSink, subscription), to: subscription)
+    }
+}
+

@@ -12,16 +12,19 @@ import Musl
 /// calls it directly; operators call it through the closures it makes
 /// (`makeClosures`), which are built only when an operator asks for them.
 ///
-/// The handshake: the outermost delivery publishes its thread in
-/// `subscription.delivering` before it checks the disposed flag (both
-/// sequentially consistent), and `Subscription.dispose()` sets the flag
-/// first. So once `dispose()` has returned no callback starts; from a thread
-/// that is no loop's, it also waits while a delivery is in progress, so none
-/// is running either (a loop thread never waits for another: see
-/// `Subscription`). Nested (re-entrant) deliveries skip the handshake, and a
-/// callback disposing its own subscription does not wait for itself. It sits
-/// here, at the end, because the end may run on another thread than the
-/// source's gate (`deliver(on:)`, a time operator given a scheduler).
+/// The handshake (`Subscription.enterDelivery`, written once there): the
+/// outermost delivery publishes its thread in `subscription.delivering`
+/// before it checks the disposed flag (both sequentially consistent), and
+/// `Subscription.dispose()` sets the flag first. So once `dispose()` has
+/// returned no callback starts; from a thread that is no loop's, it also
+/// waits while a delivery is in progress, so none is running either (a loop
+/// thread never waits for another: see `Subscription`). A delivery on a
+/// thread that already published (a nested, re-entrant one, or one inside a
+/// burst an operator opened around many values, as the framing operators do
+/// per chunk) only checks the flag, and a callback disposing its own
+/// subscription does not wait for itself. It sits here, at the end, because
+/// the end may run on another thread than the source's gate (`deliver(on:)`,
+/// a time operator given a scheduler).
 ///
 /// On a terminal event the subscription is disposed first and the callback
 /// runs after, as RAC's subscriber does; the callbacks are then released.
@@ -34,7 +37,6 @@ final class Sink<Value>: Observer<Value> {
     @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
     @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?
     @usableFromInline let subscription: Subscription
-    @usableFromInline @exclusivity(unchecked) var depth = 0
     /// Makes the closures operators call this sink through (with the value shortcut when asked).
     /// A function without captures (storing it allocates nothing), written here so it is
     /// specialized where `subscribe` is, like the closures it makes.
@@ -52,40 +54,12 @@ final class Sink<Value>: Observer<Value> {
         super.init(kind: .sink)
     }
 
-    /// The handshake, written once (with `endCallbacks`): whether a callback may start now.
-    ///
-    /// The outermost delivery publishes its thread, then checks the disposed flag (both
-    /// sequentially consistent, against `dispose()` setting the flag first and then reading
-    /// `delivering`); a nested one only checks the flag.
-    @inlinable
-    @inline(__always)
-    func beginCallbacks() -> Bool {
-        if depth == 0 {
-            subscription.delivering.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
-            if subscription.disposedFlag.load(ordering: .sequentiallyConsistent) {
-                subscription.delivering.store(0, ordering: .releasing)
-                return false
-            }
-        } else if subscription.disposedFlag.load(ordering: .relaxed) {
-            return false
-        }
-        depth &+= 1
-        return true
-    }
-
-    /// The end of a delivery that `beginCallbacks` let start: the outermost one unpublishes its thread.
-    @inlinable
-    @inline(__always)
-    func endCallbacks() {
-        depth &-= 1
-        if depth == 0 { subscription.delivering.store(0, ordering: .releasing) }
-    }
-
-    /// Any event, through the handshake.
+    /// Any event, through the subscription's dispose handshake (`Subscription.enterDelivery`).
     @inlinable
     func handle(_ event: Event<Value>) {
-        guard beginCallbacks() else { return }
-        defer { endCallbacks() }
+        let entry = subscription.enterDelivery()
+        if entry == .refused { return }
+        defer { subscription.leaveDelivery(entry) }
         switch event {
         case .next(let value):
             next?(value)
@@ -105,9 +79,20 @@ final class Sink<Value>: Observer<Value> {
     /// `handle(.next(value))`, without building the event.
     @inlinable
     func handleNext(_ value: Value) {
-        guard beginCallbacks() else { return }
+        let entry = subscription.enterDelivery()
+        if entry == .refused { return }
         next?(value)
-        endCallbacks()
+        subscription.leaveDelivery(entry)
+    }
+
+    /// `handleNext(value)` inside a delivery its caller entered on this sink's subscription, on
+    /// this thread (`Subscription.enterDelivery`, not refused), as an operator does around a burst
+    /// of values: the handshake's joined path, so only the disposed flag, then the callback.
+    @inlinable
+    @inline(__always)
+    func handleNextInBurst(_ value: Value) {
+        if subscription.disposedFlag.load(ordering: .relaxed) { return }
+        next?(value)
     }
 
     @usableFromInline

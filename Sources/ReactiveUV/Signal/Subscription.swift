@@ -30,12 +30,63 @@ import Musl
 final class Subscription: CompoundDisposable, @unchecked Sendable {
     // `home` is immutable; `delivering` is atomic; `root` is home thread only.
     @usableFromInline let home: Scheduler
-    /// The thread running the subscriber's callbacks, 0 when none (set by the sink, outermost delivery only).
+    /// The thread running the subscriber's callbacks, 0 when none (set by the outermost delivery
+    /// only: see `enterDelivery`).
     @usableFromInline let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown.
     var root: (any ObserverReleasing)?
     /// Set by a source that can pause (home thread only); see `FlowControl`.
     var flowControl: FlowControl?
+
+    /// How `enterDelivery` let a delivery in.
+    @usableFromInline
+    enum DeliveryEntry {
+        /// The subscription is disposed: no callback may start.
+        case refused
+        /// This delivery published its thread in `delivering`; `leaveDelivery` unpublishes it.
+        case outermost
+        /// Inside a delivery this thread already published (a burst, or a nested send): nothing to unpublish.
+        case joined
+    }
+
+    /// The dispose handshake, written once (with `leaveDelivery`): whether a delivery may start now.
+    ///
+    /// The outermost delivery publishes its thread in `delivering`, then checks the disposed flag
+    /// (both sequentially consistent, against `dispose()` setting the flag first and then reading
+    /// `delivering`). A delivery on a thread that has already published (a `Sink` called from inside
+    /// a burst its operator opened with this, or from inside its own callback) joins it: it only
+    /// checks the flag, relaxed, as a nested delivery does, and `dispose()` from another thread
+    /// waits for the outermost one to leave. So an operator that sends many values out of one
+    /// upstream event (a framer's lines) enters once around them, and the sink pays the
+    /// sequentially consistent store once per burst instead of once per value.
+    ///
+    /// A relaxed load of `delivering` that reads this thread's own id is exact: only this thread
+    /// stores its id, and it unpublishes before it stops delivering.
+    ///
+    /// Thread rule: the thread delivering on this subscription only.
+    @inlinable
+    @inline(__always)
+    func enterDelivery() -> DeliveryEntry {
+        let me = UInt(pthread_self())
+        if delivering.load(ordering: .relaxed) == me {
+            return disposedFlag.load(ordering: .relaxed) ? .refused : .joined
+        }
+        delivering.store(me, ordering: .sequentiallyConsistent)
+        if disposedFlag.load(ordering: .sequentiallyConsistent) {
+            delivering.store(0, ordering: .releasing)
+            return .refused
+        }
+        return .outermost
+    }
+
+    /// The end of a delivery that `enterDelivery` let in: the outermost one unpublishes its thread.
+    ///
+    /// Thread rule: the thread delivering on this subscription only.
+    @inlinable
+    @inline(__always)
+    func leaveDelivery(_ entry: DeliveryEntry) {
+        if entry == .outermost { delivering.store(0, ordering: .releasing) }
+    }
 
     @usableFromInline
     init(home: Scheduler) {

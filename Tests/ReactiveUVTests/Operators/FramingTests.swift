@@ -224,6 +224,32 @@ final class FramingTests: XCTestCase {
         }
     }
 
+    /// Lines the subscriber lets go are written into the storage of the one before: each reads
+    /// whole as it is delivered, whether it is longer, shorter or as long as the one before, inside
+    /// one chunk or across two, CRLF or LF, empty or not.
+    func testLinesWrittenIntoTheStorageOfTheOneBeforeReadWholeWhenDelivered() {
+        let lengths = [60, 60, 61, 59, 66, 60, 0, 5, 64, 64, 58, 1, 70, 63, 63, 62]
+        let texts = lengths.enumerated().map { index, length in
+            String((0..<length).map { Character(UnicodeScalar(UInt8(ascii: "a") + UInt8((index + $0) % 26))) })
+        }
+        let bytes = Array(texts.enumerated().map { $0.element + ($0.offset % 3 == 0 ? "\r\n" : "\n") }.joined().utf8)
+        for chunkSize in [7, 200, bytes.count] {
+            let chunks = stride(from: 0, to: bytes.count, by: chunkSize).map { Array(bytes[$0..<min($0 + chunkSize, bytes.count)]) }
+            let source = Signal<[UInt8]> { subscriber in
+                for chunk in chunks { subscriber.sendNext(chunk) }
+                subscriber.sendCompleted()
+                return nil
+            }
+            let received = Locked<[String]>([])
+            let test = TestScheduler()
+            let subscription = test.performAsCurrent {
+                source.lines().subscribeNext { line in received.append(String(decoding: line, as: UTF8.self)) }  // line let go
+            }
+            XCTAssertEqual(received.current, texts, "chunks of \(chunkSize) bytes")
+            subscription.dispose()
+        }
+    }
+
     // MARK: split
 
     func testSplitAtOneByteKeepsEmptyPieces() {
