@@ -4,7 +4,8 @@ internal import CLibUV
 ///
 /// It tries the deepest directory first; `ENOENT` (a parent is missing) pushes
 /// the parent and tries that, and so on up, then makes each pushed level on the
-/// way back down. `EEXIST` is fine when what exists is a directory (checked
+/// way back down (`ENOTDIR` goes up the same way, to name the parent that is
+/// not a directory). `EEXIST` is fine when what exists is a directory (checked
 /// with `stat`, which follows a link to a directory as `mkdir -p` does), and an
 /// error naming what is in the way otherwise.
 final class DirectoryCreation {
@@ -35,7 +36,8 @@ final class DirectoryCreation {
         operation.step("mkdir \(level)", { uv_fs_mkdir(uvLoop, $0, level, mode, $1) }, failed: { [self] error in
             switch error.code {
             case UV_EEXIST.rawValue: checkExisting(level)
-            case UV_ENOENT.rawValue:
+            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
+                // A parent is missing, or one is not a directory: go up until a level exists (and is checked).
                 guard let parent = DirectoryCreation.parent(of: level) else {
                     operation.finish(error)
                     return

@@ -236,11 +236,12 @@ extension Files {
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
-        read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
+        read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
+        discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
     ) -> Signal<Value> {
         operation(call, on: loop, checks: checks) { operation in
             let uvLoop = operation.loop.uvLoop
-            operation.step(context, { start(uvLoop, $0, $1) }, read: read) { value in
+            operation.step(context, { start(uvLoop, $0, $1) }, read: read, discard: discard) { value in
                 operation.send(value)
                 operation.finish()
             }

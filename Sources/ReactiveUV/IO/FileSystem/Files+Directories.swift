@@ -127,7 +127,12 @@ extension Files {
         let template = temporaryTemplate(prefix: prefix)
         return single("makeTemporaryDirectory", context: "mkdtemp \(template)", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
-        }, { uv_fs_mkdtemp($0, $1, template, $2) }, read: { _, fs in String(cString: fs.pointee.path) })
+        }, { uv_fs_mkdtemp($0, $1, template, $2) }, read: { _, fs in String(cString: fs.pointee.path) }, discard: { fs in
+            // Made for a subscriber that is gone: nobody will ever remove it otherwise.
+            var request = uv_fs_t()
+            uvCheckReporting(uv_fs_rmdir(nil, &request, fs.pointee.path, nil), "rmdir \(String(cString: fs.pointee.path))")
+            uv_fs_req_cleanup(&request)
+        })
     }
 
     /// `prefix` + "XXXXXX", in `$TMPDIR` (or /tmp) unless it has a `/`.

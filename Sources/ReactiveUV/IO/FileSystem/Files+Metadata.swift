@@ -61,8 +61,11 @@ extension Files {
         }, { uv_fs_lstat($0, $1, path, $2) }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
     }
 
-    /// Checks that the calling process may access `path` as `mode` says (`access(2)`, with the real user and group
-    /// IDs); completes if it may, fails with `EACCES` (or `ENOENT`, `EROFS`...) if not.
+    /// Checks that the calling process may access `path` as `mode` says (`access(2)`); completes if it may, fails
+    /// with `EACCES` (or `ENOENT`, `EROFS`...) if not.
+    ///
+    /// As `access(2)`, this checks the process's *real* user and group IDs, not the effective ones a set-user-ID
+    /// program or `seteuid` changed: root may read and write anything, and execute what has any execute bit.
     ///
     /// - Parameters:
     ///   - path: The file.
