@@ -89,6 +89,17 @@ uint64_t rawc_split_lines_owned(const uint8_t *chunks, int chunk_kinds, size_t c
  * `count` times one after another on a fresh loop. Returns ns (0 on failure). */
 uint64_t rawc_spawn_rate(const char *file, int count);
 
+/* stat throughput: `count` uv_fs_stat calls on `path`, `inflight` at a time, on a fresh loop.
+ * Returns ns (0 on failure). */
+uint64_t rawc_fs_stat(const char *path, int count, int inflight);
+
+/* Lists `path` with uv_fs_opendir/uv_fs_readdir, `batch` entries per readdir, then closedir; sets
+ * `entries` to how many came. Returns ns (0 on failure). */
+uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries);
+
+/* The loop thread's CPU time (ns) during the last rawc_fs_stat or rawc_fs_list run. */
+uint64_t rawc_fs_loop_cpu(void);
+
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 
