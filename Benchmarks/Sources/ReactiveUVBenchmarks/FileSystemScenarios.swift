@@ -22,6 +22,11 @@ enum FileSystemScenarios {
         var oursAllocations: [Double] = []
         var cAllocations: [Double] = []
         for _ in 0..<rounds {
+            // FS_BENCH_OURS_ONLY=1 runs ours alone (for a profiler).
+            if ProcessInfo.processInfo.environment["FS_BENCH_OURS_ONLY"] == "1" {
+                times[Contender.ours, default: []].append(Double(oursStat(path: path, count: count, inflight: inflight) ?? 0))
+                continue
+            }
             let node = runNode("fs_stat.js", [String(count), path, String(inflight)])
             let round: [(String, UInt64?)] = [
                 (Contender.ours, { () -> UInt64? in

@@ -174,11 +174,21 @@ enum FileSystemArguments {
         if path.isEmpty {
             throw UVError(code: UVError.invalidArgumentCode, message: "the \(role) is empty", context: call)
         }
-        if let offset = path.utf8.firstIndex(of: 0).map({ path.utf8.distance(from: path.utf8.startIndex, to: $0) }) {
+        if let offset = nulOffset(in: path) {
             throw UVError(code: UVError.invalidArgumentCode,
                           message: "the \(role) contains a NUL byte (at byte \(offset)), which no file name can hold",
                           context: "\(call) \(path.replacingNULs)")
         }
+    }
+
+    /// Where the first NUL byte of `path` is, if it has one (memchr over a native string: this runs for every call).
+    private static func nulOffset(in path: String) -> Int? {
+        let found: Int?? = path.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, let hit = memchr(base, 0, bytes.count) else { return nil }
+            return UnsafeRawPointer(hit) - UnsafeRawPointer(base)
+        }
+        if let found { return found }
+        return path.utf8.firstIndex(of: 0).map { path.utf8.distance(from: path.utf8.startIndex, to: $0) }
     }
 
     /// Refuses a mode beyond 0o7777 (file type bits or garbage: chmod would silently drop them).
