@@ -36,6 +36,8 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
     ("spawn rate", { [ProcessScenarios.spawnRate(count: 2000 / scale, rounds: quick ? 3 : 5)] }),
     ("file read, 1 GiB in 64 KiB chunks", { [FileScenarios.read(size: (1 << 30) / scale, rounds: quick ? 1 : 5)] }),
+    ("stat throughput", { [FileSystemScenarios.stat(count: 200_000 / scale, rounds: quick ? 3 : 5)] }),
+    ("directory listing", { [FileSystemScenarios.list(entries: 100_000 / scale, rounds: quick ? 3 : 5)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

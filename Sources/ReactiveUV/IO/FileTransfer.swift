@@ -297,6 +297,9 @@ final class FileRequest: LoopRequest {
     private var completion: ((Int) -> Void)?
     /// Told about a loop shutdown while this request is pending.
     var onShutdown: (() -> Void)?
+    /// Reads what the finished request left in its `uv_fs_t` (a stat buffer, a path, directory entries),
+    /// whatever the result, before `uv_fs_req_cleanup` frees what libuv allocated for it.
+    var readResult: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?
     /// `st_mode` and `st_size` of a finished `uv_fs_fstat` (read before the request is cleaned up).
     private(set) var statMode: UInt64 = 0
     private(set) var statSize: UInt64 = 0
@@ -327,6 +330,9 @@ final class FileRequest: LoopRequest {
             statMode = fs.pointee.statbuf.st_mode
             statSize = fs.pointee.statbuf.st_size
         }
+        let readResult = self.readResult
+        self.readResult = nil
+        readResult?(fs)
         uv_fs_req_cleanup(fs)
         let completion = self.completion
         self.completion = nil

@@ -8,6 +8,11 @@ import Musl
 
 /// Reading and writing files through libuv's file requests (`uv_fs_*` on the thread pool).
 ///
+/// Beside `read`, `chunks` and `write`: metadata (`stat`, `lstat`, `access`, `exists`), directories
+/// (`createDirectory`, `list`, `removeDirectory`, `remove`, `removeTree`, `makeTemporaryDirectory`), names and
+/// links (`rename`, `copy`, `link`, `symbolicLink`, `readLink`, `realPath`) and attributes (`chmod`, `chown`,
+/// `lchown`, `setTimes`, `setLinkTimes`, `truncate`); `FileSystem` has each as an `async throws` function.
+///
 /// Each signal opens the file when a subscriber arrives and closes it when
 /// it ends or is disposed. Errors (`ENOENT`, `EACCES`, `EISDIR`, `ENOSPC`...)
 /// end the signal with a `UVError` naming the call and the path; so do sizes

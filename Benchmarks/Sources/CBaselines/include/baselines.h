@@ -93,6 +93,17 @@ uint64_t rawc_spawn_rate(const char *file, int count);
  * nanoseconds from the open to the close (0 on failure) and the bytes read in `bytes`. */
 uint64_t rawc_file_read(const char *path, int chunk, uint64_t *bytes);
 
+/* stat throughput: `count` uv_fs_stat calls on `path`, `inflight` at a time, on a fresh loop.
+ * Returns ns (0 on failure). */
+uint64_t rawc_fs_stat(const char *path, int count, int inflight);
+
+/* Lists `path` with uv_fs_opendir/uv_fs_readdir, `batch` entries per readdir, then closedir; sets
+ * `entries` to how many came. Returns ns (0 on failure). */
+uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries);
+
+/* The loop thread's CPU time (ns) during the last rawc_fs_stat or rawc_fs_list run. */
+uint64_t rawc_fs_loop_cpu(void);
+
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 

@@ -1,0 +1,213 @@
+import CBaselines
+import Foundation
+import ReactiveUV
+
+/// Issue 17's file-system scenarios: stat throughput with 32 requests in flight, and listing a
+/// directory of 100,000 entries. Ours, raw libuv C and Node run interleaved, `rounds` times each;
+/// each reports its median round (the thread pool's cost swings with what else the machine runs).
+enum FileSystemScenarios {
+    /// The loop thread's CPU time in the last run of ours (diagnostics).
+    nonisolated(unsafe) static var lastLoopCPU: UInt64 = 0
+
+    /// stat one file `count` times, 32 requests in flight (libuv's `fs_stat` benchmark shape).
+    static func stat(count: Int, rounds: Int) -> ScenarioResult {
+        let inflight = 32
+        let path = NSTemporaryDirectory() + "reactiveuv-bench-stat-\(getpid())"
+        guard FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])) else {
+            return ScenarioResult(name: "stat throughput", workload: "could not create \(path)", unit: "stats/s",
+                                  higherIsBetter: true, target: nil, measurements: [])
+        }
+        defer { unlink(path) }
+        var times: [String: [Double]] = [:]
+        var oursAllocations: [Double] = []
+        var cAllocations: [Double] = []
+        for _ in 0..<rounds {
+            // FS_BENCH_OURS_ONLY=1 runs ours alone (for a profiler).
+            if ProcessInfo.processInfo.environment["FS_BENCH_OURS_ONLY"] == "1" {
+                times[Contender.ours, default: []].append(Double(oursStat(path: path, count: count, inflight: inflight) ?? 0))
+                continue
+            }
+            let node = runNode("fs_stat.js", [String(count), path, String(inflight)])
+            let round: [(String, UInt64?)] = [
+                (Contender.ours, { () -> UInt64? in
+                    let (elapsed, allocations) = countingAllocations { oursStat(path: path, count: count, inflight: inflight) }
+                    oursAllocations.append(Double(allocations) / Double(count))
+                    return elapsed
+                }()),
+                ("loop CPU", { let cpu = lastLoopCPU; return cpu }()),
+                (Contender.rawC, { () -> UInt64 in
+                    let (elapsed, allocations) = countingAllocations { rawc_fs_stat(path, Int32(count), Int32(inflight)) }
+                    cAllocations.append(Double(allocations) / Double(count))
+                    return elapsed
+                }()),
+                ("C loop CPU", rawc_fs_loop_cpu()),
+                (Contender.node, node.flatMap { $0["failed"] == 0 ? $0["elapsed_ns"].map { UInt64($0) } : nil }),
+            ]
+            for (name, elapsed) in round {
+                if let elapsed, elapsed > 0 { times[name, default: []].append(Double(elapsed)) }
+            }
+        }
+        var measurements: [Measurement] = []
+        for (name, detail) in [(Contender.ours, "Files.stat signals"), ("loop CPU", "our loop thread's CPU time (not a contender)"), (Contender.rawC, "uv_fs_stat"), ("C loop CPU", "the C loop thread's CPU time (not a contender)"), (Contender.node, "fs.promises.stat")] {
+            guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
+            let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations : []
+            measurements.append(Measurement(name, Double(count) / (elapsed / 1e9),
+                                            detail: "\(format(elapsed / Double(count) / 1000)) µs each (median of \(times[name]?.count ?? 0)); \(detail)",
+                                            allocationsPerOperation: allocations.isEmpty ? nil : median(allocations)))
+        }
+        return ScenarioResult(
+            name: "stat throughput",
+            workload: "stat one file \(count) times, \(inflight) requests in flight; \(rounds) interleaved rounds",
+            unit: "stats/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
+    /// Ours: `inflight` chains on the loop thread, each stat's completion starting the chain's next.
+    static func oursStat(path: String, count: Int, inflight: Int) -> UInt64? {
+        let loop = ReactiveUV.EventLoop(name: "stat")
+        defer { loop.shutdown() }
+        let finished = CondFlag()
+        let elapsed = ResultBox<UInt64>()
+        let run = StatChains(path: path, count: count) { result in
+            elapsed.value = result
+            finished.signal()
+        }
+        loop.execute { run.start(inflight: inflight) }
+        finished.wait()
+        return elapsed.value
+    }
+
+    /// List a directory of `entries` entries (empty files), `Files.listBatchSize` per readdir.
+    static func list(entries: Int, rounds: Int) -> ScenarioResult {
+        let directory = NSTemporaryDirectory() + "reactiveuv-bench-list-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        guard makeDirectory(directory, entries: entries) else {
+            return ScenarioResult(name: "directory listing", workload: "could not create \(entries) files in \(directory)",
+                                  unit: "entries/s", higherIsBetter: true, target: nil, measurements: [])
+        }
+        let batch = Files.listBatchSize
+        var warm: UInt64 = 0
+        _ = rawc_fs_list(directory, Int32(batch), &warm)  // the first pass fills the dentry cache
+        var times: [String: [Double]] = [:]
+        for _ in 0..<rounds {
+            var counted: UInt64 = 0
+            let node = runNode("fs_list.js", [directory, String(batch)])
+            let rawC = rawc_fs_list(directory, Int32(batch), &counted)
+            let round: [(String, UInt64?)] = [
+                (Contender.ours, oursList(directory: directory, expected: entries)),
+                (Contender.rawC, counted == UInt64(entries) ? rawC : nil),
+                (Contender.node, node.flatMap { $0["failed"] == 0 && $0["entries"] == Double(entries) ? $0["elapsed_ns"].map { UInt64($0) } : nil }),
+            ]
+            for (name, elapsed) in round {
+                if let elapsed, elapsed > 0 { times[name, default: []].append(Double(elapsed)) }
+            }
+        }
+        var measurements: [Measurement] = []
+        for (name, detail) in [(Contender.ours, "Files.list"), (Contender.rawC, "uv_fs_opendir/readdir"), (Contender.node, "fs.promises.opendir")] {
+            guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
+            measurements.append(Measurement(name, Double(entries) / (elapsed / 1e9),
+                                            detail: "\(format(elapsed / 1e6)) ms for all (median of \(times[name]?.count ?? 0)); \(detail)"))
+        }
+        return ScenarioResult(
+            name: "directory listing",
+            workload: "list a directory of \(entries) entries, \(batch) per readdir, each name read; \(rounds) interleaved rounds",
+            unit: "entries/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
+    /// Ours: one `Files.list` subscribed on the loop thread, counting entries and reading each name.
+    static func oursList(directory: String, expected: Int) -> UInt64? {
+        let loop = ReactiveUV.EventLoop(name: "list")
+        defer { loop.shutdown() }
+        let finished = CondFlag()
+        let elapsed = ResultBox<UInt64>()
+        let counter = ListCounter()
+        loop.execute {
+            let begin = nanoseconds()
+            _ = Files.list(directory).subscribe(next: { entry in
+                counter.entries += 1
+                counter.nameBytes += entry.name.utf8.count
+            }, error: { _ in
+                finished.signal()
+            }, completed: {
+                if counter.entries == expected && counter.nameBytes > 0 { elapsed.value = nanoseconds() - begin }
+                finished.signal()
+            })
+        }
+        finished.wait()
+        return elapsed.value
+    }
+
+    private static func makeDirectory(_ directory: String, entries: Int) -> Bool {
+        try? FileManager.default.removeItem(atPath: directory)
+        guard mkdir(directory, 0o755) == 0 else { return false }
+        for index in 0..<entries {
+            let descriptor = open(directory + "/entry-\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { return false }
+            close(descriptor)
+        }
+        return true
+    }
+}
+
+/// `inflight` chains of `Files.stat` on the loop thread until `count` stats completed.
+final class StatChains: @unchecked Sendable {
+    // Touched only on the loop's thread (after `start` was queued there).
+    private let path: String
+    private var remaining: Int
+    private var pending = 0
+    private var failed = false
+    private var begin: UInt64 = 0
+    private let done: (UInt64?) -> Void
+
+    init(path: String, count: Int, done: @escaping (UInt64?) -> Void) {
+        self.path = path
+        self.remaining = count
+        self.done = done
+    }
+
+    /// CPU time the loop thread spent during the run (ns).
+    private(set) var loopCPU: UInt64 = 0
+
+    func start(inflight: Int) {
+        begin = nanoseconds()
+        loopCPU = threadCPU()
+        for _ in 0..<inflight where remaining > 0 { next() }
+    }
+
+    private func next() {
+        remaining -= 1
+        pending += 1
+        _ = Files.stat(path).subscribe(next: { info in
+            if info.size != 3 { self.failed = true }
+        }, error: { [self] _ in
+            failed = true
+            finish()
+        }, completed: { [self] in
+            finish()
+        })
+    }
+
+    private func finish() {
+        pending -= 1
+        if remaining > 0 && !failed {
+            next()
+        } else if pending == 0 {
+            loopCPU = threadCPU() - loopCPU
+            FileSystemScenarios.lastLoopCPU = loopCPU
+            done(failed ? nil : nanoseconds() - begin)
+        }
+    }
+}
+
+/// What a listing counted.
+final class ListCounter: @unchecked Sendable {
+    // Touched only on the loop's thread, by the listing's callbacks.
+    var entries = 0
+    var nameBytes = 0
+}
+
+/// CPU time of the calling thread, in ns.
+func threadCPU() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}

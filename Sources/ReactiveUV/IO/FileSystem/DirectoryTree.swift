@@ -1,0 +1,177 @@
+internal import CLibUV
+
+/// `Files.createDirectory(_:mode:withParents: true)`: `mkdir -p`, one `mkdir` request per missing level.
+///
+/// It tries the deepest directory first; `ENOENT` (a parent is missing) pushes
+/// the parent and tries that, and so on up, then makes each pushed level on the
+/// way back down (`ENOTDIR` goes up the same way, to name the parent that is
+/// not a directory). `EEXIST` is fine when what exists is a directory (checked
+/// with `stat`, which follows a link to a directory as `mkdir -p` does), and an
+/// error naming what is in the way otherwise.
+final class DirectoryCreation {
+    // Loop thread only, as its operation.
+    private let operation: FileSystemOperation<Void>
+    private let target: String
+    private let mode: Int32
+    /// Levels still to make, the deepest first; the last is being made.
+    private var levels: [String]
+
+    init(operation: FileSystemOperation<Void>, path: String, mode: Int32) {
+        self.operation = operation
+        self.target = path
+        self.mode = mode
+        levels = [path]
+    }
+
+    func start() { makeLevel() }
+
+    private func makeLevel() {
+        guard let level = levels.last else {
+            operation.finish()
+            return
+        }
+        // Parents get owner write and search whatever `mode` says: the next level must be made inside.
+        let mode = level == target ? self.mode : self.mode | 0o300
+        let uvLoop = operation.loop.uvLoop
+        operation.step("mkdir \(level)", { uv_fs_mkdir(uvLoop, $0, level, mode, $1) }, failed: { [self] error in
+            switch error.code {
+            case UV_EEXIST.rawValue: checkExisting(level)
+            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
+                // A parent is missing, or one is not a directory: go up until a level exists (and is checked).
+                guard let parent = DirectoryCreation.parent(of: level) else {
+                    operation.finish(error)
+                    return
+                }
+                levels.append(parent)
+                makeLevel()
+            default: operation.finish(error)
+            }
+        }) { [self] in
+            levels.removeLast()
+            makeLevel()
+        }
+    }
+
+    /// `level` exists: fine if it is a directory, else an error naming it.
+    private func checkExisting(_ level: String) {
+        let uvLoop = operation.loop.uvLoop
+        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf) }) { [self] info in
+            guard info.type == .directory else {
+                let isTarget = level == target
+                operation.finish(UVError(code: isTarget ? UV_EEXIST.rawValue : UV_ENOTDIR.rawValue,
+                                         message: "\(level) exists and is a \(info.type), not a directory",
+                                         context: "mkdir -p \(target)"))
+                return
+            }
+            levels.removeLast()
+            makeLevel()
+        }
+    }
+
+    /// The directory containing `path`, or nil at the top (`/`, or a relative name with no `/`: the working
+    /// directory, which exists).
+    static func parent(of path: String) -> String? {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return nil }
+        var parent = trimmed[..<slash]
+        while parent.count > 1 && parent.hasSuffix("/") { parent = parent.dropLast() }
+        if parent.isEmpty { return trimmed.hasPrefix("/") && trimmed.count > 1 ? "/" : nil }
+        return parent == Substring(path) ? nil : String(parent)
+    }
+}
+
+/// `Files.removeTree`: depth first, never following a symbolic link.
+///
+/// What each entry is comes from its directory entry (`uv_fs_scandir`'s types),
+/// or from `lstat` where the file system does not say; only a real directory is
+/// descended into, so a link to a directory is unlinked like any file and its
+/// target is never touched. One directory's names are held at a time per level.
+final class TreeRemoval {
+    // Loop thread only, as its operation.
+    private struct Level {
+        let path: String
+        var entries: [DirectoryEntry]
+    }
+
+    private let operation: FileSystemOperation<Void>
+    private let root: String
+    /// The directories being emptied, the root first.
+    private var levels: [Level] = []
+
+    init(operation: FileSystemOperation<Void>, root: String) {
+        self.operation = operation
+        self.root = root
+    }
+
+    func start() {
+        let uvLoop = operation.loop.uvLoop
+        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf).type }) { [self] type in
+            if type == .directory {
+                descend(into: root)
+            } else {
+                unlink(root)
+            }
+        }
+    }
+
+    private func descend(into directory: String) {
+        let uvLoop = operation.loop.uvLoop
+        operation.step("scandir \(directory)", { uv_fs_scandir(uvLoop, $0, directory, 0, $1) }, read: { _, fs in
+            var entries: [DirectoryEntry] = []
+            var entry = uv_dirent_t()
+            while uv_fs_scandir_next(fs, &entry) == 0 {
+                entries.append(DirectoryEntry(name: String(cString: entry.name), type: FileType(entry.type)))
+            }
+            return entries
+        }, failed: vanishedIsFine(directory)) { [self] entries in
+            levels.append(Level(path: directory, entries: entries))
+            next()
+        }
+    }
+
+    /// Removes the next entry of the deepest level, or that level once it is empty.
+    private func next() {
+        guard let last = levels.indices.last else {
+            operation.finish()
+            return
+        }
+        guard let entry = levels[last].entries.popLast() else {
+            let directory = levels.removeLast().path
+            let uvLoop = operation.loop.uvLoop
+            operation.step("rmdir \(directory)", { uv_fs_rmdir(uvLoop, $0, directory, $1) }, failed: vanishedIsFine(directory)) { [self] in
+                next()
+            }
+            return
+        }
+        let child = levels[last].path.hasSuffix("/") ? levels[last].path + entry.name : levels[last].path + "/" + entry.name
+        switch entry.type {
+        case .directory: descend(into: child)
+        case .unknown:
+            let uvLoop = operation.loop.uvLoop
+            operation.step("lstat \(child)", { uv_fs_lstat(uvLoop, $0, child, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf).type },
+                           failed: vanishedIsFine(child)) { [self] type in
+                if type == .directory { descend(into: child) } else { unlink(child) }
+            }
+        default: unlink(child)
+        }
+    }
+
+    private func unlink(_ path: String) {
+        let uvLoop = operation.loop.uvLoop
+        operation.step("unlink \(path)", { uv_fs_unlink(uvLoop, $0, path, $1) }, failed: vanishedIsFine(path)) { [self] in
+            next()
+        }
+    }
+
+    /// An entry below the root that vanished meanwhile is gone already, as wanted; any other failure ends the removal.
+    private func vanishedIsFine(_ path: String) -> (UVError) -> Void {
+        { [self] error in
+            if error.code == UV_ENOENT.rawValue && path != root {
+                next()
+            } else {
+                operation.finish(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension Files {
+    /// Sets the permission bits of `path` (`chmod(2)`, following symbolic links).
+    ///
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - mode: 0...0o7777 (permissions, set-user-ID, set-group-ID, sticky); more is `EINVAL` before any request.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; `EPERM` when the caller does not own the file.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func chmod(_ path: String, _ mode: UInt32, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("chmod", context: "chmod \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "chmod")
+            try FileSystemArguments.check(mode: mode, in: "chmod \(path)")
+        }, { uv_fs_chmod($0, $1, path, Int32(mode), $2) })
+    }
+
+    /// Changes the owner and/or group of `path` (`chown(2)`, following symbolic links).
+    ///
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - user: The new owner's user ID; nil leaves it.
+    ///   - group: The new group ID; nil leaves it.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; `EPERM` unless the caller may (root, or the owner
+    ///   giving the file to one of its groups).
+    ///
+    /// Thread rule: safe from any thread.
+    public static func chown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
+        // -1 (all bits set) is "leave it" to chown(2).
+        let uid = user ?? UInt32.max, gid = group ?? UInt32.max
+        return single("chown", context: "chown \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "chown")
+        }, { uv_fs_chown($0, $1, path, uid, gid, $2) })
+    }
+
+    /// `chown` of a symbolic link itself (`lchown(2)`): what it points to keeps its owner.
+    ///
+    /// - Parameters:
+    ///   - path: The link (or any file: then as `chown`).
+    ///   - user: The new owner's user ID; nil leaves it.
+    ///   - group: The new group ID; nil leaves it.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func lchown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
+        let uid = user ?? UInt32.max, gid = group ?? UInt32.max
+        return single("lchown", context: "lchown \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "lchown")
+        }, { uv_fs_lchown($0, $1, path, uid, gid, $2) })
+    }
+
+    /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond.
+    ///
+    /// libuv 1.44's `uv_fs_utime` takes seconds as a `Double` and keeps only microseconds, so this calls
+    /// `utimensat(2)` on libuv's thread pool instead (a `ThreadPool.run` job): what `stat` reads back is
+    /// exactly what was set, where the file system keeps nanoseconds.
+    ///
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - access: The new access time, since the Unix epoch (negative for before 1970).
+    ///   - modification: The new modification time, since the Unix epoch.
+    ///   - loop: The loop that runs the job; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func setTimes(_ path: String, access: Duration, modification: Duration, on loop: EventLoop? = nil) -> Signal<Void> {
+        setTimes(path, access: access, modification: modification, followLinks: true, call: "setTimes", on: loop)
+    }
+
+    /// `setTimes` of a symbolic link itself (`utimensat` with `AT_SYMLINK_NOFOLLOW`, as `uv_fs_lutime`): what it
+    /// points to keeps its times.
+    ///
+    /// - Parameters:
+    ///   - path: The link (or any file: then as `setTimes`).
+    ///   - access: The new access time, since the Unix epoch.
+    ///   - modification: The new modification time, since the Unix epoch.
+    ///   - loop: The loop that runs the job; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func setLinkTimes(_ path: String, access: Duration, modification: Duration, on loop: EventLoop? = nil) -> Signal<Void> {
+        setTimes(path, access: access, modification: modification, followLinks: false, call: "setLinkTimes", on: loop)
+    }
+
+    private static func setTimes(_ path: String, access: Duration, modification: Duration, followLinks: Bool, call: String,
+                                 on loop: EventLoop?) -> Signal<Void> {
+        let context = "utimensat \(path)"
+        do {
+            try FileSystemArguments.check(path, in: "utimensat")
+        } catch {
+            return Signal.error(error)
+        }
+        let times = [timeSpec(access), timeSpec(modification)]
+        return ThreadPool.run(on: loop) { () throws in
+            let result = times.withUnsafeBufferPointer {
+                utimensat(AT_FDCWD, path, $0.baseAddress, followLinks ? 0 : AT_SYMLINK_NOFOLLOW)
+            }
+            if result != 0 { throw UVError(code: -errno, context: context) }
+        }.ignoreValues().debugNamed("+Files.\(call)")
+    }
+
+    /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9, seconds rounded down for negative times).
+    private static func timeSpec(_ time: Duration) -> timespec {
+        let (seconds, attoseconds) = time.components
+        var nanoseconds = attoseconds / 1_000_000_000
+        var wholeSeconds = seconds
+        if nanoseconds < 0 {
+            nanoseconds += 1_000_000_000
+            wholeSeconds -= 1
+        }
+        return timespec(tv_sec: Int(wholeSeconds), tv_nsec: Int(nanoseconds))
+    }
+
+    /// Sets the size of the file at `path` (`truncate(2)`): cut, or extended with zeros (a sparse hole).
+    ///
+    /// libuv has only `ftruncate`, so this is three requests: open (write only, no create), ftruncate, close.
+    /// The descriptor is closed however the signal ends.
+    ///
+    /// - Parameters:
+    ///   - path: The file (a missing one is `ENOENT`, a directory `EISDIR`).
+    ///   - size: The new size, 0 or more (a negative one is `EINVAL` before any request).
+    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func truncate(_ path: String, to size: Int64, on loop: EventLoop? = nil) -> Signal<Void> {
+        operation("truncate", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "truncate")
+            guard size >= 0 else {
+                throw UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "truncate \(path)")
+            }
+        }) { operation in
+            FileTruncation(operation: operation, path: path, size: size).start()
+        }
+    }
+}
+
+/// One `Files.truncate`: open, ftruncate, close, each a request; the descriptor never outlives the operation.
+final class FileTruncation {
+    // Loop thread only, as its operation.
+    private let operation: FileSystemOperation<Void>
+    private let path: String
+    private let size: Int64
+    /// The open descriptor, or -1.
+    private var file: uv_file = -1
+
+    init(operation: FileSystemOperation<Void>, path: String, size: Int64) {
+        self.operation = operation
+        self.path = path
+        self.size = size
+    }
+
+    func start() {
+        let uvLoop = operation.loop.uvLoop
+        operation.step("open \(path)", { uv_fs_open(uvLoop, $0, self.path, O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0, $1) },
+                       read: { result, _ in uv_file(truncatingIfNeeded: result) },
+                       discard: { fs in FileTruncation.closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }) { [self] file in
+            self.file = file
+            operation.onEnd { [self] in
+                if self.file >= 0 { FileTruncation.closeNow(self.file) }
+                self.file = -1
+            }
+            operation.step("ftruncate \(path)", { uv_fs_ftruncate(uvLoop, $0, file, self.size, $1) }) { [self] in
+                close()
+            }
+        }
+    }
+
+    private func close() {
+        let uvLoop = operation.loop.uvLoop
+        let file = self.file
+        // A close that ran (whatever its result) released the descriptor; one cancelled before it ran did not,
+        // and the operation's release closes it then.
+        operation.step("close \(path)", { uv_fs_close(uvLoop, $0, file, $1) }, onResult: { [self] result in
+            if result != Int(UVError.cancelledCode) { self.file = -1 }
+        }) { [self] in
+            operation.finish()
+        }
+    }
+
+    /// Closes `file` now, on the loop thread (a close of a local file does not block).
+    static func closeNow(_ file: uv_file) {
+        var request = uv_fs_t()
+        uvCheckReporting(uv_fs_close(nil, &request, file, nil), "close")
+        uv_fs_req_cleanup(&request)
+    }
+}

@@ -1,0 +1,280 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One entry of a directory listing: its name and what the directory says it is.
+///
+/// Thread rule: a value type; safe from any thread.
+public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
+    /// The entry's name in its directory (no path; never `.` or `..`).
+    public let name: String
+    /// Its type as the directory entry records it (a symbolic link is `.symbolicLink`, not what it points to);
+    /// `.unknown` on file systems whose entries do not say: `lstat` the entry then.
+    public let type: FileType
+
+    /// An entry named `name` of type `type`.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(name: String, type: FileType) {
+        self.name = name
+        self.type = type
+    }
+
+    /// `"name (directory)"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String { "\(name) (\(type))" }
+}
+
+extension Files {
+    /// Entries read per `readdir` request by `list`.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let listBatchSize = 256
+
+    /// Creates a directory; completes when it exists.
+    ///
+    /// - Parameters:
+    ///   - path: The directory to create.
+    ///   - mode: Its permissions (0...0o7777, less the process's umask); default 0o755.
+    ///   - withParents: Like `mkdir -p`: create missing parents too (with `mode` plus owner write and search, so
+    ///     the next level can be made), and succeed when `path` already is a directory. A component that exists
+    ///     and is not a directory fails with `EEXIST` (the path itself) or `ENOTDIR` (a parent), naming it.
+    ///     Without it, a missing parent is `ENOENT` and an existing `path` is `EEXIST`.
+    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func createDirectory(_ path: String, mode: UInt32 = 0o755, withParents: Bool = false,
+                                       on loop: EventLoop? = nil) -> Signal<Void> {
+        operation("createDirectory", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "mkdir")
+            try FileSystemArguments.check(mode: mode, in: "mkdir \(path)")
+        }) { operation in
+            if withParents {
+                DirectoryCreation(operation: operation, path: path, mode: Int32(mode)).start()
+            } else {
+                let uvLoop = operation.loop.uvLoop
+                operation.step("mkdir \(path)", { uv_fs_mkdir(uvLoop, $0, path, Int32(mode), $1) }) { operation.finish() }
+            }
+        }
+    }
+
+    /// Removes an empty directory (`rmdir`); one with entries fails with `ENOTEMPTY`.
+    ///
+    /// - Parameters:
+    ///   - path: The directory.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func removeDirectory(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("removeDirectory", context: "rmdir \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "rmdir")
+        }, { uv_fs_rmdir($0, $1, path, $2) })
+    }
+
+    /// Removes a file, a symbolic link (not what it points to) or another non-directory (`unlink`).
+    ///
+    /// - Parameters:
+    ///   - path: The file; a directory fails with `EISDIR`.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func remove(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("remove", context: "unlink \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "unlink")
+        }, { uv_fs_unlink($0, $1, path, $2) })
+    }
+
+    /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`).
+    ///
+    /// Symbolic links are never followed: a link (to a directory or anything else) is unlinked and what it points
+    /// to is left alone, also when `path` itself is a link. An entry that vanishes meanwhile is fine; the first
+    /// other failure (`EACCES`, `EBUSY`...) ends the signal, naming the path, with what was removed so far gone.
+    /// A missing `path` is `ENOENT`.
+    ///
+    /// - Parameters:
+    ///   - path: The file or directory.
+    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value once all of it is gone.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func removeTree(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        operation("removeTree", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "removeTree")
+        }) { operation in
+            TreeRemoval(operation: operation, root: path).start()
+        }
+    }
+
+    /// Creates a new, empty directory with a unique name (`mkdtemp`, mode 0o700) and sends its path.
+    ///
+    /// - Parameters:
+    ///   - prefix: The start of the name: a bare name goes in `$TMPDIR` (or `/tmp` when it is unset or empty);
+    ///     a prefix with a `/` is used as it is (`"/var/tmp/build-"`). Six random characters follow it.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal of the new directory's path. A directory made for a subscriber that was disposed
+    ///   before the result came is removed again.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func makeTemporaryDirectory(prefix: String = "reactiveuv-", on loop: EventLoop? = nil) -> Signal<String> {
+        let template = temporaryTemplate(prefix: prefix)
+        return single("makeTemporaryDirectory", context: "mkdtemp \(template)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
+        }, { uv_fs_mkdtemp($0, $1, template, $2) }, read: { _, fs in String(cString: fs.pointee.path) }, discard: { fs in
+            // Made for a subscriber that is gone: nobody will ever remove it otherwise.
+            var request = uv_fs_t()
+            uvCheckReporting(uv_fs_rmdir(nil, &request, fs.pointee.path, nil), "rmdir \(String(cString: fs.pointee.path))")
+            uv_fs_req_cleanup(&request)
+        })
+    }
+
+    /// `prefix` + "XXXXXX", in `$TMPDIR` (or /tmp) unless it has a `/`.
+    static func temporaryTemplate(prefix: String) -> String {
+        if prefix.contains("/") { return prefix + "XXXXXX" }
+        var directory = getenv("TMPDIR").map { String(cString: $0) } ?? ""
+        if directory.isEmpty { directory = "/tmp" }
+        if !directory.hasSuffix("/") { directory += "/" }
+        return directory + prefix + "XXXXXX"
+    }
+
+    /// The entries of a directory (not `.` and `..`), streamed in batches of `listBatchSize` as `readdir` returns
+    /// them (`uv_fs_opendir`, `uv_fs_readdir`), then completion. The order is the directory's.
+    ///
+    /// The whole directory never sits in memory: one batch at a time does. A consumer that pauses (a full
+    /// `signal.values` buffer does) stops the next `readdir` until it resumes. The directory is closed at the
+    /// end, on an error and on dispose. Entries added or removed while the listing runs may or may not appear.
+    ///
+    /// - Parameters:
+    ///   - path: The directory; a file fails with `ENOTDIR`.
+    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
+    /// - Returns: A signal of entries.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func list(_ path: String, on loop: EventLoop? = nil) -> Signal<DirectoryEntry> {
+        list(path, batchSize: listBatchSize, on: loop, afterEachBatch: nil)
+    }
+
+    /// `list(_:on:)` with the batch size and a test seam told (on the loop thread) each batch's size after its delivery.
+    static func list(_ path: String, batchSize: Int, on loop: EventLoop?, afterEachBatch: ((Int) -> Void)?) -> Signal<DirectoryEntry> {
+        operation("list", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "opendir")
+            guard batchSize > 0 else {
+                throw UVError(code: UVError.invalidArgumentCode, message: "batch size must be positive, not \(batchSize)", context: "opendir \(path)")
+            }
+        }) { operation in
+            DirectoryListing(operation: operation, path: path, batchSize: batchSize, afterEachBatch: afterEachBatch).start()
+        }
+    }
+}
+
+extension FileType {
+    /// The type a directory entry records.
+    init(_ type: uv_dirent_type_t) {
+        switch type {
+        case UV_DIRENT_FILE: self = .regular
+        case UV_DIRENT_DIR: self = .directory
+        case UV_DIRENT_LINK: self = .symbolicLink
+        case UV_DIRENT_FIFO: self = .fifo
+        case UV_DIRENT_SOCKET: self = .socket
+        case UV_DIRENT_CHAR: self = .characterDevice
+        case UV_DIRENT_BLOCK: self = .blockDevice
+        default: self = .unknown
+        }
+    }
+}
+
+/// One `Files.list`: opendir, readdir in batches into a buffer of our own, closedir at the end.
+final class DirectoryListing: @unchecked Sendable {
+    // Loop thread only, as its operation (the flow control's closures run on the thread that registered them).
+    private let operation: FileSystemOperation<DirectoryEntry>
+    private let path: String
+    private let batchSize: Int
+    private let afterEachBatch: ((Int) -> Void)?
+    /// The directory stream, once open; closed (synchronously: a close does not block) by the operation's release.
+    private var directory: UnsafeMutablePointer<uv_dir_t>?
+    /// Where libuv writes each batch's entries (`uv_dir_t.dirents`); the names it points to are libuv's until cleanup.
+    private let entries: UnsafeMutablePointer<uv_dirent_t>
+    private var paused = false
+    /// A batch was delivered while paused: the next readdir starts on resume.
+    private var readWaits = false
+
+    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?) {
+        self.operation = operation
+        self.path = path
+        self.batchSize = batchSize
+        self.afterEachBatch = afterEachBatch
+        entries = .allocate(capacity: batchSize)
+    }
+
+    deinit {
+        entries.deallocate()
+    }
+
+    func start() {
+        // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
+        operation.subscriber?.setFlowControl(pause: { [self] in paused = true }, resume: { [self] in
+            paused = false
+            if readWaits && operation.isRunning {
+                readWaits = false
+                read()
+            }
+        })
+        // A paused listing has no request pending, so the loop's shutdown would not reach it through one.
+        let owner = operation
+        if let token = operation.loop.shutdownObservers.add({ owner.finish(EventLoopError.shutDown(loop: owner.loop.name)) }) {
+            operation.onEnd { token.dispose() }
+        }
+        let uvLoop = operation.loop.uvLoop
+        operation.step("opendir \(path)", { uv_fs_opendir(uvLoop, $0, self.path, $1) }, read: { _, fs in
+            fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self)
+        }, discard: { fs in
+            DirectoryListing.close(fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self))
+        }) { [self] directory in
+            self.directory = directory
+            directory.pointee.dirents = entries
+            directory.pointee.nentries = batchSize
+            operation.onEnd { [self] in
+                self.directory = nil
+                DirectoryListing.close(directory)
+            }
+            read()
+        }
+    }
+
+    private func read() {
+        guard let directory else { return }
+        let uvLoop = operation.loop.uvLoop
+        operation.step("readdir \(path)", { uv_fs_readdir(uvLoop, $0, directory, $1) }, read: { [entries] count, _ in
+            (0..<count).map { DirectoryEntry(name: String(cString: entries[$0].name), type: FileType(entries[$0].type)) }
+        }) { [self] batch in
+            if batch.isEmpty {
+                operation.finish()
+                return
+            }
+            for entry in batch {
+                operation.send(entry)
+                guard operation.isRunning else { return }
+            }
+            afterEachBatch?(batch.count)
+            if paused {
+                readWaits = true
+            } else {
+                read()
+            }
+        }
+    }
+
+    /// Closes a directory stream now, on the loop thread (`closedir` does not block).
+    static func close(_ directory: UnsafeMutablePointer<uv_dir_t>) {
+        var request = uv_fs_t()
+        uvCheckReporting(uv_fs_closedir(nil, &request, directory, nil), "closedir")
+        uv_fs_req_cleanup(&request)
+    }
+}

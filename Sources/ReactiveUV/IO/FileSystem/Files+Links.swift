@@ -1,0 +1,104 @@
+internal import CLibUV
+
+extension Files {
+    /// Renames (moves) `source` to `destination` on the same file system (`rename(2)`): a file or directory at
+    /// `destination` is replaced as `rename` does it (atomically; a non-empty directory is `ENOTEMPTY`).
+    ///
+    /// Across file systems this fails with `EXDEV`: copy, then remove, to move there.
+    ///
+    /// - Parameters:
+    ///   - source: The existing path.
+    ///   - destination: The new path.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; errors name both paths.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func rename(from source: String, to destination: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("rename", context: "rename \(source) -> \(destination)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(source, "source", in: "rename")
+            try FileSystemArguments.check(destination, "destination", in: "rename")
+        }, { uv_fs_rename($0, $1, source, destination, $2) })
+    }
+
+    /// Copies the file `source` to `destination` (`uv_fs_copyfile`): a clone sharing the blocks where the file
+    /// system can (`FICLONE`: Btrfs, XFS), else a copy of the bytes in the kernel; the mode is copied too.
+    ///
+    /// - Parameters:
+    ///   - source: The file to copy (a directory is `EISDIR`).
+    ///   - destination: The new file.
+    ///   - overwrite: Replace an existing `destination`; without it (the default) one that exists is `EEXIST`
+    ///     and left as it was.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; errors name both paths.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func copy(from source: String, to destination: String, overwrite: Bool = false,
+                            on loop: EventLoop? = nil) -> Signal<Void> {
+        let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
+        return single("copy", context: "copyfile \(source) -> \(destination)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(source, "source", in: "copyfile")
+            try FileSystemArguments.check(destination, "destination", in: "copyfile")
+        }, { uv_fs_copyfile($0, $1, source, destination, flags, $2) })
+    }
+
+    /// Makes a hard link: `path` becomes another name of the existing file `existing` (`link(2)`).
+    ///
+    /// - Parameters:
+    ///   - path: The new name (one that exists is `EEXIST`).
+    ///   - existing: The file (a directory is `EPERM`; another file system is `EXDEV`).
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; errors name both paths.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func link(at path: String, pointingTo existing: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("link", context: "link \(path) -> \(existing)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "link")
+            try FileSystemArguments.check(existing, "target", in: "link")
+        }, { uv_fs_link($0, $1, existing, path, $2) })
+    }
+
+    /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`): the target is not checked, and a
+    /// relative target is resolved from the link's directory when the link is followed.
+    ///
+    /// - Parameters:
+    ///   - path: The new link (one that exists is `EEXIST`).
+    ///   - target: What it points to.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal that completes with no value; errors name both paths.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func symbolicLink(at path: String, pointingTo target: String, on loop: EventLoop? = nil) -> Signal<Void> {
+        single("symbolicLink", context: "symlink \(path) -> \(target)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "symlink")
+            try FileSystemArguments.check(target, "target", in: "symlink")
+        }, { uv_fs_symlink($0, $1, target, path, 0, $2) })
+    }
+
+    /// What the symbolic link at `path` contains (`readlink(2)`), as it was written: not resolved.
+    ///
+    /// - Parameters:
+    ///   - path: The link; anything else is `EINVAL`.
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal of one string.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
+        single("readLink", context: "readlink \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "readlink")
+        }, { uv_fs_readlink($0, $1, path, $2) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+    }
+
+    /// The absolute path of `path` with every symbolic link, `.` and `..` resolved (`realpath(3)`).
+    ///
+    /// - Parameters:
+    ///   - path: An existing path (a missing one is `ENOENT`).
+    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
+    /// - Returns: A signal of one string.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func realPath(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
+        single("realPath", context: "realpath \(path)", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "realpath")
+        }, { uv_fs_realpath($0, $1, path, $2) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+    }
+}

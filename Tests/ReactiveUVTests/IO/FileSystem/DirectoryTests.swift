@@ -1,0 +1,241 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `Files.createDirectory`, `list`, `removeDirectory`, `remove`, `removeTree`, `makeTemporaryDirectory` (issue 17).
+final class DirectoryTests: FileSystemTestCase {
+    func testCreateDirectoryWithModeAndItsErrors() throws {
+        let made = path("made")
+        try checked { harness in
+            try completes(harness, Files.createDirectory(made, mode: 0o700))
+            let info = try systemStat(made)
+            XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
+            XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+
+            let again = try failure(harness, Files.createDirectory(made))
+            XCTAssertEqual(again.name, "EEXIST")
+            XCTAssertEqual(again.context, "mkdir \(made)")
+
+            let missingParent = try failure(harness, Files.createDirectory(path("no/such/parent")))
+            XCTAssertEqual(missingParent.name, "ENOENT")
+            XCTAssertEqual(missingParent.context, "mkdir \(path("no/such/parent"))")
+
+            let file = try makeFile("plain")
+            let underFile = try failure(harness, Files.createDirectory(file + "/child"))
+            XCTAssertEqual(underFile.name, "ENOTDIR")
+
+            XCTAssertEqual(try failure(harness, Files.createDirectory(path("x"), mode: 0o10000)).name, "EINVAL")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path("x")))
+        }
+    }
+
+    /// With parents: every missing level is made, an existing directory is fine, and a file in the way is an
+    /// error naming it (EEXIST for the path itself, ENOTDIR for a parent).
+    func testCreateDirectoryWithParentsIsMkdirP() throws {
+        let deep = path("a/b/c/d")
+        try checked { harness in
+            try completes(harness, Files.createDirectory(deep, withParents: true))
+            XCTAssertEqual(try systemStat(deep).st_mode & S_IFMT, S_IFDIR)
+            try completes(harness, Files.createDirectory(deep, withParents: true))
+            try completes(harness, Files.createDirectory(path("a/b") + "/", withParents: true))
+
+            let file = try makeFile("a/file")
+            let target = try failure(harness, Files.createDirectory(file, withParents: true))
+            XCTAssertEqual(target.name, "EEXIST")
+            XCTAssertTrue(target.message.contains(file) && target.message.contains("regular file"), target.description)
+
+            let below = try failure(harness, Files.createDirectory(file + "/x/y", withParents: true))
+            XCTAssertEqual(below.name, "ENOTDIR")
+            XCTAssertTrue(below.message.contains(file) && below.message.contains("not a directory"), below.description)
+            XCTAssertEqual(below.context, "mkdir -p \(file)/x/y")
+        }
+    }
+
+    /// 10,000 entries arrive complete, each with its type, in several batches (never all at once).
+    func testListingTenThousandEntriesArrivesInBatches() throws {
+        let listed = path("many")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        for index in 0..<9_998 {
+            XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil))
+        }
+        try FileManager.default.createDirectory(atPath: listed + "/sub", withIntermediateDirectories: false)
+        XCTAssertEqual(symlink(listed + "/sub", listed + "/link"), 0)
+        try checked { harness in
+            let batches = Locked<[Int]>([])
+            let recorder = try harness.record(Files.list(listed, batchSize: Files.listBatchSize, on: nil,
+                                                         afterEachBatch: { count in batches.withLock { $0.append(count) } }))
+            XCTAssertTrue(try recorder.waitForTermination().isCompleted)
+            let entries = recorder.values
+            XCTAssertEqual(entries.count, 10_000)
+            XCTAssertEqual(Set(entries.map(\.name)).count, 10_000, "each entry once")
+            XCTAssertFalse(entries.contains { $0.name == "." || $0.name == ".." })
+            let types = Dictionary(entries.map { ($0.name, $0.type) }, uniquingKeysWith: { first, _ in first })
+            XCTAssertEqual(types["sub"], .directory)
+            XCTAssertEqual(types["link"], .symbolicLink)
+            XCTAssertEqual(types["f42"], .regular)
+            XCTAssertGreaterThanOrEqual(batches.current.count, 10_000 / Files.listBatchSize, "\(batches.current.count) batches")
+            XCTAssertTrue(batches.current.allSatisfy { $0 <= Files.listBatchSize })
+            XCTAssertEqual(batches.current.reduce(0, +), 10_000)
+
+            XCTAssertEqual(try completes(harness, Files.list(listed + "/sub")).count, 0)
+            XCTAssertEqual(try failure(harness, Files.list(listed + "/f1")).name, "ENOTDIR")
+            let missing = try failure(harness, Files.list(path("missing")))
+            XCTAssertEqual(missing.name, "ENOENT")
+            XCTAssertEqual(missing.context, "opendir \(path("missing"))")
+        }
+    }
+
+    /// A consumer's pause stops the next readdir: after the batch in hand, no request is pending until it resumes;
+    /// disposing a listing part-way closes the directory.
+    func testAPausedListingIssuesNoReadUntilResumedAndDisposeClosesIt() throws {
+        let listed = path("paused")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        for index in 0..<100 {
+            XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil))
+        }
+        try checked { harness in
+            let loop = harness.loop
+            let received = Locked(0)
+            let batches = Locked(0)
+            let subscription = Locked<Subscription?>(nil)
+            let completed = Locked(false)
+            try harness.onLoop {
+                let disposable = Files.list(listed, batchSize: 10, on: nil, afterEachBatch: { _ in batches.withLock { $0 += 1 } })
+                    .subscribe(next: { _ in
+                        let count = received.withLock { $0 += 1; return $0 }
+                        if count == 3 { subscription.current?.flowControl?.pause() }
+                    }, completed: { completed.withLock { $0 = true } })
+                subscription.withLock { $0 = disposable as? Subscription }
+            }
+            XCTAssertNotNil(subscription.current)
+            try harness.wait(for: "the first batch") { batches.current >= 1 }
+            XCTAssertEqual(try harness.onLoop { loop.requests.isEmpty }, true, "no readdir pending while paused")
+            XCTAssertEqual(batches.current, 1)
+            XCTAssertEqual(received.current, 10, "the batch in hand is delivered whole")
+            XCTAssertGreaterThan(descriptors(openOn: listed), 0, "the directory is still open")
+            try harness.onLoop { subscription.current?.flowControl?.resume() }
+            try harness.wait(for: "the listing to complete") { completed.current }
+            XCTAssertEqual(received.current, 100)
+            XCTAssertEqual(descriptors(openOn: listed), 0, "closed at the end")
+
+            let parted = try harness.record(Files.list(listed, batchSize: 1, on: nil, afterEachBatch: nil))
+            try parted.waitForValues(5)
+            XCTAssertGreaterThan(descriptors(openOn: listed), 0)
+            parted.dispose()
+            try harness.wait(for: "the directory to be closed") { descriptors(openOn: listed) == 0 }
+        }
+    }
+
+    /// Listings and temporary directories disposed at once, while their opendir/mkdtemp is queued or running:
+    /// a result that comes after the dispose is undone in its callback (the directory stream closed, the new
+    /// directory removed), so no descriptor and no directory is left behind.
+    func testResultsArrivingAfterDisposeAreUndone() throws {
+        let listed = path("disposed")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        let prefix = path("tmp-")
+        try checked { harness in
+            try harness.onLoop {
+                for _ in 0..<200 {
+                    Files.list(listed).subscribe().dispose()
+                    Files.makeTemporaryDirectory(prefix: prefix).subscribe().dispose()
+                }
+            }
+            try harness.wait(for: "every directory stream to be closed") { descriptors(openOn: listed) == 0 }
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tmp-") }
+        XCTAssertEqual(left, [], "temporary directories made for disposed subscribers are removed")
+    }
+
+    func testRemoveRemoveDirectoryAndTheirErrors() throws {
+        let file = try makeFile("gone")
+        let full = path("full")
+        try FileManager.default.createDirectory(atPath: full, withIntermediateDirectories: false)
+        _ = try makeFile("full/inside")
+        try checked { harness in
+            try completes(harness, Files.remove(file))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: file))
+            let notEmpty = try failure(harness, Files.removeDirectory(full))
+            XCTAssertEqual(notEmpty.name, "ENOTEMPTY")
+            XCTAssertEqual(notEmpty.context, "rmdir \(full)")
+            XCTAssertEqual(try failure(harness, Files.removeDirectory(full + "/inside")).name, "ENOTDIR")
+            XCTAssertEqual(try failure(harness, Files.remove(full)).name, "EISDIR")
+            try completes(harness, Files.remove(full + "/inside"))
+            try completes(harness, Files.removeDirectory(full))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: full))
+        }
+    }
+
+    /// A whole tree goes, depth first; a link to a directory outside is unlinked and its target keeps every file;
+    /// removing a link itself leaves its target.
+    func testRemoveTreeNeverFollowsSymbolicLinks() throws {
+        let outside = path("outside")
+        try FileManager.default.createDirectory(atPath: outside + "/deep", withIntermediateDirectories: true)
+        _ = try makeFile("outside/keep")
+        _ = try makeFile("outside/deep/keep")
+        let tree = path("tree")
+        try FileManager.default.createDirectory(atPath: tree + "/a/b/c", withIntermediateDirectories: true)
+        for name in ["tree/top", "tree/a/one", "tree/a/b/two", "tree/a/b/c/three"] { _ = try makeFile(name) }
+        XCTAssertEqual(symlink(outside, tree + "/a/b/to-outside"), 0)
+        XCTAssertEqual(symlink(outside + "/keep", tree + "/to-file"), 0)
+        XCTAssertEqual(mkfifo(tree + "/a/fifo", 0o600), 0)
+        let linkToOutside = path("link-to-outside")
+        XCTAssertEqual(symlink(outside, linkToOutside), 0)
+        try checked { harness in
+            try completes(harness, Files.removeTree(tree))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: tree))
+            try completes(harness, Files.removeTree(linkToOutside))
+            XCTAssertThrowsError(try systemStat(linkToOutside), "the link is gone")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside).sorted(), ["deep", "keep"])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside + "/deep"), ["keep"])
+
+            let single = try makeFile("single")
+            try completes(harness, Files.removeTree(single))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: single))
+            let missing = try failure(harness, Files.removeTree(path("missing")))
+            XCTAssertEqual(missing.name, "ENOENT")
+            XCTAssertEqual(missing.context, "lstat \(path("missing"))")
+        }
+    }
+
+    /// A directory `nobody` cannot write: creating in it, removing from it and a tree below it are EACCES,
+    /// naming the path, and nothing is half-removed silently.
+    func testPermissionDeniedIsEACCESNamingThePath() throws {
+        let locked = path("locked")
+        try FileManager.default.createDirectory(atPath: locked + "/sub", withIntermediateDirectories: true)
+        _ = try makeFile("locked/sub/file")
+        XCTAssertEqual(Foundation.chmod(locked, 0o555), 0)
+        XCTAssertEqual(Foundation.chmod(directory, 0o755), 0)
+        try withoutRootPrivileges {
+            try checked { harness in
+                let create = try failure(harness, Files.createDirectory(locked + "/new"))
+                XCTAssertEqual(create.name, "EACCES")
+                XCTAssertEqual(create.context, "mkdir \(locked)/new")
+                let tree = try failure(harness, Files.removeTree(locked + "/sub"))
+                XCTAssertEqual(tree.name, "EACCES")
+                XCTAssertEqual(tree.context, "unlink \(locked)/sub/file")
+            }
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: locked + "/sub/file"))
+    }
+
+    /// mkdtemp: a new empty directory of mode 0o700, in $TMPDIR for a bare prefix, where asked for a path prefix.
+    func testMakeTemporaryDirectory() throws {
+        try checked { harness in
+            let made = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: "fsmeta-")).first)
+            defer { rmdir(made) }
+            let expectedParent = (ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
+            XCTAssertTrue(made.hasPrefix(expectedParent.hasSuffix("/") ? expectedParent + "fsmeta-" : expectedParent + "/fsmeta-"), made)
+            XCTAssertEqual(made.count, expectedParent.count + (expectedParent.hasSuffix("/") ? 0 : 1) + "fsmeta-".count + 6)
+            let info = try systemStat(made)
+            XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
+            XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+
+            let here = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: path("own-"))).first)
+            XCTAssertTrue(here.hasPrefix(path("own-")), here)
+            XCTAssertNotEqual(here, made)
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: here), [])
+            XCTAssertEqual(try failure(harness, Files.makeTemporaryDirectory(prefix: path("none/x-"))).name, "ENOENT")
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `Files.stat`, `lstat`, `access`, `exists`, the attribute setters and the checks at the door (issue 17).
+final class FileMetadataTests: FileSystemTestCase {
+    /// stat agrees field by field with what Glibc's stat sees; lstat describes a link itself, stat its target.
+    func testStatAndLstatSayWhatTheSystemSays() throws {
+        let file = try makeFile("data", Array(repeating: 7, count: 12_345))
+        let link = path("link")
+        XCTAssertEqual(symlink(file, link), 0)
+        let expected = try systemStat(file)
+        try checked { harness in
+            let info = try XCTUnwrap(try completes(harness, Files.stat(file)).first)
+            XCTAssertEqual(info.type, .regular)
+            XCTAssertEqual(info.size, 12_345)
+            XCTAssertEqual(info.inode, UInt64(expected.st_ino))
+            XCTAssertEqual(info.device, UInt64(expected.st_dev))
+            XCTAssertEqual(info.permissions, UInt32(expected.st_mode) & 0o7777)
+            XCTAssertEqual(info.userID, expected.st_uid)
+            XCTAssertEqual(info.linkCount, UInt64(expected.st_nlink))
+            XCTAssertEqual(info.modificationTime, .seconds(expected.st_mtim.tv_sec) + .nanoseconds(expected.st_mtim.tv_nsec))
+
+            let followed = try XCTUnwrap(try completes(harness, Files.stat(link)).first)
+            XCTAssertEqual(followed.inode, info.inode, "stat follows the link")
+            let linkInfo = try XCTUnwrap(try completes(harness, Files.lstat(link)).first)
+            XCTAssertEqual(linkInfo.type, .symbolicLink)
+            XCTAssertEqual(linkInfo.inode, UInt64(try systemStat(link).st_ino))
+            XCTAssertNotEqual(linkInfo.inode, info.inode)
+            XCTAssertEqual(linkInfo.size, UInt64(file.utf8.count), "a link's size is its target's length")
+
+            let dir = try XCTUnwrap(try completes(harness, Files.stat(directory)).first)
+            XCTAssertEqual(dir.type, .directory)
+
+            let missing = try failure(harness, Files.stat(path("missing")))
+            XCTAssertEqual(missing.name, "ENOENT")
+            XCTAssertEqual(missing.context, "stat \(path("missing"))", "the error names the path")
+        }
+    }
+
+    /// exists: true, false for ENOENT (and a dangling link); any other error is an error (ENOTDIR under a file).
+    func testExistsIsFalseOnlyForENOENT() throws {
+        let file = try makeFile("here")
+        XCTAssertEqual(symlink(path("nowhere"), path("dangling")), 0)
+        try checked { harness in
+            XCTAssertEqual(try completes(harness, Files.exists(file)), [true])
+            XCTAssertEqual(try completes(harness, Files.exists(directory)), [true])
+            XCTAssertEqual(try completes(harness, Files.exists(path("missing"))), [false])
+            XCTAssertEqual(try completes(harness, Files.exists(path("dangling"))), [false])
+            XCTAssertEqual(try failure(harness, Files.exists(file + "/below")).name, "ENOTDIR")
+        }
+    }
+
+    /// access checks each permission for the caller's real IDs (as access(2): so root, even with its effective
+    /// IDs dropped, may read and write anything, but executes only what has an execute bit).
+    func testAccessChecksEachPermission() throws {
+        let file = try makeFile("readonly")
+        XCTAssertEqual(Foundation.chmod(file, 0o444), 0)
+        try checked { harness in
+            try completes(harness, Files.access(file, .read))
+            try completes(harness, Files.access(file, .exists))
+            let execute = try failure(harness, Files.access(file, [.read, .execute]))
+            XCTAssertEqual(execute.name, "EACCES")
+            XCTAssertEqual(execute.context, "access \(file)")
+            if getuid() == 0 {
+                try completes(harness, Files.access(file, .write))
+            } else {
+                XCTAssertEqual(try failure(harness, Files.access(file, .write)).name, "EACCES")
+            }
+            XCTAssertEqual(try failure(harness, Files.access(path("missing"), .exists)).name, "ENOENT")
+            XCTAssertEqual(try failure(harness, Files.access(file, FileAccess(rawValue: 8))).name, "EINVAL")
+        }
+    }
+
+    /// Times set with nanoseconds read back exactly (uv_fs_utime would keep microseconds); setLinkTimes sets the
+    /// link's own times and leaves its target's.
+    func testTimesRoundTripToTheNanosecond() throws {
+        let file = try makeFile("timed")
+        let link = path("timed-link")
+        XCTAssertEqual(symlink(file, link), 0)
+        let access: Duration = .seconds(1_700_000_000) + .nanoseconds(123_456_789)
+        let modification: Duration = .seconds(1_600_000_000) + .nanoseconds(987_654_321)
+        try checked { harness in
+            try completes(harness, Files.setTimes(file, access: access, modification: modification))
+            let info = try XCTUnwrap(try completes(harness, Files.stat(file)).first)
+            XCTAssertEqual(info.accessTime, access)
+            XCTAssertEqual(info.modificationTime, modification)
+            let system = try systemStat(file)
+            XCTAssertEqual(system.st_mtim.tv_nsec, 987_654_321)
+
+            let before1970: Duration = .seconds(-10) + .nanoseconds(250_000_000)  // -9.75 s
+            try completes(harness, Files.setLinkTimes(link, access: before1970, modification: before1970))
+            let linkInfo = try XCTUnwrap(try completes(harness, Files.lstat(link)).first)
+            XCTAssertEqual(linkInfo.modificationTime, before1970)
+            XCTAssertEqual(try systemStat(link).st_mtim.tv_sec, -10)
+            XCTAssertEqual(try systemStat(link).st_mtim.tv_nsec, 250_000_000)
+            XCTAssertEqual(try XCTUnwrap(try completes(harness, Files.stat(file)).first).modificationTime, modification,
+                           "the target keeps its times")
+
+            let missing = try failure(harness, Files.setTimes(path("missing"), access: access, modification: access))
+            XCTAssertEqual(missing.name, "ENOENT")
+            XCTAssertEqual(missing.context, "utimensat \(path("missing"))")
+        }
+    }
+
+    /// chmod sets the bits stat reads; a mode beyond 0o7777 is EINVAL before any request.
+    func testChmodSetsTheModeAndRefusesBitsBeyond7777() throws {
+        let file = try makeFile("mode")
+        try checked { harness in
+            try completes(harness, Files.chmod(file, 0o4751))
+            XCTAssertEqual(UInt32(try systemStat(file).st_mode) & 0o7777, 0o4751)
+            let tooBig = try failure(harness, Files.chmod(file, 0o100644))
+            XCTAssertEqual(tooBig.name, "EINVAL")
+            XCTAssertTrue(tooBig.message.contains("0o100644"), tooBig.description)
+            XCTAssertEqual(UInt32(try systemStat(file).st_mode) & 0o7777, 0o4751, "nothing changed")
+        }
+    }
+
+    /// chown and lchown change the owner stat reads (as root: to `nobody`; otherwise to the caller's own IDs);
+    /// lchown leaves the link's target alone.
+    func testChownAndLchownChangeTheOwner() throws {
+        let file = try makeFile("owned")
+        let link = path("owned-link")
+        XCTAssertEqual(symlink(file, link), 0)
+        let isRoot = geteuid() == 0
+        let user: UInt32 = isRoot ? 65534 : geteuid()
+        let group: UInt32 = isRoot ? 65534 : getegid()
+        try checked { harness in
+            try completes(harness, Files.lchown(link, user: user, group: group))
+            XCTAssertEqual(try systemStat(link).st_uid, user)
+            try completes(harness, Files.chown(file, group: group))
+            XCTAssertEqual(try systemStat(file).st_gid, group)
+            try completes(harness, Files.chown(file, user: user))
+            XCTAssertEqual(try systemStat(file).st_uid, user)
+            XCTAssertEqual(try systemStat(file).st_gid, group, "a nil group is left as it was")
+            XCTAssertEqual(try failure(harness, Files.chown(path("missing"), user: user)).name, "ENOENT")
+        }
+        if isRoot {
+            // As `nobody`, giving a file away is not allowed.
+            let rootFile = try makeFile("roots")
+            XCTAssertEqual(Foundation.chmod(directory, 0o777), 0)
+            try withoutRootPrivileges {
+                try checked { harness in
+                    XCTAssertEqual(try failure(harness, Files.chown(rootFile, user: 65534)).name, "EPERM")
+                }
+            }
+        }
+    }
+
+    /// truncate cuts and extends (zeros); a negative size is EINVAL before any request; no descriptor stays open.
+    func testTruncateCutsAndExtends() throws {
+        let file = try makeFile("sized", Array(1...100))
+        try checked { harness in
+            try completes(harness, Files.truncate(file, to: 10))
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)), Data(Array(1...10)))
+            try completes(harness, Files.truncate(file, to: 20))
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)), Data(Array(1...10) + Array(repeating: 0, count: 10)))
+            let negative = try failure(harness, Files.truncate(file, to: -1))
+            XCTAssertEqual(negative.name, "EINVAL")
+            XCTAssertTrue(negative.message.contains("-1"), negative.description)
+            XCTAssertEqual(try failure(harness, Files.truncate(path("missing"), to: 0)).context, "open \(path("missing"))")
+            XCTAssertEqual(try failure(harness, Files.truncate(directory, to: 0)).name, "EISDIR")
+            XCTAssertEqual(descriptors(openOn: file), 0)
+        }
+        XCTAssertEqual(try systemStat(file).st_size, 20)
+    }
+
+    /// An empty path and a path with a NUL byte are EINVAL with a message, before any request: nothing is made at
+    /// the part before the NUL (libuv takes C strings and would have acted on it).
+    func testEmptyPathsAndNULBytesAreRefusedAtTheDoor() throws {
+        let cut = path("cut")
+        try checked { harness in
+            let nul = try failure(harness, Files.createDirectory(cut + "\0tail"))
+            XCTAssertEqual(nul.name, "EINVAL")
+            XCTAssertTrue(nul.message.contains("NUL"), nul.description)
+            XCTAssertTrue(nul.context.contains("\\0tail"), nul.description)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: cut), "nothing was created at the part before the NUL")
+
+            let empty = try failure(harness, Files.stat(""))
+            XCTAssertEqual(empty.name, "EINVAL")
+            XCTAssertEqual(empty.message, "the path is empty")
+
+            let file = try makeFile("source")
+            let destination = try failure(harness, Files.rename(from: file, to: cut + "\0"))
+            XCTAssertTrue(destination.message.contains("destination"), destination.description)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: file), "the source was not moved")
+            XCTAssertEqual(try failure(harness, Files.symbolicLink(at: cut, pointingTo: "")).message, "the target is empty")
+            XCTAssertEqual(try failure(harness, Files.makeTemporaryDirectory(prefix: "a\0b")).name, "EINVAL")
+            XCTAssertEqual(try failure(harness, Files.list("\0")).name, "EINVAL")
+            XCTAssertEqual(try failure(harness, Files.setTimes("", access: .zero, modification: .zero)).name, "EINVAL")
+        }
+    }
+}

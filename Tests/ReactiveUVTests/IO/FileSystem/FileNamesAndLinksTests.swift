@@ -1,0 +1,156 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `Files.rename`, `copy`, `link`, `symbolicLink`, `readLink`, `realPath`, and the async forms of `FileSystem` (issue 17).
+final class FileNamesAndLinksTests: FileSystemTestCase {
+    func testRenameMovesAndNamesBothPathsInErrors() throws {
+        let source = try makeFile("before", [4, 5, 6])
+        let destination = path("after")
+        let inode = try systemStat(source).st_ino
+        try checked { harness in
+            try completes(harness, Files.rename(from: source, to: destination))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: source))
+            XCTAssertEqual(try systemStat(destination).st_ino, inode, "the same file under a new name")
+            let missing = try failure(harness, Files.rename(from: source, to: destination))
+            XCTAssertEqual(missing.name, "ENOENT")
+            XCTAssertEqual(missing.context, "rename \(source) -> \(destination)")
+        }
+    }
+
+    /// /tmp and /dev/shm are different file systems on Linux: rename across them is EXDEV, and the file stays.
+    func testRenameAcrossFileSystemsIsEXDEV() throws {
+        let source = try makeFile("crossing")
+        guard let shm = try? systemStat("/dev/shm", followLinks: true) else { throw XCTSkip("no /dev/shm on this machine") }
+        guard shm.st_dev != (try systemStat(directory)).st_dev else {
+            throw XCTSkip("/dev/shm and \(directory) are on the same device here, so no rename between them crosses file systems")
+        }
+        let destination = "/dev/shm/reactiveuv-exdev-" + UUID().uuidString
+        defer { unlink(destination) }
+        try checked { harness in
+            let error = try failure(harness, Files.rename(from: source, to: destination))
+            XCTAssertEqual(error.name, "EXDEV")
+            XCTAssertEqual(error.context, "rename \(source) -> \(destination)")
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: source))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination))
+    }
+
+    /// copy makes a second file with the same bytes and mode; it never replaces a file unless asked.
+    func testCopyNeverOverwritesUnlessAsked() throws {
+        let contents = bytePattern(200_000, seed: 9)
+        let source = try makeFile("original", contents)
+        XCTAssertEqual(Foundation.chmod(source, 0o640), 0)
+        let destination = path("copy")
+        try checked { harness in
+            try completes(harness, Files.copy(from: source, to: destination))
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: destination)), Data(contents))
+            XCTAssertNotEqual(try systemStat(destination).st_ino, try systemStat(source).st_ino)
+            XCTAssertEqual(UInt32(try systemStat(destination).st_mode) & 0o777, 0o640)
+
+            let other = try makeFile("other", [1])
+            let refused = try failure(harness, Files.copy(from: other, to: destination))
+            XCTAssertEqual(refused.name, "EEXIST")
+            XCTAssertEqual(refused.context, "copyfile \(other) -> \(destination)")
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: destination)), Data(contents), "left as it was")
+
+            try completes(harness, Files.copy(from: other, to: destination, overwrite: true))
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: destination)), Data([1]))
+            XCTAssertEqual(try failure(harness, Files.copy(from: directory, to: path("dircopy"))).name, "EISDIR")
+        }
+    }
+
+    /// A hard link is the same inode with two names; a symbolic link holds its target as written, which readLink
+    /// returns unresolved and realPath resolves.
+    func testLinksReadLinkAndRealPath() throws {
+        let file = try makeFile("target")
+        let hard = path("hard")
+        let soft = path("soft")
+        try FileManager.default.createDirectory(atPath: path("sub"), withIntermediateDirectories: false)
+        try checked { harness in
+            try completes(harness, Files.link(at: hard, pointingTo: file))
+            XCTAssertEqual(try systemStat(hard).st_ino, try systemStat(file).st_ino)
+            XCTAssertEqual(try XCTUnwrap(try completes(harness, Files.stat(file)).first).linkCount, 2)
+            let exists = try failure(harness, Files.link(at: hard, pointingTo: file))
+            XCTAssertEqual(exists.name, "EEXIST")
+            XCTAssertEqual(exists.context, "link \(hard) -> \(file)")
+
+            try completes(harness, Files.symbolicLink(at: soft, pointingTo: "sub/../target"))
+            XCTAssertEqual(try systemStat(soft).st_mode & S_IFMT, S_IFLNK)
+            XCTAssertEqual(try completes(harness, Files.readLink(soft)), ["sub/../target"])
+            let real = try XCTUnwrap(try completes(harness, Files.realPath(soft)).first)
+            XCTAssertEqual(real, URL(fileURLWithPath: file).resolvingSymlinksInPath().path)
+            XCTAssertTrue(real.hasSuffix("/target") && !real.contains(".."), real)
+
+            XCTAssertEqual(try failure(harness, Files.readLink(file)).name, "EINVAL", "not a link")
+            XCTAssertEqual(try failure(harness, Files.realPath(path("missing"))).name, "ENOENT")
+            XCTAssertEqual(try failure(harness, Files.symbolicLink(at: soft, pointingTo: "x")).name, "EEXIST")
+        }
+    }
+
+    /// The async forms run the same signals: values come back, errors are thrown as the same `UVError`s.
+    func testAsyncFormsReturnAndThrowWhatTheSignalsSend() async throws {
+        let base = directory
+        let file = base + "/async-file"
+        try Data([1, 2, 3, 4]).write(to: URL(fileURLWithPath: file))
+        let info = try await FileSystem.stat(file)
+        XCTAssertEqual(info.size, 4)
+        XCTAssertEqual(info.inode, UInt64(try systemStat(file).st_ino))
+        let exists = try await FileSystem.exists(base + "/nothing")
+        XCTAssertFalse(exists)
+        try await FileSystem.createDirectory(base + "/x/y", withParents: true)
+        try await FileSystem.copy(from: file, to: base + "/x/y/copy")
+        try await FileSystem.symbolicLink(at: base + "/x/link", pointingTo: "y")
+        let link = try await FileSystem.readLink(base + "/x/link")
+        XCTAssertEqual(link, "y")
+        var names: [String] = []
+        for try await entry in FileSystem.list(base + "/x") { names.append("\(entry.name):\(entry.type)") }
+        XCTAssertEqual(names.sorted(), ["link:symbolic link", "y:directory"])
+        do {
+            try await FileSystem.removeDirectory(base + "/x")
+            XCTFail("a directory with entries was removed")
+        } catch let error as UVError {
+            XCTAssertEqual(error.name, "ENOTEMPTY")
+            XCTAssertEqual(error.context, "rmdir \(base)/x")
+        }
+        try await FileSystem.removeTree(base + "/x")
+        let gone = try await FileSystem.exists(base + "/x")
+        XCTAssertFalse(gone)
+        let temporary = try await FileSystem.makeTemporaryDirectory(prefix: base + "/tmp-")
+        XCTAssertTrue(temporary.hasPrefix(base + "/tmp-"))
+    }
+
+    /// A request still pending when its loop shuts down ends with `EventLoopError.shutDown`, and the harness finds
+    /// no request left behind (the loop closes with 0).
+    func testALoopShutdownEndsPendingRequestsWithShutDown() throws {
+        let listed = path("shut")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        for index in 0..<50 { XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil)) }
+        let loop = EventLoop(name: "fs-shutdown")
+        let ended = Locked<[String]>([])
+        let paused = Locked<Subscription?>(nil)
+        let sawEntry = Locked(false)
+        loop.execute {
+            for index in 0..<20 {
+                _ = Files.stat(listed + "/f\(index)").subscribe(error: { error in ended.withLock { $0.append("\(error)") } },
+                                                                 completed: { ended.withLock { $0.append("completed") } })
+            }
+            // A listing paused after its first value has no request pending: the shutdown must still end it.
+            let subscription = Files.list(listed, batchSize: 5, on: nil, afterEachBatch: nil).subscribe(
+                next: { _ in
+                    paused.current?.flowControl?.pause()
+                    sawEntry.withLock { $0 = true }
+                },
+                error: { error in ended.withLock { $0.append("list: \(error)") } },
+                completed: { ended.withLock { $0.append("list completed") } })
+            paused.withLock { $0 = subscription as? Subscription }
+        }
+        waitUntil("the listing's first entry") { sawEntry.current }
+        loop.shutdown()
+        let outcomes = ended.current
+        XCTAssertEqual(outcomes.count, 21, "\(outcomes)")
+        XCTAssertTrue(outcomes.allSatisfy { $0 == "completed" || $0.contains("shut") }, "\(outcomes)")
+        XCTAssertTrue(outcomes.contains { $0.hasPrefix("list: ") && $0.contains("shut") }, "\(outcomes)")
+    }
+}

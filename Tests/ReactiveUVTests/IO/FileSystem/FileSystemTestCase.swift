@@ -1,0 +1,66 @@
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// A test case with a fresh temporary directory per test, and helpers for the file-system signals.
+class FileSystemTestCase: XCTestCase {
+    var directory = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "reactiveuv-fs-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        // Directories a test made unwritable must be writable again to be removed.
+        _ = Foundation.chmod(directory, 0o755)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A path in the test's directory.
+    func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Runs `body` on a `LoopHarness`, which checks every handle and request ended and the loop closed cleanly.
+    func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    /// Writes `bytes` to `path` with Foundation (not the code under test).
+    func makeFile(_ name: String, _ bytes: [UInt8] = [1, 2, 3]) throws -> String {
+        let file = path(name)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        return file
+    }
+
+    /// The signal's terminal event, which must be a completion; returns its values.
+    @discardableResult
+    func completes<Value>(_ harness: LoopHarness, _ signal: Signal<Value>, file: StaticString = #filePath, line: UInt = #line) throws -> [Value] {
+        let recorder = try harness.record(signal)
+        let terminal = try recorder.waitForTermination()
+        XCTAssertTrue(terminal.isCompleted, "\(terminal)", file: file, line: line)
+        return recorder.values
+    }
+
+    /// The signal's `UVError`; fails the test if it completed or failed with another error.
+    func failure<Value>(_ harness: LoopHarness, _ signal: Signal<Value>, file: StaticString = #filePath, line: UInt = #line) throws -> UVError {
+        let recorder = try harness.record(signal)
+        let terminal = try recorder.waitForTermination()
+        return try XCTUnwrap(terminal.error as? UVError, "\(terminal)", file: file, line: line)
+    }
+
+    /// What Glibc's `lstat` (or `stat`) says, independently of the code under test.
+    func systemStat(_ path: String, followLinks: Bool = false) throws -> Glibc.stat {
+        var info = Glibc.stat()
+        let result = fstatat(AT_FDCWD, path, &info, followLinks ? 0 : AT_SYMLINK_NOFOLLOW)
+        guard result == 0 else { throw TestFailure("stat \(path): errno \(errno)") }
+        return info
+    }
+
+    /// How many of this process's descriptors are open on `path`.
+    func descriptors(openOn path: String) -> Int {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+    }
+}
