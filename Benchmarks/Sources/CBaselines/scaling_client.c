@@ -20,11 +20,15 @@ uint32_t rawc_scaling_hash(const uint8_t *bytes, int count, int rounds) {
     return hash;
 }
 
-static uint64_t thread_cpu_ns(void) {
+static uint64_t cpu_ns(clockid_t clock) {
     struct timespec now;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    clock_gettime(clock, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
+
+static uint64_t thread_cpu_ns(void) { return cpu_ns(CLOCK_THREAD_CPUTIME_ID); }
+/* Every thread of the process: with the server in the same process, minus the client's. */
+static uint64_t process_cpu_ns(void) { return cpu_ns(CLOCK_PROCESS_CPUTIME_ID); }
 
 /* ---- scaling: pipelined requests ---- */
 
@@ -55,7 +59,7 @@ struct scaling_client {
     int phase; /* 0 warm-up, 1 measuring, 2 stopping */
     uint64_t replies;
     uint64_t mismatches;
-    uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns;
+    uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns, process_start_ns, process_end_ns;
     uint8_t request[SCALING_REQUEST];
     uint8_t expected[4];
     uint8_t read_buffer[65536];
@@ -136,10 +140,12 @@ static void scaling_tick(uv_timer_t *timer) {
         client->replies = 0;
         client->measure_start_ns = uv_hrtime();
         client->cpu_start_ns = thread_cpu_ns();
+        client->process_start_ns = process_cpu_ns();
     } else {
         client->phase = 2;
         client->measure_end_ns = uv_hrtime();
         client->cpu_end_ns = thread_cpu_ns();
+        client->process_end_ns = process_cpu_ns();
         scaling_close_all(client);
     }
 }
@@ -173,6 +179,7 @@ int rawc_scaling_client(int port, int connections, int depth, int rounds, int wa
     result->replies = client->replies;
     result->elapsed_ns = client->measure_end_ns - client->measure_start_ns;
     result->client_cpu_ns = client->cpu_end_ns - client->cpu_start_ns;
+    result->process_cpu_ns = client->process_end_ns - client->process_start_ns;
     result->mismatches = client->mismatches;
     int status = client->failed || client->connected != connections ? -1 : 0;
     free(client->connections);
@@ -201,7 +208,7 @@ struct churn_client {
     int phase;
     uint64_t completed;
     uint64_t failures;
-    uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns;
+    uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns, process_start_ns, process_end_ns;
     struct sockaddr_in address;
     char message[64];
     char read_buffer[65536];
@@ -271,10 +278,12 @@ static void churn_tick(uv_timer_t *timer) {
         client->completed = 0;
         client->measure_start_ns = uv_hrtime();
         client->cpu_start_ns = thread_cpu_ns();
+        client->process_start_ns = process_cpu_ns();
     } else {
         client->phase = 2;
         client->measure_end_ns = uv_hrtime();
         client->cpu_end_ns = thread_cpu_ns();
+        client->process_end_ns = process_cpu_ns();
         uv_close((uv_handle_t *)&client->timer, NULL);
     }
 }
@@ -298,6 +307,7 @@ int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, ra
     result->connections = client->completed;
     result->elapsed_ns = client->measure_end_ns - client->measure_start_ns;
     result->client_cpu_ns = client->cpu_end_ns - client->cpu_start_ns;
+    result->process_cpu_ns = client->process_end_ns - client->process_start_ns;
     result->failures = client->failures;
     free(client->slots);
     free(client);

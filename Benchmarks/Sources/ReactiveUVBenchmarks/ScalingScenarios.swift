@@ -22,6 +22,19 @@ enum ScalingScenarios {
         var requestsPerSecond: Double
         /// The client thread's CPU time over the measured wall time (1 = one core).
         var clientCores: Double
+        /// For a server in this process: its threads' CPU time per request (or connection), µs —
+        /// steadier than the rate on a shared machine.
+        var serverMicrosecondsPerOperation: Double?
+    }
+
+    static func figures(operations: UInt64, elapsed: UInt64, clientCPU: UInt64, processCPU: UInt64, inProcess: Bool) -> Figures {
+        let server = inProcess && operations > 0 && processCPU > clientCPU ? Double(processCPU - clientCPU) / 1000 / Double(operations) : nil
+        return Figures(requestsPerSecond: Double(operations) / (Double(elapsed) / 1e9),
+                       clientCores: Double(clientCPU) / Double(elapsed), serverMicrosecondsPerOperation: server)
+    }
+
+    static func serverCost(_ figures: Figures) -> String {
+        figures.serverMicrosecondsPerOperation.map { "; server CPU \(format($0)) µs/op" } ?? ""
     }
 
     static func scaling(warmup: Int, measure: Int) -> ScenarioResult {
@@ -36,7 +49,7 @@ enum ScalingScenarios {
             guard let figures else { return }
             let speedUp = single.map { ", \(format(figures.requestsPerSecond / $0.requestsPerSecond))× its one-thread row" } ?? ""
             measurements.append(Measurement(name, figures.requestsPerSecond / 1000,
-                                            detail: "\(what)\(speedUp); client \(format(figures.clientCores * 100))% of a core"))
+                                            detail: "\(what)\(speedUp); client \(format(figures.clientCores * 100))% of a core\(serverCost(figures))"))
         }
         add(Contender.ours, oursTwo, oursOne, "TCPServer.serve(on: group), 2 loops")
         add(oneLoop, oursOne, nil, "TCPServer.serve(on: group), 1 loop")
@@ -55,7 +68,7 @@ enum ScalingScenarios {
     static let nodeOneWorker = "Node, 1 worker"
 
     /// Runs the C client against `port` on the calling thread.
-    static func runClient(port: Int, warmup: Int, measure: Int) -> Figures? {
+    static func runClient(port: Int, warmup: Int, measure: Int, inProcess: Bool = true) -> Figures? {
         var result = rawc_scaling_result()
         let status = rawc_scaling_client(Int32(port), Int32(connections), Int32(depth), Int32(rounds),
                                          Int32(warmup), Int32(measure), &result)
@@ -64,8 +77,8 @@ enum ScalingScenarios {
             return nil
         }
         if result.mismatches > 0 { print("   (\(result.mismatches) replies had the wrong hash)") }
-        return Figures(requestsPerSecond: Double(result.replies) / (Double(result.elapsed_ns) / 1e9),
-                       clientCores: Double(result.client_cpu_ns) / Double(result.elapsed_ns))
+        return figures(operations: result.replies, elapsed: result.elapsed_ns, clientCPU: result.client_cpu_ns,
+                       processCPU: result.process_cpu_ns, inProcess: inProcess)
     }
 
     // MARK: ours
@@ -143,7 +156,7 @@ enum ScalingScenarios {
         for (name, figures, what) in [(Contender.ours, two, "2 loops"), (oneLoop, one, "1 loop")] {
             guard let figures else { continue }
             measurements.append(Measurement(name, figures.requestsPerSecond / 1000,
-                                            detail: "TCPServer.serve(on: group), \(what); client \(format(figures.clientCores * 100))% of a core"))
+                                            detail: "TCPServer.serve(on: group), \(what); client \(format(figures.clientCores * 100))% of a core\(serverCost(figures))"))
         }
         return ScenarioResult(
             name: "Group accept churn",
@@ -174,8 +187,8 @@ enum ScalingScenarios {
         var result = rawc_churn_result()
         guard rawc_churn_client(Int32(bound), 100, Int32(warmup), Int32(measure), &result) == 0, result.elapsed_ns > 0 else { return nil }
         if result.failures > 0 { print("   (\(result.failures) churn connections failed)") }
-        return Figures(requestsPerSecond: Double(result.connections) / (Double(result.elapsed_ns) / 1e9),
-                       clientCores: Double(result.client_cpu_ns) / Double(result.elapsed_ns))
+        return figures(operations: result.connections, elapsed: result.elapsed_ns, clientCPU: result.client_cpu_ns,
+                       processCPU: result.process_cpu_ns, inProcess: true)
     }
 
     // MARK: SwiftNIO
@@ -250,6 +263,6 @@ enum ScalingScenarios {
             portLine.append(chunk)
         }
         guard let port = Int(String(decoding: portLine, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
-        return runClient(port: port, warmup: warmup, measure: measure)
+        return runClient(port: port, warmup: warmup, measure: measure, inProcess: false)
     }
 }

@@ -104,6 +104,7 @@ typedef struct {
     uint64_t replies;
     uint64_t elapsed_ns;
     uint64_t client_cpu_ns;
+    uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
     uint64_t mismatches;
 } rawc_scaling_result;
 int rawc_scaling_client(int port, int connections, int depth, int rounds, int warmup_ms, int measure_ms,
@@ -116,6 +117,7 @@ typedef struct {
     uint64_t connections;
     uint64_t elapsed_ns;
     uint64_t client_cpu_ns;
+    uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
     uint64_t failures;
 } rawc_churn_result;
 int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, rawc_churn_result *result);
