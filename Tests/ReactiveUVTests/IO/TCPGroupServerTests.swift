@@ -153,6 +153,41 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// The README's group example is this code, and it serves: a client's bytes come back,
+    /// and disposing leaves every group loop with nothing open.
+    func testTheReadmeGroupExampleIsThisCodeAndEchoes() throws {
+        try assertReadmeBlock(containing: "onAccepted: { connection in", matches: "README-GROUP")
+        let port = try unusedPort()
+        // README-GROUP-BEGIN
+        // Each loop listens on the port; each client is served on the loop that accepted it.
+        let group = EventLoopGroup(loopCount: 2)
+        let server = TCPServer.serve(port: port, on: group, onAccepted: { connection in
+            // On the connection's own loop: its bytes are read and echoed there.
+            connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+        }).subscribe(
+            next: { event in if case .listening(let address) = event { print("listening on", address) } },
+            error: { print("cannot serve:", $0) })
+        // README-GROUP-END
+        LoopHarness.run { harness in
+            var client: BlockingClient?
+            try harness.wait(for: "the server to listen") {
+                client = try? BlockingClient(port: port)
+                return client != nil
+            }
+            try client!.sendAll(Array("hello".utf8))
+            XCTAssertEqual(try client!.receive(exactly: 5), Array("hello".utf8))
+            client!.shutdownWrite()
+            XCTAssertEqual(try client!.receiveUntilEOF(), [], "the server closed after the client's EOF")
+            client!.close()
+            server.dispose()
+            for loop in group.loops {
+                try harness.wait(for: "loop \(loop.name) has nothing open") { (try? loop.openHandles()) == [] }
+            }
+        }
+        let reports = try group.tryShutdown()
+        XCTAssertEqual(reports.map(\.loopCloseResult), [0, 0])
+    }
+
     // MARK: - support
 
     private func listeningPort(_ server: EventRecorder<TCPServer.Event>) throws -> Int {
