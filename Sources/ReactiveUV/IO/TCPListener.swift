@@ -37,7 +37,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private let source: Source
     private let backlog: Int32
     private let options: TCPOptions
-    /// What the connections it accepted say made them.
+    /// What made the listener, for its label: "TCPServer.listen", or with the loop for a group's share.
     private let origin: String
     /// nil once the listener ended.
     private var callbacks: Callbacks?
@@ -149,12 +149,21 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         let place = address?.description ?? "\(source)"
         let outcome = accepted.accept(
             status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
-            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "accepted by \(origin)(\(place))") },
+            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: acceptedOrigin(place)) },
             details: { $0.didConnectTCP(options: options) })
         switch outcome {
         case .accepted(let stream, let addresses): callbacks?.onEvent(.accepted(TCPConnection(stream, addresses: addresses)))
         case .refused(let addresses, let open): callbacks?.onEvent(.refused(peer: addresses.peer, open: open))
         case nil: break
+        }
+    }
+
+    /// What an accepted connection's label says made it: "accepted by TCPServer.listen(127.0.0.1:80)",
+    /// with the loop for a group's share.
+    private func acceptedOrigin(_ place: String) -> String {
+        switch source {
+        case .bind: "accepted by TCPServer.listen(\(place))"
+        case .descriptor: "accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'"
         }
     }
 
