@@ -25,6 +25,8 @@ enum ScalingScenarios {
         /// For a server in this process: its threads' CPU time per request (or connection), µs —
         /// steadier than the rate on a shared machine.
         var serverMicrosecondsPerOperation: Double?
+        /// How the connections were spread over the loops, when known ("35/29").
+        var spread: String?
     }
 
     static func figures(operations: UInt64, elapsed: UInt64, clientCPU: UInt64, processCPU: UInt64, inProcess: Bool) -> Figures {
@@ -34,7 +36,11 @@ enum ScalingScenarios {
     }
 
     static func serverCost(_ figures: Figures) -> String {
-        figures.serverMicrosecondsPerOperation.map { "; server CPU \(format($0)) µs/op" } ?? ""
+        (figures.serverMicrosecondsPerOperation.map {
+            // CPU per operation × operations per second: how many cores the server got.
+            "; server CPU \(format($0)) µs/op (\(format($0 * figures.requestsPerSecond / 1e6)) cores busy)"
+        } ?? "")
+            + (figures.spread.map { "; connections per loop \($0)" } ?? "")
     }
 
     static func scaling(warmup: Int, measure: Int) -> ScenarioResult {
@@ -61,6 +67,28 @@ enum ScalingScenarios {
             name: "Scaling (one loop → two)",
             workload: "\(connections) connections from one C client loop, \(depth) pipelined 4 KiB requests each, reply = FNV-1a over the request ×\(rounds); \(measure) ms after \(warmup) ms warm-up, \(ProcessInfo.processInfo.activeProcessorCount) cores",
             unit: "k requests/s", higherIsBetter: true, target: (oneLoop, 1.6), measurements: measurements)
+    }
+
+    /// Ours only, one loop and two alternated `rounds` times: on a shared machine a burst of
+    /// someone else's work hits one row of a run; the median of the pairs' ratios holds better.
+    static func interleaved(rounds: Int, warmup: Int, measure: Int) -> ScenarioResult {
+        var ones: [Double] = [], twos: [Double] = [], ratios: [Double] = [], busy1: [Double] = [], busy2: [Double] = []
+        for _ in 0..<rounds {
+            guard let one = ours(loops: 1, warmup: warmup, measure: measure),
+                  let two = ours(loops: 2, warmup: warmup, measure: measure) else { continue }
+            ones.append(one.requestsPerSecond / 1000)
+            twos.append(two.requestsPerSecond / 1000)
+            ratios.append(two.requestsPerSecond / one.requestsPerSecond)
+            busy1.append((one.serverMicrosecondsPerOperation ?? 0) * one.requestsPerSecond / 1e6)
+            busy2.append((two.serverMicrosecondsPerOperation ?? 0) * two.requestsPerSecond / 1e6)
+        }
+        let listed = ratios.map { format($0) }.joined(separator: ", ")
+        return ScenarioResult(
+            name: "Scaling, ours interleaved",
+            workload: "the Scaling workload, ours on 1 and 2 loops alternated \(rounds) times; medians",
+            unit: "k requests/s", higherIsBetter: true, target: (oneLoop, 1.6),
+            measurements: [Measurement(Contender.ours, median(twos), detail: "2 loops; pair ratios \(listed); median ratio \(format(median(ratios)))×; cores busy \(busy2.map { format($0) }.joined(separator: ", "))"),
+                           Measurement(oneLoop, median(ones), detail: "1 loop; cores busy \(busy1.map { format($0) }.joined(separator: ", "))")])
     }
 
     static let oneLoop = "ours, 1 loop"
@@ -120,7 +148,9 @@ enum ScalingScenarios {
         defer { group.shutdown() }
         let port = Atomic<Int>(0)
         let listening = CondFlag()
+        let perLoop = Mutex<[String: Int]>([:])
         let server = TCPServer.serve(port: 0, backlog: 1024, on: group, onAccepted: { connection in
+            perLoop.withLock { $0[connection.loop.name, default: 0] += 1 }
             // On the connection's loop: the subscription's home is that loop.
             let session = HashSession()
             _ = connection.bytes.subscribe(next: { chunk in
@@ -140,7 +170,9 @@ enum ScalingScenarios {
         defer { server.dispose() }
         let bound = port.load(ordering: .acquiring)
         guard bound != 0 else { return nil }
-        return runClient(port: bound, warmup: warmup, measure: measure)
+        var figures = runClient(port: bound, warmup: warmup, measure: measure)
+        figures?.spread = perLoop.withLock { counts in group.loops.map { String(counts[$0.name] ?? 0) }.joined(separator: "/") }
+        return figures
     }
 
     // MARK: connection churn

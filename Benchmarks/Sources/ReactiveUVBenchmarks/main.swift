@@ -36,6 +36,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
     ("spawn rate", { [ProcessScenarios.spawnRate(count: 2000 / scale, rounds: quick ? 3 : 5)] }),
     ("Scaling (one loop → two)", { [ScalingScenarios.scaling(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
+    ("Scaling, ours interleaved", { [ScalingScenarios.interleaved(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("Group accept churn", { [ScalingScenarios.churn(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
