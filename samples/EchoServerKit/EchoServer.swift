@@ -1,4 +1,5 @@
 import ReactiveUV
+import Synchronization
 
 /// What an echo server reports as clients come and go.
 ///
@@ -10,6 +11,8 @@ public enum EchoEvent: Sendable {
     case listeningOnPath(String)
     /// A client connected; `open` counts the clients connected now (a Unix socket's client has no address: nil).
     case connected(peer: SocketAddress?, open: Int)
+    /// A client is served on the loop named `loop` (a server on a group only; sent just before `.connected`).
+    case served(peer: SocketAddress?, loop: String)
     /// A client went away after `bytes` bytes were echoed; `error` says why if it was not a clean close.
     case disconnected(peer: SocketAddress?, bytes: Int, error: (any Error)?, open: Int)
     /// A client was turned away at once because `options.maxConnections` clients were connected.
@@ -62,6 +65,50 @@ public enum EchoServer {
         }
     }
 
+    /// Like `run(host:port:options:on:)`, on every loop of `group`: each client is echoed on the
+    /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:)`),
+    /// so the server uses every loop's core.
+    ///
+    /// The events reach the subscriber on its home loop; `.served` names each client's loop
+    /// before its `.connected`, and `open` counts the clients of every loop.
+    ///
+    /// - Parameters:
+    ///   - host: The address to listen on.
+    ///   - port: The port; 0 picks a free one (reported by `.listening`).
+    ///   - options: Socket options and buffer limits for each client; `maxConnections` counts across the group.
+    ///   - group: The loops that serve the clients.
+    /// - Returns: A signal of server events; it never completes on its own.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func run(
+        host: String = "127.0.0.1",
+        port: Int,
+        options: TCPOptions = TCPOptions(),
+        on group: EventLoopGroup
+    ) -> Signal<EchoEvent> {
+        Signal { subscriber in
+            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+            let serveHere: @Sendable (TCPConnection) -> Void = { connection in
+                // On the connection's loop: its bytes are subscribed (and echoed) there.
+                subscriber.sendNext(.served(peer: connection.peerAddress, loop: connection.loop.name))
+                sessions.serve(connection, peer: connection.peerAddress)
+            }
+            let server = TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere).subscribe(
+                next: { event in
+                    switch event {
+                    case .listening(let address): subscriber.sendNext(.listening(address))
+                    case .accepted: break  // served in `onAccepted`, on its own loop
+                    case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
+                    }
+                },
+                error: { subscriber.sendError($0) })
+            return ActionDisposable {
+                server.dispose()
+                sessions.disposeAll()
+            }
+        }
+    }
+
     /// Like `run(host:port:options:on:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
     ///
     /// - Parameters:
@@ -97,14 +144,13 @@ public enum EchoServer {
 
 /// The clients of one echo server subscription.
 ///
-/// Everything runs on the subscription's home loop thread (the server's events
-/// and every connection's bytes are delivered there), so nothing is locked.
-/// The callbacks of several subscriptions share it, so it is Sendable: by
-/// that confinement, not by a lock.
-private final class EchoSessions: @unchecked Sendable {
-    // Home loop thread only: created in `didSubscribe`, used by callbacks and teardown that run there.
+/// Each client is served on its connection's loop: the subscription's home for a server
+/// on one loop, the loop that accepted it for a server on a group, so several loops may
+/// add and remove clients at once: the table of clients is behind a mutex (taken once per
+/// connect and disconnect, never per chunk).
+private final class EchoSessions: Sendable {
     private let report: @Sendable (EchoEvent) -> Void
-    private var reading: [ObjectIdentifier: any Disposable] = [:]
+    private let reading = Mutex<[ObjectIdentifier: any Disposable]>([:])
 
     init(report: @escaping @Sendable (EchoEvent) -> Void) { self.report = report }
 
@@ -112,13 +158,20 @@ private final class EchoSessions: @unchecked Sendable {
     func serve(_ connection: StreamConnection, peer: SocketAddress?) {
         let key = ObjectIdentifier(connection)
         let client = EchoClient()
-        reading[key] = CompoundDisposable()  // a placeholder: `bytes` may end before subscribe returns
-        report(.connected(peer: peer, open: reading.count))
+        // A placeholder: `bytes` may end before subscribe returns.
+        let open = reading.withLock { reading in
+            reading[key] = CompoundDisposable()
+            return reading.count
+        }
+        report(.connected(peer: peer, open: open))
         let finish: @Sendable ((any Error)?) -> Void = { [weak self] error in
             guard let self, !client.finished else { return }
             client.finished = true
-            reading[key] = nil
-            report(.disconnected(peer: peer, bytes: client.echoed, error: error, open: reading.count))
+            let open = reading.withLock { reading in
+                reading[key] = nil
+                return reading.count
+            }
+            report(.disconnected(peer: peer, bytes: client.echoed, error: error, open: open))
         }
         let subscription = connection.bytes.subscribe(
             next: { chunk in
@@ -134,19 +187,29 @@ private final class EchoSessions: @unchecked Sendable {
                 connection.shutdown().subscribe(error: { _ in connection.close() }, completed: { connection.close() })
                 finish(nil)
             })
-        if !client.finished { reading[key] = subscription }
+        if !client.finished {
+            let kept = reading.withLock { reading in
+                // Gone when `disposeAll` ran meanwhile (another thread's dispose, for a group).
+                guard reading[key] != nil else { return false }
+                reading[key] = subscription
+                return true
+            }
+            if !kept { subscription.dispose() }
+        }
     }
 
     func disposeAll() {
-        let all = reading.values
-        reading.removeAll()
+        let all = reading.withLock { reading in
+            defer { reading.removeAll() }
+            return Array(reading.values)
+        }
         for subscription in all { subscription.dispose() }
     }
 }
 
 /// One client's count, shared by its subscription's callbacks.
 private final class EchoClient: @unchecked Sendable {
-    // Home loop thread only, like `EchoSessions`.
+    // The connection's loop thread only: `serve` and the `bytes` callbacks run there.
     var echoed = 0
     var finished = false
 }

@@ -1,6 +1,6 @@
 // echo: a TCP (or Unix-socket) echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
 //
-//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000]
+//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--loops N] [--verbose]
 //   echo --unix /tmp/echo.sock [--max-connections 1000]
 import EchoServerKit
 import ReactiveUV
@@ -12,10 +12,13 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo --port N [--host ADDRESS] [--max-connections N]
+    usage: echo --port N [--host ADDRESS] [--max-connections N] [--loops N] [--verbose]
            echo --unix PATH [--max-connections N]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
+      --loops N             serve TCP clients on N loops, each on its own thread (default: one
+                            per core); the kernel spreads the clients over them
+      --verbose             print which loop serves each client
       --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left
                             by an earlier run that nobody listens on is replaced; removed on exit)
       --max-connections N   reset clients beyond N connected at once (default: no limit)
@@ -26,6 +29,8 @@ struct Options {
     var port: Int?
     var unixPath: String?
     var maxConnections: Int?
+    var loops: Int?
+    var verbose = false
 
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
@@ -44,12 +49,23 @@ struct Options {
                     throw UsageError("--max-connections needs a whole number of at least 1, got '\(text)'")
                 }
                 options.maxConnections = limit
+            case "--loops":
+                let text = try reader.value(for: argument)
+                guard let count = Int(text), (1...1024).contains(count) else {
+                    throw UsageError("--loops needs a whole number from 1 to 1024, got '\(text)'")
+                }
+                options.loops = count
+            case "--verbose":
+                options.verbose = true
             default:
                 throw UsageError("unknown argument '\(argument)'")
             }
         }
         guard (options.port == nil) != (options.unixPath == nil) else {
             throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
+        }
+        if options.unixPath != nil && options.loops != nil {
+            throw UsageError("--loops serves TCP only: a Unix socket is served on one loop")
         }
         return options
     }
@@ -68,19 +84,26 @@ func main() -> Int32 {
 
     let server: Signal<EchoEvent>
     let place: String
+    // TCP clients are served on a group's loops; the main loop only prints.
+    let group = options.unixPath == nil ? EventLoopGroup(loopCount: options.loops ?? onlineProcessorCount(), name: "echo") : nil
     if let path = options.unixPath {
         place = path
         server = EchoServer.run(unixPath: path, options: UnixSocketOptions(maxConnections: options.maxConnections,
                                                                            removeStaleSocketFile: true))
     } else {
         place = "\(options.host):\(options.port!)"
-        server = EchoServer.run(host: options.host, port: options.port!, options: TCPOptions(maxConnections: options.maxConnections))
+        server = EchoServer.run(host: options.host, port: options.port!,
+                                options: TCPOptions(maxConnections: options.maxConnections), on: group!)
     }
+    let verbose = options.verbose
     subscriptions.add(server.subscribe(
         next: { event in
             switch event {
             case .listening(let address):
                 printLine("echo: listening on \(address)")
+                if let group { printLine("echo: serving on \(group.loops.count) loop(s)") }
+            case .served(let peer, let loopName):
+                if verbose { printLine("client \(describe(peer)) served on loop \(loopName)") }
             case .listeningOnPath(let path):
                 printLine("echo: listening on unix \(path)")
             case .connected(let peer, let open):
@@ -108,8 +131,15 @@ func main() -> Int32 {
     // Returns once the subscriptions are disposed and the connections closed.
     loop.run()
     let result = status.value
+    // Closes what the group's loops still hold (the server's disposal was queued to them).
+    group?.shutdown()
     loop.shutdown()
     return result
+}
+
+/// One loop per online core (`sysconf(_SC_NPROCESSORS_ONLN)`), at least one.
+func onlineProcessorCount() -> Int {
+    max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 }
 
 exit(main())

@@ -38,6 +38,9 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("file read, 1 GiB in 64 KiB chunks", { [FileScenarios.read(size: (1 << 30) / scale, rounds: quick ? 1 : 5)] }),
     ("stat throughput", { [FileSystemScenarios.stat(count: 200_000 / scale, rounds: quick ? 3 : 5)] }),
     ("directory listing", { [FileSystemScenarios.list(entries: 100_000 / scale, rounds: quick ? 3 : 5)] }),
+    ("Scaling (one loop → two)", { [ScalingScenarios.scaling(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
+    ("Scaling, ours interleaved", { [ScalingScenarios.interleaved(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
+    ("Group accept churn", { [ScalingScenarios.churn(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

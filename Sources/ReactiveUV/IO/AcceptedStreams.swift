@@ -1,4 +1,41 @@
 internal import CLibUV
+import Synchronization
+
+/// How many connections a server keeps open, against its limit: one per server subscription,
+/// shared by the listeners of every loop when it serves on a group (`TCPServer.serve(on: group)`),
+/// so the limit counts across the group.
+///
+/// Thread rule: safe from any thread (one atomic count).
+final class ConnectionBudget: Sendable {
+    /// The most connections open at once (nil: no limit).
+    let limit: Int?
+    private let count = Atomic<Int>(0)
+
+    init(limit: Int?) { self.limit = limit }
+
+    /// The connections open now.
+    var open: Int { count.load(ordering: .relaxed) }
+
+    /// Counts one more connection, unless the limit is reached.
+    func take() -> Bool {
+        guard let limit else {
+            count.wrappingAdd(1, ordering: .relaxed)
+            return true
+        }
+        var current = count.load(ordering: .relaxed)
+        while current < limit {
+            let (exchanged, original) = count.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    /// A connection taken with `take()` has ended.
+    func give(_ connections: Int = 1) {
+        count.wrappingSubtract(connections, ordering: .relaxed)
+    }
+}
 
 /// The connections a listening stream accepted: taking one from libuv, the connection
 /// limit, and ending them all. One copy for every listener (TCP and Unix-domain sockets),
@@ -14,13 +51,13 @@ final class AcceptedStreams: StreamHandleOwner {
         case refused(Details, open: Int)
     }
 
-    /// The most connections open at once (nil: no limit).
-    private let maxConnections: Int?
-    /// The open connections, until each ends (`streamDidEnd`) or `endAll`.
+    /// The limit and the count of open connections (shared by a group's listeners).
+    private let budget: ConnectionBudget
+    /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of `budget`.
     private var streams: [ObjectIdentifier: StreamHandle] = [:]
 
-    init(maxConnections: Int?) {
-        self.maxConnections = maxConnections
+    init(budget: ConnectionBudget) {
+        self.budget = budget
     }
 
     /// Takes the connection libuv says is pending on `listener` into a stream `makeStream`
@@ -49,11 +86,11 @@ final class AcceptedStreams: StreamHandleOwner {
             return nil
         }
         let read = details(stream)
-        if let limit = maxConnections, streams.count >= limit {
+        guard budget.take() else {
             // Accepted only to be turned away: a TCP reset tells the client at once and
             // leaves no TIME_WAIT state here.
             stream.end(.closed, reset: resetRefused)
-            return .refused(read, open: streams.count)
+            return .refused(read, open: budget.open)
         }
         stream.owner = self
         streams[ObjectIdentifier(stream)] = stream
@@ -61,13 +98,14 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
-        streams[ObjectIdentifier(stream)] = nil
+        if streams.removeValue(forKey: ObjectIdentifier(stream)) != nil { budget.give() }
     }
 
     /// Ends every open connection (the listener is going away).
     func endAll(_ reason: StreamHandle.EndReason) {
         let open = streams.values
         streams.removeAll()
+        budget.give(open.count)
         for stream in open { stream.end(reason) }
     }
 }

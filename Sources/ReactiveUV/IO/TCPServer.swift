@@ -73,6 +73,96 @@ public enum TCPServer {
         }.debugNamed("+TCPServer.serve(\(host):\(port))")
     }
 
+    /// Listens on `host:port` on every loop of `group` and sends each accepted connection.
+    ///
+    /// The group form of `listen(host:port:backlog:options:on:)`: see
+    /// `serve(host:port:backlog:options:on:onAccepted:)` for where connections live, which
+    /// thread each one arrives on, and what ends the signal.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port, shared by every loop's socket.
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted.
+    ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
+    ///   - group: The loops that accept and home the connections; every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread with each connection, before it is sent.
+    /// - Returns: A signal of accepted connections.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func listen(
+        host: String = "127.0.0.1",
+        port: Int,
+        backlog: Int32 = 128,
+        options: TCPOptions = TCPOptions(),
+        on group: EventLoopGroup,
+        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil
+    ) -> Signal<TCPConnection> {
+        groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
+                            onAccepted: onAccepted) { event, subscriber in
+            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
+        }.debugNamed("+TCPServer.listen(\(host):\(port), on: group)")
+    }
+
+    /// Serves `host:port` on every loop of `group`: each loop listens on a socket of its own,
+    /// bound to the same address with `SO_REUSEPORT`, and the kernel spreads the clients over them.
+    ///
+    /// Where things happen:
+    /// - Each connection is accepted by one loop and lives there: its `TCPConnection`'s
+    ///   `bytes`, sends and closing run on that loop's thread (`connection.loop`).
+    /// - `onAccepted` is called on that loop's thread with each connection, before
+    ///   `.accepted` is sent: a subscription to `connection.bytes` made there has that loop
+    ///   as its home, so each connection is served on its own loop, and the server uses
+    ///   every loop of the group (`EventLoop.current` there is `connection.loop`).
+    /// - `.accepted` and `.refused` are sent from the loop that took the connection;
+    ///   `.listening` from the group's first loop, once every loop's socket is bound and
+    ///   listening. The subscriber receives them on its home loop, as every subscriber does:
+    ///   at once when its home is the sending loop, else hopped there. So a subscriber whose
+    ///   home is one loop sees every event on that loop, `.listening` first, then the
+    ///   connections of each loop in the order that loop accepted them (no order between
+    ///   two loops); and work it starts there for a connection (such as subscribing to its
+    ///   `bytes`) runs on its home, one core, with each chunk hopped from the connection's
+    ///   loop. Start per-connection work in `onAccepted` instead.
+    ///
+    /// The rest is `serve(host:port:backlog:options:on:)`'s: `.listening` once with the bound
+    /// address (the port chosen when 0 was asked, the same on every loop), `maxConnections`
+    /// counted across the group (`.refused` names the count), bind errors end the signal.
+    /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
+    /// has `SO_REUSEPORT` (a second group server on the same port would otherwise take part
+    /// of the clients silently). A loop of the group that has shut down (or never started)
+    /// fails the subscription with `EventLoopError.shutDown` (or `couldNotStart`) naming it,
+    /// before anything is bound.
+    ///
+    /// Disposing stops every loop's listening and closes every connection the server
+    /// accepted (on each connection's loop). A loop of the group that shuts down while the
+    /// server runs ends only its share: its socket closes (Linux resets the clients queued on
+    /// it and not yet accepted), its connections end as at any loop shutdown, and new
+    /// clients go to the other loops; when the last loop has shut down the signal ends with
+    /// `EventLoopError.shutDown` naming it.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted.
+    ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
+    ///   - group: The loops that accept and home the connections; every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread with each connection, before `.accepted` is sent.
+    /// - Returns: A signal of server events.
+    ///
+    /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
+    public static func serve(
+        host: String = "127.0.0.1",
+        port: Int,
+        backlog: Int32 = 128,
+        options: TCPOptions = TCPOptions(),
+        on group: EventLoopGroup,
+        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil
+    ) -> Signal<Event> {
+        groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
+                            onAccepted: onAccepted) { event, subscriber in
+            subscriber.sendNext(event)
+        }.debugNamed("+TCPServer.serve(\(host):\(port), on: group)")
+    }
+
     /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
         _ what: String, host: String, port: Int, backlog: Int32, options: TCPOptions, on loop: EventLoop?,
@@ -80,128 +170,31 @@ public enum TCPServer {
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
-                let listener = TCPListener(loop: loop, host: host, port: port, backlog: backlog, options: options,
-                                           onEvent: { send($0, subscriber) },
-                                           onError: { subscriber.sendError($0) })
+                let listener = TCPListener(
+                    loop: loop, source: .bind(host: host, port: port), backlog: backlog, options: options,
+                    budget: ConnectionBudget(limit: options.maxConnections),
+                    callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
                 listener.start()
                 return listener
             }
         }
     }
-}
 
-/// The listening `uv_tcp_t` of one server subscription, and the connections it accepted.
-final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
-    private let host: String
-    private let port: Int
-    private let backlog: Int32
-    private let options: TCPOptions
-    /// Told `.listening`, then each `.accepted` and `.refused`; nil once the listener ended.
-    private var onEvent: ((TCPServer.Event) -> Void)?
-    private var onError: ((any Error) -> Void)?
-    private var lookup: (any Disposable)?
-    private var address: SocketAddress?
-    /// The connections it accepted (their owner).
-    private let accepted: AcceptedStreams
-    let disposedFlag = Atomic<Bool>(false)
-
-    init(loop: EventLoop, host: String, port: Int, backlog: Int32, options: TCPOptions,
-         onEvent: @escaping (TCPServer.Event) -> Void,
-         onError: @escaping (any Error) -> Void) {
-        self.host = host
-        self.port = port
-        self.backlog = backlog
-        self.options = options
-        self.onEvent = onEvent
-        self.onError = onError
-        accepted = AcceptedStreams(maxConnections: options.maxConnections)
-        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
-    }
-
-    override var label: String { "tcp listener on \(address?.description ?? "\(host):\(port)") from TCPServer.listen" }
-
-    /// Resolves the host (at once when numeric), then binds and listens.
-    func start() {
-        lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
-            lookup = nil
-            guard !isDisposed else { return }
-            switch result {
-            case .success(let addresses): bindAndListen(addresses[0])
-            case .failure(let error): fail(error)
+    /// A signal that opens a `GroupListener` (a `TCPListener` per loop) per subscription.
+    private static func groupListenerSignal<Value>(
+        host: String, port: Int, backlog: Int32, options: TCPOptions, group: EventLoopGroup,
+        onAccepted: (@Sendable (TCPConnection) -> Void)?,
+        send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
+    ) -> Signal<Value> {
+        Signal { subscriber in
+            // The first loop resolves and binds; each loop then adopts its own socket.
+            LoopBinding.open(on: group.loops[0], for: subscriber, what: "TCPServer.serve(on: group)") { _ in
+                let listener = GroupListener(
+                    group: group, host: host, port: port, backlog: backlog, options: options, onAccepted: onAccepted,
+                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) })
+                listener.start()
+                return listener
             }
         }
     }
-
-    private func bindAndListen(_ address: SocketAddress) {
-        guard loop.acceptsNewHandles else {
-            fail(EventLoopError.shutDown(loop: loop.name))
-            return
-        }
-        self.address = address
-        let tcp = pointer(as: uv_tcp_t.self)
-        do {
-            try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
-            didOpen()
-            // Linux reports EADDRINUSE from uv_listen (libuv defers the bind error), so both are checked.
-            try uvCheck(address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }, "bind to \(address)")
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
-                        "listen on \(address)")
-        } catch {
-            fail(error)
-            return
-        }
-        let bound = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) } ?? address
-        self.address = bound
-        onEvent?(.listening(bound))
-    }
-
-    fileprivate func accept(status: Int32) {
-        let place = address?.description ?? host
-        let outcome = accepted.accept(
-            status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
-            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "accepted by TCPServer.listen(\(place))") },
-            details: { $0.didConnectTCP(options: options) })
-        switch outcome {
-        case .accepted(let stream, let addresses): onEvent?(.accepted(TCPConnection(stream, addresses: addresses)))
-        case .refused(let addresses, let open): onEvent?(.refused(peer: addresses.peer, open: open))
-        case nil: break
-        }
-    }
-
-    private func fail(_ error: any Error) {
-        let onError = self.onError
-        shutDown(connectionsEnd: .closed)
-        onError?(error)
-    }
-
-    /// Closes the socket and every connection it accepted.
-    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
-        onEvent = nil
-        onError = nil
-        lookup?.dispose()
-        lookup = nil
-        close()
-        accepted.endAll(reason)
-    }
-
-    override func closeForShutdown() {
-        let onError = self.onError
-        shutDown(connectionsEnd: .shutDown)
-        onError?(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() {
-        onEvent = nil
-        onError = nil
-    }
-
-    func abandon() {
-        shutDown(connectionsEnd: .closed)
-    }
-}
-
-private let tcpListenerConnectionCallback: uv_connection_cb = { server, status in
-    guard let data = server?.pointee.data else { return }
-    Unmanaged<TCPListener>.fromOpaque(data).takeUnretainedValue().accept(status: status)
 }

@@ -154,7 +154,7 @@ final class UnixListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         self.options = options
         self.onEvent = onEvent
         self.onError = onError
-        accepted = AcceptedStreams(maxConnections: options.maxConnections)
+        accepted = AcceptedStreams(budget: ConnectionBudget(limit: options.maxConnections))
         super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
     }
 

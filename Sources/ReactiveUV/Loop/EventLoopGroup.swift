@@ -2,7 +2,8 @@ import Synchronization
 
 /// A fixed set of event loops, each on its own thread, handed out round robin.
 ///
-/// Use one loop per core for a server: accept on one, hand connections to `next()`.
+/// Use one loop per core for a server: `TCPServer.serve(port:on: group)` listens on every
+/// loop (a `SO_REUSEPORT` socket each) and serves each connection on the loop that accepted it.
 ///
 /// Thread rule: safe from any thread.
 public final class EventLoopGroup: Sendable {

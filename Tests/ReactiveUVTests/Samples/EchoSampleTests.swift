@@ -42,6 +42,34 @@ final class EchoSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardError, "")
     }
 
+    /// `echo --loops 2 --verbose` serves clients on both loops: 32 clients, each echoed, and the
+    /// output names both loops. The kernel spreads clients over the loops' `SO_REUSEPORT`
+    /// sockets by a hash of each client's address pair: 32 clients from distinct ephemeral
+    /// ports all land on one loop with probability 2 × 2^-32 ≈ 5 × 10^-10.
+    func testLoopsTwoServesClientsOnBothLoops() throws {
+        let sample = try SampleProcess("echo", ["--port", "0", "--loops", "2", "--verbose"])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        let port = try listeningPort(of: sample)
+        sample.waitForOutput(containing: "echo: serving on 2 loop(s)")
+        var clients: [BlockingClient] = []
+        defer { for client in clients { client.close() } }
+        for index in 0..<32 {
+            let client = try BlockingClient(port: port)
+            clients.append(client)
+            try client.sendAll(bytePattern(100, seed: index))
+            XCTAssertEqual(try client.receive(exactly: 100), bytePattern(100, seed: index))
+        }
+        sample.waitForOutput(containing: "connected (32 open)")
+        XCTAssertTrue(sample.standardOutput.contains("served on loop echo-0"), sample.standardOutput)
+        XCTAssertTrue(sample.standardOutput.contains("served on loop echo-1"), sample.standardOutput)
+        sample.process.interrupt()
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        for (index, client) in clients.enumerated() {
+            XCTAssertTrue(client.receiveUntilEnd().end.endedByPeer, "client \(index) was closed at exit")
+        }
+        XCTAssertEqual(sample.standardError, "")
+    }
+
     func testAPortInUsePrintsTheErrorAndExitsOne() throws {
         let first = try SampleProcess("echo", ["--port", "0"])
         defer { first.process.interrupt(); first.waitForExit() }
@@ -80,7 +108,8 @@ final class EchoSampleTests: XCTestCase {
     func testBadArgumentsPrintUsageAndExitTwo() throws {
         for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"], ["--unix"],
                           ["--port", "0", "--unix", "/tmp/x.sock"],
-                          ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"]] {
+                          ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"],
+                          ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "2"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }

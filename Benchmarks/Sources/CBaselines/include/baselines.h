@@ -107,4 +107,34 @@ uint64_t rawc_fs_loop_cpu(void);
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 
+/* Scaling: FNV-1a (32-bit) over `count` bytes, `rounds` passes (the hash carries over):
+ * the work each server does per 4 KiB request. */
+uint32_t rawc_scaling_hash(const uint8_t *bytes, int count, int rounds);
+
+/* The scaling scenario's client: one libuv loop on the calling thread, `connections`
+ * connections to 127.0.0.1:`port`, each keeping `depth` 4096-byte requests in flight and
+ * sending one more per 4-byte reply (the hash, compared with the expected one). Counts the
+ * replies during `measure_ms` after `warmup_ms`, and the client thread's CPU time then. */
+typedef struct {
+    uint64_t replies;
+    uint64_t elapsed_ns;
+    uint64_t client_cpu_ns;
+    uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
+    uint64_t mismatches;
+} rawc_scaling_result;
+int rawc_scaling_client(int port, int connections, int depth, int rounds, int warmup_ms, int measure_ms,
+                        rawc_scaling_result *result);
+
+/* Connection churn (libuv's tcp4_pound shape): `in_flight` connections at a time, each
+ * connects, sends 64 bytes, reads 64 back and closes, then the next starts. One loop on
+ * the calling thread. Counts completed connections during `measure_ms` after `warmup_ms`. */
+typedef struct {
+    uint64_t connections;
+    uint64_t elapsed_ns;
+    uint64_t client_cpu_ns;
+    uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
+    uint64_t failures;
+} rawc_churn_result;
+int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, rawc_churn_result *result);
+
 #endif

@@ -1,0 +1,207 @@
+internal import CLibUV
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The listening `uv_tcp_t` of one server subscription on one loop, and the connections it accepted.
+///
+/// The one listener path: a server on one loop is one of these (it resolves, binds and
+/// listens itself); a server on a group is one of these per loop (a share, adopting a socket
+/// `GroupListener` bound for it). Accepting, the limit and ending the connections are the same.
+final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
+
+    /// Where the listening socket comes from.
+    enum Source {
+        /// Resolve the host, then bind and listen through libuv (a server on one loop).
+        case bind(host: String, port: Int)
+        /// A socket already bound and listening (a group's share), adopted with `uv_tcp_open`.
+        /// The listener owns it from `start()` on, and closes it if it never adopts it.
+        case descriptor(Int32, SocketAddress)
+    }
+
+    /// Whom the listener tells.
+    struct Callbacks {
+        /// Told `.listening` (a server on one loop only), then each `.accepted` and `.refused`, on the loop thread.
+        var onEvent: (TCPServer.Event) -> Void
+        /// Told the error that ended the listener.
+        var onError: (any Error) -> Void
+        /// Set for a group's share: the loop's shutdown ends only this share, and this is
+        /// called instead of `onError`.
+        var onLoopShutdown: (() -> Void)?
+    }
+
+    private let source: Source
+    private let backlog: Int32
+    private let options: TCPOptions
+    /// What made the listener, for its label: "TCPServer.listen", or with the loop for a group's share.
+    private let origin: String
+    /// nil once the listener ended.
+    private var callbacks: Callbacks?
+    private var lookup: (any Disposable)?
+    private var address: SocketAddress?
+    /// The connections it accepted (their owner).
+    private let accepted: AcceptedStreams
+    let disposedFlag = Atomic<Bool>(false)
+
+    init(loop: EventLoop, source: Source, backlog: Int32, options: TCPOptions, budget: ConnectionBudget,
+         callbacks: Callbacks) {
+        self.source = source
+        self.backlog = backlog
+        self.options = options
+        self.callbacks = callbacks
+        switch source {
+        case .bind: origin = "TCPServer.listen"
+        case .descriptor: origin = "TCPServer.listen(on: group) on loop '\(loop.name)'"
+        }
+        if case .descriptor(_, let bound) = source { address = bound }
+        accepted = AcceptedStreams(budget: budget)
+        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
+    }
+
+    override var label: String {
+        switch source {
+        case .bind(let host, let port): "tcp listener on \(address?.description ?? "\(host):\(port)") from \(origin)"
+        case .descriptor(_, let bound): "tcp listener on \(bound) from \(origin)"
+        }
+    }
+
+    /// Resolves the host (at once when numeric), then binds and listens; or adopts the socket given.
+    func start() {
+        switch source {
+        case .bind(let host, let port):
+            lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
+                lookup = nil
+                guard !isDisposed else { return }
+                switch result {
+                case .success(let addresses): bindAndListen(addresses[0])
+                case .failure(let error): fail(error)
+                }
+            }
+        case .descriptor(let descriptor, let bound):
+            guard !isDisposed, callbacks != nil else {
+                Glibc.close(descriptor)
+                return
+            }
+            adoptAndListen(descriptor, bound)
+        }
+    }
+
+    private func bindAndListen(_ address: SocketAddress) {
+        guard loop.acceptsNewHandles else {
+            fail(EventLoopError.shutDown(loop: loop.name))
+            return
+        }
+        self.address = address
+        let tcp = pointer(as: uv_tcp_t.self)
+        do {
+            try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
+            didOpen()
+            // Linux reports EADDRINUSE from uv_listen (libuv defers the bind error), so both are checked.
+            try uvCheck(address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }, "bind to \(address)")
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
+                        "listen on \(address)")
+        } catch {
+            fail(error)
+            return
+        }
+        let bound = SocketAddress.read { uv_tcp_getsockname(tcp, $0, $1) } ?? address
+        self.address = bound
+        callbacks?.onEvent(.listening(bound))
+    }
+
+    /// A group's share: the socket is bound and listening (clients may be queued on it already).
+    private func adoptAndListen(_ descriptor: Int32, _ bound: SocketAddress) {
+        guard loop.acceptsNewHandles else {
+            Glibc.close(descriptor)
+            closeForShutdown()
+            return
+        }
+        let tcp = pointer(as: uv_tcp_t.self)
+        do {
+            try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
+            didOpen()
+        } catch {
+            Glibc.close(descriptor)
+            fail(error)
+            return
+        }
+        do {
+            // From here the handle owns the descriptor (uv_close closes it), unless uv_tcp_open fails.
+            try uvCheck(uv_tcp_open(tcp, uv_os_sock_t(descriptor)), "uv_tcp_open of the socket for \(bound) on loop '\(loop.name)'")
+        } catch {
+            Glibc.close(descriptor)
+            fail(error)
+            return
+        }
+        do {
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
+                        "listen on \(bound) on loop '\(loop.name)'")
+        } catch {
+            fail(error)
+        }
+    }
+
+    fileprivate func accept(status: Int32) {
+        let place = address?.description ?? "\(source)"
+        let outcome = accepted.accept(
+            status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
+            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: acceptedOrigin(place)) },
+            details: { $0.didConnectTCP(options: options) })
+        switch outcome {
+        case .accepted(let stream, let addresses): callbacks?.onEvent(.accepted(TCPConnection(stream, addresses: addresses)))
+        case .refused(let addresses, let open): callbacks?.onEvent(.refused(peer: addresses.peer, open: open))
+        case nil: break
+        }
+    }
+
+    /// What an accepted connection's label says made it: "accepted by TCPServer.listen(127.0.0.1:80)",
+    /// with the loop for a group's share.
+    private func acceptedOrigin(_ place: String) -> String {
+        switch source {
+        case .bind: "accepted by TCPServer.listen(\(place))"
+        case .descriptor: "accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'"
+        }
+    }
+
+    private func fail(_ error: any Error) {
+        let callbacks = self.callbacks
+        shutDown(connectionsEnd: .closed)
+        callbacks?.onError(error)
+    }
+
+    /// Closes the socket and every connection it accepted.
+    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
+        callbacks = nil
+        lookup?.dispose()
+        lookup = nil
+        close()
+        accepted.endAll(reason)
+    }
+
+    override func closeForShutdown() {
+        let callbacks = self.callbacks
+        shutDown(connectionsEnd: .shutDown)
+        if let onLoopShutdown = callbacks?.onLoopShutdown {
+            onLoopShutdown()
+        } else {
+            callbacks?.onError(EventLoopError.shutDown(loop: loop.name))
+        }
+    }
+
+    override func didClose() {
+        callbacks = nil
+    }
+
+    func abandon() {
+        shutDown(connectionsEnd: .closed)
+    }
+}
+
+private let tcpListenerConnectionCallback: uv_connection_cb = { server, status in
+    guard let data = server?.pointee.data else { return }
+    Unmanaged<TCPListener>.fromOpaque(data).takeUnretainedValue().accept(status: status)
+}
