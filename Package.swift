@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "echo-async", targets: ["echo-async"]),
         .executable(name: "filewatch", targets: ["filewatch"]),
         .executable(name: "lines", targets: ["lines"]),
+        .executable(name: "tail", targets: ["tail"]),
     ],
     dependencies: [
         // Loop metrics (opt-in, see Loop/LoopMetrics.swift) and signal event logging.
@@ -52,6 +53,7 @@ let package = Package(
         .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
+        .executableTarget(name: "tail", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/tail"),
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [

@@ -1,0 +1,158 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `tail` sample run as a user would: the last lines, then `-F` across appends, rotation,
+/// truncation and delete + re-create.
+final class TailSampleTests: XCTestCase {
+    private var directory = ""
+    private var path: String { directory + "/app.log" }
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "reactiveuv-tail-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func write(_ text: String, to file: String? = nil) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: file ?? path))
+    }
+
+    private func append(_ text: String, to file: String? = nil) throws {
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: file ?? path))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(text.utf8))
+    }
+
+    /// Ctrl-C, then the exit status and what the sample printed on standard error.
+    private func interrupt(_ sample: SampleProcess) -> Int32? {
+        sample.process.interrupt()
+        return sample.waitForExit()
+    }
+
+    private func waitForError(_ sample: SampleProcess, containing text: String, file: StaticString = #filePath, line: UInt = #line) {
+        waitUntil("standard error containing '\(text)'; got: \(sample.standardError)", timeout: .seconds(20), file: file, line: line) {
+            sample.standardError.contains(text)
+        }
+    }
+
+    func testPrintsTheLastLinesAndExits() throws {
+        try write((1...20).map { "\($0)\n" }.joined())
+        let sample = try SampleProcess("tail", ["-n", "3", path])
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "18\n19\n20\n")
+    }
+
+    /// Fewer lines than asked, and a last line without LF: the whole file, as it is.
+    func testAShortFileWithoutAFinalNewlineIsPrintedWhole() throws {
+        try write("one\ntwo")
+        let sample = try SampleProcess("tail", [path])
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo")
+    }
+
+    /// The last lines of a file longer than the first 64 KiB window read from its end.
+    func testTheLastLinesOfALongFileSpanningSeveralWindows() throws {
+        let long = String(repeating: "x", count: 100_000)
+        try write("first\n\(long)\n\(long)\nlast\n")
+        let sample = try SampleProcess("tail", ["-n", "3", path])
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "\(long)\n\(long)\nlast\n")
+    }
+
+    func testAMissingFileWithoutFollowIsStatusOneWithENOENT() throws {
+        let sample = try SampleProcess("tail", [path])
+        XCTAssertEqual(sample.waitForExit(), 1)
+        XCTAssertTrue(sample.standardError.contains("ENOENT"), sample.standardError)
+        XCTAssertTrue(sample.standardError.contains(path), sample.standardError)
+    }
+
+    /// Each append is read from where the last read stopped: 20 appends to an 8 MiB file read the
+    /// last window once and the appended bytes, never the file again.
+    func testAppendsAreReadFromTheLastOffsetNeverTheWholeFileAgain() throws {
+        let line = String(repeating: "y", count: 79) + "\n"
+        try write(String(repeating: line, count: 8 << 20 / 80))
+        let sample = try SampleProcess("tail", ["-F", "-n", "1", "--stats", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: line)
+        var appended = 0
+        for number in 1...20 {
+            let text = "appended \(number)\n"
+            try append(text)
+            appended += text.utf8.count
+            sample.waitForOutput(containing: text)
+        }
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, line + (1...20).map { "appended \($0)\n" }.joined())
+        let stats = try XCTUnwrap(sample.standardError.split(separator: "\n").last { $0.hasPrefix("tail: bytes read: ") })
+        let read = try XCTUnwrap(Int(stats.dropFirst("tail: bytes read: ".count)))
+        // One 64 KiB window to find the last line, that line, then exactly what was appended.
+        XCTAssertEqual(read, (64 << 10) + line.utf8.count + appended, String(stats))
+    }
+
+    /// A rotation (the file renamed away, a new one made under the name): what the old file got
+    /// before the switch is printed, then the new file from its start.
+    func testFollowsTheNameAcrossRotationWithoutLosingTheOldFilesLastLines() throws {
+        try write("a\n")
+        let sample = try SampleProcess("tail", ["-F", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "a\n")
+        try append("b\n")
+        try append("c\n")
+        XCTAssertEqual(rename(path, path + ".1"), 0)
+        try write("d\n")
+        sample.waitForOutput(containing: "d\n")
+        try append("e\n")
+        sample.waitForOutput(containing: "e\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "a\nb\nc\nd\ne\n")
+        XCTAssertTrue(sample.standardError.contains("has been replaced") || sample.standardError.contains("has appeared"),
+                      sample.standardError)
+    }
+
+    /// A file truncated (to less than was read) is read again from its start, with a note.
+    func testATruncatedFileIsReadAgainFromItsStart() throws {
+        try write("x1\nx2\n")
+        let sample = try SampleProcess("tail", ["-F", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "x2\n")
+        XCTAssertEqual(truncate(path, 0), 0)
+        try append("z\n")
+        sample.waitForOutput(containing: "z\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "x1\nx2\nz\n")
+        XCTAssertTrue(sample.standardError.contains("file truncated"), sample.standardError)
+    }
+
+    /// Deleted, then made again: a note for each, and the new file's lines.
+    func testADeletedFileIsFollowedWhenItIsMadeAgain() throws {
+        try write("one\n")
+        let sample = try SampleProcess("tail", ["-F", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        XCTAssertEqual(unlink(path), 0)
+        waitForError(sample, containing: "has become inaccessible")
+        try write("two\n")
+        sample.waitForOutput(containing: "two\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+        XCTAssertTrue(sample.standardError.contains("has appeared"), sample.standardError)
+    }
+
+    /// `-F` on a name that does not exist yet waits for it.
+    func testFollowingAMissingFileWaitsForIt() throws {
+        let sample = try SampleProcess("tail", ["-F", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        waitForError(sample, containing: "cannot open")
+        try write("hello\n")
+        sample.waitForOutput(containing: "hello\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "hello\n")
+    }
+}

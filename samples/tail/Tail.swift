@@ -1,0 +1,251 @@
+// tail: prints the last lines of a file and, with -F, what is appended to it, following its name
+// as GNU `tail -F` does.
+//
+//   tail [-n N] [-F] [--interval DURATION] [--stats] FILE
+//
+// With -F each change is read from where the last read stopped (the file is never read whole
+// again), and FILE is followed across rotation (renamed away and a new file made), truncation, and
+// delete + re-create. What was written to the old file before the switch is printed before the new
+// file's first byte.
+import ReactiveUV
+import SampleSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+let usage = """
+    usage: tail [-n N] [-F] [--interval DURATION] [--stats] FILE
+      prints the last N lines of FILE (default 10)
+      -F                  then keep printing what is appended, following FILE by name across
+                          rotation, truncation and delete + re-create (Ctrl-C stops, status 0)
+      --interval DURATION with -F, also look at FILE this often (default 1s), for changes the
+                          directory watch cannot see (a rename into another directory, NFS)
+      --stats             at exit, print how many bytes were read from files, to standard error
+    """
+
+struct Options {
+    var lines = 10
+    var follow = false
+    var interval: Duration = .seconds(1)
+    var stats = false
+    var path = ""
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var path: String?
+        var reader = ArgumentReader(arguments)
+        while let argument = try reader.next() {
+            switch argument {
+            case "-n", "--lines":
+                let text = try reader.value(for: argument)
+                guard let count = Int(text), count >= 0 else { throw UsageError("\(argument) needs a count of 0 or more, got '\(text)'") }
+                options.lines = count
+            case "-F", "--follow":
+                options.follow = true
+            case "--interval":
+                options.interval = try parseDuration(try reader.value(for: argument))
+                guard options.interval > .zero else { throw UsageError("--interval must be positive") }
+            case "--stats":
+                options.stats = true
+            default:
+                guard !argument.hasPrefix("-") || argument == "-" else { throw UsageError("unknown argument '\(argument)'") }
+                guard path == nil else { throw UsageError("one FILE only, got '\(path!)' and '\(argument)'") }
+                path = argument
+            }
+        }
+        guard let path else { throw UsageError("FILE is required") }
+        options.path = path
+        return options
+    }
+}
+
+/// Why the sample stops early: standard output failed (the reader went away, or a real error).
+struct OutputFailed: Error {
+    let underlying: any Error
+}
+
+/// Copies files to standard output, awaiting each write (a slow reader holds the copy back), and
+/// counts the bytes it read.
+final class Copier {
+    let output: StandardWriter
+    /// Bytes read from files so far (`--stats`). Loop thread only, like the whole sample.
+    var bytesRead = 0
+
+    init(output: StandardWriter) { self.output = output }
+
+    /// Writes `file` from `offset` to its current end; returns the offset after the last byte.
+    func copyToEnd(of file: OpenFile, from offset: Int) async throws -> Int {
+        var position = offset
+        for try await chunk in file.chunks(from: offset).values {
+            position += chunk.count
+            bytesRead += chunk.count
+            if let error = await output.write(chunk).waitUntilCompleted() { throw OutputFailed(underlying: error) }
+        }
+        return position
+    }
+
+    /// Where the last `count` lines of the file's first `size` bytes begin: read backwards in
+    /// growing windows from the end until enough line ends were seen (a final LF ends the last line).
+    func startOfLastLines(_ count: Int, of file: OpenFile, size: Int) async throws -> Int {
+        if count == 0 || size == 0 { return size }
+        var window = 64 << 10
+        while true {
+            let start = max(0, size - window)
+            let bytes = try await file.read(at: start, count: size - start).first() ?? []
+            bytesRead += bytes.count
+            var index = bytes.count - 1
+            if index >= 0 && bytes[index] == UInt8(ascii: "\n") { index -= 1 }
+            var seen = 0
+            while index >= 0 {
+                if bytes[index] == UInt8(ascii: "\n") {
+                    seen += 1
+                    if seen == count { return start + index + 1 }
+                }
+                index -= 1
+            }
+            if start == 0 { return 0 }
+            window *= 4
+        }
+    }
+}
+
+/// Whether `error` is `ENOENT` (the name names nothing).
+func isMissing(_ error: any Error) -> Bool {
+    (error as? UVError)?.name == "ENOENT"
+}
+
+/// The directory FILE's name lives in: what the watch looks at, so that renames and creations of
+/// the name are seen as well as appends.
+func directory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+}
+
+/// How one open file ended.
+enum FileEnd {
+    /// FILE names another file now: reopen it.
+    case replaced
+    /// FILE names nothing now: wait for it to appear.
+    case removed
+    /// The wakes ended (the watch failed, or the loop is stopping).
+    case stopped
+}
+
+/// `tail -F`: the last lines, then every append, following the name. Returns at Ctrl-C or when
+/// the watch fails.
+func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async throws {
+    let path = options.path
+    // Wakes: any change in the directory (an append to FILE, a rename, a creation, a deletion), and
+    // a look every interval. Only the newest wake is kept: each one means "look again".
+    let watch = FileWatch.changes(at: directory(of: path), on: loop).map { _ in () }
+    let ticks = Signal<Int>.interval(options.interval, on: loop).map { _ in () }
+    let stop = interruptions(on: loop).map { _ in () }
+    var wakes = watch.merge(with: ticks).take(until: stop).values(bufferingPolicy: .keepNewest(1)).makeAsyncIterator()
+
+    var isFirstFile = true
+    var missingSaid = false
+    while true {
+        let end: FileEnd
+        do {
+            end = try await FileSystem.withOpenFile(path, on: loop) { file in
+                let opened = try await file.stat().first()!
+                if missingSaid { printError("tail: '\(path)' has appeared;  following new file") }
+                missingSaid = false
+                var offset = isFirstFile ? try await copier.startOfLastLines(options.lines, of: file, size: Int(opened.size)) : 0
+                isFirstFile = false
+                while true {
+                    offset = try await copier.copyToEnd(of: file, from: offset)
+                    guard try await wakes.next() != nil else { return .stopped }
+                    if let size = try await file.size().first(), Int(size) < offset {
+                        printError("tail: \(path): file truncated")
+                        offset = 0
+                        continue
+                    }
+                    let named: FileInfo?
+                    do {
+                        named = try await FileSystem.stat(path, on: loop)
+                    } catch let error where isMissing(error) {
+                        named = nil
+                    }
+                    if let named, named.device == opened.device, named.inode == opened.inode { continue }
+                    // The name has moved on: what the old file still holds goes out first.
+                    _ = try await copier.copyToEnd(of: file, from: offset)
+                    return named == nil ? .removed : .replaced
+                }
+            }
+        } catch let error where isMissing(error) {
+            // FILE does not exist (yet, or between a rotation's rename and its creation).
+            end = .removed
+            if isFirstFile {
+                isFirstFile = false
+                missingSaid = true
+                printError("tail: cannot open '\(path)' for reading: No such file or directory")
+            }
+        }
+        switch end {
+        case .replaced:
+            printError("tail: '\(path)' has been replaced;  following new file")
+        case .removed:
+            if !missingSaid {
+                missingSaid = true
+                printError("tail: '\(path)' has become inaccessible: No such file or directory")
+            }
+            // Wait for the next change before trying again.
+            guard try await wakes.next() != nil else { return }
+        case .stopped:
+            return
+        }
+    }
+}
+
+/// Prints the last lines and, with -F, follows; returns the exit status.
+func run(_ options: Options, on loop: EventLoop) async -> Int32 {
+    let copier = Copier(output: StandardIO.output(on: loop))
+    var status: Int32 = 0
+    do {
+        if options.follow {
+            try await follow(options, copier, on: loop)
+        } else {
+            try await FileSystem.withOpenFile(options.path, on: loop) { file in
+                let size = Int(try await file.stat().first()!.size)
+                let start = try await copier.startOfLastLines(options.lines, of: file, size: size)
+                _ = try await copier.copyToEnd(of: file, from: start)
+            }
+        }
+    } catch let failure as OutputFailed {
+        // `| head` closing its end is the ordinary way for a reader to stop us.
+        if (failure.underlying as? UVError)?.name != "EPIPE" {
+            printError("tail: cannot write standard output: \(failure.underlying)")
+            status = 1
+        }
+    } catch {
+        printError("tail: \(options.path): \(error)")
+        status = 1
+    }
+    if let error = await copier.output.close().waitUntilCompleted(), status == 0, (error as? UVError)?.name != "EPIPE" {
+        printError("tail: cannot write standard output: \(error)")
+        status = 1
+    }
+    if options.stats { printError("tail: bytes read: \(copier.bytesRead)") }
+    return status
+}
+
+@main
+struct Tail {
+    static func main() async {
+        let options = parseCommandLine(program: "tail", usage: usage, Options.parse)
+        let loop = EventLoop(name: "tail")
+        let status = await withTaskGroup(of: Int32.self) { group in
+            group.addTask(executorPreference: loop) { await run(options, on: loop) }
+            return await group.next() ?? 1
+        }
+        do {
+            _ = try await loop.shutdownGracefully()
+        } catch {
+            printError("tail: stopping the loop: \(error)")
+        }
+        exit(status)
+    }
+}
