@@ -90,3 +90,25 @@ public func signalName(_ number: Int32) -> String {
 ///
 /// Thread rule: safe from any thread.
 public func describe(_ peer: SocketAddress?) -> String { peer?.description ?? "(unknown address)" }
+
+/// The `main` of a sample written with async/await: runs `body` in a task on a new loop named
+/// `program`, shuts the loop down, and exits with the status `body` returned.
+///
+/// - Parameters:
+///   - program: The sample's name: the loop's name and the prefix of a shutdown failure's message.
+///   - body: The sample's work, on the loop's executor; returns the exit status.
+///
+/// Thread rule: the main task, once.
+public func runOnLoop(program: String, _ body: @escaping @Sendable (EventLoop) async -> Int32) async -> Never {
+    let loop = EventLoop(name: program)
+    let status = await withTaskGroup(of: Int32.self) { group in
+        group.addTask(executorPreference: loop) { await body(loop) }
+        return await group.next() ?? 1
+    }
+    do {
+        _ = try await loop.shutdownGracefully()
+    } catch {
+        printError("\(program): stopping the loop: \(error)")
+    }
+    exit(status)
+}

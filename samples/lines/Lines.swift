@@ -161,16 +161,6 @@ func readKeys(_ writer: inout LineWriter, on loop: EventLoop) async -> Int32 {
 struct Lines {
     static func main() async {
         let options = parseCommandLine(program: "lines", usage: usage, Options.parse)
-        let loop = EventLoop(name: "lines")
-        let status = await withTaskGroup(of: Int32.self) { group in
-            group.addTask(executorPreference: loop) { await run(options, on: loop) }
-            return await group.next() ?? 1
-        }
-        do {
-            _ = try await loop.shutdownGracefully()
-        } catch {
-            printError("lines: stopping the loop: \(error)")
-        }
-        exit(status)
+        await runOnLoop(program: "lines") { loop in await run(options, on: loop) }
     }
 }

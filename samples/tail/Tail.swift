@@ -236,16 +236,6 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
 struct Tail {
     static func main() async {
         let options = parseCommandLine(program: "tail", usage: usage, Options.parse)
-        let loop = EventLoop(name: "tail")
-        let status = await withTaskGroup(of: Int32.self) { group in
-            group.addTask(executorPreference: loop) { await run(options, on: loop) }
-            return await group.next() ?? 1
-        }
-        do {
-            _ = try await loop.shutdownGracefully()
-        } catch {
-            printError("tail: stopping the loop: \(error)")
-        }
-        exit(status)
+        await runOnLoop(program: "tail") { loop in await run(options, on: loop) }
     }
 }
