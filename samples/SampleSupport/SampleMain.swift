@@ -98,7 +98,12 @@ public func describe(_ peer: SocketAddress?) -> String { peer?.description ?? "(
 ///   - program: The sample's name: the loop's name and the prefix of a shutdown failure's message.
 ///   - body: The sample's work, on the loop's executor; returns the exit status.
 ///
+/// Main-actor isolated so that the loop is made before the first hop to another executor:
+/// Dispatch's worker threads open descriptors, and the first loop must see 0, 1 and 2 as the
+/// process got them (`StandardIO` reports a closed one as `EBADF`).
+///
 /// Thread rule: the main task, once.
+@MainActor
 public func runOnLoop(program: String, _ body: @escaping @Sendable (EventLoop) async -> Int32) async -> Never {
     let loop = EventLoop(name: program)
     let status = await withTaskGroup(of: Int32.self) { group in
