@@ -41,10 +41,14 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private let origin: String
     /// nil once the listener ended.
     private var callbacks: Callbacks?
-    private var lookup: (any Disposable)?
+    var lookup: (any Disposable)?
     private var address: SocketAddress?
     /// The connections it accepted (their owner).
-    private let accepted: AcceptedStreams
+    let accepted: AcceptedStreams
+    /// Where a drain stands (see `drain(_:announce:done:)` in TCPListener+Drain.swift).
+    var drainState = DrainState.serving
+    /// The subscription to a single-loop server's drain requests (a group's are the coordinator's).
+    var drainRequests: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, source: Source, backlog: Int32, options: TCPOptions, budget: ConnectionBudget,
@@ -71,11 +75,16 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     /// Resolves the host (at once when numeric), then binds and listens; or adopts the socket given.
     func start() {
+        guard case .serving = drainState else {
+            // Drained before it started (a drain request arrived first): nothing to listen for.
+            if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
+            return
+        }
         switch source {
         case .bind(let host, let port):
             lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
                 lookup = nil
-                guard !isDisposed else { return }
+                guard !isDisposed, case .serving = drainState else { return }
                 switch result {
                 case .success(let addresses): bindAndListen(addresses[0])
                 case .failure(let error): fail(error)
@@ -118,6 +127,10 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         guard loop.acceptsNewHandles else {
             Glibc.close(descriptor)
             closeForShutdown()
+            return
+        }
+        guard case .serving = drainState else {
+            Glibc.close(descriptor)
             return
         }
         let tcp = pointer(as: uv_tcp_t.self)
@@ -173,11 +186,15 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         callbacks?.onError(error)
     }
 
-    /// Closes the socket and every connection it accepted.
+    /// Closes the socket and every connection it accepted; a drain under way ends without its `done`.
     private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
         callbacks = nil
         lookup?.dispose()
         lookup = nil
+        if case .draining(let deadline, _) = drainState { deadline?.dispose() }
+        drainState = .drained
+        drainRequests?.dispose()
+        drainRequests = nil
         close()
         accepted.endAll(reason)
     }
