@@ -72,8 +72,8 @@ public enum EchoServer {
         }
     }
 
-    /// Like `run(host:port:options:on:)`, on every loop of `group`: each client is echoed on the
-    /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:)`),
+    /// Like `run(host:port:options:on:drain:)`, on every loop of `group`: each client is echoed on the
+    /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:drain:)`),
     /// so the server uses every loop's core.
     ///
     /// The events reach the subscriber on its home loop; `.served` names each client's loop
@@ -122,7 +122,7 @@ public enum EchoServer {
         }
     }
 
-    /// Like `run(host:port:options:on:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
+    /// Like `run(host:port:options:on:drain:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
     ///
     /// - Parameters:
     ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).

@@ -66,6 +66,9 @@ final class AcceptedStreams: StreamHandleOwner {
     /// The connections open now.
     var count: Int { streams.count }
 
+    /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
+    var open: [StreamHandle] { Array(streams.values) }
+
     /// Calls `body` once, when no connection is open: now if none is, else when the last one ends.
     func whenEmpty(_ body: @escaping () -> Void) {
         if streams.isEmpty {

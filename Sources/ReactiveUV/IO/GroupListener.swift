@@ -83,6 +83,10 @@ final class GroupListener: Disposable, @unchecked Sendable {
             fail(stopped.refusal)
             return
         }
+        if let refusal = TCPListener.optionsRefusal(options, origin: "TCPServer.serve(on: group)") {
+            fail(refusal)
+            return
+        }
         let lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: coordinator) { [self] result in
             switch result {
             case .success(let addresses): bindAll(addresses[0])

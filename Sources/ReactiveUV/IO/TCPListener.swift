@@ -49,6 +49,8 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     var drainState = DrainState.serving
     /// The subscription to a single-loop server's drain requests (a group's are the coordinator's).
     var drainRequests: (any Disposable)?
+    /// The repeating timer of `TCPOptions.idleTimeout`, while there is one.
+    var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, source: Source, backlog: Int32, options: TCPOptions, budget: ConnectionBudget,
@@ -75,11 +77,17 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     /// Resolves the host (at once when numeric), then binds and listens; or adopts the socket given.
     func start() {
+        if let refusal = Self.optionsRefusal(options, origin: origin) {
+            if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
+            fail(refusal)
+            return
+        }
         guard case .serving = drainState else {
             // Drained before it started (a drain request arrived first): nothing to listen for.
             if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
             return
         }
+        startIdleTimer()
         switch source {
         case .bind(let host, let port):
             lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
@@ -195,6 +203,8 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         drainState = .drained
         drainRequests?.dispose()
         drainRequests = nil
+        idleTimer?.dispose()
+        idleTimer = nil
         close()
         accepted.endAll(reason)
     }
@@ -211,6 +221,29 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     override func didClose() {
         callbacks = nil
+    }
+
+    /// Starts the repeating check of `TCPOptions.idleTimeout`, every quarter of it.
+    private func startIdleTimer() {
+        guard let timeout = options.idleTimeout else { return }
+        let limit = Self.clampedMilliseconds(timeout)
+        let period = max(timeout / 4, .milliseconds(1))
+        idleTimer = loop.schedule(after: period, repeatingEvery: period) { [weak self] in
+            self?.closeIdleConnections(limit: limit, timeout: timeout)
+        }
+    }
+
+    /// Ends each connection that moved no byte for `limit` ms (by the kernel's record).
+    private func closeIdleConnections(limit: UInt32, timeout: Duration) {
+        for stream in accepted.open {
+            // The kernel counts in jiffies (up to 10 ms each): the margin makes sure a
+            // connection is never closed before `timeout` of real time has passed.
+            guard let idle = Self.idleMilliseconds(of: stream), UInt64(idle) >= UInt64(limit) + 10 else { continue }
+            stream.end(.failed(UVError(
+                code: UVError.timedOutCode,
+                message: "closed after \(timeout) with no byte sent or received (TCPOptions.idleTimeout; idle for \(idle) ms)",
+                context: "\(origin) idle timeout")))
+        }
     }
 
     func abandon() {

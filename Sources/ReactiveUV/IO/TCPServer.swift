@@ -112,8 +112,8 @@ public enum TCPServer {
 
     /// Listens on `host:port` on every loop of `group` and sends each accepted connection.
     ///
-    /// The group form of `listen(host:port:backlog:options:on:)`: see
-    /// `serve(host:port:backlog:options:on:onAccepted:)` for where connections live, which
+    /// The group form of `listen(host:port:backlog:options:on:drain:)`: see
+    /// `serve(host:port:backlog:options:on:onAccepted:drain:)` for where connections live, which
     /// thread each one arrives on, and what ends the signal.
     ///
     /// - Parameters:
@@ -162,7 +162,7 @@ public enum TCPServer {
     ///   `bytes`) runs on its home, one core, with each chunk hopped from the connection's
     ///   loop. Start per-connection work in `onAccepted` instead.
     ///
-    /// The rest is `serve(host:port:backlog:options:on:)`'s: `.listening` once with the bound
+    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s: `.listening` once with the bound
     /// address (the port chosen when 0 was asked, the same on every loop), `maxConnections`
     /// counted across the group (`.refused` names the count), bind errors end the signal.
     /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
