@@ -232,6 +232,29 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// `TCPOptions.idleTimeout` on a group: each loop's share checks its own connections, so
+    /// silent clients on both loops are closed (each client reads EOF) and the server goes on.
+    func testIdleTimeoutClosesSilentClientsOnEveryLoop() throws {
+        withGroup(loops: 2) { harness, group in
+            let homes = Locked<Set<String>>([])
+            let server = try harness.record(TCPServer.serve(port: 0, options: TCPOptions(idleTimeout: .milliseconds(200)),
+                                                            on: group, onAccepted: { connection in
+                homes.withLock { _ = $0.insert(connection.loop.name) }
+            }), label: "server")
+            let port = try listeningPort(server)
+            var clients: [BlockingClient] = []
+            defer { for client in clients { client.close() } }
+            for _ in 0..<16 { clients.append(try BlockingClient(port: port)) }
+            let connections = try waitForAccepted(server, 16)
+            for (index, client) in clients.enumerated() {
+                XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "client \(index) was closed for idleness")
+            }
+            try harness.wait(for: "every connection closed") { connections.allSatisfy { !$0.isOpen } }
+            XCTAssertEqual(homes.current, Set(group.loops.map(\.name)), "both loops had silent clients")
+            XCTAssertNil(server.terminal, "the server goes on")
+        }
+    }
+
     // MARK: - support
 
     private func listeningPort(_ server: EventRecorder<TCPServer.Event>) throws -> Int {
