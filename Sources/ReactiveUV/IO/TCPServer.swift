@@ -43,6 +43,7 @@ public enum TCPServer {
     /// Thread rule: a value type; safe from any thread.
     public enum DrainRequest: Sendable, Hashable {
         /// Stop accepting, tell the application, wait up to `timeout` for the connections to close, then reset the rest.
+        /// A zero or negative `timeout` waits for nothing: the same as `.force`.
         case graceful(timeout: Duration)
         /// Stop accepting and reset every open connection now.
         case force
