@@ -132,7 +132,7 @@ final class ChaosRound: @unchecked Sendable {
             case .accepted(let connection):
                 let token = LiveToken(ledger.echoConnections)
                 _ = connection.bytes.subscribe(next: { bytes in withExtendedLifetime(token) { connection.send(bytes) } })
-            case .refused: break
+            case .refused, .draining: break
             }
         })
         setStatus("test thread", "waiting for the echo server to listen")

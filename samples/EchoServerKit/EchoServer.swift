@@ -17,6 +17,8 @@ public enum EchoEvent: Sendable {
     case disconnected(peer: SocketAddress?, bytes: Int, error: (any Error)?, open: Int)
     /// A client was turned away at once because `options.maxConnections` clients were connected.
     case refused(peer: SocketAddress?, open: Int)
+    /// A drain began: no new client is accepted; the `open` clients are still echoed until they leave (or the deadline).
+    case draining(open: Int)
 }
 
 /// The echo sample's server: every byte a client sends is sent back to it.
@@ -38,26 +40,31 @@ public enum EchoServer {
     ///   - port: The port; 0 picks a free one (reported by `.listening`).
     ///   - options: Socket options and buffer limits for each client.
     ///   - loop: The loop to serve on; nil for the subscription's home loop.
-    /// - Returns: A signal of server events; it never completes on its own.
+    ///   - drain: Requests to drain (see `TCPServer.DrainRequest`): `.draining` is sent, and the
+    ///     signal completes once every client has left (or was reset at the deadline).
+    /// - Returns: A signal of server events; it completes only after a drain.
     ///
     /// Thread rule: safe from any thread.
     public static func run(
         host: String = "127.0.0.1",
         port: Int,
         options: TCPOptions = TCPOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<TCPServer.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
         Signal { subscriber in
             let sessions = EchoSessions(report: { subscriber.sendNext($0) })
-            let server = TCPServer.serve(host: host, port: port, options: options, on: loop).subscribe(
+            let server = TCPServer.serve(host: host, port: port, options: options, on: loop, drain: drain).subscribe(
                 next: { event in
                     switch event {
                     case .listening(let address): subscriber.sendNext(.listening(address))
                     case .accepted(let connection): sessions.serve(connection, peer: connection.peerAddress)
                     case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
+                    case .draining(let open): subscriber.sendNext(.draining(open: open))
                     }
                 },
-                error: { subscriber.sendError($0) })
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
             return ActionDisposable {
                 server.dispose()
                 sessions.disposeAll()
@@ -65,8 +72,8 @@ public enum EchoServer {
         }
     }
 
-    /// Like `run(host:port:options:on:)`, on every loop of `group`: each client is echoed on the
-    /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:)`),
+    /// Like `run(host:port:options:on:drain:)`, on every loop of `group`: each client is echoed on the
+    /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:drain:)`),
     /// so the server uses every loop's core.
     ///
     /// The events reach the subscriber on its home loop; `.served` names each client's loop
@@ -77,14 +84,17 @@ public enum EchoServer {
     ///   - port: The port; 0 picks a free one (reported by `.listening`).
     ///   - options: Socket options and buffer limits for each client; `maxConnections` counts across the group.
     ///   - group: The loops that serve the clients.
-    /// - Returns: A signal of server events; it never completes on its own.
+    ///   - drain: Requests to drain every loop (see `TCPServer.DrainRequest`): `.draining` is sent,
+    ///     and the signal completes once every client has left (or was reset at the deadline).
+    /// - Returns: A signal of server events; it completes only after a drain.
     ///
     /// Thread rule: safe from any thread.
     public static func run(
         host: String = "127.0.0.1",
         port: Int,
         options: TCPOptions = TCPOptions(),
-        on group: EventLoopGroup
+        on group: EventLoopGroup,
+        drain: Signal<TCPServer.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
         Signal { subscriber in
             let sessions = EchoSessions(report: { subscriber.sendNext($0) })
@@ -93,15 +103,18 @@ public enum EchoServer {
                 subscriber.sendNext(.served(peer: connection.peerAddress, loop: connection.loop.name))
                 sessions.serve(connection, peer: connection.peerAddress)
             }
-            let server = TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere).subscribe(
+            let server = TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere,
+                                         drain: drain).subscribe(
                 next: { event in
                     switch event {
                     case .listening(let address): subscriber.sendNext(.listening(address))
                     case .accepted: break  // served in `onAccepted`, on its own loop
                     case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
+                    case .draining(let open): subscriber.sendNext(.draining(open: open))
                     }
                 },
-                error: { subscriber.sendError($0) })
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
             return ActionDisposable {
                 server.dispose()
                 sessions.disposeAll()
@@ -109,7 +122,7 @@ public enum EchoServer {
         }
     }
 
-    /// Like `run(host:port:options:on:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
+    /// Like `run(host:port:options:on:drain:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
     ///
     /// - Parameters:
     ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).

@@ -48,7 +48,7 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
             switch event {
             case .listening(let address):
                 printLine("echo-async: listening on \(address)")
-            case .refused:
+            case .refused, .draining:
                 break  // no connection limit is set here
             case .accepted(let connection):
                 open.value += 1

@@ -1,6 +1,9 @@
-// echo: a TCP (or Unix-socket) echo server. Prints when clients come and go; Ctrl-C closes every connection and exits 0.
+// echo: a TCP (or Unix-socket) echo server. Prints when clients come and go. For TCP, the first
+// Ctrl-C drains (no new clients; the connected ones are served until they leave, at most
+// --drain-timeout), the second forces; then it exits 0. For a Unix socket Ctrl-C closes every
+// connection at once.
 //
-//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--loops N] [--verbose]
+//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--loops N] [--drain-timeout 10] [--verbose]
 //   echo --unix /tmp/echo.sock [--max-connections 1000]
 import EchoServerKit
 import ReactiveUV
@@ -12,12 +15,15 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo --port N [--host ADDRESS] [--max-connections N] [--loops N] [--verbose]
+    usage: echo --port N [--host ADDRESS] [--max-connections N] [--loops N] [--drain-timeout SECONDS] [--verbose]
            echo --unix PATH [--max-connections N]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
       --loops N             serve TCP clients on N loops, each on its own thread (default: one
                             per core); the kernel spreads the clients over them
+      --drain-timeout S     on the first Ctrl-C (or SIGTERM) stop accepting and wait up to S seconds
+                            (default 10) for the connected clients to leave, then reset the rest;
+                            a second Ctrl-C resets them at once
       --verbose             print which loop serves each client
       --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left
                             by an earlier run that nobody listens on is replaced; removed on exit)
@@ -31,6 +37,7 @@ struct Options {
     var maxConnections: Int?
     var loops: Int?
     var verbose = false
+    var drainTimeout: Duration?
 
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
@@ -55,6 +62,12 @@ struct Options {
                     throw UsageError("--loops needs a whole number from 1 to 1024, got '\(text)'")
                 }
                 options.loops = count
+            case "--drain-timeout":
+                let text = try reader.value(for: argument)
+                guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
+                    throw UsageError("--drain-timeout needs a number of seconds above 0 and at most 86400, got '\(text)'")
+                }
+                options.drainTimeout = .milliseconds(Int64((seconds * 1000).rounded(.up)))
             case "--verbose":
                 options.verbose = true
             default:
@@ -66,6 +79,9 @@ struct Options {
         }
         if options.unixPath != nil && options.loops != nil {
             throw UsageError("--loops serves TCP only: a Unix socket is served on one loop")
+        }
+        if options.unixPath != nil && options.drainTimeout != nil {
+            throw UsageError("--drain-timeout serves TCP only: a Unix socket server closes at once on Ctrl-C")
         }
         return options
     }
@@ -81,6 +97,9 @@ func main() -> Int32 {
     // State the callbacks share: confined to the loop (this thread), so the callbacks may capture it.
     let status = LoopBound(Int32(0), loop: loop)
     let clients = LoopBound(0, loop: loop)
+    // The first interruption asks the TCP server to drain, the second to force.
+    let drainRequests = Subject<TCPServer.DrainRequest>()
+    let interruptionCount = LoopBound(0, loop: loop)
 
     let server: Signal<EchoEvent>
     let place: String
@@ -93,7 +112,8 @@ func main() -> Int32 {
     } else {
         place = "\(options.host):\(options.port!)"
         server = EchoServer.run(host: options.host, port: options.port!,
-                                options: TCPOptions(maxConnections: options.maxConnections), on: group!)
+                                options: TCPOptions(maxConnections: options.maxConnections), on: group!,
+                                drain: drainRequests)
     }
     let verbose = options.verbose
     subscriptions.add(server.subscribe(
@@ -115,17 +135,36 @@ func main() -> Int32 {
                 printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(open) open)")
             case .refused(let peer, let open):
                 printLine("client \(describe(peer)) refused: \(open) connections open, the limit")
+            case .draining(let open):
+                printLine("echo: no longer accepting; waiting for \(open) connection(s) to close")
             }
         },
         error: { error in
             printError("echo: cannot serve on \(place): \(error)")
             status.value = 1
             subscriptions.dispose()
+        },
+        completed: {
+            printLine("echo: drained")
+            subscriptions.dispose()
         }))
 
+    let drainTimeout = options.drainTimeout ?? .seconds(10)
+    let drains = group != nil
     subscriptions.add(interruptions().subscribeNext { number in
-        printLine("interrupted by \(signalName(number)): closing \(clients.value) connection(s)")
-        subscriptions.dispose()
+        interruptionCount.value += 1
+        guard drains else {
+            printLine("interrupted by \(signalName(number)): closing \(clients.value) connection(s)")
+            subscriptions.dispose()
+            return
+        }
+        if interruptionCount.value == 1 {
+            printLine("interrupted by \(signalName(number)): draining \(clients.value) connection(s) for up to \(drainTimeout) (again to force)")
+            drainRequests.sendNext(.graceful(timeout: drainTimeout))
+        } else {
+            printLine("interrupted by \(signalName(number)) again: resetting \(clients.value) connection(s)")
+            drainRequests.sendNext(.force)
+        }
     })
 
     // Returns once the subscriptions are disposed and the connections closed.

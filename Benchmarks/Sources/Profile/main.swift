@@ -108,7 +108,7 @@ case "echo":
                     _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
                     connection.send(state.message)
                 }
-            case .refused:
+            case .refused, .draining:
                 break
             case .accepted(let connection):
                 _ = connection.bytes.subscribeNext { connection.send($0) }
@@ -133,7 +133,7 @@ case "echo-two-loops":
                         connection.send(state.message)
                     }
                 }
-            case .refused:
+            case .refused, .draining:
                 break
             case .accepted(let connection):
                 _ = connection.bytes.subscribeNext { connection.send($0) }
@@ -160,7 +160,7 @@ case "pump":
                     pump.connection = connection
                     for _ in 0..<8 { pump.sendNext(payload, total: total) }
                 }
-            case .refused:
+            case .refused, .draining:
                 break
             case .accepted(let connection):
                 _ = connection.bytes.subscribeNext { chunk in

@@ -24,7 +24,7 @@ enum IOOurs {
                 case .listening(let address):
                     listening.value = address.port
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     try? connection.setNoDelay(true)
@@ -69,7 +69,7 @@ enum IOOurs {
                 case .listening:
                     listening.value = true
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     _ = connection.bytes.subscribeNext { connection.send($0) }
@@ -113,7 +113,7 @@ enum IOOurs {
                 case .listening(let address):
                     listening.value = address.port
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     let count = ResultBox<UInt64>()
@@ -163,7 +163,7 @@ enum IOOurs {
                 switch event {
                 case .listening:
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     let count = ResultBox<UInt64>()

@@ -56,8 +56,26 @@ final class AcceptedStreams: StreamHandleOwner {
     /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of `budget`.
     private var streams: [ObjectIdentifier: StreamHandle] = [:]
 
+    /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
+    private var onEmpty: (() -> Void)?
+
     init(budget: ConnectionBudget) {
         self.budget = budget
+    }
+
+    /// The connections open now.
+    var count: Int { streams.count }
+
+    /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
+    var open: [StreamHandle] { Array(streams.values) }
+
+    /// Calls `body` once, when no connection is open: now if none is, else when the last one ends.
+    func whenEmpty(_ body: @escaping () -> Void) {
+        if streams.isEmpty {
+            body()
+        } else {
+            onEmpty = body
+        }
     }
 
     /// Takes the connection libuv says is pending on `listener` into a stream `makeStream`
@@ -99,13 +117,23 @@ final class AcceptedStreams: StreamHandleOwner {
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
         if streams.removeValue(forKey: ObjectIdentifier(stream)) != nil { budget.give() }
+        if streams.isEmpty, let onEmpty {
+            self.onEmpty = nil
+            onEmpty()
+        }
     }
 
     /// Ends every open connection (the listener is going away).
-    func endAll(_ reason: StreamHandle.EndReason) {
+    /// Ends every open connection (the listener is going away, or a drain's deadline passed),
+    /// with a TCP reset when `reset` is set.
+    func endAll(_ reason: StreamHandle.EndReason, reset: Bool = false) {
         let open = streams.values
         streams.removeAll()
         budget.give(open.count)
-        for stream in open { stream.end(reason) }
+        for stream in open { stream.end(reason, reset: reset) }
+        if let onEmpty {
+            self.onEmpty = nil
+            onEmpty()
+        }
     }
 }

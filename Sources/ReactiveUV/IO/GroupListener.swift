@@ -13,7 +13,9 @@ import Musl
 /// share), through that loop's queue, and accepts and homes the connections the kernel
 /// hashes onto it. The shares share one `ConnectionBudget`, so the limit counts across the
 /// group. Every loop's share is kept here, in `state`: what stops the server (dispose, an
-/// error, and later a drain) reaches them all from one place.
+/// error, a drain) reaches them all from one place. A drain request goes to every share on
+/// its own loop (each stops accepting, waits for its connections, forces them at the
+/// deadline); the server completes when the last share has drained.
 ///
 /// Why one socket per loop rather than one accepting loop handing descriptors to the others:
 /// see docs/INTERNALS.md, "Serving on a group".
@@ -29,6 +31,8 @@ final class GroupListener: Disposable, @unchecked Sendable {
         case starting(lookup: (any Disposable)?)
         /// Every loop's share; `live` counts those not ended by their loop's shutdown.
         case serving(shares: [TCPListener], live: Int)
+        /// A drain began: the shares whose connections have not all closed yet.
+        case draining(shares: [TCPListener], pending: Set<ObjectIdentifier>)
         /// Disposed, failed, or every loop shut down.
         case ended
     }
@@ -41,13 +45,19 @@ final class GroupListener: Disposable, @unchecked Sendable {
     private let onAccepted: (@Sendable (TCPConnection) -> Void)?
     private let onEvent: @Sendable (TCPServer.Event) -> Void
     private let onError: @Sendable (any Error) -> Void
+    private let onCompleted: @Sendable () -> Void
+    /// The connections open across the group, against `options.maxConnections`.
+    private let budget: ConnectionBudget
     private let state = Mutex<State>(.starting(lookup: nil))
     private let disposedFlag = Atomic<Bool>(false)
+    /// The subscription to the drain requests (set once by `follow`, on the coordinator's thread).
+    private let drainRequests = SerialDisposable()
 
     init(group: EventLoopGroup, host: String, port: Int, backlog: Int32, options: TCPOptions,
          onAccepted: (@Sendable (TCPConnection) -> Void)?,
          onEvent: @escaping @Sendable (TCPServer.Event) -> Void,
-         onError: @escaping @Sendable (any Error) -> Void) {
+         onError: @escaping @Sendable (any Error) -> Void,
+         onCompleted: @escaping @Sendable () -> Void) {
         self.group = group
         self.host = host
         self.port = port
@@ -56,6 +66,8 @@ final class GroupListener: Disposable, @unchecked Sendable {
         self.onAccepted = onAccepted
         self.onEvent = onEvent
         self.onError = onError
+        self.onCompleted = onCompleted
+        budget = ConnectionBudget(limit: options.maxConnections)
     }
 
     private var coordinator: EventLoop { group.loops[0] }
@@ -69,6 +81,10 @@ final class GroupListener: Disposable, @unchecked Sendable {
         // never serve its share of the clients the kernel would hash onto its socket.
         if let stopped = group.loops.first(where: { !$0.acceptsNewHandles }) {
             fail(stopped.refusal)
+            return
+        }
+        if let refusal = TCPListener.optionsRefusal(options, origin: "TCPServer.serve(on: group)") {
+            fail(refusal)
             return
         }
         let lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: coordinator) { [self] result in
@@ -97,7 +113,6 @@ final class GroupListener: Disposable, @unchecked Sendable {
             fail(error)
             return
         }
-        let budget = ConnectionBudget(limit: options.maxConnections)
         let shares = loops.indices.map { index in
             TCPListener(loop: loops[index], source: .descriptor(descriptors[index], bound), backlog: backlog,
                         options: options, budget: budget, callbacks: callbacks(for: loops[index]))
@@ -144,7 +159,9 @@ final class GroupListener: Disposable, @unchecked Sendable {
     }
 
     private func shareEndedByLoopShutdown(_ loop: EventLoop) {
+        if let share = share(on: loop) { shareDrained(share) }
         let last = state.withLock { state -> Bool in
+            if case .draining = state { return false }
             guard case .serving(let shares, let live) = state else { return false }
             if live > 1 {
                 state = .serving(shares: shares, live: live - 1)
@@ -177,8 +194,91 @@ final class GroupListener: Disposable, @unchecked Sendable {
     private func stop(_ previous: State) {
         switch previous {
         case .starting(let lookup): lookup?.dispose()
-        case .serving(let shares, _): for share in shares { share.dispose() }
+        case .serving(let shares, _), .draining(let shares, _): for share in shares { share.dispose() }
         case .ended: break
+        }
+    }
+
+    /// Follows the drain requests: each goes to every share, on its own loop.
+    ///
+    /// Thread rule: the coordinator's loop thread.
+    func follow(_ requests: Signal<TCPServer.DrainRequest>) {
+        guard !isDisposed else { return }
+        drainRequests.inner = requests.subscribeNext { [weak self] request in self?.drain(request) }
+    }
+
+    /// Starts (or forces) the drain of every share. Safe from any thread.
+    private func drain(_ request: TCPServer.DrainRequest) {
+        enum Step { case begin([TCPListener]), force([TCPListener]), endBeforeServing(State), nothing }
+        let step = state.withLock { state -> Step in
+            switch state {
+            case .serving(let shares, _):
+                state = .draining(shares: shares, pending: Set(shares.map(ObjectIdentifier.init)))
+                return .begin(shares)
+            case .draining(let shares, _):
+                if case .force = request { return .force(shares) }
+                return .nothing
+            case .starting:
+                // Nothing bound yet: the drain is over at once.
+                let previous = state
+                state = .ended
+                return .endBeforeServing(previous)
+            case .ended:
+                return .nothing
+            }
+        }
+        switch step {
+        case .begin(let shares):
+            // Counted before the shares stop accepting: a client accepted in between is drained too.
+            onEvent(.draining(open: budget.open))
+            forward(request, to: shares)
+        case .force(let shares):
+            forward(request, to: shares)
+        case .endBeforeServing(let previous):
+            stop(previous)
+            onCompleted()
+        case .nothing:
+            break
+        }
+    }
+
+    /// Hands `request` to each share on its loop; a loop that refuses (it shut down) has no connections left.
+    private func forward(_ request: TCPServer.DrainRequest, to shares: [TCPListener]) {
+        for share in shares {
+            let work: @Sendable () -> Void = { [self] in
+                share.drain(request, announce: nil, done: { [self] in shareDrained(share) })
+            }
+            if share.loop.inEventLoop {
+                work()
+            } else if !share.loop.enqueue(work) {
+                // The loop has shut down: its shutdown ended the share's connections.
+                shareDrained(share)
+            }
+        }
+    }
+
+    /// One share's connections have all closed; the last one completes the server.
+    private func shareDrained(_ share: TCPListener) {
+        let last = state.withLock { state -> Bool in
+            guard case .draining(let shares, var pending) = state,
+                  pending.remove(ObjectIdentifier(share)) != nil else { return false }
+            if pending.isEmpty {
+                state = .ended
+                return true
+            }
+            state = .draining(shares: shares, pending: pending)
+            return false
+        }
+        if last { onCompleted() }
+    }
+
+    /// The share living on `loop`.
+    private func share(on loop: EventLoop) -> TCPListener? {
+        state.withLock { state -> TCPListener? in
+            switch state {
+            case .serving(let shares, _), .draining(let shares, _): shares.first { $0.loop === loop }
+            case .starting, .ended: nil
+            }
         }
     }
 
@@ -187,6 +287,7 @@ final class GroupListener: Disposable, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     func dispose() {
         guard !disposedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        drainRequests.dispose()
         if let previous = end() { stop(previous) }
     }
 

@@ -41,10 +41,16 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private let origin: String
     /// nil once the listener ended.
     private var callbacks: Callbacks?
-    private var lookup: (any Disposable)?
+    var lookup: (any Disposable)?
     private var address: SocketAddress?
     /// The connections it accepted (their owner).
-    private let accepted: AcceptedStreams
+    let accepted: AcceptedStreams
+    /// Where a drain stands (see `drain(_:announce:done:)` in TCPListener+Drain.swift).
+    var drainState = DrainState.serving
+    /// The subscription to a single-loop server's drain requests (a group's are the coordinator's).
+    var drainRequests: (any Disposable)?
+    /// The repeating timer of `TCPOptions.idleTimeout`, while there is one.
+    var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, source: Source, backlog: Int32, options: TCPOptions, budget: ConnectionBudget,
@@ -71,11 +77,22 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     /// Resolves the host (at once when numeric), then binds and listens; or adopts the socket given.
     func start() {
+        if let refusal = Self.optionsRefusal(options, origin: origin) {
+            if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
+            fail(refusal)
+            return
+        }
+        guard case .serving = drainState else {
+            // Drained before it started (a drain request arrived first): nothing to listen for.
+            if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
+            return
+        }
+        startIdleTimer()
         switch source {
         case .bind(let host, let port):
             lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
                 lookup = nil
-                guard !isDisposed else { return }
+                guard !isDisposed, case .serving = drainState else { return }
                 switch result {
                 case .success(let addresses): bindAndListen(addresses[0])
                 case .failure(let error): fail(error)
@@ -118,6 +135,10 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         guard loop.acceptsNewHandles else {
             Glibc.close(descriptor)
             closeForShutdown()
+            return
+        }
+        guard case .serving = drainState else {
+            Glibc.close(descriptor)
             return
         }
         let tcp = pointer(as: uv_tcp_t.self)
@@ -173,11 +194,17 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         callbacks?.onError(error)
     }
 
-    /// Closes the socket and every connection it accepted.
+    /// Closes the socket and every connection it accepted; a drain under way ends without its `done`.
     private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
         callbacks = nil
         lookup?.dispose()
         lookup = nil
+        if case .draining(let deadline, _) = drainState { deadline?.dispose() }
+        drainState = .drained
+        drainRequests?.dispose()
+        drainRequests = nil
+        idleTimer?.dispose()
+        idleTimer = nil
         close()
         accepted.endAll(reason)
     }
@@ -194,6 +221,29 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     override func didClose() {
         callbacks = nil
+    }
+
+    /// Starts the repeating check of `TCPOptions.idleTimeout`, every quarter of it.
+    private func startIdleTimer() {
+        guard let timeout = options.idleTimeout else { return }
+        let limit = Self.clampedMilliseconds(timeout)
+        let period = max(timeout / 4, .milliseconds(1))
+        idleTimer = loop.schedule(after: period, repeatingEvery: period) { [weak self] in
+            self?.closeIdleConnections(limit: limit, timeout: timeout)
+        }
+    }
+
+    /// Ends each connection that moved no byte for `limit` ms (by the kernel's record).
+    private func closeIdleConnections(limit: UInt32, timeout: Duration) {
+        for stream in accepted.open {
+            // The kernel counts in jiffies (up to 10 ms each): the margin makes sure a
+            // connection is never closed before `timeout` of real time has passed.
+            guard let idle = Self.idleMilliseconds(of: stream), UInt64(idle) >= UInt64(limit) + 10 else { continue }
+            stream.end(.failed(UVError(
+                code: UVError.timedOutCode,
+                message: "closed after \(timeout) with no byte sent or received (TCPOptions.idleTimeout; idle for \(idle) ms)",
+                context: "\(origin) idle timeout")))
+        }
     }
 
     func abandon() {

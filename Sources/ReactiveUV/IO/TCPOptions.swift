@@ -23,6 +23,22 @@ public struct TCPOptions: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var maxConnections: Int?
+    /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
+    ///
+    /// Activity is a byte crossing the socket either way: data the kernel received from
+    /// the peer (read by the application or still buffered) or data it sent to the peer.
+    /// A connection whose writes wait on a peer that does not read, and which receives
+    /// nothing, is idle. The server reads the kernel's own record of the last data sent
+    /// and received (`TCP_INFO`), so traffic costs nothing extra: one timer per loop
+    /// checks the connections every quarter of the timeout, and a connection is closed
+    /// no sooner than the timeout after its last activity and at most about a quarter
+    /// later. A connection closed for idleness ends: its `bytes` fails with a `UVError`
+    /// of code `ETIMEDOUT` whose message names the idle time, and its queued writes
+    /// (if any) are dropped. Must be positive (else the server fails with `EINVAL`);
+    /// longer than 2^32 ms (~49 days) counts as 2^32 ms. A client's options ignore it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var idleTimeout: Duration?
 
     /// Creates options.
     ///
@@ -31,14 +47,16 @@ public struct TCPOptions: Sendable, Hashable {
     ///   - keepAlive: The keep-alive delay, or nil for none (default).
     ///   - limits: Write-buffer limits (default `StreamBufferLimits()`).
     ///   - maxConnections: For a server, the most connections open at once (nil: no limit).
+    ///   - idleTimeout: For a server, how long a connection may move no bytes before it is closed (nil: never).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
     public init(noDelay: Bool = true, keepAlive: Duration? = nil, limits: StreamBufferLimits = StreamBufferLimits(),
-                maxConnections: Int? = nil) {
+                maxConnections: Int? = nil, idleTimeout: Duration? = nil) {
         self.noDelay = noDelay
         self.keepAlive = keepAlive
         self.limits = limits
         self.maxConnections = maxConnections
+        self.idleTimeout = idleTimeout
     }
 }

@@ -15,6 +15,38 @@ public enum TCPServer {
         case accepted(TCPConnection)
         /// A client was turned away (reset at once) because `options.maxConnections` were open.
         case refused(peer: SocketAddress?, open: Int)
+        /// A drain began (see `DrainRequest`): the server accepts no more clients, and waits
+        /// for these `open` connections to close. Sent once; finish each connection's current
+        /// work and `close()` it. When the last one has closed (or the drain's deadline
+        /// reset the rest) the signal completes.
+        case draining(open: Int)
+    }
+
+    /// What a server's `drain` signal asks: to quiesce gracefully, or to stop now.
+    ///
+    /// The server follows its drain signal from the moment it is subscribed:
+    /// - `.graceful(timeout:)` (the first one counts; later ones are ignored): the listening
+    ///   sockets close at once, on every loop of a group (a client connecting from then on is
+    ///   refused with `ECONNREFUSED`; one queued in the kernel and not yet accepted is reset),
+    ///   `serve` sends `.draining(open:)`, and the connections already accepted carry on
+    ///   untouched. When the last one has closed the server signal completes; at `timeout`
+    ///   the ones still open are reset (their `bytes` complete; RST to the peer) and the
+    ///   signal completes.
+    /// - `.force`: the same, resetting the open connections now (also during a graceful drain:
+    ///   the second Ctrl-C).
+    ///
+    /// A connection keeps its own lifetime during a drain: it closes when the application
+    /// closes it, the peer resets it, or the deadline comes. The drain signal ending (or
+    /// failing) changes nothing. Disposing the server during a drain closes everything at
+    /// once, as it always does, and the signal does not complete.
+    ///
+    /// Thread rule: a value type; safe from any thread.
+    public enum DrainRequest: Sendable, Hashable {
+        /// Stop accepting, tell the application, wait up to `timeout` for the connections to close, then reset the rest.
+        /// A zero or negative `timeout` waits for nothing: the same as `.force`.
+        case graceful(timeout: Duration)
+        /// Stop accepting and reset every open connection now.
+        case force
     }
 
     /// Listens on `host:port` and sends each accepted connection.
@@ -24,7 +56,7 @@ public enum TCPServer {
     /// disposing also closes every connection it accepted that is still
     /// open. Bind errors (`EADDRINUSE`, `EACCES`, an address that is not
     /// local, an unknown host) end the signal with a `UVError`. The signal
-    /// never completes on its own.
+    /// never completes on its own: only a drain (the `drain` parameter) completes it.
     ///
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve ("127.0.0.1", "::", "localhost").
@@ -32,6 +64,7 @@ public enum TCPServer {
     ///   - backlog: The kernel's queue of connections not yet accepted.
     ///   - options: Socket options and buffer limits for each accepted connection.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`); when the drain finishes the signal completes.
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
@@ -40,9 +73,11 @@ public enum TCPServer {
         port: Int,
         backlog: Int32 = 128,
         options: TCPOptions = TCPOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<TCPConnection> {
-        listenerSignal("TCPServer.listen", host: host, port: port, backlog: backlog, options: options, on: loop) { event, subscriber in
+        listenerSignal("TCPServer.listen", host: host, port: port, backlog: backlog, options: options, on: loop,
+                       drain: drain) { event, subscriber in
             // `listen` sends the connections only.
             if case .accepted(let connection) = event { subscriber.sendNext(connection) }
         }.debugNamed("+TCPServer.listen(\(host):\(port))")
@@ -56,6 +91,7 @@ public enum TCPServer {
     ///   - backlog: The kernel's queue of connections not yet accepted.
     ///   - options: Socket options and buffer limits for each accepted connection.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`): `.draining` is sent, then the signal completes.
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread.
@@ -64,19 +100,21 @@ public enum TCPServer {
         port: Int,
         backlog: Int32 = 128,
         options: TCPOptions = TCPOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<Event> {
         // The same parameters as `listen` on purpose (two public spellings of one listener,
         // `listenerSignal`): only what each sends differs.
-        listenerSignal("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop) { event, subscriber in
+        listenerSignal("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop,
+                       drain: drain) { event, subscriber in
             subscriber.sendNext(event)
         }.debugNamed("+TCPServer.serve(\(host):\(port))")
     }
 
     /// Listens on `host:port` on every loop of `group` and sends each accepted connection.
     ///
-    /// The group form of `listen(host:port:backlog:options:on:)`: see
-    /// `serve(host:port:backlog:options:on:onAccepted:)` for where connections live, which
+    /// The group form of `listen(host:port:backlog:options:on:drain:)`: see
+    /// `serve(host:port:backlog:options:on:onAccepted:drain:)` for where connections live, which
     /// thread each one arrives on, and what ends the signal.
     ///
     /// - Parameters:
@@ -86,6 +124,7 @@ public enum TCPServer {
     ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
     ///   - group: The loops that accept and home the connections; every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before it is sent.
+    ///   - drain: Requests to quiesce every loop's share (see `DrainRequest`); the signal completes once all drained.
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
@@ -95,10 +134,11 @@ public enum TCPServer {
         backlog: Int32 = 128,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
-        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil
+        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<TCPConnection> {
         groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
-                            onAccepted: onAccepted) { event, subscriber in
+                            onAccepted: onAccepted, drain: drain) { event, subscriber in
             if case .accepted(let connection) = event { subscriber.sendNext(connection) }
         }.debugNamed("+TCPServer.listen(\(host):\(port), on: group)")
     }
@@ -123,7 +163,7 @@ public enum TCPServer {
     ///   `bytes`) runs on its home, one core, with each chunk hopped from the connection's
     ///   loop. Start per-connection work in `onAccepted` instead.
     ///
-    /// The rest is `serve(host:port:backlog:options:on:)`'s: `.listening` once with the bound
+    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s: `.listening` once with the bound
     /// address (the port chosen when 0 was asked, the same on every loop), `maxConnections`
     /// counted across the group (`.refused` names the count), bind errors end the signal.
     /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
@@ -146,6 +186,8 @@ public enum TCPServer {
     ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
     ///   - group: The loops that accept and home the connections; every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before `.accepted` is sent.
+    ///   - drain: Requests to quiesce every loop's share (see `DrainRequest`): one `.draining` with the open
+    ///     connections of the whole group, then the signal completes once every loop's connections closed.
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
@@ -155,10 +197,11 @@ public enum TCPServer {
         backlog: Int32 = 128,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
-        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil
+        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<Event> {
         groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
-                            onAccepted: onAccepted) { event, subscriber in
+                            onAccepted: onAccepted, drain: drain) { event, subscriber in
             subscriber.sendNext(event)
         }.debugNamed("+TCPServer.serve(\(host):\(port), on: group)")
     }
@@ -166,6 +209,7 @@ public enum TCPServer {
     /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
         _ what: String, host: String, port: Int, backlog: Int32, options: TCPOptions, on loop: EventLoop?,
+        drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
@@ -175,6 +219,10 @@ public enum TCPServer {
                     budget: ConnectionBudget(limit: options.maxConnections),
                     callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
                 listener.start()
+                if let drain {
+                    listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
+                                    done: { subscriber.sendCompleted() })
+                }
                 return listener
             }
         }
@@ -184,6 +232,7 @@ public enum TCPServer {
     private static func groupListenerSignal<Value>(
         host: String, port: Int, backlog: Int32, options: TCPOptions, group: EventLoopGroup,
         onAccepted: (@Sendable (TCPConnection) -> Void)?,
+        drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
@@ -191,8 +240,10 @@ public enum TCPServer {
             LoopBinding.open(on: group.loops[0], for: subscriber, what: "TCPServer.serve(on: group)") { _ in
                 let listener = GroupListener(
                     group: group, host: host, port: port, backlog: backlog, options: options, onAccepted: onAccepted,
-                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) })
+                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) },
+                    onCompleted: { subscriber.sendCompleted() })
                 listener.start()
+                if let drain { listener.follow(drain) }
                 return listener
             }
         }

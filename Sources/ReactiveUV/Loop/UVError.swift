@@ -140,6 +140,8 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let addressInUseCode: Int32 = UV_EADDRINUSE.rawValue
     /// `UV_ECONNREFUSED`: connection refused. The same as `UVError.connectionRefused.code`.
     public static let connectionRefusedCode: Int32 = UV_ECONNREFUSED.rawValue
+    /// `UV_ETIMEDOUT`: timed out (a server's `TCPOptions.idleTimeout` closed the connection, for one).
+    public static let timedOutCode: Int32 = UV_ETIMEDOUT.rawValue
 }
 
 /// Turns a libuv return value into a thrown `UVError` when it is negative.

@@ -52,7 +52,7 @@ final class TCPFlowControlTests: XCTestCase {
                 port.withLock { $0 = address.port }
             case .accepted(let connection):
                 PatternSender(connection: connection, total: total).sendNext()
-            case .refused:
+            case .refused, .draining:
                 break
             }
         }
@@ -118,7 +118,7 @@ extension TCPFlowControlTests {
                     }
                     connection.close()
                     return
-                case .refused:
+                case .refused, .draining:
                     break
                 }
             }

@@ -153,7 +153,7 @@ final class ValuesEarlyExitTests: XCTestCase {
                         switch event {
                         case .listening(let address): port.withLock { $0 = address.port }
                         case .accepted: break events
-                        case .refused: continue
+                        case .refused, .draining: continue
                         }
                     }
                     left.withLock { $0 = true }

@@ -188,6 +188,73 @@ final class TCPGroupServerTests: XCTestCase {
         XCTAssertEqual(reports.map(\.loopCloseResult), [0, 0])
     }
 
+    /// A drain on a two-loop group: every loop stops accepting (a new client is refused),
+    /// `.draining` counts the group's 16 clients, each still gets its echo, and the server
+    /// completes only after the last of them left; no listener is left on any loop.
+    func testDrainOnAGroupStopsEveryLoopAndCompletesAfterTheLastClient() throws {
+        withGroup(loops: 2) { harness, group in
+            let drain = Subject<TCPServer.DrainRequest>()
+            let homes = Locked<Set<String>>([])
+            let server = try harness.record(TCPServer.serve(port: 0, on: group, onAccepted: { connection in
+                homes.withLock { _ = $0.insert(connection.loop.name) }
+                _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+            }, drain: drain), label: "server")
+            let port = try listeningPort(server)
+            var clients: [BlockingClient] = []
+            defer { for client in clients { client.close() } }
+            for _ in 0..<16 { clients.append(try BlockingClient(port: port)) }
+            try waitForAccepted(server, 16)
+            drain.sendNext(.graceful(timeout: .seconds(60)))
+            try server.wait(for: ".draining") { $0.count == 18 }
+            guard case .draining(let open) = server.values[17] else { return XCTFail("\(server.values[17])") }
+            XCTAssertEqual(open, 16)
+            for loop in group.loops {
+                try harness.wait(for: "loop \(loop.name) stopped listening") {
+                    !((try? loop.openHandles()) ?? []).contains { ($0.label ?? "").contains("tcp listener") }
+                }
+            }
+            XCTAssertThrowsError(try BlockingClient(port: port), "a client connected after the drain began") { error in
+                XCTAssertEqual((error as? BlockingClientError)?.errno, ECONNREFUSED, "\(error)")
+            }
+            // Whatever the shares sent the harness loop by now has been recorded.
+            for loop in group.loops { try loop.tryExecute { harness.loop.execute {} } }
+            try harness.onLoop {}
+            for (index, client) in clients.enumerated() {
+                XCTAssertNil(server.terminal, "completed with \(clients.count - index) client(s) still connected")
+                let message = bytePattern(1000, seed: index)
+                try client.sendAll(message)
+                XCTAssertEqual(try client.receive(exactly: message.count), message, "client \(index)'s echo during the drain")
+                client.shutdownWrite()
+                XCTAssertEqual(try client.receiveUntilEOF(), [])
+            }
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+            XCTAssertEqual(homes.current, Set(group.loops.map(\.name)), "both loops had clients to drain")
+        }
+    }
+
+    /// `TCPOptions.idleTimeout` on a group: each loop's share checks its own connections, so
+    /// silent clients on both loops are closed (each client reads EOF) and the server goes on.
+    func testIdleTimeoutClosesSilentClientsOnEveryLoop() throws {
+        withGroup(loops: 2) { harness, group in
+            let homes = Locked<Set<String>>([])
+            let server = try harness.record(TCPServer.serve(port: 0, options: TCPOptions(idleTimeout: .milliseconds(200)),
+                                                            on: group, onAccepted: { connection in
+                homes.withLock { _ = $0.insert(connection.loop.name) }
+            }), label: "server")
+            let port = try listeningPort(server)
+            var clients: [BlockingClient] = []
+            defer { for client in clients { client.close() } }
+            for _ in 0..<16 { clients.append(try BlockingClient(port: port)) }
+            let connections = try waitForAccepted(server, 16)
+            for (index, client) in clients.enumerated() {
+                XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "client \(index) was closed for idleness")
+            }
+            try harness.wait(for: "every connection closed") { connections.allSatisfy { !$0.isOpen } }
+            XCTAssertEqual(homes.current, Set(group.loops.map(\.name)), "both loops had silent clients")
+            XCTAssertNil(server.terminal, "the server goes on")
+        }
+    }
+
     // MARK: - support
 
     private func listeningPort(_ server: EventRecorder<TCPServer.Event>) throws -> Int {

@@ -4,7 +4,8 @@ import XCTest
 
 /// Runs the built `echo` executable as a user would.
 final class EchoSampleTests: XCTestCase {
-    /// Survives a resetting client, a silent one and a megabyte one; Ctrl-C closes everything and exits 0.
+    /// Survives a resetting client, a silent one and a megabyte one; the first Ctrl-C drains
+    /// (the silent client keeps it waiting), the second resets the silent client and exits 0.
     func testServesEveryKindOfClientAndExitsZeroOnCtrlC() throws {
         let sample = try SampleProcess("echo", ["--port", "0"])
         defer { if sample.process.isRunning { sample.process.terminate() } }
@@ -36,9 +37,70 @@ final class EchoSampleTests: XCTestCase {
         sample.waitForOutput(containing: "left after \(4 << 20) bytes")
 
         sample.process.interrupt()  // SIGINT, as Ctrl-C sends
+        sample.waitForOutput(containing: "interrupted by SIGINT: draining 1 connection(s)")
+        sample.process.interrupt()
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
-        XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT: closing 1 connection(s)"), sample.standardOutput)
-        XCTAssertEqual(try silent.receiveUntilEOF(), [], "the silent client's connection was closed")
+        XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
+        XCTAssertEqual(silent.receiveUntilEnd().end, .reset, "the silent client's connection was reset")
+        XCTAssertEqual(sample.standardError, "")
+    }
+
+    /// The first Ctrl-C drains: the listening socket closes (a new client is refused), a
+    /// connected client still gets its echo and leaves; the second Ctrl-C resets the client
+    /// that stayed, and echo exits 0.
+    func testFirstCtrlCDrainsAndAConnectedClientStillGetsItsEchoSecondForces() throws {
+        let sample = try SampleProcess("echo", ["--port", "0", "--loops", "2", "--drain-timeout", "60"])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        let port = try listeningPort(of: sample)
+        let working = try BlockingClient(port: port)
+        defer { working.close() }
+        let staying = try BlockingClient(port: port)
+        defer { staying.close() }
+        sample.waitForOutput(containing: "connected (2 open)")
+
+        sample.process.interrupt()
+        sample.waitForOutput(containing: "interrupted by SIGINT: draining 2 connection(s) for up to 60.0 seconds (again to force)")
+        sample.waitForOutput(containing: "echo: no longer accepting; waiting for 2 connection(s) to close")
+        XCTAssertThrowsError(try BlockingClient(port: port), "a client connected during the drain") { error in
+            XCTAssertEqual((error as? BlockingClientError)?.errno, ECONNREFUSED, "\(error)")
+        }
+        let payload = bytePattern(200_000, seed: 4)
+        let echoed = Locked<Result<[UInt8], any Error>?>(nil)
+        Thread {
+            let result = Result<[UInt8], any Error> { try working.receive(exactly: payload.count) }
+            echoed.withLock { $0 = result }
+        }.start()
+        try working.sendAll(payload)
+        waitUntil("the echo during the drain", timeout: .seconds(60)) { echoed.current != nil }
+        XCTAssertTrue(try echoed.current?.get() == payload, "the echo during the drain differs from what was sent")
+        working.shutdownWrite()
+        XCTAssertEqual(try working.receiveUntilEOF(), [])
+        sample.waitForOutput(containing: "left after 200000 bytes (1 open)")
+        XCTAssertTrue(sample.process.isRunning, "echo exited with a client still connected")
+
+        sample.process.interrupt()
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
+        XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
+        XCTAssertEqual(staying.receiveUntilEnd().end, .reset, "the client that stayed was reset")
+        XCTAssertEqual(sample.standardError, "")
+    }
+
+    /// With no second Ctrl-C, `--drain-timeout` resets a silent client at the deadline (not
+    /// before) and echo exits 0.
+    func testDrainTimeoutResetsASilentClientAndExitsZero() throws {
+        let sample = try SampleProcess("echo", ["--port", "0", "--loops", "1", "--drain-timeout", "0.3"])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        let port = try listeningPort(of: sample)
+        let silent = try BlockingClient(port: port)
+        defer { silent.close() }
+        sample.waitForOutput(containing: "connected (1 open)")
+        let interrupted = ContinuousClock.now
+        sample.process.interrupt()
+        XCTAssertEqual(silent.receiveUntilEnd().end, .reset, "the silent client was reset at the deadline")
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - interrupted, .milliseconds(300), "reset before the deadline")
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
         XCTAssertEqual(sample.standardError, "")
     }
 
@@ -62,7 +124,9 @@ final class EchoSampleTests: XCTestCase {
         sample.waitForOutput(containing: "connected (32 open)")
         XCTAssertTrue(sample.standardOutput.contains("served on loop echo-0"), sample.standardOutput)
         XCTAssertTrue(sample.standardOutput.contains("served on loop echo-1"), sample.standardOutput)
-        sample.process.interrupt()
+        sample.process.interrupt()  // drains: the 32 clients stay connected
+        sample.waitForOutput(containing: "draining 32 connection(s)")
+        sample.process.interrupt()  // forces
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
         for (index, client) in clients.enumerated() {
             XCTAssertTrue(client.receiveUntilEnd().end.endedByPeer, "client \(index) was closed at exit")
@@ -109,7 +173,9 @@ final class EchoSampleTests: XCTestCase {
         for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"], ["--unix"],
                           ["--port", "0", "--unix", "/tmp/x.sock"],
                           ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"],
-                          ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "2"]] {
+                          ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "2"],
+                          ["--port", "0", "--drain-timeout", "0"], ["--port", "0", "--drain-timeout", "soon"],
+                          ["--port", "0", "--drain-timeout", "nan"], ["--unix", "/tmp/x.sock", "--drain-timeout", "1"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }

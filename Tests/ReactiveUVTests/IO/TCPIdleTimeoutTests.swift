@@ -1,0 +1,77 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `TCPOptions.idleTimeout`: a server closes a connection that moved no bytes for that long.
+final class TCPIdleTimeoutTests: XCTestCase {
+    /// A client that connects and says nothing is closed, not before the timeout: its `bytes`
+    /// fails with `ETIMEDOUT` naming the idle time, and the client reads EOF.
+    func testASilentClientIsClosedAfterTheIdleTimeoutNotBefore() throws {
+        LoopHarness.run { harness in
+            let timeout = Duration.milliseconds(300)
+            let (server, port) = try startServer(harness, options: TCPOptions(idleTimeout: timeout))
+            let connected = ContinuousClock.now
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let bytes = try harness.record(connection.bytes, label: "silent client's bytes")
+            let end = try bytes.waitForTermination()
+            let elapsed = ContinuousClock.now - connected
+            XCTAssertGreaterThanOrEqual(elapsed, timeout, "closed before the idle timeout")
+            let error = try XCTUnwrap(end.error as? UVError, "\(end)")
+            XCTAssertEqual(error.name, "ETIMEDOUT")
+            XCTAssertTrue("\(error)".contains("0.3 seconds") && "\(error)".contains("idleTimeout"), "\(error)")
+            XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "the client was closed")
+            XCTAssertFalse(connection.isOpen)
+            XCTAssertNil(server.terminal, "the server goes on")
+        }
+    }
+
+    /// A client that sends a byte every 50 ms is kept past six idle timeouts of 200 ms
+    /// (each byte echoed), and is closed only once it falls silent.
+    func testAnActiveClientIsKeptPastSeveralTimeouts() throws {
+        LoopHarness.run { harness in
+            let timeout = Duration.milliseconds(200)
+            let (server, port) = try startServer(harness, options: TCPOptions(idleTimeout: timeout))
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let bytes = try harness.record(connection.bytes, label: "active client's bytes")
+            let began = ContinuousClock.now
+            var sent: UInt8 = 0
+            // The client's traffic: one byte per 50 ms for at least six timeouts.
+            while ContinuousClock.now - began < timeout * 6 {
+                sent &+= 1
+                try client.sendAll([sent])
+                try waitForBytes(bytes, Int(sent))
+                XCTAssertNil(bytes.terminal, "closed while active, after \(ContinuousClock.now - began)")
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            XCTAssertNil(bytes.terminal)
+            XCTAssertTrue(connection.isOpen)
+            let end = try bytes.waitForTermination()
+            XCTAssertEqual((end.error as? UVError)?.name, "ETIMEDOUT", "\(end)")
+            XCTAssertEqual(received(bytes).count, Int(sent))
+        }
+    }
+
+    /// A zero or negative idle timeout is refused at the door: the server fails with `EINVAL`.
+    func testANonPositiveIdleTimeoutFailsTheServerWithEINVAL() throws {
+        LoopHarness.run { harness in
+            for timeout in [Duration.zero, .milliseconds(-5)] {
+                let server = try harness.record(TCPServer.serve(port: 0, options: TCPOptions(idleTimeout: timeout)))
+                let end = try server.waitForTermination()
+                XCTAssertEqual(errorName(server), "EINVAL", "\(end)")
+                XCTAssertTrue("\(end)".contains("idleTimeout must be positive"), "\(end)")
+                XCTAssertEqual(server.values.count, 0, "nothing was bound")
+            }
+            let group = EventLoopGroup(loopCount: 2)
+            let onGroup = try harness.record(TCPServer.serve(port: 0, options: TCPOptions(idleTimeout: .zero), on: group))
+            let end = try onGroup.waitForTermination()
+            XCTAssertEqual(errorName(onGroup), "EINVAL", "\(end)")
+            XCTAssertEqual(onGroup.values.count, 0, "refused before anything was bound: \(onGroup.values)")
+            XCTAssertEqual(try group.tryShutdown().map(\.loopCloseResult), [0, 0])
+        }
+    }
+}
