@@ -82,8 +82,8 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     /// What the pending request's callback does.
     private enum PendingStep {
         case none
-        /// The only request of a one-request signal: `read` makes the value sent, then completion.
-        case single(read: (Int, UnsafeMutablePointer<uv_fs_t>) -> Value, discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?)
+        /// The only request of a one-request signal, whose `read` makes the value sent, then completion.
+        case single(FileSystemSignal<Value>)
         /// A step of a longer operation: `read` sees the result before cleanup, `completion` after it.
         case step(read: (UnsafeMutablePointer<uv_fs_t>) -> Void, completion: (Int) -> Void)
     }
@@ -91,10 +91,8 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     let disposedFlag = Atomic<Bool>(false)
     private var state: State
     private var pending = PendingStep.none
-    /// The pending (or last) step's call, for errors and labels.
-    private var context = FileCallContext("", "")
-    /// The context of a multi-step operation's step, already written out.
-    private var stepContext: String?
+    /// The pending (or last) step's call, for labels.
+    private var stepContext = ""
     /// What to undo at the end, newest last (closing what the steps opened).
     private var releases: [() -> Void] = []
 
@@ -103,7 +101,10 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         super.init(loop: loop)
     }
 
-    override var label: String { stepContext ?? context.description }
+    override var label: String {
+        if case .single(let signal) = pending { return signal.singleContext.description }
+        return stepContext
+    }
 
     /// Whether the operation has not ended yet.
     var isRunning: Bool {
@@ -166,35 +167,26 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         willStart()
         let result = start(pointer(as: uv_fs_t.self))
         if result < 0 {
+            let context = label
             startFailed()
             pending = .none
-            refused(UVError(code: result, context: label))
+            refused(UVError(code: result, context: context))
         }
     }
 
-    /// Runs the one request of a one-request signal: sends what `read` makes of its result, then completes.
+    /// Runs the one request of a one-request signal: sends what its `singleRead` makes of the result, then completes.
     ///
-    /// - Parameters:
-    ///   - context: The call and its path(s), for errors.
-    ///   - start: Starts the `uv_fs_*` call with the loop, the request, `context` and the callback given.
-    ///   - read: Reads a successful result from the `uv_fs_t` (loop thread, before cleanup) while the operation runs.
-    ///   - discard: Undoes a successful result that arrived after the operation ended (removes what it made).
-    func single(
-        _ context: FileCallContext,
-        _ start: (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
-        read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
-        discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?
-    ) {
+    /// The signal holds the call (`singleStart`, `singleRead`, `singleDiscard`, `singleContext` for errors); the
+    /// operation keeps only a reference to it, so this step copies no closures.
+    func single(_ signal: FileSystemSignal<Value>) {
         guard isRunning else { return }
-        guard loop.acceptsNewRequests else {
+        guard loop.acceptsNewRequests, let start = signal.singleStart else {
             finish(EventLoopError.shutDown(loop: loop.name))
             return
         }
-        self.context = context
-        stepContext = nil
-        pending = .single(read: read, discard: discard)
+        pending = .single(signal)
         let uvLoop = loop.uvLoop
-        begin({ start(uvLoop, $0, context, fileSystemRequestCallback) }, refused: { finish($0) })
+        begin({ start(uvLoop, $0, signal.singleContext, fileSystemRequestCallback) }, refused: { finish($0) })
     }
 
     /// Runs one step of a longer operation.
@@ -262,6 +254,9 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         step(context, start, onResult: onResult, read: { _, _ in () }, discard: discard, failed: failed, then: { _ in then() })
     }
 
+    // Called through the vtable, so generic: a stat's result would otherwise look up the metadata of
+    // `Event<FileInfo>` (about 300 instructions) at each send; `FileInfo` is the hot case (stat throughput).
+    @_specialize(exported: false, where Value == FileInfo)
     override func requestFinished() {
         didFinish()
         let fs = pointer(as: uv_fs_t.self)
@@ -271,22 +266,23 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         switch pending {
         case .none:
             uv_fs_req_cleanup(fs)
-        case .single(let read, let discard):
-            var value: Value?
-            if result >= 0 {
-                if isRunning { value = read(result, fs) } else { discard?(fs) }
-            }
-            uv_fs_req_cleanup(fs)
+        case .single(let signal):
             guard case .running(let subscriber) = state else {
+                if result >= 0 { signal.singleDiscard?(fs) }
+                uv_fs_req_cleanup(fs)
                 runReleases()
                 return
             }
-            if let value {
-                subscriber.sendNext(value)
-                finish()
-            } else {
-                finish(UVError(code: Int32(truncatingIfNeeded: result), context: context.description))
+            guard result >= 0, let read = signal.singleRead else {
+                uv_fs_req_cleanup(fs)
+                finish(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
+                return
             }
+            // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).
+            let value = read(result, fs)
+            uv_fs_req_cleanup(fs)
+            subscriber.sendNext(value)
+            finish()
         case .step(let read, let completion):
             read(fs)
             uv_fs_req_cleanup(fs)
@@ -348,25 +344,48 @@ extension String {
 /// Thread rule: safe from any thread (all stored properties are immutable).
 final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     // Every stored property is immutable.
-    /// What a subscriber's operation does first.
-    enum Plan {
-        /// One request, whose value `read` makes (`Files.single`).
-        case single(FileCallContext, start: (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
-                    read: (Int, UnsafeMutablePointer<uv_fs_t>) -> Value, discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?)
-        /// Steps `body` starts.
-        case steps((FileSystemOperation<Value>) -> Void)
-    }
+    /// Starts a one-request signal's `uv_fs_*` call with the loop, the request, the context and the callback.
+    typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
+    /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
+    typealias Read = (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
+    /// Undoes a successful result that arrived after the operation ended.
+    typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
 
     private let call: String
     private let explicitLoop: EventLoop?
     private let refusal: UVError?
-    private let plan: Plan
+    /// A one-request signal's call (`Files.single`): read by its operations, which hold the signal.
+    let singleContext: FileCallContext
+    let singleStart: Start?
+    let singleRead: Read?
+    let singleDiscard: Discard?
+    /// Starts a longer operation's steps (nil for a one-request signal).
+    private let body: ((FileSystemOperation<Value>) -> Void)?
 
-    init(call: String, on loop: EventLoop?, refusal: UVError?, plan: Plan) {
+    /// A signal of one request.
+    init(call: String, on loop: EventLoop?, refusal: UVError?, context: FileCallContext, start: @escaping Start,
+         read: @escaping Read, discard: Discard?) {
         self.call = call
-        self.explicitLoop = loop
+        explicitLoop = loop
         self.refusal = refusal
-        self.plan = plan
+        singleContext = context
+        singleStart = start
+        singleRead = read
+        singleDiscard = discard
+        body = nil
+        super.init()
+    }
+
+    /// A signal of steps that `body` starts.
+    init(call: String, on loop: EventLoop?, refusal: UVError?, body: @escaping (FileSystemOperation<Value>) -> Void) {
+        self.call = call
+        explicitLoop = loop
+        self.refusal = refusal
+        singleContext = FileCallContext(call, "")
+        singleStart = nil
+        singleRead = nil
+        singleDiscard = nil
+        self.body = body
         super.init()
     }
 
@@ -392,12 +411,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
 
     private func begin(on loop: EventLoop, for subscriber: Subscriber<Value>) -> any Disposable {
         let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
-        switch plan {
-        case .single(let context, let start, let read, let discard):
-            operation.single(context, start, read: read, discard: discard)
-        case .steps(let body):
-            body(operation)
-        }
+        if let body { body(operation) } else { operation.single(self) }
         return operation
     }
 }
@@ -421,7 +435,7 @@ extension Files {
         checks: () throws(UVError) -> Void,
         _ body: @escaping (FileSystemOperation<Value>) -> Void
     ) -> Signal<Value> {
-        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), plan: .steps(body)).debugNamed("+Files.\(call)")
+        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), body: body).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that sends what `read` makes of its result, then completes.
@@ -436,7 +450,7 @@ extension Files {
         read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
         discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
     ) -> Signal<Value> {
-        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), plan: .single(context, start: start, read: read, discard: discard))
+        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), context: context, start: start, read: read, discard: discard)
             .debugNamed("+Files.\(call)")
     }
 
