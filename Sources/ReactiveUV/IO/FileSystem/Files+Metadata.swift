@@ -44,7 +44,10 @@ extension Files {
     public static func stat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
         single("stat", context: FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "stat")
-        }, { uv_fs_stat($0, $1, $2.path, $3) }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, { loop, request, context, callback in
+            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
+            context.path.withCString { uv_fs_stat(loop, request, $0, callback) }
+        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
     }
 
     /// `stat` without following a final symbolic link: a link is described itself (`type == .symbolicLink`).
@@ -58,7 +61,10 @@ extension Files {
     public static func lstat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
         single("lstat", context: FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lstat")
-        }, { uv_fs_lstat($0, $1, $2.path, $3) }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, { loop, request, context, callback in
+            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
+            context.path.withCString { uv_fs_lstat(loop, request, $0, callback) }
+        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
     }
 
     /// Checks that the calling process may access `path` as `mode` says (`access(2)`); completes if it may, fails
