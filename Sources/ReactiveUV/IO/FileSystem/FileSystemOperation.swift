@@ -179,8 +179,8 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     /// The signal holds the call (`singleStart`, `singleRead`, `singleDiscard`, `singleContext` for errors); the
     /// operation keeps only a reference to it, so this step copies no closures.
     func single(_ signal: FileSystemSignal<Value>) {
-        guard isRunning else { return }
-        guard loop.acceptsNewRequests, let start = signal.singleStart else {
+        guard isRunning, let start = signal.singleStart else { return }
+        guard loop.acceptsNewRequests else {
             finish(EventLoopError.shutDown(loop: loop.name))
             return
         }
