@@ -222,8 +222,22 @@ case "rawc-lines", "rawc-lines-owned":
             : rawc_split_lines_owned(all.baseAddress, 5, 65_536, Int64(count), &lines, &bytes)
     }
     if lines == 42 { print(bytes) }
+case "stat", "rawc-stat":
+    // `count` stats of one 3-byte file, 32 in flight (the "stat throughput" benchmark's shape): `Files.stat`
+    // chains re-armed from their completions on the loop thread, or the C baseline.
+    let path = NSTemporaryDirectory() + "reactiveuv-profile-stat-\(getpid())"
+    guard FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])) else { fatalError("cannot create \(path)") }
+    defer { unlink(path) }
+    if mode == "rawc-stat" {
+        _ = rawc_fs_stat(path, Int32(count), 32)
+    } else {
+        let chains = ProfileStatChains(path: path, count: count)
+        loop.execute { chains.start(inflight: 32) }
+        chains.done.wait()
+        if chains.failed { print("a stat failed") }
+    }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat")
 }
 loop.shutdown()
 
@@ -284,6 +298,43 @@ final class EchoState: @unchecked Sendable {
             done.raise()
         } else {
             connection.send(message)
+        }
+    }
+}
+
+/// `inflight` chains of `Files.stat` on the loop thread until `count` stats completed.
+final class ProfileStatChains: @unchecked Sendable {
+    // Touched only on the loop thread (after `start` was queued there), except `done`.
+    let path: String
+    var remaining: Int
+    var pending = 0
+    var failed = false
+    let done = Flag()
+    init(path: String, count: Int) {
+        self.path = path
+        remaining = count
+    }
+    func start(inflight: Int) {
+        for _ in 0..<inflight where remaining > 0 { next() }
+    }
+    func next() {
+        remaining -= 1
+        pending += 1
+        _ = Files.stat(path).subscribe(next: { info in
+            if info.size != 3 { self.failed = true }
+        }, error: { [self] _ in
+            failed = true
+            finish()
+        }, completed: { [self] in
+            finish()
+        })
+    }
+    func finish() {
+        pending -= 1
+        if remaining > 0 && !failed {
+            next()
+        } else if pending == 0 {
+            done.raise()
         }
     }
 }

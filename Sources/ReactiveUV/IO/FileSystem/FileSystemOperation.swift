@@ -6,12 +6,62 @@ import Glibc
 import Musl
 #endif
 
+/// What a file-system call is doing, for its errors and labels: `"stat /tmp/x"`, `"rename a -> b"`.
+///
+/// Kept as its parts and written out only when needed (an error, a message), so a call that succeeds
+/// never builds the string.
+///
+/// Thread rule: a value type; safe from any thread.
+struct FileCallContext: Sendable, CustomStringConvertible {
+    /// The system call's name (`"stat"`, `"rename"`).
+    let call: String
+    /// The path the call acts on.
+    let path: String
+    /// The second path of a two-path call (the destination of `rename`), if any.
+    let other: String?
+
+    init(_ call: String, _ path: String, _ other: String? = nil) {
+        self.call = call
+        self.path = path
+        self.other = other
+    }
+
+    var description: String {
+        if let other { return "\(call) \(path) -> \(other)" }
+        return "\(call) \(path)"
+    }
+}
+
+/// The non-generic part of `FileSystemOperation` that libuv's callback reaches.
+///
+/// Thread rule: loop thread only, except `init`.
+class FileSystemRequest: LoopRequest {
+    init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_FS)
+    }
+
+    /// The pending request called back (`didFinish()` not yet called).
+    func requestFinished() {}
+}
+
+/// Calls the operation back; takes over the retain `willStart()` stored in `req.data`.
+private let fileSystemRequestCallback: uv_fs_cb = { request in
+    guard let data = request?.pointee.data else { return }
+    Unmanaged<FileSystemRequest>.fromOpaque(data).takeRetainedValue().requestFinished()
+}
+
 /// One file-system signal's work for one subscriber: `uv_fs_*` requests made one after another on the loop thread.
 ///
 /// Every file-system signal of `Files` (stat, mkdir, rename, a listing, a tree
-/// removal...) runs through this type, one `FileRequest` per step:
+/// removal...) runs through this type. The operation is at once the
+/// subscription's disposable and the holder of the one `uv_fs_t` its steps use
+/// in turn (so a one-request signal costs one object and its request memory):
 /// - a step is started on the loop thread and its result is read there, from
 ///   the `uv_fs_t`, before libuv's cleanup frees what it allocated for it;
+///   only then does the next step start, reusing the memory;
+/// - a one-request signal (`Files.single`) is a step with no closures of its
+///   own: its value is read from the `uv_fs_t` in the callback and sent
+///   straight to the subscriber, then completion;
 /// - the operation ends once: completed, failed (a `UVError` whose context
 ///   names the call and the path), shut down (`EventLoopError.shutDown`), or
 ///   disposed (the subscriber is told nothing);
@@ -22,24 +72,38 @@ import Musl
 ///   directory stream is closed once no readdir can still be using it).
 ///
 /// Thread rule: loop thread only, except `init`, `dispose()` and `isDisposed`.
-final class FileSystemOperation<Value>: LoopDisposable, @unchecked Sendable {
+final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable `loop` and the atomic `disposedFlag`.
     private enum State {
         case running(Subscriber<Value>)
         case ended
     }
 
-    let loop: EventLoop
+    /// What the pending request's callback does.
+    private enum PendingStep {
+        case none
+        /// The only request of a one-request signal, whose `read` makes the value sent, then completion.
+        case single(FileSystemSignal<Value>)
+        /// A step of a longer operation: `read` sees the result before cleanup, `completion` after it.
+        case step(read: (UnsafeMutablePointer<uv_fs_t>) -> Void, completion: (Int) -> Void)
+    }
+
     let disposedFlag = Atomic<Bool>(false)
     private var state: State
-    /// The pending request, if any: the operation's releases wait for its callback.
-    private var request: FileRequest?
+    private var pending = PendingStep.none
+    /// The pending (or last) step's call, for labels.
+    private var stepContext = ""
     /// What to undo at the end, newest last (closing what the steps opened).
     private var releases: [() -> Void] = []
 
     init(loop: EventLoop, subscriber: Subscriber<Value>) {
-        self.loop = loop
         state = .running(subscriber)
+        super.init(loop: loop)
+    }
+
+    override var label: String {
+        if case .single(let signal) = pending { return signal.singleContext.description }
+        return stepContext
     }
 
     /// Whether the operation has not ended yet.
@@ -78,21 +142,54 @@ final class FileSystemOperation<Value>: LoopDisposable, @unchecked Sendable {
 
     private func end() {
         state = .ended
-        if let request {
+        if isPending {
             // Its callback runs the releases: the request may still be using what they close.
-            request.cancel()
+            cancel()
         } else {
             runReleases()
         }
     }
 
     private func runReleases() {
+        guard !releases.isEmpty else { return }
         let releases = self.releases
         self.releases = []
         for release in releases.reversed() { release() }
     }
 
-    /// Runs one request.
+    override func cancelForShutdown() {
+        cancel()
+        finish(EventLoopError.shutDown(loop: loop.name))
+    }
+
+    /// Starts the request (the operation's own `uv_fs_t`) with `start`; false after a refusal, which is handled.
+    private func begin(_ start: (UnsafeMutablePointer<uv_fs_t>) -> Int32, refused: (UVError) -> Void) {
+        willStart()
+        let result = start(pointer(as: uv_fs_t.self))
+        if result < 0 {
+            let context = label
+            startFailed()
+            pending = .none
+            refused(UVError(code: result, context: context))
+        }
+    }
+
+    /// Runs the one request of a one-request signal: sends what its `singleRead` makes of the result, then completes.
+    ///
+    /// The signal holds the call (`singleStart`, `singleRead`, `singleDiscard`, `singleContext` for errors); the
+    /// operation keeps only a reference to it, so this step copies no closures.
+    func single(_ signal: FileSystemSignal<Value>) {
+        guard isRunning, let start = signal.singleStart else { return }
+        guard loop.acceptsNewRequests else {
+            finish(EventLoopError.shutDown(loop: loop.name))
+            return
+        }
+        pending = .single(signal)
+        let uvLoop = loop.uvLoop
+        begin({ start(uvLoop, $0, signal.singleContext, fileSystemRequestCallback) }, refused: { finish($0) })
+    }
+
+    /// Runs one step of a longer operation.
     ///
     /// - Parameters:
     ///   - context: The call and its path(s), for errors (`"mkdir /tmp/x"`).
@@ -101,10 +198,10 @@ final class FileSystemOperation<Value>: LoopDisposable, @unchecked Sendable {
     ///   - read: Reads a successful result from the `uv_fs_t` (loop thread, before cleanup) while the operation runs.
     ///   - discard: Undoes a successful result that arrived after the operation ended (closes what it opened).
     ///   - failed: Handles a failure; by default the operation fails with it.
-    ///   - then: Continues with what `read` made.
+    ///   - then: Continues with what `read` made (after cleanup: it may start the next step).
     func step<Result>(
         _ context: String,
-        _ start: @escaping (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
+        _ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
         onResult: ((Int) -> Void)? = nil,
         read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Result,
         discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil,
@@ -116,10 +213,9 @@ final class FileSystemOperation<Value>: LoopDisposable, @unchecked Sendable {
             finish(EventLoopError.shutDown(loop: loop.name))
             return
         }
-        let request = FileRequest(loop: loop, context: context)
+        stepContext = context
         var outcome: Result?
-        request.onShutdown = { [self] in finish(EventLoopError.shutDown(loop: loop.name)) }
-        request.readResult = { [self] fs in
+        pending = .step(read: { [self] fs in
             let result = Int(fs.pointee.result)
             onResult?(result)
             guard result >= 0 else { return }
@@ -128,39 +224,70 @@ final class FileSystemOperation<Value>: LoopDisposable, @unchecked Sendable {
             } else {
                 discard?(fs)
             }
-        }
-        self.request = request
-        do {
-            try request.run(start) { [self] result in
-                self.request = nil
-                guard isRunning else {
-                    runReleases()
-                    return
-                }
-                if let value = outcome, result >= 0 {
-                    outcome = nil
-                    then(value)
-                } else {
-                    let error = UVError(code: Int32(truncatingIfNeeded: result), context: context)
-                    if let failed { failed(error) } else { finish(error) }
-                }
+        }, completion: { [self] result in
+            guard isRunning else {
+                runReleases()
+                return
             }
-        } catch {
-            self.request = nil
+            if let value = outcome, result >= 0 {
+                outcome = nil
+                then(value)
+            } else {
+                let error = UVError(code: Int32(truncatingIfNeeded: result), context: context)
+                if let failed { failed(error) } else { finish(error) }
+            }
+        })
+        begin({ start($0, fileSystemRequestCallback) }, refused: { error in
             if let failed { failed(error) } else { finish(error) }
-        }
+        })
     }
 
     /// `step` for a call whose result is only success or failure.
     func step(
         _ context: String,
-        _ start: @escaping (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
+        _ start: (UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
         onResult: ((Int) -> Void)? = nil,
         discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil,
         failed: ((UVError) -> Void)? = nil,
         then: @escaping () -> Void
     ) {
         step(context, start, onResult: onResult, read: { _, _ in () }, discard: discard, failed: failed, then: { _ in then() })
+    }
+
+    // Called through the vtable, so generic: a stat's result would otherwise look up the metadata of
+    // `Event<FileInfo>` (about 300 instructions) at each send; `FileInfo` is the hot case (stat throughput).
+    @_specialize(exported: false, where Value == FileInfo)
+    override func requestFinished() {
+        didFinish()
+        let fs = pointer(as: uv_fs_t.self)
+        let result = Int(fs.pointee.result)
+        let pending = self.pending
+        self.pending = .none
+        switch pending {
+        case .none:
+            uv_fs_req_cleanup(fs)
+        case .single(let signal):
+            guard case .running(let subscriber) = state else {
+                if result >= 0 { signal.singleDiscard?(fs) }
+                uv_fs_req_cleanup(fs)
+                runReleases()
+                return
+            }
+            guard result >= 0, let read = signal.singleRead else {
+                uv_fs_req_cleanup(fs)
+                finish(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
+                return
+            }
+            // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).
+            let value = read(result, fs)
+            uv_fs_req_cleanup(fs)
+            subscriber.sendNext(value)
+            finish()
+        case .step(let read, let completion):
+            read(fs)
+            uv_fs_req_cleanup(fs)
+            completion(result)
+        }
     }
 }
 
@@ -208,8 +335,102 @@ extension String {
     }
 }
 
+/// A cold file-system signal: each subscriber gets a `FileSystemOperation` on the loop thread.
+///
+/// A signal of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
+/// makes no closures: the operation is made and started right in `attach`; only from another thread does
+/// the subscription hop to the loop (`LoopBinding`).
+///
+/// Thread rule: safe from any thread (all stored properties are immutable).
+final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
+    // Every stored property is immutable.
+    /// Starts a one-request signal's `uv_fs_*` call with the loop, the request, the context and the callback.
+    typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
+    /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
+    typealias Read = (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
+    /// Undoes a successful result that arrived after the operation ended.
+    typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
+
+    private let call: String
+    private let explicitLoop: EventLoop?
+    private let refusal: UVError?
+    /// A one-request signal's call (`Files.single`): read by its operations, which hold the signal.
+    let singleContext: FileCallContext
+    let singleStart: Start?
+    let singleRead: Read?
+    let singleDiscard: Discard?
+    /// Starts a longer operation's steps (nil for a one-request signal).
+    private let body: ((FileSystemOperation<Value>) -> Void)?
+
+    /// A signal of one request.
+    init(call: String, on loop: EventLoop?, refusal: UVError?, context: FileCallContext, start: @escaping Start,
+         read: @escaping Read, discard: Discard?) {
+        self.call = call
+        explicitLoop = loop
+        self.refusal = refusal
+        singleContext = context
+        singleStart = start
+        singleRead = read
+        singleDiscard = discard
+        body = nil
+        super.init()
+    }
+
+    /// A signal of steps that `body` starts.
+    init(call: String, on loop: EventLoop?, refusal: UVError?, body: @escaping (FileSystemOperation<Value>) -> Void) {
+        self.call = call
+        explicitLoop = loop
+        self.refusal = refusal
+        singleContext = FileCallContext(call, "")
+        singleStart = nil
+        singleRead = nil
+        singleDiscard = nil
+        self.body = body
+        super.init()
+    }
+
+    // Called through the vtable, so generic: each subscriber would look up the metadata of `Subscriber<Value>`
+    // and `FileSystemOperation<Value>` (about 300 instructions each); `FileInfo` is the hot case (stat throughput).
+    @_specialize(exported: false, where Value == FileInfo)
+    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        let subscriber = Subscriber(observer: observer, subscription: subscription)
+        subscription.root = subscriber
+        subscription.add(subscribed(subscriber))
+    }
+
+    private func subscribed(_ subscriber: Subscriber<Value>) -> (any Disposable)? {
+        if let refusal {
+            subscriber.sendError(refusal)
+            return nil
+        }
+        // On the loop already: start now (what LoopBinding.open would do, without its closure).
+        if let loop = explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
+            return begin(on: loop, for: subscriber)
+        }
+        return LoopBinding.open(on: explicitLoop, for: subscriber, what: "Files.\(call)") { [self] loop in
+            begin(on: loop, for: subscriber)
+        }
+    }
+
+    private func begin(on loop: EventLoop, for subscriber: Subscriber<Value>) -> any Disposable {
+        let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
+        if let body { body(operation) } else { operation.single(self) }
+        return operation
+    }
+}
+
 extension Files {
-    /// A cold file-system signal: the checks run when a subscriber arrives (an error there ends it before any
+    /// The checks' refusal, if any (they run when the signal is made).
+    private static func refusal(_ checks: () throws(UVError) -> Void) -> UVError? {
+        do {
+            try checks()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A cold file-system signal: the checks run when it is made (an error there ends each subscriber before any
     /// request), then `body` starts the operation's first step on the loop thread.
     static func operation<Value>(
         _ call: String,
@@ -217,58 +438,33 @@ extension Files {
         checks: () throws(UVError) -> Void,
         _ body: @escaping (FileSystemOperation<Value>) -> Void
     ) -> Signal<Value> {
-        let refusal: UVError?
-        do {
-            try checks()
-            refusal = nil
-        } catch {
-            refusal = error
-        }
-        // Run only on the loop thread, once per subscriber, by the signal's subscription.
-        let body = UncheckedSendable(body)
-        return Signal { subscriber in
-            if let refusal {
-                subscriber.sendError(refusal)
-                return nil
-            }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.\(call)") { loop in
-                let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
-                body.value(operation)
-                return operation
-            }
-        }.debugNamed("+Files.\(call)")
+        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), body: body).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that sends what `read` makes of its result, then completes.
+    ///
+    /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
     static func single<Value>(
         _ call: String,
-        context: String,
+        context: FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32,
+        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
         read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
         discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
     ) -> Signal<Value> {
-        operation(call, on: loop, checks: checks) { operation in
-            let uvLoop = operation.loop.uvLoop
-            operation.step(context, { start(uvLoop, $0, $1) }, read: read, discard: discard) { value in
-                operation.send(value)
-                operation.finish()
-            }
-        }
+        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), context: context, start: start, read: read, discard: discard)
+            .debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
     static func single(
         _ call: String,
-        context: String,
+        context: FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32
+        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
     ) -> Signal<Void> {
-        operation(call, on: loop, checks: checks) { operation in
-            let uvLoop = operation.loop.uvLoop
-            operation.step(context, { start(uvLoop, $0, $1) }) { operation.finish() }
-        }
+        single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
     }
 }

@@ -16,10 +16,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func chmod(_ path: String, _ mode: UInt32, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("chmod", context: "chmod \(path)", on: loop, checks: { () throws(UVError) in
+        single("chmod", context: FileCallContext("chmod", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chmod")
             try FileSystemArguments.check(mode: mode, in: "chmod \(path)")
-        }, { uv_fs_chmod($0, $1, path, Int32(mode), $2) })
+        }, { uv_fs_chmod($0, $1, path, Int32(mode), $3) })
     }
 
     /// Changes the owner and/or group of `path` (`chown(2)`, following symbolic links).
@@ -36,9 +36,9 @@ extension Files {
     public static func chown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         // -1 (all bits set) is "leave it" to chown(2).
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
-        return single("chown", context: "chown \(path)", on: loop, checks: { () throws(UVError) in
+        return single("chown", context: FileCallContext("chown", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chown")
-        }, { uv_fs_chown($0, $1, path, uid, gid, $2) })
+        }, { uv_fs_chown($0, $1, path, uid, gid, $3) })
     }
 
     /// `chown` of a symbolic link itself (`lchown(2)`): what it points to keeps its owner.
@@ -53,9 +53,9 @@ extension Files {
     /// Thread rule: safe from any thread.
     public static func lchown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
-        return single("lchown", context: "lchown \(path)", on: loop, checks: { () throws(UVError) in
+        return single("lchown", context: FileCallContext("lchown", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lchown")
-        }, { uv_fs_lchown($0, $1, path, uid, gid, $2) })
+        }, { uv_fs_lchown($0, $1, path, uid, gid, $3) })
     }
 
     /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond.

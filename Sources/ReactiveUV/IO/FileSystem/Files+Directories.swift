@@ -73,9 +73,9 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func removeDirectory(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("removeDirectory", context: "rmdir \(path)", on: loop, checks: { () throws(UVError) in
+        single("removeDirectory", context: FileCallContext("rmdir", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "rmdir")
-        }, { uv_fs_rmdir($0, $1, path, $2) })
+        }, { uv_fs_rmdir($0, $1, path, $3) })
     }
 
     /// Removes a file, a symbolic link (not what it points to) or another non-directory (`unlink`).
@@ -87,9 +87,9 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func remove(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("remove", context: "unlink \(path)", on: loop, checks: { () throws(UVError) in
+        single("remove", context: FileCallContext("unlink", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "unlink")
-        }, { uv_fs_unlink($0, $1, path, $2) })
+        }, { uv_fs_unlink($0, $1, path, $3) })
     }
 
     /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`).
@@ -125,9 +125,9 @@ extension Files {
     /// Thread rule: safe from any thread.
     public static func makeTemporaryDirectory(prefix: String = "reactiveuv-", on loop: EventLoop? = nil) -> Signal<String> {
         let template = temporaryTemplate(prefix: prefix)
-        return single("makeTemporaryDirectory", context: "mkdtemp \(template)", on: loop, checks: { () throws(UVError) in
+        return single("makeTemporaryDirectory", context: FileCallContext("mkdtemp", template), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
-        }, { uv_fs_mkdtemp($0, $1, template, $2) }, read: { _, fs in String(cString: fs.pointee.path) }, discard: { fs in
+        }, { uv_fs_mkdtemp($0, $1, template, $3) }, read: { _, fs in String(cString: fs.pointee.path) }, discard: { fs in
             // Made for a subscriber that is gone: nobody will ever remove it otherwise.
             var request = uv_fs_t()
             uvCheckReporting(uv_fs_rmdir(nil, &request, fs.pointee.path, nil), "rmdir \(String(cString: fs.pointee.path))")

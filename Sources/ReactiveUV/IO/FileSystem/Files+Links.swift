@@ -14,10 +14,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func rename(from source: String, to destination: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("rename", context: "rename \(source) -> \(destination)", on: loop, checks: { () throws(UVError) in
+        single("rename", context: FileCallContext("rename", source, destination), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "rename")
             try FileSystemArguments.check(destination, "destination", in: "rename")
-        }, { uv_fs_rename($0, $1, source, destination, $2) })
+        }, { uv_fs_rename($0, $1, source, destination, $3) })
     }
 
     /// Copies the file `source` to `destination` (`uv_fs_copyfile`): a clone sharing the blocks where the file
@@ -35,10 +35,10 @@ extension Files {
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
-        return single("copy", context: "copyfile \(source) -> \(destination)", on: loop, checks: { () throws(UVError) in
+        return single("copy", context: FileCallContext("copyfile", source, destination), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "copyfile")
             try FileSystemArguments.check(destination, "destination", in: "copyfile")
-        }, { uv_fs_copyfile($0, $1, source, destination, flags, $2) })
+        }, { uv_fs_copyfile($0, $1, source, destination, flags, $3) })
     }
 
     /// Makes a hard link: `path` becomes another name of the existing file `existing` (`link(2)`).
@@ -51,10 +51,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func link(at path: String, pointingTo existing: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("link", context: "link \(path) -> \(existing)", on: loop, checks: { () throws(UVError) in
+        single("link", context: FileCallContext("link", path, existing), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "link")
             try FileSystemArguments.check(existing, "target", in: "link")
-        }, { uv_fs_link($0, $1, existing, path, $2) })
+        }, { uv_fs_link($0, $1, existing, path, $3) })
     }
 
     /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`): the target is not checked, and a
@@ -68,10 +68,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func symbolicLink(at path: String, pointingTo target: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("symbolicLink", context: "symlink \(path) -> \(target)", on: loop, checks: { () throws(UVError) in
+        single("symbolicLink", context: FileCallContext("symlink", path, target), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "symlink")
             try FileSystemArguments.check(target, "target", in: "symlink")
-        }, { uv_fs_symlink($0, $1, target, path, 0, $2) })
+        }, { uv_fs_symlink($0, $1, target, path, 0, $3) })
     }
 
     /// What the symbolic link at `path` contains (`readlink(2)`), as it was written: not resolved.
@@ -83,9 +83,9 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
-        single("readLink", context: "readlink \(path)", on: loop, checks: { () throws(UVError) in
+        single("readLink", context: FileCallContext("readlink", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "readlink")
-        }, { uv_fs_readlink($0, $1, path, $2) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+        }, { uv_fs_readlink($0, $1, path, $3) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
     }
 
     /// The absolute path of `path` with every symbolic link, `.` and `..` resolved (`realpath(3)`).
@@ -97,8 +97,8 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func realPath(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
-        single("realPath", context: "realpath \(path)", on: loop, checks: { () throws(UVError) in
+        single("realPath", context: FileCallContext("realpath", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "realpath")
-        }, { uv_fs_realpath($0, $1, path, $2) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+        }, { uv_fs_realpath($0, $1, path, $3) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
     }
 }

@@ -42,9 +42,12 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func stat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single("stat", context: "stat \(path)", on: loop, checks: { () throws(UVError) in
+        single("stat", context: FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "stat")
-        }, { uv_fs_stat($0, $1, path, $2) }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, { loop, request, context, callback in
+            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
+            context.path.withCString { uv_fs_stat(loop, request, $0, callback) }
+        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
     }
 
     /// `stat` without following a final symbolic link: a link is described itself (`type == .symbolicLink`).
@@ -56,9 +59,12 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func lstat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single("lstat", context: "lstat \(path)", on: loop, checks: { () throws(UVError) in
+        single("lstat", context: FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lstat")
-        }, { uv_fs_lstat($0, $1, path, $2) }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, { loop, request, context, callback in
+            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
+            context.path.withCString { uv_fs_lstat(loop, request, $0, callback) }
+        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
     }
 
     /// Checks that the calling process may access `path` as `mode` says (`access(2)`); completes if it may, fails
@@ -75,13 +81,13 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func access(_ path: String, _ mode: FileAccess, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("access", context: "access \(path)", on: loop, checks: { () throws(UVError) in
+        single("access", context: FileCallContext("access", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "access")
             guard mode.rawValue & ~7 == 0 else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "access mode \(mode.rawValue) is not a combination of read, write and execute",
                               context: "access \(path)")
             }
-        }, { uv_fs_access($0, $1, path, mode.rawValue, $2) })
+        }, { uv_fs_access($0, $1, path, mode.rawValue, $3) })
     }
 
     /// Whether something exists at `path` (following symbolic links: a dangling link does not count).
