@@ -210,7 +210,7 @@ struct churn_client {
     uint64_t failures;
     uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns, process_start_ns, process_end_ns;
     int server_pid;
-    int64_t server_start_ns, server_end_ns;
+    int64_t server_start_ns, server_end_ns, server_user_start_ns, server_user_end_ns;
     struct sockaddr_in address;
     char message[64];
     char read_buffer[65536];
@@ -281,13 +281,19 @@ static void churn_tick(uv_timer_t *timer) {
         client->measure_start_ns = uv_hrtime();
         client->cpu_start_ns = thread_cpu_ns();
         client->process_start_ns = process_cpu_ns();
-        if (client->server_pid > 0) client->server_start_ns = rawc_process_cpu_ns(client->server_pid);
+        if (client->server_pid > 0) {
+            client->server_start_ns = rawc_process_cpu_ns(client->server_pid);
+            client->server_user_start_ns = rawc_process_user_ns(client->server_pid);
+        }
     } else {
         client->phase = 2;
         client->measure_end_ns = uv_hrtime();
         client->cpu_end_ns = thread_cpu_ns();
         client->process_end_ns = process_cpu_ns();
-        if (client->server_pid > 0) client->server_end_ns = rawc_process_cpu_ns(client->server_pid);
+        if (client->server_pid > 0) {
+            client->server_end_ns = rawc_process_cpu_ns(client->server_pid);
+            client->server_user_end_ns = rawc_process_user_ns(client->server_pid);
+        }
         uv_close((uv_handle_t *)&client->timer, NULL);
     }
 }
@@ -316,6 +322,7 @@ int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, in
     result->failures = client->failures;
     result->server_cpu_ns = server_pid > 0 && client->server_start_ns >= 0 && client->server_end_ns >= client->server_start_ns
         ? client->server_end_ns - client->server_start_ns : -1;
+    result->server_user_ns = result->server_cpu_ns >= 0 ? client->server_user_end_ns - client->server_user_start_ns : -1;
     free(client->slots);
     free(client);
     return 0;

@@ -109,7 +109,7 @@ void rawc_idle_close(const int *descriptors, int count) {
 
 /* ---- another process, from /proc ---- */
 
-int64_t rawc_process_cpu_ns(int pid) {
+static int64_t process_ticks_ns(int pid, int user_only) {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     FILE *file = fopen(path, "r");
@@ -124,8 +124,11 @@ int64_t rawc_process_cpu_ns(int pid) {
     /* fields 3..15 after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
     if (sscanf(after_name + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &user, &system) != 2) return -1;
     long ticks = sysconf(_SC_CLK_TCK);
-    return (int64_t)(user + system) * (1000000000 / ticks);
+    return (int64_t)(user_only ? user : user + system) * (1000000000 / ticks);
 }
+
+int64_t rawc_process_cpu_ns(int pid) { return process_ticks_ns(pid, 0); }
+int64_t rawc_process_user_ns(int pid) { return process_ticks_ns(pid, 1); }
 
 int64_t rawc_process_rss_bytes(int pid) {
     char path[64];

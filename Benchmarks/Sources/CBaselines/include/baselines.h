@@ -137,6 +137,7 @@ typedef struct {
     uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
     uint64_t failures;
     int64_t server_cpu_ns;     /* the server process's CPU time in the window; -1 when not measured */
+    int64_t server_user_ns;    /* the user-space part of it */
 } rawc_churn_result;
 int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, int server_pid, rawc_churn_result *result);
 
@@ -155,6 +156,7 @@ void rawc_idle_close(const int *descriptors, int count);
 /* Another process, read from /proc: its CPU time (user + system, ns, in clock ticks),
  * resident memory (bytes), open descriptors. -1 when unreadable. */
 int64_t rawc_process_cpu_ns(int pid);
+int64_t rawc_process_user_ns(int pid); /* user time only */
 int64_t rawc_process_rss_bytes(int pid);
 int rawc_process_descriptor_count(int pid);
 
