@@ -6,4 +6,7 @@ const server = net.createServer((socket) => {
   socket.on("data", (data) => socket.write(data));
   socket.on("error", () => {});
 });
+// Started by the benchmark with its standard input a pipe: gone with the benchmark.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();
 server.listen({ port: 0, host: "127.0.0.1", backlog: 1024 }, () => console.log(server.address().port));

@@ -38,11 +38,14 @@ enum ServerScenarios {
     final class RunningServer {
         let process: Process
         let port: Int
+        /// The server's standard input: it exits when this ends (so also if the benchmark dies).
+        let lifeline: Pipe
         var pid: Int32 { process.processIdentifier }
 
-        init(process: Process, port: Int) {
+        init(process: Process, port: Int, lifeline: Pipe) {
             self.process = process
             self.port = port
+            self.lifeline = lifeline
         }
 
         func stop() {
@@ -64,10 +67,12 @@ enum ServerScenarios {
         default:
             guard let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
             process.executableURL = URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent("ServeBenchServer")
-            process.arguments = [server == .ours ? "ours" : server == .rawC ? "rawc" : "nio"]
+            process.arguments = [server == .ours ? "ours" : server == .rawC ? "rawc" : "nio", "--exit-at-stdin-eof"]
         }
         let output = Pipe()
+        let lifeline = Pipe()
         process.standardOutput = output
+        process.standardInput = lifeline
         // The child inherits the affinity of the thread that spawns it.
         if pinning { pinCurrentThread(to: 0) }
         defer { if pinning { pinCurrentThread(to: nil) } }
@@ -87,7 +92,7 @@ enum ServerScenarios {
             process.waitUntilExit()
             return nil
         }
-        return RunningServer(process: process, port: port)
+        return RunningServer(process: process, port: port, lifeline: lifeline)
     }
 
     // MARK: connection churn

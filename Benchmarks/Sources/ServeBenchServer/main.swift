@@ -1,10 +1,12 @@
 // The echo servers of issue 18's server scenarios (connection churn, idle connections), each
 // in a process of its own so that its CPU time and resident memory are its own:
 //
-//   ServeBenchServer ours|rawc|nio
+//   ServeBenchServer ours|rawc|nio [--exit-at-stdin-eof]
 //
 // listens on 127.0.0.1, an ephemeral port printed on the first line of standard output, echoes
-// what each client sends, closes a connection at the client's EOF, and runs until killed. One
+// what each client sends, closes a connection at the client's EOF, and runs until killed (or,
+// with --exit-at-stdin-eof, until its standard input ends: the benchmark holds that pipe, so a
+// server never outlives a benchmark that crashed). One
 // thread serves: ours is `TCPServer.serve` on one loop, raw C is libuv's echo-server shape
 // (`rawc_echo_serve`), NIO is `ServerBootstrap` on a `MultiThreadedEventLoopGroup` of 1 thread.
 // Node's side is `Benchmarks/node/churn_server.js`.
@@ -26,6 +28,16 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
+/// The main thread's work once the server runs: wait for the kill, or for standard input to end.
+func waitForTheEnd() -> Never {
+    if CommandLine.arguments.contains("--exit-at-stdin-eof") {
+        var byte: UInt8 = 0
+        while read(0, &byte, 1) > 0 {}
+        exit(0)
+    }
+    while true { pause() }
+}
+
 func serveOurs() -> Never {
     let loop = ReactiveUV.EventLoop(name: "serve-bench")
     let server = SerialDisposable()
@@ -44,7 +56,7 @@ func serveOurs() -> Never {
             fail("TCPServer.serve failed: \(error)")
         })
     }
-    while true { pause() }
+    waitForTheEnd()
 }
 
 final class EchoHandler: ChannelInboundHandler {
@@ -74,13 +86,15 @@ func serveNIO() -> Never {
     } catch {
         fail("ServerBootstrap.bind failed: \(error)")
     }
-    while true { pause() }
+    waitForTheEnd()
 }
 
 switch CommandLine.arguments.dropFirst().first {
 case "ours":
     serveOurs()
 case "rawc":
+    // The C server runs on this thread, so another one watches standard input.
+    if CommandLine.arguments.contains("--exit-at-stdin-eof") { Thread.detachNewThread { waitForTheEnd() } }
     let status = rawc_echo_serve(backlog, { port in announce(Int(port)) })
     fail("rawc_echo_serve returned \(status)")
 case "nio":
