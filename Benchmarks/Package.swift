@@ -24,6 +24,15 @@ let package = Package(
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
         ),
+        .executableTarget(
+            name: "ServeBenchServer",
+            dependencies: [
+                "CBaselines",
+                .product(name: "ReactiveUV", package: "ReactiveUV"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(name: "Profile", dependencies: ["CBaselines", .product(name: "ReactiveUV", package: "ReactiveUV"), .product(name: "OpenCombine", package: "OpenCombine")]),
     ],
     swiftLanguageModes: [.v6]

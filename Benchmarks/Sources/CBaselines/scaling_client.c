@@ -209,6 +209,8 @@ struct churn_client {
     uint64_t completed;
     uint64_t failures;
     uint64_t measure_start_ns, measure_end_ns, cpu_start_ns, cpu_end_ns, process_start_ns, process_end_ns;
+    int server_pid;
+    int64_t server_start_ns, server_end_ns, server_user_start_ns, server_user_end_ns;
     struct sockaddr_in address;
     char message[64];
     char read_buffer[65536];
@@ -279,18 +281,27 @@ static void churn_tick(uv_timer_t *timer) {
         client->measure_start_ns = uv_hrtime();
         client->cpu_start_ns = thread_cpu_ns();
         client->process_start_ns = process_cpu_ns();
+        if (client->server_pid > 0) {
+            client->server_start_ns = rawc_process_cpu_ns(client->server_pid);
+            client->server_user_start_ns = rawc_process_user_ns(client->server_pid);
+        }
     } else {
         client->phase = 2;
         client->measure_end_ns = uv_hrtime();
         client->cpu_end_ns = thread_cpu_ns();
         client->process_end_ns = process_cpu_ns();
+        if (client->server_pid > 0) {
+            client->server_end_ns = rawc_process_cpu_ns(client->server_pid);
+            client->server_user_end_ns = rawc_process_user_ns(client->server_pid);
+        }
         uv_close((uv_handle_t *)&client->timer, NULL);
     }
 }
 
-int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, rawc_churn_result *result) {
+int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, int server_pid, rawc_churn_result *result) {
     churn_client_t *client = calloc(1, sizeof(*client));
     client->in_flight = in_flight;
+    client->server_pid = server_pid;
     memset(client->message, 'x', sizeof(client->message));
     uv_ip4_addr("127.0.0.1", port, &client->address);
     uv_loop_init(&client->loop);
@@ -309,6 +320,9 @@ int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, ra
     result->client_cpu_ns = client->cpu_end_ns - client->cpu_start_ns;
     result->process_cpu_ns = client->process_end_ns - client->process_start_ns;
     result->failures = client->failures;
+    result->server_cpu_ns = server_pid > 0 && client->server_start_ns >= 0 && client->server_end_ns >= client->server_start_ns
+        ? client->server_end_ns - client->server_start_ns : -1;
+    result->server_user_ns = result->server_cpu_ns >= 0 ? client->server_user_end_ns - client->server_user_start_ns : -1;
     free(client->slots);
     free(client);
     return 0;

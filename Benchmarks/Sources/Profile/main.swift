@@ -178,6 +178,13 @@ case "rawc-echo":
     var result = rawc_echo_result()
     _ = rawc_tcp_echo(64, 0, Int32(count), -1, -1, nil, 0, &result)
     print("round trips: \(result.round_trips)")
+case "churn-client":
+    // The churn scenario's C client alone, against a server started by hand (`ServeBenchServer ours|rawc|nio`),
+    // for profiling that server: `Profile churn-client PORT MS` runs 100 in flight for MS ms and prints the count.
+    let milliseconds = CommandLine.arguments.dropFirst(3).first.flatMap(Int32.init) ?? 3000
+    var result = rawc_churn_result()
+    _ = rawc_churn_client(Int32(count), 100, 0, milliseconds, 0, &result)
+    print("connections: \(result.connections), failures: \(result.failures)")
 case "timers":
     let countdown = Countdown(count)
     loop.execute {
@@ -237,7 +244,7 @@ case "stat", "rawc-stat":
         if chains.failed { print("a stat failed") }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, churn-client")
 }
 loop.shutdown()
 

@@ -217,7 +217,7 @@ enum ScalingScenarios {
         let bound = port.load(ordering: .acquiring)
         guard bound != 0 else { return nil }
         var result = rawc_churn_result()
-        guard rawc_churn_client(Int32(bound), 100, Int32(warmup), Int32(measure), &result) == 0, result.elapsed_ns > 0 else { return nil }
+        guard rawc_churn_client(Int32(bound), 100, Int32(warmup), Int32(measure), 0, &result) == 0, result.elapsed_ns > 0 else { return nil }
         if result.failures > 0 { print("   (\(result.failures) churn connections failed)") }
         return figures(operations: result.connections, elapsed: result.elapsed_ns, clientCPU: result.client_cpu_ns,
                        processCPU: result.process_cpu_ns, inProcess: true)

@@ -41,6 +41,8 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("Scaling (one loop → two)", { [ScalingScenarios.scaling(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("Scaling, ours interleaved", { [ScalingScenarios.interleaved(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("Group accept churn", { [ScalingScenarios.churn(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
+    ("Connection churn (server in its own process)", { ServerScenarios.churn(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000) }),
+    ("Idle connections", { [ServerScenarios.idle(count: 10_000 / scale, rounds: quick ? 1 : 3)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

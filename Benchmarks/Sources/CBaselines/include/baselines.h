@@ -127,14 +127,41 @@ int rawc_scaling_client(int port, int connections, int depth, int rounds, int wa
 
 /* Connection churn (libuv's tcp4_pound shape): `in_flight` connections at a time, each
  * connects, sends 64 bytes, reads 64 back and closes, then the next starts. One loop on
- * the calling thread. Counts completed connections during `measure_ms` after `warmup_ms`. */
+ * the calling thread. Counts completed connections during `measure_ms` after `warmup_ms`.
+ * With `server_pid` > 0 (a server in a process of its own) it also reads that process's CPU
+ * time (/proc, clock ticks) at the start and end of the measured window. */
 typedef struct {
     uint64_t connections;
     uint64_t elapsed_ns;
     uint64_t client_cpu_ns;
     uint64_t process_cpu_ns;   /* every thread of this process (an in-process server's and the client's) */
     uint64_t failures;
+    int64_t server_cpu_ns;     /* the server process's CPU time in the window; -1 when not measured */
+    int64_t server_user_ns;    /* the user-space part of it */
 } rawc_churn_result;
-int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, rawc_churn_result *result);
+int rawc_churn_client(int port, int in_flight, int warmup_ms, int measure_ms, int server_pid, rawc_churn_result *result);
+
+/* The raw C echo server of the churn and idle scenarios (libuv's echo-server shape: a
+ * malloc'd uv_tcp_t per connection, a malloc'd buffer per read, echoed and freed, the
+ * connection closed at EOF) on 127.0.0.1, ephemeral port, on the default loop of the
+ * calling thread; calls `on_listening` with the port, then runs forever. Returns a libuv
+ * error when it cannot listen. */
+int rawc_echo_serve(int backlog, void (*on_listening)(int port));
+
+/* The idle client: opens `count` blocking TCP connections to 127.0.0.1:`port` and sends
+ * nothing. Fills descriptors; returns how many opened (or -errno if none). */
+int rawc_idle_open(int port, int count, int *descriptors);
+void rawc_idle_close(const int *descriptors, int count);
+
+/* Another process, read from /proc: its CPU time (user + system, ns, in clock ticks),
+ * resident memory (bytes), open descriptors. -1 when unreadable. */
+int64_t rawc_process_cpu_ns(int pid);
+int64_t rawc_process_user_ns(int pid); /* user time only */
+int64_t rawc_process_rss_bytes(int pid);
+int rawc_process_descriptor_count(int pid);
+
+/* Raises this process's soft RLIMIT_NOFILE towards `wanted` (at most the hard limit); returns
+ * the soft limit now in force (children started afterwards inherit it), -1 on failure. */
+int rawc_raise_descriptor_limit(int wanted);
 
 #endif
