@@ -47,7 +47,7 @@ func serveOurs() -> Never {
             switch event {
             case .listening(let address):
                 announce(address.port)
-            case .refused:
+            case .refused, .draining:
                 break
             case .accepted(let connection):
                 _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
