@@ -36,6 +36,10 @@ public struct StreamBufferLimits: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var pausesReading: Bool
+    /// Whether the connection stays open for writing after the peer's EOF until `close()` (true here,
+    /// for pipes and standard streams); `TCPOptions.allowHalfOpen` and `UnixSocketOptions.allowHalfOpen`
+    /// set it for sockets, where the default is false (see `StreamConnection`, "Half-close").
+    var allowsHalfOpen = true
 
     /// Creates limits; the values are clamped so that 0 ≤ low ≤ high ≤ max.
     ///

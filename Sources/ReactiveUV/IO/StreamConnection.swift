@@ -15,14 +15,15 @@
 /// connections alike; the subclasses add what only their transport has
 /// (addresses and socket options for TCP, the socket path for Unix).
 ///
-/// Half-close: the connection is half-open by default, like Node's
-/// `allowHalfOpen: true`. The peer's EOF completes `bytes`, and the
-/// connection stays open for writing until you call `close()`: it never
-/// closes by itself on EOF. (An echo or request/response handler iterating
-/// `bytes.values` sees EOF only after the chunks buffered before it, so a
-/// connection that closed itself at EOF would cut off the answer to them.)
-/// So the idiom is: read until the end, answer, then `close()`, which sends
-/// everything queued before it.
+/// Half-close: by default (Node's `allowHalfOpen: false`) the connection
+/// closes itself after the peer's EOF, once the application has had its
+/// turn. The EOF completes `bytes` after every chunk read before it; when the
+/// reader has taken that end (an observer's completion handler returned, or
+/// a task iterating `bytes.values` left its loop) and one more loop turn has
+/// passed, the connection closes as `close()` does: everything queued is
+/// sent first. A write made later fails with `EPIPE`. With
+/// `TCPOptions.allowHalfOpen` (or `UnixSocketOptions.allowHalfOpen`) the
+/// connection stays open for writing until you call `close()`.
 ///
 /// Lifetime: the connection belongs to the subscription that produced it. It
 /// stays open until `close()` has flushed, `reset()`, a read or write

@@ -286,8 +286,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             input = .ended
             bulkChunk = []
             spareChunk = []
-            readers.take()?.sendCompleted()
+            let reader = readers.take()
+            reader?.sendCompleted()
             owner?.streamDidReadEndOfFile(self)
+            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(by: reader) }
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
