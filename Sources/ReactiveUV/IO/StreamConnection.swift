@@ -257,21 +257,19 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// On the connection's loop thread, exact; elsewhere, the figure the loop
     /// published after its last write or flush plus the bytes sent from other
     /// threads that are still on their way to the loop (so a thread's own
-    /// earlier sends are counted, at their cost: payload plus the per-write
-    /// overhead of `StreamBufferLimits`). Reading it never waits for the loop.
+    /// earlier sends are counted). Reading it never waits for the loop.
     ///
     /// Thread rule: safe from any thread; never blocks.
     public final var queuedWriteByteCount: Int {
         if stream.onLoopThread { return stream.queuedWriteByteCount }
         let published = stream.publishedWriteQueue.load(ordering: .acquiring)
         guard published >= 0 else { return 0 }  // closed
-        // In-transit sends are counted at their cost; their payload is what this figure counts.
-        let inTransit = stream.sendsInTransit.load(ordering: .relaxed)
-        return published + max(0, inTransit)
+        return published + stream.sendsInTransit.load(ordering: .relaxed)
     }
 
     /// Counts a send made off the loop against `maxQueuedBytes` now, before its hop: nil when
-    /// admitted (its cost then waits in `sendsInTransit` until `hop` takes it off), else the `ENOBUFS`.
+    /// admitted (its bytes and cost then wait in `sendsInTransit` and `costInTransit` until `hop`
+    /// takes them off), else the `ENOBUFS`.
     ///
     /// The queue on the loop (as last published) plus what other threads have in transit, plus
     /// this send's payload and `StreamHandle.perWriteOverhead`: past the limit it is refused, unless
@@ -279,27 +277,32 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     private func admitFromAnotherThread(_ byteCount: Int) -> UVError? {
         let stream = self.stream
         let cost = byteCount + StreamHandle.perWriteOverhead
-        let inTransit = stream.sendsInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
+        let inTransit = stream.costInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
         let queued = max(0, stream.publishedWriteCost.load(ordering: .relaxed))
         let before = queued + inTransit - cost
         if before > 0 && before + cost > stream.limits.maxQueuedBytes {
-            stream.sendsInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
             return stream.queueFullError(queuedCost: before, byteCount: byteCount)
         }
+        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
         return nil
     }
 
     /// Hands a send made off the loop (admitted by `admitFromAnotherThread`) to the loop; its cost
-    /// stays in `sendsInTransit` until the loop has queued it. False when the loop refused it (it has shut down).
+    /// stay in transit until the loop has queued it. False when the loop refused it (it has shut down).
     private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamHandle) -> Void) -> Bool {
         let stream = self.stream
         let cost = byteCount + StreamHandle.perWriteOverhead
         let accepted = stream.loop.enqueue {
             body(stream)
             // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
-            stream.sendsInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
         }
-        if !accepted { stream.sendsInTransit.wrappingSubtract(cost, ordering: .relaxed) }
+        if !accepted {
+            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+        }
         return accepted
     }
 

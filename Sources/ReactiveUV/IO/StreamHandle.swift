@@ -93,11 +93,13 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// loop thread after each change, read anywhere, so a query from another thread never waits
     /// for the loop (a loop thread must not wait for another loop).
     let publishedWriteQueue = Atomic<Int>(0)
-    /// The cost (payload plus `perWriteOverhead`) of what other threads have sent that is still on
-    /// its way to the loop (counted before the hop, uncounted once the loop queued it): with
-    /// `publishedWriteCost` it bounds a flood from another thread, and `queuedWriteByteCount` off the
-    /// loop includes a caller's own earlier sends.
+    /// Bytes other threads have sent that are still on their way to the loop (counted before the
+    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
+    /// loop sees includes its own earlier sends.
     let sendsInTransit = Atomic<Int>(0)
+    /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
+    /// flood from another thread at the moment of each send.
+    let costInTransit = Atomic<Int>(0)
 
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
     @exclusivity(unchecked) var queuedWriteCost = 0
