@@ -15,7 +15,7 @@ protocol StreamHandleOwner: AnyObject {
 }
 
 extension StreamHandleOwner {
-    /// Sockets stay half-open at EOF (see `StreamConnection`): nothing to do by default.
+    /// A socket follows its half-close rule at EOF (`StreamHandle+HalfClose.swift`): nothing more to do by default.
     func streamDidReadEndOfFile(_ stream: StreamHandle) {}
 }
 
@@ -30,7 +30,8 @@ extension StreamHandleOwner {
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `origin` (immutable) and `peerDescription` (written before the connection is handed out).
+    // `readChunkLimit` and `origin` (immutable), `peerDescription` (written before the connection is handed out)
+    // and the atomics (`published*`, `*InTransit`, `overflowEndRequested`).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
