@@ -176,6 +176,10 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         let countsBytes: Bool
         /// Bytes in the waiting chunks (only when `countsBytes`).
         var bufferedBytes = 0
+        /// The source's flow control, told when the task has taken the end (set as the completion arrives).
+        var endControl: FlowControl?
+        /// The source's flow control, kept from the first value on (the subscription drops it at the end).
+        var sourceControl: FlowControl?
 
         init(countsBytes: Bool) { self.countsBytes = countsBytes }
 
@@ -238,6 +242,17 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     private func locked<R>(_ body: (inout State) -> R) -> R {
         lock.withLock { body(&state) }
+    }
+
+    /// Tells a source waiting for it (a connection that closes after the peer's EOF) that the task is done
+    /// with the sequence: its iterator is gone (`cancel()`), so the code after its loop is running.
+    private func acknowledgeEnd() {
+        let control = locked { state -> FlowControl? in
+            let control = state.endControl
+            state.endControl = nil
+            return control
+        }
+        control?.endTaken()
     }
 
     /// The next value; waits on `actor`'s executor (nil: the global one).
@@ -332,6 +347,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         let flowControl = locked { $0.subscription }?.flowControl
         let waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
             if state.terminal != nil { return nil }
+            if state.sourceControl == nil { state.sourceControl = flowControl }
             if let waiter = state.waiter {
                 state.waiter = nil
                 return waiter
@@ -368,7 +384,19 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     private func finish(_ terminal: Result<Void, any Error>) {
-        locked { state in if state.terminal == nil { state.terminal = terminal } }
+        // A source that can pause learns when the task is done with the end (`acknowledgeEnd`), not
+        // when it is buffered here.
+        // The subscription has let go of its flow control by now (the terminal event is its
+        // teardown): `receive` kept it.
+        let control = locked { $0.sourceControl ?? $0.subscription?.flowControl }
+        control?.consumerTakesEndLater.store(true, ordering: .releasing)
+        let takenAlready = locked { state -> Bool in
+            if state.terminal == nil { state.terminal = terminal }
+            if state.cancelled { return true }
+            state.endControl = control
+            return false
+        }
+        if takenAlready { control?.endTaken() }
         wakeWaiter()
     }
 
@@ -397,6 +425,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.buffer = []
             state.head = 0
             state.bufferedBytes = 0
+            state.sourceControl = nil
             let waiter = state.waiter
             state.waiter = nil
             let subscription = state.subscription
@@ -409,6 +438,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         // subscription still delivers finds the channel ended and is dropped.
         subscription?.disposeWithoutWaiting()
         waiter?.resume(returning: UncheckedSendable(nil))
+        acknowledgeEnd()
     }
 }
 

@@ -11,12 +11,19 @@
 ///   replies for its own writes to drain (a client pushing more than the
 ///   socket buffers hold to an echo server before reading), would wait for a
 ///   peer that waits for it: turn `pausesReading` off there.
-/// - A write that would take a non-empty queue above `maxQueuedBytes` is refused with
-///   `ENOBUFS`: the returned signal of `write(_:)` fails, and for `send(_:)`
-///   (which has no result) the connection ends with that error on `bytes`.
+/// - The queue's memory cost is each queued write's payload plus a fixed
+///   overhead for its request (360 bytes, measured: the array header, the
+///   `uv_write_t` and the request object around it). A write that would take a
+///   non-empty queue's cost above `maxQueuedBytes` is refused with `ENOBUFS`: the
+///   returned signal of `write(_:)` fails, and for `send(_:)` (which has no
+///   result) the connection ends with that error on `bytes`. A send from another
+///   thread is counted at the moment of the send (atomically, before it hops to
+///   the loop), so a flood from another thread is bounded the same way.
+/// - `StreamConnection.writable` sends `false` when the cost passes
+///   `highWaterMark` and `true` once it has drained to `lowWaterMark`.
 ///
 /// So a connection's buffering is bounded by `maxQueuedBytes` plus one read
-/// chunk (64 KiB) in flight.
+/// chunk (64 KiB) in flight, however small its writes.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct StreamBufferLimits: Sendable, Hashable {
@@ -28,7 +35,7 @@ public struct StreamBufferLimits: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var lowWaterMark: Int
-    /// The most unflushed bytes a connection holds; larger writes fail with `ENOBUFS` (default 64 MiB).
+    /// The most a connection's write queue may cost (payloads plus 360 bytes per write); writes past it fail with `ENOBUFS` (default 64 MiB).
     ///
     /// Thread rule: safe from any thread.
     public var maxQueuedBytes: Int
@@ -36,6 +43,10 @@ public struct StreamBufferLimits: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var pausesReading: Bool
+    /// Whether the connection stays open for writing after the peer's EOF until `close()` (true here,
+    /// for pipes and standard streams); `TCPOptions.allowHalfOpen` and `UnixSocketOptions.allowHalfOpen`
+    /// set it for sockets, where the default is false (see `StreamConnection`, "Half-close").
+    var allowsHalfOpen = true
 
     /// Creates limits; the values are clamped so that 0 ≤ low ≤ high ≤ max.
     ///

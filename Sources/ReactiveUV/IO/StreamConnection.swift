@@ -15,14 +15,15 @@
 /// connections alike; the subclasses add what only their transport has
 /// (addresses and socket options for TCP, the socket path for Unix).
 ///
-/// Half-close: the connection is half-open by default, like Node's
-/// `allowHalfOpen: true`. The peer's EOF completes `bytes`, and the
-/// connection stays open for writing until you call `close()`: it never
-/// closes by itself on EOF. (An echo or request/response handler iterating
-/// `bytes.values` sees EOF only after the chunks buffered before it, so a
-/// connection that closed itself at EOF would cut off the answer to them.)
-/// So the idiom is: read until the end, answer, then `close()`, which sends
-/// everything queued before it.
+/// Half-close: by default (Node's `allowHalfOpen: false`) the connection
+/// closes itself after the peer's EOF, once the application has had its
+/// turn. The EOF completes `bytes` after every chunk read before it; when the
+/// reader has taken that end (an observer's completion handler returned, or
+/// a task iterating `bytes.values` left its loop) and one more loop turn has
+/// passed, the connection closes as `close()` does: everything queued is
+/// sent first. A write made later fails with `EPIPE`. With
+/// `TCPOptions.allowHalfOpen` (or `UnixSocketOptions.allowHalfOpen`) the
+/// connection stays open for writing until you call `close()`.
 ///
 /// Lifetime: the connection belongs to the subscription that produced it. It
 /// stays open until `close()` has flushed, `reset()`, a read or write
@@ -85,6 +86,13 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
             stream.send(bytes, completion: nil)
             return
         }
+        if let refusal = admitFromAnotherThread(bytes.count) {
+            // As on the loop, the refusal ends the connection; one hop does it, however many are refused.
+            if !stream.overflowEndRequested.exchange(true, ordering: .relaxed) {
+                onLoop(nil) { $0.end(.failed(refusal)) }
+            }
+            return
+        }
         // After shutdown the connection is closed: the rejection message is all there is to say.
         if !hop(counting: bytes.count, { $0.send(bytes, completion: nil) }) {
             stream.loop.execute {}  // reports the refusal
@@ -97,7 +105,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// and needs each result (a pump keeping N writes in flight): no signal
     /// and no subscription per write. The errors are `write(_:)`'s; after the
     /// loop has shut down, `completion` gets `EventLoopError.shutDown` on the
-    /// calling thread.
+    /// calling thread, and a send from another thread past the queue limit gets
+    /// `ENOBUFS` there too (it is counted before it leaves the calling thread).
     ///
     /// - Parameters:
     ///   - bytes: The bytes to send (not copied).
@@ -108,6 +117,10 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         let stream = self.stream
         if stream.onLoopThread {
             stream.send(bytes, completion: completion)
+            return
+        }
+        if let refusal = admitFromAnotherThread(bytes.count) {
+            completion(refusal)
             return
         }
         // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
@@ -135,10 +148,38 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         let outcome = WriteOutcome()
         if stream.onLoopThread {
             stream.send(bytes, completion: outcome.finish)
+        } else if let refusal = admitFromAnotherThread(bytes.count) {
+            outcome.finish(refusal)
         } else if !hop(counting: bytes.count, { $0.send(bytes, completion: outcome.finish) }) {
             outcome.finish(stream.loop.refusal)
         }
         return outcome.signal
+    }
+
+    /// Whether the connection takes more writes without growing past its high-water mark: Node's `'drain'`.
+    ///
+    /// Sends the current state at once, then `false` when a write takes the
+    /// queue's cost (each queued write's payload plus a fixed per-write
+    /// overhead, see `StreamBufferLimits`) above `highWaterMark`, and `true`
+    /// once it has drained to `lowWaterMark`; it completes when the
+    /// connection ends. A sender that must not lose messages pauses at
+    /// `false` and goes on at `true`, instead of meeting `ENOBUFS` at
+    /// `maxQueuedBytes`:
+    ///
+    /// ```swift
+    /// connection.writable.subscribeNext { canWrite in
+    ///     if canWrite { producer.resume() } else { producer.pause() }
+    /// }
+    /// ```
+    ///
+    /// Thread rule: safe from any thread; values arrive on the subscriber's home loop.
+    public var writable: Signal<Bool> {
+        let stream = self.stream
+        return Signal { subscriber in
+            LoopBinding.open(on: stream.loop, for: subscriber, what: "\(stream.transport.connectionTypeName).writable") { _ in
+                stream.watchWritable(subscriber)
+            }
+        }.debugNamed("+writable(\(stream.peerDescription))")
     }
 
     /// Half-closes the connection: sends EOF (FIN on TCP) once the queued writes are flushed; reading goes on.
@@ -226,18 +267,42 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         return published + stream.sendsInTransit.load(ordering: .relaxed)
     }
 
-    /// Runs `body` with the stream on its loop: now when already there, else queued.
-    /// Hands a send made off the loop to the loop; its bytes count in `queuedWriteByteCount` from
-    /// now until the loop has queued them. False when the loop refused it (it has shut down).
+    /// Counts a send made off the loop against `maxQueuedBytes` now, before its hop: nil when
+    /// admitted (its bytes and cost then wait in `sendsInTransit` and `costInTransit` until `hop`
+    /// takes them off), else the `ENOBUFS`.
+    ///
+    /// The queue on the loop (as last published) plus what other threads have in transit, plus
+    /// this send's payload and `StreamHandle.perWriteOverhead`: past the limit it is refused, unless
+    /// nothing is queued or in transit (a single large write always goes, as on the loop).
+    private func admitFromAnotherThread(_ byteCount: Int) -> UVError? {
+        let stream = self.stream
+        let cost = byteCount + StreamHandle.perWriteOverhead
+        let inTransit = stream.costInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
+        let queued = max(0, stream.publishedWriteCost.load(ordering: .relaxed))
+        let before = queued + inTransit - cost
+        if before > 0 && before + cost > stream.limits.maxQueuedBytes {
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            return stream.queueFullError(queuedCost: before, byteCount: byteCount)
+        }
+        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
+        return nil
+    }
+
+    /// Hands a send made off the loop (admitted by `admitFromAnotherThread`) to the loop; its cost
+    /// stay in transit until the loop has queued it. False when the loop refused it (it has shut down).
     private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamHandle) -> Void) -> Bool {
         let stream = self.stream
-        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
+        let cost = byteCount + StreamHandle.perWriteOverhead
         let accepted = stream.loop.enqueue {
             body(stream)
             // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
             stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
         }
-        if !accepted { stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed) }
+        if !accepted {
+            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+        }
         return accepted
     }
 

@@ -15,7 +15,7 @@ protocol StreamHandleOwner: AnyObject {
 }
 
 extension StreamHandleOwner {
-    /// Sockets stay half-open at EOF (see `StreamConnection`): nothing to do by default.
+    /// A socket follows its half-close rule at EOF (`StreamHandle+HalfClose.swift`): nothing more to do by default.
     func streamDidReadEndOfFile(_ stream: StreamHandle) {}
 }
 
@@ -30,7 +30,8 @@ extension StreamHandleOwner {
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `origin` (immutable) and `peerDescription` (written before the connection is handed out).
+    // `readChunkLimit` and `origin` (immutable), `peerDescription` (written before the connection is handed out)
+    // and the atomics (`published*`, `*InTransit`, `overflowEndRequested`).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -59,19 +60,19 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     @exclusivity(unchecked) private var input = Input.idle
     @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
-    @exclusivity(unchecked) private var writeBackpressure = false
+    @exclusivity(unchecked) var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
     @exclusivity(unchecked) private var consumerPaused = false
     /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
     /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
     /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
     /// release, or array bookkeeping per write.
-    @exclusivity(unchecked) private var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
-    @exclusivity(unchecked) private var writePoolCount = 0
+    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) var writePoolCount = 0
     /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
     /// directly, without `send`'s thread check.
     @exclusivity(unchecked) private var readerIsHome = false
-    @exclusivity(unchecked) private var writesShutDown = false
+    @exclusivity(unchecked) var writesShutDown = false
     /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
     @exclusivity(unchecked) private var shutdownPending = false
     /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
@@ -97,12 +98,29 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
     /// loop sees includes its own earlier sends.
     let sendsInTransit = Atomic<Int>(0)
+    /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
+    /// flood from another thread at the moment of each send.
+    let costInTransit = Atomic<Int>(0)
+
+    /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
+    @exclusivity(unchecked) var queuedWriteCost = 0
+    /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
+    /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
+    let publishedWriteCost = Atomic<Int>(0)
+    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
+    /// for it is on its way: later refusals add nothing to the loop's queue.
+    let overflowEndRequested = Atomic<Bool>(false)
+    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
+    /// it until it has drained to the low-water mark.
+    @exclusivity(unchecked) var isWritable = true
+    /// Who watches `writable`; nil until the first.
+    @exclusivity(unchecked) var writableWatchers: WritableWatchers?
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
 
     /// Finished write requests kept for reuse, per connection.
-    private static let writePoolLimit = 16
+    static let writePoolLimit = 16
 
     init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
          readChunkLimit: Int = ReadBuffer.size) {
@@ -194,7 +212,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
 
     /// Starts or stops libuv's reading to match the reader and both pause reasons.
     @discardableResult
-    private func updateReading() -> UVError? {
+    func updateReading() -> UVError? {
         guard isOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
         let shouldRead = !writeBackpressure && !consumerPaused
         if shouldRead && input == .paused {
@@ -286,8 +304,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             input = .ended
             bulkChunk = []
             spareChunk = []
-            readers.take()?.sendCompleted()
+            let reader = readers.take()
+            reader?.sendCompleted()
             owner?.streamDidReadEndOfFile(self)
+            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(by: reader) }
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
@@ -323,105 +343,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         return spareChunk
     }
 
-    /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
-    private func updateBackpressure() {
-        guard isOpen, limits.pausesReading else { return }
-        let queued = queuedWriteByteCount
-        if !writeBackpressure && queued > limits.highWaterMark {
-            writeBackpressure = true
-        } else if writeBackpressure && queued <= limits.lowWaterMark {
-            writeBackpressure = false
-        }
-        updateReading()
-    }
-
-    // MARK: - writing
-
-    /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
-    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
-        assertInEventLoop()
-        guard isOpen, !writesShutDown else {
-            let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
-            completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
-            return
-        }
-        if bytes.isEmpty {
-            completion?(nil)
-            return
-        }
-        // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
-        let queued = Int(stream.pointee.write_queue_size)
-        // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
-        if let fileSends, fileSends.isHolding { return fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: queued) }
-        if queued > 0 && queued + bytes.count > limits.maxQueuedBytes {
-            let error = UVError(code: UV_ENOBUFS.rawValue,
-                                message: "the connection's write queue is full (\(queued) bytes unflushed, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough",
-                                context: "write of \(bytes.count) bytes to \(peerDescription)")
-            if let completion { completion(error) } else { end(.failed(error)) }
-            return
-        }
-        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
-        let pooled: Unmanaged<WriteRequest>
-        if writePoolCount > 0, let writePool {
-            writePoolCount -= 1
-            pooled = writePool[writePoolCount]
-        } else {
-            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
-        }
-        // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
-        let result = pooled._withUnsafeGuaranteedRef { request in
-            request.completion = completion
-            return request.startWrite(bytes, to: stream, handingOver: true, callback: streamHandleWriteCallback)
-        }
-        if result < 0 {
-            pooled._withUnsafeGuaranteedRef { $0.reset() }
-            keepForReuse(pooled)
-            let failure = UVError(code: result, context: "write to \(peerDescription)")
-            completion?(failure)
-            end(.failed(failure))
-            return
-        }
-        let queuedNow = Int(stream.pointee.write_queue_size)
-        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
-        if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
-    }
-
-    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
-    func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
-        let completion = write._withUnsafeGuaranteedRef { $0.takeCompletion() }
-        keepForReuse(write)
-        if isOpen { publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed) }
-        if status == 0 {
-            completion?(nil)
-            if writeBackpressure { updateBackpressure() }
-            fileSends?.writeFinished()
-            return
-        }
-        if status == UV_ECANCELED.rawValue {
-            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
-                                context: "write to \(peerDescription)"))
-            return
-        }
-        let error = UVError(code: status, context: "write to \(peerDescription)")
-        completion?(error)
-        end(.failed(error))
-    }
-
-    /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
-    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
-        guard isOpen, writePoolCount < StreamHandle.writePoolLimit else {
-            write.release()
-            return
-        }
-        let pool = writePool ?? {
-            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamHandle.writePoolLimit)
-            writePool = slots
-            return slots
-        }()
-        // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
-        pool[writePoolCount] = write
-        writePoolCount += 1
-    }
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
     func shutdownWrites(outcome: WriteOutcome?) {
@@ -530,6 +451,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         self.owner = nil
         close()
         fileSends?.streamEnded(reason)
+        endWritableWatchers()
         switch reason {
         case .closed: reader?.sendCompleted()
         case .failed(let error): reader?.sendError(error)
@@ -590,17 +512,4 @@ private let streamHandleAllocate: uv_alloc_cb = { handle, _, buffer in
 private let streamHandleReadCallback: uv_read_cb = { stream, count, buffer in
     guard let data = stream?.pointee.data else { return }
     Unmanaged<StreamHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, buffer) }
-}
-
-/// A stream write's callback: straight to the stream, found through the request's handle.
-///
-/// The stream is borrowed without a retain: `handle.data` holds the retain
-/// taken in `didOpen()` until the close callback, and libuv calls every
-/// pending write back (`ECANCELED` once closing) before that callback runs.
-private let streamHandleWriteCallback: uv_write_cb = { request, status in
-    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamHandle.writePool`).
-    let write = Unmanaged<WriteRequest>.fromOpaque(data)
-    write._withUnsafeGuaranteedRef { $0.didFinish() }
-    Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
 }

@@ -13,7 +13,24 @@ public struct TCPOptions: Sendable, Hashable {
     /// How much unflushed written data a connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.
-    public var limits: StreamBufferLimits
+    public var limits: StreamBufferLimits {
+        get {
+            var limits = bufferLimits
+            limits.allowsHalfOpen = allowHalfOpen
+            return limits
+        }
+        set { bufferLimits = newValue }
+    }
+    private var bufferLimits: StreamBufferLimits
+    /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
+    ///
+    /// By default a connection whose peer half-closed closes itself once the
+    /// application has had its turn with the EOF and what it queued is flushed
+    /// (see `StreamConnection`, "Half-close"). Set it for a protocol that answers
+    /// after the peer's EOF, later than that.
+    ///
+    /// Thread rule: safe from any thread.
+    public var allowHalfOpen: Bool
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and reset at once
@@ -47,15 +64,17 @@ public struct TCPOptions: Sendable, Hashable {
     ///   - keepAlive: The keep-alive delay, or nil for none (default).
     ///   - limits: Write-buffer limits (default `StreamBufferLimits()`).
     ///   - maxConnections: For a server, the most connections open at once (nil: no limit).
+    ///   - allowHalfOpen: Keep a connection writable after the peer's EOF until `close()` (default false).
     ///   - idleTimeout: For a server, how long a connection may move no bytes before it is closed (nil: never).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
     public init(noDelay: Bool = true, keepAlive: Duration? = nil, limits: StreamBufferLimits = StreamBufferLimits(),
-                maxConnections: Int? = nil, idleTimeout: Duration? = nil) {
+                maxConnections: Int? = nil, allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
         self.noDelay = noDelay
         self.keepAlive = keepAlive
-        self.limits = limits
+        self.bufferLimits = limits
+        self.allowHalfOpen = allowHalfOpen
         self.maxConnections = maxConnections
         self.idleTimeout = idleTimeout
     }

@@ -11,7 +11,24 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// How much unflushed written data each connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.
-    public var limits: StreamBufferLimits
+    public var limits: StreamBufferLimits {
+        get {
+            var limits = bufferLimits
+            limits.allowsHalfOpen = allowHalfOpen
+            return limits
+        }
+        set { bufferLimits = newValue }
+    }
+    private var bufferLimits: StreamBufferLimits
+    /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
+    ///
+    /// By default a connection whose peer half-closed closes itself once the
+    /// application has had its turn with the EOF and what it queued is flushed
+    /// (see `StreamConnection`, "Half-close"). Set it for a protocol that answers
+    /// after the peer's EOF, later than that.
+    ///
+    /// Thread rule: safe from any thread.
+    public var allowHalfOpen: Bool
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and closed at once (the
@@ -56,12 +73,15 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///   - removeStaleSocketFile: For a server, remove a socket file nobody listens on before binding (default false).
     ///   - permissions: For a server, the socket file's mode (nil: leave it to `umask`).
     ///   - ipc: Open the connections for descriptor passing (default false).
+    ///   - allowHalfOpen: Keep a connection writable after the peer's EOF until `close()` (default false).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
     public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
-                removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false) {
-        self.limits = limits
+                removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false,
+                allowHalfOpen: Bool = false) {
+        self.bufferLimits = limits
+        self.allowHalfOpen = allowHalfOpen
         self.maxConnections = maxConnections
         self.removeStaleSocketFile = removeStaleSocketFile
         self.permissions = permissions

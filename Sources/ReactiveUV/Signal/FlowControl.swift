@@ -32,6 +32,11 @@ public final class FlowControl: @unchecked Sendable {
     private var appliedRequest = 0
     /// Values hopped from the source's thread to the subscription's home and not yet delivered.
     private let inTransit = Atomic<Int>(0)
+    /// Set (on the home thread, as the end arrives) by a consumer that buffers values and says later
+    /// when its task took the end (`signal.values`): the source then waits for `endTaken()`.
+    let consumerTakesEndLater = Atomic<Bool>(false)
+    /// What the source runs, on its thread, once the consumer has taken the end (see `whenEndTaken`).
+    private var endTakenBody: (() -> Void)?
 
     /// Values queued for another loop above which the source is paused.
     public static let transitHighWater = 64
@@ -62,6 +67,31 @@ public final class FlowControl: @unchecked Sendable {
             guard request > control.appliedRequest else { return }
             control.appliedRequest = request
             control.consumerPaused = paused
+        }
+    }
+
+    /// Runs `body` on the source's thread once the consumer has taken the end: at once when the
+    /// end has already reached a consumer that does not buffer, else when it calls `endTaken()`.
+    ///
+    /// Call on the source's thread after sending the completion. The check hops through the
+    /// subscription's home, behind the completion, so it sees what the consumer did with it.
+    func whenEndTaken(home: Scheduler, _ body: @escaping () -> Void) {
+        endTakenBody = body
+        if home.isCurrent {
+            if !consumerTakesEndLater.load(ordering: .acquiring) { endTaken() }
+            return
+        }
+        home.schedule { [self] in
+            if !consumerTakesEndLater.load(ordering: .acquiring) { endTaken() }
+        }
+    }
+
+    /// The consumer has taken the end (its task saw the sequence finish): the source's `whenEndTaken` body runs.
+    func endTaken() {
+        onSourceThread { control in
+            let body = control.endTakenBody
+            control.endTakenBody = nil
+            body?()
         }
     }
 

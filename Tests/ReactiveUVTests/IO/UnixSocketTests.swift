@@ -10,7 +10,8 @@ final class UnixSocketTests: XCTestCase {
         try withTemporaryDirectory { directory in
             let path = directory + "/echo.sock"
             try checked { harness in
-                let server = try harness.record(UnixSocket.serve(path: path), label: "server")
+                // Half-open: the server answers after the client's EOF (the default closes after it).
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(allowHalfOpen: true)), label: "server")
                 guard case .listening(let listening)? = try server.waitForValues(1).first else {
                     return XCTFail("the first event was not .listening: \(server.values)")
                 }

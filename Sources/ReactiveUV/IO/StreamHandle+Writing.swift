@@ -1,0 +1,147 @@
+internal import CLibUV
+
+// Writing: the pooled write requests, the queue's cost and its limit, backpressure and `writable`.
+extension StreamHandle {
+    /// What one queued write costs beyond its payload, counted against `StreamBufferLimits`.
+    ///
+    /// Measured: 100,000 queued 40-byte `send`s (fresh arrays, a peer that does not read)
+    /// hold 400 live heap bytes each (`mallinfo2`, the tests' `ruv_test_live_heap_bytes`): the
+    /// array's storage (32-byte header + payload, rounded by malloc to 80), the `uv_write_t`
+    /// (`uv_req_size(UV_WRITE)` 192, allocated 16-aligned) and the `WriteRequest` object around
+    /// it. 400 - 40 = 360. A send from another thread costs its hop's closure instead of the
+    /// request until the loop queues it: counted the same.
+    static let perWriteOverhead = 360
+
+    /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
+    ///
+    /// Measured in payload bytes waiting in libuv's queue (what the kernel has not taken), as
+    /// `queuedWriteByteCount` reports: reading pauses for bytes the peer is slow to take. The
+    /// limit and `writable` count the queue's memory cost instead (`perWriteOverhead`).
+    func updateBackpressure() {
+        guard isOpen, limits.pausesReading else { return }
+        let queued = queuedWriteByteCount
+        if !writeBackpressure && queued > limits.highWaterMark {
+            writeBackpressure = true
+        } else if writeBackpressure && queued <= limits.lowWaterMark {
+            writeBackpressure = false
+        }
+        updateReading()
+    }
+
+    // MARK: - writing
+
+    /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
+    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        assertInEventLoop()
+        guard isOpen, !writesShutDown else {
+            let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
+            completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
+            return
+        }
+        if bytes.isEmpty {
+            completion?(nil)
+            return
+        }
+        // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
+        if let fileSends, fileSends.isHolding {
+            // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
+            return fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: Int(stream.pointee.write_queue_size))
+        }
+        let cost = bytes.count + StreamHandle.perWriteOverhead
+        if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {
+            let error = queueFullError(queuedCost: queuedWriteCost, byteCount: bytes.count)
+            if let completion { completion(error) } else { end(.failed(error)) }
+            return
+        }
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
+        let pooled: Unmanaged<WriteRequest>
+        if writePoolCount > 0, let writePool {
+            writePoolCount -= 1
+            pooled = writePool[writePoolCount]
+        } else {
+            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        }
+        // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
+        let result = pooled._withUnsafeGuaranteedRef { request in
+            request.completion = completion
+            return request.startWrite(bytes, to: stream, handingOver: true, callback: streamHandleWriteCallback)
+        }
+        if result < 0 {
+            pooled._withUnsafeGuaranteedRef { $0.reset() }
+            keepForReuse(pooled)
+            let failure = UVError(code: result, context: "write to \(peerDescription)")
+            completion?(failure)
+            end(.failed(failure))
+            return
+        }
+        let queuedNow = Int(stream.pointee.write_queue_size)
+        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        queuedWriteCost += cost
+        publishedWriteCost.store(queuedWriteCost, ordering: .relaxed)
+        if isWritable && queuedWriteCost > limits.highWaterMark { setWritable(false) }
+        if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
+    }
+
+    /// The `ENOBUFS` of a write past `maxQueuedBytes`, with the figures.
+    func queueFullError(queuedCost: Int, byteCount: Int) -> UVError {
+        UVError(code: UV_ENOBUFS.rawValue,
+                message: "the connection's write queue is full (\(queuedCost) bytes queued, counting \(StreamHandle.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
+                context: "write of \(byteCount) bytes to \(peerDescription)")
+    }
+
+    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
+    func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
+        // The payload's size first: taking the completion forgets the payload.
+        let (byteCount, completion) = write._withUnsafeGuaranteedRef { ($0.payload.count, $0.takeCompletion()) }
+        keepForReuse(write)
+        queuedWriteCost -= byteCount + StreamHandle.perWriteOverhead
+        if isOpen {
+            publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
+            publishedWriteCost.store(queuedWriteCost, ordering: .relaxed)
+        }
+        if status == 0 {
+            if !isWritable && queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
+            completion?(nil)
+            if writeBackpressure { updateBackpressure() }
+            fileSends?.writeFinished()
+            return
+        }
+        if status == UV_ECANCELED.rawValue {
+            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
+                                context: "write to \(peerDescription)"))
+            return
+        }
+        let error = UVError(code: status, context: "write to \(peerDescription)")
+        completion?(error)
+        end(.failed(error))
+    }
+
+    /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
+    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
+        guard isOpen, writePoolCount < StreamHandle.writePoolLimit else {
+            write.release()
+            return
+        }
+        let pool = writePool ?? {
+            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamHandle.writePoolLimit)
+            writePool = slots
+            return slots
+        }()
+        // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
+        pool[writePoolCount] = write
+        writePoolCount += 1
+    }
+}
+
+/// A stream write's callback: straight to the stream, found through the request's handle.
+///
+/// The stream is borrowed without a retain: `handle.data` holds the retain
+/// taken in `didOpen()` until the close callback, and libuv calls every
+/// pending write back (`ECANCELED` once closing) before that callback runs.
+private let streamHandleWriteCallback: uv_write_cb = { request, status in
+    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
+    // The reference the stream handed over when it started the write (see `StreamHandle.writePool`).
+    let write = Unmanaged<WriteRequest>.fromOpaque(data)
+    write._withUnsafeGuaranteedRef { $0.didFinish() }
+    Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
+}
