@@ -170,9 +170,11 @@ func main() -> Int32 {
     // Returns once the subscriptions are disposed and the connections closed.
     loop.run()
     let result = status.value
-    // Closes what the group's loops still hold (the server's disposal was queued to them).
-    group?.shutdown()
+    // This thread's loop first: once it is closed the thread is a plain one again and may wait
+    // for the group's loops to close what they still hold (the server's disposal was queued to
+    // them) and for their threads to end.
     loop.shutdown()
+    group?.shutdown()
     return result
 }
 
