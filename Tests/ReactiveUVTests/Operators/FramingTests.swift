@@ -182,6 +182,29 @@ final class FramingTests: XCTestCase {
         XCTAssertEqual(cut.current, 2, "lines were cut after take(2) completed")
     }
 
+    /// A subscriber of `lines` (the sink fed by the driver's tight loop) that disposes its own
+    /// subscription inside a line's callback gets no further line of that chunk, nor of the next:
+    /// the loop reads the disposed flag once per line, after the line, and the sink does not.
+    func testASubscriberDisposingInsideALineGetsNoMoreLines() {
+        let subject = Subject<[UInt8]>()
+        let received = Locked<[String]>([])
+        let handle = Locked<(any Disposable)?>(nil)
+        let test = TestScheduler()
+        let subscription = test.performAsCurrent {
+            subject.lines().subscribeNext { line in
+                received.withLock { $0.append(String(decoding: line, as: UTF8.self)) }
+                if line == Array("b".utf8) { handle.current?.dispose() }
+            }
+        }
+        handle.withLock { $0 = subscription }
+        test.performAsCurrent {
+            subject.sendNext(Array("a\nb\nc\r\nd\n".utf8))
+            subject.sendNext(Array("e\n".utf8))
+        }
+        XCTAssertEqual(received.current, ["a", "b"])
+        XCTAssertTrue(subscription.isDisposed)
+    }
+
     /// A piece's storage may be reused for the next piece once the subscriber let it go (no
     /// allocation per line), never while the subscriber holds it: every line and frame it kept,
     /// whether the one before was kept or let go, still reads as it was sent when the stream ends.
