@@ -229,11 +229,16 @@ final class GroupListener: Disposable, @unchecked Sendable {
         }
         switch step {
         case .begin(let shares):
-            // Counted before the shares stop accepting: a client accepted in between is drained too.
-            onEvent(.draining(open: budget.open))
-            forward(request, to: shares)
+            // `.draining` goes out once every share has closed its listening socket, so a client
+            // that connects after the event is refused (and its count includes everyone accepted).
+            let closing = Atomic(shares.count)
+            forward(request, to: shares, stoppedAccepting: { [self] in
+                if closing.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+                    onEvent(.draining(open: budget.open))
+                }
+            })
         case .force(let shares):
-            forward(request, to: shares)
+            forward(request, to: shares, stoppedAccepting: nil)
         case .endBeforeServing(let previous):
             stop(previous)
             onCompleted()
@@ -242,16 +247,20 @@ final class GroupListener: Disposable, @unchecked Sendable {
         }
     }
 
-    /// Hands `request` to each share on its loop; a loop that refuses (it shut down) has no connections left.
-    private func forward(_ request: TCPServer.DrainRequest, to shares: [TCPListener]) {
+    /// Hands `request` to each share on its loop; a loop that refuses (it shut down) has no connections
+    /// left and no socket. `stoppedAccepting` runs once per share, when its listening socket is closed.
+    private func forward(_ request: TCPServer.DrainRequest, to shares: [TCPListener],
+                         stoppedAccepting: (@Sendable () -> Void)?) {
         for share in shares {
             let work: @Sendable () -> Void = { [self] in
-                share.drain(request, announce: nil, done: { [self] in shareDrained(share) })
+                share.drain(request, announce: stoppedAccepting.map { stopped in { _ in stopped() } },
+                            done: { [self] in shareDrained(share) })
             }
             if share.loop.inEventLoop {
                 work()
             } else if !share.loop.enqueue(work) {
-                // The loop has shut down: its shutdown ended the share's connections.
+                // The loop has shut down: its shutdown ended the share's connections and closed its socket.
+                stoppedAccepting?()
                 shareDrained(share)
             }
         }

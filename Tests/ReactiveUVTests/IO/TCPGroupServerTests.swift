@@ -232,6 +232,39 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// `.draining` goes out only once every loop's listening socket is closed: with one loop
+    /// held busy, the event waits for it, so a client connecting after the event is refused.
+    func testDrainingIsSentOnlyOnceEveryLoopHasStoppedAccepting() throws {
+        withGroup(loops: 2) { harness, group in
+            let drain = Subject<TCPServer.DrainRequest>()
+            let server = try harness.record(TCPServer.serve(port: 0, on: group, drain: drain), label: "server")
+            let port = try listeningPort(server)
+            let busy = group.loops[1]
+            let release = DispatchSemaphore(value: 0)
+            let holding = DispatchSemaphore(value: 0)
+            try busy.tryExecute {
+                holding.signal()
+                release.wait()
+            }
+            holding.wait()
+            drain.sendNext(.graceful(timeout: .seconds(60)))
+            // The free loop has taken its drain request (it runs in order) and the harness loop has
+            // recorded whatever it sent on.
+            try group.loops[0].tryExecute { harness.loop.execute {} }
+            try harness.onLoop {}
+            XCTAssertFalse(server.values.contains { if case .draining = $0 { true } else { false } },
+                           ".draining was sent while a loop still listened")
+            release.signal()
+            try server.wait(for: ".draining") { events in events.contains { if case .next(.draining) = $0 { true } else { false } } }
+            for attempt in 0..<16 {
+                XCTAssertThrowsError(try BlockingClient(port: port), "client \(attempt) connected after .draining") { error in
+                    XCTAssertEqual((error as? BlockingClientError)?.errno, ECONNREFUSED, "\(error)")
+                }
+            }
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+        }
+    }
+
     /// `TCPOptions.idleTimeout` on a group: each loop's share checks its own connections, so
     /// silent clients on both loops are closed (each client reads EOF) and the server goes on.
     func testIdleTimeoutClosesSilentClientsOnEveryLoop() throws {
