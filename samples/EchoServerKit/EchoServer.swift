@@ -1,5 +1,4 @@
 import ReactiveUV
-import Synchronization
 
 /// What an echo server reports as clients come and go.
 ///
@@ -159,11 +158,11 @@ public enum EchoServer {
 ///
 /// Each client is served on its connection's loop: the subscription's home for a server
 /// on one loop, the loop that accepted it for a server on a group, so several loops may
-/// add and remove clients at once: the table of clients is behind a mutex (taken once per
+/// add and remove clients at once: the table of clients is behind a pthread mutex (taken once per
 /// connect and disconnect, never per chunk).
 private final class EchoSessions: Sendable {
     private let report: @Sendable (EchoEvent) -> Void
-    private let reading = Mutex<[ObjectIdentifier: any Disposable]>([:])
+    private let reading = PthreadLocked<[ObjectIdentifier: any Disposable]>([:])
 
     init(report: @escaping @Sendable (EchoEvent) -> Void) { self.report = report }
 
