@@ -243,8 +243,38 @@ case "stat", "rawc-stat":
         chains.done.wait()
         if chains.failed { print("a stat failed") }
     }
+case "list", "rawc-list":
+    // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
+    // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline. The directory
+    // is made once, so (Ir(N2) − Ir(N1)) / (N2 − N1) is the cost of one listing.
+    // PROFILE_LIST_DIR names a directory made beforehand (kept), so a profile shows the listing alone.
+    let given = ProcessInfo.processInfo.environment["PROFILE_LIST_DIR"]
+    let directory = given ?? NSTemporaryDirectory() + "reactiveuv-profile-list-\(getpid())"
+    if given == nil {
+        mkdir(directory, 0o755)
+        for index in 0..<20_000 { close(open(directory + "/entry-\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)) }
+    }
+    defer { if given == nil { try? FileManager.default.removeItem(atPath: directory) } }
+    for _ in 0..<count {
+        if mode == "rawc-list" {
+            var entries: UInt64 = 0
+            _ = rawc_fs_list(directory, Int32(Files.listBatchSize), &entries)
+            if entries != 20_000 { print("listed \(entries)") }
+        } else {
+            let done = Flag()
+            let listed = ListTally()
+            loop.execute {
+                _ = Files.list(directory).subscribe(next: { entry in
+                    listed.entries += 1
+                    listed.nameBytes += entry.name.utf8.count
+                }, error: { _ in done.raise() }, completed: { done.raise() })
+            }
+            done.wait()
+            if listed.entries != 20_000 || listed.nameBytes == 0 { print("listed \(listed.entries)") }
+        }
+    }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, churn-client")
 }
 loop.shutdown()
 
@@ -344,4 +374,11 @@ final class ProfileStatChains: @unchecked Sendable {
             done.raise()
         }
     }
+}
+
+/// What a `list` listing saw (written on the loop thread, read after `done`).
+final class ListTally: @unchecked Sendable {
+    // Loop thread only until the listing's end, which the Flag orders before the main thread's read.
+    var entries = 0
+    var nameBytes = 0
 }

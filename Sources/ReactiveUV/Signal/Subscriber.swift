@@ -172,6 +172,42 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         leave(terminal: false)
     }
 
+    /// Sends `values` in order, as `sendNext` would send each, but as one delivery on the home thread.
+    ///
+    /// For a source with many values in hand at once (a directory listing's batch): the gate is entered
+    /// once around them all and, when the observer is this subscription's own sink, so is the dispose
+    /// handshake (`Subscription.enterDelivery`), instead of once per value. Each value still checks that
+    /// no terminal event, teardown or dispose came during the one before it, and stops the burst if one
+    /// did. Off the home thread each value hops there as `sendNext` would hop it.
+    ///
+    /// Thread rule: safe from any thread.
+    func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
+        guard ThreadLocals.currentScheduler.value == homeIdentity else {
+            for value in values { hop(.next(value)) }
+            return
+        }
+        guard enter(terminal: false) else { return }
+        let stopped = Self.terminatedFlag | Self.releasedFlag
+        observer._withUnsafeGuaranteedRef { observer in
+            if observer.kind == .sink, unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription {
+                let sink = unsafeDowncast(observer, to: Sink<Value>.self)
+                let entry = subscription.enterDelivery()
+                guard entry != .refused else { return }
+                for value in values {
+                    if flags & stopped != 0 || subscription.disposedFlag.load(ordering: .relaxed) { break }
+                    sink.handleNextInBurst(value)
+                }
+                subscription.leaveDelivery(entry)
+            } else {
+                for value in values {
+                    if flags & stopped != 0 || subscription.isDisposed { break }
+                    observer.receiveNext(value)
+                }
+            }
+        }
+        leave(terminal: false)
+    }
+
     /// Teardown came during a delivery: release once the outermost one returned.
     @usableFromInline
     func releaseIfOutermost() {

@@ -123,6 +123,11 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         subscriber?.sendNext(value)
     }
 
+    /// Sends values in order as one delivery (`Subscriber.sendNexts`), if the operation still runs.
+    func send<Values: Sequence>(contentsOf values: Values) where Values.Element == Value {
+        subscriber?.sendNexts(values)
+    }
+
     /// Registers `release` to run once at the end, however the operation ends (after any pending request called back).
     func onEnd(_ release: @escaping () -> Void) {
         releases.append(release)

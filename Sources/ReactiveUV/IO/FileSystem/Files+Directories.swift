@@ -161,15 +161,18 @@ extension Files {
         list(path, batchSize: listBatchSize, on: loop, afterEachBatch: nil)
     }
 
-    /// `list(_:on:)` with the batch size and a test seam told (on the loop thread) each batch's size after its delivery.
-    static func list(_ path: String, batchSize: Int, on loop: EventLoop?, afterEachBatch: ((Int) -> Void)?) -> Signal<DirectoryEntry> {
+    /// `list(_:on:)` with the batch size and test seams told (on the loop thread) each batch's size after its
+    /// delivery, and each `readdir`'s count when it called back (before the batch is delivered or held).
+    static func list(_ path: String, batchSize: Int, on loop: EventLoop?, afterEachBatch: ((Int) -> Void)?,
+                     afterEachRead: ((Int) -> Void)? = nil) -> Signal<DirectoryEntry> {
         operation("list", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "opendir")
             guard batchSize > 0 else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "batch size must be positive, not \(batchSize)", context: "opendir \(path)")
             }
         }) { operation in
-            DirectoryListing(operation: operation, path: path, batchSize: batchSize, afterEachBatch: afterEachBatch).start()
+            DirectoryListing(operation: operation, path: path, batchSize: batchSize, afterEachBatch: afterEachBatch,
+                             afterEachRead: afterEachRead).start()
         }
     }
 }
@@ -191,25 +194,33 @@ extension FileType {
 }
 
 /// One `Files.list`: opendir, readdir in batches into a buffer of our own, closedir at the end.
+///
+/// One batch is read ahead: the next `readdir` starts on the pool before the batch in hand is delivered
+/// (its names are copied out of the buffer first, so the buffer is free for it), so the pool's `getdents`
+/// and the loop's delivery overlap. A consumer that pauses gets the rest of the batch in hand; the batch
+/// read ahead is held until it resumes, and no further `readdir` starts: at most two batches are in memory.
 final class DirectoryListing: @unchecked Sendable {
     // Loop thread only, as its operation (the flow control's closures run on the thread that registered them).
     private let operation: FileSystemOperation<DirectoryEntry>
     private let path: String
     private let batchSize: Int
     private let afterEachBatch: ((Int) -> Void)?
+    private let afterEachRead: ((Int) -> Void)?
     /// The directory stream, once open; closed (synchronously: a close does not block) by the operation's release.
     private var directory: UnsafeMutablePointer<uv_dir_t>?
     /// Where libuv writes each batch's entries (`uv_dir_t.dirents`); the names it points to are libuv's until cleanup.
     private let entries: UnsafeMutablePointer<uv_dirent_t>
     private var paused = false
-    /// A batch was delivered while paused: the next readdir starts on resume.
-    private var readWaits = false
+    /// A batch that arrived while paused (empty: the end), delivered on resume.
+    private var held: [DirectoryEntry]?
 
-    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?) {
+    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?,
+         afterEachRead: ((Int) -> Void)?) {
         self.operation = operation
         self.path = path
         self.batchSize = batchSize
         self.afterEachBatch = afterEachBatch
+        self.afterEachRead = afterEachRead
         entries = .allocate(capacity: batchSize)
     }
 
@@ -221,9 +232,9 @@ final class DirectoryListing: @unchecked Sendable {
         // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
         operation.subscriber?.setFlowControl(pause: { [self] in paused = true }, resume: { [self] in
             paused = false
-            if readWaits && operation.isRunning {
-                readWaits = false
-                read()
+            if let batch = held, operation.isRunning {
+                held = nil
+                deliver(batch)
             }
         })
         // A paused listing has no request pending, so the loop's shutdown would not reach it through one.
@@ -248,27 +259,33 @@ final class DirectoryListing: @unchecked Sendable {
         }
     }
 
+    /// Starts the next `readdir`. Only one is ever pending: it starts from `deliver`, which runs when the
+    /// previous one has called back, or on resume with the batch it brought.
     private func read() {
         guard let directory else { return }
         let uvLoop = operation.loop.uvLoop
         operation.step("readdir \(path)", { uv_fs_readdir(uvLoop, $0, directory, $1) }, read: { [entries] count, _ in
             (0..<count).map { DirectoryEntry(name: String(cString: entries[$0].name), type: FileType(entries[$0].type)) }
         }) { [self] batch in
-            if batch.isEmpty {
-                operation.finish()
-                return
-            }
-            for entry in batch {
-                operation.send(entry)
-                guard operation.isRunning else { return }
-            }
-            afterEachBatch?(batch.count)
+            afterEachRead?(batch.count)
             if paused {
-                readWaits = true
+                held = batch
             } else {
-                read()
+                deliver(batch)
             }
         }
+    }
+
+    /// Reads the next batch ahead, then sends this one (an empty batch is the end).
+    private func deliver(_ batch: [DirectoryEntry]) {
+        if batch.isEmpty {
+            operation.finish()
+            return
+        }
+        read()
+        operation.send(contentsOf: batch)
+        guard operation.isRunning else { return }
+        afterEachBatch?(batch.count)
     }
 
     /// Closes a directory stream now, on the loop thread (`closedir` does not block).

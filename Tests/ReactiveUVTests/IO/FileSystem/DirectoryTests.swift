@@ -86,8 +86,9 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
-    /// A consumer's pause stops the next readdir: after the batch in hand, no request is pending until it resumes;
-    /// disposing a listing part-way closes the directory.
+    /// The next readdir runs while a batch is delivered; a consumer's pause stops the one after it: the batch in
+    /// hand is delivered, the batch read ahead is held, and no request is pending until it resumes; disposing a
+    /// listing part-way closes the directory.
     func testAPausedListingIssuesNoReadUntilResumedAndDisposeClosesIt() throws {
         let listed = path("paused")
         try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
@@ -98,21 +99,29 @@ final class DirectoryTests: FileSystemTestCase {
             let loop = harness.loop
             let received = Locked(0)
             let batches = Locked(0)
+            let reads = Locked(0)
+            let readAheadDuringFirstBatch = Locked<Bool?>(nil)
             let subscription = Locked<Subscription?>(nil)
             let completed = Locked(false)
             try harness.onLoop {
-                let disposable = Files.list(listed, batchSize: 10, on: nil, afterEachBatch: { _ in batches.withLock { $0 += 1 } })
+                let disposable = Files.list(listed, batchSize: 10, on: nil, afterEachBatch: { _ in batches.withLock { $0 += 1 } },
+                                            afterEachRead: { _ in reads.withLock { $0 += 1 } })
                     .subscribe(next: { _ in
                         let count = received.withLock { $0 += 1; return $0 }
+                        if count == 1 { readAheadDuringFirstBatch.withLock { $0 = !loop.requests.isEmpty } }
                         if count == 3 { subscription.current?.flowControl?.pause() }
                     }, completed: { completed.withLock { $0 = true } })
                 subscription.withLock { $0 = disposable as? Subscription }
             }
             XCTAssertNotNil(subscription.current)
             try harness.wait(for: "the first batch") { batches.current >= 1 }
+            // The second batch was read ahead while the first was delivered; it arrives and is held.
+            try harness.wait(for: "the batch read ahead to call back") { reads.current >= 2 }
             XCTAssertEqual(try harness.onLoop { loop.requests.isEmpty }, true, "no readdir pending while paused")
+            XCTAssertEqual(readAheadDuringFirstBatch.current, true, "the next readdir runs while the first batch is delivered")
+            XCTAssertEqual(reads.current, 2, "one batch read ahead, no more while paused")
             XCTAssertEqual(batches.current, 1)
-            XCTAssertEqual(received.current, 10, "the batch in hand is delivered whole")
+            XCTAssertEqual(received.current, 10, "the batch in hand is delivered whole, the one read ahead is held")
             XCTAssertGreaterThan(descriptors(openOn: listed), 0, "the directory is still open")
             try harness.onLoop { subscription.current?.flowControl?.resume() }
             try harness.wait(for: "the listing to complete") { completed.current }
@@ -124,6 +133,32 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertGreaterThan(descriptors(openOn: listed), 0)
             parted.dispose()
             try harness.wait(for: "the directory to be closed") { descriptors(openOn: listed) == 0 }
+        }
+    }
+
+    /// A batch goes out as one delivery (`Subscriber.sendNexts`), yet a subscriber that disposes inside an entry
+    /// gets no further entry, from that batch or a later one; through an operator every entry still arrives.
+    func testASubscriberDisposingInsideABatchGetsNoMoreEntries() throws {
+        let listed = path("burst")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        for index in 0..<40 {
+            XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil))
+        }
+        try checked { harness in
+            let received = Locked(0)
+            let subscription = Locked<(any Disposable)?>(nil)
+            try harness.onLoop {
+                subscription.withLock {
+                    $0 = Files.list(listed, batchSize: 20, on: nil, afterEachBatch: nil).subscribe(next: { _ in
+                        if received.withLock({ $0 += 1; return $0 }) == 3 { subscription.current?.dispose() }
+                    })
+                }
+            }
+            // A second listing on the same loop completes after the first one's batch was delivered.
+            let whole = try completes(harness, Files.list(listed, batchSize: 20, on: nil, afterEachBatch: nil).map(\.name))
+            XCTAssertEqual(Set(whole).count, 40, "through an operator every entry arrives once")
+            try harness.wait(for: "the disposed listing to close its directory") { descriptors(openOn: listed) == 0 }
+            XCTAssertEqual(received.current, 3, "nothing after the dispose inside the third entry")
         }
     }
 
