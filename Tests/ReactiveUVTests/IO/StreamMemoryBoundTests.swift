@@ -43,7 +43,9 @@ final class StreamMemoryBoundTests: XCTestCase {
             defer { client.close() }
             let connection = try waitForAccepted(server, 1)[0]
             let results = Results()
-            let growth = try harness.onLoop { () -> Double in
+            // A million sends take about 5 s under the thread sanitizer and three times that on a loaded
+            // machine: the default 10 s would fail a slow run, not a hang (which this still catches).
+            let growth = try harness.onLoop(timeout: .seconds(120)) { () -> Double in
                 let before = liveHeapMegabytes()
                 for index in 0..<Self.sends {
                     connection.send([UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 40), completion: results.record)

@@ -141,7 +141,8 @@ final class LoopTimerTests: XCTestCase {
             }
             step()
         }
-        waitUntil("the chain") { state.current.chain == chainLength }
+        // A million loop turns: about 4 s under the thread sanitizer, more on a loaded machine (the wait only guards a hang).
+        waitUntil("the chain", timeout: .seconds(120)) { state.current.chain == chainLength }
         let sawAt = state.current.timerSawChainAt
         XCTAssertNotNil(sawAt)
         XCTAssertLessThan(sawAt ?? .max, chainLength, "the 5 ms timer only ran after the whole chain")
