@@ -458,7 +458,7 @@ extension ValuesBufferPolicy {
 /// It returns true to drop the value.
 enum ValuesDeliveryTestHook {
     static let isSet = Atomic<Bool>(false)
-    static let hook = Mutex<(@Sendable () -> Bool)?>(nil)
+    static let hook = LockedValue<(@Sendable () -> Bool)?>(nil)
 
     static func set(_ body: (@Sendable () -> Bool)?) {
         hook.withLock { $0 = body }

@@ -48,7 +48,7 @@ final class GroupListener: Disposable, @unchecked Sendable {
     private let onCompleted: @Sendable () -> Void
     /// The connections open across the group, against `options.maxConnections`.
     private let budget: ConnectionBudget
-    private let state = Mutex<State>(.starting(lookup: nil))
+    private let state = LockedValue<State>(.starting(lookup: nil))
     private let disposedFlag = Atomic<Bool>(false)
     /// The subscription to the drain requests (set once by `follow`, on the coordinator's thread).
     private let drainRequests = SerialDisposable()

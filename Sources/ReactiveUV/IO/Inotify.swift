@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -43,7 +42,7 @@ protocol InotifyOwner: AnyObject {
 /// drops every kernel watch it still held.
 final class InotifyHub: LoopHandle {
     // Loop thread only: each loop's thread alone reads and writes its own key of `hubs`.
-    private static let hubs = Mutex<[ObjectIdentifier: HubReference]>([:])
+    private static let hubs = LockedValue<[ObjectIdentifier: HubReference]>([:])
     private struct HubReference: @unchecked Sendable {  // handed out only to the hub's own loop thread (key above)
         let hub: InotifyHub
     }

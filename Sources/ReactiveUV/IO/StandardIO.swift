@@ -228,7 +228,7 @@ enum StandardDescriptors {
 /// The descriptors that have an open libuv stream in this process: one each, or libuv's epoll
 /// registration for the descriptor would be shared by two handles.
 enum DescriptorClaims {
-    private static let claimed = Mutex<Set<Int32>>([])
+    private static let claimed = LockedValue<Set<Int32>>([])
 
     /// Claims `descriptor`; false when it is already claimed.
     static func claim(_ descriptor: Int32) -> Bool {

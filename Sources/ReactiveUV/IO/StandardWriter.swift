@@ -103,7 +103,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     /// Set once the writer closed or failed: the registry then makes a new one.
     private let ended = Atomic<Bool>(false)
 
-    private static let writers = Mutex<[Int32: StandardWriter]>([:])
+    private static let writers = LockedValue<[Int32: StandardWriter]>([:])
 
     /// The registered writer for `descriptor`, or a new one on `loop`.
     static func shared(descriptor: Int32, name: String, on loop: EventLoop) -> StandardWriter {

@@ -160,7 +160,7 @@ enum TerminalSettings {
     nonisolated(unsafe) static let saved = UnsafeMutablePointer<termios>.allocate(capacity: 1)
     /// The descriptor whose settings `saved` holds, or -1 when no terminal is in raw mode.
     static let savedDescriptor = Atomic<Int32>(-1)
-    private static let lock = Mutex<Bool>(false)  // whether the exit and signal hooks are installed
+    private static let lock = LockedValue<Bool>(false)  // whether the exit and signal hooks are installed
 
     static func setMode(_ mode: TTY.Mode, of descriptor: Int32) throws(UVError) {
         let result: UVError? = lock.withLock { hooksInstalled in

@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -15,10 +14,10 @@ import Musl
 /// Thread rule: safe from any thread.
 public final class UnixSocketEnd: Sendable, CustomStringConvertible {
     /// The descriptor, or -1 once taken.
-    private let descriptor: Mutex<Int32>
+    private let descriptor: LockedValue<Int32>
 
     init(descriptor: Int32) {
-        self.descriptor = Mutex(descriptor)
+        self.descriptor = LockedValue(descriptor)
     }
 
     deinit {
