@@ -1,7 +1,7 @@
-extension Files {
+extension FileSystem {
     /// Opens the file at `path`, runs `body` with it, closes it, and returns what `body` returned.
     ///
-    /// The scoped form of `open` for async code: the file stays open for as long as
+    /// The scoped form of `Files.open` for async code: the file stays open for as long as
     /// `body` runs (`try await Files.open(...).first()` cannot do that: taking the first
     /// value ends the subscription, and the subscription owns the file).
     ///
@@ -10,10 +10,10 @@ extension Files {
     /// - When `body` throws, the file is closed and `body`'s error is rethrown.
     /// - Closing it inside `body` is fine.
     ///
-    /// - Parameters: As `open`'s; `loop` nil means the calling task's loop (`EventLoop.shared`
+    /// - Parameters: As `Files.open`'s; `loop` nil means the calling task's loop (`EventLoop.shared`
     ///   for a task that runs on no loop). `isolation`: the caller's, where `body` runs (leave the default).
     /// - Returns: What `body` returned.
-    /// - Throws: `open`'s errors, `body`'s error, the close's error, or `CancellationError`.
+    /// - Throws: `Files.open`'s errors, `body`'s error, the close's error, or `CancellationError`.
     ///
     /// Thread rule: safe from any task; `body` runs in the caller's isolation.
     public static func withOpenFile<Result>(
@@ -25,15 +25,14 @@ extension Files {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (OpenFile) async throws -> Result
     ) async throws -> Result {
-        try await withScopedFile(open(path, mode: mode, options: options, permissions: permissions,
-                                      on: loop ?? EventLoop.current ?? EventLoop.shared),
+        try await withScopedFile(Files.open(path, mode: mode, options: options, permissions: permissions, on: self.loop(for: loop)),
                                  isolation: isolation, body)
     }
 
-    /// Makes a temporary file (`makeTemporaryFile`), runs `body` with it, closes it and returns what
+    /// Makes a temporary file (`Files.makeTemporaryFile`), runs `body` with it, closes it and returns what
     /// `body` returned. The file is not removed: its `path` names it.
     ///
-    /// - Parameters: As `makeTemporaryFile`'s, and `withOpenFile`'s `isolation` and `body`.
+    /// - Parameters: As `Files.makeTemporaryFile`'s, and `withOpenFile`'s `isolation` and `body`.
     /// - Returns: What `body` returned.
     /// - Throws: `mkstemp`'s errors, `body`'s error, the close's error, or `CancellationError`.
     ///
@@ -45,46 +44,8 @@ extension Files {
         isolation: isolated (any Actor)? = #isolation,
         _ body: (OpenFile) async throws -> Result
     ) async throws -> Result {
-        try await withScopedFile(makeTemporaryFile(prefix: prefix, in: directory, on: loop ?? EventLoop.current ?? EventLoop.shared),
+        try await withScopedFile(Files.makeTemporaryFile(prefix: prefix, in: directory, on: self.loop(for: loop)),
                                  isolation: isolation, body)
-    }
-}
-
-extension FileSystem {
-    /// `Files.withOpenFile`, under the async namespace.
-    ///
-    /// - Parameters: As `Files.withOpenFile`'s.
-    /// - Returns: What `body` returned.
-    /// - Throws: As `Files.withOpenFile`.
-    ///
-    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
-    public static func withOpenFile<Result>(
-        _ path: String,
-        mode: OpenFile.Mode = .read,
-        options: OpenFile.Options = [],
-        permissions: UInt32 = 0o644,
-        on loop: EventLoop? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        _ body: (OpenFile) async throws -> Result
-    ) async throws -> Result {
-        try await Files.withOpenFile(path, mode: mode, options: options, permissions: permissions, on: loop, isolation: isolation, body)
-    }
-
-    /// `Files.withTemporaryFile`, under the async namespace.
-    ///
-    /// - Parameters: As `Files.withTemporaryFile`'s.
-    /// - Returns: What `body` returned.
-    /// - Throws: As `Files.withTemporaryFile`.
-    ///
-    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
-    public static func withTemporaryFile<Result>(
-        prefix: String = "reactiveuv-",
-        in directory: String? = nil,
-        on loop: EventLoop? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        _ body: (OpenFile) async throws -> Result
-    ) async throws -> Result {
-        try await Files.withTemporaryFile(prefix: prefix, in: directory, on: loop, isolation: isolation, body)
     }
 }
 

@@ -18,11 +18,17 @@ internal import CLibUV
 ///
 /// Thread rule: safe from any task.
 public enum FileSystem {
+    /// The loop an async call runs on, chosen in this one place: `loop` if given, else the calling loop
+    /// thread's loop, else `EventLoop.shared`.
+    static func loop(for loop: EventLoop?) -> EventLoop {
+        loop ?? EventLoop.current ?? EventLoop.shared
+    }
+
     /// The one bridge: builds the signal for the loop the call runs on and awaits its end.
     ///
     /// - Returns: The signal's last value (nil for the signals that only complete).
     private static func run<Value>(on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value? {
-        try await make(loop ?? EventLoop.current ?? EventLoop.shared).last()
+        try await make(self.loop(for: loop)).last()
     }
 
     /// `run` for the signals that send exactly one value.
@@ -109,7 +115,7 @@ public enum FileSystem {
     ///
     /// Thread rule: safe from any task.
     public static func list(_ path: String, on loop: EventLoop? = nil) -> SignalValues<DirectoryEntry> {
-        Files.list(path, on: loop ?? EventLoop.current ?? EventLoop.shared).values
+        Files.list(path, on: self.loop(for: loop)).values
     }
 
     /// `Files.removeDirectory`: removes an empty directory.

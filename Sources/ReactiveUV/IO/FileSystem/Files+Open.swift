@@ -46,7 +46,7 @@ extension Files {
     /// running on pool threads end). The signal completes when the file is closed by
     /// its `close()`, and fails with `EventLoopError.shutDown` when its loop shuts down
     /// (which closes it too). Take the file with `subscribe(next:)` and keep the
-    /// disposable, or use the scoped form `withOpenFile`.
+    /// disposable, or use the scoped form `FileSystem.withOpenFile`.
     ///
     /// The file is opened on a pool thread with `O_CLOEXEC` and `O_NONBLOCK` (so a FIFO
     /// never holds a pool thread waiting for its other end; a FIFO opened for writing with

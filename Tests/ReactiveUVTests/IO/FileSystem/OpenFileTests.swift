@@ -73,7 +73,7 @@ final class OpenFileTests: XCTestCase {
         try Data(contents).write(to: URL(fileURLWithPath: path))
         let loop = EventLoop(name: "paced reads")
         defer { loop.shutdown() }
-        let bytes = try await Files.withOpenFile(path, on: loop) { file in
+        let bytes = try await FileSystem.withOpenFile(path, on: loop) { file in
             var bytes: [UInt8] = []
             for try await chunk in file.chunks(chunkSize: 4096).values(bufferingPolicy: .bounded(2)) {
                 bytes += chunk
@@ -314,7 +314,7 @@ final class OpenFileTests: XCTestCase {
         let path = directory + "/scoped"
         let loop = EventLoop(name: "scoped files")
         defer { loop.shutdown() }
-        let kept = try await Files.withOpenFile(path, mode: .readWrite, options: [.create], on: loop) { file in
+        let kept = try await FileSystem.withOpenFile(path, mode: .readWrite, options: [.create], on: loop) { file in
             _ = try await file.write(Array("scoped".utf8), at: 0).first()
             XCTAssertFalse(file.isClosed)
             return file
@@ -330,7 +330,7 @@ final class OpenFileTests: XCTestCase {
             XCTFail("the body's error is rethrown")
         } catch is Failure {}
         XCTAssertEqual(thrown?.isClosed, true)
-        let bytes = try await Files.withTemporaryFile(in: directory, on: loop) { file in
+        let bytes = try await FileSystem.withTemporaryFile(in: directory, on: loop) { file in
             _ = try await file.write([5], at: 0).first()
             return try await file.read(at: 0, count: 8).first()
         }
@@ -340,13 +340,13 @@ final class OpenFileTests: XCTestCase {
     /// The README's open-file example is the code between the markers (compiled, not run: it reads a system
     /// path; what it does is tested by `testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows`).
     func testTheReadmeOpenFileExampleIsThisCode() throws {
-        try assertReadmeBlock(containing: "Files.withOpenFile(\"/var/log/app.log\")", matches: "README-OPENFILE-EXAMPLE")
+        try assertReadmeBlock(containing: "FileSystem.withOpenFile(\"/var/log/app.log\")", matches: "README-OPENFILE-EXAMPLE")
         _ = Self.readmeOpenFileExample  // referenced so the compiler keeps checking it
     }
 
     private static func readmeOpenFileExample() async throws -> [UInt8] {
         // README-OPENFILE-EXAMPLE-BEGIN
-        let header = try await Files.withOpenFile("/var/log/app.log") { file in
+        let header = try await FileSystem.withOpenFile("/var/log/app.log") { file in
             try await file.read(at: 0, count: 512).first() ?? []
         }
         // README-OPENFILE-EXAMPLE-END

@@ -257,7 +257,7 @@ final class SendFileTests: XCTestCase {
 
     private static func readmeSendFileExample(_ connection: TCPConnection) async throws -> Int {
         // README-SENDFILE-EXAMPLE-BEGIN
-        let sent = try await Files.withOpenFile("/srv/static/video.mp4", on: connection.loop) { file in
+        let sent = try await FileSystem.withOpenFile("/srv/static/video.mp4", on: connection.loop) { file in
             try await connection.sendFile(file).first() ?? 0
         }
         // README-SENDFILE-EXAMPLE-END
