@@ -169,13 +169,14 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     }
 
     /// Opens on this loop a connection the group's listening share handed over, and sends it;
-    /// closes it instead (the client reads EOF) when this share has ended or its loop is shutting down.
+    /// closes it instead (the client reads EOF) when this share has ended or its loop was asked
+    /// to shut down meanwhile (it would close the connection moments later).
     ///
     /// Loop thread only.
     func adopt(_ parcel: HandedOffConnection) {
         let ended: Bool
         if case .drained = drainState { ended = true } else { ended = callbacks == nil || isDisposed }
-        guard !ended, loop.acceptsNewHandles, let descriptor = parcel.take() else {
+        guard !ended, !loop.shutdownRequested, let descriptor = parcel.take() else {
             parcel.discard()
             return
         }
