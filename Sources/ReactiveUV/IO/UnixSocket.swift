@@ -84,7 +84,8 @@ public enum UnixSocket {
         }.debugNamed("+UnixSocket.listen(\(path))")
     }
 
-    /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned away.
+    /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned
+    /// away; after a drain request, `.draining(open:)`, then it completes once the connections have closed.
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.

@@ -198,6 +198,44 @@ final class UnixGroupServerTests: XCTestCase {
         }
     }
 
+    /// The README's Unix group example is this code, and it serves: clients on both loops get
+    /// their bytes back, and disposing leaves every group loop with nothing open.
+    func testTheReadmeUnixGroupExampleIsThisCodeAndEchoes() throws {
+        try assertReadmeBlock(containing: "UnixSocket.serve(path: path, on: group", matches: "README-UNIX-GROUP")
+        try withTemporaryDirectory { directory in
+            let path = directory + "/app.sock"
+            let group = EventLoopGroup(loopCount: 2)
+            // README-UNIX-GROUP-BEGIN
+            // The first loop accepts; each client is served on the loop it was handed to.
+            let server = UnixSocket.serve(path: path, on: group, onAccepted: { connection in
+                connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+            }).subscribe(error: { print("cannot serve:", $0) })
+            // README-UNIX-GROUP-END
+            let report = LoopHarness.run { harness in
+                var connected: UnixBlockingClient?
+                try harness.wait(for: "the server to listen") {
+                    connected = try? UnixBlockingClient(path: path)
+                    return connected != nil
+                }
+                let clients = [connected!, try UnixBlockingClient(path: path)]  // one on each loop
+                for (index, client) in clients.enumerated() {
+                    try client.sendAll(Array("hello \(index)".utf8))
+                    XCTAssertEqual(try client.receive(exactly: 7), Array("hello \(index)".utf8))
+                    client.shutdownWrite()
+                    XCTAssertEqual(try client.receiveUntilEOF(), [], "the server closed after the client's EOF")
+                    client.close()
+                }
+                server.dispose()
+                for loop in group.loops {
+                    try harness.wait(for: "loop \(loop.name) has nothing open") { (try? loop.openHandles()) == [] }
+                }
+            }
+            XCTAssertTrue(report.isClean, "\(report.problems)")
+            let reports = try group.tryShutdown()
+            XCTAssertEqual(reports.map(\.loopCloseResult), [0, 0])
+        }
+    }
+
     // MARK: - drain
 
     /// A client on the second loop in the middle of a 4 MiB transfer when the drain begins gets
