@@ -183,13 +183,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         let stream = makeStream()
         do throws(UVError) {
             try stream.open()
-            do throws(UVError) {
-                try uvCheck(uv_pipe_open(stream.pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open")
-            } catch {
-                Glibc.close(descriptor)  // libuv did not take it
-                throw error
-            }
+            try uvCheck(uv_pipe_open(stream.pointer(as: uv_pipe_t.self), descriptor), "uv_pipe_open")
         } catch {
+            Glibc.close(descriptor)  // libuv did not take it (uv_pipe_open takes it only when it succeeds)
             stream.end(.closed)
             budget.give()
             reportMisuse("a connection handed to loop '\(loop.name)' could not be opened on \(place): \(error)")
