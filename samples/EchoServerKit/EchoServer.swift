@@ -127,25 +127,78 @@ public enum EchoServer {
     ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).
     ///   - options: Buffer limits, the connection limit, stale-file removal and permissions.
     ///   - loop: The loop to serve on; nil for the subscription's home loop.
-    /// - Returns: A signal of server events (`.listeningOnPath` first); it never completes on its own.
+    ///   - drain: Requests to drain (see `UnixSocket.DrainRequest`): `.draining` is sent, and the
+    ///     signal completes once every client has left (or was closed at the deadline).
+    /// - Returns: A signal of server events (`.listeningOnPath` first); it completes only after a drain.
     ///
     /// Thread rule: safe from any thread.
     public static func run(
         unixPath: String,
         options: UnixSocketOptions = UnixSocketOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<UnixSocket.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
         Signal { subscriber in
             let sessions = EchoSessions(report: { subscriber.sendNext($0) })
-            let server = UnixSocket.serve(path: unixPath, options: options, on: loop).subscribe(
+            let server = UnixSocket.serve(path: unixPath, options: options, on: loop, drain: drain).subscribe(
                 next: { event in
                     switch event {
                     case .listening(let path): subscriber.sendNext(.listeningOnPath(path))
                     case .accepted(let connection): sessions.serve(connection, peer: nil)
                     case .refused(let open): subscriber.sendNext(.refused(peer: nil, open: open))
+                    case .draining(let open): subscriber.sendNext(.draining(open: open))
                     }
                 },
-                error: { subscriber.sendError($0) })
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+            return ActionDisposable {
+                server.dispose()
+                sessions.disposeAll()
+            }
+        }
+    }
+
+    /// Like `run(unixPath:options:on:drain:)`, on every loop of `group`: the first loop accepts
+    /// and each client is echoed on the loop it was handed to, in turn (see
+    /// `UnixSocket.serve(path:backlog:options:on:onAccepted:drain:)`).
+    ///
+    /// The events reach the subscriber on its home loop; `.served` names each client's loop
+    /// before its `.connected`, and `open` counts the clients of every loop.
+    ///
+    /// - Parameters:
+    ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).
+    ///   - options: Buffer limits, the connection limit (across the group), stale-file removal and permissions.
+    ///   - group: The loops that serve the clients.
+    ///   - drain: Requests to drain every loop (see `UnixSocket.DrainRequest`): `.draining` is sent,
+    ///     and the signal completes once every client has left (or was closed at the deadline).
+    /// - Returns: A signal of server events (`.listeningOnPath` first); it completes only after a drain.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func run(
+        unixPath: String,
+        options: UnixSocketOptions = UnixSocketOptions(),
+        on group: EventLoopGroup,
+        drain: Signal<UnixSocket.DrainRequest>? = nil
+    ) -> Signal<EchoEvent> {
+        Signal { subscriber in
+            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+            let serveHere: @Sendable (UnixConnection) -> Void = { connection in
+                // On the connection's loop: its bytes are subscribed (and echoed) there.
+                subscriber.sendNext(.served(peer: nil, loop: connection.loop.name))
+                sessions.serve(connection, peer: nil)
+            }
+            let server = UnixSocket.serve(path: unixPath, options: options, on: group, onAccepted: serveHere,
+                                          drain: drain).subscribe(
+                next: { event in
+                    switch event {
+                    case .listening(let path): subscriber.sendNext(.listeningOnPath(path))
+                    case .accepted: break  // served in `onAccepted`, on its own loop
+                    case .refused(let open): subscriber.sendNext(.refused(peer: nil, open: open))
+                    case .draining(let open): subscriber.sendNext(.draining(open: open))
+                    }
+                },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
             return ActionDisposable {
                 server.dispose()
                 sessions.disposeAll()

@@ -1,10 +1,9 @@
-// echo: a TCP (or Unix-socket) echo server. Prints when clients come and go. For TCP, the first
-// Ctrl-C drains (no new clients; the connected ones are served until they leave, at most
-// --drain-timeout), the second forces; then it exits 0. For a Unix socket Ctrl-C closes every
-// connection at once.
+// echo: a TCP (or Unix-socket) echo server. Prints when clients come and go. The first Ctrl-C
+// drains (no new clients; the connected ones are served until they leave, at most
+// --drain-timeout), the second forces; then it exits 0.
 //
 //   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--loops N] [--drain-timeout 10] [--verbose]
-//   echo --unix /tmp/echo.sock [--max-connections 1000]
+//   echo --unix /tmp/echo.sock [--max-connections 1000] [--loops N] [--drain-timeout 10] [--verbose]
 import EchoServerKit
 import ReactiveUV
 import SampleSupport
@@ -16,17 +15,19 @@ import Musl
 
 let usage = """
     usage: echo --port N [--host ADDRESS] [--max-connections N] [--loops N] [--drain-timeout SECONDS] [--verbose]
-           echo --unix PATH [--max-connections N]
+           echo --unix PATH [--max-connections N] [--loops N] [--drain-timeout SECONDS] [--verbose]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
-      --loops N             serve TCP clients on N loops, each on its own thread (default: one
-                            per core); the kernel spreads the clients over them
+      --loops N             serve the clients on N loops, each on its own thread (default: one
+                            per core); for TCP the kernel spreads the clients over them, for a
+                            Unix socket the first loop accepts and hands them out in turn
       --drain-timeout S     on the first Ctrl-C (or SIGTERM) stop accepting and wait up to S seconds
                             (default 10) for the connected clients to leave, then reset the rest;
                             a second Ctrl-C resets them at once
       --verbose             print which loop serves each client
       --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left
-                            by an earlier run that nobody listens on is replaced; removed on exit)
+                            by an earlier run that nobody listens on is replaced; removed when
+                            the drain begins or on exit)
       --max-connections N   reset clients beyond N connected at once (default: no limit)
     """
 
@@ -77,12 +78,6 @@ struct Options {
         guard (options.port == nil) != (options.unixPath == nil) else {
             throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
         }
-        if options.unixPath != nil && options.loops != nil {
-            throw UsageError("--loops serves TCP only: a Unix socket is served on one loop")
-        }
-        if options.unixPath != nil && options.drainTimeout != nil {
-            throw UsageError("--drain-timeout serves TCP only: a Unix socket server closes at once on Ctrl-C")
-        }
         return options
     }
 }
@@ -97,22 +92,23 @@ func main() -> Int32 {
     // State the callbacks share: confined to the loop (this thread), so the callbacks may capture it.
     let status = LoopBound(Int32(0), loop: loop)
     let clients = LoopBound(0, loop: loop)
-    // The first interruption asks the TCP server to drain, the second to force.
+    // The first interruption asks the server to drain, the second to force.
     let drainRequests = Subject<TCPServer.DrainRequest>()
     let interruptionCount = LoopBound(0, loop: loop)
 
     let server: Signal<EchoEvent>
     let place: String
-    // TCP clients are served on a group's loops; the main loop only prints.
-    let group = options.unixPath == nil ? EventLoopGroup(loopCount: options.loops ?? onlineProcessorCount(), name: "echo") : nil
+    // Clients are served on a group's loops; the main loop only prints.
+    let group = EventLoopGroup(loopCount: options.loops ?? onlineProcessorCount(), name: "echo")
     if let path = options.unixPath {
         place = path
         server = EchoServer.run(unixPath: path, options: UnixSocketOptions(maxConnections: options.maxConnections,
-                                                                           removeStaleSocketFile: true))
+                                                                           removeStaleSocketFile: true),
+                                on: group, drain: drainRequests)
     } else {
         place = "\(options.host):\(options.port!)"
         server = EchoServer.run(host: options.host, port: options.port!,
-                                options: TCPOptions(maxConnections: options.maxConnections), on: group!,
+                                options: TCPOptions(maxConnections: options.maxConnections), on: group,
                                 drain: drainRequests)
     }
     let verbose = options.verbose
@@ -121,11 +117,12 @@ func main() -> Int32 {
             switch event {
             case .listening(let address):
                 printLine("echo: listening on \(address)")
-                if let group { printLine("echo: serving on \(group.loops.count) loop(s)") }
+                printLine("echo: serving on \(group.loops.count) loop(s)")
             case .served(let peer, let loopName):
                 if verbose { printLine("client \(describe(peer)) served on loop \(loopName)") }
             case .listeningOnPath(let path):
                 printLine("echo: listening on unix \(path)")
+                printLine("echo: serving on \(group.loops.count) loop(s)")
             case .connected(let peer, let open):
                 clients.value = open
                 printLine("client \(describe(peer)) connected (\(open) open)")
@@ -150,14 +147,8 @@ func main() -> Int32 {
         }))
 
     let drainTimeout = options.drainTimeout ?? .seconds(10)
-    let drains = group != nil
     subscriptions.add(interruptions().subscribeNext { number in
         interruptionCount.value += 1
-        guard drains else {
-            printLine("interrupted by \(signalName(number)): closing \(clients.value) connection(s)")
-            subscriptions.dispose()
-            return
-        }
         if interruptionCount.value == 1 {
             printLine("interrupted by \(signalName(number)): draining \(clients.value) connection(s) for up to \(drainTimeout) (again to force)")
             drainRequests.sendNext(.graceful(timeout: drainTimeout))
@@ -174,7 +165,7 @@ func main() -> Int32 {
     // for the group's loops to close what they still hold (the server's disposal was queued to
     // them) and for their threads to end.
     loop.shutdown()
-    group?.shutdown()
+    group.shutdown()
     return result
 }
 

@@ -69,7 +69,7 @@ enum IOOurs {
                 case .listening:
                     listening.value = true
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     _ = connection.bytes.subscribeNext { connection.send($0) }
@@ -163,7 +163,7 @@ enum IOOurs {
                 switch event {
                 case .listening:
                     ready.signal()
-                case .refused:
+                case .refused, .draining:
                     break
                 case .accepted(let connection):
                     let count = ResultBox<UInt64>()

@@ -115,6 +115,13 @@ final class AcceptedStreams: StreamHandleOwner {
         return .accepted(stream, read)
     }
 
+    /// Keeps an open stream whose connection another loop accepted and counted against the
+    /// budget already (a Unix-socket group server's hand-off): from here it is owned here.
+    func adopt(_ stream: StreamHandle) {
+        stream.owner = self
+        streams[ObjectIdentifier(stream)] = stream
+    }
+
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
         if streams.removeValue(forKey: ObjectIdentifier(stream)) != nil { budget.give() }
         if streams.isEmpty, let onEmpty {

@@ -26,7 +26,28 @@ public enum UnixSocket {
         case accepted(UnixConnection)
         /// A client was turned away (closed at once) because `options.maxConnections` were open.
         case refused(open: Int)
+        /// A drain began (see `DrainRequest`): the socket is closed and its file removed, so no
+        /// client is accepted any more, and the server waits for these `open` connections to
+        /// close. Sent once; finish each connection's current work and `close()` it. When the
+        /// last one has closed (or the drain's deadline closed the rest) the signal completes.
+        case draining(open: Int)
     }
+
+    /// What a server's `drain` signal asks: to quiesce gracefully, or to stop now (the same type as `TCPServer.DrainRequest`).
+    ///
+    /// `.graceful(timeout:)` (the first one counts): the listening socket closes at once and
+    /// its file is removed (a client connecting from then on gets `ENOENT`, or `ECONNREFUSED`
+    /// on an abstract name; a new server may bind the path while this one drains), `serve`
+    /// sends `.draining(open:)`, and the connections already accepted carry on untouched. When
+    /// the last one has closed the server signal completes; at `timeout` the ones still open
+    /// are closed at once, their unsent data dropped (Unix sockets have no RST: the peer reads
+    /// EOF, or `ECONNRESET` if it had sent bytes nobody read), and the signal completes.
+    /// `.force`: the same, closing the open connections now (also during a graceful drain).
+    /// The drain signal ending changes nothing; disposing the server during a drain closes
+    /// everything at once, and the signal does not complete.
+    ///
+    /// Thread rule: a value type; safe from any thread.
+    public typealias DrainRequest = TCPServer.DrainRequest
 
     /// Listens on `path` and sends each accepted connection.
     ///
@@ -38,13 +59,15 @@ public enum UnixSocket {
     /// `UVError`: `EADDRINUSE` when the path exists (see
     /// `UnixSocketOptions.removeStaleSocketFile`), `ENOENT` for a missing
     /// directory, `EACCES`, `ENAMETOOLONG` past 107 bytes, `EINVAL` for an
-    /// empty path. The signal never completes on its own.
+    /// empty path. The signal never completes on its own: only a drain (the
+    /// `drain` parameter) completes it.
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
     ///   - backlog: The kernel's queue of connections not yet accepted.
     ///   - options: Buffer limits, the connection limit, stale-file removal and the file's permissions.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`); when the drain finishes the signal completes.
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
@@ -52,20 +75,24 @@ public enum UnixSocket {
         path: String,
         backlog: Int32 = 128,
         options: UnixSocketOptions = UnixSocketOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<UnixConnection> {
-        listenerSignal("UnixSocket.listen", path: path, backlog: backlog, options: options, on: loop) { event, subscriber in
+        listenerSignal("UnixSocket.listen", path: path, backlog: backlog, options: options, on: loop,
+                       drain: drain) { event, subscriber in
             if case .accepted(let connection) = event { subscriber.sendNext(connection) }
         }.debugNamed("+UnixSocket.listen(\(path))")
     }
 
-    /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned away.
+    /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned
+    /// away; after a drain request, `.draining(open:)`, then it completes once the connections have closed.
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
     ///   - backlog: The kernel's queue of connections not yet accepted.
     ///   - options: Buffer limits, the connection limit, stale-file removal and the file's permissions.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`): `.draining` is sent, then the signal completes.
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread.
@@ -73,9 +100,11 @@ public enum UnixSocket {
         path: String,
         backlog: Int32 = 128,
         options: UnixSocketOptions = UnixSocketOptions(),
-        on loop: EventLoop? = nil
+        on loop: EventLoop? = nil,
+        drain: Signal<DrainRequest>? = nil
     ) -> Signal<Event> {
-        listenerSignal("UnixSocket.serve", path: path, backlog: backlog, options: options, on: loop) { event, subscriber in
+        listenerSignal("UnixSocket.serve", path: path, backlog: backlog, options: options, on: loop,
+                       drain: drain) { event, subscriber in
             subscriber.sendNext(event)
         }.debugNamed("+UnixSocket.serve(\(path))")
     }
@@ -117,139 +146,24 @@ public enum UnixSocket {
     /// A signal that opens a `UnixListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
         _ what: String, path: String, backlog: Int32, options: UnixSocketOptions, on loop: EventLoop?,
+        drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
-                let listener = UnixListener(loop: loop, path: path, backlog: backlog, options: options,
-                                            onEvent: { send($0, subscriber) },
-                                            onError: { subscriber.sendError($0) })
+                let listener = UnixListener(
+                    loop: loop, role: .listens, path: path, backlog: backlog, options: options,
+                    budget: ConnectionBudget(limit: options.maxConnections), inGroup: false,
+                    callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
                 listener.start(what)
+                if let drain {
+                    listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
+                                    done: { subscriber.sendCompleted() })
+                }
                 return listener
             }
         }
     }
-}
-
-/// The listening `uv_pipe_t` of one Unix socket server subscription, and the connections it accepted.
-final class UnixListener: LoopHandle, LoopDisposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
-    private let path: String
-    private let backlog: Int32
-    private let options: UnixSocketOptions
-    private var onEvent: ((UnixSocket.Event) -> Void)?
-    private var onError: ((any Error) -> Void)?
-    private var name: UnixSocketPath?
-    /// The socket file this listener created, removed when it closes (if it is still that file).
-    private var createdFile: FileIdentity?
-    /// The connections it accepted (their owner).
-    private let accepted: AcceptedStreams
-    let disposedFlag = Atomic<Bool>(false)
-
-    init(loop: EventLoop, path: String, backlog: Int32, options: UnixSocketOptions,
-         onEvent: @escaping (UnixSocket.Event) -> Void,
-         onError: @escaping (any Error) -> Void) {
-        self.path = path
-        self.backlog = backlog
-        self.options = options
-        self.onEvent = onEvent
-        self.onError = onError
-        accepted = AcceptedStreams(budget: ConnectionBudget(limit: options.maxConnections))
-        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
-    }
-
-    override var label: String { "unix socket listener on \(name?.description ?? path) from UnixSocket.listen" }
-
-    /// Checks the path, binds (removing a stale file if asked), sets the permissions, and listens.
-    func start(_ what: String) {
-        let context = "\(what)(\(path))"
-        do throws(UVError) {
-            let name = try UnixSocketPath(path, context: context)
-            self.name = name
-            let (descriptor, identity) = try UnixSocketDescriptor.bind(name, options: options, context: context)
-            createdFile = identity
-            let pipe = pointer(as: uv_pipe_t.self)
-            do throws(UVError) {
-                try uvCheck(uv_pipe_init(loop.uvLoop, pipe, 0), "uv_pipe_init")
-            } catch {
-                Glibc.close(descriptor)
-                removeCreatedFile()
-                throw error
-            }
-            didOpen()
-            do throws(UVError) {
-                try uvCheck(uv_pipe_open(pipe, descriptor), "uv_pipe_open")
-            } catch {
-                Glibc.close(descriptor)  // libuv did not take it; closing the handle removes the file
-                throw error
-            }
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, unixListenerConnectionCallback), "listen on \(name)")
-        } catch {
-            fail(error)
-            return
-        }
-        onEvent?(.listening(path))
-    }
-
-    fileprivate func accept(status: Int32) {
-        let place = name?.description ?? path
-        let outcome = accepted.accept(
-            status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: false,
-            makeStream: {
-                let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits,
-                                          origin: "accepted by UnixSocket.listen(\(place))", ipc: options.ipc)
-                stream.peerDescription = place
-                return stream
-            },
-            details: { _ in () })
-        switch outcome {
-        case .accepted(let stream, _): onEvent?(.accepted(UnixConnection(stream, path: path)))
-        case .refused(_, let open): onEvent?(.refused(open: open))
-        case nil: break
-        }
-    }
-
-    private func fail(_ error: any Error) {
-        let onError = self.onError
-        shutDown(connectionsEnd: .closed)
-        onError?(error)
-    }
-
-    /// Closes the socket (removing its file) and every connection it accepted.
-    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
-        onEvent = nil
-        onError = nil
-        close()
-        removeCreatedFile()
-        accepted.endAll(reason)
-    }
-
-    /// Removes the socket file this listener bound, if the path still names it. Once.
-    private func removeCreatedFile() {
-        guard let createdFile, let name else { return }
-        self.createdFile = nil
-        UnixSocketDescriptor.removeSocketFile(name.path, ifStill: createdFile)
-    }
-
-    override func closeForShutdown() {
-        let onError = self.onError
-        shutDown(connectionsEnd: .shutDown)
-        onError?(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() {
-        onEvent = nil
-        onError = nil
-    }
-
-    func abandon() {
-        shutDown(connectionsEnd: .closed)
-    }
-}
-
-private let unixListenerConnectionCallback: uv_connection_cb = { server, status in
-    guard let data = server?.pointee.data else { return }
-    Unmanaged<UnixListener>.fromOpaque(data).takeUnretainedValue().accept(status: status)
 }
 
 /// One `UnixSocket.connect` or `UnixSocket.open` subscription: get the socket, then own the connection.

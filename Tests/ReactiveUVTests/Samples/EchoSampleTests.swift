@@ -145,7 +145,7 @@ final class EchoSampleTests: XCTestCase {
     }
 
     /// `echo --unix PATH` serves a Unix socket: a client's bytes come back; a stale file from a killed run is
-    /// replaced; Ctrl-C exits 0 and removes the socket file.
+    /// replaced; Ctrl-C (no client left: the drain ends at once) exits 0 and removes the socket file.
     func testServesAUnixSocketAndRemovesItsFileOnCtrlC() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/echo.sock"
@@ -169,13 +169,62 @@ final class EchoSampleTests: XCTestCase {
         }
     }
 
+    /// `echo --unix PATH --loops 2 --verbose` serves clients on both loops (the first accepts and
+    /// hands them out in turn); the first Ctrl-C drains: the socket file goes (a new client gets
+    /// `ENOENT`), a connected client is still echoed and leaves; the second Ctrl-C closes the
+    /// client that stayed, and echo exits 0.
+    func testUnixSocketOnTwoLoopsDrainsOnFirstCtrlCAndForcesOnTheSecond() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/echo.sock"
+            let sample = try SampleProcess("echo", ["--unix", path, "--loops", "2", "--verbose", "--drain-timeout", "60"])
+            defer { if sample.process.isRunning { sample.process.terminate() } }
+            sample.waitForOutput(containing: "echo: listening on unix \(path)")
+            sample.waitForOutput(containing: "echo: serving on 2 loop(s)")
+            var clients: [UnixBlockingClient] = []
+            defer { for client in clients { client.close() } }
+            for index in 0..<4 {
+                let client = try UnixBlockingClient(path: path)
+                clients.append(client)
+                try client.sendAll(bytePattern(100, seed: index))
+                XCTAssertEqual(try client.receive(exactly: 100), bytePattern(100, seed: index))
+            }
+            sample.waitForOutput(containing: "connected (4 open)")
+            XCTAssertTrue(sample.standardOutput.contains("served on loop echo-0"), sample.standardOutput)
+            XCTAssertTrue(sample.standardOutput.contains("served on loop echo-1"), sample.standardOutput)
+
+            sample.process.interrupt()
+            sample.waitForOutput(containing: "interrupted by SIGINT: draining 4 connection(s) for up to 60.0 seconds (again to force)")
+            sample.waitForOutput(containing: "echo: no longer accepting; waiting for 4 connection(s) to close")
+            XCTAssertNil(fileType(path), "the socket file is still there during the drain")
+            XCTAssertThrowsError(try UnixBlockingClient(path: path), "a client connected during the drain") { error in
+                XCTAssertEqual((error as? BlockingClientError)?.errno, ENOENT, "\(error)")
+            }
+            for index in 0..<3 {
+                let payload = bytePattern(50_000, seed: 10 + index)
+                try clients[index].sendAll(payload)
+                XCTAssertTrue(try clients[index].receive(exactly: payload.count) == payload, "client \(index)'s echo during the drain")
+                clients[index].shutdownWrite()
+                XCTAssertEqual(try clients[index].receiveUntilEOF(), [])
+            }
+            sample.waitForOutput(containing: "(1 open)")
+            XCTAssertTrue(sample.process.isRunning, "echo exited with a client still connected")
+
+            sample.process.interrupt()
+            XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+            XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
+            XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
+            XCTAssertTrue(clients[3].receiveUntilEnd().end.endedByPeer, "the client that stayed was closed")
+            XCTAssertEqual(sample.standardError, "")
+        }
+    }
+
     func testBadArgumentsPrintUsageAndExitTwo() throws {
         for arguments in [[], ["--port"], ["--port", "http"], ["--port", "70000"], ["--bogus"], ["--unix"],
                           ["--port", "0", "--unix", "/tmp/x.sock"],
                           ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"],
-                          ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "2"],
+                          ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "0"],
                           ["--port", "0", "--drain-timeout", "0"], ["--port", "0", "--drain-timeout", "soon"],
-                          ["--port", "0", "--drain-timeout", "nan"], ["--unix", "/tmp/x.sock", "--drain-timeout", "1"]] {
+                          ["--port", "0", "--drain-timeout", "nan"], ["--unix", "/tmp/x.sock", "--drain-timeout", "0"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }
@@ -189,54 +238,5 @@ final class EchoSampleTests: XCTestCase {
             throw TestFailure("no port in '\(line)'")
         }
         return port
-    }
-}
-
-/// A blocking client of a Unix-domain socket, for tests that act as a separate program would.
-final class UnixBlockingClient {
-    private var descriptor: Int32
-
-    init(path: String) throws {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(descriptor)
-            throw TestFailure("connect \(path) failed: errno \(code)")
-        }
-    }
-
-    func sendAll(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, 0) }
-            guard sent > 0 else { throw TestFailure("send failed: errno \(errno)") }
-            offset += sent
-        }
-    }
-
-    func shutdownWrite() { _ = Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
-
-    func receiveUntilEOF() throws -> [UInt8] {
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            guard count >= 0 else { throw TestFailure("recv failed: errno \(errno)") }
-            if count == 0 { return received }
-            received += buffer[0..<count]
-        }
-    }
-
-    func close() {
-        guard descriptor >= 0 else { return }
-        Glibc.close(descriptor)
-        descriptor = -1
     }
 }
