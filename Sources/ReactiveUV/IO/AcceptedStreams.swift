@@ -46,7 +46,7 @@ final class AcceptedStreams: StreamHandleOwner {
     /// What `accept` did with a pending connection that libuv handed over.
     enum Outcome<Details> {
         /// Kept: the stream is open and owned here until it ends.
-        case accepted(StreamHandle, Details)
+        case accepted(StreamHandle)
         /// Turned away by the limit (already closed; reset when asked); `open` were open.
         case refused(Details, open: Int)
     }
@@ -79,8 +79,8 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     /// Takes the connection libuv says is pending on `listener` into a stream `makeStream`
-    /// builds, reads what the listener needs of it (`details`, run before the limit is
-    /// applied, so a refusal can name the peer), then keeps it or turns it away.
+    /// builds and `didAccept` prepares, then keeps it or turns it away; a refusal reads what
+    /// the listener tells of it (`refusalDetails`, before the stream closes, so it can name the peer).
     ///
     /// - Returns: What happened, or nil when there was nothing to take (the error concerns
     ///   that one connection; it is reported and the listener goes on, as libuv copes with
@@ -88,23 +88,25 @@ final class AcceptedStreams: StreamHandleOwner {
     func accept<Details>(
         status: Int32,
         from listener: UnsafeMutablePointer<uv_stream_t>,
-        place: String,
+        place: @autoclosure () -> String,
         resetRefused: Bool,
         makeStream: () -> StreamHandle,
-        details: (StreamHandle) -> Details
+        didAccept: (StreamHandle) -> Void,
+        refusalDetails: (StreamHandle) -> Details
     ) -> Outcome<Details>? {
-        guard uvCheckReporting(status, "accepting a connection on \(place)") else { return nil }
+        guard uvCheckReporting(status, "accepting a connection on \(place())") else { return nil }
         let stream = makeStream()
         do {
             try stream.open()
             try uvCheck(uv_accept(listener, stream.stream), "uv_accept")
         } catch {
             stream.end(.closed)
-            reportMisuse("a connection could not be accepted on \(place): \(error)")
+            reportMisuse("a connection could not be accepted on \(place()): \(error)")
             return nil
         }
-        let read = details(stream)
+        didAccept(stream)
         guard budget.take() else {
+            let read = refusalDetails(stream)
             // Accepted only to be turned away: a TCP reset tells the client at once and
             // leaves no TIME_WAIT state here.
             stream.end(.closed, reset: resetRefused)
@@ -112,7 +114,7 @@ final class AcceptedStreams: StreamHandleOwner {
         }
         stream.owner = self
         streams[ObjectIdentifier(stream)] = stream
-        return .accepted(stream, read)
+        return .accepted(stream)
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {

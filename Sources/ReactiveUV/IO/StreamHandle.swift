@@ -30,8 +30,9 @@ extension StreamHandleOwner {
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `origin` (immutable), `peerDescription` (written before the connection is handed out)
-    // and the atomics (`published*`, `*InTransit`, `overflowEndRequested`).
+    // `readChunkLimit` and `originLabel` (immutable), `namedPeer` and `tcpDescriptor` (written before the
+    // connection is handed out), the atomics (`published*`, `*InTransit`, `overflowEndRequested`,
+    // `tcpAddresses`) and the address cache (its own `SpinLock`; see `TCPStream.swift`).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -50,11 +51,16 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     let limits: StreamBufferLimits
     /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
     let readChunkLimit: Int
-    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
-    let origin: String
+    /// What made this stream, for leak reports: shared by every connection a listener accepted.
+    let originLabel: StreamOrigin
     weak var owner: (any StreamHandleOwner)?
-    /// The other end for messages: its address for TCP ("10.0.0.2:5000"), the socket path for a Unix socket.
-    var peerDescription = "peer"
+    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
+    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
+    @exclusivity(unchecked) var namedPeer: String?
+    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
+    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
+    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
+    let tcpAddresses = AtomicLazyReference<TCPAddressCache>()
     /// The `bytes` reader and its token.
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
     @exclusivity(unchecked) private var input = Input.idle
@@ -77,6 +83,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     @exclusivity(unchecked) private var shutdownPending = false
     /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
     @exclusivity(unchecked) private var closesWhenFlushed = false
+    /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
+    @exclusivity(unchecked) private var peerEnded = false
     /// Who waits for the graceful close (each `close()` call's result).
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
     /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
@@ -122,15 +130,37 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Finished write requests kept for reuse, per connection.
     static let writePoolLimit = 16
 
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
+    convenience init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
+                     readChunkLimit: Int = ReadBuffer.size) {
+        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin), ipc: ipc,
+                  readChunkLimit: readChunkLimit)
+    }
+
+    /// A stream whose origin label is shared (a listener's, for every connection it accepts).
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false,
          readChunkLimit: Int = ReadBuffer.size) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
         self.limits = limits
         self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
-        self.origin = origin
+        self.originLabel = originLabel
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
+    }
+
+    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
+    var origin: String { originLabel.text }
+
+    /// The other end for messages: its address for TCP ("10.0.0.2:5000", read on first use; `namedPeer`
+    /// or "peer" when it cannot be read), the socket path for a Unix socket.
+    ///
+    /// Thread rule: safe from any thread once the stream is handed out (the setter: before that).
+    var peerDescription: String {
+        get {
+            if transport == .tcp, let text = tcpPeerText { return text }
+            return namedPeer ?? "peer"
+        }
+        set { namedPeer = newValue }
     }
 
     override var label: String {
@@ -302,6 +332,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
+            peerEnded = true
             bulkChunk = []
             spareChunk = []
             let reader = readers.take()
@@ -410,12 +441,22 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         readers.take()?.sendCompleted()
         guard isOpen else { return }  // the reader's completion may have closed the connection
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
-        if writesShutDown {
-            // FIN went out already (after an earlier `shutdown()`): nothing is left to flush.
+        if writesShutDown || closesAtOnce {
+            // FIN went out already (after an earlier `shutdown()`), or nothing is left to flush.
             endGracefulClose()
             return
         }
         if let error = requestFIN(outcome: nil) { end(.failed(error)) }
+    }
+
+    /// Whether a graceful close can skip `uv_shutdown` and close now: the peer's EOF was read (so
+    /// no unread byte is left in the socket, and closing it sends FIN, not RST) and no write is
+    /// queued or waiting for its callback (every byte is the kernel's, which sends them before the
+    /// FIN; each write's completion has come before the close's, as it would after a shutdown).
+    /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
+    /// cost a request, a system call and a loop turn to send the same FIN.
+    private var closesAtOnce: Bool {
+        peerEnded && !ipc && queuedWriteCost == 0 && stream.pointee.write_queue_size == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
@@ -472,7 +513,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     }
 
     override func willClose() {
-        publishedWriteQueue.store(-1, ordering: .releasing)
+        // Sequentially consistent: an address read on another thread checks this mark after its
+        // system call, and must see it whenever `uv_close` may already have closed the descriptor.
+        publishedWriteQueue.store(-1, ordering: .sequentiallyConsistent)
         guard resetOnClose, transport == .tcp else { return }
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0 {

@@ -201,9 +201,9 @@ final class UnixListener: LoopHandle, LoopDisposable, @unchecked Sendable {
                 stream.peerDescription = place
                 return stream
             },
-            details: { _ in () })
+            didAccept: { _ in }, refusalDetails: { _ in () })
         switch outcome {
-        case .accepted(let stream, _): onEvent?(.accepted(UnixConnection(stream, path: path)))
+        case .accepted(let stream): onEvent?(.accepted(UnixConnection(stream, path: path)))
         case .refused(_, let open): onEvent?(.refused(open: open))
         case nil: break
         }
