@@ -44,11 +44,12 @@ final class ConnectionBudget: Sendable {
 /// Loop thread only; held (strongly) by its listener, and the accepted streams' owner.
 final class AcceptedStreams: StreamHandleOwner {
     /// What `accept` did with a pending connection that libuv handed over.
-    enum Outcome<Details> {
+    /// Not generic over what a refusal tells: a generic enum made every accept look its metadata up.
+    enum Outcome {
         /// Kept: the stream is open and owned here until it ends.
         case accepted(StreamHandle)
-        /// Turned away by the limit (already closed; reset when asked); `open` were open.
-        case refused(Details, open: Int)
+        /// Turned away by the limit (already closed; reset when asked); `open` were open; the peer's address for TCP.
+        case refused(peer: SocketAddress?, open: Int)
     }
 
     /// The limit and the count of open connections (shared by a group's listeners).
@@ -85,15 +86,15 @@ final class AcceptedStreams: StreamHandleOwner {
     /// - Returns: What happened, or nil when there was nothing to take (the error concerns
     ///   that one connection; it is reported and the listener goes on, as libuv copes with
     ///   `EMFILE` itself).
-    func accept<Details>(
+    func accept(
         status: Int32,
         from listener: UnsafeMutablePointer<uv_stream_t>,
         place: @autoclosure () -> String,
         resetRefused: Bool,
         makeStream: () -> StreamHandle,
         didAccept: (StreamHandle) -> Void,
-        refusalDetails: (StreamHandle) -> Details
-    ) -> Outcome<Details>? {
+        refusalDetails: (StreamHandle) -> SocketAddress?
+    ) -> Outcome? {
         guard uvCheckReporting(status, "accepting a connection on \(place())") else { return nil }
         let stream = makeStream()
         do {
@@ -110,7 +111,7 @@ final class AcceptedStreams: StreamHandleOwner {
             // Accepted only to be turned away: a TCP reset tells the client at once and
             // leaves no TIME_WAIT state here.
             stream.end(.closed, reset: resetRefused)
-            return .refused(read, open: budget.open)
+            return .refused(peer: read, open: budget.open)
         }
         stream.owner = self
         streams[ObjectIdentifier(stream)] = stream

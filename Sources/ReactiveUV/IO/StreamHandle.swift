@@ -28,7 +28,7 @@ extension StreamHandleOwner {
 /// writes use pooled requests and point libuv at the caller's array.
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
-final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
+final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
     // `readChunkLimit` and `originLabel` (immutable), `namedPeer` and `tcpDescriptor` (written before the
     // connection is handed out), the atomics (`published*`, `*InTransit`, `overflowEndRequested`,
@@ -60,7 +60,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
     @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
     /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
-    let tcpAddresses = AtomicLazyReference<TCPAddressCache>()
+    let tcpAddresses = LazyObject<TCPAddressCache>()
     /// The `bytes` reader and its token.
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
     @exclusivity(unchecked) private var input = Input.idle
@@ -226,12 +226,29 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             subscriber.sendError(error)
             return nil
         }
+        if readerIsHome {
+            // Made when a consumer first asks (most readers never pause): see `makeFlowControl(for:)`.
+            subscriber.subscription.deferFlowControl(to: self)
+        } else {
+            registerFlowControl(with: subscriber)
+        }
+        return token
+    }
+
+    /// The reader's flow control, registered with it.
+    @discardableResult
+    private func registerFlowControl(with subscriber: Subscriber<[UInt8]>) -> FlowControl? {
         // Strong captures: a weak one would give the stream a side table and slow every
         // retain of it; the cycle ends when the subscription's teardown drops the flow control.
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        return token
+        return subscriber.sourceFlowControl.load()
+    }
+
+    func makeFlowControl(for subscription: Subscription) -> FlowControl? {
+        guard let reader = readers.reader, reader.subscription === subscription else { return nil }
+        return registerFlowControl(with: reader)
     }
 
     private func setConsumerPaused(_ paused: Bool) {

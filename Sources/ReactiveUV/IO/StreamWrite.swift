@@ -128,12 +128,13 @@ private let shutdownRequestCallback: uv_shutdown_cb = { request, status in
 ///
 /// Thread rule: safe from any thread.
 final class WriteOutcome: @unchecked Sendable {
-    // `state` is protected by its lock; subscribers are called after it is released.
+    // `state` is protected by `lock` (inline: no allocation per outcome); subscribers are called after it is released.
     private enum State {
         case pending([Subscriber<Void>])
         case finished((any Error)?)
     }
-    private let state = LockedValue<State>(.pending([]))
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var state = State.pending([])
 
     /// A signal that completes when the write is flushed, or fails with its error.
     var signal: Signal<Void> {
@@ -144,26 +145,28 @@ final class WriteOutcome: @unchecked Sendable {
     }
 
     private func observe(_ subscriber: Subscriber<Void>) {
-        let finished: (any Error)?? = state.withLock { state in
-            switch state {
-            case .pending(var waiting):
-                waiting.append(subscriber)
-                state = .pending(waiting)
-                return .none
-            case .finished(let error):
-                return .some(error)
-            }
+        lock.lock()
+        switch state {
+        case .pending(var waiting):
+            state = .pending([])  // so `waiting` is the array's only reference: the append below does not copy it
+            waiting.append(subscriber)
+            state = .pending(waiting)
+            lock.unlock()
+        case .finished(let error):
+            lock.unlock()
+            WriteOutcome.deliver(error, to: subscriber)
         }
-        if let finished { WriteOutcome.deliver(finished, to: subscriber) }
     }
 
     /// Records the result and tells everyone waiting. Later calls do nothing.
     func finish(_ error: (any Error)?) {
-        let waiting: [Subscriber<Void>] = state.withLock { state in
-            guard case .pending(let waiting) = state else { return [] }
-            state = .finished(error)
-            return waiting
+        lock.lock()
+        guard case .pending(let waiting) = state else {
+            lock.unlock()
+            return
         }
+        state = .finished(error)
+        lock.unlock()
         for subscriber in waiting { WriteOutcome.deliver(error, to: subscriber) }
     }
 

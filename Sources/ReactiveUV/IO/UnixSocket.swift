@@ -201,7 +201,7 @@ final class UnixListener: LoopHandle, LoopDisposable, @unchecked Sendable {
                 stream.peerDescription = place
                 return stream
             },
-            didAccept: { _ in }, refusalDetails: { _ in () })
+            didAccept: { _ in }, refusalDetails: { _ in nil })
         switch outcome {
         case .accepted(let stream): onEvent?(.accepted(UnixConnection(stream, path: path)))
         case .refused(_, let open): onEvent?(.refused(open: open))
