@@ -54,8 +54,13 @@ final class AcceptedStreams: StreamHandleOwner {
 
     /// The limit and the count of open connections (shared by a group's listeners).
     private let budget: ConnectionBudget
-    /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of `budget`.
-    private var streams: [ObjectIdentifier: StreamHandle] = [:]
+    /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of
+    /// `budget`. A list through the streams' own `acceptedLinks` (no hashing, no table to grow):
+    /// unowned, as the loop's list of open handles is, because a stream is kept alive by its
+    /// handle until it closes, and leaves this list when it ends (`end` tells its owner first).
+    private unowned(unsafe) var first: StreamHandle?
+    /// How many are in the list.
+    private(set) var count = 0
 
     /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
     private var onEmpty: (() -> Void)?
@@ -64,15 +69,45 @@ final class AcceptedStreams: StreamHandleOwner {
         self.budget = budget
     }
 
-    /// The connections open now.
-    var count: Int { streams.count }
-
     /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
-    var open: [StreamHandle] { Array(streams.values) }
+    var open: [StreamHandle] {
+        var streams: [StreamHandle] = []
+        streams.reserveCapacity(count)
+        var cursor = first
+        while let stream = cursor {
+            streams.append(stream)
+            cursor = stream.acceptedLinks.next
+        }
+        return streams
+    }
+
+    private func insert(_ stream: StreamHandle) {
+        stream.acceptedLinks.next = first
+        stream.acceptedLinks.previous = nil
+        first?.acceptedLinks.previous = stream
+        first = stream
+        count += 1
+    }
+
+    /// Unlinks `stream`; false when it was not in the list (turned away, or already taken by `endAll`).
+    private func remove(_ stream: StreamHandle) -> Bool {
+        let links = stream.acceptedLinks
+        if let previous = links.previous {
+            previous.acceptedLinks.next = links.next
+        } else if first === stream {
+            first = links.next
+        } else {
+            return false
+        }
+        links.next?.acceptedLinks.previous = links.previous
+        stream.acceptedLinks = IntrusiveLinks()
+        count -= 1
+        return true
+    }
 
     /// Calls `body` once, when no connection is open: now if none is, else when the last one ends.
     func whenEmpty(_ body: @escaping () -> Void) {
-        if streams.isEmpty {
+        if count == 0 {
             body()
         } else {
             onEmpty = body
@@ -114,13 +149,13 @@ final class AcceptedStreams: StreamHandleOwner {
             return .refused(peer: read, open: budget.open)
         }
         stream.owner = self
-        streams[ObjectIdentifier(stream)] = stream
+        insert(stream)
         return .accepted(stream)
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
-        if streams.removeValue(forKey: ObjectIdentifier(stream)) != nil { budget.give() }
-        if streams.isEmpty, let onEmpty {
+        if remove(stream) { budget.give() }
+        if count == 0, let onEmpty {
             self.onEmpty = nil
             onEmpty()
         }
@@ -130,8 +165,10 @@ final class AcceptedStreams: StreamHandleOwner {
     /// Ends every open connection (the listener is going away, or a drain's deadline passed),
     /// with a TCP reset when `reset` is set.
     func endAll(_ reason: StreamHandle.EndReason, reset: Bool = false) {
-        let open = streams.values
-        streams.removeAll()
+        let open = self.open
+        for stream in open { stream.acceptedLinks = IntrusiveLinks() }
+        first = nil
+        count = 0
         budget.give(open.count)
         for stream in open { stream.end(reason, reset: reset) }
         if let onEmpty {

@@ -54,6 +54,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// What made this stream, for leak reports: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
     weak var owner: (any StreamHandleOwner)?
+    /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
+    @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
     /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
     /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
     @exclusivity(unchecked) var namedPeer: String?

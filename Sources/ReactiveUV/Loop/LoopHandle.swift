@@ -37,7 +37,7 @@ class LoopHandle: IntrusiveListElement {
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
         self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
-        self.raw = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
+        self.raw = LibUVMemory.allocate(byteCount)
     }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
@@ -50,7 +50,7 @@ class LoopHandle: IntrusiveListElement {
     deinit {
         assert(state == .closed || state == .unopened,
                "a \(kind) handle was released while libuv still owned it (state \(state)): it must be closed first")
-        if state == .unopened { raw.deallocate() }
+        if state == .unopened { LibUVMemory.free(raw) }
     }
 
     /// The handle as libuv's base type.
@@ -111,7 +111,7 @@ class LoopHandle: IntrusiveListElement {
     /// The close callback's entry point.
     fileprivate final func finishClose() {
         state = .closed
-        raw.deallocate()
+        LibUVMemory.free(raw)
         didClose()
     }
 }
