@@ -41,42 +41,17 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         case ended      // EOF was read: nothing more will come
     }
 
+    // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
+    // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
+    // padding does not grow every connection (an idle server holds one of these per client).
     let transport: Transport
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     let ipc: Bool
-    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
-    /// reader, which cannot take them, ends when one arrives (they stay pending).
-    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
-    /// How much unflushed written data the stream holds, and when reading pauses.
-    let limits: StreamBufferLimits
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
-    let readChunkLimit: Int
-    /// What made this stream, for leak reports: shared by every connection a listener accepted.
-    let originLabel: StreamOrigin
-    weak var owner: (any StreamHandleOwner)?
-    /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
-    @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
-    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
-    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
-    @exclusivity(unchecked) var namedPeer: String?
-    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
-    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
-    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
-    let tcpAddresses = LazyObject<TCPAddressCache>()
-    /// The `bytes` reader and its token.
-    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
     @exclusivity(unchecked) private var input = Input.idle
-    @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
     @exclusivity(unchecked) var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
     @exclusivity(unchecked) private var consumerPaused = false
-    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
-    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
-    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
-    /// release, or array bookkeeping per write.
-    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
-    @exclusivity(unchecked) var writePoolCount = 0
     /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
     /// directly, without `send`'s thread check.
     @exclusivity(unchecked) private var readerIsHome = false
@@ -87,19 +62,52 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) private var closesWhenFlushed = false
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
     @exclusivity(unchecked) private var peerEnded = false
+    @exclusivity(unchecked) private var resetOnClose = false
+    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
+    @exclusivity(unchecked) private var readsAreBulk = false
+    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
+    /// for it is on its way: later refusals add nothing to the loop's queue.
+    let overflowEndRequested = Atomic<Bool>(false)
+    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
+    /// it until it has drained to the low-water mark.
+    @exclusivity(unchecked) var isWritable = true
+    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
+    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
+    /// How much unflushed written data the stream holds, and when reading pauses.
+    let limits: StreamBufferLimits
+    @exclusivity(unchecked) private var endReason: EndReason?
+    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
+    /// reader, which cannot take them, ends when one arrives (they stay pending).
+    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
+    let readChunkLimit: Int
+    /// What made this stream, for leak reports: shared by every connection a listener accepted.
+    let originLabel: StreamOrigin
+    weak var owner: (any StreamHandleOwner)?
+    /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
+    @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
+    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
+    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
+    @exclusivity(unchecked) var namedPeer: String?
+    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
+    let tcpAddresses = LazyObject<TCPAddressCache>()
+    /// The `bytes` reader and its token.
+    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
+    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
+    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
+    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
+    /// release, or array bookkeeping per write.
+    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) var writePoolCount = 0
     /// Who waits for the graceful close (each `close()` call's result).
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
     /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
     @exclusivity(unchecked) var fileSends: FileSends?
-    @exclusivity(unchecked) private var resetOnClose = false
-    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
-    @exclusivity(unchecked) private var readsAreBulk = false
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
     @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
-
     /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
     /// loop thread after each change, read anywhere, so a query from another thread never waits
     /// for the loop (a loop thread must not wait for another loop).
@@ -111,18 +119,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
     /// flood from another thread at the moment of each send.
     let costInTransit = Atomic<Int>(0)
-
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
     @exclusivity(unchecked) var queuedWriteCost = 0
     /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
     /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
     let publishedWriteCost = Atomic<Int>(0)
-    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
-    /// for it is on its way: later refusals add nothing to the loop's queue.
-    let overflowEndRequested = Atomic<Bool>(false)
-    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
-    /// it until it has drained to the low-water mark.
-    @exclusivity(unchecked) var isWritable = true
     /// Who watches `writable`; nil until the first.
     @exclusivity(unchecked) var writableWatchers: WritableWatchers?
 

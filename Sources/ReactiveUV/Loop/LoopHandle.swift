@@ -29,9 +29,10 @@ class LoopHandle: IntrusiveListElement {
     let raw: UnsafeMutableRawPointer
     /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
     let loopIdentity: UnsafeMutableRawPointer
-    @exclusivity(unchecked) private var state = State.unopened
     /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
     @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopHandle>()
+    // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
+    @exclusivity(unchecked) private var state = State.unopened
 
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
