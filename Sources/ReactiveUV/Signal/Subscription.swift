@@ -52,9 +52,9 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
             flowControlMaker = nil
         }
     }
-    private var madeFlowControl: FlowControl?
+    @exclusivity(unchecked) private var madeFlowControl: FlowControl?
     /// A `FlowControlMaker`, until `flowControl` is first asked for.
-    private var flowControlMaker: AnyObject?
+    @exclusivity(unchecked) private var flowControlMaker: AnyObject?
 
     /// Lets `maker` make this subscription's flow control when a consumer first asks for it.
     /// Home thread only, and only for a source that runs on the home thread.
@@ -192,7 +192,9 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         disposeChildren()
         // Moved out, not copied: no retain and release of the root.
         let root = self.root.take()
-        flowControl = nil
+        // Tested first: most subscriptions have neither, and storing nil still costs a release call each.
+        if madeFlowControl != nil { madeFlowControl = nil }
+        if flowControlMaker != nil { flowControlMaker = nil }
         root?.releaseObserver()
     }
 
