@@ -48,12 +48,15 @@ final class WriteRequest: LoopRequest {
     }
 
     /// `start` without the error value: libuv's result (negative when it refused and nothing is pending).
-    func startWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
+    ///
+    /// `skipping`: bytes at the front already written (by `uv_try_write`), 0..<`bytes.count`; the
+    /// request still holds the whole array.
+    func startWrite(_ bytes: [UInt8], skipping written: Int = 0, to stream: UnsafeMutablePointer<uv_stream_t>,
                     handingOver: Bool, callback: uv_write_cb) -> Int32 {
         payload = bytes
         let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
         // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
-        var buffer = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: bytes.count)
+        var buffer = uv_buf_t(base: (base + written).assumingMemoryBound(to: CChar.self), len: bytes.count - written)
         willStart(handingOver: handingOver)
         let result = uv_write(pointer(as: uv_write_t.self), stream, &buffer, 1, callback)
         if result < 0 {

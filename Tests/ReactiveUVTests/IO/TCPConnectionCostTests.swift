@@ -119,6 +119,34 @@ final class TCPConnectionCostTests: XCTestCase {
         }
     }
 
+    /// `send(_:)` tries the write at once (`uv_try_write`) and queues what the kernel did not take:
+    /// a send far larger than the socket's buffer, to a client not reading yet, is taken in part
+    /// and the rest queued from where the kernel stopped, and a send after it follows it: the
+    /// client reads every byte in order, then the trailer, then EOF.
+    func testASendLargerThanTheSocketBufferIsTakenInPartAndTheRestQueuedInOrder() throws {
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60))
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let payload = bytePattern(16 << 20, seed: 11)
+            let trailer = Array("the end".utf8)
+            let queued = try harness.onLoop { () -> Int in
+                connection.send(payload)
+                let queued = connection.queuedWriteByteCount
+                connection.send(trailer)
+                connection.close()
+                return queued
+            }
+            XCTAssertGreaterThan(queued, 0, "the kernel took all of 16 MiB: the test no longer makes a partial write")
+            XCTAssertLessThan(queued, payload.count, "nothing was written at once")
+            let received = try client.receiveUntilEOF()
+            XCTAssertEqual(received.count, payload.count + trailer.count)
+            XCTAssertTrue(received == payload + trailer, "the bytes arrived out of order or changed")
+            try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
+        }
+    }
+
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
