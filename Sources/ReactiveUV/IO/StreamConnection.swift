@@ -75,7 +75,10 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
 
     /// Queues `bytes` for sending, with no result to wait for: the fast path.
     ///
-    /// The array is not copied: libuv sends from its storage. A failure (the
+    /// The array is not copied: libuv sends from its storage. On a TCP or Unix
+    /// socket with nothing queued, called on the connection's loop, the bytes
+    /// are written at once (what the kernel takes; the rest is queued in
+    /// order), so a send costs no request and no callback. A failure (the
     /// peer reset, or the queue limit in `StreamBufferLimits` was hit) ends the
     /// connection, and `bytes` fails with the error. After `close()` or
     /// `shutdown()` the bytes are refused (use `send(_:completion:)` or
