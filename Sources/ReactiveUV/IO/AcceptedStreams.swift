@@ -44,17 +44,23 @@ final class ConnectionBudget: Sendable {
 /// Loop thread only; held (strongly) by its listener, and the accepted streams' owner.
 final class AcceptedStreams: StreamHandleOwner {
     /// What `accept` did with a pending connection that libuv handed over.
-    enum Outcome<Details> {
+    /// Not generic over what a refusal tells: a generic enum made every accept look its metadata up.
+    enum Outcome {
         /// Kept: the stream is open and owned here until it ends.
-        case accepted(StreamHandle, Details)
-        /// Turned away by the limit (already closed; reset when asked); `open` were open.
-        case refused(Details, open: Int)
+        case accepted(StreamHandle)
+        /// Turned away by the limit (already closed; reset when asked); `open` were open; the peer's address for TCP.
+        case refused(peer: SocketAddress?, open: Int)
     }
 
     /// The limit and the count of open connections (shared by a group's listeners).
     private let budget: ConnectionBudget
-    /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of `budget`.
-    private var streams: [ObjectIdentifier: StreamHandle] = [:]
+    /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of
+    /// `budget`. A list through the streams' own `acceptedLinks` (no hashing, no table to grow):
+    /// unowned, as the loop's list of open handles is, because a stream is kept alive by its
+    /// handle until it closes, and leaves this list when it ends (`end` tells its owner first).
+    private unowned(unsafe) var first: StreamHandle?
+    /// How many are in the list.
+    private(set) var count = 0
 
     /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
     private var onEmpty: (() -> Void)?
@@ -63,15 +69,45 @@ final class AcceptedStreams: StreamHandleOwner {
         self.budget = budget
     }
 
-    /// The connections open now.
-    var count: Int { streams.count }
-
     /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
-    var open: [StreamHandle] { Array(streams.values) }
+    var open: [StreamHandle] {
+        var streams: [StreamHandle] = []
+        streams.reserveCapacity(count)
+        var cursor = first
+        while let stream = cursor {
+            streams.append(stream)
+            cursor = stream.acceptedLinks.next
+        }
+        return streams
+    }
+
+    private func insert(_ stream: StreamHandle) {
+        stream.acceptedLinks.next = first
+        stream.acceptedLinks.previous = nil
+        first?.acceptedLinks.previous = stream
+        first = stream
+        count += 1
+    }
+
+    /// Unlinks `stream`; false when it was not in the list (turned away, or already taken by `endAll`).
+    private func remove(_ stream: StreamHandle) -> Bool {
+        let links = stream.acceptedLinks
+        if let previous = links.previous {
+            previous.acceptedLinks.next = links.next
+        } else if first === stream {
+            first = links.next
+        } else {
+            return false
+        }
+        links.next?.acceptedLinks.previous = links.previous
+        stream.acceptedLinks = IntrusiveLinks()
+        count -= 1
+        return true
+    }
 
     /// Calls `body` once, when no connection is open: now if none is, else when the last one ends.
     func whenEmpty(_ body: @escaping () -> Void) {
-        if streams.isEmpty {
+        if count == 0 {
             body()
         } else {
             onEmpty = body
@@ -79,63 +115,66 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     /// Takes the connection libuv says is pending on `listener` into a stream `makeStream`
-    /// builds, reads what the listener needs of it (`details`, run before the limit is
-    /// applied, so a refusal can name the peer), then keeps it or turns it away.
+    /// builds and `didAccept` prepares, then keeps it or turns it away; a refusal reads what
+    /// the listener tells of it (`refusalDetails`, before the stream closes, so it can name the peer).
     ///
     /// - Returns: What happened, or nil when there was nothing to take (the error concerns
     ///   that one connection; it is reported and the listener goes on, as libuv copes with
     ///   `EMFILE` itself).
-    func accept<Details>(
+    func accept(
         status: Int32,
         from listener: UnsafeMutablePointer<uv_stream_t>,
-        place: String,
+        place: @autoclosure () -> String,
         resetRefused: Bool,
         makeStream: () -> StreamHandle,
-        details: (StreamHandle) -> Details
-    ) -> Outcome<Details>? {
-        guard uvCheckReporting(status, "accepting a connection on \(place)") else { return nil }
+        didAccept: (StreamHandle) -> Void,
+        refusalDetails: (StreamHandle) -> SocketAddress?
+    ) -> Outcome? {
+        guard uvCheckReporting(status, "accepting a connection on \(place())") else { return nil }
         let stream = makeStream()
         do {
             try stream.open()
             try uvCheck(uv_accept(listener, stream.stream), "uv_accept")
         } catch {
             stream.end(.closed)
-            reportMisuse("a connection could not be accepted on \(place): \(error)")
+            reportMisuse("a connection could not be accepted on \(place()): \(error)")
             return nil
         }
-        let read = details(stream)
+        didAccept(stream)
         guard budget.take() else {
+            let read = refusalDetails(stream)
             // Accepted only to be turned away: a TCP reset tells the client at once and
             // leaves no TIME_WAIT state here.
             stream.end(.closed, reset: resetRefused)
-            return .refused(read, open: budget.open)
+            return .refused(peer: read, open: budget.open)
         }
         stream.owner = self
-        streams[ObjectIdentifier(stream)] = stream
-        return .accepted(stream, read)
+        insert(stream)
+        return .accepted(stream)
     }
 
     /// Keeps an open stream whose connection another loop accepted and counted against the
     /// budget already (a Unix-socket group server's hand-off): from here it is owned here.
     func adopt(_ stream: StreamHandle) {
         stream.owner = self
-        streams[ObjectIdentifier(stream)] = stream
+        insert(stream)
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
-        if streams.removeValue(forKey: ObjectIdentifier(stream)) != nil { budget.give() }
-        if streams.isEmpty, let onEmpty {
+        if remove(stream) { budget.give() }
+        if count == 0, let onEmpty {
             self.onEmpty = nil
             onEmpty()
         }
     }
 
-    /// Ends every open connection (the listener is going away).
     /// Ends every open connection (the listener is going away, or a drain's deadline passed),
     /// with a TCP reset when `reset` is set.
     func endAll(_ reason: StreamHandle.EndReason, reset: Bool = false) {
-        let open = streams.values
-        streams.removeAll()
+        let open = self.open
+        for stream in open { stream.acceptedLinks = IntrusiveLinks() }
+        first = nil
+        count = 0
         budget.give(open.count)
         for stream in open { stream.end(reason, reset: reset) }
         if let onEmpty {

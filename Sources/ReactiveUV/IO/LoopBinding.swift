@@ -10,13 +10,13 @@ enum LoopBinding {
     static func open<Value>(
         on explicit: EventLoop?,
         for subscriber: Subscriber<Value>,
-        what: String,
+        what: @autoclosure () -> String,
         _ open: @escaping (EventLoop) -> (any Disposable)?
     ) -> (any Disposable)? {
         guard let loop = explicit ?? (subscriber.homeScheduler as? EventLoop) else {
             subscriber.sendError(UVError(
                 code: UVError.invalidArgumentCode,
-                message: "\(what) needs an EventLoop: subscribe on a loop thread or pass one with `on:` (home is \(subscriber.homeScheduler.schedulerDescription))"))
+                message: "\(what()) needs an EventLoop: subscribe on a loop thread or pass one with `on:` (home is \(subscriber.homeScheduler.schedulerDescription))"))
             return nil
         }
         if loop.inEventLoop {

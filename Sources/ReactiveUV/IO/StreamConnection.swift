@@ -47,17 +47,20 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// loop; subscribe on the connection's loop to get them without a hop.
     ///
     /// Thread rule: safe from any thread.
-    public let bytes: Signal<[UInt8]>
+    ///
+    /// Each read of the property makes a small signal object: a connection nobody reads holds none.
+    public var bytes: Signal<[UInt8]> {
+        let stream = self.stream
+        return Signal { subscriber in
+            // The description is composed only if the subscription fails for want of a loop.
+            LoopBinding.open(on: stream.loop, for: subscriber, what: "\(stream.transport.connectionTypeName).bytes") { _ in
+                stream.startReading(subscriber)
+            }
+        }.debugNamed("+bytes(\(stream.peerDescription))")
+    }
 
     init(_ stream: StreamHandle) {
         self.stream = stream
-        let description = stream.peerDescription
-        let what = "\(stream.transport.connectionTypeName).bytes"
-        bytes = Signal { subscriber in
-            LoopBinding.open(on: stream.loop, for: subscriber, what: what) { _ in
-                stream.startReading(subscriber)
-            }
-        }.debugNamed("+bytes(\(description))")
     }
 
     /// The loop the connection's socket lives on.
@@ -72,7 +75,10 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
 
     /// Queues `bytes` for sending, with no result to wait for: the fast path.
     ///
-    /// The array is not copied: libuv sends from its storage. A failure (the
+    /// The array is not copied: libuv sends from its storage. On a TCP or Unix
+    /// socket with nothing queued, called on the connection's loop, the bytes
+    /// are written at once (what the kernel takes; the rest is queued in
+    /// order), so a send costs no request and no callback. A failure (the
     /// peer reset, or the queue limit in `StreamBufferLimits` was hit) ends the
     /// connection, and `bytes` fails with the error. After `close()` or
     /// `shutdown()` the bytes are refused (use `send(_:completion:)` or

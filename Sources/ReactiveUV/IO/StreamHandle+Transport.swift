@@ -47,3 +47,17 @@ extension StreamHandle {
         case shutDown
     }
 }
+
+/// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)").
+///
+/// A listener makes one and every connection it accepts shares it, so an accepted connection
+/// carries no label of its own: the text is composed once per listener, and a connection's
+/// label (`StreamHandle.label`) is put together only when something asks for it.
+///
+/// Thread rule: immutable; safe from any thread.
+final class StreamOrigin: Sendable {
+    /// The text, composed once.
+    let text: String
+
+    init(_ text: String) { self.text = text }
+}

@@ -53,6 +53,19 @@ extension StreamHandle {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
+        var written = 0
+        if completion == nil, transport == .tcp || (transport == .pipe && !ipc) {
+            // Nobody waits for this write's result: try it now. With nothing queued (libuv answers
+            // EAGAIN otherwise, so the order holds) the kernel usually takes all of it, and no
+            // request, callback or pooled object is involved; what it did not take is queued below.
+            switch tryWriting(bytes) {
+            case .all: return
+            case .some(let count): written = count
+            case .failed(let failure):
+                end(.failed(failure))
+                return
+            }
+        }
         // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
         let pooled: Unmanaged<WriteRequest>
         if writePoolCount > 0, let writePool {
@@ -64,7 +77,7 @@ extension StreamHandle {
         // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
-            return request.startWrite(bytes, to: stream, handingOver: true, callback: streamHandleWriteCallback)
+            return request.startWrite(bytes, skipping: written, to: stream, handingOver: true, callback: streamHandleWriteCallback)
         }
         if result < 0 {
             pooled._withUnsafeGuaranteedRef { $0.reset() }
@@ -80,6 +93,30 @@ extension StreamHandle {
         publishedWriteCost.store(queuedWriteCost, ordering: .relaxed)
         if isWritable && queuedWriteCost > limits.highWaterMark { setWritable(false) }
         if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
+    }
+
+    private enum TryWrite {
+        /// The kernel took every byte.
+        case all
+        /// It took this many (maybe 0: the socket's buffer is full, or writes are queued); the rest must be queued.
+        case some(Int)
+        /// The socket failed (the peer reset, a broken pipe).
+        case failed(UVError)
+    }
+
+    /// `uv_try_write`: writes what the kernel takes now, only when nothing is queued.
+    private func tryWriting(_ bytes: [UInt8]) -> TryWrite {
+        // `bytes` is not empty and at most `Int.max`; libuv's length is a size_t.
+        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
+            var slice = uv_buf_t(base: UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
+                                 len: buffer.count)
+            return uv_try_write(stream, &slice, 1)
+        }
+        if result == UV_EAGAIN.rawValue { return .some(0) }
+        if result < 0 { return .failed(UVError(code: result, context: "write to \(peerDescription)")) }
+        // uv_try_write returns an int: a write larger than Int32.max is taken in parts, the rest queued.
+        let count = Int(result)
+        return count == bytes.count ? .all : .some(count)
     }
 
     /// The `ENOBUFS` of a write past `maxQueuedBytes`, with the figures.

@@ -28,10 +28,11 @@ extension StreamHandleOwner {
 /// writes use pooled requests and point libuv at the caller's array.
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
-final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @unchecked Sendable {
+final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `origin` (immutable), `peerDescription` (written before the connection is handed out)
-    // and the atomics (`published*`, `*InTransit`, `overflowEndRequested`).
+    // `readChunkLimit` and `originLabel` (immutable), `namedPeer` and `tcpDescriptor` (written before the
+    // connection is handed out), the atomics (`published*`, `*InTransit`, `overflowEndRequested`,
+    // `tcpAddresses`) and the address cache (its own `SpinLock`; see `TCPStream.swift`).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -40,35 +41,17 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         case ended      // EOF was read: nothing more will come
     }
 
+    // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
+    // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
+    // padding does not grow every connection (an idle server holds one of these per client).
     let transport: Transport
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     let ipc: Bool
-    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
-    /// reader, which cannot take them, ends when one arrives (they stay pending).
-    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
-    /// How much unflushed written data the stream holds, and when reading pauses.
-    let limits: StreamBufferLimits
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
-    let readChunkLimit: Int
-    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
-    let origin: String
-    weak var owner: (any StreamHandleOwner)?
-    /// The other end for messages: its address for TCP ("10.0.0.2:5000"), the socket path for a Unix socket.
-    var peerDescription = "peer"
-    /// The `bytes` reader and its token.
-    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
     @exclusivity(unchecked) private var input = Input.idle
-    @exclusivity(unchecked) private var endReason: EndReason?
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
     @exclusivity(unchecked) var writeBackpressure = false
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
     @exclusivity(unchecked) private var consumerPaused = false
-    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
-    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
-    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
-    /// release, or array bookkeeping per write.
-    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
-    @exclusivity(unchecked) var writePoolCount = 0
     /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
     /// directly, without `send`'s thread check.
     @exclusivity(unchecked) private var readerIsHome = false
@@ -77,19 +60,54 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     @exclusivity(unchecked) private var shutdownPending = false
     /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
     @exclusivity(unchecked) private var closesWhenFlushed = false
+    /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
+    @exclusivity(unchecked) private var peerEnded = false
+    @exclusivity(unchecked) private var resetOnClose = false
+    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
+    @exclusivity(unchecked) private var readsAreBulk = false
+    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
+    /// for it is on its way: later refusals add nothing to the loop's queue.
+    let overflowEndRequested = Atomic<Bool>(false)
+    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
+    /// it until it has drained to the low-water mark.
+    @exclusivity(unchecked) var isWritable = true
+    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
+    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
+    /// How much unflushed written data the stream holds, and when reading pauses.
+    let limits: StreamBufferLimits
+    @exclusivity(unchecked) private var endReason: EndReason?
+    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
+    /// reader, which cannot take them, ends when one arrives (they stay pending).
+    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
+    let readChunkLimit: Int
+    /// What made this stream, for leak reports: shared by every connection a listener accepted.
+    let originLabel: StreamOrigin
+    weak var owner: (any StreamHandleOwner)?
+    /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
+    @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
+    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
+    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
+    @exclusivity(unchecked) var namedPeer: String?
+    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
+    let tcpAddresses = LazyObject<TCPAddressCache>()
+    /// The `bytes` reader and its token.
+    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
+    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
+    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
+    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
+    /// release, or array bookkeeping per write.
+    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) var writePoolCount = 0
     /// Who waits for the graceful close (each `close()` call's result).
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
     /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
     @exclusivity(unchecked) var fileSends: FileSends?
-    @exclusivity(unchecked) private var resetOnClose = false
-    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
-    @exclusivity(unchecked) private var readsAreBulk = false
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
     @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
-
     /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
     /// loop thread after each change, read anywhere, so a query from another thread never waits
     /// for the loop (a loop thread must not wait for another loop).
@@ -101,18 +119,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
     /// flood from another thread at the moment of each send.
     let costInTransit = Atomic<Int>(0)
-
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
     @exclusivity(unchecked) var queuedWriteCost = 0
     /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
     /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
     let publishedWriteCost = Atomic<Int>(0)
-    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
-    /// for it is on its way: later refusals add nothing to the loop's queue.
-    let overflowEndRequested = Atomic<Bool>(false)
-    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
-    /// it until it has drained to the low-water mark.
-    @exclusivity(unchecked) var isWritable = true
     /// Who watches `writable`; nil until the first.
     @exclusivity(unchecked) var writableWatchers: WritableWatchers?
 
@@ -122,15 +133,37 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     /// Finished write requests kept for reuse, per connection.
     static let writePoolLimit = 16
 
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
+    convenience init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
+                     readChunkLimit: Int = ReadBuffer.size) {
+        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin), ipc: ipc,
+                  readChunkLimit: readChunkLimit)
+    }
+
+    /// A stream whose origin label is shared (a listener's, for every connection it accepts).
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false,
          readChunkLimit: Int = ReadBuffer.size) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
         self.limits = limits
         self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
-        self.origin = origin
+        self.originLabel = originLabel
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
+    }
+
+    /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
+    var origin: String { originLabel.text }
+
+    /// The other end for messages: its address for TCP ("10.0.0.2:5000", read on first use; `namedPeer`
+    /// or "peer" when it cannot be read), the socket path for a Unix socket.
+    ///
+    /// Thread rule: safe from any thread once the stream is handed out (the setter: before that).
+    var peerDescription: String {
+        get {
+            if transport == .tcp, let text = tcpPeerText { return text }
+            return namedPeer ?? "peer"
+        }
+        set { namedPeer = newValue }
     }
 
     override var label: String {
@@ -196,12 +229,29 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
             subscriber.sendError(error)
             return nil
         }
+        if readerIsHome {
+            // Made when a consumer first asks (most readers never pause): see `makeFlowControl(for:)`.
+            subscriber.subscription.deferFlowControl(to: self)
+        } else {
+            registerFlowControl(with: subscriber)
+        }
+        return token
+    }
+
+    /// The reader's flow control, registered with it.
+    @discardableResult
+    private func registerFlowControl(with subscriber: Subscriber<[UInt8]>) -> FlowControl? {
         // Strong captures: a weak one would give the stream a side table and slow every
         // retain of it; the cycle ends when the subscription's teardown drops the flow control.
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        return token
+        return subscriber.sourceFlowControl.load()
+    }
+
+    func makeFlowControl(for subscription: Subscription) -> FlowControl? {
+        guard let reader = readers.reader, reader.subscription === subscription else { return nil }
+        return registerFlowControl(with: reader)
     }
 
     private func setConsumerPaused(_ paused: Bool) {
@@ -302,6 +352,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
+            peerEnded = true
             bulkChunk = []
             spareChunk = []
             let reader = readers.take()
@@ -410,12 +461,22 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
         readers.take()?.sendCompleted()
         guard isOpen else { return }  // the reader's completion may have closed the connection
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
-        if writesShutDown {
-            // FIN went out already (after an earlier `shutdown()`): nothing is left to flush.
+        if writesShutDown || closesAtOnce {
+            // FIN went out already (after an earlier `shutdown()`), or nothing is left to flush.
             endGracefulClose()
             return
         }
         if let error = requestFIN(outcome: nil) { end(.failed(error)) }
+    }
+
+    /// Whether a graceful close can skip `uv_shutdown` and close now: the peer's EOF was read (so
+    /// no unread byte is left in the socket, and closing it sends FIN, not RST) and no write is
+    /// queued or waiting for its callback (every byte is the kernel's, which sends them before the
+    /// FIN; each write's completion has come before the close's, as it would after a shutdown).
+    /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
+    /// cost a request, a system call and a loop turn to send the same FIN.
+    private var closesAtOnce: Bool {
+        peerEnded && !ipc && queuedWriteCost == 0 && stream.pointee.write_queue_size == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
@@ -472,7 +533,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, @
     }
 
     override func willClose() {
-        publishedWriteQueue.store(-1, ordering: .releasing)
+        // Sequentially consistent: an address read on another thread checks this mark after its
+        // system call, and must see it whenever `uv_close` may already have closed the descriptor.
+        publishedWriteQueue.store(-1, ordering: .sequentiallyConsistent)
         guard resetOnClose, transport == .tcp else { return }
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0 {

@@ -48,12 +48,15 @@ final class WriteRequest: LoopRequest {
     }
 
     /// `start` without the error value: libuv's result (negative when it refused and nothing is pending).
-    func startWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>,
+    ///
+    /// `skipping`: bytes at the front already written (by `uv_try_write`), 0..<`bytes.count`; the
+    /// request still holds the whole array.
+    func startWrite(_ bytes: [UInt8], skipping written: Int = 0, to stream: UnsafeMutablePointer<uv_stream_t>,
                     handingOver: Bool, callback: uv_write_cb) -> Int32 {
         payload = bytes
         let base = bytes.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
         // libuv copies the uv_buf_t itself into the request; only the bytes must stay put.
-        var buffer = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: bytes.count)
+        var buffer = uv_buf_t(base: (base + written).assumingMemoryBound(to: CChar.self), len: bytes.count - written)
         willStart(handingOver: handingOver)
         let result = uv_write(pointer(as: uv_write_t.self), stream, &buffer, 1, callback)
         if result < 0 {
@@ -128,12 +131,13 @@ private let shutdownRequestCallback: uv_shutdown_cb = { request, status in
 ///
 /// Thread rule: safe from any thread.
 final class WriteOutcome: @unchecked Sendable {
-    // `state` is protected by its lock; subscribers are called after it is released.
+    // `state` is protected by `lock` (inline: no allocation per outcome); subscribers are called after it is released.
     private enum State {
         case pending([Subscriber<Void>])
         case finished((any Error)?)
     }
-    private let state = LockedValue<State>(.pending([]))
+    private let lock = SpinLock()
+    @exclusivity(unchecked) private var state = State.pending([])
 
     /// A signal that completes when the write is flushed, or fails with its error.
     var signal: Signal<Void> {
@@ -144,26 +148,28 @@ final class WriteOutcome: @unchecked Sendable {
     }
 
     private func observe(_ subscriber: Subscriber<Void>) {
-        let finished: (any Error)?? = state.withLock { state in
-            switch state {
-            case .pending(var waiting):
-                waiting.append(subscriber)
-                state = .pending(waiting)
-                return .none
-            case .finished(let error):
-                return .some(error)
-            }
+        lock.lock()
+        switch state {
+        case .pending(var waiting):
+            state = .pending([])  // so `waiting` is the array's only reference: the append below does not copy it
+            waiting.append(subscriber)
+            state = .pending(waiting)
+            lock.unlock()
+        case .finished(let error):
+            lock.unlock()
+            WriteOutcome.deliver(error, to: subscriber)
         }
-        if let finished { WriteOutcome.deliver(finished, to: subscriber) }
     }
 
     /// Records the result and tells everyone waiting. Later calls do nothing.
     func finish(_ error: (any Error)?) {
-        let waiting: [Subscriber<Void>] = state.withLock { state in
-            guard case .pending(let waiting) = state else { return [] }
-            state = .finished(error)
-            return waiting
+        lock.lock()
+        guard case .pending(let waiting) = state else {
+            lock.unlock()
+            return
         }
+        state = .finished(error)
+        lock.unlock()
         for subscriber in waiting { WriteOutcome.deliver(error, to: subscriber) }
     }
 

@@ -138,8 +138,8 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         connected = true
         timer?.dispose()
         timer = nil
-        let addresses = stream.didConnectTCP(options: options)
-        subscriber?.sendNext(TCPConnection(stream, addresses: addresses))
+        stream.didConnectTCP(options: options)
+        subscriber?.sendNext(TCPConnection(stream))
     }
 
     func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {

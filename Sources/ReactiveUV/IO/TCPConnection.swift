@@ -9,28 +9,35 @@
 /// connection's loop (calls made there run at once, others are queued there
 /// in order), except `setNoDelay` and `setKeepAlive` (loop thread only).
 public final class TCPConnection: StreamConnection, @unchecked Sendable {
-    // The addresses are immutable; the stream's state is confined to its loop thread.
+    // The stream is immutable; its state is confined to its loop thread, and its address cache has its own lock.
 
     /// The address of this end, or nil if it could not be read.
     ///
-    /// Thread rule: safe from any thread.
-    public let localAddress: SocketAddress?
-    /// The address of the other end, or nil if it could not be read (a peer that reset at once).
+    /// Read from the socket the first time it is asked for (a server accepting a connection asks
+    /// the kernel nothing more), then kept: every later read gives the same answer. Asked for the
+    /// first time after the connection closed, it is nil (the socket is gone); ask while the
+    /// connection is open (in the `.accepted` handler, or before `close()`) to log it afterwards.
     ///
-    /// Thread rule: safe from any thread.
-    public let peerAddress: SocketAddress?
+    /// Thread rule: safe from any thread; never waits for the loop (the first read makes one system call).
+    public var localAddress: SocketAddress? { stream.address(peer: false) }
 
-    init(_ stream: StreamHandle, addresses: TCPAddresses) {
-        localAddress = addresses.local
-        peerAddress = addresses.peer
-        super.init(stream)
-    }
+    /// The address of the other end, or nil if it could not be read.
+    ///
+    /// Read on first use and kept, as `localAddress`. A peer that reset the connection is still
+    /// named while the socket is open, and the error that ends the connection (`ECONNRESET` on
+    /// `bytes`) names it in its message, which reads and keeps it before the socket closes: the
+    /// property then answers even after that end. Asked for the first time after the connection
+    /// closed otherwise (`close()` finished, `reset()`, the server's disposal, the loop's
+    /// shutdown), it is nil.
+    ///
+    /// Thread rule: safe from any thread; never waits for the loop (the first read makes one or two system calls).
+    public var peerAddress: SocketAddress? { stream.address(peer: true) }
 
     /// `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`.
     ///
     /// Thread rule: safe from any thread.
     public override var description: String {
-        "tcp \(localAddress?.description ?? "?") -> \(peerAddress?.description ?? "?")"
+        "tcp \(localAddress?.description ?? "?") -> \(stream.tcpPeerText ?? "?")"
     }
 
     /// Turns `TCP_NODELAY` on or off (it starts as `TCPOptions.noDelay` says).

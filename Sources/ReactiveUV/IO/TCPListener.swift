@@ -43,6 +43,8 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private var callbacks: Callbacks?
     var lookup: (any Disposable)?
     private var address: SocketAddress?
+    /// The origin label of the connections it accepts (`acceptedOrigin`), once the first was accepted.
+    private var sharedOrigin: StreamOrigin?
     /// The connections it accepted (their owner).
     let accepted: AcceptedStreams
     /// Where a drain stands (see `drain(_:announce:done:)` in TCPListener+Drain.swift).
@@ -167,25 +169,32 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     }
 
     fileprivate func accept(status: Int32) {
-        let place = address?.description ?? "\(source)"
         let outcome = accepted.accept(
             status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
-            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: acceptedOrigin(place)) },
-            details: { $0.didConnectTCP(options: options) })
+            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, originLabel: acceptedOrigin) },
+            didAccept: { $0.didConnectTCP(options: options) },
+            refusalDetails: { $0.address(peer: true) })
         switch outcome {
-        case .accepted(let stream, let addresses): callbacks?.onEvent(.accepted(TCPConnection(stream, addresses: addresses)))
-        case .refused(let addresses, let open): callbacks?.onEvent(.refused(peer: addresses.peer, open: open))
+        case .accepted(let stream): callbacks?.onEvent(.accepted(TCPConnection(stream)))
+        case .refused(let peer, let open): callbacks?.onEvent(.refused(peer: peer, open: open))
         case nil: break
         }
     }
 
+    /// Where it listens, for messages: the bound address, or what was asked for before the bind.
+    private var place: String { address?.description ?? "\(source)" }
+
     /// What an accepted connection's label says made it: "accepted by TCPServer.listen(127.0.0.1:80)",
-    /// with the loop for a group's share.
-    private func acceptedOrigin(_ place: String) -> String {
-        switch source {
-        case .bind: "accepted by TCPServer.listen(\(place))"
-        case .descriptor: "accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'"
+    /// with the loop for a group's share. Composed at the first accept (the address is bound by
+    /// then and does not change) and shared by every connection.
+    private var acceptedOrigin: StreamOrigin {
+        if let sharedOrigin { return sharedOrigin }
+        let origin = switch source {
+        case .bind: StreamOrigin("accepted by TCPServer.listen(\(place))")
+        case .descriptor: StreamOrigin("accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'")
         }
+        sharedOrigin = origin
+        return origin
     }
 
     private func fail(_ error: any Error) {

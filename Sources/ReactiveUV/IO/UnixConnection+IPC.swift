@@ -151,8 +151,8 @@ final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorRece
         received[ObjectIdentifier(stream)] = stream
         switch stream.transport {
         case .tcp:
-            let addresses = stream.didConnectTCP(options: TCPOptions(noDelay: false))  // reads the addresses, changes nothing
-            subscriber.sendNext(.tcp(TCPConnection(stream, addresses: addresses)))
+            stream.didConnectTCP(options: TCPOptions(noDelay: false))  // notes the descriptor, changes nothing
+            subscriber.sendNext(.tcp(TCPConnection(stream)))
         case .pipe:
             subscriber.sendNext(.unix(UnixConnection(stream, path: UnixSocketNames.peerName(of: stream) ?? "")))
         case .childPipe, .tty, .fifo:

@@ -118,9 +118,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         let outcome = accepted.accept(
             status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: false,
             makeStream: { makeStream() },
-            details: { _ in () })
+            didAccept: { _ in }, refusalDetails: { _ in nil })
         switch outcome {
-        case .accepted(let stream, _): callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
+        case .accepted(let stream): callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
         case .refused(_, let open): callbacks?.onEvent(.refused(open: open))
         case nil: break
         }

@@ -29,15 +29,16 @@ class LoopHandle: IntrusiveListElement {
     let raw: UnsafeMutableRawPointer
     /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
     let loopIdentity: UnsafeMutableRawPointer
-    @exclusivity(unchecked) private var state = State.unopened
     /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
     @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopHandle>()
+    // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
+    @exclusivity(unchecked) private var state = State.unopened
 
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
         self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
-        self.raw = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
+        self.raw = LibUVMemory.allocate(byteCount)
     }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
@@ -50,7 +51,7 @@ class LoopHandle: IntrusiveListElement {
     deinit {
         assert(state == .closed || state == .unopened,
                "a \(kind) handle was released while libuv still owned it (state \(state)): it must be closed first")
-        if state == .unopened { raw.deallocate() }
+        if state == .unopened { LibUVMemory.free(raw) }
     }
 
     /// The handle as libuv's base type.
@@ -111,7 +112,7 @@ class LoopHandle: IntrusiveListElement {
     /// The close callback's entry point.
     fileprivate final func finishClose() {
         state = .closed
-        raw.deallocate()
+        LibUVMemory.free(raw)
         didClose()
     }
 }

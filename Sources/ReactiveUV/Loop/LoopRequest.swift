@@ -53,12 +53,12 @@ class LoopRequest: IntrusiveListElement {
         default: self.usesPool = false
         }
         self.isTracked = tracked
-        self.raw = UnsafeMutableRawPointer.allocate(byteCount: uv_req_size(type), alignment: 16)
+        self.raw = LibUVMemory.allocate(uv_req_size(type))
     }
 
     deinit {
         assert(!isPending, "a \(label) request was released while libuv still owned it")
-        raw.deallocate()
+        LibUVMemory.free(raw)
     }
 
     /// The request as libuv's base type.

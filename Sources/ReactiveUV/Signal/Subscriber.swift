@@ -46,7 +46,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     private var subject: Unmanaged<AnyObject>?
     private let left = Atomic<Bool>(false)
     /// The flow control the source registered, if any (set once, atomically): hops count against it.
-    let sourceFlowControl = AtomicLazyReference<FlowControl>()
+    let sourceFlowControl = LazyObject<FlowControl>()
 
     /// A terminal event passed.
     @usableFromInline static var terminatedFlag: UInt8 { 1 }

@@ -35,8 +35,33 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     @usableFromInline let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown.
     var root: (any ObserverReleasing)?
-    /// Set by a source that can pause (home thread only); see `FlowControl`.
-    var flowControl: FlowControl?
+    /// Set by a source that can pause (home thread only); see `FlowControl`. A source on the home
+    /// thread may instead name what makes it (`deferFlowControl(to:)`): it is then made on the
+    /// first request, so a reader nobody pauses costs no flow-control object.
+    var flowControl: FlowControl? {
+        get {
+            if let madeFlowControl { return madeFlowControl }
+            guard let maker = flowControlMaker else { return nil }
+            flowControlMaker = nil
+            // A protocol cast, once per subscription that asks: the slot stays one word for every other.
+            madeFlowControl = (maker as? any FlowControlMaker)?.makeFlowControl(for: self)
+            return madeFlowControl
+        }
+        set {
+            madeFlowControl = newValue
+            flowControlMaker = nil
+        }
+    }
+    @exclusivity(unchecked) private var madeFlowControl: FlowControl?
+    /// A `FlowControlMaker`, until `flowControl` is first asked for.
+    @exclusivity(unchecked) private var flowControlMaker: AnyObject?
+
+    /// Lets `maker` make this subscription's flow control when a consumer first asks for it.
+    /// Home thread only, and only for a source that runs on the home thread.
+    func deferFlowControl(to maker: some FlowControlMaker) {
+        guard madeFlowControl == nil else { return }
+        flowControlMaker = maker
+    }
 
     /// How `enterDelivery` let a delivery in.
     @usableFromInline
@@ -167,7 +192,9 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         disposeChildren()
         // Moved out, not copied: no retain and release of the root.
         let root = self.root.take()
-        flowControl = nil
+        // Tested first: most subscriptions have neither, and storing nil still costs a release call each.
+        if madeFlowControl != nil { madeFlowControl = nil }
+        if flowControlMaker != nil { flowControlMaker = nil }
         root?.releaseObserver()
     }
 
@@ -181,6 +208,14 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
 }
 
 /// A subscriber that can drop its observer chain when its subscription is torn down.
+/// A source that makes its `FlowControl` only when a consumer asks (see `Subscription.deferFlowControl(to:)`).
+protocol FlowControlMaker: AnyObject {
+    /// The flow control of the reader whose subscription is `subscription`, registered with that
+    /// reader (as `Subscriber.setFlowControl(pause:resume:)` does), or nil when that reader is gone.
+    /// Called on the home thread, which is the source's.
+    func makeFlowControl(for subscription: Subscription) -> FlowControl?
+}
+
 protocol ObserverReleasing: AnyObject {
     func releaseObserver()
 }
