@@ -1,9 +1,7 @@
 /// A listener that drains (see `TCPServer.DrainRequest`): the steps of a drain on the listener's
 /// loop, written once for any listener that keeps its connections in `AcceptedStreams`.
 ///
-/// The Unix-socket listener (`UnixListener`, every share of a group server too) drains through
-/// these; `TCPListener` still has its own copy of the same steps (TCPListener+Drain.swift), left
-/// alone while the TCP stream core is being changed: it can conform by deleting that copy.
+/// `TCPListener` and `UnixListener` (every share of a group server too) drain through these.
 ///
 /// Thread rule: loop thread only (the conformer's), except `follow`'s request callback, which hops there.
 protocol DrainableListener: AnyObject, Sendable {
@@ -19,6 +17,18 @@ protocol DrainableListener: AnyObject, Sendable {
     var isDisposed: Bool { get }
     /// Stops accepting: closes the listening socket (the object and its connections stay).
     func stopAccepting()
+    /// The drain finished (its last connection closed): release what only served the open connections.
+    func didFinishDrain()
+}
+
+/// Where a listener's drain stands. Loop thread only (the listener's).
+enum DrainState {
+    /// Accepting (no drain asked yet).
+    case serving
+    /// Not accepting; waiting for the open connections to close, until the deadline timer forces them.
+    case draining(deadline: (any Disposable)?, done: () -> Void)
+    /// Every connection closed (or the listener ended otherwise): nothing more to do.
+    case drained
 }
 
 extension DrainableListener {
@@ -41,9 +51,14 @@ extension DrainableListener {
         }
     }
 
+    /// Nothing to release by default.
+    func didFinishDrain() {}
+
     /// Handles one drain request on the loop thread.
     ///
-    /// `.graceful(timeout:)` (the first request only): stops accepting at once, calls
+    /// `.graceful(timeout:)` (the first request only): stops accepting at once (a TCP listener's
+    /// clients connecting from now on are refused, and those queued in the kernel and not yet
+    /// accepted are reset; a Unix socket's file is removed), calls
     /// `announce` with the connections still open, then calls `done` once the last of them
     /// closed, or once `timeout` passed and the rest were reset. `.force`: the same with no
     /// wait (the rest are reset now), also during a graceful drain. A request after the
@@ -85,6 +100,7 @@ extension DrainableListener {
         guard case .draining(let deadline, let done) = drainState else { return }
         drainState = .drained
         deadline?.dispose()
+        didFinishDrain()
         done()
     }
 }

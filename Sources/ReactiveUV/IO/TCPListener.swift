@@ -47,7 +47,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private var sharedOrigin: StreamOrigin?
     /// The connections it accepted (their owner).
     let accepted: AcceptedStreams
-    /// Where a drain stands (see `drain(_:announce:done:)` in TCPListener+Drain.swift).
+    /// Where a drain stands (see `DrainableListener`, ListenerDrain.swift).
     var drainState = DrainState.serving
     /// The subscription to a single-loop server's drain requests (a group's are the coordinator's).
     var drainRequests: (any Disposable)?

@@ -1,0 +1,57 @@
+internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension TCPListener: DrainableListener {
+    /// Stops accepting: the listening socket closes (the object and its connections stay).
+    ///
+    /// Loop thread only.
+    func stopAccepting() {
+        lookup?.dispose()
+        lookup = nil
+        close()
+    }
+
+    /// The drain finished: the idle timer has no connection left to watch.
+    ///
+    /// Loop thread only.
+    func didFinishDrain() {
+        idleTimer?.dispose()
+        idleTimer = nil
+    }
+}
+
+extension TCPListener {
+    /// How long since the connection last received or sent a byte, by the kernel's record
+    /// (`TCP_INFO`), in milliseconds; nil when it cannot be read.
+    ///
+    /// Loop thread only.
+    static func idleMilliseconds(of stream: StreamHandle) -> UInt32? {
+        var descriptor = uv_os_fd_t()
+        guard stream.isOpen, uv_fileno(stream.handle, &descriptor) == 0 else { return nil }
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
+        return min(info.tcpi_last_data_recv, info.tcpi_last_data_sent)
+    }
+
+    /// The error for server options that cannot be served (a zero or negative idle timeout), or nil.
+    static func optionsRefusal(_ options: TCPOptions, origin: String) -> UVError? {
+        guard let idleTimeout = options.idleTimeout, idleTimeout <= .zero else { return nil }
+        return UVError(code: UVError.invalidArgumentCode,
+                       message: "TCPOptions.idleTimeout must be positive (got \(idleTimeout))", context: origin)
+    }
+
+    /// `timeout` in whole milliseconds, clamped to what `TCP_INFO` can report (2^32 - 1 ms).
+    static func clampedMilliseconds(_ timeout: Duration) -> UInt32 {
+        let (seconds, attoseconds) = timeout.components
+        guard seconds >= 0 else { return 0 }
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return .max }
+        let total = whole + attoseconds / 1_000_000_000_000_000
+        return UInt32(exactly: total) ?? .max
+    }
+}
