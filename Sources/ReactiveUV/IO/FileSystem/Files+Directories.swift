@@ -31,7 +31,7 @@ public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension Files {
-    /// Entries read per `readdir` request by `list`.
+    /// Entries read per pool job (one batch) by `list`.
     ///
     /// Thread rule: safe from any thread.
     public static let listBatchSize = 256
@@ -144,12 +144,14 @@ extension Files {
         return directory + prefix + "XXXXXX"
     }
 
-    /// The entries of a directory (not `.` and `..`), streamed in batches of `listBatchSize` as `readdir` returns
-    /// them (`uv_fs_opendir`, `uv_fs_readdir`), then completion. The order is the directory's.
+    /// The entries of a directory (not `.` and `..`), streamed in batches of `listBatchSize`, then completion.
+    /// The order is the directory's. The directory is opened with `uv_fs_opendir`; each batch is read by
+    /// `readdir(3)` in a job on libuv's thread pool, which also makes the entries, so the loop only delivers them.
     ///
-    /// The whole directory never sits in memory: one batch at a time does. A consumer that pauses (a full
-    /// `signal.values` buffer does) stops the next `readdir` until it resumes. The directory is closed at the
-    /// end, on an error and on dispose. Entries added or removed while the listing runs may or may not appear.
+    /// The whole directory never sits in memory: two batches at most do (the next is read while one is
+    /// delivered). A consumer that pauses (a full `signal.values` buffer does) stops the reading after the
+    /// batch read ahead, until it resumes. The directory is closed at the end, on an error and on dispose (once
+    /// no job can still be reading it). Entries added or removed while the listing runs may or may not appear.
     ///
     /// - Parameters:
     ///   - path: The directory; a file fails with `ENOTDIR`.
@@ -190,108 +192,5 @@ extension FileType {
         case UV_DIRENT_BLOCK: self = .blockDevice
         default: self = .unknown
         }
-    }
-}
-
-/// One `Files.list`: opendir, readdir in batches into a buffer of our own, closedir at the end.
-///
-/// One batch is read ahead: the next `readdir` starts on the pool before the batch in hand is delivered
-/// (its names are copied out of the buffer first, so the buffer is free for it), so the pool's `getdents`
-/// and the loop's delivery overlap. A consumer that pauses gets the rest of the batch in hand; the batch
-/// read ahead is held until it resumes, and no further `readdir` starts: at most two batches are in memory.
-final class DirectoryListing: @unchecked Sendable {
-    // Loop thread only, as its operation (the flow control's closures run on the thread that registered them).
-    private let operation: FileSystemOperation<DirectoryEntry>
-    private let path: String
-    private let batchSize: Int
-    private let afterEachBatch: ((Int) -> Void)?
-    private let afterEachRead: ((Int) -> Void)?
-    /// The directory stream, once open; closed (synchronously: a close does not block) by the operation's release.
-    private var directory: UnsafeMutablePointer<uv_dir_t>?
-    /// Where libuv writes each batch's entries (`uv_dir_t.dirents`); the names it points to are libuv's until cleanup.
-    private let entries: UnsafeMutablePointer<uv_dirent_t>
-    private var paused = false
-    /// A batch that arrived while paused (empty: the end), delivered on resume.
-    private var held: [DirectoryEntry]?
-
-    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?,
-         afterEachRead: ((Int) -> Void)?) {
-        self.operation = operation
-        self.path = path
-        self.batchSize = batchSize
-        self.afterEachBatch = afterEachBatch
-        self.afterEachRead = afterEachRead
-        entries = .allocate(capacity: batchSize)
-    }
-
-    deinit {
-        entries.deallocate()
-    }
-
-    func start() {
-        // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
-        operation.subscriber?.setFlowControl(pause: { [self] in paused = true }, resume: { [self] in
-            paused = false
-            if let batch = held, operation.isRunning {
-                held = nil
-                deliver(batch)
-            }
-        })
-        // A paused listing has no request pending, so the loop's shutdown would not reach it through one.
-        let owner = operation
-        if let token = operation.loop.shutdownObservers.add({ owner.finish(EventLoopError.shutDown(loop: owner.loop.name)) }) {
-            operation.onEnd { token.dispose() }
-        }
-        let uvLoop = operation.loop.uvLoop
-        operation.step("opendir \(path)", { uv_fs_opendir(uvLoop, $0, self.path, $1) }, read: { _, fs in
-            fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self)
-        }, discard: { fs in
-            DirectoryListing.close(fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self))
-        }) { [self] directory in
-            self.directory = directory
-            directory.pointee.dirents = entries
-            directory.pointee.nentries = batchSize
-            operation.onEnd { [self] in
-                self.directory = nil
-                DirectoryListing.close(directory)
-            }
-            read()
-        }
-    }
-
-    /// Starts the next `readdir`. Only one is ever pending: it starts from `deliver`, which runs when the
-    /// previous one has called back, or on resume with the batch it brought.
-    private func read() {
-        guard let directory else { return }
-        let uvLoop = operation.loop.uvLoop
-        operation.step("readdir \(path)", { uv_fs_readdir(uvLoop, $0, directory, $1) }, read: { [entries] count, _ in
-            (0..<count).map { DirectoryEntry(name: String(cString: entries[$0].name), type: FileType(entries[$0].type)) }
-        }) { [self] batch in
-            afterEachRead?(batch.count)
-            if paused {
-                held = batch
-            } else {
-                deliver(batch)
-            }
-        }
-    }
-
-    /// Reads the next batch ahead, then sends this one (an empty batch is the end).
-    private func deliver(_ batch: [DirectoryEntry]) {
-        if batch.isEmpty {
-            operation.finish()
-            return
-        }
-        read()
-        operation.send(contentsOf: batch)
-        guard operation.isRunning else { return }
-        afterEachBatch?(batch.count)
-    }
-
-    /// Closes a directory stream now, on the loop thread (`closedir` does not block).
-    static func close(_ directory: UnsafeMutablePointer<uv_dir_t>) {
-        var request = uv_fs_t()
-        uvCheckReporting(uv_fs_closedir(nil, &request, directory, nil), "closedir")
-        uv_fs_req_cleanup(&request)
     }
 }

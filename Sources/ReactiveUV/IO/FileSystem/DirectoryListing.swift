@@ -1,0 +1,184 @@
+internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One `Files.list`: the directory opened by libuv (`uv_fs_opendir`), its entries read in batches by
+/// pool jobs that call `readdir(3)`, the stream closed (`uv_fs_closedir`) once no job can still use it.
+///
+/// Why pool jobs and not `uv_fs_readdir`: that call copies each name with `strdup` on the pool, and
+/// leaves the loop thread to make the `String` and to free the copy. A job makes the entries where it
+/// reads them, so the loop only delivers them: the loop's time per entry adds to the kernel's
+/// `getdents` (one in four batches waits on it), so what the loop does not do is time saved.
+///
+/// One batch is read ahead: the next job runs while the batch in hand is delivered. A consumer that
+/// pauses gets the rest of the batch in hand; the batch read ahead is held until it resumes, and no
+/// further job starts: at most two batches are in memory.
+final class DirectoryListing: @unchecked Sendable {
+    // Loop thread only, as its operation (the flow control's closures run on the thread that registered them);
+    // the stream is used on the pool by the one job running, and closed on the loop only after that job ended.
+    private let operation: FileSystemOperation<DirectoryEntry>
+    private let path: String
+    private let batchSize: Int
+    private let afterEachBatch: ((Int) -> Void)?
+    private let afterEachRead: ((Int) -> Void)?
+    /// The directory stream, once open.
+    private var directory: UnsafeMutablePointer<uv_dir_t>?
+    /// The job reading the next batch, while it is queued or runs.
+    private var job: FileJob<[DirectoryEntry]>?
+    /// The operation ended while a job was out: the stream closes when that job has ended.
+    private var closeAfterJob = false
+    private var paused = false
+    /// A batch that arrived while paused (empty: the end), delivered on resume.
+    private var held: [DirectoryEntry]?
+
+    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?,
+         afterEachRead: ((Int) -> Void)?) {
+        self.operation = operation
+        self.path = path
+        self.batchSize = batchSize
+        self.afterEachBatch = afterEachBatch
+        self.afterEachRead = afterEachRead
+    }
+
+    func start() {
+        // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
+        operation.subscriber?.setFlowControl(pause: { [self] in paused = true }, resume: { [self] in
+            paused = false
+            if let batch = held, operation.isRunning {
+                held = nil
+                deliver(batch)
+            }
+        })
+        // A paused listing has no request pending, so the loop's shutdown would not reach it through one.
+        let owner = operation
+        if let token = operation.loop.shutdownObservers.add({ owner.finish(EventLoopError.shutDown(loop: owner.loop.name)) }) {
+            operation.onEnd { token.dispose() }
+        }
+        let uvLoop = operation.loop.uvLoop
+        operation.step("opendir \(path)", { uv_fs_opendir(uvLoop, $0, self.path, $1) }, read: { _, fs in
+            fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self)
+        }, discard: { fs in
+            DirectoryListing.close(fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self))
+        }) { [self] directory in
+            self.directory = directory
+            operation.onEnd { [self] in operationEnded() }
+            read()
+        }
+    }
+
+    /// Starts the job that reads the next batch. Only one is ever out: it starts from `deliver`, which runs
+    /// when the previous one has called back, or on resume with the batch it brought.
+    private func read() {
+        guard let directory, job == nil, operation.isRunning else { return }
+        guard operation.loop.acceptsNewRequests else {
+            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
+            return
+        }
+        let stream = UncheckedSendable(directory)
+        let path = self.path, count = batchSize
+        let job = FileJob(loop: operation.loop, context: "readdir \(path)", work: { _ in
+            try DirectoryListing.readBatch(stream.value, count: count, path: path)
+        }) { [self] result in
+            self.job = nil
+            switch result {
+            case .success(let batch):
+                afterEachRead?(batch.count)
+                if paused {
+                    held = batch
+                } else {
+                    deliver(batch)
+                }
+            case .failure(let error):
+                operation.finish(error)
+            }
+        }
+        let id = ObjectIdentifier(job)
+        // Told once the job is over, whether it completed or was cancelled (after its completion, if any).
+        job.onEnd = { [self] in
+            if let current = self.job, ObjectIdentifier(current) == id { self.job = nil }
+            if closeAfterJob && self.job == nil { closeDirectory() }
+        }
+        self.job = job
+        do {
+            try job.queue()
+        } catch {
+            self.job = nil
+            operation.finish(error)
+        }
+    }
+
+    /// Reads the next batch ahead, then sends this one (an empty batch is the end).
+    private func deliver(_ batch: [DirectoryEntry]) {
+        if batch.isEmpty {
+            operation.finish()
+            return
+        }
+        read()
+        operation.send(contentsOf: batch)
+        guard operation.isRunning else { return }
+        afterEachBatch?(batch.count)
+    }
+
+    /// The operation ended (completed, failed, disposed or shut down): close the stream, after the job if one is out.
+    private func operationEnded() {
+        if let job {
+            closeAfterJob = true
+            job.abandon()
+        } else {
+            closeDirectory()
+        }
+    }
+
+    private func closeDirectory() {
+        guard let directory else { return }
+        self.directory = nil
+        DirectoryListing.close(directory)
+    }
+
+    /// Reads up to `count` entries (not `.` and `..`) with `readdir(3)`; fewer only at the end. Pool thread.
+    static func readBatch(_ directory: UnsafeMutablePointer<uv_dir_t>, count: Int, path: String) throws -> [DirectoryEntry] {
+        guard let stream = directory.pointee.dir else {
+            throw UVError(code: UV_EBADF.rawValue, message: "the directory stream is not open", context: "readdir \(path)")
+        }
+        var entries: [DirectoryEntry] = []
+        entries.reserveCapacity(count)
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
+        while entries.count < count {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { throw systemCallError("readdir \(path)") }
+                break
+            }
+            let name = (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self)
+            if name[0] == 0x2E && (name[1] == 0 || (name[1] == 0x2E && name[2] == 0)) { continue }
+            entries.append(DirectoryEntry(name: String(cString: name), type: FileType(direntType: entry.pointee.d_type)))
+        }
+        return entries
+    }
+
+    /// Closes a directory stream now, on the loop thread (`closedir` does not block).
+    static func close(_ directory: UnsafeMutablePointer<uv_dir_t>) {
+        var request = uv_fs_t()
+        uvCheckReporting(uv_fs_closedir(nil, &request, directory, nil), "closedir")
+        uv_fs_req_cleanup(&request)
+    }
+}
+
+extension FileType {
+    /// The type `readdir(3)` records in `d_type`.
+    init(direntType: UInt8) {
+        switch Int32(direntType) {
+        case Int32(DT_REG): self = .regular
+        case Int32(DT_DIR): self = .directory
+        case Int32(DT_LNK): self = .symbolicLink
+        case Int32(DT_FIFO): self = .fifo
+        case Int32(DT_SOCK): self = .socket
+        case Int32(DT_CHR): self = .characterDevice
+        case Int32(DT_BLK): self = .blockDevice
+        default: self = .unknown
+        }
+    }
+}
