@@ -78,6 +78,7 @@ final class Probe: @unchecked Sendable {
         self.selfDisposeAfter = selfDisposeAfter
         self.ledger = ledger
         ledger.liveProbes.add(1, ordering: .relaxed)
+        ledger.track(self)
     }
 
     deinit { ledger.liveProbes.subtract(1, ordering: .releasing) }

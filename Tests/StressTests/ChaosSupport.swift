@@ -147,9 +147,21 @@ final class ChaosLedger: @unchecked Sendable {
     let actorCalls = Atomic<Int>(0)
     let outstandingTasks = Atomic<Int>(0)
     let liveProbes = Atomic<Int>(0)
+    /// Every probe made this round, weakly, so a failure can name the ones still alive (under `lock`).
+    private var probes: [WeakProbe] = []
     let loopShutdowns = Atomic<Int>(0)
     let echoConnections = LiveCounter()
     let asyncOperations = LiveCounter()
+
+    /// Notes a probe, so `liveProbeLabels` can name it if it outlives the round.
+    func track(_ probe: Probe) {
+        lock.withLock { probes.append(WeakProbe(probe)) }
+    }
+
+    /// The labels of the probes still alive (what the subscription was: its source, hops and home).
+    var liveProbeLabels: [String] {
+        lock.withLock { probes.compactMap { $0.probe?.label } }
+    }
 
     /// Records a broken invariant (the first 20 are kept word for word).
     func violation(_ text: String) {
@@ -172,4 +184,11 @@ final class ChaosLedger: @unchecked Sendable {
             + "\(value(refusedSubmissions)) submissions refused by closed loops, \(value(loopShutdowns)) loop shutdowns, "
             + "\(value(liveProbes)) subscriptions' probes alive"
     }
+}
+
+/// A weak reference to a probe (the ledger must not keep one alive).
+final class WeakProbe: @unchecked Sendable {
+    // Written once in init; a weak reference is safe to read from any thread.
+    weak var probe: Probe?
+    init(_ probe: Probe) { self.probe = probe }
 }

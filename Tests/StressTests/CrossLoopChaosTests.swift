@@ -179,6 +179,7 @@ final class ChaosRound: @unchecked Sendable {
         waitBounded("every subscription's callbacks and probe to be freed", problems: &problems) {
             ledger.liveProbes.load(ordering: .acquiring) == 0
         }
+        for label in ledger.liveProbeLabels.prefix(10) { problems.append("still alive: the subscription \(label)") }
         return problems
     }
 
