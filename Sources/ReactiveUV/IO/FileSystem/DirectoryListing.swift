@@ -138,6 +138,9 @@ final class DirectoryListing: @unchecked Sendable {
         DirectoryListing.close(directory)
     }
 
+    /// Where `d_name` starts in a `dirent` (a stored field of a C struct: its offset always exists).
+    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+
     /// Reads up to `count` entries (not `.` and `..`) with `readdir(3)`; fewer only at the end. Pool thread.
     static func readBatch(_ directory: UnsafeMutablePointer<uv_dir_t>, count: Int, path: String) throws -> [DirectoryEntry] {
         guard let stream = directory.pointee.dir else {
@@ -145,7 +148,6 @@ final class DirectoryListing: @unchecked Sendable {
         }
         var entries: [DirectoryEntry] = []
         entries.reserveCapacity(count)
-        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
         while entries.count < count {
             errno = 0
             guard let entry = readdir(stream) else {
