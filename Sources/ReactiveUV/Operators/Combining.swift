@@ -35,7 +35,7 @@ extension Signal {
     private func followed<U>(by makeNext: @escaping @Sendable () -> Signal<U>, values: (@Sendable (Value) -> U)?) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(self) { event, child in
                 switch event {
                 case .next(let value):
@@ -118,7 +118,7 @@ extension Signal {
         if signals.isEmpty { return Signal<[Value]>.empty }
         return OperatorSignal<[Value]> { downstream, subscription in
             let state = ZipState(downstream, inputs: signals.count)
-            subscription.root = state
+            subscription.attachRoot(state)
             for (index, signal) in signals.enumerated() {
                 if state.isDone { return }
                 _ = subscription.attachChild(signal) { event, child in
@@ -145,7 +145,7 @@ extension Signal {
         if signals.isEmpty { return Signal<[Value]>.empty }
         return OperatorSignal<[Value]> { downstream, subscription in
             let state = CombineLatestState(downstream, inputs: signals.count)
-            subscription.root = state
+            subscription.attachRoot(state)
             for (index, signal) in signals.enumerated() {
                 if state.isDone { return }
                 _ = subscription.attachChild(signal) { event, child in
@@ -168,7 +168,7 @@ extension Signal {
         if signals.isEmpty { return Signal.empty }
         return OperatorSignal<Value> { downstream, subscription in
             let state = OperatorState(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             let remaining = Counter(signals.count)
             for signal in signals {
                 if state.isDone { return }
@@ -201,7 +201,7 @@ extension Signal {
     public func sample<Trigger>(_ sampler: Signal<Trigger>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = SampleState<Value>(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(self) { event, child in
                 switch event {
                 case .next(let value): state.latest = value
@@ -247,7 +247,7 @@ extension Signal {
     public func withLatest<U>(from other: Signal<U>) -> Signal<(Value, U)> {
         operatorSignal { downstream, subscription in
             let state = WithLatestState<Value, U>(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(other) { event, child in
                 switch event {
                 case .next(let value): state.latest = value

@@ -23,7 +23,7 @@ extension Signal {
     public func `catch`(_ handler: @escaping @Sendable (any Error) -> Signal<Value>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(self) { event, child in
                 switch event {
                 case .next(let value):
@@ -120,7 +120,7 @@ extension Signal {
         let policy = RetryPolicy(count: count, delay: delay, backoff: backoff, shouldRetry: shouldRetry)
         return operatorSignal { downstream, subscription in
             let state = DelayedRetryState(downstream, source: self, subscription: subscription, policy: policy)
-            subscription.root = state
+            subscription.attachRoot(state)
             state.subscribeSource()
         }.debugNamed("[\(name)] -retry: \(count) delay: \(delay) backoff: \(backoff)")
     }
@@ -129,7 +129,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let state = ResubscribeState(downstream, source: self, subscription: subscription,
                                          retries: retries, repeatsOnCompletion: repeatsOnCompletion)
-            subscription.root = state
+            subscription.attachRoot(state)
             state.subscribeSource()
         }
     }

@@ -186,7 +186,7 @@ extension Signal {
     public func take<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(trigger) { event, child in
                 subscription.endChild(child)
                 if case .error = event { return }
@@ -213,7 +213,7 @@ extension Signal {
     public func skip<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             let gate = Flag()
             _ = subscription.attachChild(trigger) { event, child in
                 subscription.endChild(child)

@@ -29,7 +29,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let binding = makeBinding()
             let state = FlattenState<U>(downstream, subscription: subscription, maxConcurrent: 0)
-            subscription.root = state
+            subscription.attachRoot(state)
             state.start(outer: self) { value, outer in
                 var stop = false
                 let inner = binding(value, &stop)
@@ -67,7 +67,7 @@ extension Signal {
     func flattening<U>(maxConcurrent: Int, _ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let state = FlattenState<U>(downstream, subscription: subscription, maxConcurrent: maxConcurrent)
-            subscription.root = state
+            subscription.attachRoot(state)
             state.start(outer: self) { value, _ in state.add(transform(value)) }
         }
     }
@@ -120,7 +120,7 @@ extension Signal {
     public func switchToLatest<U>() -> Signal<U> where Value == Signal<U> {
         operatorSignal { downstream, subscription in
             let state = SwitchState<U>(downstream)
-            subscription.root = state
+            subscription.attachRoot(state)
             _ = subscription.attachChild(self) { event, outer in
                 switch event {
                 case .next(let inner):

@@ -87,8 +87,10 @@ public class Signal<Value>: @unchecked Sendable {
     @usableFromInline
     func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
-        subscription.root = subscriber
-        if let didSubscribe {
+        subscription.attachRoot(subscriber)
+        // A subscription disposed before it attached (a child made after its parent ended, a
+        // dispose from another thread that won the race) starts nothing, as a queued attach would not.
+        if let didSubscribe, !subscription.isDisposed {
             subscription.add(didSubscribe(subscriber))
         }
     }

@@ -259,7 +259,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline
     override final func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = subscriberType.init(observer: observer, subscription: subscription, subject: self)
-        subscription.root = subscriber
+        subscription.attachRoot(subscriber)
         if subscription.isDisposed { return }
         if replayCapacity == 0 {
             lock()

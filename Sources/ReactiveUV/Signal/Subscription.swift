@@ -33,8 +33,8 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     /// The thread running the subscriber's callbacks, 0 when none (set by the outermost delivery
     /// only: see `enterDelivery`).
     @usableFromInline let delivering = Atomic<UInt>(0)
-    /// The source's subscriber; its observer chain is released at teardown.
-    var root: (any ObserverReleasing)?
+    /// The source's subscriber; its observer chain is released at teardown. Set by `attachRoot`.
+    private(set) var root: (any ObserverReleasing)?
     /// Set by a source that can pause (home thread only); see `FlowControl`. A source on the home
     /// thread may instead name what makes it (`deferFlowControl(to:)`): it is then made on the
     /// first request, so a reader nobody pauses costs no flow-control object.
@@ -196,6 +196,21 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         if madeFlowControl != nil { madeFlowControl = nil }
         if flowControlMaker != nil { flowControlMaker = nil }
         root?.releaseObserver()
+    }
+
+    /// Gives the subscription its root (the source's subscriber, or an operator's state), released
+    /// at teardown. Home thread only (attaching runs there).
+    ///
+    /// A subscription already disposed releases the root at once instead: its teardown may have run
+    /// already (a child added to a disposed parent is torn down as it is added), and the root holds
+    /// this subscription, so a root stored after teardown would keep both alive for ever, with the
+    /// subject it is registered with and the home loop.
+    func attachRoot(_ root: any ObserverReleasing) {
+        if isDisposed {
+            root.releaseObserver()
+        } else {
+            self.root = root
+        }
     }
 
     /// Makes a subscription on the same home, owned by this one.

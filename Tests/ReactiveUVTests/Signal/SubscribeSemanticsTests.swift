@@ -268,8 +268,66 @@ final class SubscribeSemanticsTests: XCTestCase {
         XCTAssertNil(weakToken, "the subscriber's closures are released after the signal ended")
     }
 
+    /// A subscriber disposed before it forwards to a source (a dispose from another thread that won
+    /// the race, or an operator's child made after its parent ended) is attached to an already torn
+    /// down subscription. Nothing may keep the source's gate then: the gate holds the subscription,
+    /// so a gate stored after teardown kept both, the subject it joined and the home, for ever.
+    func testASourceForwardedToAnAlreadyDisposedSubscriberKeepsNothingAlive() {
+        let forms: [(String, @Sendable (Subject<Int>) -> Signal<Int>)] = [
+            ("the subject itself", { $0 }),
+            ("a fused operator (map)", { $0.map { $0 + 1 } }),
+            ("an operator with child subscriptions (then)", { $0.then { Signal<Int>.return(1) } }),
+            ("a signal made with a closure", { subject in Signal<Int> { subscriber in subject.subscribe(subscriber) } }),
+        ]
+        for (name, form) in forms {
+            let weakSubject = WeakReference<Subject<Int>>()
+            let weakForwarder = WeakReference<Subscriber<Int>>()
+            let test = TestScheduler()
+            let recorder: EventRecorder<Int> = test.performAsCurrent {
+                let subject = Subject<Int>()
+                weakSubject.object = subject
+                let source = form(subject)
+                let outer = Signal<Int> { subscriber in
+                    weakForwarder.object = subscriber
+                    subscriber.disposable.dispose()
+                    return source.subscribe(subscriber)
+                }
+                return EventRecorder(outer)
+            }
+            test.run()
+            XCTAssertEqual(recorder.events, [], name)
+            XCTAssertNil(weakSubject.object, "\(name): the subject is kept alive by a subscription that was disposed before it attached")
+            XCTAssertNil(weakForwarder.object, "\(name): the forwarding subscriber is kept alive")
+        }
+    }
+
+    func testASourceForwardedToAnAlreadyDisposedSubscriberIsNotStarted() {
+        let started = Locked(0)
+        let source = Signal<Int> { subscriber in
+            started.withLock { $0 += 1 }
+            subscriber.sendNext(1)
+            return nil
+        }
+        let test = TestScheduler()
+        let recorder = test.performAsCurrent {
+            EventRecorder(Signal<Int> { subscriber in
+                subscriber.disposable.dispose()
+                return source.subscribe(subscriber)
+            })
+        }
+        test.run()
+        XCTAssertEqual(started.current, 0, "the source's didSubscribe ran for a subscription already disposed")
+        XCTAssertEqual(recorder.events, [])
+    }
+
     private func withHarness(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
+}
+
+/// A weak reference that can be filled from inside a `@Sendable` closure.
+private final class WeakReference<Object: AnyObject>: @unchecked Sendable {
+    // Set and read on the test's thread only (TestScheduler runs everything there).
+    weak var object: Object?
 }

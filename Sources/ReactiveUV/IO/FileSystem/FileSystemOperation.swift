@@ -399,7 +399,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     @_specialize(exported: false, where Value == FileInfo)
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
-        subscription.root = subscriber
+        subscription.attachRoot(subscriber)
         subscription.add(subscribed(subscriber))
     }
 
