@@ -51,6 +51,11 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
+    /// Unregisters `abandonCache` from the owner loop's shutdown; written once by the owner thread as
+    /// it claims the cache, read by `deinit`.
+    @exclusivity(unchecked) final var ownerShutdownWatch: (any Disposable)?
+    /// `cacheOwner` once its loop shut down: no thread is this, so nobody uses or claims the cache again.
+    @usableFromInline static var abandonedOwner: UInt { 1 }
     /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
     private let subscriberType = Subscriber<Value>.self
 
@@ -77,6 +82,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         // Nobody is sending any more (a sender holds a reference), so the owner's cache can go.
         cachedSnapshot?.release()
         for snapshot in retired { snapshot.release() }
+        ownerShutdownWatch?.dispose()
     }
 
     /// Sends a value to every current subscriber.
@@ -142,11 +148,41 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         if replayCapacity > 0 { replay.record(value) }
         let snapshot = currentSnapshotLocked()
         unlock()
-        if let current, replayCapacity == 0, cacheOwner.load(ordering: .relaxed) == 0 {
+        if let current, replayCapacity == 0, cacheOwner.load(ordering: .relaxed) == 0,
+           cacheOwner.compareExchange(expected: 0, desired: UInt(bitPattern: current), ordering: .relaxed).exchanged {
             // The first loop to send claims the lock-free path.
-            _ = cacheOwner.compareExchange(expected: 0, desired: UInt(bitPattern: current), ordering: .relaxed)
+            watchOwnerShutdown(current)
         }
         snapshot.send(.next(value), current: current)
+    }
+
+    /// The owner thread just claimed the cache: when its loop shuts down, the cache is let go.
+    ///
+    /// The cached snapshot holds the subscribers it listed until the owner sends again; a loop that
+    /// has shut down never does, so without this a subject outliving its sending loop would keep
+    /// subscribers that left, their subscriptions and their home loops for as long as it lives.
+    @usableFromInline
+    @inline(never)
+    final func watchOwnerShutdown(_ current: UnsafeMutableRawPointer) {
+        // A test scheduler's thread owns the cache until the subject goes; only a loop shuts down.
+        guard let loop = Unmanaged<Scheduler>.fromOpaque(current).takeUnretainedValue() as? EventLoop,
+              !loop.isShared else { return }
+        if let watch = loop.onShutdown({ [weak self] in self?.abandonCache() }) {
+            ownerShutdownWatch = watch
+        } else {
+            // The loop already began closing (or never started): nothing fires later.
+            abandonCache()
+        }
+    }
+
+    /// The owner loop is shutting down (its thread): drops the cache for good; sends take the lock from now on.
+    final func abandonCache() {
+        cacheOwner.store(Self.abandonedOwner, ordering: .relaxed)
+        cachedVersion = .max
+        cachedSingle = nil
+        guard let old = cachedSnapshot else { return }
+        cachedSnapshot = nil
+        if cacheDepth > 0 { retired.append(old) } else { old.release() }
     }
 
     /// The snapshot of the registered subscribers, built on first use after a change. Lock held.

@@ -108,4 +108,38 @@ final class SubjectConcurrencyTests: XCTestCase {
             XCTAssertEqual(report.loopCloseResult, 0)
         }
     }
+
+    /// The loop that sends to a subject keeps a cached copy of its subscriber list, refreshed only when
+    /// it sends again. Once that loop has shut down it never sends again: the cache must go with it, or
+    /// a subscriber that left stays referenced (with its subscription and home loop) while the subject lives.
+    func testASubscriberThatLeftIsNotKeptByTheCacheOfALoopThatShutDown() throws {
+        let subject = Subject<Int>()
+        let owner = EventLoop(name: "subject-owner"), home = EventLoop(name: "subscriber-home")
+        let delivered = Locked(0)
+        var subscription: UncheckedBox<any Disposable>? = onLoop(home) {
+            UncheckedBox(subject.subscribeNext { _ in delivered.withLock { $0 += 1 } })
+        }
+        let left = WeakSubscription(try XCTUnwrap(subscription).value)
+        // The first send claims the owner's path; the second builds its cache, listing the subscriber.
+        _ = onLoop(owner) { subject.sendNext(1); subject.sendNext(2); return true }
+        XCTAssertTrue(waitUntil("both values delivered") { delivered.current == 2 })
+        subscription?.value.dispose()
+        subscription = nil
+        XCTAssertTrue(waitUntil("the subscriber left") { subject.subscriberCount == 0 })
+        let ownerReport = try owner.tryShutdown()
+        XCTAssertEqual(ownerReport.loopCloseResult, 0)
+        let homeReport = try home.tryShutdown()
+        XCTAssertEqual(homeReport.loopCloseResult, 0)
+        XCTAssertTrue(waitUntil("the subscription freed") { left.object == nil },
+                      "the subject (alive) still holds a subscriber that left, through the cache of a loop that shut down")
+        withExtendedLifetime(subject) {}
+    }
 }
+
+/// A weak reference to a subscription, read from the test thread.
+private final class WeakSubscription: @unchecked Sendable {
+    // Written in init only; a weak load is safe from any thread.
+    weak var object: AnyObject?
+    init(_ disposable: any Disposable) { object = disposable as AnyObject }
+}
+
