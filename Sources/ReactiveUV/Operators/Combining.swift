@@ -115,18 +115,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public static func zip(_ signals: [Signal<Value>]) -> Signal<[Value]> {
-        if signals.isEmpty { return Signal<[Value]>.empty }
-        return OperatorSignal<[Value]> { downstream, subscription in
-            let state = ZipState(downstream, inputs: signals.count)
-            subscription.attachRoot(state)
-            for (index, signal) in signals.enumerated() {
-                if state.isDone { return }
-                _ = subscription.attachChild(signal) { event, child in
-                    if event.isTerminating { subscription.endChild(child) }
-                    state.receive(event, from: index)
-                }
-            }
-        }.debugNamed("+zip: (\(signals.count) signals)")
+        combiningIndexed(signals) { ZipState($0, inputs: $1) }.debugNamed("+zip: (\(signals.count) signals)")
     }
 
     /// Combines the latest value of every signal (RAC's `+combineLatest:`).
@@ -142,9 +131,18 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public static func combineLatest(_ signals: [Signal<Value>]) -> Signal<[Value]> {
+        combiningIndexed(signals) { CombineLatestState($0, inputs: $1) }.debugNamed("+combineLatest: (\(signals.count) signals)")
+    }
+
+    /// `zip` and `combineLatest`: each input attached as a child (ended as it terminates), its events
+    /// handed to the state with the input's index. No inputs: completes at once.
+    private static func combiningIndexed(
+        _ signals: [Signal<Value>],
+        _ makeState: @escaping @Sendable (@escaping (Event<[Value]>) -> Void, Int) -> IndexedInputsState<Value>
+    ) -> Signal<[Value]> {
         if signals.isEmpty { return Signal<[Value]>.empty }
         return OperatorSignal<[Value]> { downstream, subscription in
-            let state = CombineLatestState(downstream, inputs: signals.count)
+            let state = makeState(downstream, signals.count)
             subscription.attachRoot(state)
             for (index, signal) in signals.enumerated() {
                 if state.isDone { return }
@@ -153,7 +151,7 @@ extension Signal {
                     state.receive(event, from: index)
                 }
             }
-        }.debugNamed("+combineLatest: (\(signals.count) signals)")
+        }
     }
 
     /// Sends the values of every signal as they arrive (RAC's `+merge:`).
@@ -315,8 +313,14 @@ private final class SampleState<Value>: OperatorState<Value> {
     override func didFinish() { latest = nil }
 }
 
+/// The state of an operator over indexed inputs (`zip`, `combineLatest`): each input's events, with its index.
+private class IndexedInputsState<Value>: OperatorState<[Value]> {
+    /// One input's event (home thread); a subclass decides what to send.
+    func receive(_ event: Event<Value>, from index: Int) {}
+}
+
 /// `zip`'s state: one queue of waiting values per input.
-private final class ZipState<Value>: OperatorState<[Value]> {
+private final class ZipState<Value>: IndexedInputsState<Value> {
     // Home thread only.
     private var queues: [RingBuffer<Value>]
     private var completed: [Bool]
@@ -327,7 +331,7 @@ private final class ZipState<Value>: OperatorState<[Value]> {
         super.init(downstream)
     }
 
-    func receive(_ event: Event<Value>, from index: Int) {
+    override func receive(_ event: Event<Value>, from index: Int) {
         if isDone { return }
         switch event {
         case .next(let value):
@@ -361,7 +365,7 @@ private final class ZipState<Value>: OperatorState<[Value]> {
 }
 
 /// `combineLatest`'s state: the latest value of each input.
-private final class CombineLatestState<Value>: OperatorState<[Value]> {
+private final class CombineLatestState<Value>: IndexedInputsState<Value> {
     // Home thread only.
     private var latest: [Value?]
     private var hasValue: [Bool]
@@ -376,7 +380,7 @@ private final class CombineLatestState<Value>: OperatorState<[Value]> {
         super.init(downstream)
     }
 
-    func receive(_ event: Event<Value>, from index: Int) {
+    override func receive(_ event: Event<Value>, from index: Int) {
         if isDone { return }
         switch event {
         case .next(let value):
