@@ -51,23 +51,9 @@ public enum EchoServer {
         on loop: EventLoop? = nil,
         drain: Signal<TCPServer.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
-        Signal { subscriber in
-            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
-            let server = TCPServer.serve(host: host, port: port, options: options, on: loop, drain: drain).subscribe(
-                next: { event in
-                    switch event {
-                    case .listening(let address): subscriber.sendNext(.listening(address))
-                    case .accepted(let connection): sessions.serve(connection, peer: connection.peerAddress)
-                    case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
-                    case .draining(let open): subscriber.sendNext(.draining(open: open))
-                    }
-                },
-                error: { subscriber.sendError($0) },
-                completed: { subscriber.sendCompleted() })
-            return ActionDisposable {
-                server.dispose()
-                sessions.disposeAll()
-            }
+        serving { sessions, _ in
+            TCPServer.serve(host: host, port: port, options: options, on: loop, drain: drain)
+                .map { event in echoEvent(event, serving: sessions) }
         }
     }
 
@@ -95,29 +81,15 @@ public enum EchoServer {
         on group: EventLoopGroup,
         drain: Signal<TCPServer.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
-        Signal { subscriber in
-            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+        serving { sessions, report in
             let serveHere: @Sendable (TCPConnection) -> Void = { connection in
                 // On the connection's loop: its bytes are subscribed (and echoed) there.
-                subscriber.sendNext(.served(peer: connection.peerAddress, loop: connection.loop.name))
+                report(.served(peer: connection.peerAddress, loop: connection.loop.name))
                 sessions.serve(connection, peer: connection.peerAddress)
             }
-            let server = TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere,
-                                         drain: drain).subscribe(
-                next: { event in
-                    switch event {
-                    case .listening(let address): subscriber.sendNext(.listening(address))
-                    case .accepted: break  // served in `onAccepted`, on its own loop
-                    case .refused(let peer, let open): subscriber.sendNext(.refused(peer: peer, open: open))
-                    case .draining(let open): subscriber.sendNext(.draining(open: open))
-                    }
-                },
-                error: { subscriber.sendError($0) },
-                completed: { subscriber.sendCompleted() })
-            return ActionDisposable {
-                server.dispose()
-                sessions.disposeAll()
-            }
+            // `.accepted` is served in `onAccepted`, on its own loop.
+            return TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere, drain: drain)
+                .map { event in echoEvent(event, serving: nil) }
         }
     }
 
@@ -138,23 +110,9 @@ public enum EchoServer {
         on loop: EventLoop? = nil,
         drain: Signal<UnixSocket.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
-        Signal { subscriber in
-            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
-            let server = UnixSocket.serve(path: unixPath, options: options, on: loop, drain: drain).subscribe(
-                next: { event in
-                    switch event {
-                    case .listening(let path): subscriber.sendNext(.listeningOnPath(path))
-                    case .accepted(let connection): sessions.serve(connection, peer: nil)
-                    case .refused(let open): subscriber.sendNext(.refused(peer: nil, open: open))
-                    case .draining(let open): subscriber.sendNext(.draining(open: open))
-                    }
-                },
-                error: { subscriber.sendError($0) },
-                completed: { subscriber.sendCompleted() })
-            return ActionDisposable {
-                server.dispose()
-                sessions.disposeAll()
-            }
+        serving { sessions, _ in
+            UnixSocket.serve(path: unixPath, options: options, on: loop, drain: drain)
+                .map { event in echoEvent(event, serving: sessions) }
         }
     }
 
@@ -180,29 +138,59 @@ public enum EchoServer {
         on group: EventLoopGroup,
         drain: Signal<UnixSocket.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
-        Signal { subscriber in
-            let sessions = EchoSessions(report: { subscriber.sendNext($0) })
+        serving { sessions, report in
             let serveHere: @Sendable (UnixConnection) -> Void = { connection in
                 // On the connection's loop: its bytes are subscribed (and echoed) there.
-                subscriber.sendNext(.served(peer: nil, loop: connection.loop.name))
+                report(.served(peer: nil, loop: connection.loop.name))
                 sessions.serve(connection, peer: nil)
             }
-            let server = UnixSocket.serve(path: unixPath, options: options, on: group, onAccepted: serveHere,
-                                          drain: drain).subscribe(
-                next: { event in
-                    switch event {
-                    case .listening(let path): subscriber.sendNext(.listeningOnPath(path))
-                    case .accepted: break  // served in `onAccepted`, on its own loop
-                    case .refused(let open): subscriber.sendNext(.refused(peer: nil, open: open))
-                    case .draining(let open): subscriber.sendNext(.draining(open: open))
-                    }
-                },
+            // `.accepted` is served in `onAccepted`, on its own loop.
+            return UnixSocket.serve(path: unixPath, options: options, on: group, onAccepted: serveHere, drain: drain)
+                .map { event in echoEvent(event, serving: nil) }
+        }
+    }
+
+    /// What every `run` shares: the clients' sessions, reporting through the subscriber, and at
+    /// teardown the server disposed, then every client's connection. `server` makes the server's
+    /// signal (given the sessions and the report), mapped to echo events (nil: nothing to report).
+    private static func serving(
+        _ server: @escaping @Sendable (EchoSessions, @escaping @Sendable (EchoEvent) -> Void) -> Signal<EchoEvent?>
+    ) -> Signal<EchoEvent> {
+        Signal { subscriber in
+            let report: @Sendable (EchoEvent) -> Void = { subscriber.sendNext($0) }
+            let sessions = EchoSessions(report: report)
+            let events = server(sessions, report).subscribe(
+                next: { event in if let event { report(event) } },
                 error: { subscriber.sendError($0) },
                 completed: { subscriber.sendCompleted() })
             return ActionDisposable {
-                server.dispose()
+                events.dispose()
                 sessions.disposeAll()
             }
+        }
+    }
+
+    /// A TCP server's event as an echo event; an accepted client is served by `sessions` (nil: by `onAccepted`).
+    private static func echoEvent(_ event: TCPServer.Event, serving sessions: EchoSessions?) -> EchoEvent? {
+        switch event {
+        case .listening(let address): return .listening(address)
+        case .accepted(let connection):
+            sessions?.serve(connection, peer: connection.peerAddress)
+            return nil
+        case .refused(let peer, let open): return .refused(peer: peer, open: open)
+        case .draining(let open): return .draining(open: open)
+        }
+    }
+
+    /// A Unix-socket server's event as an echo event; an accepted client is served by `sessions` (nil: by `onAccepted`).
+    private static func echoEvent(_ event: UnixSocket.Event, serving sessions: EchoSessions?) -> EchoEvent? {
+        switch event {
+        case .listening(let path): return .listeningOnPath(path)
+        case .accepted(let connection):
+            sessions?.serve(connection, peer: nil)
+            return nil
+        case .refused(let open): return .refused(peer: nil, open: open)
+        case .draining(let open): return .draining(open: open)
         }
     }
 }
