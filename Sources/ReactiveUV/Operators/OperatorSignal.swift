@@ -17,6 +17,8 @@ final class OperatorSignal<Value>: Signal<Value>, @unchecked Sendable {
 
     @usableFromInline
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        // As the base signal's attach: a subscription disposed before it attached subscribes no input.
+        if subscription.isDisposed { return }
         body(observer.closures(values: false).event, subscription)
     }
 }

@@ -400,6 +400,8 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
+        // As the base signal's attach: a subscription disposed before it attached starts no request.
+        if subscription.isDisposed { return }
         subscription.add(subscribed(subscriber))
     }
 
