@@ -205,7 +205,9 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     /// already (a child added to a disposed parent is torn down as it is added), and the root holds
     /// this subscription, so a root stored after teardown would keep both alive for ever, with the
     /// subject it is registered with and the home loop.
-    func attachRoot(_ root: any ObserverReleasing) {
+    /// Inlined: at the caller the root's type is at hand, so no generic metadata is looked up per subscribe.
+    @inline(__always)
+    func attachRoot(_ root: some ObserverReleasing) {
         if isDisposed {
             root.releaseObserver()
         } else {
