@@ -48,16 +48,23 @@ extension StreamHandle {
     }
 }
 
-/// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)").
+/// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)"),
+/// and the buffer limits it was given.
 ///
 /// A listener makes one and every connection it accepts shares it, so an accepted connection
-/// carries no label of its own: the text is composed once per listener, and a connection's
-/// label (`StreamHandle.label`) is put together only when something asks for it.
+/// carries no label and no limits of its own (32 bytes fewer per idle connection): the text is
+/// composed once per listener, and a connection's label (`StreamHandle.label`) is put together
+/// only when something asks for it.
 ///
 /// Thread rule: immutable; safe from any thread.
 final class StreamOrigin: Sendable {
     /// The text, composed once.
     let text: String
+    /// The limits of every stream that shares this origin (`StreamHandle.limits`).
+    let limits: StreamBufferLimits
 
-    init(_ text: String) { self.text = text }
+    init(_ text: String, limits: StreamBufferLimits) {
+        self.text = text
+        self.limits = limits
+    }
 }

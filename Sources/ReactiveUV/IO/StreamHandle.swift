@@ -29,10 +29,10 @@ extension StreamHandleOwner {
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
-    // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `originLabel` (immutable), `namedPeer` and `tcpDescriptor` (written before the
-    // connection is handed out), the atomics (`published*`, `*InTransit`, `overflowEndRequested`,
-    // `tcpAddresses`) and the address cache (its own `SpinLock`; see `TCPStream.swift`).
+    // Loop thread only (StreamConnection hops there first), except `transport`, `readChunkLimit`
+    // and `originLabel` (immutable), `tcpDescriptor` (written before the connection is handed out),
+    // the atomics (`publishedWriteQueue`, `overflowEndRequested`) and `extrasSlot` (made by a
+    // compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -73,36 +73,20 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) var isWritable = true
     /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
     @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
-    /// How much unflushed written data the stream holds, and when reading pauses.
-    let limits: StreamBufferLimits
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO
+    /// asks for less); four bytes, beside `tcpDescriptor` (`ReadBuffer.size` is 64 KiB).
+    private let readChunkLimitValue: Int32
     @exclusivity(unchecked) private var endReason: EndReason?
-    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
-    /// reader, which cannot take them, ends when one arrives (they stay pending).
-    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
-    let readChunkLimit: Int
-    /// What made this stream, for leak reports: shared by every connection a listener accepted.
+    /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
     weak var owner: (any StreamHandleOwner)?
     /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
     @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
-    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
-    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
-    @exclusivity(unchecked) var namedPeer: String?
-    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
-    let tcpAddresses = LazyObject<TCPAddressCache>()
+    /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
+    /// from other threads, addresses, names): made on first use, see `StreamExtras`.
+    let extrasSlot = LazyObject<StreamExtras>()
     /// The `bytes` reader and its token.
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
-    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
-    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
-    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
-    /// release, or array bookkeeping per write.
-    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
-    @exclusivity(unchecked) var writePoolCount = 0
-    /// Who waits for the graceful close (each `close()` call's result).
-    @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
-    /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
-    @exclusivity(unchecked) var fileSends: FileSends?
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
     @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
     /// The last small chunk handed to the reader, refilled in place by the next small read
@@ -112,20 +96,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// loop thread after each change, read anywhere, so a query from another thread never waits
     /// for the loop (a loop thread must not wait for another loop).
     let publishedWriteQueue = Atomic<Int>(0)
-    /// Bytes other threads have sent that are still on their way to the loop (counted before the
-    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
-    /// loop sees includes its own earlier sends.
-    let sendsInTransit = Atomic<Int>(0)
-    /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
-    /// flood from another thread at the moment of each send.
-    let costInTransit = Atomic<Int>(0)
-    /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
-    @exclusivity(unchecked) var queuedWriteCost = 0
-    /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
-    /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
-    let publishedWriteCost = Atomic<Int>(0)
-    /// Who watches `writable`; nil until the first.
-    @exclusivity(unchecked) var writableWatchers: WritableWatchers?
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
@@ -135,7 +105,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     convenience init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
                      readChunkLimit: Int = ReadBuffer.size) {
-        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin), ipc: ipc,
+        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin, limits: limits), ipc: ipc,
                   readChunkLimit: readChunkLimit)
     }
 
@@ -145,11 +115,18 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
-        self.limits = limits
-        self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
-        self.originLabel = originLabel
+        // At most `ReadBuffer.size` (64 KiB): it fits.
+        self.readChunkLimitValue = Int32(max(1, min(readChunkLimit, ReadBuffer.size)))
+        // A listener's label carries its options' limits: every connection it accepts shares both.
+        self.originLabel = originLabel.limits == limits ? originLabel : StreamOrigin(originLabel.text, limits: limits)
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
+
+    /// How much unflushed written data the stream holds, and when reading pauses (kept in `originLabel`).
+    var limits: StreamBufferLimits { originLabel.limits }
+
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size`.
+    var readChunkLimit: Int { Int(readChunkLimitValue) }
 
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
     var origin: String { originLabel.text }
@@ -452,7 +429,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             }
             return
         }
-        if let outcome { closeWaiters.append(outcome) }
+        if let outcome { extras.closeWaiters.append(outcome) }
         guard !closesWhenFlushed else { return }
         closesWhenFlushed = true
         // Nothing more is read: the reader ends now, as with an immediate close.
@@ -482,17 +459,22 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
     /// so a waiter (on any thread) finds the connection closed (`isOpen` false).
     private func endGracefulClose() {
-        let waiters = closeWaiters
-        closeWaiters = []
+        let waiters = takeCloseWaiters()
         end(.closed)
         for waiter in waiters { waiter.finish(nil) }
     }
 
     /// Tells everyone waiting for the graceful close how it ended.
     private func finishCloseWaiters(_ error: (any Error)?) {
-        let waiters = closeWaiters
-        closeWaiters = []
-        for waiter in waiters { waiter.finish(error) }
+        for waiter in takeCloseWaiters() { waiter.finish(error) }
+    }
+
+    /// Empties the list of graceful-close waiters (kept in the extras; none made: none waits).
+    private func takeCloseWaiters() -> [WriteOutcome] {
+        guard let extras = extrasIfMade, !extras.closeWaiters.isEmpty else { return [] }
+        let waiters = extras.closeWaiters
+        extras.closeWaiters = []
+        return waiters
     }
 
     // MARK: - ending
@@ -518,7 +500,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         case .failed(let error): reader?.sendError(error)
         case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
         }
-        if !closeWaiters.isEmpty {
+        if let extras = extrasIfMade, !extras.closeWaiters.isEmpty {
             // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
             switch reason {
             case .closed:
@@ -550,17 +532,19 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     override func didClose() {
-        if let writePool {
-            for index in 0..<writePoolCount { writePool[index].release() }
-            writePool.deallocate()
+        if let extras = extrasIfMade {
+            if let writePool = extras.writePool {
+                for index in 0..<extras.writePoolCount { writePool[index].release() }
+                writePool.deallocate()
+            }
+            extras.writePool = nil
+            extras.writePoolCount = 0
+            extras.fileSends = nil
         }
-        writePool = nil
-        writePoolCount = 0
         bulkChunk = []
         spareChunk = []
         readers.take()
         owner = nil
-        fileSends = nil
     }
 }
 

@@ -103,8 +103,9 @@ extension StreamHandle {
 
     /// The cache, made on the first request.
     private var addressCache: TCPAddressCache {
-        if let cache = tcpAddresses.load() { return cache }
-        return tcpAddresses.storeIfNil(TCPAddressCache())
+        let extras = self.extras
+        if let cache = extras.tcpAddresses.load() { return cache }
+        return extras.tcpAddresses.storeIfNil(TCPAddressCache())
     }
 
     /// `"10.0.0.2:5000"`, or nil when the peer's address cannot be read.
