@@ -12,18 +12,38 @@ protocol SingleReaderSource: AnyObject, Sendable {
 ///
 /// The source compares tokens by identity, so disposing the token of a reader that
 /// has already been replaced does not stop the reader after it.
-final class ReaderToken<Source: SingleReaderSource>: LoopDisposable, @unchecked Sendable {
-    // `source` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
-    private let source: Source
-    let disposedFlag = Atomic<Bool>(false)
+///
+/// One word beside the object header (24 bytes, a 32-byte block; an idle server holds one per
+/// reading client): the source, retained, until the first `dispose()` takes it, so that word is
+/// also the disposed flag. What `LoopDisposable` does with a flag and a stored source, in one field.
+final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Sendable {
+    // `sourceWord` is the only state, atomic: the retained source, or nil once disposed.
+    private let sourceWord: Atomic<UnsafeMutableRawPointer?>
 
-    init(_ source: Source) { self.source = source }
+    init(_ source: Source) { sourceWord = Atomic(Unmanaged.passRetained(source).toOpaque()) }
 
-    var loop: EventLoop { source.loop }
-
-    func abandon() {
-        source.stopReading(self)
+    deinit {
+        if let word = sourceWord.load(ordering: .acquiring) { Unmanaged<Source>.fromOpaque(word).release() }
     }
+
+    /// Stops reading for this token's reader on the source's loop (now, or queued there). Idempotent.
+    ///
+    /// Thread rule: safe from any thread.
+    func dispose() {
+        guard let word = sourceWord.exchange(nil, ordering: .acquiringAndReleasing) else { return }
+        let source = Unmanaged<Source>.fromOpaque(word).takeRetainedValue()
+        if source.loop.inEventLoop {
+            source.stopReading(self)
+        } else {
+            // Refused only after shutdown, which already ended the source's reader: nothing is lost.
+            _ = source.loop.enqueue { [self] in source.stopReading(self) }
+        }
+    }
+
+    /// Whether `dispose()` has been called.
+    ///
+    /// Thread rule: safe from any thread.
+    var isDisposed: Bool { sourceWord.load(ordering: .acquiring) == nil }
 }
 
 /// A single-reader source's reader and the token handed to it, changed together.

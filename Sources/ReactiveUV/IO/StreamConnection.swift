@@ -94,7 +94,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         }
         if let refusal = admitFromAnotherThread(bytes.count) {
             // As on the loop, the refusal ends the connection; one hop does it, however many are refused.
-            if !stream.overflowEndRequested.exchange(true, ordering: .relaxed) {
+            if !stream.extras.overflowEndRequested.exchange(true, ordering: .relaxed) {
                 onLoop(nil) { $0.end(.failed(refusal)) }
             }
             return

@@ -31,6 +31,11 @@ final class StreamExtras: @unchecked Sendable {
     @exclusivity(unchecked) var fileSends: FileSends?
     /// Who watches `writable`; nil until the first (loop thread only).
     @exclusivity(unchecked) var writableWatchers: WritableWatchers?
+    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
+    /// it until it has drained to the low-water mark (loop thread only; no extras: true).
+    @exclusivity(unchecked) var isWritable = true
+    /// The array libuv is reading into in bulk mode (full length, contents undefined until read; loop thread only).
+    @exclusivity(unchecked) var bulkChunk: [UInt8] = []
     /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamHandle.descriptorReceiver`.
     weak var descriptorReceiver: (any StreamDescriptorReceiver)?
     /// The other end's name given by whoever made the stream: see `StreamHandle.namedPeer`.
@@ -46,6 +51,9 @@ final class StreamExtras: @unchecked Sendable {
     /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
     /// flood from another thread at the moment of each send.
     let costInTransit = Atomic<Int>(0)
+    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
+    /// for it is on its way: later refusals add nothing to the loop's queue.
+    let overflowEndRequested = Atomic<Bool>(false)
     /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
     let tcpAddresses = LazyObject<TCPAddressCache>()
 }
@@ -114,4 +122,10 @@ extension StreamHandle {
     ///
     /// Thread rule: loop thread only.
     var queuedWriteCost: Int { extrasIfMade?.queuedWriteCost ?? 0 }
+
+    /// Whether the queue's cost is below the high-water mark (see `writable`); true while no extras were made
+    /// (a queued write makes them before it can pass the mark).
+    ///
+    /// Thread rule: loop thread only.
+    var isWritable: Bool { extrasIfMade?.isWritable ?? true }
 }

@@ -62,9 +62,13 @@ final class StreamOrigin: Sendable {
     let text: String
     /// The limits of every stream that shares this origin (`StreamHandle.limits`).
     let limits: StreamBufferLimits
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`StreamHandle.readChunkLimit`;
+    /// `Files.chunks` of a FIFO asks for less).
+    let readChunkLimit: Int
 
-    init(_ text: String, limits: StreamBufferLimits) {
+    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size) {
         self.text = text
         self.limits = limits
+        self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
     }
 }

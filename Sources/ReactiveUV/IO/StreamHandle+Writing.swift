@@ -93,7 +93,7 @@ extension StreamHandle {
         publishedWriteQueue.store(queuedNow, ordering: .relaxed)
         extras.queuedWriteCost += cost
         extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
-        if isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
+        if extras.isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
         if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
     }
 
@@ -141,7 +141,7 @@ extension StreamHandle {
             extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {
-            if !isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
+            if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
             fileSends?.writeFinished()

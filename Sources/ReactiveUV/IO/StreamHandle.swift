@@ -29,10 +29,10 @@ extension StreamHandleOwner {
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
-    // Loop thread only (StreamConnection hops there first), except `transport`, `readChunkLimit`
-    // and `originLabel` (immutable), `tcpDescriptor` (written before the connection is handed out),
-    // the atomics (`publishedWriteQueue`, `overflowEndRequested`) and `extrasSlot` (made by a
-    // compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
+    // Loop thread only (StreamConnection hops there first), except `transport` and `originLabel`
+    // (immutable), `tcpDescriptor` (written before the connection is handed out), the atomic
+    // `publishedWriteQueue` and `extrasSlot` (made by a compare-and-swap from any thread; see
+    // `StreamExtras` for its fields' rules).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -43,7 +43,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
     // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
-    // padding does not grow every connection (an idle server holds one of these per client).
+    // padding does not grow every connection (an idle server holds one of these per client). With
+    // `LoopHandle`'s 49 bytes, the eleven one-byte fields end at 60 and `tcpDescriptor` at 64: one
+    // more one-byte field here would pad every stream by eight bytes.
     let transport: Transport
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     let ipc: Bool
@@ -62,20 +64,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) private var closesWhenFlushed = false
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
     @exclusivity(unchecked) private var peerEnded = false
-    @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
-    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
-    /// for it is on its way: later refusals add nothing to the loop's queue.
-    let overflowEndRequested = Atomic<Bool>(false)
-    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
-    /// it until it has drained to the low-water mark.
-    @exclusivity(unchecked) var isWritable = true
     /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
     @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO
-    /// asks for less); four bytes, beside `tcpDescriptor` (`ReadBuffer.size` is 64 KiB).
-    private let readChunkLimitValue: Int32
     @exclusivity(unchecked) private var endReason: EndReason?
     /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
@@ -87,8 +79,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     let extrasSlot = LazyObject<StreamExtras>()
     /// The `bytes` reader and its token.
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
-    /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
-    @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
@@ -105,28 +95,26 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     convenience init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
                      readChunkLimit: Int = ReadBuffer.size) {
-        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin, limits: limits), ipc: ipc,
-                  readChunkLimit: readChunkLimit)
+        self.init(loop: loop, transport: transport, limits: limits,
+                  originLabel: StreamOrigin(origin, limits: limits, readChunkLimit: readChunkLimit), ipc: ipc)
     }
 
     /// A stream whose origin label is shared (a listener's, for every connection it accepts).
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false,
-         readChunkLimit: Int = ReadBuffer.size) {
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
-        // At most `ReadBuffer.size` (64 KiB): it fits.
-        self.readChunkLimitValue = Int32(max(1, min(readChunkLimit, ReadBuffer.size)))
         // A listener's label carries its options' limits: every connection it accepts shares both.
-        self.originLabel = originLabel.limits == limits ? originLabel : StreamOrigin(originLabel.text, limits: limits)
+        self.originLabel = originLabel.limits == limits
+            ? originLabel : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit)
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
 
     /// How much unflushed written data the stream holds, and when reading pauses (kept in `originLabel`).
     var limits: StreamBufferLimits { originLabel.limits }
 
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size`.
-    var readChunkLimit: Int { Int(readChunkLimitValue) }
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (kept in `originLabel`).
+    var readChunkLimit: Int { originLabel.readChunkLimit }
 
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
     var origin: String { originLabel.text }
@@ -298,11 +286,13 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             return
         }
         let size = readChunkLimit
-        if bulkChunk.count != size {
+        // Bulk reads keep their array in the extras: an idle connection holds no slot for it.
+        let extras = self.extras
+        if extras.bulkChunk.count != size {
             // Every byte is written by the read before any is looked at; the rest is trimmed unread.
-            bulkChunk = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
+            extras.bulkChunk = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
         }
-        let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
+        let base = extras.bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
         // `size` is at most `ReadBuffer.size` (64 KiB): it fits.
         buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(size))
     }
@@ -312,9 +302,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             let wasBulk = readsAreBulk
             readsAreBulk = count >= readChunkLimit / 2
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
-            if wasBulk && !bulkChunk.isEmpty {
-                var filled = bulkChunk
-                bulkChunk = []
+            if wasBulk, let extras = extrasIfMade, !extras.bulkChunk.isEmpty {
+                var filled = extras.bulkChunk
+                extras.bulkChunk = []
                 filled.removeLast(filled.count - count)
                 if let reader = readers.reader { deliver(filled, to: reader) }
             } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
@@ -330,7 +320,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
             peerEnded = true
-            bulkChunk = []
+            extrasIfMade?.bulkChunk = []
             spareChunk = []
             let reader = readers.take()
             reader?.sendCompleted()
@@ -488,10 +478,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         assertInEventLoop()
         guard isOpen else { return }
         endReason = reason
-        resetOnClose = reset
         let reader = readers.take()
         let owner = self.owner
         self.owner = nil
+        if reset, transport == .tcp { lingerForReset() }
         close()
         fileSends?.streamEnded(reason)
         endWritableWatchers()
@@ -518,7 +508,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         // Sequentially consistent: an address read on another thread checks this mark after its
         // system call, and must see it whenever `uv_close` may already have closed the descriptor.
         publishedWriteQueue.store(-1, ordering: .sequentiallyConsistent)
-        guard resetOnClose, transport == .tcp else { return }
+    }
+
+    /// Sets `SO_LINGER` 0 so that the close about to come sends RST (an abortive close) and drops unsent data.
+    private func lingerForReset() {
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0 {
             // Linger on with a zero timeout: close() sends RST and drops unsent data.
@@ -540,8 +533,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             extras.writePool = nil
             extras.writePoolCount = 0
             extras.fileSends = nil
+            extras.bulkChunk = []
         }
-        bulkChunk = []
         spareChunk = []
         readers.take()
         owner = nil
