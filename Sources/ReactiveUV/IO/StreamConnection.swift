@@ -255,7 +255,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread; never blocks.
     public final var isOpen: Bool {
         if stream.onLoopThread { return stream.isOpen }
-        return stream.publishedWriteQueue.load(ordering: .acquiring) >= 0
+        return stream.isOpenForAnyThread
     }
 
     /// Bytes written but not yet taken by the kernel (see `StreamBufferLimits`); 0 once closed.
@@ -268,9 +268,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread; never blocks.
     public final var queuedWriteByteCount: Int {
         if stream.onLoopThread { return stream.queuedWriteByteCount }
-        let published = stream.publishedWriteQueue.load(ordering: .acquiring)
-        guard published >= 0 else { return 0 }  // closed
-        return published + (stream.extrasIfMade?.sendsInTransit.load(ordering: .relaxed) ?? 0)
+        guard stream.isOpenForAnyThread, let extras = stream.extrasIfMade else { return 0 }  // closed, or nothing ever queued
+        return extras.publishedWriteQueue.load(ordering: .relaxed) + extras.sendsInTransit.load(ordering: .relaxed)
     }
 
     /// Counts a send made off the loop against `maxQueuedBytes` now, before its hop: nil when

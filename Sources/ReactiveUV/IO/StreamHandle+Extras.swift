@@ -51,6 +51,12 @@ final class StreamExtras: @unchecked Sendable {
     /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
     /// flood from another thread at the moment of each send.
     let costInTransit = Atomic<Int>(0)
+    /// The error that ended the stream (`EndReason.failed`), once it failed (loop thread only).
+    @exclusivity(unchecked) var endError: (any Error)?
+    /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
+    /// read anywhere, so a query from another thread never waits for the loop (a loop thread
+    /// must not wait for another loop). Made before any write is queued: no extras, nothing queued.
+    let publishedWriteQueue = Atomic<Int>(0)
     /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
     /// for it is on its way: later refusals add nothing to the loop's queue.
     let overflowEndRequested = Atomic<Bool>(false)

@@ -90,7 +90,7 @@ extension StreamHandle {
             return
         }
         let queuedNow = Int(stream.pointee.write_queue_size)
-        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        extras.publishedWriteQueue.store(queuedNow, ordering: .relaxed)
         extras.queuedWriteCost += cost
         extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         if extras.isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
@@ -137,7 +137,7 @@ extension StreamHandle {
         keepForReuse(write, in: extras)
         extras.queuedWriteCost -= byteCount + StreamHandle.perWriteOverhead
         if isOpen {
-            publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
+            extras.publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
             extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {

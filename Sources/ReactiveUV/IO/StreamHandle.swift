@@ -30,9 +30,8 @@ extension StreamHandleOwner {
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport` and `originLabel`
-    // (immutable), `tcpDescriptor` (written before the connection is handed out), the atomic
-    // `publishedWriteQueue` and `extrasSlot` (made by a compare-and-swap from any thread; see
-    // `StreamExtras` for its fields' rules).
+    // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
+    // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -44,7 +43,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
     // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
     // padding does not grow every connection (an idle server holds one of these per client). With
-    // `LoopHandle`'s 49 bytes, the eleven one-byte fields end at 60 and `tcpDescriptor` at 64: one
+    // `LoopHandle`'s 49 bytes, the eleven one-byte fields end at 60 and `openState` at 64: one
     // more one-byte field here would pad every stream by eight bytes.
     let transport: Transport
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
@@ -66,9 +65,14 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) private var peerEnded = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
-    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
-    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
-    @exclusivity(unchecked) private var endReason: EndReason?
+    /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
+    /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
+    /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
+    /// `OpenState`'s end codes from the moment the stream starts closing. Written on the loop
+    /// thread (the end sequentially consistent, before `uv_close`: see `TCPStream.swift`), read
+    /// anywhere: a query from another thread never waits for the loop. One four-byte word for
+    /// what were a descriptor, an end reason and a published write queue (20 bytes).
+    let openState = Atomic<Int32>(OpenState.openCode)
     /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
     weak var owner: (any StreamHandleOwner)?
@@ -82,10 +86,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
-    /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
-    /// loop thread after each change, read anywhere, so a query from another thread never waits
-    /// for the loop (a loop thread must not wait for another loop).
-    let publishedWriteQueue = Atomic<Int>(0)
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
@@ -477,7 +477,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     func end(_ reason: EndReason, reset: Bool = false) {
         assertInEventLoop()
         guard isOpen else { return }
-        endReason = reason
+        recordEnd(reason)
         let reader = readers.take()
         let owner = self.owner
         self.owner = nil
@@ -505,9 +505,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     override func willClose() {
-        // Sequentially consistent: an address read on another thread checks this mark after its
-        // system call, and must see it whenever `uv_close` may already have closed the descriptor.
-        publishedWriteQueue.store(-1, ordering: .sequentiallyConsistent)
+        // A close without `end` (a failed open) ended it as `.closed`.
+        if openState.load(ordering: .relaxed) >= OpenState.openCode { recordEnd(.closed) }
     }
 
     /// Sets `SO_LINGER` 0 so that the close about to come sends RST (an abortive close) and drops unsent data.
