@@ -14,6 +14,27 @@ protocol StreamHandleOwner: AnyObject {
     func streamDidReadEndOfFile(_ stream: StreamHandle)
 }
 
+/// A weak reference to a stream's owner, shared by every stream the owner holds when it makes one
+/// (`AcceptedStreams`), else made per stream by `StreamHandle.owner`'s setter.
+///
+/// Thread rule: loop thread only (the streams').
+final class StreamOwnerLink {
+    // Loop thread only.
+    weak var owner: (any StreamHandleOwner)?
+
+    init(_ owner: any StreamHandleOwner) { self.owner = owner }
+}
+
+extension StreamHandle {
+    /// Told once when the stream ends (then forgotten); nil when nobody is.
+    ///
+    /// Thread rule: loop thread only.
+    var owner: (any StreamHandleOwner)? {
+        get { ownerLink?.owner }
+        set { ownerLink = newValue.map { StreamOwnerLink($0) } }
+    }
+}
+
 extension StreamHandleOwner {
     /// A socket follows its half-close rule at EOF (`StreamHandle+HalfClose.swift`): nothing more to do by default.
     func streamDidReadEndOfFile(_ stream: StreamHandle) {}
@@ -75,7 +96,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     let openState = Atomic<Int32>(OpenState.openCode)
     /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
-    weak var owner: (any StreamHandleOwner)?
+    /// Who is told of the stream's end (see `owner`): one reference, to a link a listener shares
+    /// with every connection it accepted (a weak existential here would be two words in each).
+    @exclusivity(unchecked) var ownerLink: StreamOwnerLink?
     /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
     @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
     /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
@@ -480,7 +503,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         recordEnd(reason)
         let reader = readers.take()
         let owner = self.owner
-        self.owner = nil
+        ownerLink = nil
         if reset, transport == .tcp { lingerForReset() }
         close()
         fileSends?.streamEnded(reason)
@@ -536,7 +559,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         }
         spareChunk = []
         readers.take()
-        owner = nil
+        ownerLink = nil
     }
 }
 
