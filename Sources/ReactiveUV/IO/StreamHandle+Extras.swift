@@ -17,10 +17,11 @@ import Synchronization
 /// the atomics and `tcpAddresses` from any thread; `namedPeer` is written before the stream is handed out.
 final class StreamExtras: @unchecked Sendable {
     // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`,
-    // `closeWaiters`, `fileSends`, `writableWatchers`, `descriptorReceiver`. `namedPeer` is written
-    // before the stream is handed out and only read after. The rest are atomics or lock their own state.
+    // `closeWaiters`, `fileSends`, `writableWatchers`, `isWritable`, `bulkChunk`,
+    // `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
+    // only read after. The rest are atomics or lock their own state.
 
-    /// Finished write requests kept for reuse (loop thread only): see `StreamHandle.writePool`.
+    /// Finished write requests kept for reuse (loop thread only): see `StreamHandle.keepForReuse`.
     @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
     @exclusivity(unchecked) var writePoolCount = 0
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread only).

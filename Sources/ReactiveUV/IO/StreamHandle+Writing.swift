@@ -68,7 +68,7 @@ extension StreamHandle {
         }
         // A write is queued: its cost and request live in the extras, made now if this is the first.
         let extras = self.extras
-        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `keepForReuse`).
         let pooled: Unmanaged<WriteRequest>
         if extras.writePoolCount > 0, let writePool = extras.writePool {
             extras.writePoolCount -= 1
@@ -128,7 +128,7 @@ extension StreamHandle {
                 context: "write of \(byteCount) bytes to \(peerDescription)")
     }
 
-    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
+    /// libuv called `write` back; `write` owns the reference libuv held (see `keepForReuse`).
     func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
         // The payload's size first: taking the completion forgets the payload.
         let (byteCount, completion) = write._withUnsafeGuaranteedRef { ($0.payload.count, $0.takeCompletion()) }
@@ -186,7 +186,7 @@ extension StreamHandle {
 /// pending write back (`ECANCELED` once closing) before that callback runs.
 private let streamHandleWriteCallback: uv_write_cb = { request, status in
     guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamHandle.writePool`).
+    // The reference the stream handed over when it started the write (see `StreamHandle.keepForReuse`).
     let write = Unmanaged<WriteRequest>.fromOpaque(data)
     write._withUnsafeGuaranteedRef { $0.didFinish() }
     Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
