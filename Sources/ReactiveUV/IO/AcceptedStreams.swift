@@ -64,6 +64,8 @@ final class AcceptedStreams: StreamHandleOwner {
 
     /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
     private var onEmpty: (() -> Void)?
+    /// The owner link every stream kept here shares (`StreamHandle.ownerLink`): one per listener.
+    private lazy var link = StreamOwnerLink(self)
 
     init(budget: ConnectionBudget) {
         self.budget = budget
@@ -148,7 +150,7 @@ final class AcceptedStreams: StreamHandleOwner {
             stream.end(.closed, reset: resetRefused)
             return .refused(peer: read, open: budget.open)
         }
-        stream.owner = self
+        stream.ownerLink = link
         insert(stream)
         return .accepted(stream)
     }
@@ -156,7 +158,7 @@ final class AcceptedStreams: StreamHandleOwner {
     /// Keeps an open stream whose connection another loop accepted and counted against the
     /// budget already (a Unix-socket group server's hand-off): from here it is owned here.
     func adopt(_ stream: StreamHandle) {
-        stream.owner = self
+        stream.ownerLink = link
         insert(stream)
     }
 

@@ -94,7 +94,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         }
         if let refusal = admitFromAnotherThread(bytes.count) {
             // As on the loop, the refusal ends the connection; one hop does it, however many are refused.
-            if !stream.overflowEndRequested.exchange(true, ordering: .relaxed) {
+            if !stream.extras.overflowEndRequested.exchange(true, ordering: .relaxed) {
                 onLoop(nil) { $0.end(.failed(refusal)) }
             }
             return
@@ -255,7 +255,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread; never blocks.
     public final var isOpen: Bool {
         if stream.onLoopThread { return stream.isOpen }
-        return stream.publishedWriteQueue.load(ordering: .acquiring) >= 0
+        return stream.isOpenForAnyThread
     }
 
     /// Bytes written but not yet taken by the kernel (see `StreamBufferLimits`); 0 once closed.
@@ -268,9 +268,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread; never blocks.
     public final var queuedWriteByteCount: Int {
         if stream.onLoopThread { return stream.queuedWriteByteCount }
-        let published = stream.publishedWriteQueue.load(ordering: .acquiring)
-        guard published >= 0 else { return 0 }  // closed
-        return published + stream.sendsInTransit.load(ordering: .relaxed)
+        guard stream.isOpenForAnyThread, let extras = stream.extrasIfMade else { return 0 }  // closed, or nothing ever queued
+        return extras.publishedWriteQueue.load(ordering: .relaxed) + extras.sendsInTransit.load(ordering: .relaxed)
     }
 
     /// Counts a send made off the loop against `maxQueuedBytes` now, before its hop: nil when
@@ -282,15 +281,17 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// nothing is queued or in transit (a single large write always goes, as on the loop).
     private func admitFromAnotherThread(_ byteCount: Int) -> UVError? {
         let stream = self.stream
+        // The counters live in the stream's extras, made by the first send from another thread.
+        let extras = stream.extras
         let cost = byteCount + StreamHandle.perWriteOverhead
-        let inTransit = stream.costInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
-        let queued = max(0, stream.publishedWriteCost.load(ordering: .relaxed))
+        let inTransit = extras.costInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
+        let queued = max(0, extras.publishedWriteCost.load(ordering: .relaxed))
         let before = queued + inTransit - cost
         if before > 0 && before + cost > stream.limits.maxQueuedBytes {
-            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            extras.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
             return stream.queueFullError(queuedCost: before, byteCount: byteCount)
         }
-        stream.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
+        extras.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
         return nil
     }
 
@@ -298,16 +299,18 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// stay in transit until the loop has queued it. False when the loop refused it (it has shut down).
     private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamHandle) -> Void) -> Bool {
         let stream = self.stream
+        // Made by `admitFromAnotherThread` already.
+        let extras = stream.extras
         let cost = byteCount + StreamHandle.perWriteOverhead
         let accepted = stream.loop.enqueue {
             body(stream)
             // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
-            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
-            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            extras.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            extras.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
         }
         if !accepted {
-            stream.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
-            stream.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
+            extras.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
+            extras.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
         }
         return accepted
     }

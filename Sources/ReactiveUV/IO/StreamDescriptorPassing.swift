@@ -152,7 +152,7 @@ extension StreamHandle {
             completion(UVError(code: result, context: context))
             return
         }
-        publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed)
+        extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed)
         if !keepOpen {
             // Handed over: nothing more is read or written here (its reader completes).
             passed.end(.closed)
@@ -160,7 +160,7 @@ extension StreamHandle {
     }
 
     private func descriptorWriteDidFinish(status: Int32, completion: ((any Error)?) -> Void) {
-        if isOpen { publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
+        if isOpen { extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
         let context = "passing a descriptor over \(peerDescription)"
         if status == 0 {
             completion(nil)

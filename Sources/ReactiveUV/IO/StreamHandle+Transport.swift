@@ -48,16 +48,74 @@ extension StreamHandle {
     }
 }
 
-/// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)").
+/// The codes of `StreamHandle.openState` below 0: open without a known descriptor, and the three ends.
+enum OpenState {
+    /// Open; no descriptor noted (not TCP, or not connected yet).
+    static let openCode: Int32 = -1
+    /// Ended by `close()`, `reset()` or the owner (`EndReason.closed`), or closed without an end.
+    static let closedCode: Int32 = -2
+    /// Ended by the loop's shutdown (`EndReason.shutDown`).
+    static let shutDownCode: Int32 = -3
+    /// Ended by a failure (`EndReason.failed`); the error is in the extras (`StreamExtras.endError`).
+    static let failedCode: Int32 = -4
+}
+
+extension StreamHandle {
+    /// Notes how the stream ended, before `uv_close` (loop thread).
+    ///
+    /// Sequentially consistent: an address read on another thread checks this mark after its
+    /// system call, and must see it whenever `uv_close` may already have closed the descriptor.
+    func recordEnd(_ reason: EndReason) {
+        let code: Int32
+        switch reason {
+        case .closed: code = OpenState.closedCode
+        case .shutDown: code = OpenState.shutDownCode
+        case .failed(let error):
+            // A failure is rare: its error is kept in the extras, not in every stream.
+            extras.endError = error
+            code = OpenState.failedCode
+        }
+        openState.store(code, ordering: .sequentiallyConsistent)
+    }
+
+    /// How the stream ended; nil while open (loop thread, or any thread for the answer's kind).
+    var endReason: EndReason? {
+        switch openState.load(ordering: .acquiring) {
+        case OpenState.closedCode: .closed
+        case OpenState.shutDownCode: .shutDown
+        case OpenState.failedCode:
+            .failed(extrasIfMade?.endError ?? UVError(code: UV_EIO.rawValue, message: "the connection failed", context: "\(transport)"))
+        default: nil
+        }
+    }
+
+    /// Whether the stream is open as other threads see it (exact on the loop thread).
+    ///
+    /// Thread rule: safe from any thread; never blocks.
+    var isOpenForAnyThread: Bool { openState.load(ordering: .acquiring) >= OpenState.openCode }
+}
+
+/// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)"),
+/// and the buffer limits it was given.
 ///
 /// A listener makes one and every connection it accepts shares it, so an accepted connection
-/// carries no label of its own: the text is composed once per listener, and a connection's
-/// label (`StreamHandle.label`) is put together only when something asks for it.
+/// carries no label and no limits of its own (32 bytes fewer per idle connection): the text is
+/// composed once per listener, and a connection's label (`StreamHandle.label`) is put together
+/// only when something asks for it.
 ///
 /// Thread rule: immutable; safe from any thread.
 final class StreamOrigin: Sendable {
     /// The text, composed once.
     let text: String
+    /// The limits of every stream that shares this origin (`StreamHandle.limits`).
+    let limits: StreamBufferLimits
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`StreamHandle.readChunkLimit`;
+    /// `Files.chunks` of a FIFO asks for less).
+    let readChunkLimit: Int
 
-    init(_ text: String) { self.text = text }
+    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size) {
+        self.text = text
+        self.limits = limits
+        self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
+    }
 }

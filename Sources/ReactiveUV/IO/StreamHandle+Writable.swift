@@ -45,7 +45,7 @@ extension StreamHandle {
 
     /// Records and announces a change of `isWritable`.
     func setWritable(_ writable: Bool) {
-        isWritable = writable
+        extras.isWritable = writable
         guard let watchers = writableWatchers, !watchers.subscribers.isEmpty else { return }
         for (_, subscriber) in watchers.subscribers { subscriber.sendNext(writable) }
     }

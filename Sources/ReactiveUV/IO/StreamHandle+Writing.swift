@@ -66,11 +66,13 @@ extension StreamHandle {
                 return
             }
         }
-        // `pooled` owns a reference: libuv keeps it while the write is pending (see `writePool`).
+        // A write is queued: its cost and request live in the extras, made now if this is the first.
+        let extras = self.extras
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `keepForReuse`).
         let pooled: Unmanaged<WriteRequest>
-        if writePoolCount > 0, let writePool {
-            writePoolCount -= 1
-            pooled = writePool[writePoolCount]
+        if extras.writePoolCount > 0, let writePool = extras.writePool {
+            extras.writePoolCount -= 1
+            pooled = writePool[extras.writePoolCount]
         } else {
             pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
         }
@@ -81,17 +83,17 @@ extension StreamHandle {
         }
         if result < 0 {
             pooled._withUnsafeGuaranteedRef { $0.reset() }
-            keepForReuse(pooled)
+            keepForReuse(pooled, in: extras)
             let failure = UVError(code: result, context: "write to \(peerDescription)")
             completion?(failure)
             end(.failed(failure))
             return
         }
         let queuedNow = Int(stream.pointee.write_queue_size)
-        publishedWriteQueue.store(queuedNow, ordering: .relaxed)
-        queuedWriteCost += cost
-        publishedWriteCost.store(queuedWriteCost, ordering: .relaxed)
-        if isWritable && queuedWriteCost > limits.highWaterMark { setWritable(false) }
+        extras.publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        extras.queuedWriteCost += cost
+        extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
+        if extras.isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
         if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
     }
 
@@ -126,18 +128,20 @@ extension StreamHandle {
                 context: "write of \(byteCount) bytes to \(peerDescription)")
     }
 
-    /// libuv called `write` back; `write` owns the reference libuv held (see `writePool`).
+    /// libuv called `write` back; `write` owns the reference libuv held (see `keepForReuse`).
     func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
         // The payload's size first: taking the completion forgets the payload.
         let (byteCount, completion) = write._withUnsafeGuaranteedRef { ($0.payload.count, $0.takeCompletion()) }
-        keepForReuse(write)
-        queuedWriteCost -= byteCount + StreamHandle.perWriteOverhead
+        // Made when the write was queued (a write is only ever started by `send`, which makes them).
+        let extras = self.extras
+        keepForReuse(write, in: extras)
+        extras.queuedWriteCost -= byteCount + StreamHandle.perWriteOverhead
         if isOpen {
-            publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
-            publishedWriteCost.store(queuedWriteCost, ordering: .relaxed)
+            extras.publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
+            extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {
-            if !isWritable && queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
+            if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
             if writeBackpressure { updateBackpressure() }
             fileSends?.writeFinished()
@@ -154,19 +158,24 @@ extension StreamHandle {
     }
 
     /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
-    private func keepForReuse(_ write: Unmanaged<WriteRequest>) {
-        guard isOpen, writePoolCount < StreamHandle.writePoolLimit else {
+    ///
+    /// The pool (in the extras) is a stack of `writePoolLimit` slots, allocated on the first
+    /// finished write and freed in `didClose()`. Each entry owns one reference, handed to libuv
+    /// when the request starts and taken back in `streamHandleWriteCallback`: no retain, release,
+    /// or array bookkeeping per write.
+    private func keepForReuse(_ write: Unmanaged<WriteRequest>, in extras: StreamExtras) {
+        guard isOpen, extras.writePoolCount < StreamHandle.writePoolLimit else {
             write.release()
             return
         }
-        let pool = writePool ?? {
+        let pool = extras.writePool ?? {
             let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamHandle.writePoolLimit)
-            writePool = slots
+            extras.writePool = slots
             return slots
         }()
         // Unmanaged is a trivial type: the slots need no initialization or deinitialization.
-        pool[writePoolCount] = write
-        writePoolCount += 1
+        pool[extras.writePoolCount] = write
+        extras.writePoolCount += 1
     }
 }
 
@@ -177,7 +186,7 @@ extension StreamHandle {
 /// pending write back (`ECANCELED` once closing) before that callback runs.
 private let streamHandleWriteCallback: uv_write_cb = { request, status in
     guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamHandle.writePool`).
+    // The reference the stream handed over when it started the write (see `StreamHandle.keepForReuse`).
     let write = Unmanaged<WriteRequest>.fromOpaque(data)
     write._withUnsafeGuaranteedRef { $0.didFinish() }
     Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }

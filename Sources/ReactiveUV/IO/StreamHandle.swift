@@ -14,6 +14,27 @@ protocol StreamHandleOwner: AnyObject {
     func streamDidReadEndOfFile(_ stream: StreamHandle)
 }
 
+/// A weak reference to a stream's owner, shared by every stream the owner holds when it makes one
+/// (`AcceptedStreams`), else made per stream by `StreamHandle.owner`'s setter.
+///
+/// Thread rule: loop thread only (the streams').
+final class StreamOwnerLink {
+    // Loop thread only.
+    weak var owner: (any StreamHandleOwner)?
+
+    init(_ owner: any StreamHandleOwner) { self.owner = owner }
+}
+
+extension StreamHandle {
+    /// Told once when the stream ends (then forgotten); nil when nobody is.
+    ///
+    /// Thread rule: loop thread only.
+    var owner: (any StreamHandleOwner)? {
+        get { ownerLink?.owner }
+        set { ownerLink = newValue.map { StreamOwnerLink($0) } }
+    }
+}
+
 extension StreamHandleOwner {
     /// A socket follows its half-close rule at EOF (`StreamHandle+HalfClose.swift`): nothing more to do by default.
     func streamDidReadEndOfFile(_ stream: StreamHandle) {}
@@ -29,10 +50,9 @@ extension StreamHandleOwner {
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
-    // Loop thread only (StreamConnection hops there first), except `transport`, `limits`,
-    // `readChunkLimit` and `originLabel` (immutable), `namedPeer` and `tcpDescriptor` (written before the
-    // connection is handed out), the atomics (`published*`, `*InTransit`, `overflowEndRequested`,
-    // `tcpAddresses`) and the address cache (its own `SpinLock`; see `TCPStream.swift`).
+    // Loop thread only (StreamConnection hops there first), except `transport` and `originLabel`
+    // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
+    // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
     private enum Input {
         case idle       // nobody subscribed to `bytes`
@@ -43,7 +63,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
     // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
-    // padding does not grow every connection (an idle server holds one of these per client).
+    // padding does not grow every connection (an idle server holds one of these per client). With
+    // `LoopHandle`'s 49 bytes, the eleven one-byte fields end at 60 and `openState` at 64: one
+    // more one-byte field here would pad every stream by eight bytes.
     let transport: Transport
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     let ipc: Bool
@@ -62,70 +84,31 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) private var closesWhenFlushed = false
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
     @exclusivity(unchecked) private var peerEnded = false
-    @exclusivity(unchecked) private var resetOnClose = false
     /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
     @exclusivity(unchecked) private var readsAreBulk = false
-    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
-    /// for it is on its way: later refusals add nothing to the loop's queue.
-    let overflowEndRequested = Atomic<Bool>(false)
-    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
-    /// it until it has drained to the low-water mark.
-    @exclusivity(unchecked) var isWritable = true
-    /// The connected socket's descriptor (TCP only, -1 before), where the addresses are read on demand.
-    @exclusivity(unchecked) var tcpDescriptor: Int32 = -1
-    /// How much unflushed written data the stream holds, and when reading pauses.
-    let limits: StreamBufferLimits
-    @exclusivity(unchecked) private var endReason: EndReason?
-    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
-    /// reader, which cannot take them, ends when one arrives (they stay pending).
-    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`Files.chunks` of a FIFO asks for less).
-    let readChunkLimit: Int
-    /// What made this stream, for leak reports: shared by every connection a listener accepted.
+    /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
+    /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
+    /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
+    /// `OpenState`'s end codes from the moment the stream starts closing. Written on the loop
+    /// thread (the end sequentially consistent, before `uv_close`: see `TCPStream.swift`), read
+    /// anywhere: a query from another thread never waits for the loop. One four-byte word for
+    /// what were a descriptor, an end reason and a published write queue (20 bytes).
+    let openState = Atomic<Int32>(OpenState.openCode)
+    /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
     let originLabel: StreamOrigin
-    weak var owner: (any StreamHandleOwner)?
+    /// Who is told of the stream's end (see `owner`): one reference, to a link a listener shares
+    /// with every connection it accepted (a weak existential here would be two words in each).
+    @exclusivity(unchecked) var ownerLink: StreamOwnerLink?
     /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
     @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
-    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
-    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
-    @exclusivity(unchecked) var namedPeer: String?
-    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
-    let tcpAddresses = LazyObject<TCPAddressCache>()
+    /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
+    /// from other threads, addresses, names): made on first use, see `StreamExtras`.
+    let extrasSlot = LazyObject<StreamExtras>()
     /// The `bytes` reader and its token.
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
-    /// Finished write requests kept for reuse: a stack of `writePoolLimit` slots, allocated on the
-    /// first finished write and freed in `didClose()`. Each entry owns one reference, handed to
-    /// libuv when the request starts and taken back in `streamHandleWriteCallback`: no retain,
-    /// release, or array bookkeeping per write.
-    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
-    @exclusivity(unchecked) var writePoolCount = 0
-    /// Who waits for the graceful close (each `close()` call's result).
-    @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
-    /// Files being sent (`sendFile`) and the writes, shutdown and close waiting behind them; nil until the first.
-    @exclusivity(unchecked) var fileSends: FileSends?
-    /// The array libuv is reading into in bulk mode (full length, contents undefined until read).
-    @exclusivity(unchecked) private var bulkChunk: [UInt8] = []
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
-    /// `queuedWriteByteCount` for other threads, or -1 once the stream is closed: written on the
-    /// loop thread after each change, read anywhere, so a query from another thread never waits
-    /// for the loop (a loop thread must not wait for another loop).
-    let publishedWriteQueue = Atomic<Int>(0)
-    /// Bytes other threads have sent that are still on their way to the loop (counted before the
-    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
-    /// loop sees includes its own earlier sends.
-    let sendsInTransit = Atomic<Int>(0)
-    /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
-    /// flood from another thread at the moment of each send.
-    let costInTransit = Atomic<Int>(0)
-    /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread).
-    @exclusivity(unchecked) var queuedWriteCost = 0
-    /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
-    /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
-    let publishedWriteCost = Atomic<Int>(0)
-    /// Who watches `writable`; nil until the first.
-    @exclusivity(unchecked) var writableWatchers: WritableWatchers?
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
@@ -135,21 +118,26 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     convenience init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, origin: String, ipc: Bool = false,
                      readChunkLimit: Int = ReadBuffer.size) {
-        self.init(loop: loop, transport: transport, limits: limits, originLabel: StreamOrigin(origin), ipc: ipc,
-                  readChunkLimit: readChunkLimit)
+        self.init(loop: loop, transport: transport, limits: limits,
+                  originLabel: StreamOrigin(origin, limits: limits, readChunkLimit: readChunkLimit), ipc: ipc)
     }
 
     /// A stream whose origin label is shared (a listener's, for every connection it accepts).
-    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false,
-         readChunkLimit: Int = ReadBuffer.size) {
+    init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
         self.ipc = ipc && transport == .pipe
-        self.limits = limits
-        self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
-        self.originLabel = originLabel
+        // A listener's label carries its options' limits: every connection it accepts shares both.
+        self.originLabel = originLabel.limits == limits
+            ? originLabel : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit)
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
+
+    /// How much unflushed written data the stream holds, and when reading pauses (kept in `originLabel`).
+    var limits: StreamBufferLimits { originLabel.limits }
+
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (kept in `originLabel`).
+    var readChunkLimit: Int { originLabel.readChunkLimit }
 
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
     var origin: String { originLabel.text }
@@ -321,11 +309,13 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             return
         }
         let size = readChunkLimit
-        if bulkChunk.count != size {
+        // Bulk reads keep their array in the extras: an idle connection holds no slot for it.
+        let extras = self.extras
+        if extras.bulkChunk.count != size {
             // Every byte is written by the read before any is looked at; the rest is trimmed unread.
-            bulkChunk = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
+            extras.bulkChunk = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
         }
-        let base = bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
+        let base = extras.bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
         // `size` is at most `ReadBuffer.size` (64 KiB): it fits.
         buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(size))
     }
@@ -335,9 +325,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             let wasBulk = readsAreBulk
             readsAreBulk = count >= readChunkLimit / 2
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
-            if wasBulk && !bulkChunk.isEmpty {
-                var filled = bulkChunk
-                bulkChunk = []
+            if wasBulk, let extras = extrasIfMade, !extras.bulkChunk.isEmpty {
+                var filled = extras.bulkChunk
+                extras.bulkChunk = []
                 filled.removeLast(filled.count - count)
                 if let reader = readers.reader { deliver(filled, to: reader) }
             } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
@@ -353,7 +343,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
             input = .ended
             peerEnded = true
-            bulkChunk = []
+            extrasIfMade?.bulkChunk = []
             spareChunk = []
             let reader = readers.take()
             reader?.sendCompleted()
@@ -452,7 +442,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             }
             return
         }
-        if let outcome { closeWaiters.append(outcome) }
+        if let outcome { extras.closeWaiters.append(outcome) }
         guard !closesWhenFlushed else { return }
         closesWhenFlushed = true
         // Nothing more is read: the reader ends now, as with an immediate close.
@@ -482,17 +472,22 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
     /// so a waiter (on any thread) finds the connection closed (`isOpen` false).
     private func endGracefulClose() {
-        let waiters = closeWaiters
-        closeWaiters = []
+        let waiters = takeCloseWaiters()
         end(.closed)
         for waiter in waiters { waiter.finish(nil) }
     }
 
     /// Tells everyone waiting for the graceful close how it ended.
     private func finishCloseWaiters(_ error: (any Error)?) {
-        let waiters = closeWaiters
-        closeWaiters = []
-        for waiter in waiters { waiter.finish(error) }
+        for waiter in takeCloseWaiters() { waiter.finish(error) }
+    }
+
+    /// Empties the list of graceful-close waiters (kept in the extras; none made: none waits).
+    private func takeCloseWaiters() -> [WriteOutcome] {
+        guard let extras = extrasIfMade, !extras.closeWaiters.isEmpty else { return [] }
+        let waiters = extras.closeWaiters
+        extras.closeWaiters = []
+        return waiters
     }
 
     // MARK: - ending
@@ -505,11 +500,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     func end(_ reason: EndReason, reset: Bool = false) {
         assertInEventLoop()
         guard isOpen else { return }
-        endReason = reason
-        resetOnClose = reset
+        recordEnd(reason)
         let reader = readers.take()
         let owner = self.owner
-        self.owner = nil
+        ownerLink = nil
+        if reset, transport == .tcp { lingerForReset() }
         close()
         fileSends?.streamEnded(reason)
         endWritableWatchers()
@@ -518,7 +513,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         case .failed(let error): reader?.sendError(error)
         case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
         }
-        if !closeWaiters.isEmpty {
+        if let extras = extrasIfMade, !extras.closeWaiters.isEmpty {
             // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
             switch reason {
             case .closed:
@@ -533,10 +528,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     override func willClose() {
-        // Sequentially consistent: an address read on another thread checks this mark after its
-        // system call, and must see it whenever `uv_close` may already have closed the descriptor.
-        publishedWriteQueue.store(-1, ordering: .sequentiallyConsistent)
-        guard resetOnClose, transport == .tcp else { return }
+        // A close without `end` (a failed open) ended it as `.closed`.
+        if openState.load(ordering: .relaxed) >= OpenState.openCode { recordEnd(.closed) }
+    }
+
+    /// Sets `SO_LINGER` 0 so that the close about to come sends RST (an abortive close) and drops unsent data.
+    private func lingerForReset() {
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0 {
             // Linger on with a zero timeout: close() sends RST and drops unsent data.
@@ -550,17 +547,19 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     override func didClose() {
-        if let writePool {
-            for index in 0..<writePoolCount { writePool[index].release() }
-            writePool.deallocate()
+        if let extras = extrasIfMade {
+            if let writePool = extras.writePool {
+                for index in 0..<extras.writePoolCount { writePool[index].release() }
+                writePool.deallocate()
+            }
+            extras.writePool = nil
+            extras.writePoolCount = 0
+            extras.fileSends = nil
+            extras.bulkChunk = []
         }
-        writePool = nil
-        writePoolCount = 0
-        bulkChunk = []
         spareChunk = []
         readers.take()
-        owner = nil
-        fileSends = nil
+        ownerLink = nil
     }
 }
 

@@ -190,8 +190,8 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     private var acceptedOrigin: StreamOrigin {
         if let sharedOrigin { return sharedOrigin }
         let origin = switch source {
-        case .bind: StreamOrigin("accepted by TCPServer.listen(\(place))")
-        case .descriptor: StreamOrigin("accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'")
+        case .bind: StreamOrigin("accepted by TCPServer.listen(\(place))", limits: options.limits)
+        case .descriptor: StreamOrigin("accepted by TCPServer.listen(\(place), on: group) on loop '\(loop.name)'", limits: options.limits)
         }
         sharedOrigin = origin
         return origin

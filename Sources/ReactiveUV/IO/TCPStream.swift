@@ -63,8 +63,8 @@ final class TCPAddressCache: @unchecked Sendable {
 /// `address(peer:)` reads the socket (`getsockname`, `getpeername`, from any thread) and the
 /// cache keeps the answer. A read from another thread races with the loop closing the socket
 /// (and the descriptor's number being reused by a new socket); it is made safe without a lock
-/// held across the system call: the loop marks the stream closed (`publishedWriteQueue` -1,
-/// sequentially consistent) before `uv_close` closes the descriptor, and a reader checks the
+/// held across the system call: the loop marks the stream closed (`openState` replaces the
+/// descriptor with an end code, sequentially consistent) before `uv_close` closes the descriptor, and a reader checks the
 /// mark before its system call and again after it, behind a full fence. When the second check
 /// sees the stream open, the close had not begun when the system call ran, so the answer
 /// belongs to this connection; otherwise it is dropped (nil).
@@ -74,7 +74,7 @@ extension StreamHandle {
     /// Applies the options once connected or accepted, and notes the descriptor the addresses are read from.
     func didConnectTCP(options: TCPOptions) {
         var descriptor = uv_os_fd_t()
-        if uv_fileno(handle, &descriptor) == 0 { tcpDescriptor = descriptor }
+        if uv_fileno(handle, &descriptor) == 0, descriptor >= 0, isOpen { openState.store(descriptor, ordering: .releasing) }
         // Nobody can receive an error here; the connection still works without the option.
         // The messages are composed only if the call fails (`uvCheckReporting` takes an autoclosure).
         if options.noDelay { uvCheckReporting(uv_tcp_nodelay(tcp, 1), "uv_tcp_nodelay on \(peerDescription)") }
@@ -103,8 +103,9 @@ extension StreamHandle {
 
     /// The cache, made on the first request.
     private var addressCache: TCPAddressCache {
-        if let cache = tcpAddresses.load() { return cache }
-        return tcpAddresses.storeIfNil(TCPAddressCache())
+        let extras = self.extras
+        if let cache = extras.tcpAddresses.load() { return cache }
+        return extras.tcpAddresses.storeIfNil(TCPAddressCache())
     }
 
     /// `"10.0.0.2:5000"`, or nil when the peer's address cannot be read.
@@ -124,9 +125,9 @@ extension StreamHandle {
 
     /// One read of the socket, validated against the loop's close (see the extension's comment).
     private func readAddress(peer wantsPeer: Bool) -> AddressRead {
-        let descriptor = tcpDescriptor
-        guard descriptor >= 0 else { return .notConnected }
-        guard publishedWriteQueue.load(ordering: .acquiring) >= 0 else { return .read(nil) }
+        let descriptor = openState.load(ordering: .acquiring)
+        guard descriptor != OpenState.openCode else { return .notConnected }
+        guard descriptor >= 0 else { return .read(nil) }  // closed
         var storage = sockaddr_storage()
         let answered = withUnsafeMutablePointer(to: &storage) { pointer -> Bool in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
@@ -142,9 +143,9 @@ extension StreamHandle {
                 return false
             }
         }
-        // Pairs with the sequentially consistent mark in `willClose`, made before `uv_close`.
+        // Pairs with the sequentially consistent mark in `recordEnd`, made before `uv_close`.
         atomicMemoryFence(ordering: .sequentiallyConsistent)
-        guard answered, publishedWriteQueue.load(ordering: .relaxed) >= 0 else { return .read(nil) }
+        guard answered, openState.load(ordering: .relaxed) >= 0 else { return .read(nil) }
         return .read(withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0) }
         })

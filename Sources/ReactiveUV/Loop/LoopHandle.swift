@@ -27,8 +27,6 @@ class LoopHandle: IntrusiveListElement {
     let loop: EventLoop
     /// The handle memory; freed in the close callback.
     let raw: UnsafeMutableRawPointer
-    /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
-    let loopIdentity: UnsafeMutableRawPointer
     /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
     @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopHandle>()
     // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
@@ -37,9 +35,15 @@ class LoopHandle: IntrusiveListElement {
     /// Allocates memory for a handle of `type`.
     init(loop: EventLoop, byteCount: Int) {
         self.loop = loop
-        self.loopIdentity = Unmanaged.passUnretained(loop).toOpaque()
         self.raw = LibUVMemory.allocate(byteCount)
     }
+
+    /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
+    ///
+    /// Computed, not stored: eight bytes fewer in every handle (an idle server holds one per client).
+    ///
+    /// Thread rule: safe from any thread.
+    final var loopIdentity: UnsafeMutableRawPointer { Unmanaged.passUnretained(loop).toOpaque() }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
     ///

@@ -1,0 +1,138 @@
+import Synchronization
+
+/// What a stream needs only once it does more than wait for its peer: made on first use.
+///
+/// An idle server holds one `StreamHandle` per client, and most of them never queue a write,
+/// send a file, watch `writable`, wait for a graceful close, pass descriptors, send from another
+/// thread or name their addresses. Their state lives here, so an idle connection carries one
+/// empty slot for it instead of about 100 bytes of fields (issue 18's idle memory).
+///
+/// Made from any thread (`StreamHandle.extras`, a compare-and-swap): the loop thread makes it on
+/// the first queued write (and for the other loop-thread uses), a sending thread on its first send
+/// from off the loop, a thread asking for an address on its first question. It lives as long as
+/// the stream object: the handle keeps it after the close (the counters and the address cache stay
+/// readable from other threads); `StreamHandle.didClose` frees the write pool.
+///
+/// Thread rule: the fields marked loop thread only are touched on the stream's loop thread only;
+/// the atomics and `tcpAddresses` from any thread; `namedPeer` is written before the stream is handed out.
+final class StreamExtras: @unchecked Sendable {
+    // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`,
+    // `closeWaiters`, `fileSends`, `writableWatchers`, `isWritable`, `bulkChunk`,
+    // `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
+    // only read after. The rest are atomics or lock their own state.
+
+    /// Finished write requests kept for reuse (loop thread only): see `StreamHandle.keepForReuse`.
+    @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
+    @exclusivity(unchecked) var writePoolCount = 0
+    /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread only).
+    @exclusivity(unchecked) var queuedWriteCost = 0
+    /// Who waits for the graceful close (each `close()` call's result; loop thread only).
+    @exclusivity(unchecked) var closeWaiters: [WriteOutcome] = []
+    /// Files being sent (`sendFile`) and what waits behind them; nil until the first (loop thread only).
+    @exclusivity(unchecked) var fileSends: FileSends?
+    /// Who watches `writable`; nil until the first (loop thread only).
+    @exclusivity(unchecked) var writableWatchers: WritableWatchers?
+    /// Whether the queue's cost is below the high-water mark (see `writable`); false from above
+    /// it until it has drained to the low-water mark (loop thread only; no extras: true).
+    @exclusivity(unchecked) var isWritable = true
+    /// The array libuv is reading into in bulk mode (full length, contents undefined until read; loop thread only).
+    @exclusivity(unchecked) var bulkChunk: [UInt8] = []
+    /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamHandle.descriptorReceiver`.
+    weak var descriptorReceiver: (any StreamDescriptorReceiver)?
+    /// The other end's name given by whoever made the stream: see `StreamHandle.namedPeer`.
+    @exclusivity(unchecked) var namedPeer: String?
+    /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
+    /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
+    /// Made before any cost is queued, so a thread that finds no extras finds nothing queued.
+    let publishedWriteCost = Atomic<Int>(0)
+    /// Bytes other threads have sent that are still on their way to the loop (counted before the
+    /// hop, uncounted once the loop queued them): with `publishedWriteQueue`, what a caller off the
+    /// loop sees includes its own earlier sends.
+    let sendsInTransit = Atomic<Int>(0)
+    /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
+    /// flood from another thread at the moment of each send.
+    let costInTransit = Atomic<Int>(0)
+    /// The error that ended the stream (`EndReason.failed`), once it failed (loop thread only).
+    @exclusivity(unchecked) var endError: (any Error)?
+    /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
+    /// read anywhere, so a query from another thread never waits for the loop (a loop thread
+    /// must not wait for another loop). Made before any write is queued: no extras, nothing queued.
+    let publishedWriteQueue = Atomic<Int>(0)
+    /// A send from another thread was refused (`ENOBUFS`) and the hop that ends the connection
+    /// for it is on its way: later refusals add nothing to the loop's queue.
+    let overflowEndRequested = Atomic<Bool>(false)
+    /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
+    let tcpAddresses = LazyObject<TCPAddressCache>()
+}
+
+extension StreamHandle {
+    /// The extras, made now if they were not yet (from any thread).
+    ///
+    /// Thread rule: safe from any thread.
+    var extras: StreamExtras {
+        if let made = extrasSlot.load() { return made }
+        return extrasSlot.storeIfNil(StreamExtras())
+    }
+
+    /// The extras if something made them; nil for a stream that has needed none yet.
+    ///
+    /// Thread rule: safe from any thread.
+    var extrasIfMade: StreamExtras? { extrasSlot.load() }
+
+    /// Files being sent and the writes, shutdown and close waiting behind them; nil until the first.
+    ///
+    /// Thread rule: loop thread only.
+    var fileSends: FileSends? {
+        get { extrasIfMade?.fileSends }
+        set {
+            if newValue == nil, extrasIfMade == nil { return }
+            extras.fileSends = newValue
+        }
+    }
+
+    /// Who watches `writable`; nil until the first.
+    ///
+    /// Thread rule: loop thread only.
+    var writableWatchers: WritableWatchers? {
+        get { extrasIfMade?.writableWatchers }
+        set {
+            if newValue == nil, extrasIfMade == nil { return }
+            extras.writableWatchers = newValue
+        }
+    }
+
+    /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
+    /// reader, which cannot take them, ends when one arrives (they stay pending).
+    ///
+    /// Thread rule: loop thread only.
+    var descriptorReceiver: (any StreamDescriptorReceiver)? {
+        get { extrasIfMade?.descriptorReceiver }
+        set {
+            if newValue == nil, extrasIfMade == nil { return }
+            extras.descriptorReceiver = newValue
+        }
+    }
+
+    /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
+    /// A TCP stream names its peer by address instead, read when first asked (`peerDescription`).
+    ///
+    /// Thread rule: safe from any thread once the stream is handed out (the setter: before that).
+    var namedPeer: String? {
+        get { extrasIfMade?.namedPeer }
+        set {
+            if newValue == nil, extrasIfMade == nil { return }
+            extras.namedPeer = newValue
+        }
+    }
+
+    /// What the queued writes cost in memory (payloads plus `perWriteOverhead`); 0 while no extras were made.
+    ///
+    /// Thread rule: loop thread only.
+    var queuedWriteCost: Int { extrasIfMade?.queuedWriteCost ?? 0 }
+
+    /// Whether the queue's cost is below the high-water mark (see `writable`); true while no extras were made
+    /// (a queued write makes them before it can pass the mark).
+    ///
+    /// Thread rule: loop thread only.
+    var isWritable: Bool { extrasIfMade?.isWritable ?? true }
+}

@@ -1,0 +1,210 @@
+import CTestSupport
+import Foundation
+@testable import ReactiveUV
+import ReactiveUVTesting
+import Synchronization
+import XCTest
+
+/// Issue 18's idle connections: what a silent connection costs, and the state it no longer carries
+/// until it needs it (`StreamExtras`: queued writes, close waiters, `writable`, sends from other
+/// threads, addresses), which must work as before once it is needed, however long the connection sat idle.
+final class TCPIdleMemoryTests: XCTestCase {
+    /// Counts the server's events without keeping them (a recorder's array would cost per connection too).
+    private final class ServerCounts: Sendable {
+        let port = Atomic<Int>(0)
+        let accepted = Atomic<Int>(0)
+    }
+
+    /// An echo server as the idle-connections benchmark runs it (`ServeBenchServer ours`): every
+    /// connection read, echoed, closed at EOF. 1,000 silent connections, after 200 that warm the
+    /// loop's tables up: the live heap grows by at most 820 bytes per connection, all of it
+    /// counted (the `StreamHandle`, its libuv handle, the `TCPConnection`, the `bytes`
+    /// subscription, malloc's headers; the client sockets are plain descriptors).
+    ///
+    /// Before the extras (every field in the `StreamHandle`, the limits in each connection) it was
+    /// 1,021 bytes in this (debug) build (massif measured 1,014 in the release build); 877 with the
+    /// first extras, 829 with the rest of them and the one-word `ReaderToken`, 813 with `openState`,
+    /// 797 with one-word reader and owner slots.
+    /// The bound leaves some slack for the loop's tables, which grow with the descriptors.
+    func testAnIdleEchoConnectionCostsAtMost820HeapBytes() throws {
+        try checked { harness in
+            let counts = ServerCounts()
+            let server = try harness.onLoop { () -> any Disposable in
+                TCPServer.serve(host: "127.0.0.1", port: 0, backlog: 1024).subscribe(next: { event in
+                    switch event {
+                    case .listening(let address): counts.port.store(address.port, ordering: .relaxed)
+                    case .accepted(let connection):
+                        _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                        counts.accepted.wrappingAdd(1, ordering: .relaxed)
+                    default: break
+                    }
+                })
+            }
+            try harness.wait(for: "the server listening") { counts.port.load(ordering: .relaxed) != 0 }
+            let port = counts.port.load(ordering: .relaxed)
+            var clients: [Int32] = []
+            clients.reserveCapacity(1_200)
+            defer { for client in clients { close(client) } }
+            try openSilentClients(200, to: port, into: &clients)
+            try harness.wait(for: "200 accepted") { counts.accepted.load(ordering: .relaxed) == 200 }
+            // Read on the loop thread, between its callbacks: nothing of ours is half made.
+            let before = try harness.onLoop { ruv_test_live_heap_bytes() }
+            try openSilentClients(1_000, to: port, into: &clients)
+            try harness.wait(for: "1,200 accepted") { counts.accepted.load(ordering: .relaxed) == 1_200 }
+            let after = try harness.onLoop { ruv_test_live_heap_bytes() }
+            let perConnection = (Double(after) - Double(before)) / 1_000
+            print("idle echo connection: \(perConnection) live heap bytes each")
+            XCTAssertLessThanOrEqual(perConnection, 820, "an idle connection costs \(perConnection) heap bytes")
+            XCTAssertGreaterThan(perConnection, 248, "less than its libuv handle: the measurement is broken")
+            server.dispose()
+        }
+    }
+
+    /// An accepted connection that has only been read from makes no extras; then, after it sat
+    /// idle, everything kept in them works from the first use: sends from another thread past the
+    /// socket's buffer (counted in transit, then queued), `writable` going false and back to true,
+    /// `queuedWriteByteCount` off the loop, a `close()` that waits for the flush, the addresses;
+    /// the peer reads every byte in order, then EOF.
+    func testTheExtrasMadeOnFirstUseAfterIdlingWork() throws {
+        try checked { harness in
+            let limits = StreamBufferLimits(highWaterMark: 64 << 10, lowWaterMark: 16 << 10, maxQueuedBytes: 64 << 20)
+            let (server, port) = try startServer(harness, options: TCPOptions(limits: limits))
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let bytes = try harness.record(connection.bytes, label: "server bytes")
+            try client.sendAll(Array("hello".utf8))
+            XCTAssertEqual(try waitForBytes(bytes, 5), Array("hello".utf8))
+            XCTAssertNil(try harness.onLoop { connection.stream.extrasIfMade }, "a connection that only read made its extras")
+
+            let writable = try harness.record(connection.writable, label: "writable")
+            // From this (test) thread: each send counted in transit, then queued on the loop.
+            let chunk = 32 << 10
+            let payload = bytePattern(64 * chunk, seed: 5)
+            for start in stride(from: 0, to: payload.count, by: chunk) {
+                connection.send(Array(payload[start..<start + chunk]))
+            }
+            XCTAssertGreaterThan(connection.queuedWriteByteCount, 0, "the queue (or what is in transit) is empty off the loop")
+            try writable.wait(for: "writable false") { $0.contains { $0.value == false } }
+            let closed = try harness.record(connection.close(), label: "close")
+            XCTAssertNil(closed.terminal, "close() finished before the queued bytes were read")
+            XCTAssertEqual(connection.peerAddress?.port, client.localPort)
+            let received = try client.receiveUntilEOF()
+            XCTAssertEqual(received.count, payload.count)
+            XCTAssertTrue(received == payload, "the bytes arrived out of order or changed")
+            XCTAssertTrue(try closed.waitForTermination().isCompleted, "the graceful close did not report its end")
+            XCTAssertEqual(writable.values, [true, false, true], "writable did not go false, then true once drained")
+            XCTAssertEqual(connection.queuedWriteByteCount, 0)
+            try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
+        }
+    }
+
+    /// How a stream ended is kept in `openState` (and a failure's error in the extras, made then):
+    /// after the peer's reset, a new reader and a `close()` get the same `ECONNRESET`, and the
+    /// connection reads as closed from another thread; after `reset()` here, a new reader
+    /// completes and `close()` completes.
+    func testAnEndedConnectionTellsLaterCallersHowItEnded() throws {
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let first = try BlockingClient(port: port)
+            let second = try BlockingClient(port: port)
+            defer { first.close(); second.close() }
+            let connections = try waitForAccepted(server, 2)
+            let bytes = try harness.record(connections[0].bytes, label: "first bytes")
+            first.reset()
+            _ = try bytes.waitForTermination()
+            XCTAssertEqual(errorName(bytes), "ECONNRESET")
+            XCTAssertFalse(connections[0].isOpen, "off the loop, the failed connection still reads as open")
+            let later = try harness.record(connections[0].bytes, label: "later reader")
+            _ = try later.waitForTermination()
+            XCTAssertEqual(errorName(later), "ECONNRESET", "a reader after the failure was not told it")
+            let close = try harness.record(connections[0].close(), label: "close after failure")
+            _ = try close.waitForTermination()
+            XCTAssertEqual(errorName(close), "ECONNRESET", "close() after the failure was not told it")
+
+            try harness.onLoop { connections[1].reset() }
+            XCTAssertFalse(connections[1].isOpen)
+            let afterReset = try harness.record(connections[1].bytes, label: "reader after reset")
+            XCTAssertTrue(try afterReset.waitForTermination().isCompleted, "a reader after reset() did not complete")
+            let closeAfterReset = try harness.record(connections[1].close(), label: "close after reset")
+            XCTAssertTrue(try closeAfterReset.waitForTermination().isCompleted)
+            try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
+        }
+    }
+
+    /// A single-reader source that counts the readers its tokens stopped (`ReaderSlot`'s rule, without a socket).
+    private final class CountingSource: SingleReaderSource, @unchecked Sendable {
+        // `slot` and `stopped` are touched on `loop`'s thread only (the test reads them there).
+        let loop: EventLoop
+        var slot = ReaderSlot<Int, CountingSource>()
+        var stopped = 0
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        func stopReading(_ token: ReaderToken<CountingSource>) {
+            guard slot.isCurrent(token) else { return }
+            slot.take()
+            stopped += 1
+        }
+
+        var reads: Signal<Int> { Signal { [self] subscriber in slot.fill(subscriber, of: self) } }
+    }
+
+    /// The slot keeps no token (`ReaderSlot`): a reader's token stops it only while it is the
+    /// current reader. A replaced reader's token, disposed after the next reader came (an IPC
+    /// `bytes` reader ended by a descriptor, whose home loop disposes it later), leaves that
+    /// reader alone; the current reader's token stops it; a token disposed once the slot is
+    /// empty does nothing.
+    func testAReplacedReadersTokenLeavesTheNextReaderReading() throws {
+        try checked { harness in
+            let source = CountingSource(loop: harness.loop)
+            let (first, second) = try harness.onLoop { () -> (any Disposable, any Disposable) in
+                let first = source.reads.subscribe()
+                source.slot.take()  // the first reader ended as `endReader` ends it; its subscription is not disposed yet
+                let second = source.reads.subscribe()
+                return (first, second)
+            }
+            first.dispose()
+            try harness.onLoop {
+                XCTAssertNotNil(source.slot.reader, "the first reader's token stopped the second reader")
+                XCTAssertEqual(source.stopped, 0)
+            }
+            second.dispose()
+            try harness.onLoop {
+                XCTAssertNil(source.slot.reader, "the current reader's token did not stop it")
+                XCTAssertEqual(source.stopped, 1)
+            }
+            let third = try harness.onLoop { source.reads.subscribe() }
+            try harness.onLoop { source.slot.take() }
+            third.dispose()
+            try harness.onLoop { XCTAssertEqual(source.stopped, 1, "a token disposed after its reader left stopped something") }
+        }
+    }
+
+    /// Opens `count` blocking TCP connections to 127.0.0.1:`port` that never send, appending their descriptors.
+    private func openSilentClients(_ count: Int, to port: Int, into clients: inout [Int32]) throws {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        for _ in 0..<count {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else {
+                close(descriptor)
+                throw TestFailure("connect() failed: errno \(errno)")
+            }
+            clients.append(descriptor)
+        }
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
