@@ -27,6 +27,8 @@ final class TCPIdleMemoryTests: XCTestCase {
     /// 797 with one-word reader and owner slots.
     /// The bound leaves some slack for the loop's tables, which grow with the descriptors.
     func testAnIdleEchoConnectionCostsAtMost820HeapBytes() throws {
+        // 1,200 clients and as many accepted sockets: past the common soft limit of 1,024 descriptors.
+        try raiseOpenFileLimit(to: 4_096)
         try checked { harness in
             let counts = ServerCounts()
             let server = try harness.onLoop { () -> any Disposable in
@@ -201,6 +203,18 @@ final class TCPIdleMemoryTests: XCTestCase {
             }
             clients.append(descriptor)
         }
+    }
+
+    /// Raises the soft limit on open descriptors to `needed` if the hard limit allows; else fails saying so.
+    private func raiseOpenFileLimit(to needed: Int) throws {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("getrlimit failed: errno \(errno)") }
+        if limit.rlim_cur >= rlim_t(needed) { return }
+        guard limit.rlim_max == rlim_t.max || limit.rlim_max >= rlim_t(needed) else {
+            throw TestFailure("this test opens \(needed) descriptors but the hard limit (RLIMIT_NOFILE) is \(limit.rlim_max)")
+        }
+        limit.rlim_cur = rlim_t(needed)
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("setrlimit failed: errno \(errno)") }
     }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
