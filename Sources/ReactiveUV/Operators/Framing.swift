@@ -430,29 +430,34 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }
 
-    /// `cutInPlace`'s loop, sending each piece with `send`.
+    /// `cutInPlace`'s loop, sending each piece with `send`. The separators' offsets are found
+    /// into a buffer on this call's stack (`SingleByteCut.start(at:into:)`).
     @inline(__always)
     private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
         guard let base = bytes.baseAddress else { return false }
-        let count = bytes.count
-        var position = offset
-        var spare = self.spare.take()
-        while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
-            // Past the piece before it is sent: a nested call goes on after it.
-            offset = next
-            let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
-            send(piece)
-            if subscription.isDisposed {
-                end(nil)
-                return true
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: SingleByteCut.foundCapacity) { found in
+            let count = bytes.count
+            var position = offset
+            var cut = cut
+            cut.start(at: position, into: found.baseAddress.unsafelyUnwrapped)
+            var spare = self.spare.take()
+            while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
+                // Past the piece before it is sent: a nested call goes on after it.
+                offset = next
+                let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
+                send(piece)
+                if subscription.isDisposed {
+                    end(nil)
+                    return true
+                }
+                // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
+                if current == nil { return true }
+                spare = piece.isWorthKeeping ? consume piece : nil
+                position = next
             }
-            // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
-            if current == nil { return true }
-            spare = piece.isWorthKeeping ? consume piece : nil
-            position = next
+            self.spare = spare
+            return false
         }
-        self.spare = spare
-        return false
     }
 
     /// Stops for good: frees the buffered bytes and the queue, then sends the terminal event, if any.
