@@ -7,21 +7,41 @@
 #include <immintrin.h>
 #endif
 
+// Writes the offsets of the bits set in `mask` (bit `i`: offset `base + i`, from `from`) to `out`, moved on.
+#define REACTIVEUV_WRITE_OFFSETS(mask, base)                                                        \
+    while ((mask) != 0) {                                                                         \
+        *out++ = (int32_t)((base) - from) + (int32_t)__builtin_ctzll(mask);                       \
+        (mask) &= (mask) - 1;                                                                     \
+    }
+
 // The search loop, around `MASK64(pointer)`: the mask of `byte` in the 64 bytes at `pointer`.
-// Whole blocks first, while 64 bytes are left and `found` has room for a block's offsets; then
-// the last fewer bytes, scanned as the buffer's last 64 (their bits before `position` shifted
-// out: those bytes were scanned already), or, in a buffer under 64 bytes, copied into a block of
-// zeros first (their bits past `rest` masked off: the zeros are no bytes of the buffer).
+// Two blocks at a time while 128 bytes are left and `found` has room for their offsets (out of
+// room, it returns); then one block, and the last fewer bytes, scanned as the buffer's last 64
+// (their bits before `position` shifted out: those bytes were scanned already), or, in a buffer
+// under 64 bytes, copied into a block of zeros first (their bits past `rest` masked off: the
+// zeros are no bytes of the buffer). Offsets are written from `from`, so they fit an `int32_t`.
 #define REACTIVEUV_FIND_LOOP(MASK64)                                                               \
-    long *out = found;                                                                            \
-    long *const last_out = found + (capacity - REACTIVEUV_FIND_BYTE_BLOCK);                       \
+    if (count - from > REACTIVEUV_FIND_BYTE_SPAN) count = from + REACTIVEUV_FIND_BYTE_SPAN;       \
+    int32_t *out = found;                                                                         \
+    int32_t *const last_out = found + (capacity - REACTIVEUV_FIND_BYTE_BLOCK);                       \
     long position = from;                                                                         \
+    if (capacity >= 2 * REACTIVEUV_FIND_BYTE_BLOCK) {                                             \
+        int32_t *const last_pair_out = found + (capacity - 2 * REACTIVEUV_FIND_BYTE_BLOCK);          \
+        while (position <= count - 128 && out <= last_pair_out) {                                 \
+            uint64_t low = MASK64(bytes + position);                                              \
+            uint64_t high = MASK64(bytes + position + 64);                                        \
+            REACTIVEUV_WRITE_OFFSETS(low, position)                                               \
+            REACTIVEUV_WRITE_OFFSETS(high, position + 64)                                         \
+            position += 128;                                                                      \
+        }                                                                                         \
+        if (position <= count - 128) { /* out of room: the caller takes these first */            \
+            *scanned = position;                                                                  \
+            return out - found;                                                                   \
+        }                                                                                         \
+    }                                                                                             \
     while (position <= count - 64 && out <= last_out) {                                           \
         uint64_t mask = MASK64(bytes + position);                                                 \
-        while (mask != 0) {                                                                       \
-            *out++ = position + __builtin_ctzll(mask);                                            \
-            mask &= mask - 1;                                                                     \
-        }                                                                                         \
+        REACTIVEUV_WRITE_OFFSETS(mask, position)                                                  \
         position += 64;                                                                           \
     }                                                                                             \
     if (position < count && out <= last_out) {                                                    \
@@ -35,10 +55,7 @@
             memcpy(block, bytes + position, (size_t)rest);                                        \
             mask = MASK64(block) & ((UINT64_C(1) << rest) - 1);                                   \
         }                                                                                         \
-        while (mask != 0) {                                                                       \
-            *out++ = position + __builtin_ctzll(mask);                                            \
-            mask &= mask - 1;                                                                     \
-        }                                                                                         \
+        REACTIVEUV_WRITE_OFFSETS(mask, position)                                                  \
         position = count;                                                                         \
     }                                                                                             \
     *scanned = position;                                                                          \
@@ -54,7 +71,7 @@ static inline uint64_t portable_mask64(const uint8_t *pointer, uint8_t byte) {
 }
 
 static long find_byte_portable(const uint8_t *bytes, long from, long count, uint8_t byte,
-                               long *found, long capacity, long *scanned) {
+                               int32_t *found, long capacity, long *scanned) {
 #define MASK64_PORTABLE(pointer) portable_mask64((pointer), byte)
     REACTIVEUV_FIND_LOOP(MASK64_PORTABLE)
 #undef MASK64_PORTABLE
@@ -62,8 +79,8 @@ static long find_byte_portable(const uint8_t *bytes, long from, long count, uint
 
 #if defined(__x86_64__)
 
-__attribute__((target("avx2"))) static long find_byte_avx2(const uint8_t *bytes, long from, long count, uint8_t byte,
-                                                           long *found, long capacity, long *scanned) {
+__attribute__((target("avx2,bmi"))) static long find_byte_avx2(const uint8_t *bytes, long from, long count, uint8_t byte,
+                                                           int32_t *found, long capacity, long *scanned) {
     const __m256i needle = _mm256_set1_epi8((char)byte);
 #define MASK64_AVX2(pointer)                                                                              \
     ((uint64_t)(uint32_t)_mm256_movemask_epi8(                                                            \
@@ -76,7 +93,7 @@ __attribute__((target("avx2"))) static long find_byte_avx2(const uint8_t *bytes,
 }
 
 static long find_byte_sse2(const uint8_t *bytes, long from, long count, uint8_t byte,
-                           long *found, long capacity, long *scanned) {
+                           int32_t *found, long capacity, long *scanned) {
     const __m128i needle = _mm_set1_epi8((char)byte);
 #define MASK16_SSE2(pointer) \
     ((uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(pointer)), needle)))
@@ -88,7 +105,7 @@ static long find_byte_sse2(const uint8_t *bytes, long from, long count, uint8_t 
 #undef MASK16_SSE2
 }
 
-/// Whether the CPU has AVX2 and the OS saves the YMM registers (CPUID leaf 7 and XGETBV).
+/// Whether the CPU has AVX2 (and BMI1, for `blsr`) and the OS saves the YMM registers (CPUID and XGETBV).
 static int has_avx2(void) {
     unsigned int eax, ebx, ecx, edx;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
@@ -99,17 +116,18 @@ static int has_avx2(void) {
     if ((xcr0_low & 0x6) != 0x6) return 0;  // XMM and YMM state
     if (__get_cpuid_max(0, 0) < 7) return 0;
     __cpuid_count(7, 0, eax, ebx, ecx, edx);
-    return (ebx & (1u << 5)) != 0;
+    const unsigned int avx2 = 1u << 5, bmi1 = 1u << 3;
+    return (ebx & (avx2 | bmi1)) == (avx2 | bmi1);
 }
 
-typedef long (*find_byte_function)(const uint8_t *, long, long, uint8_t, long *, long, long *);
+typedef long (*find_byte_function)(const uint8_t *, long, long, uint8_t, int32_t *, long, long *);
 
 /// The search this CPU runs, chosen on the first call. Every thread that races to choose stores
 /// the same function, and relaxed atomic loads and stores make that race well defined.
 static find_byte_function chosen_find_byte = 0;
 
 long reactiveuv_find_byte(const uint8_t *bytes, long from, long count, uint8_t byte,
-                          long *found, long capacity, long *scanned) {
+                          int32_t *found, long capacity, long *scanned) {
     find_byte_function function = __atomic_load_n(&chosen_find_byte, __ATOMIC_RELAXED);
     if (__builtin_expect(function == 0, 0)) {
         function = has_avx2() ? find_byte_avx2 : find_byte_sse2;
@@ -119,7 +137,7 @@ long reactiveuv_find_byte(const uint8_t *bytes, long from, long count, uint8_t b
 }
 
 long reactiveuv_find_byte_using(int implementation, const uint8_t *bytes, long from, long count, uint8_t byte,
-                                long *found, long capacity, long *scanned) {
+                                int32_t *found, long capacity, long *scanned) {
     switch (implementation) {
     case 0: return reactiveuv_find_byte(bytes, from, count, byte, found, capacity, scanned);
     case 1: return find_byte_portable(bytes, from, count, byte, found, capacity, scanned);
@@ -132,12 +150,12 @@ long reactiveuv_find_byte_using(int implementation, const uint8_t *bytes, long f
 #else
 
 long reactiveuv_find_byte(const uint8_t *bytes, long from, long count, uint8_t byte,
-                          long *found, long capacity, long *scanned) {
+                          int32_t *found, long capacity, long *scanned) {
     return find_byte_portable(bytes, from, count, byte, found, capacity, scanned);
 }
 
 long reactiveuv_find_byte_using(int implementation, const uint8_t *bytes, long from, long count, uint8_t byte,
-                                long *found, long capacity, long *scanned) {
+                                int32_t *found, long capacity, long *scanned) {
     switch (implementation) {
     case 0: return reactiveuv_find_byte(bytes, from, count, byte, found, capacity, scanned);
     case 1: return find_byte_portable(bytes, from, count, byte, found, capacity, scanned);

@@ -68,15 +68,18 @@ struct SingleByteCut {
     /// The longest piece the framer accepts: a longer one is left to `next`, which fails the stream.
     let maxLength: Int
     let dropsCarriageReturn: Bool
-    /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`.
-    private var found: UnsafeMutablePointer<Int>?
+    /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`, each from `foundBase`.
+    private var found: UnsafeMutablePointer<Int32>?
     private var nextFound = 0
     private var foundCount = 0
+    private var foundBase = 0
     /// How far the chunk was searched: every separator before it is in `found`, or was cut at.
     private var scanned = 0
 
-    /// How many offsets the buffer of `start(at:into:)` holds: 1 KiB, on the stack.
-    static let foundCapacity = 128
+    /// How many offsets the buffer of `start(at:into:)` holds: 1 KiB, on the stack (a larger
+    /// temporary allocation asks the runtime whether the stack has room, once per chunk); room for
+    /// four blocks' worth, so the search goes on two blocks at a time while fewer than 128 were found.
+    static let foundCapacity = 256
 
     init(separator: UInt8, maxLength: Int, dropsCarriageReturn: Bool) {
         self.separator = separator
@@ -87,7 +90,7 @@ struct SingleByteCut {
     /// Begins at `offset` of a chunk (the next piece starts there), keeping the offsets it finds in
     /// `found` (`foundCapacity` of them), which must outlive the cut.
     @inline(__always)
-    mutating func start(at offset: Int, into found: UnsafeMutablePointer<Int>) {
+    mutating func start(at offset: Int, into found: UnsafeMutablePointer<Int32>) {
         self.found = found
         nextFound = 0
         foundCount = 0
@@ -103,12 +106,13 @@ struct SingleByteCut {
         let found = self.found.unsafelyUnwrapped  // set by `start(at:into:)`
         if nextFound == foundCount {
             if scanned >= count { return nil }
+            foundBase = scanned
             foundCount = reactiveuv_find_byte(base, scanned, count, separator, found, Self.foundCapacity, &scanned)
             nextFound = 0
             // None found: the search went on to the chunk's end.
             if foundCount == 0 { return nil }
         }
-        let end = found[nextFound]
+        let end = foundBase &+ Int(found[nextFound])
         nextFound &+= 1
         return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
     }

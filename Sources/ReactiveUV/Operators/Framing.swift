@@ -1,3 +1,5 @@
+import CReactiveUVByteScan
+
 /// Operators that cut byte signals into the messages they carry: `lines`,
 /// `utf8Lines`, `split(separator:maxLength:)` and `frames(lengthPrefix:maxLength:)`.
 ///
@@ -221,9 +223,10 @@ extension Array: FramedOutput where Element == UInt8 {
                     }
                 }
                 // Unique (the subscriber let it go): written in place; else copied first (copy on write).
+                // Inline for a short piece (`reactiveuv_copy_bytes`), not a call to `memcpy`.
                 storage.withUnsafeMutableBufferPointer { target in
                     if let source = bytes.baseAddress, let destination = target.baseAddress {
-                        UnsafeMutableRawPointer(destination).copyMemory(from: source, byteCount: count)
+                        reactiveuv_copy_bytes(destination, source, count)
                     }
                 }
                 self = storage
@@ -435,7 +438,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     @inline(__always)
     private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
         guard let base = bytes.baseAddress else { return false }
-        return withUnsafeTemporaryAllocation(of: Int.self, capacity: SingleByteCut.foundCapacity) { found in
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: SingleByteCut.foundCapacity) { found in
             let count = bytes.count
             var position = offset
             var cut = cut

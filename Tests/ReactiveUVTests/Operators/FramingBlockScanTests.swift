@@ -4,7 +4,7 @@ import ReactiveUVTesting
 import XCTest
 
 /// The block search behind `lines()` and `split(separator:)` with one byte (`reactiveuv_find_byte`,
-/// 64 bytes at a time): separators on either side of a block's edge, in a chunk's last byte, in a
+/// 64 bytes at a time) and the inline copy of each line (`reactiveuv_copy_bytes`): separators on either side of a block's edge, in a chunk's last byte, in a
 /// chunk shorter than a block, lines longer than a block, limits at a block's edge. Each case is
 /// checked against a byte-by-byte splitter, so an offset or a mask off by one shows as a wrong line.
 final class FramingBlockScanTests: XCTestCase {
@@ -77,15 +77,22 @@ final class FramingBlockScanTests: XCTestCase {
     /// zeros a short tail is padded with are not separators); asked again from where it stopped
     /// until the end, it never writes past the room it was given.
     func testFindByteFindsWhatAByteByByteSearchFindsByEveryWay() {
-        let capacity = Int(REACTIVEUV_FIND_BYTE_BLOCK)
+        let block = Int(REACTIVEUV_FIND_BYTE_BLOCK)
         var ways: [Int32] = []
         for way: Int32 in 0...3 {
             var scanned = 0
-            var room = [Int](repeating: 0, count: capacity)
-            if reactiveuv_find_byte_using(way, [1], 0, 1, 1, &room, capacity, &scanned) >= 0 { ways.append(way) }
+            var room = [Int32](repeating: 0, count: block)
+            if reactiveuv_find_byte_using(way, [1], 0, 1, 1, &room, block, &scanned) >= 0 { ways.append(way) }
         }
+        // Room for one block (searched one at a time), for two (two at a time), and between.
+        for capacity in [block, 2 * block, 2 * block + 37, 4 * block] {
+            checkFindByte(ways: ways, capacity: capacity)
+        }
+    }
+
+    private func checkFindByte(ways: [Int32], capacity: Int) {
         XCTAssertTrue(ways.contains(1) && ways.contains(0), "the portable and the chosen way exist everywhere: \(ways)")
-        for length in 0...200 {
+        for length in 0...300 {
             for density in [1, 2, 7, 63, 64, 65, 1_000] {
                 for needle: UInt8 in [0, 10] {
                     // The needle at every density-th byte, and in the last byte.
@@ -99,22 +106,44 @@ final class FramingBlockScanTests: XCTestCase {
                             var position = from
                             while position < length {
                                 // Room for one block, then a guard the search must not write into.
-                                var room = [Int](repeating: -7, count: capacity + 8)
+                                var room = [Int32](repeating: -7, count: capacity + 8)
                                 var scanned = 0
                                 let written = reactiveuv_find_byte_using(way, buffer, position, length, needle, &room, capacity, &scanned)
                                 XCTAssertTrue(written >= 0 && written <= capacity && scanned > position && scanned <= length,
                                               "way \(way), length \(length), from \(position): wrote \(written), scanned to \(scanned)")
-                                XCTAssertEqual(Array(room[capacity...]), [Int](repeating: -7, count: 8), "way \(way) wrote past its room")
+                                XCTAssertEqual(Array(room[capacity...]), [Int32](repeating: -7, count: 8), "way \(way) wrote past its room of \(capacity)")
                                 guard written >= 0 && scanned > position else { return }
-                                found += room[0..<written]
+                                found += room[0..<written].map { position + Int($0) }
                                 position = scanned
                             }
                             if found != truth {
-                                XCTFail("way \(way), length \(length), density \(density), needle \(needle), from \(from): \(found) != \(truth)")
+                                XCTFail("way \(way), room \(capacity), length \(length), density \(density), needle \(needle), from \(from): \(found) != \(truth)")
                                 return
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// `reactiveuv_copy_bytes` (each line's copy into the storage it reuses) copies exactly
+    /// `count` bytes for every count from 0 to 300 (each of its size classes and their edges, 16,
+    /// 32, 64, 128, and past them to `memcpy`), from any alignment, touching no byte around them.
+    func testCopyBytesCopiesExactlyItsCountAtEverySize() {
+        let source = (0..<340).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        for count in 0...300 {
+            for shift in [0, 1, 7] {
+                var target = [UInt8](repeating: 0xEE, count: count + 40)
+                source.withUnsafeBufferPointer { from in
+                    target.withUnsafeMutableBufferPointer { to in
+                        reactiveuv_copy_bytes(to.baseAddress! + 20, from.baseAddress! + shift, count)
+                    }
+                }
+                let expected = [UInt8](repeating: 0xEE, count: 20) + source[shift..<(shift + count)] + [UInt8](repeating: 0xEE, count: 20)
+                if target != expected {
+                    XCTFail("copy of \(count) bytes from offset \(shift): \(target) != \(expected)")
+                    return
                 }
             }
         }
