@@ -428,7 +428,9 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     ) -> Bool {
         // One loop per way of sending, so the loop to the sink keeps nothing else live across its calls.
         if let sink {
-            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) } }
+            // The sink's callback itself: `handleNextInBurst` is the disposed flag of this very
+            // subscription, then the callback, and `cutPieces` reads that flag before every piece.
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.next?(piece) } }
         }
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }
@@ -445,18 +447,25 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
             cut.start(at: position, into: found.baseAddress.unsafelyUnwrapped)
             var spare = self.spare.take()
             while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
-                // Past the piece before it is sent: a nested call goes on after it.
-                offset = next
-                let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
-                send(piece)
+                // Before every piece (so `send` need not): disposed from inside the delivery before,
+                // or from another thread meanwhile.
                 if subscription.isDisposed {
                     end(nil)
                     return true
                 }
+                // Past the piece before it is sent: a nested call goes on after it.
+                offset = next
+                let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
+                send(piece)
                 // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
                 if current == nil { return true }
                 spare = piece.isWorthKeeping ? consume piece : nil
                 position = next
+            }
+            // Disposed inside the last piece's delivery: nothing more is cut (nor an error sent).
+            if subscription.isDisposed {
+                end(nil)
+                return true
             }
             self.spare = spare
             return false
