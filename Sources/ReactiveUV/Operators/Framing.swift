@@ -195,6 +195,19 @@ extension Array: FramedOutput where Element == UInt8 {
         UInt(bitPattern: capacity &- count) <= UInt(bitPattern: 16 &+ count >> 3)
     }
 
+    /// `storage` with `count` elements: the last ones removed, or zeros appended (then overwritten).
+    @inline(never)
+    static func resized(_ storage: consuming [UInt8], to count: Int) -> [UInt8] {
+        var storage = storage
+        let difference = storage.count &- count
+        if difference > 0 {
+            storage.removeLast(difference)
+        } else {
+            storage.append(contentsOf: repeatElement(0, count: -difference))
+        }
+        return storage
+    }
+
     /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
     /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
     /// array of the exact size.
@@ -213,15 +226,9 @@ extension Array: FramedOutput where Element == UInt8 {
             let count = bytes.count
             // A spare of the piece's very count was made (or reused) for that count: it fits as a new one would.
             if var storage = consume spare, storage.count == count || Self.fitsClosely(count, capacity: storage.capacity) {
-                // Lines of a stream are mostly of one length: the count changes only when it differs.
-                let difference = storage.count &- count
-                if _slowPath(difference != 0) {
-                    if difference > 0 {
-                        storage.removeLast(difference)
-                    } else {
-                        storage.append(contentsOf: repeatElement(0, count: -difference))
-                    }
-                }
+                // Lines of a stream are mostly of one length: the count changes only when it differs,
+                // out of line (so `storage` is not kept in memory for the calls that change it).
+                if _slowPath(storage.count != count) { storage = Self.resized(storage, to: count) }
                 // Unique (the subscriber let it go): written in place; else copied first (copy on write).
                 // Inline for a short piece (`reactiveuv_copy_bytes`), not a call to `memcpy`.
                 storage.withUnsafeMutableBufferPointer { target in
