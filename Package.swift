@@ -33,7 +33,7 @@ let package = Package(
         ),
         // The per-thread current scheduler and loop, as C `__thread` variables (an inline read, no call).
         .target(name: "CReactiveUVThreadLocal"),
-        // Separator positions in 64-byte blocks as a bit mask, with SSE2 (`lines()`, `split(separator:)`).
+        // Separators found 64 bytes at a time (AVX2 or SSE2) and a short line copied inline: `lines()`, `split(separator:)`.
         .target(name: "CReactiveUVByteScan"),
         .target(name: "ReactiveUV", dependencies: [
             "CLibUV",
