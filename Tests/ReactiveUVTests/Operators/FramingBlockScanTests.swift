@@ -72,7 +72,7 @@ final class FramingBlockScanTests: XCTestCase {
 
     /// `reactiveuv_find_byte` by each of its ways (the portable loop, SSE2, AVX2 when the CPU has
     /// it, and the one chosen) finds exactly the offsets a byte-by-byte search finds, from any
-    /// start, in buffers of 0 to 200 bytes (under a block, a block, blocks and a tail), with a
+    /// start, in buffers of 0 to 260 bytes (under a block, a block, blocks and a tail), with a
     /// separator dense or sparse, in the first and last byte, and NUL as the byte looked for (the
     /// zeros a short tail is padded with are not separators); asked again from where it stopped
     /// until the end, it never writes past the room it was given.
@@ -92,28 +92,33 @@ final class FramingBlockScanTests: XCTestCase {
 
     private func checkFindByte(ways: [Int32], capacity: Int) {
         XCTAssertTrue(ways.contains(1) && ways.contains(0), "the portable and the chosen way exist everywhere: \(ways)")
-        for length in 0...300 {
-            for density in [1, 2, 7, 63, 64, 65, 1_000] {
-                for needle: UInt8 in [0, 10] {
+        // Room for `capacity` offsets, then a guard the search must not write into.
+        var room = [Int32](repeating: -7, count: capacity + 8)
+        for length in 0...260 {
+            for density in [1, 7, 64, 65, 1_000] {
+                // NUL only in buffers under two blocks: where a tail is padded with zeros.
+                for needle: UInt8 in length < 128 ? [0, 10] : [10] {
                     // The needle at every density-th byte, and in the last byte.
                     var buffer = (0..<length).map { UInt8(1 + $0 % 200) }
                     for position in stride(from: density - 1, to: length, by: density) { buffer[position] = needle }
                     if length > 0 { buffer[length - 1] = needle }
-                    for from in Set([0, 1, 5, 63, 64, 65, length / 2, length].filter { $0 <= length }) {
+                    for from in Set([0, 1, 63, 64, 65, length / 2, length].filter { $0 <= length }) {
                         let truth = (from..<length).filter { buffer[$0] == needle }
                         for way in ways {
                             var found: [Int] = []
                             var position = from
                             while position < length {
-                                // Room for one block, then a guard the search must not write into.
-                                var room = [Int32](repeating: -7, count: capacity + 8)
                                 var scanned = 0
                                 let written = reactiveuv_find_byte_using(way, buffer, position, length, needle, &room, capacity, &scanned)
-                                XCTAssertTrue(written >= 0 && written <= capacity && scanned > position && scanned <= length,
-                                              "way \(way), length \(length), from \(position): wrote \(written), scanned to \(scanned)")
-                                XCTAssertEqual(Array(room[capacity...]), [Int32](repeating: -7, count: 8), "way \(way) wrote past its room of \(capacity)")
-                                guard written >= 0 && scanned > position else { return }
-                                found += room[0..<written].map { position + Int($0) }
+                                guard written >= 0 && written <= capacity && scanned > position && scanned <= length else {
+                                    XCTFail("way \(way), length \(length), from \(position): wrote \(written), scanned to \(scanned)")
+                                    return
+                                }
+                                guard room[capacity...].allSatisfy({ $0 == -7 }) else {
+                                    XCTFail("way \(way) wrote past its room of \(capacity)")
+                                    return
+                                }
+                                for index in 0..<written { found.append(position + Int(room[index])) }
                                 position = scanned
                             }
                             if found != truth {
@@ -198,6 +203,19 @@ final class FramingBlockScanTests: XCTestCase {
             let chunks = stride(from: 0, to: stream.count, by: size).map { Array(stream[$0..<min($0 + size, stream.count)]) }
             assertCut(chunks, "chunks of \(size)")
         }
+    }
+
+    /// One chunk of more lines than one search has room for (256 offsets): 3,000 lines of 0 to 9
+    /// bytes, runs of empty lines among them (blocks of 64 separators), so the driver searches
+    /// the chunk again and again from where the last search stopped, each line whole.
+    func testMoreLinesInOneChunkThanOneSearchFindsAreAllCut() {
+        var stream: [UInt8] = []
+        for index in 0..<3_000 {
+            let length = index % 500 < 150 ? 0 : index % 10
+            stream += bytes(length, at: []) + (index % 7 == 0 ? [13, 10] : [10])
+        }
+        assertCut([stream], "\(stream.count) bytes in one chunk")
+        assertCut([Array(stream[..<5_001]), Array(stream[5_001...])], "two chunks")
     }
 
     /// Chunks shorter than a block (copied into a block of zeros to be searched): every line of
