@@ -10,55 +10,57 @@
 // Writes the offsets of the bits set in `mask` (bit `i`: offset `base + i`, from `from`) to `out`, moved on.
 #define REACTIVEUV_WRITE_OFFSETS(mask, base)                                                        \
     while ((mask) != 0) {                                                                         \
-        *out++ = (int32_t)((base) - from) + (int32_t)__builtin_ctzll(mask);                       \
+        *out++ = (base) + (int32_t)__builtin_ctzll(mask);                                         \
         (mask) &= (mask) - 1;                                                                     \
     }
 
 // The search loop, around `MASK64(pointer)`: the mask of `byte` in the 64 bytes at `pointer`.
 // Two blocks at a time while 128 bytes are left and `found` has room for their offsets (out of
 // room, it returns); then one block, and the last fewer bytes, scanned as the buffer's last 64
-// (their bits before `position` shifted out: those bytes were scanned already), or, in a buffer
-// under 64 bytes, copied into a block of zeros first (their bits past `rest` masked off: the
-// zeros are no bytes of the buffer). Offsets are written from `from`, so they fit an `int32_t`.
+// (their bits before `at` shifted out: those bytes were scanned already), or, in a buffer under
+// 64 bytes, copied into a block of zeros first (their bits past `rest` masked off: the zeros are
+// no bytes of the buffer). `at` counts from `from`, as the offsets written, so both fit an `int32_t`.
 #define REACTIVEUV_FIND_LOOP(MASK64)                                                               \
     if (count - from > REACTIVEUV_FIND_BYTE_SPAN) count = from + REACTIVEUV_FIND_BYTE_SPAN;       \
+    const uint8_t *const start = bytes + from;                                                    \
+    const int32_t span = (int32_t)(count - from);                                                 \
     int32_t *out = found;                                                                         \
-    int32_t *const last_out = found + (capacity - REACTIVEUV_FIND_BYTE_BLOCK);                       \
-    long position = from;                                                                         \
+    int32_t *const last_out = found + (capacity - REACTIVEUV_FIND_BYTE_BLOCK);                    \
+    int32_t at = 0;                                                                               \
     if (capacity >= 2 * REACTIVEUV_FIND_BYTE_BLOCK) {                                             \
-        int32_t *const last_pair_out = found + (capacity - 2 * REACTIVEUV_FIND_BYTE_BLOCK);          \
-        while (position <= count - 128 && out <= last_pair_out) {                                 \
-            uint64_t low = MASK64(bytes + position);                                              \
-            uint64_t high = MASK64(bytes + position + 64);                                        \
-            REACTIVEUV_WRITE_OFFSETS(low, position)                                               \
-            REACTIVEUV_WRITE_OFFSETS(high, position + 64)                                         \
-            position += 128;                                                                      \
+        int32_t *const last_pair_out = found + (capacity - 2 * REACTIVEUV_FIND_BYTE_BLOCK);       \
+        while (at <= span - 128 && out <= last_pair_out) {                                        \
+            uint64_t low = MASK64(start + at);                                                    \
+            uint64_t high = MASK64(start + at + 64);                                              \
+            REACTIVEUV_WRITE_OFFSETS(low, at)                                                     \
+            REACTIVEUV_WRITE_OFFSETS(high, at + 64)                                               \
+            at += 128;                                                                            \
         }                                                                                         \
-        if (position <= count - 128) { /* out of room: the caller takes these first */            \
-            *scanned = position;                                                                  \
+        if (at <= span - 128) { /* out of room: the caller takes these first */                   \
+            *scanned = from + at;                                                                 \
             return out - found;                                                                   \
         }                                                                                         \
     }                                                                                             \
-    while (position <= count - 64 && out <= last_out) {                                           \
-        uint64_t mask = MASK64(bytes + position);                                                 \
-        REACTIVEUV_WRITE_OFFSETS(mask, position)                                                  \
-        position += 64;                                                                           \
+    while (at <= span - 64 && out <= last_out) {                                                  \
+        uint64_t mask = MASK64(start + at);                                                       \
+        REACTIVEUV_WRITE_OFFSETS(mask, at)                                                        \
+        at += 64;                                                                                 \
     }                                                                                             \
-    if (position < count && out <= last_out) {                                                    \
-        const long rest = count - position;                                                       \
+    if (at < span && out <= last_out) {                                                           \
+        const int32_t rest = span - at;                                                           \
         uint64_t mask;                                                                            \
         if (count >= 64) {                                                                        \
             mask = MASK64(bytes + count - 64) >> (64 - rest);                                     \
         } else {                                                                                  \
             uint8_t block[64];                                                                    \
             memset(block, 0, sizeof block);                                                       \
-            memcpy(block, bytes + position, (size_t)rest);                                        \
+            memcpy(block, start + at, (size_t)rest);                                              \
             mask = MASK64(block) & ((UINT64_C(1) << rest) - 1);                                   \
         }                                                                                         \
-        REACTIVEUV_WRITE_OFFSETS(mask, position)                                                  \
-        position = count;                                                                         \
+        REACTIVEUV_WRITE_OFFSETS(mask, at)                                                        \
+        at = span;                                                                                \
     }                                                                                             \
-    *scanned = position;                                                                          \
+    *scanned = from + at;                                                                         \
     return out - found;
 
 /// Bit `i` is set when `pointer[i] == byte`, for the 64 bytes at `pointer`: the portable way.

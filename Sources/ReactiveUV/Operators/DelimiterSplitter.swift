@@ -109,7 +109,8 @@ struct SingleByteCut {
             foundBase = scanned
             foundCount = reactiveuv_find_byte(base, scanned, count, separator, found, Self.foundCapacity, &scanned)
             nextFound = 0
-            // None found: the search went on to the chunk's end.
+            // None found: the search went on to the chunk's end, or (a chunk over 1 GiB) stopped
+            // after `REACTIVEUV_FIND_BYTE_SPAN` bytes, and the framer's `next` takes the rest.
             if foundCount == 0 { return nil }
         }
         let end = foundBase &+ Int(found[nextFound])
