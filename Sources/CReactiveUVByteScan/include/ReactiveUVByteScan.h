@@ -48,20 +48,20 @@ static inline __attribute__((always_inline)) void reactiveuv_copy_bytes(uint8_t 
 #if defined(__SSE2__)
 #define REACTIVEUV_LOAD(offset) _mm_loadu_si128((const __m128i *)(const void *)(source + (offset)))
 #define REACTIVEUV_STORE(offset, value) _mm_storeu_si128((__m128i *)(void *)(destination + (offset)), (value))
-    if (count > 32) {
-        if (count > 64) {
-            if (count > 128) {
-                memcpy(destination, source, (size_t)count);
-                return;
-            }
-            const __m128i a = REACTIVEUV_LOAD(0), b = REACTIVEUV_LOAD(16), c = REACTIVEUV_LOAD(32), d = REACTIVEUV_LOAD(48);
-            const __m128i e = REACTIVEUV_LOAD(count - 64), f = REACTIVEUV_LOAD(count - 48);
-            const __m128i g = REACTIVEUV_LOAD(count - 32), h = REACTIVEUV_LOAD(count - 16);
-            REACTIVEUV_STORE(0, a); REACTIVEUV_STORE(16, b); REACTIVEUV_STORE(32, c); REACTIVEUV_STORE(48, d);
-            REACTIVEUV_STORE(count - 64, e); REACTIVEUV_STORE(count - 48, f);
-            REACTIVEUV_STORE(count - 32, g); REACTIVEUV_STORE(count - 16, h);
+    if (count > 64) {
+        if (__builtin_expect(count > 128, 0)) {
+            memcpy(destination, source, (size_t)count);
             return;
         }
+        const __m128i a = REACTIVEUV_LOAD(0), b = REACTIVEUV_LOAD(16), c = REACTIVEUV_LOAD(32), d = REACTIVEUV_LOAD(48);
+        const __m128i e = REACTIVEUV_LOAD(count - 64), f = REACTIVEUV_LOAD(count - 48);
+        const __m128i g = REACTIVEUV_LOAD(count - 32), h = REACTIVEUV_LOAD(count - 16);
+        REACTIVEUV_STORE(0, a); REACTIVEUV_STORE(16, b); REACTIVEUV_STORE(32, c); REACTIVEUV_STORE(48, d);
+        REACTIVEUV_STORE(count - 64, e); REACTIVEUV_STORE(count - 48, f);
+        REACTIVEUV_STORE(count - 32, g); REACTIVEUV_STORE(count - 16, h);
+        return;
+    }
+    if (count > 32) {
         const __m128i a = REACTIVEUV_LOAD(0), b = REACTIVEUV_LOAD(16);
         const __m128i c = REACTIVEUV_LOAD(count - 32), d = REACTIVEUV_LOAD(count - 16);
         REACTIVEUV_STORE(0, a); REACTIVEUV_STORE(16, b); REACTIVEUV_STORE(count - 32, c); REACTIVEUV_STORE(count - 16, d);
