@@ -68,7 +68,12 @@ struct SingleByteCut {
     /// The longest piece the framer accepts: a longer one is left to `next`, which fails the stream.
     let maxLength: Int
     let dropsCarriageReturn: Bool
-    /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`, each from `foundBase`.
+    /// `maxLength`, or less for a huge one: a piece at most this long (before its CR is dropped) is
+    /// sent at once, and any longer one is checked on the slow path, where the end of `found` is
+    /// noticed too (its sentinel is always further than this from where a piece starts).
+    private let fastLimit: Int
+    /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`, each from
+    /// `foundBase`, then `Self.sentinel`.
     private var found: UnsafeMutablePointer<Int32>?
     private var nextFound = 0
     private var foundCount = 0
@@ -76,15 +81,22 @@ struct SingleByteCut {
     /// How far the chunk was searched: every separator before it is in `found`, or was cut at.
     private var scanned = 0
 
-    /// How many offsets the buffer of `start(at:into:)` holds: 1 KiB, on the stack (a larger
-    /// temporary allocation asks the runtime whether the stack has room, once per chunk); room for
-    /// four blocks' worth, so the search goes on two blocks at a time while fewer than 128 were found.
+    /// How many offsets the buffer of `start(at:into:)` holds, the sentinel after the last one
+    /// included: 1 KiB, on the stack (a larger temporary allocation asks the runtime whether the
+    /// stack has room, once per chunk); room for four blocks' worth, so the search goes on two
+    /// blocks at a time while fewer than 128 were found.
     static let foundCapacity = 256
+
+    /// What follows the last offset found: as far from `foundBase` as an offset can be, so a piece
+    /// that would end there is longer than `fastLimit` (a piece starts at most
+    /// `REACTIVEUV_FIND_BYTE_SPAN` after `foundBase`), and the fast path needs no count check.
+    private static let sentinel = Int32.max
 
     init(separator: UInt8, maxLength: Int, dropsCarriageReturn: Bool) {
         self.separator = separator
         self.maxLength = maxLength
         self.dropsCarriageReturn = dropsCarriageReturn
+        fastLimit = min(maxLength, Int(Self.sentinel) - Int(REACTIVEUV_FIND_BYTE_SPAN) - 1)
     }
 
     /// Begins at `offset` of a chunk (the next piece starts there), keeping the offsets it finds in
@@ -92,30 +104,41 @@ struct SingleByteCut {
     @inline(__always)
     mutating func start(at offset: Int, into found: UnsafeMutablePointer<Int32>) {
         self.found = found
+        found[0] = Self.sentinel
         nextFound = 0
         foundCount = 0
+        foundBase = offset
         scanned = offset
     }
 
     /// The next piece, from `offset` (where the one before ended, or `start(at:into:)`) to the
     /// first separator in `base[offset..<count]`: its length (without the separator, nor a CR
     /// before it when `dropsCarriageReturn`) and the offset after the separator; nil when no
-    /// separator lies there. `base` and `count` are the same chunk's on every call.
+    /// separator lies there, or the piece is longer than `maxLength` (the framer's `next` then
+    /// decides). `base` and `count` are the same chunk's on every call.
     @inline(__always)
     mutating func piece(in base: UnsafePointer<UInt8>, from offset: Int, count: Int) -> (length: Int, next: Int)? {
         let found = self.found.unsafelyUnwrapped  // set by `start(at:into:)`
-        if nextFound == foundCount {
+        while true {
+            // In 64 bits, so the sentinel's end cannot wrap where `Int` has 32; a real end is below `count`.
+            let farEnd = Int64(foundBase) &+ Int64(found[nextFound])
+            let end = Int(truncatingIfNeeded: farEnd)
+            nextFound &+= 1
+            if _fastPath(farEnd &- Int64(offset) <= Int64(fastLimit)) {
+                return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
+            }
+            if nextFound <= foundCount {
+                // A separator far away: the piece is sent if it is not too long once its CR is dropped.
+                let length = DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn)
+                return length <= maxLength ? (length, end &+ 1) : nil
+            }
+            // The sentinel: every offset found was cut at; search on, or the chunk has no more.
             if scanned >= count { return nil }
             foundBase = scanned
-            foundCount = reactiveuv_find_byte(base, scanned, count, separator, found, Self.foundCapacity, &scanned)
+            foundCount = reactiveuv_find_byte(base, scanned, count, separator, found, Self.foundCapacity - 1, &scanned)
+            found[foundCount] = Self.sentinel
             nextFound = 0
-            // None found: the search went on to the chunk's end, or (a chunk over 1 GiB) stopped
-            // after `REACTIVEUV_FIND_BYTE_SPAN` bytes, and the framer's `next` takes the rest.
-            if foundCount == 0 { return nil }
         }
-        let end = foundBase &+ Int(found[nextFound])
-        nextFound &+= 1
-        return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
     }
 }
 

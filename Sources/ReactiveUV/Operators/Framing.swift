@@ -453,7 +453,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
             var cut = cut
             cut.start(at: position, into: found.baseAddress.unsafelyUnwrapped)
             var spare = self.spare.take()
-            while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
+            while let (length, next) = cut.piece(in: base, from: position, count: count) {
                 // Before every piece (so `send` need not): disposed from inside the delivery before,
                 // or from another thread meanwhile.
                 if subscription.isDisposed {

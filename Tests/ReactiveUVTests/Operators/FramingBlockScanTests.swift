@@ -216,6 +216,9 @@ final class FramingBlockScanTests: XCTestCase {
         }
         assertCut([stream], "\(stream.count) bytes in one chunk")
         assertCut([Array(stream[..<5_001]), Array(stream[5_001...])], "two chunks")
+        // The end of each search's offsets is noticed whatever the limit, the largest too.
+        assertCut([stream], maxLength: Int.max, "no limit to speak of")
+        assertCut([Array(stream[..<5_001]), Array(stream[5_001...])], maxLength: 1 << 40, "a limit past any offset")
     }
 
     /// Chunks shorter than a block (copied into a block of zeros to be searched): every line of
