@@ -33,9 +33,12 @@ let package = Package(
         ),
         // The per-thread current scheduler and loop, as C `__thread` variables (an inline read, no call).
         .target(name: "CReactiveUVThreadLocal"),
+        // Separators found 64 bytes at a time (AVX2 or SSE2) and a short line copied inline: `lines()`, `split(separator:)`.
+        .target(name: "CReactiveUVByteScan"),
         .target(name: "ReactiveUV", dependencies: [
             "CLibUV",
             "CReactiveUVThreadLocal",
+            "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -57,7 +60,7 @@ let package = Package(
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [
-            "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport",
+            "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport", "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),

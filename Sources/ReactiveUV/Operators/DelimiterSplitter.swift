@@ -1,3 +1,4 @@
+import CReactiveUVByteScan
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -48,33 +49,104 @@ protocol ByteFramer {
     var singleByteCut: SingleByteCut? { get }
 }
 
-/// How to find a piece that lies wholly inside a chunk and ends at one separator byte (`lines`,
-/// `split(separator:)` with one byte): `memchr`, then the CR before it dropped if asked.
+/// How to find the pieces that lie wholly inside a chunk and end at one separator byte (`lines`,
+/// `split(separator:)` with one byte), one after another: the separators' offsets are found many
+/// at a time (`reactiveuv_find_byte`: 64 bytes compared at once into a bit mask, its set bits
+/// written out), and each piece ends at the next one, the CR before it dropped if asked.
+///
+/// Why not `memchr` per piece: for an 80-byte line its call and setup cost as much as its search;
+/// one call here finds dozens of separators. The bytes are read once each and never past the
+/// chunk's end. The offsets are written to a buffer on the driver loop's stack (`start(at:into:)`),
+/// so the scan's state is that loop's own: a nested call (an event sent from inside a delivery)
+/// cuts with a scan of its own.
 ///
 /// The framer hands it out (`ByteFramer.singleByteCut`) only while it holds no unfinished piece;
-/// the driver then cuts with it until no separator is left in the chunk, or a piece is too long,
-/// and leaves that rest to the framer's `next`, which sees the same bytes and decides.
+/// the driver asks it for the pieces in order until no separator is left in the chunk, or a piece
+/// is too long, and leaves that rest to the framer's `next`, which sees the same bytes and decides.
 struct SingleByteCut {
     let separator: UInt8
     /// The longest piece the framer accepts: a longer one is left to `next`, which fails the stream.
     let maxLength: Int
     let dropsCarriageReturn: Bool
+    /// `maxLength`, or less for a huge one: a piece at most this long (before its CR is dropped) is
+    /// sent at once, and any longer one is checked on the slow path, where the end of `found` is
+    /// noticed too (its sentinel is always further than this from where a piece starts).
+    private let fastLimit: Int
+    /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`, each from
+    /// `foundBase`, then `Self.sentinel`.
+    private var found: UnsafeMutablePointer<Int32>?
+    private var nextFound = 0
+    private var foundCount = 0
+    private var foundBase = 0
+    /// How far the chunk was searched: every separator before it is in `found`, or was cut at.
+    private var scanned = 0
 
-    /// The piece from `offset` to the first separator in `base[offset..<count]`: its length
-    /// (without the separator, nor a CR before it when `dropsCarriageReturn`) and the offset after
-    /// the separator; nil when no separator lies there.
+    /// How many offsets the buffer of `start(at:into:)` holds, the sentinel after the last one
+    /// included: 1 KiB, on the stack (a larger temporary allocation asks the runtime whether the
+    /// stack has room, once per chunk); room for four blocks' worth, so the search goes on two
+    /// blocks at a time while fewer than 128 were found.
+    static let foundCapacity = 256
+
+    /// What follows the last offset found: as far from `foundBase` as an offset can be, so a piece
+    /// that would end there is longer than `fastLimit` (a piece starts at most
+    /// `REACTIVEUV_FIND_BYTE_SPAN` after `foundBase`), and the fast path needs no count check.
+    private static let sentinel = Int32.max
+
+    init(separator: UInt8, maxLength: Int, dropsCarriageReturn: Bool) {
+        self.separator = separator
+        self.maxLength = maxLength
+        self.dropsCarriageReturn = dropsCarriageReturn
+        fastLimit = min(maxLength, Int(Self.sentinel) - Int(REACTIVEUV_FIND_BYTE_SPAN) - 1)
+    }
+
+    /// Begins at `offset` of a chunk (the next piece starts there), keeping the offsets it finds in
+    /// `found` (`foundCapacity` of them), which must outlive the cut.
     @inline(__always)
-    func piece(in base: UnsafePointer<UInt8>, from offset: Int, count: Int) -> (length: Int, next: Int)? {
-        guard let found = memchr(base + offset, Int32(separator), count &- offset) else { return nil }
-        let end = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
-        return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
+    mutating func start(at offset: Int, into found: UnsafeMutablePointer<Int32>) {
+        self.found = found
+        found[0] = Self.sentinel
+        nextFound = 0
+        foundCount = 0
+        foundBase = offset
+        scanned = offset
+    }
+
+    /// The next piece, from `offset` (where the one before ended, or `start(at:into:)`) to the
+    /// first separator in `base[offset..<count]`: its length (without the separator, nor a CR
+    /// before it when `dropsCarriageReturn`) and the offset after the separator; nil when no
+    /// separator lies there, or the piece is longer than `maxLength` (the framer's `next` then
+    /// decides). `base` and `count` are the same chunk's on every call.
+    @inline(__always)
+    mutating func piece(in base: UnsafePointer<UInt8>, from offset: Int, count: Int) -> (length: Int, next: Int)? {
+        let found = self.found.unsafelyUnwrapped  // set by `start(at:into:)`
+        while true {
+            // In 64 bits, so the sentinel's end cannot wrap where `Int` has 32; a real end is below `count`.
+            let farEnd = Int64(foundBase) &+ Int64(found[nextFound])
+            let end = Int(truncatingIfNeeded: farEnd)
+            nextFound &+= 1
+            if _fastPath(farEnd &- Int64(offset) <= Int64(fastLimit)) {
+                return (DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn), end &+ 1)
+            }
+            if nextFound <= foundCount {
+                // A separator far away: the piece is sent if it is not too long once its CR is dropped.
+                let length = DelimiterSplitter.length(from: offset, to: end, in: base, droppingCarriageReturn: dropsCarriageReturn)
+                return length <= maxLength ? (length, end &+ 1) : nil
+            }
+            // The sentinel: every offset found was cut at; search on, or the chunk has no more.
+            if scanned >= count { return nil }
+            foundBase = scanned
+            foundCount = reactiveuv_find_byte(base, scanned, count, separator, found, Self.foundCapacity - 1, &scanned)
+            found[foundCount] = Self.sentinel
+            nextFound = 0
+        }
     }
 }
 
 /// Splits a byte stream at a separator: the framer of `split(separator:maxLength:)` and `lines(maxLength:)`.
 ///
-/// Pieces that lie inside one chunk are found with `memchr` and made into the
-/// output straight from the chunk: no intermediate copy. Only the unfinished piece
+/// Pieces that lie inside one chunk are found with `memchr` (or, for a one-byte
+/// separator with nothing pending, by the driver with `SingleByteCut`) and made
+/// into the output straight from the chunk: no intermediate copy. Only the unfinished piece
 /// at a chunk's end is copied, into `pending`, and joined with the next chunk's
 /// head. `pending` never holds more than `pendingLimit` bytes: past that, the
 /// piece is too long whatever follows, and the stream fails at once.

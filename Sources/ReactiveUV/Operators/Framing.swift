@@ -1,3 +1,5 @@
+import CReactiveUVByteScan
+
 /// Operators that cut byte signals into the messages they carry: `lines`,
 /// `utf8Lines`, `split(separator:maxLength:)` and `frames(lengthPrefix:maxLength:)`.
 ///
@@ -193,6 +195,19 @@ extension Array: FramedOutput where Element == UInt8 {
         UInt(bitPattern: capacity &- count) <= UInt(bitPattern: 16 &+ count >> 3)
     }
 
+    /// `storage` with `count` elements: the last ones removed, or zeros appended (then overwritten).
+    @inline(never)
+    static func resized(_ storage: consuming [UInt8], to count: Int) -> [UInt8] {
+        var storage = storage
+        let difference = storage.count &- count
+        if difference > 0 {
+            storage.removeLast(difference)
+        } else {
+            storage.append(contentsOf: repeatElement(0, count: -difference))
+        }
+        return storage
+    }
+
     /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
     /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
     /// array of the exact size.
@@ -211,19 +226,14 @@ extension Array: FramedOutput where Element == UInt8 {
             let count = bytes.count
             // A spare of the piece's very count was made (or reused) for that count: it fits as a new one would.
             if var storage = consume spare, storage.count == count || Self.fitsClosely(count, capacity: storage.capacity) {
-                // Lines of a stream are mostly of one length: the count changes only when it differs.
-                let difference = storage.count &- count
-                if _slowPath(difference != 0) {
-                    if difference > 0 {
-                        storage.removeLast(difference)
-                    } else {
-                        storage.append(contentsOf: repeatElement(0, count: -difference))
-                    }
-                }
+                // Lines of a stream are mostly of one length: the count changes only when it differs,
+                // out of line (so `storage` is not kept in memory for the calls that change it).
+                if _slowPath(storage.count != count) { storage = Self.resized(storage, to: count) }
                 // Unique (the subscriber let it go): written in place; else copied first (copy on write).
+                // Inline for a short piece (`reactiveuv_copy_bytes`), not a call to `memcpy`.
                 storage.withUnsafeMutableBufferPointer { target in
                     if let source = bytes.baseAddress, let destination = target.baseAddress {
-                        UnsafeMutableRawPointer(destination).copyMemory(from: source, byteCount: count)
+                        reactiveuv_copy_bytes(destination, source, count)
                     }
                 }
                 self = storage
@@ -425,34 +435,48 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     ) -> Bool {
         // One loop per way of sending, so the loop to the sink keeps nothing else live across its calls.
         if let sink {
-            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) } }
+            // The sink's callback itself: `handleNextInBurst` is the disposed flag of this very
+            // subscription, then the callback, and `cutPieces` reads that flag before every piece.
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.next?(piece) } }
         }
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }
 
-    /// `cutInPlace`'s loop, sending each piece with `send`.
+    /// `cutInPlace`'s loop, sending each piece with `send`. The separators' offsets are found
+    /// into a buffer on this call's stack (`SingleByteCut.start(at:into:)`).
     @inline(__always)
     private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
         guard let base = bytes.baseAddress else { return false }
-        let count = bytes.count
-        var position = offset
-        var spare = self.spare.take()
-        while let (length, next) = cut.piece(in: base, from: position, count: count), length <= cut.maxLength {
-            // Past the piece before it is sent: a nested call goes on after it.
-            offset = next
-            let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
-            send(piece)
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: SingleByteCut.foundCapacity) { found in
+            let count = bytes.count
+            var position = offset
+            var cut = cut
+            cut.start(at: position, into: found.baseAddress.unsafelyUnwrapped)
+            var spare = self.spare.take()
+            while let (length, next) = cut.piece(in: base, from: position, count: count) {
+                // Before every piece (so `send` need not): disposed from inside the delivery before,
+                // or from another thread meanwhile.
+                if subscription.isDisposed {
+                    end(nil)
+                    return true
+                }
+                // Past the piece before it is sent: a nested call goes on after it.
+                offset = next
+                let piece = Output(framed: .borrowed(UnsafeBufferPointer(start: base + position, count: length)), reusing: spare.take())
+                send(piece)
+                // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
+                if current == nil { return true }
+                spare = piece.isWorthKeeping ? consume piece : nil
+                position = next
+            }
+            // Disposed inside the last piece's delivery: nothing more is cut (nor an error sent).
             if subscription.isDisposed {
                 end(nil)
                 return true
             }
-            // A nested call (an event sent from inside that delivery) cut the rest, or ended the stream.
-            if current == nil { return true }
-            spare = piece.isWorthKeeping ? consume piece : nil
-            position = next
+            self.spare = spare
+            return false
         }
-        self.spare = spare
-        return false
     }
 
     /// Stops for good: frees the buffered bytes and the queue, then sends the terminal event, if any.

@@ -71,6 +71,8 @@ struct SnippetCompiler {
             "-I", buildDirectory.appendingPathComponent("Modules").path,
             "-Xcc", "-fmodule-map-file=\(buildDirectory.appendingPathComponent("CReactiveUVThreadLocal.build/module.modulemap").path)",
             "-Xcc", "-I", "-Xcc", packageRoot.appendingPathComponent("Sources/CReactiveUVThreadLocal/include").path,
+            "-Xcc", "-fmodule-map-file=\(buildDirectory.appendingPathComponent("CReactiveUVByteScan.build/module.modulemap").path)",
+            "-Xcc", "-I", "-Xcc", packageRoot.appendingPathComponent("Sources/CReactiveUVByteScan/include").path,
             "-Xcc", "-fmodule-map-file=\(packageRoot.appendingPathComponent("CLibUV/module.modulemap").path)",
             file.path,
         ]
