@@ -91,14 +91,20 @@ enum FileSystemScenarios {
         for round in 0..<rounds {
             var counted: UInt64 = 0
             let node = runNode("fs_list.js", [directory, String(batch)])
-            // Which of ours and C's lists first alternates: ours measured 10-20 % slower right after
-            // C's listing than right after Node's process (C's barely moved), so one fixed order favours one side.
+            // Which of ours and C's lists first alternates, and each starts 200 ms after whatever ran
+            // before it: right after a listing ours measured 10-20 % slower (C's barely moved), and not
+            // after a 200 ms pause. The kernel's work left by a listing takes a core, and ours keeps
+            // both busy (the loop delivering, a pool thread reading ahead) where C's runs one at a time.
             let ours: UInt64?, rawC: UInt64
             if round % 2 == 0 {
+                usleep(200_000)
                 ours = oursList(directory: directory, expected: entries)
+                usleep(200_000)
                 rawC = rawc_fs_list(directory, Int32(batch), &counted)
             } else {
+                usleep(200_000)
                 rawC = rawc_fs_list(directory, Int32(batch), &counted)
+                usleep(200_000)
                 ours = oursList(directory: directory, expected: entries)
             }
             let results: [(String, UInt64?)] = [
