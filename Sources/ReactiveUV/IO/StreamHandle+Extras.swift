@@ -74,6 +74,14 @@ extension StreamHandle {
         return extrasSlot.storeIfNil(StreamExtras())
     }
 
+    /// Stores `value` in the extras, making them for it; storing nil where none were made makes none.
+    ///
+    /// Thread rule: as the stored property's.
+    private func storeInExtras<Value>(_ field: ReferenceWritableKeyPath<StreamExtras, Value?>, _ value: Value?) {
+        if value == nil, extrasIfMade == nil { return }
+        extras[keyPath: field] = value
+    }
+
     /// The extras if something made them; nil for a stream that has needed none yet.
     ///
     /// Thread rule: safe from any thread.
@@ -84,10 +92,7 @@ extension StreamHandle {
     /// Thread rule: loop thread only.
     var fileSends: FileSends? {
         get { extrasIfMade?.fileSends }
-        set {
-            if newValue == nil, extrasIfMade == nil { return }
-            extras.fileSends = newValue
-        }
+        set { storeInExtras(\.fileSends, newValue) }
     }
 
     /// Who watches `writable`; nil until the first.
@@ -95,10 +100,7 @@ extension StreamHandle {
     /// Thread rule: loop thread only.
     var writableWatchers: WritableWatchers? {
         get { extrasIfMade?.writableWatchers }
-        set {
-            if newValue == nil, extrasIfMade == nil { return }
-            extras.writableWatchers = newValue
-        }
+        set { storeInExtras(\.writableWatchers, newValue) }
     }
 
     /// Who takes the descriptors an IPC pipe receives (`UnixConnection.incoming`); nil: a `bytes`
@@ -107,10 +109,7 @@ extension StreamHandle {
     /// Thread rule: loop thread only.
     var descriptorReceiver: (any StreamDescriptorReceiver)? {
         get { extrasIfMade?.descriptorReceiver }
-        set {
-            if newValue == nil, extrasIfMade == nil { return }
-            extras.descriptorReceiver = newValue
-        }
+        set { storeInExtras(\.descriptorReceiver, newValue) }
     }
 
     /// The other end's name given by whoever made the stream (a socket path, a child's pipe); nil: "peer".
@@ -119,10 +118,7 @@ extension StreamHandle {
     /// Thread rule: safe from any thread once the stream is handed out (the setter: before that).
     var namedPeer: String? {
         get { extrasIfMade?.namedPeer }
-        set {
-            if newValue == nil, extrasIfMade == nil { return }
-            extras.namedPeer = newValue
-        }
+        set { storeInExtras(\.namedPeer, newValue) }
     }
 
     /// What the queued writes cost in memory (payloads plus `perWriteOverhead`); 0 while no extras were made.
