@@ -172,6 +172,38 @@ case "pump":
     }
     done.wait()
     loop.execute { pump.server?.dispose(); pump.client?.dispose() }
+case "unix-pump":
+    // The Unix-socket pump's shape on one loop (libuv's `pipe_pump`): `count` writes of 64 KiB, 8 in flight.
+    let done = Flag()
+    let total = UInt64(count) * 65_536
+    let payload = [UInt8](repeating: 0x70, count: 65_536)
+    let pump = PumpState()
+    let path = NSTemporaryDirectory() + "/ruv-profile-pump-\(getpid()).sock"
+    loop.execute {
+        pump.server = UnixSocket.serve(path: path, options: UnixSocketOptions(removeStaleSocketFile: true)).subscribeNext { event in
+            switch event {
+            case .listening:
+                pump.client = UnixSocket.connect(path: path).subscribeNext { connection in
+                    pump.connection = connection
+                    for _ in 0..<8 { pump.sendNext(payload, total: total) }
+                }
+            case .refused, .draining:
+                break
+            case .accepted(let connection):
+                _ = connection.bytes.subscribeNext { chunk in
+                    pump.received += UInt64(chunk.count)
+                    if pump.received == total { done.raise() }
+                }
+            }
+        }
+    }
+    done.wait()
+    loop.execute { pump.server?.dispose(); pump.client?.dispose() }
+case "rawc-unix-pump":
+    let path = NSTemporaryDirectory() + "/ruv-profile-rawpump-\(getpid()).sock"
+    unlink(path)
+    _ = rawc_unix_pump(path, UInt64(count) * 65_536, 65_536, 8)
+    unlink(path)
 case "rawc-echo":
     // The raw C echo (server and client on two loop threads): `count` is the measured time in ms, so the
     // per-round-trip cost is ΔIr / Δ(round trips), with the round trips printed to stdout.
@@ -302,7 +334,7 @@ final class PumpState: @unchecked Sendable {
     // Loop thread only.
     var server: (any Disposable)?
     var client: (any Disposable)?
-    var connection: TCPConnection?
+    var connection: StreamConnection?
     var queued: UInt64 = 0
     var received: UInt64 = 0
     func sendNext(_ payload: [UInt8], total: UInt64) {

@@ -84,8 +84,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     @exclusivity(unchecked) private var closesWhenFlushed = false
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
     @exclusivity(unchecked) private var peerEnded = false
-    /// Whether the last read filled at least half a buffer: then reads go straight into the array handed to the reader.
-    @exclusivity(unchecked) private var readsAreBulk = false
+    /// Whether reads go straight into the array handed to the reader, and for how long: see `BulkReads`.
+    @exclusivity(unchecked) private var bulkReads = BulkReads.off
     /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
     /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
     /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
@@ -109,6 +109,27 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
+
+    /// Whether the next read goes into a fresh array handed to the reader (a bulk transfer) or into the
+    /// loop's shared buffer, copied out (requests, messages). One byte, in the place of a Bool.
+    ///
+    /// A read that fills half a buffer turns bulk reads on. One shorter read leaves them on for one
+    /// more, a second in a row turns them off: a bulk sender's writes reach the reader as full reads
+    /// and a shorter tail (a Unix-socket pump of 64 KiB writes reads 64, 64, 64 and 28 KiB in turn),
+    /// and turning bulk reads off at the tail made the next full read a 64 KiB copy, one read in four.
+    enum BulkReads: UInt8 {
+        case off
+        /// The last read was short: the next one is bulk, and turns them off if it is short too.
+        case lastChance
+        /// The last read filled half a buffer.
+        case on
+
+        /// The state after a read of `count` bytes into buffers of `limit`.
+        func after(reading count: Int, limit: Int) -> BulkReads {
+            if count >= limit / 2 { return .on }
+            return self == .on ? .lastChance : .off
+        }
+    }
 
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
@@ -299,12 +320,13 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// are copied out at their size (a buffer is `readChunkLimit` bytes, 64 KiB
     /// unless a FIFO's reader asked for less). Once a read fills half a buffer, the
     /// stream reads straight into a fresh full-size array that is then handed
-    /// to the reader trimmed to the bytes read: bulk transfers cost no copy at
-    /// all, at the price of up to 2x spare capacity per chunk. The array's
+    /// to the reader trimmed to the bytes read (see `BulkReads` for when it stops):
+    /// bulk transfers cost no copy at all, at the price of up to 2x spare capacity
+    /// per chunk (4x for the short read that ends a burst). The array's
     /// storage does not move while `bulkChunk` holds it uniquely and it is not
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
-        guard readsAreBulk else {
+        guard bulkReads != .off else {
             buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: readChunkLimit)
             return
         }
@@ -322,14 +344,17 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
-            let wasBulk = readsAreBulk
-            readsAreBulk = count >= readChunkLimit / 2
+            let wasBulk = bulkReads != .off
+            bulkReads = bulkReads.after(reading: count, limit: readChunkLimit)
+            // A bulk read's array is handed over when the read filled a quarter of it at least, so a
+            // chunk's spare capacity stays under 4x (2x but for the short read that ends a burst);
+            // a shorter one is copied out below and its array let go of (an idle connection keeps none).
+            // Moved out of the extras, so trimming it below finds it unique and copies nothing.
+            var bulkChunk = wasBulk ? extrasIfMade?.takeBulkChunk() ?? [] : []
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
-            if wasBulk, let extras = extrasIfMade, !extras.bulkChunk.isEmpty {
-                var filled = extras.bulkChunk
-                extras.bulkChunk = []
-                filled.removeLast(filled.count - count)
-                if let reader = readers.reader { deliver(filled, to: reader) }
+            if !bulkChunk.isEmpty, count >= readChunkLimit / 4 {
+                bulkChunk.removeLast(bulkChunk.count - count)
+                if let reader = readers.reader { deliver(bulkChunk, to: reader) }
             } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
@@ -338,6 +363,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             } else if let reader = readers.reader {
                 deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
             }
+            // A short bulk read was copied out of `bulkChunk`'s storage: it lives until here.
+            withExtendedLifetime(bulkChunk) {}
             if ipc { didReadOnIPCPipe() }
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
