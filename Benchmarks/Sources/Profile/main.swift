@@ -306,7 +306,7 @@ case "list", "rawc-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, churn-client")
 }
 loop.shutdown()
 
