@@ -52,6 +52,30 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// Names come out as `String(cString:)` would make them: long ones (past a small string's 15
+    /// bytes), multi-byte UTF-8, and bytes that are not UTF-8 (Linux allows any byte but `/` and NUL),
+    /// which are repaired to U+FFFD rather than dropped or crashing the pool thread.
+    func testListedNamesAreTheNamesOnDiskAsStrings() throws {
+        let listed = path("names")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        let raw: [[UInt8]] = [Array("a".utf8), Array("a-name-longer-than-fifteen-bytes".utf8), Array("café ☕".utf8),
+                              [0x62, 0xFF, 0x63], [0xC3], Array(repeating: 0x7A, count: 255)]
+        for name in raw {
+            let full = Array(listed.utf8) + [0x2F] + name + [0]
+            let descriptor = full.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644) }
+            }
+            XCTAssertGreaterThanOrEqual(descriptor, 0, "could not create a file named \(name)")
+            close(descriptor)
+        }
+        let expected = raw.map { name in (name + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { String(cString: $0.baseAddress!) } } }
+        XCTAssertTrue(expected.contains("b\u{FFFD}c"), "\(expected)")
+        try checked { harness in
+            let names = try completes(harness, Files.list(listed).map(\.name))
+            XCTAssertEqual(names.sorted(), expected.sorted())
+        }
+    }
+
     /// 10,000 entries arrive complete, each with its type, in several batches (never all at once).
     func testListingTenThousandEntriesArrivesInBatches() throws {
         let listed = path("many")
