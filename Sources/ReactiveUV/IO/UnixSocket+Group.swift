@@ -52,9 +52,9 @@ extension UnixSocket {
     /// The rest is `serve(path:backlog:options:on:drain:)`'s: the path's checks and errors,
     /// the socket file removed when the server ends (not a file put there since),
     /// `maxConnections` counted across the group (a client past it is closed at once by the
-    /// first loop, and `.refused` names the count). A loop of the group that has shut down
-    /// (or never started) fails the subscription with `EventLoopError.shutDown` (or
-    /// `couldNotStart`) naming it, before anything is bound.
+    /// first loop, and `.refused` names the count). A loop of the group that has shut down,
+    /// been asked to, or never started fails the subscription with `EventLoopError.shutDown`
+    /// (or `couldNotStart`) naming it, before anything is bound.
     ///
     /// Disposing closes the socket (removing its file) and every connection the server
     /// accepted, each on its own loop. Another loop that shuts down while the server runs

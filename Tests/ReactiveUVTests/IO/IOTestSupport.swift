@@ -42,6 +42,37 @@ func waitForAccepted(_ server: EventRecorder<TCPServer.Event>, _ count: Int) thr
     return accepted(server)
 }
 
+/// Holds `loop`'s thread busy in a queued closure until the returned semaphore is signalled;
+/// returns once the loop is held (the closure is running).
+func holdBusy(_ loop: EventLoop) throws -> DispatchSemaphore {
+    let holding = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    try loop.tryExecute {
+        holding.signal()
+        release.wait()
+    }
+    holding.wait()
+    return release
+}
+
+/// The first event `signal` sends (recorded on `harness`'s loop) while `loop` has been asked to
+/// shut down and has not begun: the loop is held busy, asked from the harness's loop thread
+/// (which starts the shutdown and does not wait), and released once the event arrived; this
+/// returns after the loop has shut down.
+func firstEvent<Value>(of signal: Signal<Value>, whileTheShutdownOf loop: EventLoop,
+                       isPendingOn harness: LoopHarness) throws -> Event<Value> {
+    let release = try holdBusy(loop)
+    let first = Result { () throws -> Event<Value> in
+        try harness.onLoop { loop.shutdown() }
+        let recorder = try harness.record(signal, label: "server")
+        try recorder.wait(for: "the first event") { !$0.isEmpty }
+        return recorder.events[0]
+    }
+    release.signal()
+    try harness.wait(for: "loop \(loop.name) shut down") { loop.isShutDown }
+    return try first.get()
+}
+
 /// A failed expectation inside a test helper.
 struct TestFailure: Error, CustomStringConvertible {
     let description: String

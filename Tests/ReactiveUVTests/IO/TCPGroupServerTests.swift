@@ -127,6 +127,18 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// A loop asked to shut down, its shutdown not begun yet, is refused at the door as well,
+    /// before anything is bound (no client is hashed onto a socket its loop would close and
+    /// reset), as the Unix-socket group server refuses it: the two share the check.
+    func testALoopAskedToShutDownFailsTheGroupBeforeAnythingIsBound() throws {
+        withGroup(loops: 2) { harness, group in
+            let stopping = group.loops[1]
+            let first = try firstEvent(of: TCPServer.serve(port: 0, on: group), whileTheShutdownOf: stopping, isPendingOn: harness)
+            guard case .error(let error) = first else { return XCTFail("the server did not fail at once: \(first)") }
+            XCTAssertEqual(error as? EventLoopError, .shutDown(loop: stopping.name))
+        }
+    }
+
     /// A loop of the group shutting down ends only its share: the server keeps serving on the
     /// other loop, without an error; when the last loop shuts down the signal fails naming it.
     func testALoopShuttingDownStopsOnlyItsShare() throws {
@@ -240,13 +252,7 @@ final class TCPGroupServerTests: XCTestCase {
             let server = try harness.record(TCPServer.serve(port: 0, on: group, drain: drain), label: "server")
             let port = try listeningPort(server)
             let busy = group.loops[1]
-            let release = DispatchSemaphore(value: 0)
-            let holding = DispatchSemaphore(value: 0)
-            try busy.tryExecute {
-                holding.signal()
-                release.wait()
-            }
-            holding.wait()
+            let release = try holdBusy(busy)
             drain.sendNext(.graceful(timeout: .seconds(60)))
             // The free loop has taken its drain request (it runs in order) and the harness loop has
             // recorded whatever it sent on.

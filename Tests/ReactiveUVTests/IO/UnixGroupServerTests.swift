@@ -127,6 +127,18 @@ final class UnixGroupServerTests: XCTestCase {
         }
     }
 
+    /// A loop asked to shut down, its shutdown not begun yet, is refused at the door as well,
+    /// before anything is bound, as the TCP group server refuses it: the two share the check.
+    func testALoopAskedToShutDownFailsTheGroupBeforeAnythingIsBound() throws {
+        try withGroupServer { harness, group, path in
+            let stopping = group.loops[1]
+            let first = try firstEvent(of: UnixSocket.serve(path: path, on: group), whileTheShutdownOf: stopping, isPendingOn: harness)
+            guard case .error(let error) = first else { return XCTFail("the server did not fail at once: \(first)") }
+            XCTAssertEqual(error as? EventLoopError, .shutDown(loop: stopping.name))
+            XCTAssertNil(fileType(path), "a socket file was made")
+        }
+    }
+
     /// A connection on its way to a loop that is asked to shut down before it arrives is closed
     /// there exactly once: the client reads EOF and no socket is left open in the process. The
     /// clients after it are served on the loop that is left.
@@ -147,13 +159,7 @@ final class UnixGroupServerTests: XCTestCase {
             try first.sendAll([1])
             XCTAssertEqual(try first.receive(exactly: 1), [1])
 
-            let holding = DispatchSemaphore(value: 0)
-            let release = DispatchSemaphore(value: 0)
-            try target.tryExecute {
-                holding.signal()
-                release.wait()
-            }
-            holding.wait()
+            let release = try holdBusy(target)
             let second = try UnixBlockingClient(path: path)  // the second loop's turn: queued behind the hold
             defer { second.close() }
             try harness.wait(for: "the connection queued to loop \(target.name)") { target.queuedWorkCount == 1 }
