@@ -148,57 +148,33 @@ case "echo-two-loops":
     clientLoop.shutdown()
 case "pump":
     // The TCP pump's shape on one loop: `count` writes of 64 KiB, 8 in flight, until all reached the server.
-    let done = Flag()
-    let total = UInt64(count) * 65_536
-    let payload = [UInt8](repeating: 0x70, count: 65_536)
-    let pump = PumpState()
-    loop.execute {
-        pump.server = TCPServer.serve(port: 0).subscribeNext { event in
+    PumpState.run(count: count) { pump in
+        TCPServer.serve(port: 0).subscribeNext { event in
             switch event {
             case .listening(let address):
-                pump.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
-                    pump.connection = connection
-                    for _ in 0..<8 { pump.sendNext(payload, total: total) }
-                }
+                pump.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { pump.start($0) }
             case .refused, .draining:
                 break
             case .accepted(let connection):
-                _ = connection.bytes.subscribeNext { chunk in
-                    pump.received += UInt64(chunk.count)
-                    if pump.received == total { done.raise() }
-                }
+                pump.count(connection)
             }
         }
     }
-    done.wait()
-    loop.execute { pump.server?.dispose(); pump.client?.dispose() }
 case "unix-pump":
     // The Unix-socket pump's shape on one loop (libuv's `pipe_pump`): `count` writes of 64 KiB, 8 in flight.
-    let done = Flag()
-    let total = UInt64(count) * 65_536
-    let payload = [UInt8](repeating: 0x70, count: 65_536)
-    let pump = PumpState()
     let path = NSTemporaryDirectory() + "/ruv-profile-pump-\(getpid()).sock"
-    loop.execute {
-        pump.server = UnixSocket.serve(path: path, options: UnixSocketOptions(removeStaleSocketFile: true)).subscribeNext { event in
+    PumpState.run(count: count) { pump in
+        UnixSocket.serve(path: path, options: UnixSocketOptions(removeStaleSocketFile: true)).subscribeNext { event in
             switch event {
             case .listening:
-                pump.client = UnixSocket.connect(path: path).subscribeNext { connection in
-                    pump.connection = connection
-                    for _ in 0..<8 { pump.sendNext(payload, total: total) }
-                }
+                pump.client = UnixSocket.connect(path: path).subscribeNext { pump.start($0) }
             case .refused, .draining:
                 break
             case .accepted(let connection):
-                _ = connection.bytes.subscribeNext { chunk in
-                    pump.received += UInt64(chunk.count)
-                    if pump.received == total { done.raise() }
-                }
+                pump.count(connection)
             }
         }
     }
-    done.wait()
-    loop.execute { pump.server?.dispose(); pump.client?.dispose() }
 case "rawc-unix-pump":
     let path = NSTemporaryDirectory() + "/ruv-profile-rawpump-\(getpid()).sock"
     unlink(path)
@@ -331,17 +307,46 @@ func lineChunks() -> [[UInt8]] {
 func hide<T>(_ value: T) -> T { value }
 
 final class PumpState: @unchecked Sendable {
-    // Loop thread only.
+    // Loop thread only, but `done` (a Flag: thread-safe).
     var server: (any Disposable)?
     var client: (any Disposable)?
     var connection: StreamConnection?
     var queued: UInt64 = 0
     var received: UInt64 = 0
-    func sendNext(_ payload: [UInt8], total: UInt64) {
+    let total: UInt64
+    let payload = [UInt8](repeating: 0x70, count: 65_536)
+    let done = Flag()
+
+    init(total: UInt64) { self.total = total }
+
+    /// Runs a pump of `count` writes of 64 KiB on `loop`: `serve` starts the server (whose client calls
+    /// `start` once connected, and whose accepted connection calls `count`), then waits until every byte arrived.
+    static func run(count: Int, serve: @escaping @Sendable (PumpState) -> any Disposable) {
+        let pump = PumpState(total: UInt64(count) * 65_536)
+        loop.execute { pump.server = serve(pump) }
+        pump.done.wait()
+        loop.execute { pump.server?.dispose(); pump.client?.dispose() }
+    }
+
+    /// The client side: keeps 8 writes in flight.
+    func start(_ connection: StreamConnection) {
+        self.connection = connection
+        for _ in 0..<8 { sendNext() }
+    }
+
+    /// The server side: counts what arrives until every byte has.
+    func count(_ connection: StreamConnection) {
+        _ = connection.bytes.subscribeNext { [self] chunk in
+            received += UInt64(chunk.count)
+            if received == total { done.raise() }
+        }
+    }
+
+    private func sendNext() {
         guard queued < total, let connection else { return }
         queued += UInt64(payload.count)
         connection.send(payload) { [self] error in
-            if error == nil { sendNext(payload, total: total) }
+            if error == nil { sendNext() }
         }
     }
 }

@@ -168,9 +168,10 @@ public enum TCPServer {
     /// counted across the group (`.refused` names the count), bind errors end the signal.
     /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
     /// has `SO_REUSEPORT` (a second group server on the same port would otherwise take part
-    /// of the clients silently). A loop of the group that has shut down (or never started)
-    /// fails the subscription with `EventLoopError.shutDown` (or `couldNotStart`) naming it,
-    /// before anything is bound.
+    /// of the clients silently). A loop of the group that has shut down, or has been asked to
+    /// (or never started), fails the subscription with `EventLoopError.shutDown` (or
+    /// `couldNotStart`) naming it, before anything is bound: a socket bound for it would have
+    /// its queued clients reset by that shutdown.
     ///
     /// Disposing stops every loop's listening and closes every connection the server
     /// accepted (on each connection's loop). A loop of the group that shuts down while the

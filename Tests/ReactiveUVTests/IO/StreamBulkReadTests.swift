@@ -32,12 +32,7 @@ final class StreamBulkReadTests: XCTestCase {
     /// it in an array of about its size: before, it got the whole 64 KiB array trimmed, 65x its
     /// payload, which a reader queuing small chunks after a burst held in full.
     func testAShortReadAfterABulkReadIsNotHandedOverInA64KiBArray() throws {
-        try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
-            defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            let reader = try harness.record(connection.bytes, label: "server bytes")
+        try withReader { client, reader in
             var received = 0
             try turnBulkReadsOn(client, reader, received: &received)
             let chunksBefore = reader.values.count
@@ -50,19 +45,13 @@ final class StreamBulkReadTests: XCTestCase {
             XCTAssertEqual(chunk, small)
             XCTAssertLessThan(chunk.capacity, 16_384,
                               "a 1,000-byte read after a bulk read was handed over in an array of \(chunk.capacity) bytes")
-            connection.reset()
         }
     }
 
     /// Every byte arrives in order when bulk transfers, their short tails and small messages take
     /// turns: each way a read can go, and each switch between them, with the chunks kept by the reader.
     func testBytesArriveIntactWhateverWayEachReadWent() throws {
-        try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
-            defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            let reader = try harness.record(connection.bytes, label: "server bytes")
+        try withReader { client, reader in
             var sent: [UInt8] = []
             let sizes = [65_536, 20_000, 65_536, 1_000, 500, 65_536, 3, 65_536, 40_000, 17_000, 10_000, 9, 65_536, 65_536, 4_097]
             for (index, size) in sizes.enumerated() {
@@ -72,12 +61,20 @@ final class StreamBulkReadTests: XCTestCase {
                 try send(block, from: client, until: sent.count, reader)
             }
             XCTAssertEqual(Array(reader.values.joined()), sent)
-            connection.reset()
         }
     }
 
-    private func checked(_ body: (LoopHarness) throws -> Void) throws {
-        let report = LoopHarness.run(body)
+    /// Runs `body` with a blocking client of a loopback server and the recorded `bytes` of the
+    /// connection it accepted; the connection is reset afterwards and the harness checks every handle closed.
+    private func withReader(_ body: (BlockingClient, EventRecorder<[UInt8]>) throws -> Void) throws {
+        let report = LoopHarness.run { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            defer { connection.reset() }
+            try body(client, try harness.record(connection.bytes, label: "server bytes"))
+        }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 }
