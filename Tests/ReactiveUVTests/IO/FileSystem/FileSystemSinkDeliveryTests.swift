@@ -84,4 +84,26 @@ final class FileSystemSinkDeliveryTests: FileSystemTestCase {
             XCTAssertEqual(try harness.onLoop { calls.log }, ["next 3"])
         }
     }
+
+    /// Disposed from another thread while the answers come in: once `dispose()` has returned there,
+    /// no callback starts (the sink's handshake waits for one in progress), 200 times over.
+    func testNoCallbackStartsAfterDisposeReturnedOnAnotherThread() throws {
+        let file = try makeFile("three")
+        try checked { harness in
+            let late = Locked(0), delivered = Locked(0)
+            for _ in 0..<200 {
+                let returned = Locked(false)
+                let note: @Sendable () -> Void = {
+                    delivered.withLock { $0 += 1 }
+                    if returned.current { late.withLock { $0 += 1 } }
+                }
+                let subscription = try harness.onLoop {
+                    Files.stat(file).subscribe(next: { _ in note() }, error: { _ in note() }, completed: { note() })
+                }
+                subscription.dispose()
+                returned.withLock { $0 = true }
+            }
+            XCTAssertEqual(late.current, 0, "callbacks started after dispose() returned (of \(delivered.current) delivered)")
+        }
+    }
 }
