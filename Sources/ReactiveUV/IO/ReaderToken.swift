@@ -50,13 +50,13 @@ final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Send
 ///
 /// Thread rule: loop thread only (a field of its source).
 struct ReaderSlot<Value, Source: SingleReaderSource> {
-    /// The current reader; nil when nobody reads.
-    private(set) var reader: Subscriber<Value>?
+    /// The current reader (its gate, or its sink: see `HomeGate`); nil when nobody reads.
+    private(set) var reader: HomeGate<Value>?
 
     init() {}
 
     /// Makes `reader` the reader of `source` and returns the token for its subscription's disposable.
-    mutating func fill(_ reader: Subscriber<Value>, of source: Source) -> ReaderToken<Source> {
+    mutating func fill(_ reader: HomeGate<Value>, of source: Source) -> ReaderToken<Source> {
         self.reader = reader
         return ReaderToken(source)
     }
@@ -73,7 +73,7 @@ struct ReaderSlot<Value, Source: SingleReaderSource> {
 
     /// Empties the slot and returns the reader it held (to be told the end, or not).
     @discardableResult
-    mutating func take() -> Subscriber<Value>? {
+    mutating func take() -> HomeGate<Value>? {
         let reader = self.reader
         self.reader = nil
         return reader

@@ -50,13 +50,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Each read of the property makes a small signal object: a connection nobody reads holds none.
     public var bytes: Signal<[UInt8]> {
-        let stream = self.stream
-        return Signal { subscriber in
-            // The description is composed only if the subscription fails for want of a loop.
-            LoopBinding.open(on: stream.loop, for: subscriber, what: "\(stream.transport.connectionTypeName).bytes") { _ in
-                stream.startReading(subscriber)
-            }
-        }.debugNamed("+bytes(\(stream.peerDescription))")
+        StreamBytesSignal(stream).debugNamed("+bytes(\(stream.peerDescription))")
     }
 
     init(_ stream: StreamHandle) {
@@ -327,5 +321,35 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
             // The loop is gone and its shutdown closed the connection.
             outcome?.finish(error)
         }
+    }
+}
+
+/// A stream's `bytes`: a signal of its own so that a reader subscribed on the stream's loop with
+/// `subscribe(next:error:completed:)` reads through its sink, with no `Subscriber` (`HomeGate`:
+/// 96 bytes fewer per reading connection, and one call fewer per chunk). Every other reader
+/// goes the usual way: a gate, hopped to the loop through `LoopBinding`.
+///
+/// Thread rule: safe from any thread (the stream is immutable here; its state is its loop's).
+final class StreamBytesSignal: Signal<[UInt8]>, @unchecked Sendable {
+    // `stream` is immutable; the stream's own state is touched on its loop's thread only.
+    private let stream: StreamHandle
+
+    init(_ stream: StreamHandle) {
+        self.stream = stream
+        super.init()
+    }
+
+    override func attach(_ observer: Observer<[UInt8]>, to subscription: Subscription) {
+        if let sink = HomeGate.directSink(for: observer, in: subscription, on: stream.loop) {
+            subscription.add(stream.startReading(.sink(sink)))
+            return
+        }
+        let stream = self.stream
+        Signal { subscriber in
+            // The description is composed only if the subscription fails for want of a loop.
+            LoopBinding.open(on: stream.loop, for: subscriber, what: "\(stream.transport.connectionTypeName).bytes") { _ in
+                stream.startReading(subscriber)
+            }
+        }.attach(observer, to: subscription)
     }
 }

@@ -13,13 +13,16 @@
 /// 4. Then `close()`: what is queued is flushed, FIN follows, the socket closes. A write
 ///    made after that fails with `EPIPE`, as after the application's own `close()`.
 extension StreamHandle {
-    /// Arms the close after the peer's EOF (step 2 on): called on the loop thread right after the reader completed.
-    func closeOnceEndTaken(by reader: Subscriber<[UInt8]>) {
-        guard let control = reader.sourceFlowControl.load() else {
+    /// Arms the close after the peer's EOF (step 2 on): called on the loop thread right after the reader
+    /// completed, with the reader's home and the flow control it had before it completed (`control`:
+    /// a reader without a gate loses its subscription's flow control at the completion's teardown,
+    /// so it is taken first).
+    func closeOnceEndTaken(home: Scheduler, control: FlowControl?) {
+        guard let control else {
             closeAfterPeerEnd()
             return
         }
-        control.whenEndTaken(home: reader.homeScheduler) { [self] in closeAfterPeerEnd() }
+        control.whenEndTaken(home: home) { [self] in closeAfterPeerEnd() }
     }
 
     /// Step 3 and 4: one more loop turn, then the graceful close (nothing when already closing or closed).

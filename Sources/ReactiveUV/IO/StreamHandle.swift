@@ -208,6 +208,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
     func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+        startReading(.subscriber(subscriber))
+    }
+
+    /// Makes `subscriber` (a gate, or a sink on this loop: `HomeGate`) the reader; returns what
+    /// stops it, or nil when it was already answered.
+    func startReading(_ subscriber: HomeGate<[UInt8]>) -> (any Disposable)? {
         assertInEventLoop()
         if input == .ended {
             subscriber.sendCompleted()
@@ -238,11 +244,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             subscriber.sendError(error)
             return nil
         }
-        if readerIsHome {
+        switch subscriber {
+        case .subscriber(let gate) where !readerIsHome:
+            registerFlowControl(with: gate)
+        case .subscriber, .sink:
             // Made when a consumer first asks (most readers never pause): see `makeFlowControl(for:)`.
             subscriber.subscription.deferFlowControl(to: self)
-        } else {
-            registerFlowControl(with: subscriber)
         }
         return token
     }
@@ -260,7 +267,14 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     func makeFlowControl(for subscription: Subscription) -> FlowControl? {
         guard let reader = readers.reader, reader.subscription === subscription else { return nil }
-        return registerFlowControl(with: reader)
+        switch reader {
+        case .subscriber(let gate):
+            return registerFlowControl(with: gate)
+        case .sink:
+            // A reader on this loop: nothing is hopped, so there is nothing for a gate to count.
+            return FlowControl(sourceScheduler: loop, pause: { self.setConsumerPaused(true) },
+                               resume: { self.setConsumerPaused(false) })
+        }
     }
 
     private func setConsumerPaused(_ paused: Bool) {
@@ -373,16 +387,17 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             extrasIfMade?.bulkChunk = []
             spareChunk = []
             let reader = readers.take()
+            let control = reader?.registeredFlowControl
             reader?.sendCompleted()
             owner?.streamDidReadEndOfFile(self)
-            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(by: reader) }
+            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.homeScheduler, control: control) }
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
     }
 
     /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
-    private func deliver(_ chunk: [UInt8], to reader: Subscriber<[UInt8]>) {
+    private func deliver(_ chunk: [UInt8], to reader: HomeGate<[UInt8]>) {
         if readerIsHome {
             reader.deliverNext(chunk)
         } else {

@@ -232,7 +232,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             subscriber.sendError(error)
             return nil
         }
-        return readers.fill(subscriber, of: self)
+        return readers.fill(.subscriber(subscriber), of: self)
     }
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).

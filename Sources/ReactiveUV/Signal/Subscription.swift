@@ -53,6 +53,9 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         }
     }
     @exclusivity(unchecked) private var madeFlowControl: FlowControl?
+
+    /// The flow control, if one was made or set; unlike `flowControl`, never makes one.
+    var flowControlIfMade: FlowControl? { madeFlowControl }
     /// A `FlowControlMaker`, until `flowControl` is first asked for.
     @exclusivity(unchecked) private var flowControlMaker: AnyObject?
 

@@ -149,7 +149,7 @@ final class TCPIdleMemoryTests: XCTestCase {
             stopped += 1
         }
 
-        var reads: Signal<Int> { Signal { [self] subscriber in slot.fill(subscriber, of: self) } }
+        var reads: Signal<Int> { Signal { [self] subscriber in slot.fill(.subscriber(subscriber), of: self) } }
     }
 
     /// The slot keeps no token (`ReaderSlot`): a reader's token stops it only while it is the
