@@ -110,27 +110,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
 
-    /// Whether the next read goes into a fresh array handed to the reader (a bulk transfer) or into the
-    /// loop's shared buffer, copied out (requests, messages). One byte, in the place of a Bool.
-    ///
-    /// A read that fills half a buffer turns bulk reads on. One shorter read leaves them on for one
-    /// more, a second in a row turns them off: a bulk sender's writes reach the reader as full reads
-    /// and a shorter tail (a Unix-socket pump of 64 KiB writes reads 64, 64, 64 and 28 KiB in turn),
-    /// and turning bulk reads off at the tail made the next full read a 64 KiB copy, one read in four.
-    enum BulkReads: UInt8 {
-        case off
-        /// The last read was short: the next one is bulk, and turns them off if it is short too.
-        case lastChance
-        /// The last read filled half a buffer.
-        case on
-
-        /// The state after a read of `count` bytes into buffers of `limit`.
-        func after(reading count: Int, limit: Int) -> BulkReads {
-            if count >= limit / 2 { return .on }
-            return self == .on ? .lastChance : .off
-        }
-    }
-
     /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
     private static let spareChunkLimit = 4096
 
