@@ -25,7 +25,7 @@ final class TCPIdleMemoryTests: XCTestCase {
     /// 1,021 bytes in this (debug) build (massif measured 1,014 in the release build); 877 with the
     /// first extras, 829 with the rest of them and the one-word `ReaderToken`, 813 with `openState`,
     /// 797 with one-word reader and owner slots, 701 with the reader read through its sink, no
-    /// `Subscriber` (`HomeGate`).
+    /// `Subscriber` (`HomeGate`), 685 with the subscription's flow control in one slot.
     /// The bound leaves some slack for the loop's tables, which grow with the descriptors, and
     /// for the sanitizers' allocators (734 under the thread sanitizer).
     func testAnIdleEchoConnectionCostsAtMost760HeapBytes() throws {
