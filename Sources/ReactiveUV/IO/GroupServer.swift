@@ -270,9 +270,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
                                 done: { [self] in shareDrained(accepting) })
                 forward(request, to: homing, stoppedAccepting: nil)
             }
-            if accepting.loop.inEventLoop {
-                work()
-            } else if !accepting.loop.enqueue(work) {
+            if !run(work, on: accepting.loop) {
                 // The first loop has shut down (its shutdown ended the server, or its share's
                 // connections): the others still get the request.
                 forward(request, to: homing, stoppedAccepting: nil)
@@ -290,14 +288,22 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
                 share.drain(request, announce: stoppedAccepting.map { stopped in { _ in stopped() } },
                             done: { [self] in shareDrained(share) })
             }
-            if share.loop.inEventLoop {
-                work()
-            } else if !share.loop.enqueue(work) {
+            if !run(work, on: share.loop) {
                 // The loop has shut down: its shutdown ended the share's connections and closed its socket.
                 stoppedAccepting?()
                 shareDrained(share)
             }
         }
+    }
+
+    /// Runs `work` on `loop`'s thread: now when called there, else queued. False when the loop has
+    /// shut down and refused it (nothing ran).
+    private func run(_ work: @escaping @Sendable () -> Void, on loop: EventLoop) -> Bool {
+        if loop.inEventLoop {
+            work()
+            return true
+        }
+        return loop.enqueue(work)
     }
 
     /// One share's connections have all closed; the last one completes the server.

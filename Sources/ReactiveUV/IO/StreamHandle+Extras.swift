@@ -38,12 +38,6 @@ final class StreamExtras: @unchecked Sendable {
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read; loop thread only).
     @exclusivity(unchecked) var bulkChunk: [UInt8] = []
 
-    /// Moves `bulkChunk` out, leaving it empty (no retain and release of the array).
-    func takeBulkChunk() -> [UInt8] {
-        var taken: [UInt8] = []
-        swap(&taken, &bulkChunk)
-        return taken
-    }
     /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamHandle.descriptorReceiver`.
     weak var descriptorReceiver: (any StreamDescriptorReceiver)?
     /// The other end's name given by whoever made the stream: see `StreamHandle.namedPeer`.
@@ -70,6 +64,13 @@ final class StreamExtras: @unchecked Sendable {
     let overflowEndRequested = Atomic<Bool>(false)
     /// A TCP stream's addresses once someone asked (`address(peer:)`); nil until then.
     let tcpAddresses = LazyObject<TCPAddressCache>()
+
+    /// Moves `bulkChunk` out, leaving it empty (no retain and release of the array). Loop thread only.
+    func takeBulkChunk() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &bulkChunk)
+        return taken
+    }
 }
 
 extension StreamHandle {

@@ -9,7 +9,7 @@ import XCTest
 /// kept alive once the subscription ended, however it ended.
 final class FileSystemSinkDeliveryTests: FileSystemTestCase {
     /// Something the subscriber's closures hold, to see when they are let go of.
-    private final class Probe: @unchecked Sendable {}
+    private final class Probe: @unchecked Sendable {}  // No state: only its lifetime is watched.
     // Written once on the loop, read by the test after the loop answered.
     private final class WeakProbe: @unchecked Sendable { weak var probe: Probe? }
     private final class Calls: @unchecked Sendable { var log: [String] = [] }  // Loop thread only.
