@@ -58,7 +58,7 @@ final class AcceptedStreams: StreamHandleOwner {
     /// `budget`. A list through the streams' own `acceptedLinks` (no hashing, no table to grow):
     /// unowned, as the loop's list of open handles is, because a stream is kept alive by its
     /// handle until it closes, and leaves this list when it ends (`end` tells its owner first).
-    private unowned(unsafe) var first: StreamHandle?
+    private var first: Unmanaged<StreamHandle>?
     /// How many are in the list.
     private(set) var count = 0
 
@@ -76,7 +76,7 @@ final class AcceptedStreams: StreamHandleOwner {
         var streams: [StreamHandle] = []
         streams.reserveCapacity(count)
         var cursor = first
-        while let stream = cursor {
+        while let stream = cursor?.takeUnretainedValue() {
             streams.append(stream)
             cursor = stream.acceptedLinks.next
         }
@@ -84,10 +84,11 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     private func insert(_ stream: StreamHandle) {
+        let added = Unmanaged.passUnretained(stream)
         stream.acceptedLinks.next = first
         stream.acceptedLinks.previous = nil
-        first?.acceptedLinks.previous = stream
-        first = stream
+        first?._withUnsafeGuaranteedRef { $0.acceptedLinks.previous = added }
+        first = added
         count += 1
     }
 
@@ -95,13 +96,13 @@ final class AcceptedStreams: StreamHandleOwner {
     private func remove(_ stream: StreamHandle) -> Bool {
         let links = stream.acceptedLinks
         if let previous = links.previous {
-            previous.acceptedLinks.next = links.next
-        } else if first === stream {
+            previous._withUnsafeGuaranteedRef { $0.acceptedLinks.next = links.next }
+        } else if first?.toOpaque() == Unmanaged.passUnretained(stream).toOpaque() {
             first = links.next
         } else {
             return false
         }
-        links.next?.acceptedLinks.previous = links.previous
+        links.next?._withUnsafeGuaranteedRef { $0.acceptedLinks.previous = links.previous }
         stream.acceptedLinks = IntrusiveLinks()
         count -= 1
         return true

@@ -87,36 +87,63 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
     /// 512-byte blocks allocated to the file (`st_blocks`): less than `size` for a sparse file.
     public let allocatedBlocks: UInt64
     /// Last access (`st_atim`).
-    public let accessTime: Duration
+    public var accessTime: Duration { access.duration }
     /// Last change of the content (`st_mtim`).
-    public let modificationTime: Duration
+    public var modificationTime: Duration { modification.duration }
     /// Last change of the content or of the inode: permissions, owner, links (`st_ctim`).
-    public let statusChangeTime: Duration
+    public var statusChangeTime: Duration { statusChange.duration }
     /// Creation, where the file system records it (`statx`'s birth time), else 0.
-    public let creationTime: Duration
+    public var creationTime: Duration { creation.duration }
+
+    // The four times as the kernel gave them: a `Duration` is made only when one is read (making
+    // all four at once was about 100 instructions of 128-bit arithmetic on every stat).
+    private let access: Timestamp
+    private let modification: Timestamp
+    private let statusChange: Timestamp
+    private let creation: Timestamp
 
     init(_ stat: uv_stat_t) {
-        let mode = UInt32(truncatingIfNeeded: stat.st_mode)
-        self.type = FileType(mode: mode)
-        self.size = stat.st_size
-        self.permissions = mode & 0o7777
-        self.mode = mode
-        self.userID = UInt32(truncatingIfNeeded: stat.st_uid)
-        self.groupID = UInt32(truncatingIfNeeded: stat.st_gid)
-        self.inode = stat.st_ino
-        self.device = stat.st_dev
-        self.representedDevice = stat.st_rdev
-        self.linkCount = stat.st_nlink
-        self.blockSize = stat.st_blksize
-        self.allocatedBlocks = stat.st_blocks
-        self.accessTime = FileInfo.duration(stat.st_atim)
-        self.modificationTime = FileInfo.duration(stat.st_mtim)
-        self.statusChangeTime = FileInfo.duration(stat.st_ctim)
-        self.creationTime = FileInfo.duration(stat.st_birthtim)
+        self = withUnsafePointer(to: stat) { FileInfo($0) }
     }
 
-    private static func duration(_ time: uv_timespec_t) -> Duration {
-        .seconds(Int64(time.tv_sec)) + .nanoseconds(Int64(time.tv_nsec))
+    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds (read in place: no copy of its 160 bytes).
+    init(statOf request: UnsafeMutablePointer<uv_fs_t>) {
+        self = withUnsafeMutablePointer(to: &request.pointee.statbuf) { FileInfo($0) }
+    }
+
+    /// Reads a `uv_stat_t` field by field, in place.
+    init(_ pointer: UnsafePointer<uv_stat_t>) {
+        let mode = UInt32(truncatingIfNeeded: pointer.pointee.st_mode)
+        self.type = FileType(mode: mode)
+        self.size = pointer.pointee.st_size
+        self.permissions = mode & 0o7777
+        self.mode = mode
+        self.userID = UInt32(truncatingIfNeeded: pointer.pointee.st_uid)
+        self.groupID = UInt32(truncatingIfNeeded: pointer.pointee.st_gid)
+        self.inode = pointer.pointee.st_ino
+        self.device = pointer.pointee.st_dev
+        self.representedDevice = pointer.pointee.st_rdev
+        self.linkCount = pointer.pointee.st_nlink
+        self.blockSize = pointer.pointee.st_blksize
+        self.allocatedBlocks = pointer.pointee.st_blocks
+        self.access = Timestamp(pointer.pointee.st_atim)
+        self.modification = Timestamp(pointer.pointee.st_mtim)
+        self.statusChange = Timestamp(pointer.pointee.st_ctim)
+        self.creation = Timestamp(pointer.pointee.st_birthtim)
+    }
+
+    /// A time as `stat` gives it: seconds and nanoseconds since the epoch (nanoseconds below 10⁹, so
+    /// two are equal exactly when their durations are).
+    private struct Timestamp: Sendable, Hashable {
+        let seconds: Int64
+        let nanoseconds: Int64
+
+        init(_ time: uv_timespec_t) {
+            seconds = Int64(time.tv_sec)
+            nanoseconds = Int64(time.tv_nsec)
+        }
+
+        var duration: Duration { .seconds(seconds) + .nanoseconds(nanoseconds) }
     }
 
     /// The parts a watcher compares (size, modification time, mode, inode, device).

@@ -1,13 +1,16 @@
 /// An object's place in one `IntrusiveList`: its neighbours, stored in the object itself.
 ///
-/// The references are `unowned(unsafe)`: the list does not keep its elements
+/// The references are unretained (`Unmanaged`): the list does not keep its elements
 /// alive (a handle is kept alive by `handle.data`, a request by `req.data`),
 /// and an element leaves its list before it can die.
 ///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveLinks<Element: AnyObject> {
-    unowned(unsafe) var next: Element?
-    unowned(unsafe) var previous: Element?
+    // Unmanaged, not `unowned(unsafe) var ...: Element?`: binding one of those to a local retains
+    // it, and an insert or a remove then paid three retain/release pairs (a file request's are on
+    // every stat's path).
+    var next: Unmanaged<Element>?
+    var previous: Unmanaged<Element>?
 
     /// Links in no list.
     init() {}
@@ -32,22 +35,26 @@ protocol IntrusiveListElement: AnyObject {
 ///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveList<Element: IntrusiveListElement>: Sequence where Element.Linked == Element {
-    /// The most recently inserted element.
-    private(set) unowned(unsafe) var first: Element?
+    /// The most recently inserted element (unretained, as the links).
+    private var head: Unmanaged<Element>?
     /// How many elements are in the list.
     private(set) var count = 0
 
     /// An empty list.
     init() {}
 
-    var isEmpty: Bool { first == nil }
+    var isEmpty: Bool { head == nil }
+
+    /// The most recently inserted element.
+    var first: Element? { head?.takeUnretainedValue() }
 
     /// Links `element` (which is in no list) at the front.
     mutating func insert(_ element: Element) {
-        element.listLinks.next = first
+        let added = Unmanaged.passUnretained(element)
+        element.listLinks.next = head
         element.listLinks.previous = nil
-        first?.listLinks.previous = element
-        first = element
+        head?._withUnsafeGuaranteedRef { $0.listLinks.previous = added }
+        head = added
         count += 1
     }
 
@@ -55,27 +62,27 @@ struct IntrusiveList<Element: IntrusiveListElement>: Sequence where Element.Link
     mutating func remove(_ element: Element) {
         let links = element.listLinks
         if let previous = links.previous {
-            previous.listLinks.next = links.next
+            previous._withUnsafeGuaranteedRef { $0.listLinks.next = links.next }
         } else {
-            first = links.next
+            head = links.next
         }
-        links.next?.listLinks.previous = links.previous
+        links.next?._withUnsafeGuaranteedRef { $0.listLinks.previous = links.previous }
         element.listLinks = IntrusiveLinks()
         count -= 1
     }
 
     /// Walks the list front to back; the list must not change meanwhile.
     struct Iterator: IteratorProtocol {
-        fileprivate unowned(unsafe) var cursor: Element?
+        fileprivate var cursor: Unmanaged<Element>?
 
         mutating func next() -> Element? {
-            guard let element = cursor else { return nil }
+            guard let element = cursor?.takeUnretainedValue() else { return nil }
             cursor = element.listLinks.next
             return element
         }
     }
 
-    func makeIterator() -> Iterator { Iterator(cursor: first) }
+    func makeIterator() -> Iterator { Iterator(cursor: head) }
 
     var underestimatedCount: Int { count }
 }

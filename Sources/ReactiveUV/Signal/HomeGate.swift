@@ -79,7 +79,7 @@ enum HomeGate<Value> {
     func sendCompleted() {
         switch self {
         case .subscriber(let subscriber): subscriber.sendCompleted()
-        case .sink(let sink): sink.handle(.completed)
+        case .sink(let sink): sink.handleCompleted()
         }
     }
 
@@ -87,7 +87,7 @@ enum HomeGate<Value> {
     func sendError(_ error: any Error) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendError(error)
-        case .sink(let sink): sink.handle(.error(error))
+        case .sink(let sink): sink.handleError(error)
         }
     }
 

@@ -57,23 +57,36 @@ final class Sink<Value>: Observer<Value> {
     /// Any event, through the subscription's dispose handshake (`Subscription.enterDelivery`).
     @inlinable
     func handle(_ event: Event<Value>) {
+        switch event {
+        case .next(let value): handleNext(value)
+        case .error(let failure): handleError(failure)
+        case .completed: handleCompleted()
+        }
+    }
+
+    /// `handle(.completed)`, without building the event (an `Event` of a large value is copied
+    /// about: a stat's is 145 bytes).
+    @inlinable
+    func handleCompleted() {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         defer { subscription.leaveDelivery(entry) }
-        switch event {
-        case .next(let value):
-            next?(value)
-        case .error(let failure):
-            let handler = error
-            releaseCallbacks()
-            subscription.dispose()
-            handler?(failure)
-        case .completed:
-            let handler = completed
-            releaseCallbacks()
-            subscription.dispose()
-            handler?()
-        }
+        let handler = completed
+        releaseCallbacks()
+        subscription.dispose()
+        handler?()
+    }
+
+    /// `handle(.error(failure))`, without building the event.
+    @inlinable
+    func handleError(_ failure: any Error) {
+        let entry = subscription.enterDelivery()
+        if entry == .refused { return }
+        defer { subscription.leaveDelivery(entry) }
+        let handler = error
+        releaseCallbacks()
+        subscription.dispose()
+        handler?(failure)
     }
 
     /// `handle(.next(value))`, without building the event.

@@ -55,7 +55,7 @@ final class DirectoryCreation {
     /// `level` exists: fine if it is a directory, else an error naming it.
     private func checkExisting(_ level: String) {
         let uvLoop = operation.loop.uvLoop
-        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf) }) { [self] info in
+        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
             guard info.type == .directory else {
                 let isTarget = level == target
                 operation.finish(UVError(code: isTarget ? UV_EEXIST.rawValue : UV_ENOTDIR.rawValue,
@@ -106,7 +106,7 @@ final class TreeRemoval {
 
     func start() {
         let uvLoop = operation.loop.uvLoop
-        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf).type }) { [self] type in
+        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(statOf: fs).type }) { [self] type in
             if type == .directory {
                 descend(into: root)
             } else {
@@ -149,7 +149,7 @@ final class TreeRemoval {
         case .directory: descend(into: child)
         case .unknown:
             let uvLoop = operation.loop.uvLoop
-            operation.step("lstat \(child)", { uv_fs_lstat(uvLoop, $0, child, $1) }, read: { _, fs in FileInfo(fs.pointee.statbuf).type },
+            operation.step("lstat \(child)", { uv_fs_lstat(uvLoop, $0, child, $1) }, read: { _, fs in FileInfo(statOf: fs).type },
                            failed: vanishedIsFine(child)) { [self] type in
                 if type == .directory { descend(into: child) } else { unlink(child) }
             }

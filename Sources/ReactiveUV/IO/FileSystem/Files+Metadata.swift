@@ -47,7 +47,7 @@ extension Files {
         }, { loop, request, context, callback in
             // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
             context.path.withCString { uv_fs_stat(loop, request, $0, callback) }
-        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, read: { _, fs in FileInfo(statOf: fs) })
     }
 
     /// `stat` without following a final symbolic link: a link is described itself (`type == .symbolicLink`).
@@ -64,7 +64,7 @@ extension Files {
         }, { loop, request, context, callback in
             // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
             context.path.withCString { uv_fs_lstat(loop, request, $0, callback) }
-        }, read: { _, fs in FileInfo(fs.pointee.statbuf) })
+        }, read: { _, fs in FileInfo(statOf: fs) })
     }
 
     /// Checks that the calling process may access `path` as `mode` says (`access(2)`); completes if it may, fails
