@@ -26,10 +26,28 @@ enum HomeGate<Value> {
     /// The sink a source on `loop` may send to without a gate, if `observer` is one: see the type's rules.
     /// Loop-bound sources call it in `attach`, on whatever thread subscribes.
     static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: EventLoop) -> Sink<Value>? {
-        guard observer.kind == .sink, subscription.home === loop, loop.inEventLoop, loop.acceptsNewHandles,
-              !subscription.isDisposed else { return nil }
+        directSink(for: observer, in: subscription, explicitLoop: loop)?.sink
+    }
+
+    /// `directSink(for:in:on:)` for a source whose loop is `explicitLoop`, or when nil the subscription's
+    /// home if that is a loop: the sink and that loop.
+    ///
+    /// The home is checked by identity against the calling thread's loop first, so a subscription
+    /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
+    static func directSink(
+        for observer: Observer<Value>, in subscription: Subscription, explicitLoop: EventLoop?
+    ) -> (sink: Sink<Value>, loop: EventLoop)? {
+        guard observer.kind == .sink else { return nil }
+        let home = subscription.home
+        // The calling thread's loop is the home: the home is that loop, and this runs on it.
+        guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(home).toOpaque() else {
+            return nil
+        }
+        let loop = unsafeDowncast(home, to: EventLoop.self)
+        if let explicitLoop, explicitLoop !== loop { return nil }
+        guard loop.acceptsNewHandles, !subscription.isDisposed else { return nil }
         let sink = unsafeDowncast(observer, to: Sink<Value>.self)
-        return sink.subscription === subscription ? sink : nil
+        return sink.subscription === subscription ? (sink, loop) : nil
     }
 
     /// The subscription the events go to.

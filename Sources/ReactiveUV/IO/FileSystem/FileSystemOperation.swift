@@ -380,6 +380,8 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     let singleDiscard: Discard?
     /// Starts a longer operation's steps (nil for a one-request signal).
     private let body: ((FileSystemOperation<Value>) -> Void)?
+    /// A one-request signal the checks let through: subscribed on its loop by `subscribe`, it sends to the sink.
+    private let sendsToSink: Bool
 
     /// A signal of one request.
     init(call: String, on loop: EventLoop?, refusal: UVError?, context: FileCallContext, start: @escaping Start,
@@ -392,6 +394,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         singleRead = read
         singleDiscard = discard
         body = nil
+        sendsToSink = refusal == nil
         super.init()
     }
 
@@ -405,6 +408,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         singleRead = nil
         singleDiscard = nil
         self.body = body
+        sendsToSink = false
         super.init()
     }
 
@@ -414,8 +418,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         // A one-request signal subscribed on its loop by `subscribe(next:error:completed:)`: the
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
-        if singleStart != nil, refusal == nil, let loop = explicitLoop ?? (subscription.home as? EventLoop),
-           let sink = HomeGate.directSink(for: observer, in: subscription, on: loop) {
+        if sendsToSink, let (sink, loop) = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
             let operation = FileSystemOperation(loop: loop, sink: sink)
             subscription.add(operation)
             operation.single(self)
