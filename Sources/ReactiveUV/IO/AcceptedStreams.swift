@@ -56,11 +56,11 @@ final class AcceptedStreams: StreamHandleOwner {
     private let budget: ConnectionBudget
     /// The open connections, until each ends (`streamDidEnd`) or `endAll`; each holds one unit of
     /// `budget`. A list through the streams' own `acceptedLinks` (no hashing, no table to grow):
-    /// unowned, as the loop's list of open handles is, because a stream is kept alive by its
+    /// unretained, as the loop's list of open handles is, because a stream is kept alive by its
     /// handle until it closes, and leaves this list when it ends (`end` tells its owner first).
-    private var first: Unmanaged<StreamHandle>?
+    private var streams = IntrusiveList<AcceptedStreamList>()
     /// How many are in the list.
-    private(set) var count = 0
+    var count: Int { streams.count }
 
     /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
     private var onEmpty: (() -> Void)?
@@ -72,40 +72,15 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
-    var open: [StreamHandle] {
-        var streams: [StreamHandle] = []
-        streams.reserveCapacity(count)
-        var cursor = first
-        while let stream = cursor?.takeUnretainedValue() {
-            streams.append(stream)
-            cursor = stream.acceptedLinks.next
-        }
-        return streams
-    }
+    var open: [StreamHandle] { Array(streams) }
 
     private func insert(_ stream: StreamHandle) {
-        let added = Unmanaged.passUnretained(stream)
-        stream.acceptedLinks.next = first
-        stream.acceptedLinks.previous = nil
-        first?._withUnsafeGuaranteedRef { $0.acceptedLinks.previous = added }
-        first = added
-        count += 1
+        streams.insert(stream)
     }
 
     /// Unlinks `stream`; false when it was not in the list (turned away, or already taken by `endAll`).
     private func remove(_ stream: StreamHandle) -> Bool {
-        let links = stream.acceptedLinks
-        if let previous = links.previous {
-            previous._withUnsafeGuaranteedRef { $0.acceptedLinks.next = links.next }
-        } else if first?.toOpaque() == Unmanaged.passUnretained(stream).toOpaque() {
-            first = links.next
-        } else {
-            return false
-        }
-        links.next?._withUnsafeGuaranteedRef { $0.acceptedLinks.previous = links.previous }
-        stream.acceptedLinks = IntrusiveLinks()
-        count -= 1
-        return true
+        streams.removeIfPresent(stream)
     }
 
     /// Calls `body` once, when no connection is open: now if none is, else when the last one ends.
@@ -174,15 +149,19 @@ final class AcceptedStreams: StreamHandleOwner {
     /// Ends every open connection (the listener is going away, or a drain's deadline passed),
     /// with a TCP reset when `reset` is set.
     func endAll(_ reason: StreamHandle.EndReason, reset: Bool = false) {
-        let open = self.open
-        for stream in open { stream.acceptedLinks = IntrusiveLinks() }
-        first = nil
-        count = 0
+        let open = streams.removeAll()
         budget.give(open.count)
         for stream in open { stream.end(reason, reset: reset) }
         if let onEmpty {
             self.onEmpty = nil
             onEmpty()
         }
+    }
+}
+
+/// A listener's list of the connections it accepted (`AcceptedStreams`), through `StreamHandle.acceptedLinks`.
+enum AcceptedStreamList: IntrusiveListMembership {
+    static func withLinks<Result>(of element: StreamHandle, _ body: (inout IntrusiveLinks<StreamHandle>) -> Result) -> Result {
+        body(&element.acceptedLinks)
     }
 }

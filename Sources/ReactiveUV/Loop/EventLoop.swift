@@ -91,9 +91,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
     /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
-    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandle>()
+    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandleList>()
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
-    @exclusivity(unchecked) var requests = IntrusiveList<LoopRequest>()
+    @exclusivity(unchecked) var requests = IntrusiveList<LoopRequestList>()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
     /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).

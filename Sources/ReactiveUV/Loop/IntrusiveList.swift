@@ -14,27 +14,37 @@ struct IntrusiveLinks<Element: AnyObject> {
 
     /// Links in no list.
     init() {}
+
+    init(next: Unmanaged<Element>?, previous: Unmanaged<Element>?) {
+        self.next = next
+        self.previous = previous
+    }
 }
 
-/// An object that can be in one `IntrusiveList` at a time.
+/// Which links of its elements an `IntrusiveList` uses: an object can be in one list per membership.
 ///
-/// `Linked` is the list's element type: a class hierarchy (`LoopHandle` and its
-/// subclasses) shares one conformance, declared by the base class.
-protocol IntrusiveListElement: AnyObject {
-    associatedtype Linked: AnyObject
-    /// Where this object is in its list; both links nil when it is first, last or in none.
-    var listLinks: IntrusiveLinks<Linked> { get set }
+/// A caseless enum names each list kind: `LoopHandleList` and `LoopRequestList` (the loop's own lists,
+/// through `listLinks`), `AcceptedStreamList` (a listener's open connections, through a stream's
+/// `acceptedLinks`, beside the loop's list the same stream is in). The list calls these statically,
+/// so each kind is specialized: no key path, no witness table at run time.
+protocol IntrusiveListMembership {
+    associatedtype Element: AnyObject
+    /// Runs `body` on `element`'s links for this kind of list.
+    static func withLinks<Result>(of element: Element, _ body: (inout IntrusiveLinks<Element>) -> Result) -> Result
 }
 
 /// A doubly linked list whose links live in its elements: O(1) insert and remove, no allocation.
 ///
 /// The loop keeps its open handles (`LoopHandle`) and its pending requests
-/// (`LoopRequest`) in one each, so shutdown can reach every one of them. The
-/// list does not retain its elements: each must be removed before it dies,
-/// and iterating while elements are removed needs a snapshot (`Array(list)`).
+/// (`LoopRequest`) in one each, so shutdown can reach every one of them; a
+/// listener keeps its open connections in one. The list does not retain its
+/// elements: each must be removed before it dies, and iterating while
+/// elements are removed needs a snapshot (`Array(list)`).
 ///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
-struct IntrusiveList<Element: IntrusiveListElement>: Sequence where Element.Linked == Element {
+struct IntrusiveList<Membership: IntrusiveListMembership>: Sequence {
+    typealias Element = Membership.Element
+
     /// The most recently inserted element (unretained, as the links).
     private var head: Unmanaged<Element>?
     /// How many elements are in the list.
@@ -48,27 +58,47 @@ struct IntrusiveList<Element: IntrusiveListElement>: Sequence where Element.Link
     /// The most recently inserted element.
     var first: Element? { head?.takeUnretainedValue() }
 
-    /// Links `element` (which is in no list) at the front.
+    /// Links `element` (which is in no list of this kind) at the front.
     mutating func insert(_ element: Element) {
         let added = Unmanaged.passUnretained(element)
-        element.listLinks.next = head
-        element.listLinks.previous = nil
-        head?._withUnsafeGuaranteedRef { $0.listLinks.previous = added }
+        let oldHead = head
+        Membership.withLinks(of: element) { $0 = IntrusiveLinks(next: oldHead, previous: nil) }
+        oldHead?._withUnsafeGuaranteedRef { Membership.withLinks(of: $0) { $0.previous = added } }
         head = added
         count += 1
     }
 
     /// Unlinks `element`, which is in this list.
     mutating func remove(_ element: Element) {
-        let links = element.listLinks
+        let links = Membership.withLinks(of: element) { links in
+            defer { links = IntrusiveLinks() }
+            return links
+        }
         if let previous = links.previous {
-            previous._withUnsafeGuaranteedRef { $0.listLinks.next = links.next }
+            previous._withUnsafeGuaranteedRef { Membership.withLinks(of: $0) { $0.next = links.next } }
         } else {
             head = links.next
         }
-        links.next?._withUnsafeGuaranteedRef { $0.listLinks.previous = links.previous }
-        element.listLinks = IntrusiveLinks()
+        links.next?._withUnsafeGuaranteedRef { Membership.withLinks(of: $0) { $0.previous = links.previous } }
         count -= 1
+    }
+
+    /// Unlinks `element` if it is in this list (it is unless it is first, or has a previous element,
+    /// given that it is in no other list of this kind); false when it was not.
+    mutating func removeIfPresent(_ element: Element) -> Bool {
+        let isLinked = Membership.withLinks(of: element) { $0.previous != nil }
+        guard isLinked || head?.toOpaque() == Unmanaged.passUnretained(element).toOpaque() else { return false }
+        remove(element)
+        return true
+    }
+
+    /// Empties the list, unlinking every element; returns them, front to back.
+    mutating func removeAll() -> [Element] {
+        let elements = Array(self)
+        for element in elements { Membership.withLinks(of: element) { $0 = IntrusiveLinks() } }
+        head = nil
+        count = 0
+        return elements
     }
 
     /// Walks the list front to back; the list must not change meanwhile.
@@ -77,7 +107,7 @@ struct IntrusiveList<Element: IntrusiveListElement>: Sequence where Element.Link
 
         mutating func next() -> Element? {
             guard let element = cursor?.takeUnretainedValue() else { return nil }
-            cursor = element.listLinks.next
+            cursor = Membership.withLinks(of: element) { $0.next }
             return element
         }
     }

@@ -19,7 +19,7 @@ import Musl
 /// dies while libuv still points into its memory is a bug we want to see.
 ///
 /// Thread rule: loop thread only, except `init`.
-class LoopHandle: IntrusiveListElement {
+class LoopHandle {
     // Everything below is confined to `loop`'s thread once `didOpen()` ran.
     private enum State { case unopened, open, closing, closed }
 
@@ -148,5 +148,12 @@ public struct OpenHandle: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         let name = label ?? "\(kind) (not opened by ReactiveUV)"
         return isActive ? "\(name) (active)" : name
+    }
+}
+
+/// The loop's list of open handles (`EventLoop.openHandleList`), through `LoopHandle.listLinks`.
+enum LoopHandleList: IntrusiveListMembership {
+    static func withLinks<Result>(of element: LoopHandle, _ body: (inout IntrusiveLinks<LoopHandle>) -> Result) -> Result {
+        body(&element.listLinks)
     }
 }

@@ -29,7 +29,7 @@ internal import CLibUV
 /// That keeps two list updates off every write.
 ///
 /// Thread rule: loop thread only, except `init`.
-class LoopRequest: IntrusiveListElement {
+class LoopRequest {
     // Everything below is confined to `loop`'s thread once `willStart()` ran.
 
     /// The loop this request runs on (kept alive by the request).
@@ -154,7 +154,7 @@ class LoopRequest: IntrusiveListElement {
     }
 }
 
-extension IntrusiveList where Element == LoopRequest {
+extension IntrusiveList where Membership == LoopRequestList {
     /// Calls `cancelForShutdown()` on every pending request.
     ///
     /// The list is copied first (with strong references) because cancelling
@@ -163,5 +163,12 @@ extension IntrusiveList where Element == LoopRequest {
         for request in Array(self) where request.isPending {
             request.cancelForShutdown()
         }
+    }
+}
+
+/// The loop's list of pending requests (`EventLoop.requests`), through `LoopRequest.listLinks`.
+enum LoopRequestList: IntrusiveListMembership {
+    static func withLinks<Result>(of element: LoopRequest, _ body: (inout IntrusiveLinks<LoopRequest>) -> Result) -> Result {
+        body(&element.listLinks)
     }
 }
