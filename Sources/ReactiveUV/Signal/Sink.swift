@@ -68,25 +68,27 @@ final class Sink<Value>: Observer<Value> {
     /// about: a stat's is 145 bytes).
     @inlinable
     func handleCompleted() {
-        let entry = subscription.enterDelivery()
-        if entry == .refused { return }
-        defer { subscription.leaveDelivery(entry) }
-        let handler = completed
-        releaseCallbacks()
-        subscription.dispose()
-        handler?()
+        handleEnd(failure: nil)
     }
 
     /// `handle(.error(failure))`, without building the event.
     @inlinable
     func handleError(_ failure: any Error) {
+        handleEnd(failure: failure)
+    }
+
+    /// The terminal event: the subscription is disposed first, then `error` or `completed` runs.
+    @inlinable
+    func handleEnd(failure: (any Error)?) {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         defer { subscription.leaveDelivery(entry) }
-        let handler = error
+        // Only the handler that runs is taken (each is a closure to retain).
+        let onError = failure == nil ? nil : error
+        let onCompleted = failure == nil ? completed : nil
         releaseCallbacks()
         subscription.dispose()
-        handler?(failure)
+        if let failure { onError?(failure) } else { onCompleted?() }
     }
 
     /// `handle(.next(value))`, without building the event.
