@@ -358,7 +358,8 @@ extension String {
 ///
 /// A signal of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
 /// makes no closures: the operation is made and started right in `attach`; only from another thread does
-/// the subscription hop to the loop (`LoopBinding`).
+/// the subscription hop to the loop (`LoopBinding`). A call its checks refuse is not one of these
+/// (`Files.refused`: a signal that fails each subscriber).
 ///
 /// Thread rule: safe from any thread (all stored properties are immutable).
 final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
@@ -370,39 +371,33 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     /// Undoes a successful result that arrived after the operation ended.
     typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
 
-    private let call: String
     private let explicitLoop: EventLoop?
-    private let refusal: UVError?
-    /// A one-request signal's call (`Files.single`): read by its operations, which hold the signal.
+    /// The call (its name, for messages), and a one-request signal's path(s): read by its operations,
+    /// which hold the signal, with `singleStart`, `singleRead` and `singleDiscard`.
     let singleContext: FileCallContext
     let singleStart: Start?
     let singleRead: Read?
     let singleDiscard: Discard?
     /// Starts a longer operation's steps (nil for a one-request signal).
     private let body: ((FileSystemOperation<Value>) -> Void)?
-    /// A one-request signal the checks let through: subscribed on its loop by `subscribe`, it sends to the sink.
+    /// A one-request signal: subscribed on its loop by `subscribe`, it sends to the sink.
     private let sendsToSink: Bool
 
     /// A signal of one request.
-    init(call: String, on loop: EventLoop?, refusal: UVError?, context: FileCallContext, start: @escaping Start,
-         read: @escaping Read, discard: Discard?) {
-        self.call = call
+    init(on loop: EventLoop?, context: FileCallContext, start: @escaping Start, read: @escaping Read, discard: Discard?) {
         explicitLoop = loop
-        self.refusal = refusal
         singleContext = context
         singleStart = start
         singleRead = read
         singleDiscard = discard
         body = nil
-        sendsToSink = refusal == nil
+        sendsToSink = true
         super.init()
     }
 
     /// A signal of steps that `body` starts.
-    init(call: String, on loop: EventLoop?, refusal: UVError?, body: @escaping (FileSystemOperation<Value>) -> Void) {
-        self.call = call
+    init(call: String, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
         explicitLoop = loop
-        self.refusal = refusal
         singleContext = FileCallContext(call, "")
         singleStart = nil
         singleRead = nil
@@ -432,15 +427,11 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     private func subscribed(_ subscriber: Subscriber<Value>) -> (any Disposable)? {
-        if let refusal {
-            subscriber.sendError(refusal)
-            return nil
-        }
         // On the loop already: start now (what LoopBinding.open would do, without its closure).
         if let loop = explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
             return begin(on: loop, for: subscriber)
         }
-        return LoopBinding.open(on: explicitLoop, for: subscriber, what: "Files.\(call)") { [self] loop in
+        return LoopBinding.open(on: explicitLoop, for: subscriber, what: "Files.\(singleContext.call)") { [self] loop in
             begin(on: loop, for: subscriber)
         }
     }
@@ -471,7 +462,8 @@ extension Files {
         checks: () throws(UVError) -> Void,
         _ body: @escaping (FileSystemOperation<Value>) -> Void
     ) -> Signal<Value> {
-        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), body: body).debugNamed("+Files.\(call)")
+        if let refusal = refusal(checks) { return refused(call, refusal) }
+        return FileSystemSignal(call: call, on: loop, body: body).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that sends what `read` makes of its result, then completes.
@@ -486,8 +478,8 @@ extension Files {
         read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
         discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
     ) -> Signal<Value> {
-        FileSystemSignal(call: call, on: loop, refusal: refusal(checks), context: context, start: start, read: read, discard: discard)
-            .debugNamed("+Files.\(call)")
+        if let refusal = refusal(checks) { return refused(call, refusal) }
+        return FileSystemSignal(on: loop, context: context, start: start, read: read, discard: discard).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
@@ -499,5 +491,10 @@ extension Files {
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
     ) -> Signal<Void> {
         single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
+    }
+
+    /// What a call its checks refused is: a signal that fails each subscriber with `refusal`, before any request.
+    private static func refused<Value>(_ call: String, _ refusal: UVError) -> Signal<Value> {
+        Signal<Value>.error(refusal).debugNamed("+Files.\(call)")
     }
 }
