@@ -34,6 +34,8 @@ enum HomeGate<Value> {
     ///
     /// The home is checked by identity against the calling thread's loop first, so a subscription
     /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
+    /// Inlined: across a call, the sink and loop it returns would each be retained, then released.
+    @inline(__always)
     static func directSink(
         for observer: Observer<Value>, in subscription: Subscription, explicitLoop: EventLoop?
     ) -> (sink: Sink<Value>, loop: EventLoop)? {
