@@ -83,8 +83,8 @@ struct IntrusiveList<Membership: IntrusiveListMembership>: Sequence {
         count -= 1
     }
 
-    /// Unlinks `element` if it is in this list (it is unless it is first, or has a previous element,
-    /// given that it is in no other list of this kind); false when it was not.
+    /// Unlinks `element` if it is in this list, and says whether it was. An element is in the list when it
+    /// has a previous element or is the head (the caller keeps it out of every other list of this kind).
     mutating func removeIfPresent(_ element: Element) -> Bool {
         let isLinked = Membership.withLinks(of: element) { $0.previous != nil }
         guard isLinked || head?.toOpaque() == Unmanaged.passUnretained(element).toOpaque() else { return false }
