@@ -29,16 +29,13 @@ final class GroupListener: GroupServer<TCPListener>, @unchecked Sendable {
     private let options: TCPOptions
 
     init(group: EventLoopGroup, host: String, port: Int, backlog: Int32, options: TCPOptions,
-         onAccepted: (@Sendable (TCPConnection) -> Void)?,
-         onEvent: @escaping @Sendable (TCPServer.Event) -> Void,
-         onError: @escaping @Sendable (any Error) -> Void,
-         onCompleted: @escaping @Sendable () -> Void) {
+         onAccepted: (@Sendable (TCPConnection) -> Void)?, output: GroupServerOutput<TCPServer.Event>) {
         self.host = host
         self.port = port
         self.backlog = backlog
         self.options = options
         super.init(group: group, maxConnections: options.maxConnections, drainOrder: .everyShareAtOnce,
-                   onAccepted: onAccepted, onEvent: onEvent, onError: onError, onCompleted: onCompleted)
+                   onAccepted: onAccepted, output: output)
     }
 
     /// Checks the loops, then resolves the host (at once when numeric) and starts every share.

@@ -86,27 +86,21 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     let budget: ConnectionBudget
     private let drainOrder: DrainOrder
     private let onAccepted: (@Sendable (Share.Event.Connection) -> Void)?
-    private let onEvent: @Sendable (Share.Event) -> Void
-    private let onError: @Sendable (any Error) -> Void
-    private let onCompleted: @Sendable () -> Void
+    /// The subscriber's three ends.
+    private let output: GroupServerOutput<Share.Event>
     private let state = LockedValue<State>(.starting(lookup: nil))
     private let disposedFlag = Atomic<Bool>(false)
     /// The subscription to the drain requests (set once by `follow`, on the coordinator's thread).
     private let drainRequests = SerialDisposable()
 
     /// A server on `group` whose shares count against `maxConnections` together and drain in
-    /// `drainOrder`; it tells the subscriber through the four callbacks (never under the mutex).
+    /// `drainOrder`; it tells the subscriber through `onAccepted` and `output` (never under the mutex).
     init(group: EventLoopGroup, maxConnections: Int?, drainOrder: DrainOrder,
-         onAccepted: (@Sendable (Share.Event.Connection) -> Void)?,
-         onEvent: @escaping @Sendable (Share.Event) -> Void,
-         onError: @escaping @Sendable (any Error) -> Void,
-         onCompleted: @escaping @Sendable () -> Void) {
+         onAccepted: (@Sendable (Share.Event.Connection) -> Void)?, output: GroupServerOutput<Share.Event>) {
         self.group = group
         self.drainOrder = drainOrder
         self.onAccepted = onAccepted
-        self.onEvent = onEvent
-        self.onError = onError
-        self.onCompleted = onCompleted
+        self.output = output
         budget = ConnectionBudget(limit: maxConnections)
     }
 
@@ -151,14 +145,14 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     /// Sends a share's event to the subscriber; for `.accepted`, calls `onAccepted` first.
     func send(_ event: Share.Event) {
         if let connection = event.acceptedConnection { onAccepted?(connection) }
-        onEvent(event)
+        output.event(event)
     }
 
     /// Ends every share and tells the subscriber `error`, once.
     func fail(_ error: any Error) {
         guard let previous = end() else { return }
         stop(previous)
-        onError(error)
+        output.error(error)
     }
 
     /// The share on `loop` ended with its loop's shutdown (TCP: each share has a socket of its
@@ -175,7 +169,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
             state = .ended
             return true
         }
-        if last { onError(EventLoopError.shutDown(loop: loop.name)) }
+        if last { output.error(EventLoopError.shutDown(loop: loop.name)) }
     }
 
     /// Moves to `.ended`; returns what was there, or nil when it had ended already.
@@ -242,7 +236,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
         case .force(let shares): distribute(request, to: shares, announcing: false)
         case .endBeforeServing(let previous):
             stop(previous)
-            onCompleted()
+            output.completed()
         case .nothing:
             break
         }
@@ -257,7 +251,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
             let closing = Atomic(shares.count)
             forward(request, to: shares, stoppedAccepting: { [self] in
                 if closing.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-                    onEvent(.draining(open: budget.open))
+                    output.event(.draining(open: budget.open))
                 }
             })
         case .acceptingShareFirst:
@@ -266,7 +260,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
             let accepting = shares[0]
             let homing = Array(shares.dropFirst())
             let work: @Sendable () -> Void = { [self] in
-                accepting.drain(request, announce: { [self] _ in onEvent(.draining(open: budget.open)) },
+                accepting.drain(request, announce: { [self] _ in output.event(.draining(open: budget.open)) },
                                 done: { [self] in shareDrained(accepting) })
                 forward(request, to: homing, stoppedAccepting: nil)
             }
@@ -318,7 +312,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
             state = .draining(shares: shares, pending: pending)
             return false
         }
-        if last { onCompleted() }
+        if last { output.completed() }
     }
 
     // MARK: - Disposable
@@ -336,4 +330,20 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     var isDisposed: Bool { disposedFlag.load(ordering: .acquiring) }
+}
+
+/// Where a group server sends what its shares tell: the subscriber's three ends.
+///
+/// Thread rule: a value of `@Sendable` closures; safe from any thread.
+struct GroupServerOutput<Event>: Sendable {
+    let event: @Sendable (Event) -> Void
+    let error: @Sendable (any Error) -> Void
+    let completed: @Sendable () -> Void
+
+    /// `subscriber`'s ends, each event written to it by `send` (which picks what the server's signal sends).
+    init<Value>(_ subscriber: Subscriber<Value>, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void) {
+        event = { send($0, subscriber) }
+        error = { subscriber.sendError($0) }
+        completed = { subscriber.sendCompleted() }
+    }
 }

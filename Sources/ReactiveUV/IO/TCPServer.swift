@@ -241,8 +241,7 @@ public enum TCPServer {
             LoopBinding.open(on: group.loops[0], for: subscriber, what: "TCPServer.serve(on: group)") { _ in
                 let listener = GroupListener(
                     group: group, host: host, port: port, backlog: backlog, options: options, onAccepted: onAccepted,
-                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) },
-                    onCompleted: { subscriber.sendCompleted() })
+                    output: GroupServerOutput(subscriber, send: send))
                 listener.start()
                 if let drain { listener.follow(drain) }
                 return listener

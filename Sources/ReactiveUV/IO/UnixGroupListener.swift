@@ -21,15 +21,12 @@ final class UnixGroupListener: GroupServer<UnixListener>, @unchecked Sendable {
     private let options: UnixSocketOptions
 
     init(group: EventLoopGroup, path: String, backlog: Int32, options: UnixSocketOptions,
-         onAccepted: (@Sendable (UnixConnection) -> Void)?,
-         onEvent: @escaping @Sendable (UnixSocket.Event) -> Void,
-         onError: @escaping @Sendable (any Error) -> Void,
-         onCompleted: @escaping @Sendable () -> Void) {
+         onAccepted: (@Sendable (UnixConnection) -> Void)?, output: GroupServerOutput<UnixSocket.Event>) {
         self.path = path
         self.backlog = backlog
         self.options = options
         super.init(group: group, maxConnections: options.maxConnections, drainOrder: .acceptingShareFirst,
-                   onAccepted: onAccepted, onEvent: onEvent, onError: onError, onCompleted: onCompleted)
+                   onAccepted: onAccepted, output: output)
     }
 
     /// Checks the loops, makes a share per loop, and starts the listening one (bind, listen, `.listening`).

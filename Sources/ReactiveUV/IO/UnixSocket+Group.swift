@@ -100,8 +100,7 @@ extension UnixSocket {
             LoopBinding.open(on: group.loops[0], for: subscriber, what: "UnixSocket.serve(on: group)") { _ in
                 let listener = UnixGroupListener(
                     group: group, path: path, backlog: backlog, options: options, onAccepted: onAccepted,
-                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) },
-                    onCompleted: { subscriber.sendCompleted() })
+                    output: GroupServerOutput(subscriber, send: send))
                 listener.start()
                 if let drain { listener.follow(drain) }
                 return listener
