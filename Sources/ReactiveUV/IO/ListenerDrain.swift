@@ -90,6 +90,15 @@ extension DrainableListener {
     }
 
     /// Resets every connection still open (the drain's deadline, or `.force`).
+    /// Ends any drain for good, as the listener shuts down: its deadline is cancelled, its requests are no
+    /// longer followed, and its `done` is not called (the listener's end is reported instead).
+    func abandonDrain() {
+        if case .draining(let deadline, _) = drainState { deadline?.dispose() }
+        drainState = .drained
+        drainRequests?.dispose()
+        drainRequests = nil
+    }
+
     private func forceDrain() {
         guard case .draining = drainState else { return }
         accepted.endAll(.closed, reset: true)

@@ -208,10 +208,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         callbacks = nil
         lookup?.dispose()
         lookup = nil
-        if case .draining(let deadline, _) = drainState { deadline?.dispose() }
-        drainState = .drained
-        drainRequests?.dispose()
-        drainRequests = nil
+        abandonDrain()
         idleTimer?.dispose()
         idleTimer = nil
         close()

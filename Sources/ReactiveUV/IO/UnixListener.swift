@@ -213,10 +213,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// way ends without its `done`.
     private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
         callbacks = nil
-        if case .draining(let deadline, _) = drainState { deadline?.dispose() }
-        drainState = .drained
-        drainRequests?.dispose()
-        drainRequests = nil
+        abandonDrain()
         homes = []
         close()
         removeCreatedFile()

@@ -120,6 +120,32 @@ final class TCPDrainTests: XCTestCase {
         }
     }
 
+    /// Disposing the server in the middle of a graceful drain ends the drain with it: the open
+    /// connection is closed, the drain's 60 s deadline no longer holds the loop, the server says
+    /// nothing more (no completion: it was disposed), and a later request is not followed.
+    func testDisposingADrainingServerEndsTheDrainAndItsDeadline() throws {
+        LoopHarness.run { harness in
+            let drain = Subject<TCPServer.DrainRequest>()
+            let (server, port) = try startDrainableServer(harness, drain: drain)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            try echo(connection, on: harness)
+            drain.sendNext(.graceful(timeout: .seconds(60)))
+            try server.wait(for: ".draining") { $0.contains { if case .next(.draining(open: 1)) = $0 { true } else { false } } }
+            let eventsBefore = server.events.count
+            server.dispose()
+            XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "the server's disposal closes the connection")
+            try harness.wait(for: "nothing open on the loop (the deadline's timer included)") {
+                (try? harness.loop.openHandles()) == []
+            }
+            drain.sendNext(.force)
+            try harness.onLoop {}
+            XCTAssertEqual(server.events.count, eventsBefore, "the disposed server reported more: \(server.events)")
+            XCTAssertFalse(connection.isOpen)
+        }
+    }
+
     /// A drain with no connection open completes at once; the listening socket is closed.
     func testADrainWithNoConnectionCompletesAtOnce() throws {
         LoopHarness.run { harness in
