@@ -75,7 +75,8 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
         for pipe in pipes {
             guard subscriber != nil else { return }  // the first pipe's reading failed at once (EBUSY)
             let isOutput = pipe.role == .standardOutput
-            let reading = pipe.bytes.subscribe(
+            // Subscribed on the loop thread, which is its home: the reader's flow control is registered at once.
+            let reading = pipe.bytes.subscribeSink(
                 next: { [self] chunk in subscriber?.sendNext(isOutput ? .standardOutput(chunk) : .standardError(chunk)) },
                 error: { [self] error in finish(error) },
                 completed: { [self] in pipeDidEnd() })
@@ -83,8 +84,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
                 reading.dispose()  // it ended everything while subscribing
                 return
             }
-            // Subscribed on the loop thread, which is its home: the reader's flow control is already registered.
-            if let control = (reading as? Subscription)?.flowControl {
+            if let control = reading.flowControl {
                 readerControls.append(control)
                 if consumerPaused { control.pause() }
             }

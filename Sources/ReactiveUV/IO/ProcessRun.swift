@@ -36,14 +36,15 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
         subscriber?.sendNext(.started(pid: child.pid))
         guard subscriber != nil else { return }
         // Its completion (both pipes at EOF) is not the end: `spawn` completes once the child also exited.
-        let reading = child.output.subscribe(next: { [self] output in subscriber?.sendNext(output) },
-                                             error: { [self] error in finish(error) })
+        // Subscribed on the loop thread, which is its home: the merge's flow control is registered at once.
+        let reading = child.output.subscribeSink(
+            next: { [self] output in subscriber?.sendNext(output) },
+            error: { [self] error in finish(error) }, completed: nil)
         guard subscriber != nil else {
             reading.dispose()
             return
         }
-        // Subscribed on the loop thread, which is its home: the merge's flow control is already registered.
-        if let control = (reading as? Subscription)?.flowControl {
+        if let control = reading.flowControl {
             outputControl = control
             if consumerPaused { control.pause() }
         }

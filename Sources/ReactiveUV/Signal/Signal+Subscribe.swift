@@ -32,10 +32,14 @@ extension Signal {
     }
 
     /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).
+    ///
+    /// Returns the subscription as itself: a consumer inside the library that pauses what it reads (a
+    /// child's output, a process run) takes the source's `flowControl` from it, registered at once when
+    /// subscribed on the home thread.
     @inlinable
     func subscribeSink(
         next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?
-    ) -> any Disposable {
+    ) -> Subscription {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
         // Event logging (SignalLogging.swift) is out of line, so this body stays small
