@@ -69,14 +69,8 @@ final class TCPDrainTests: XCTestCase {
     /// the connected one is still served; `.force` then resets it and the server completes.
     func testNoNewConnectionIsAcceptedAfterTheDrainBeganAndForceEndsIt() throws {
         LoopHarness.run { harness in
-            let drain = Subject<TCPServer.DrainRequest>()
-            let (server, port) = try startDrainableServer(harness, drain: drain)
-            let client = try BlockingClient(port: port)
+            let (drain, server, port, client, _) = try drainingWithOneEchoClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            try echo(connection, on: harness)
-            drain.sendNext(.graceful(timeout: .seconds(60)))
-            try server.wait(for: ".draining") { $0.count == 3 }
             XCTAssertThrowsError(try BlockingClient(port: port), "a client connected after the drain began") { error in
                 XCTAssertEqual((error as? BlockingClientError)?.errno, ECONNREFUSED, "\(error)")
             }
@@ -125,14 +119,8 @@ final class TCPDrainTests: XCTestCase {
     /// nothing more (no completion: it was disposed), and a later request is not followed.
     func testDisposingADrainingServerEndsTheDrainAndItsDeadline() throws {
         LoopHarness.run { harness in
-            let drain = Subject<TCPServer.DrainRequest>()
-            let (server, port) = try startDrainableServer(harness, drain: drain)
-            let client = try BlockingClient(port: port)
+            let (drain, server, _, client, connection) = try drainingWithOneEchoClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            try echo(connection, on: harness)
-            drain.sendNext(.graceful(timeout: .seconds(60)))
-            try server.wait(for: ".draining") { $0.contains { if case .next(.draining(open: 1)) = $0 { true } else { false } } }
             let eventsBefore = server.events.count
             server.dispose()
             XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "the server's disposal closes the connection")
@@ -211,6 +199,26 @@ final class TCPDrainTests: XCTestCase {
     }
 
     // MARK: - support
+
+    /// A drainable server with one echoing client, once a 60 s graceful drain began (`.draining(open: 1)` seen).
+    private func drainingWithOneEchoClient(_ harness: LoopHarness) throws -> (
+        drain: Subject<TCPServer.DrainRequest>, server: EventRecorder<TCPServer.Event>, port: Int,
+        client: BlockingClient, connection: TCPConnection
+    ) {
+        let drain = Subject<TCPServer.DrainRequest>()
+        let (server, port) = try startDrainableServer(harness, drain: drain)
+        let client = try BlockingClient(port: port)
+        do {
+            let connection = try waitForAccepted(server, 1)[0]
+            try echo(connection, on: harness)
+            drain.sendNext(.graceful(timeout: .seconds(60)))
+            try server.wait(for: ".draining") { $0.contains { if case .next(.draining(open: 1)) = $0 { true } else { false } } }
+            return (drain, server, port, client, connection)
+        } catch {
+            client.close()
+            throw error
+        }
+    }
 
     private func startDrainableServer(_ harness: LoopHarness, drain: Signal<TCPServer.DrainRequest>,
                                       options: TCPOptions = TCPOptions()) throws -> (EventRecorder<TCPServer.Event>, Int) {
