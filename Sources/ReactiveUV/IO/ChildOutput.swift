@@ -42,6 +42,52 @@ extension ProcessStdio {
     }
 }
 
+/// The readings a process consumer holds (`ChildOutputMerge`, `ProcessRun`), and the consumer's pause,
+/// which goes to every reading that can pause (its source's flow control) and to one added later.
+///
+/// A class, not a struct: a reading's `dispose()` or `pause()` may call back into its owner, which
+/// would then reach this again while a mutating method still held it (an exclusivity trap).
+///
+/// Thread rule: loop thread only (held by a loop-confined owner).
+final class PausableReadings {
+    // Loop thread only: touched by its owner's loop-thread methods.
+    /// Every subscription held, disposed together by `disposeAll()`.
+    private var readings: [any Disposable] = []
+    /// The flow controls of the readings that have one.
+    private var controls: [FlowControl] = []
+    /// What the consumer last asked for.
+    private(set) var paused = false
+
+    /// Holds `reading`; if its source can pause, the consumer's pause reaches it from now on.
+    func add(_ reading: Subscription) {
+        if let control = reading.flowControl {
+            controls.append(control)
+            if paused { control.pause() }
+        }
+        readings.append(reading)
+    }
+
+    /// Holds a reading that cannot be paused (a child's exit).
+    func add(unpausable reading: any Disposable) {
+        readings.append(reading)
+    }
+
+    func setPaused(_ paused: Bool) {
+        self.paused = paused
+        for control in controls {
+            if paused { control.pause() } else { control.resume() }
+        }
+    }
+
+    /// Disposes every reading (after forgetting them: a reading's end may call back into the owner).
+    func disposeAll() {
+        let readings = self.readings
+        self.readings = []
+        controls = []
+        for reading in readings { reading.dispose() }
+    }
+}
+
 /// One `RunningChild.output` subscription: both output pipes read on the child's loop into one
 /// stream of `.standardOutput` and `.standardError` chunks, in the order they were read.
 ///
@@ -54,13 +100,10 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private var subscriber: Subscriber<ProcessOutput>?
-    /// The pipes' readers (their subscriptions to `bytes`).
-    private var readings: [any Disposable] = []
-    /// The readers' flow controls: the consumer's pause and resume go to both.
-    private var readerControls: [FlowControl] = []
+    /// The pipes' readers (their subscriptions to `bytes`); the consumer's pause and resume go to both.
+    private let readings = PausableReadings()
     /// Pipes that have not reached EOF yet.
     private var pipesOpen = 0
-    private var consumerPaused = false
 
     init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
         self.loop = loop
@@ -84,11 +127,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
                 reading.dispose()  // it ended everything while subscribing
                 return
             }
-            if let control = reading.flowControl {
-                readerControls.append(control)
-                if consumerPaused { control.pause() }
-            }
-            readings.append(reading)
+            readings.add(reading)
         }
     }
 
@@ -98,10 +137,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
     }
 
     private func setPaused(_ paused: Bool) {
-        consumerPaused = paused
-        for control in readerControls {
-            if paused { control.pause() } else { control.resume() }
-        }
+        readings.setPaused(paused)
     }
 
     private func finish(_ error: (any Error)?) {
@@ -112,10 +148,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
     }
 
     private func release() {
-        let readings = self.readings
-        self.readings = []
-        readerControls = []
-        for reading in readings { reading.dispose() }
+        readings.disposeAll()
     }
 
     func abandon() {

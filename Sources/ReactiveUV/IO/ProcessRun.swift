@@ -7,11 +7,9 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
     let disposedFlag = Atomic<Bool>(false)
     private var subscriber: Subscriber<ProcessOutput>?
     private var spawning: (any Disposable)?
-    /// The subscriptions to the child's `output` and to its exit.
-    private var readings: [any Disposable] = []
-    /// The flow control of the `output` reading: the consumer's pause and resume go there (and on to both pipes).
-    private var outputControl: FlowControl?
-    private var consumerPaused = false
+    /// The subscriptions to the child's `output` and to its exit; the consumer's pause and resume go to
+    /// the `output` reading's flow control (and on to both pipes).
+    private let readings = PausableReadings()
 
     init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
         self.loop = loop
@@ -44,12 +42,8 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
             reading.dispose()
             return
         }
-        if let control = reading.flowControl {
-            outputControl = control
-            if consumerPaused { control.pause() }
-        }
-        readings.append(reading)
-        readings.append(child.exit.subscribeNext { [self] exit in subscriber?.sendNext(.exited(exit)) })
+        readings.add(reading)
+        readings.add(unpausable: child.exit.subscribeNext { [self] exit in subscriber?.sendNext(.exited(exit)) })
         if let input, let standardInput = child.standardInput {
             // A child that exits without reading it all ends the pipe with EPIPE: nothing more to do then.
             standardInput.send(input)
@@ -58,8 +52,7 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
     }
 
     private func setPaused(_ paused: Bool) {
-        consumerPaused = paused
-        if paused { outputControl?.pause() } else { outputControl?.resume() }
+        readings.setPaused(paused)
     }
 
     private func finish(_ error: (any Error)?) {
@@ -70,10 +63,7 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
     }
 
     private func release() {
-        let readings = self.readings
-        self.readings = []
-        outputControl = nil
-        for reading in readings { reading.dispose() }
+        readings.disposeAll()
         let spawning = self.spawning
         self.spawning = nil
         spawning?.dispose()
