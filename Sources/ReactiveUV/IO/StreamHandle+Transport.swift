@@ -112,10 +112,15 @@ final class StreamOrigin: Sendable {
     /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`StreamHandle.readChunkLimit`;
     /// `Files.chunks` of a FIFO asks for less).
     let readChunkLimit: Int
+    /// The other end's name for every stream that shares this origin, unless one was given its own
+    /// (`StreamHandle.peerDescription`): a Unix listener's socket path, so an accepted connection
+    /// keeps no name of its own (nor the extras a name of its own would make).
+    let peerName: String?
 
-    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size) {
+    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size, peerName: String? = nil) {
         self.text = text
         self.limits = limits
         self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
+        self.peerName = peerName
     }
 }

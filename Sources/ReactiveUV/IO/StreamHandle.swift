@@ -129,7 +129,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         self.ipc = ipc && transport == .pipe
         // A listener's label carries its options' limits: every connection it accepts shares both.
         self.originLabel = originLabel.limits == limits
-            ? originLabel : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit)
+            ? originLabel
+            : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit, peerName: originLabel.peerName)
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
 
@@ -149,7 +150,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     var peerDescription: String {
         get {
             if transport == .tcp, let text = tcpPeerText { return text }
-            return namedPeer ?? "peer"
+            return namedPeer ?? originLabel.peerName ?? "peer"
         }
         set { namedPeer = newValue }
     }

@@ -42,6 +42,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private let budget: ConnectionBudget
     /// What made the listener, for labels: "UnixSocket.listen", or with the loop for a group's share.
     private let origin: String
+    /// What its accepted connections say made them, with the socket path as their peer: composed at
+    /// the first accept and shared by every connection homed here (`acceptedOrigin`).
+    private var sharedOrigin: StreamOrigin?
     /// nil once the listener ended.
     private var callbacks: Callbacks?
     private var name: UnixSocketPath?
@@ -128,10 +131,17 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
 
     /// A new stream for a connection homed here (not opened yet).
     private func makeStream() -> StreamHandle {
-        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits,
-                                  origin: "accepted by \(origin)(\(place))", ipc: options.ipc)
-        stream.peerDescription = place
-        return stream
+        StreamHandle(loop: loop, transport: .pipe, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc)
+    }
+
+    /// "accepted by UnixSocket.listen(/run/app.sock)" (with the loop for a group's share), naming the
+    /// socket path as the peer. Composed at the first accept (the path is bound by then and does not
+    /// change) and shared, as a TCP listener's is: a connection carries no label, peer name or extras of its own.
+    private var acceptedOrigin: StreamOrigin {
+        if let sharedOrigin { return sharedOrigin }
+        let made = StreamOrigin("accepted by \(origin)(\(place))", limits: options.limits, peerName: place)
+        sharedOrigin = made
+        return made
     }
 
     /// The share the next connection goes to (round robin over `homes`), skipping the loops that

@@ -207,20 +207,20 @@ final class TCPIdleMemoryTests: XCTestCase {
         }
     }
 
-    /// Raises the soft limit on open descriptors to `needed` if the hard limit allows; else fails saying so.
-    private func raiseOpenFileLimit(to needed: Int) throws {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("getrlimit failed: errno \(errno)") }
-        if limit.rlim_cur >= rlim_t(needed) { return }
-        guard limit.rlim_max == rlim_t.max || limit.rlim_max >= rlim_t(needed) else {
-            throw TestFailure("this test opens \(needed) descriptors but the hard limit (RLIMIT_NOFILE) is \(limit.rlim_max)")
-        }
-        limit.rlim_cur = rlim_t(needed)
-        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("setrlimit failed: errno \(errno)") }
-    }
-
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
+}
+
+/// Raises the soft limit on open descriptors to `needed` if the hard limit allows; else fails saying so.
+func raiseOpenFileLimit(to needed: Int) throws {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("getrlimit failed: errno \(errno)") }
+    if limit.rlim_cur >= rlim_t(needed) { return }
+    guard limit.rlim_max == rlim_t.max || limit.rlim_max >= rlim_t(needed) else {
+        throw TestFailure("this test opens \(needed) descriptors but the hard limit (RLIMIT_NOFILE) is \(limit.rlim_max)")
+    }
+    limit.rlim_cur = rlim_t(needed)
+    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("setrlimit failed: errno \(errno)") }
 }
