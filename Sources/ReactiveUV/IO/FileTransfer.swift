@@ -7,6 +7,11 @@ import Musl
 #endif
 
 /// One `Files.chunks` or `Files.write` subscription: open, read or write step by step, close.
+///
+/// What `Files.chunks` opened is read by whichever reader suits it: a regular file by `OpenFile.chunks`'s
+/// reader with its reads ahead (`ChunkedFileRead`), a FIFO by the stream core (`FIFOStream`), anything
+/// else (a device) one read at a time here, as is standard input handed over by `startReading`, which
+/// must read from the descriptor's current offset and move it.
 final class FileTransfer: LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     enum Mode {
@@ -31,6 +36,10 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     private var reader: Subscriber<[UInt8]>?
     /// Reads a FIFO on the loop through the stream core (it owns the descriptor then: `file` is -1).
     private var fifo: (any Disposable)?
+    /// A regular file opened here, read ahead by `ChunkedFileRead` (the `OpenFile` owns the descriptor then: `file` is -1).
+    private var regularFile: (file: OpenFile, reading: (any Disposable)?)?
+    /// Opened here (not a descriptor handed over by `startReading`): a regular file may be read at offsets.
+    private var openedHere = false
     private var buffer: UnsafeMutableRawPointer?
     private var bufferSize = 0
     private var written = 0
@@ -107,6 +116,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
             uv_fs_open(self.loop.uvLoop, request, self.path, flags, 0o644, callback)
         } then: { [self] result, _ in
             file = uv_file(result)
+            openedHere = true
             switch mode {
             case .stream: examine()
             case .write:
@@ -128,6 +138,10 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
             let type = mode_t(truncatingIfNeeded: request.statMode) & S_IFMT
             if type == S_IFIFO {
                 readFIFO()
+                return
+            }
+            if type == S_IFREG && openedHere {
+                readRegularFile()
                 return
             }
             if type != S_IFREG { setBlocking() }
@@ -159,6 +173,19 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         end = nil
         deliver = nil
         fifo = FIFOStream.read(descriptor: descriptor, path: path, chunkLimit: chunkSize, what: "Files.chunks", on: loop, into: reader)
+    }
+
+    /// Hands the regular file's descriptor and the subscriber to `OpenFile.chunks`'s reader, which keeps
+    /// reads ahead on the pool (twice the rate of one read at a time); it tells the subscriber everything from
+    /// here, and this transfer closes the file when the subscription ends (`abandon`, or the loop's shutdown).
+    private func readRegularFile() {
+        guard case .stream(let chunkSize) = mode, let reader else { return }
+        let opened = OpenFile(loop: loop, path: path, descriptor: file)
+        file = -1
+        end = nil
+        deliver = nil
+        regularFile = (opened, nil)
+        regularFile?.reading = ChunkedFileRead(file: opened, offset: 0, chunkSize: chunkSize, subscriber: reader).start()
     }
 
     /// The next write, or the end.
@@ -260,6 +287,11 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         }
         fifo?.dispose()
         fifo = nil
+        if let (opened, reading) = regularFile {
+            regularFile = nil
+            reading?.dispose()
+            opened.requestClose(by: .dispose)
+        }
         tellEnd(error)
     }
 
@@ -284,7 +316,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         reader = nil
         if let request {
             request.cancel()
-        } else if file >= 0 || fifo != nil {
+        } else if file >= 0 || fifo != nil || regularFile != nil {
             finish(nil)
         }
     }

@@ -88,12 +88,15 @@ public enum Files {
 
     /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
     ///
-    /// One read request is in flight at a time; disposing stops after it. A
-    /// FIFO is read on the loop without a pool thread, through the same stream
-    /// core as sockets and pipes (chunks of at most 64 KiB then, as they come;
-    /// a consumer that cannot keep up, such as a full `values` buffer, pauses
-    /// the reading); a device that blocks holds one pool thread while it waits
-    /// for data.
+    /// A regular file is read as `OpenFile.chunks` reads it: a few reads ahead
+    /// on the pool (at most 3 chunks in flight or waiting), delivered in order,
+    /// paused by a consumer that cannot keep up (such as a full `values`
+    /// buffer); the file is closed when the signal ends or is disposed (after a
+    /// read still on the pool finishes). A FIFO is read on the loop without a
+    /// pool thread, through the same stream core as sockets and pipes (chunks
+    /// of at most 64 KiB then, as they come, paused the same way); a device is
+    /// read one request at a time, and one that blocks holds one pool thread
+    /// while it waits for data.
     ///
     /// - Parameters:
     ///   - path: The file (or a FIFO or device: chunks then come as they are read).

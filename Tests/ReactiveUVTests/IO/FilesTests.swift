@@ -242,6 +242,29 @@ final class FilesTests: XCTestCase {
         }
     }
 
+    /// `Files.chunks` of a regular file reads it as `OpenFile.chunks` does: reads ahead, paused by a
+    /// consumer that cannot keep up. A `.bounded(2)` buffer, which fails with `bufferOverflow` when a
+    /// source ignores the pause (as the one-read-at-a-time transfer did), takes 8 MiB in 4 KiB chunks,
+    /// intact and in order; then nothing holds the file open.
+    func testChunksOfARegularFileFollowTheConsumersFlowControl() async throws {
+        let path = directory + "/paced.bin"
+        let contents = bytePattern(8 << 20, seed: 6)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        let loop = EventLoop(name: "paced chunks")
+        defer { loop.shutdown() }
+        var bytes: [UInt8] = []
+        for try await chunk in Files.chunks(path, chunkSize: 4096, on: loop).values(bufferingPolicy: .bounded(2)) {
+            bytes += chunk
+            await Task.yield()
+        }
+        XCTAssertEqual(bytes.count, contents.count)
+        XCTAssertTrue(bytes == contents, "the chunks arrived out of order or changed")
+        // The close may wait for a read ahead still on the pool: wait for it (10 s is the hang guard).
+        let giveUp = ContinuousClock.now + .seconds(10)
+        while descriptors(openOn: path) > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertEqual(descriptors(openOn: path), 0, "the file is still open after its chunks ended")
+    }
+
     /// A file that grows after its size was taken is read to its new end.
     func testAFileThatGrowsDuringTheReadIsReadToItsNewEnd() throws {
         let path = directory + "/growing.bin"
