@@ -265,6 +265,28 @@ final class FilesTests: XCTestCase {
         XCTAssertEqual(descriptors(openOn: path), 0, "the file is still open after its chunks ended")
     }
 
+    /// A loop that shuts down under `Files.chunks` of a regular file whose consumer paused tells the
+    /// subscriber (`EventLoopError.shutDown`), closes the file, and its uv_loop_close returns 0.
+    func testShutdownEndsAPausedRegularFileReadAndClosesTheFile() async throws {
+        let path = directory + "/paused.bin"
+        try Data(bytePattern(4 << 20, seed: 9)).write(to: URL(fileURLWithPath: path))
+        let loop = EventLoop(name: "chunks-shutdown")
+        // The timeout is the hang guard: a reader nobody tells of the shutdown fails the test with TimeoutError.
+        var iterator = Files.chunks(path, chunkSize: 4096, on: loop).timeout(.seconds(10), on: EventLoop.shared)
+            .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first?.count, 4096)
+        let report = try loop.tryShutdown()
+        XCTAssertEqual(report.loopCloseResult, 0)
+        do {
+            while try await iterator.next() != nil {}
+            XCTFail("the chunks ended without an error after the loop shut down")
+        } catch {
+            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "chunks-shutdown"), "\(error)")
+        }
+        XCTAssertEqual(descriptors(openOn: path), 0, "the file is still open after the loop shut down")
+    }
+
     /// A file that grows after its size was taken is read to its new end.
     func testAFileThatGrowsDuringTheReadIsReadToItsNewEnd() throws {
         let path = directory + "/growing.bin"

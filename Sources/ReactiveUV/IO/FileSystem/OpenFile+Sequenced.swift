@@ -26,6 +26,9 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     private var ready: [Int: Result<[UInt8], any Error>] = [:]
     /// The consumer asked to pause: no new read starts until it resumes.
     private var paused = false
+    /// Tells the subscriber of the loop's shutdown: a reader with no read in flight (paused, or waiting
+    /// on nothing) would otherwise never hear of it (the file's close by the shutdown tells nobody).
+    private var shutdownRegistration: (any Disposable)?
 
     init(file: OpenFile, offset: Int, chunkSize: Int, subscriber: Subscriber<[UInt8]>) {
         self.loop = file.loop
@@ -40,8 +43,21 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     func start() -> (any Disposable)? {
         // Strong captures, as the stream's: the cycle ends when the subscription's teardown drops the flow control.
         subscriber?.setFlowControl(pause: { self.paused = true }, resume: { self.resume() })
+        // Strong, as the flow control's: `finish()` drops the registration.
+        shutdownRegistration = loop.shutdownObservers.add { self.loopShutDown() }
+        if shutdownRegistration == nil {
+            loopShutDown()
+            return self
+        }
         fill()
         return self
+    }
+
+    /// The loop shuts down (loop thread): the subscriber learns it now, whatever is in flight.
+    private func loopShutDown() {
+        guard let subscriber else { return }
+        finish()
+        subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
     }
 
     private func resume() {
@@ -100,6 +116,8 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     private func finish() {
         subscriber = nil
         dropReadsAhead()
+        shutdownRegistration?.dispose()
+        shutdownRegistration = nil
     }
 
     func abandon() {

@@ -85,6 +85,29 @@ final class OpenFileTests: XCTestCase {
         XCTAssertTrue(bytes == contents)
     }
 
+    /// A loop that shuts down while a consumer of `chunks` has paused it (no read in flight) ends that
+    /// consumer with `EventLoopError.shutDown`; before, nothing told it and its `for try await` waited for ever.
+    func testShutdownEndsPausedChunks() async throws {
+        let path = directory + "/paused.bin"
+        try Data(bytePattern(4 << 20, seed: 4)).write(to: URL(fileURLWithPath: path))
+        let loop = EventLoop(name: "paused-chunks")
+        let opened = EventRecorder(Files.open(path, on: loop))
+        let file = try XCTUnwrap(try opened.waitForValues(1).first)
+        // The timeout is the hang guard: a reader nobody tells of the shutdown fails the test with TimeoutError.
+        var iterator = file.chunks(chunkSize: 4096).timeout(.seconds(10), on: EventLoop.shared)
+            .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first?.count, 4096)
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        do {
+            while try await iterator.next() != nil {}
+            XCTFail("the chunks ended without an error after the loop shut down")
+        } catch {
+            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "paused-chunks"), "\(error)")
+        }
+        XCTAssertTrue(file.isClosed)
+    }
+
     /// A write larger than one request goes out in several, in order.
     func testAWriteLargerThanOneRequestIsSplitInOrder() throws {
         let path = directory + "/split.bin"
