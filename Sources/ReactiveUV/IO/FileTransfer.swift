@@ -40,6 +40,9 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
     private var regularFile: (file: OpenFile, reading: (any Disposable)?)?
     /// Opened here (not a descriptor handed over by `startReading`): a regular file may be read at offsets.
     private var openedHere = false
+    /// Ends the transfer at the loop's shutdown when no request is pending (a read its consumer paused):
+    /// a pending request hears of it itself (`FileRequest.onShutdown`), an idle transfer would not.
+    private var shutdownRegistration: (any Disposable)?
     private var buffer: UnsafeMutableRawPointer?
     private var bufferSize = 0
     private var written = 0
@@ -79,8 +82,27 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
 
     /// Starts the transfer and returns it as the subscription's disposable.
     static func start(_ transfer: FileTransfer) -> (any Disposable)? {
+        guard transfer.followShutdown() else { return transfer }
         transfer.open()
         return transfer
+    }
+
+    /// Registers for the loop's shutdown (loop thread); false if it already began, the transfer then ended.
+    private func followShutdown() -> Bool {
+        // Strong, as the flow control's: `finish()` drops the registration.
+        shutdownRegistration = loop.shutdownObservers.add { self.loopShutDown() }
+        guard shutdownRegistration == nil else { return true }
+        finish(EventLoopError.shutDown(loop: loop.name))
+        return false
+    }
+
+    /// The loop shuts down (loop thread): an idle transfer (paused, with no request pending) closes the file and
+    /// tells its subscriber now; a FIFO's stream and a regular file's reader tell it themselves (`end` is nil then).
+    private func loopShutDown() {
+        shutdownRegistration = nil
+        // Handed over (`end` is nil): the FIFO's stream or the file's reader must be left to say it.
+        guard request == nil, end != nil else { return }
+        finish(EventLoopError.shutDown(loop: loop.name))
     }
 
     /// Starts reading `descriptor`, already open (a duplicate of standard input): the transfer owns it
@@ -92,6 +114,7 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
         // Strong captures, as the stream's: the cycle ends when the subscription's teardown drops the flow control.
         subscriber.setFlowControl(pause: { transfer.setPaused(true) }, resume: { transfer.setPaused(false) })
         transfer.file = descriptor
+        guard transfer.followShutdown() else { return transfer }
         transfer.examine()
         return transfer
     }
@@ -292,6 +315,8 @@ final class FileTransfer: LoopDisposable, @unchecked Sendable {
             reading?.dispose()
             opened.requestClose(by: .dispose)
         }
+        shutdownRegistration?.dispose()
+        shutdownRegistration = nil
         tellEnd(error)
     }
 

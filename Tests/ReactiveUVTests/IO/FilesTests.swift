@@ -276,6 +276,7 @@ final class FilesTests: XCTestCase {
             .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
         let first = try await iterator.next()
         XCTAssertEqual(first?.count, 4096)
+        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
         let report = try loop.tryShutdown()
         XCTAssertEqual(report.loopCloseResult, 0)
         do {

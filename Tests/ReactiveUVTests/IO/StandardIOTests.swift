@@ -70,6 +70,35 @@ final class StandardIOTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0, "the descriptor itself is not closed (a duplicate was read)")
     }
 
+    /// Input from a regular file whose consumer paused it (no read in flight) ends with
+    /// `EventLoopError.shutDown` when the loop shuts down, and the duplicate descriptor is closed.
+    func testPausedInputFromAFileEndsWithShutDownWhenTheLoopShutsDown() async throws {
+        let path = NSTemporaryDirectory() + "stdio-paused-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).bin"
+        try Data(bytePattern(4 << 20, seed: 3)).write(to: URL(fileURLWithPath: path))
+        defer { unlink(path) }
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        let loop = EventLoop(name: "paused-input")
+        // The timeout is the hang guard: an input nobody tells of the shutdown fails the test with TimeoutError.
+        var iterator = StandardIO.input(descriptor: descriptor, name: "test file", on: loop)
+            .timeout(.seconds(10), on: EventLoop.shared).values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+        _ = try await iterator.next()
+        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        do {
+            while try await iterator.next() != nil {}
+            XCTFail("the input ended without an error after the loop shut down")
+        } catch {
+            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "paused-input"), "\(error)")
+        }
+        XCTAssertEqual(openDescriptors(on: path), 1, "only the test's own descriptor is left open on the file")
+    }
+
+    private func openDescriptors(on path: String) -> Int {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+    }
+
     /// A directory on the descriptor is EISDIR, a closed descriptor EBADF: errors on the signal, no handle left open.
     func testADirectoryIsEISDIRAndAClosedDescriptorIsEBADF() throws {
         let directory = open("/", O_RDONLY | O_DIRECTORY)

@@ -161,6 +161,30 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A loop that shuts down while a listing's consumer has paused it (a batch held, no readdir pending)
+    /// ends that consumer with `EventLoopError.shutDown` and closes the directory.
+    func testShutdownEndsAPausedListingAndClosesTheDirectory() async throws {
+        let listed = path("paused-shutdown")
+        try FileManager.default.createDirectory(atPath: listed, withIntermediateDirectories: false)
+        for index in 0..<3_000 {
+            XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil))
+        }
+        let loop = EventLoop(name: "paused-listing")
+        // The timeout is the hang guard: a listing nobody tells of the shutdown fails the test with TimeoutError.
+        var iterator = Files.list(listed, on: loop).timeout(.seconds(10), on: EventLoop.shared)
+            .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+        _ = try await iterator.next()
+        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        do {
+            while try await iterator.next() != nil {}
+            XCTFail("the listing ended without an error after the loop shut down")
+        } catch {
+            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "paused-listing"), "\(error)")
+        }
+        XCTAssertEqual(descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
+    }
+
     /// A batch goes out as one delivery (`Subscriber.sendNexts`), yet a subscriber that disposes inside an entry
     /// gets no further entry, from that batch or a later one; through an operator every entry still arrives.
     func testASubscriberDisposingInsideABatchGetsNoMoreEntries() throws {

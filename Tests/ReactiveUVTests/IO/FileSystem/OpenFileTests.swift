@@ -98,6 +98,7 @@ final class OpenFileTests: XCTestCase {
             .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
         let first = try await iterator.next()
         XCTAssertEqual(first?.count, 4096)
+        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
         XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
         do {
             while try await iterator.next() != nil {}
