@@ -146,9 +146,17 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
 
     /// Ends the operation: completes the subscriber, or fails it with `error`.
     func finish(_ error: (any Error)? = nil) {
-        guard case .running(let gate) = state else { return }
-        end()
+        guard let gate = endTakingGate() else { return }
         if let error { gate.sendError(error) } else { gate.sendCompleted() }
+    }
+
+    /// Ends the operation, if it runs, and hands back its gate, moved out of `state` (no retain and release).
+    private func endTakingGate() -> HomeGate<Value>? {
+        var ended = State.ended
+        swap(&ended, &state)
+        guard case .running(let gate) = consume ended else { return nil }
+        endAfterState()
+        return gate
     }
 
     /// The subscription was disposed: stop without telling the subscriber.
@@ -158,6 +166,11 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
 
     private func end() {
         state = .ended
+        endAfterState()
+    }
+
+    /// What `end()` does once `state` is `.ended`.
+    private func endAfterState() {
         // The subscription's teardown disposes its children, this one included: marked here, that
         // `dispose()` is one atomic exchange instead of a second `end()`.
         disposedFlag.store(true, ordering: .releasing)
@@ -280,9 +293,10 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         didFinish()
         let fs = pointer(as: uv_fs_t.self)
         let result = Int(fs.pointee.result)
-        let pending = self.pending
-        self.pending = .none
-        switch pending {
+        // Moved out, and consumed by the switch: the step's payload is not copied (a retain and release).
+        var pending = PendingStep.none
+        swap(&pending, &self.pending)
+        switch consume pending {
         case .none:
             uv_fs_req_cleanup(fs)
         case .single(let signal):
@@ -301,7 +315,11 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
             let value = read(result, fs)
             uv_fs_req_cleanup(fs)
             gate.sendNext(value)
-            finish()
+            // Completed through the same gate (`finish()` would copy it out of `state` again); the
+            // value's callback may have disposed the subscription, which ended the operation.
+            guard isRunning else { return }
+            end()
+            gate.sendCompleted()
         case .step(let read, let completion):
             read(fs)
             uv_fs_req_cleanup(fs)
