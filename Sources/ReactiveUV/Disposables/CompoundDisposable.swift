@@ -99,12 +99,13 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]) in
             // `first` is nil only when there are no children (`add` and `remove` keep it so):
             // nothing to take, and no empty array to swap in.
-            if first == nil { return (nil, []) }
-            defer {
-                first = nil
-                rest = []
-            }
-            return (first, rest)
+            // Moved out, not copied and cleared (a retain and release each); an empty `rest`, the
+            // common case, is not touched.
+            guard let taken = first.take() else { return (nil, []) }
+            if rest.isEmpty { return (taken, []) }
+            var more: [any Disposable] = []
+            swap(&more, &rest)
+            return (taken, more)
         }
         taken?.dispose()
         for child in more { child.dispose() }
