@@ -431,8 +431,8 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         // A one-request signal subscribed on its loop by `subscribe(next:error:completed:)`: the
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
-        if sendsToSink, let (sink, loop) = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
-            let operation = FileSystemOperation(loop: loop, sink: sink)
+        if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
+            let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
             subscription.add(operation)
             operation.single(self)
             return
