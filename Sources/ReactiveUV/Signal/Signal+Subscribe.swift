@@ -32,9 +32,12 @@ extension Signal {
     }
 
     /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).
+    ///
+    /// The callbacks are taken owned: the sink stores them as they come (borrowed, each cost a retain
+    /// here and a release in the caller).
     @inlinable
     func subscribeSink(
-        next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?
+        next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
     ) -> any Disposable {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
