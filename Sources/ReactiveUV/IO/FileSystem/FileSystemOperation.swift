@@ -487,9 +487,10 @@ extension Files {
     /// A signal of one request that sends what `read` makes of its result, then completes.
     ///
     /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
+    /// `context` is consumed: the signal stores the caller's strings (borrowed, each path was retained and released once more).
     static func single<Value>(
         _ call: String,
-        context: FileCallContext,
+        context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
@@ -503,7 +504,7 @@ extension Files {
     /// A signal of one request that completes (with no value) when it succeeds.
     static func single(
         _ call: String,
-        context: FileCallContext,
+        context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
