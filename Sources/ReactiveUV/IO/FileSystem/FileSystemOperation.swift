@@ -13,14 +13,15 @@ import Musl
 ///
 /// Thread rule: a value type; safe from any thread.
 struct FileCallContext: Sendable, CustomStringConvertible {
-    /// The system call's name (`"stat"`, `"rename"`).
-    let call: String
+    /// The system call's name (`"stat"`, `"rename"`): always a literal, so a `StaticString` (a `String`
+    /// cost every one-request signal a retain and release of it).
+    let call: StaticString
     /// The path the call acts on.
     let path: String
     /// The second path of a two-path call (the destination of `rename`), if any.
     let other: String?
 
-    init(_ call: String, _ path: String, _ other: String? = nil) {
+    init(_ call: StaticString, _ path: String, _ other: String? = nil) {
         self.call = call
         self.path = path
         self.other = other
@@ -414,7 +415,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// A signal of steps that `body` starts.
-    init(call: String, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
+    init(call: StaticString, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
         explicitLoop = loop
         singleContext = FileCallContext(call, "")
         singleStart = nil
@@ -475,7 +476,7 @@ extension Files {
     /// A cold file-system signal: the checks run when it is made (an error there ends each subscriber before any
     /// request), then `body` starts the operation's first step on the loop thread.
     static func operation<Value>(
-        _ call: String,
+        _ call: StaticString,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ body: @escaping (FileSystemOperation<Value>) -> Void
@@ -489,7 +490,7 @@ extension Files {
     /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
     /// `context` is consumed: the signal stores the caller's strings (borrowed, each path was retained and released once more).
     static func single<Value>(
-        _ call: String,
+        _ call: StaticString,
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
@@ -503,7 +504,7 @@ extension Files {
 
     /// A signal of one request that completes (with no value) when it succeeds.
     static func single(
-        _ call: String,
+        _ call: StaticString,
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
@@ -513,7 +514,7 @@ extension Files {
     }
 
     /// What a call its checks refused is: a signal that fails each subscriber with `refusal`, before any request.
-    private static func refused<Value>(_ call: String, _ refusal: UVError) -> Signal<Value> {
+    private static func refused<Value>(_ call: StaticString, _ refusal: UVError) -> Signal<Value> {
         Signal<Value>.error(refusal).debugNamed("+Files.\(call)")
     }
 }
