@@ -52,7 +52,6 @@ class LoopRequest {
 
     /// Allocates memory for a request of `type`; `tracked: false` only for requests on a stream handle (see above).
     init(loop: EventLoop, type: uv_req_type, tracked: Bool = true) {
-        self.loop = loop
         switch type {
         case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM: self.usesPool = true
         default: self.usesPool = false
@@ -64,6 +63,8 @@ class LoopRequest {
         } else {
             raw = LibUVMemory.allocate(uv_req_size(type))
         }
+        // Stored last: its last use, so the reference passed in is stored (no retain and release more).
+        self.loop = loop
     }
 
     deinit {
