@@ -8,7 +8,7 @@ internal import CLibUV
 /// pending. So each is tracked here, mirroring `LoopHandle`:
 /// 1. `init` allocates `uv_req_size(type)` bytes (on any thread). A file-system request made on
 ///    its loop's thread takes the memory of one that ended there instead, if the loop kept one
-///    (`EventLoop.spareFSRequests`): a stat then pays no malloc and free for it (about 130
+///    (`EventLoop.spareFSRequests`): a stat then pays no malloc and free for it (about 100
 ///    instructions of the ~4,500 its loop thread runs).
 /// 2. On the loop thread the subclass calls `willStart()`, which stores
 ///    `Unmanaged.passRetained(self)` in `req.data` and links the request into
