@@ -96,17 +96,22 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
 
     /// Takes the children out under the lock and disposes them outside it.
     final func disposeChildren() {
-        let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]) in
+        let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]?) in
             // `first` is nil only when there are no children (`add` and `remove` keep it so):
             // nothing to take, and no empty array to swap in.
-            if first == nil { return (nil, []) }
-            defer {
-                first = nil
-                rest = []
-            }
-            return (first, rest)
+            // Moved out, not copied and cleared (a retain and release each); an empty `rest`, the
+            // common case, is not touched, nor is an empty array handed out (a release more).
+            guard let taken = first.take() else { return (nil, nil) }
+            if rest.isEmpty { return (taken, nil) }
+            var more: [any Disposable] = []
+            swap(&more, &rest)
+            return (taken, more)
         }
-        taken?.dispose()
-        for child in more { child.dispose() }
+        // Consumed: a child disposed through a borrowed binding was retained and released around the call.
+        switch consume taken {
+        case .some(let child): child.dispose()
+        case .none: return
+        }
+        if let more { for child in more { child.dispose() } }
     }
 }

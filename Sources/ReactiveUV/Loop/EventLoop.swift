@@ -102,6 +102,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let serialExecutor = LoopSerialExecutor()
     /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
     @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
+    /// Memory of finished file-system requests, kept for the next ones (see `LoopRequest`): a list
+    /// linked through each block's first word, `spareFSRequestCount` long. Loop thread only.
+    @exclusivity(unchecked) var spareFSRequests: UnsafeMutableRawPointer?
+    @exclusivity(unchecked) var spareFSRequestCount = 0
     /// What shutdown found open, for the report (loop thread only).
     var pendingReport: [OpenHandle] = []
     // Lifecycle: `thread` is written before the thread starts; `report` is written
@@ -309,6 +313,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         draining.deallocate()
         // Only ever lent to libuv between an allocation callback and its read callback.
         readBufferStorage?.deallocate()
+        while let block = takeSpareFSRequest() { LibUVMemory.free(block) }
         withInbox { $0.items.deallocate() }
         if closed, report?.loopCloseResult == 0 {
             wakeup.deallocate()

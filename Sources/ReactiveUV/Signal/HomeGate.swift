@@ -26,19 +26,20 @@ enum HomeGate<Value> {
     /// The sink a source on `loop` may send to without a gate, if `observer` is one: see the type's rules.
     /// Loop-bound sources call it in `attach`, on whatever thread subscribes.
     static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: EventLoop) -> Sink<Value>? {
-        directSink(for: observer, in: subscription, explicitLoop: loop)?.sink
+        directSink(for: observer, in: subscription, explicitLoop: loop)
     }
 
     /// `directSink(for:in:on:)` for a source whose loop is `explicitLoop`, or when nil the subscription's
-    /// home if that is a loop: the sink and that loop.
+    /// home if that is a loop. That loop is then `subscription.home` (the caller reads it there: returned
+    /// here too, it cost a stat two retains and releases).
     ///
     /// The home is checked by identity against the calling thread's loop first, so a subscription
     /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
-    /// Inlined: across a call, the sink and loop it returns would each be retained, then released.
+    /// Inlined: across a call, the sink it returns would be retained, then released.
     @inline(__always)
     static func directSink(
         for observer: Observer<Value>, in subscription: Subscription, explicitLoop: EventLoop?
-    ) -> (sink: Sink<Value>, loop: EventLoop)? {
+    ) -> Sink<Value>? {
         guard observer.kind == .sink else { return nil }
         let home = subscription.home
         // The calling thread's loop is the home: the home is that loop, and this runs on it.
@@ -49,7 +50,7 @@ enum HomeGate<Value> {
         if let explicitLoop, explicitLoop !== loop { return nil }
         guard loop.acceptsNewHandles, !subscription.isDisposed else { return nil }
         let sink = unsafeDowncast(observer, to: Sink<Value>.self)
-        return sink.subscription === subscription ? (sink, loop) : nil
+        return sink.subscription === subscription ? sink : nil
     }
 
     /// The subscription the events go to.

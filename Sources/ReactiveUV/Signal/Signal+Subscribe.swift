@@ -33,12 +33,13 @@ extension Signal {
 
     /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).
     ///
-    /// Returns the subscription as itself: a consumer inside the library that pauses what it reads (a
-    /// child's output, a process run) takes the source's `flowControl` from it, registered at once when
-    /// subscribed on the home thread.
+    /// The callbacks are taken owned: the sink stores them as they come (borrowed, each cost a retain
+    /// here and a release in the caller). Returns the subscription as itself: a consumer inside the
+    /// library that pauses what it reads (a child's output, a process run) takes the source's
+    /// `flowControl` from it, registered at once when subscribed on the home thread.
     @inlinable
     func subscribeSink(
-        next: ((Value) -> Void)?, error: ((any Error) -> Void)?, completed: (() -> Void)?
+        next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
     ) -> Subscription {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)

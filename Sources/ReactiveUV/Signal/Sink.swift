@@ -83,10 +83,10 @@ final class Sink<Value>: Observer<Value> {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         defer { subscription.leaveDelivery(entry) }
-        // Only the handler that runs is taken (each is a closure to retain).
-        let onError = failure == nil ? nil : error
-        let onCompleted = failure == nil ? completed : nil
-        releaseCallbacks()
+        // Both are moved out (no retain); the one that does not run is released now, the other once it ran.
+        var onError = error.take()
+        var onCompleted = completed.take()
+        if failure == nil { onError = nil } else { onCompleted = nil }
         subscription.dispose()
         if let failure { onError?(failure) } else { onCompleted?() }
     }
@@ -108,11 +108,5 @@ final class Sink<Value>: Observer<Value> {
     func handleNextInBurst(_ value: Value) {
         if subscription.disposedFlag.load(ordering: .relaxed) { return }
         next?(value)
-    }
-
-    @usableFromInline
-    func releaseCallbacks() {
-        error = nil
-        completed = nil
     }
 }

@@ -13,14 +13,15 @@ import Musl
 ///
 /// Thread rule: a value type; safe from any thread.
 struct FileCallContext: Sendable, CustomStringConvertible {
-    /// The system call's name (`"stat"`, `"rename"`).
-    let call: String
+    /// The system call's name (`"stat"`, `"rename"`): always a literal, so a `StaticString` (a `String`
+    /// cost every one-request signal a retain and release of it).
+    let call: StaticString
     /// The path the call acts on.
     let path: String
     /// The second path of a two-path call (the destination of `rename`), if any.
     let other: String?
 
-    init(_ call: String, _ path: String, _ other: String? = nil) {
+    init(_ call: StaticString, _ path: String, _ other: String? = nil) {
         self.call = call
         self.path = path
         self.other = other
@@ -146,9 +147,17 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
 
     /// Ends the operation: completes the subscriber, or fails it with `error`.
     func finish(_ error: (any Error)? = nil) {
-        guard case .running(let gate) = state else { return }
-        end()
+        guard let gate = endTakingGate() else { return }
         if let error { gate.sendError(error) } else { gate.sendCompleted() }
+    }
+
+    /// Ends the operation, if it runs, and hands back its gate, moved out of `state` (no retain and release).
+    private func endTakingGate() -> HomeGate<Value>? {
+        var ended = State.ended
+        swap(&ended, &state)
+        guard case .running(let gate) = consume ended else { return nil }
+        endAfterState()
+        return gate
     }
 
     /// The subscription was disposed: stop without telling the subscriber.
@@ -158,6 +167,11 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
 
     private func end() {
         state = .ended
+        endAfterState()
+    }
+
+    /// What `end()` does once `state` is `.ended`.
+    private func endAfterState() {
         // The subscription's teardown disposes its children, this one included: marked here, that
         // `dispose()` is one atomic exchange instead of a second `end()`.
         disposedFlag.store(true, ordering: .releasing)
@@ -280,9 +294,10 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         didFinish()
         let fs = pointer(as: uv_fs_t.self)
         let result = Int(fs.pointee.result)
-        let pending = self.pending
-        self.pending = .none
-        switch pending {
+        // Moved out, and consumed by the switch: the step's payload is not copied (a retain and release).
+        var pending = PendingStep.none
+        swap(&pending, &self.pending)
+        switch consume pending {
         case .none:
             uv_fs_req_cleanup(fs)
         case .single(let signal):
@@ -301,7 +316,11 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
             let value = read(result, fs)
             uv_fs_req_cleanup(fs)
             gate.sendNext(value)
-            finish()
+            // Completed through the same gate (`finish()` would copy it out of `state` again); the
+            // value's callback may have disposed the subscription, which ended the operation.
+            guard isRunning else { return }
+            end()
+            gate.sendCompleted()
         case .step(let read, let completion):
             read(fs)
             uv_fs_req_cleanup(fs)
@@ -316,7 +335,16 @@ enum FileSystemArguments {
     static let largestMode: UInt32 = 0o7777
 
     /// Refuses an empty path and one with a NUL byte (libuv takes C strings: it would act on the part before the NUL).
+    ///
+    /// Inlined, with the refusal out of line: a path that passes costs the caller a test and the NUL search.
+    @inline(__always)
     static func check(_ path: String, _ role: String = "path", in call: String) throws(UVError) {
+        if path.isEmpty || nulOffset(in: path) != nil { try refuse(path, role, in: call) }
+    }
+
+    /// `check`'s refusal of `path`, which is empty or holds a NUL.
+    @inline(never)
+    private static func refuse(_ path: String, _ role: String, in call: String) throws(UVError) {
         if path.isEmpty {
             throw UVError(code: UVError.invalidArgumentCode, message: "the \(role) is empty", context: call)
         }
@@ -396,7 +424,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// A signal of steps that `body` starts.
-    init(call: String, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
+    init(call: StaticString, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
         explicitLoop = loop
         singleContext = FileCallContext(call, "")
         singleStart = nil
@@ -413,8 +441,8 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         // A one-request signal subscribed on its loop by `subscribe(next:error:completed:)`: the
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
-        if sendsToSink, let (sink, loop) = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
-            let operation = FileSystemOperation(loop: loop, sink: sink)
+        if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
+            let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
             subscription.add(operation)
             operation.single(self)
             return
@@ -457,7 +485,7 @@ extension Files {
     /// A cold file-system signal: the checks run when it is made (an error there ends each subscriber before any
     /// request), then `body` starts the operation's first step on the loop thread.
     static func operation<Value>(
-        _ call: String,
+        _ call: StaticString,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ body: @escaping (FileSystemOperation<Value>) -> Void
@@ -469,9 +497,10 @@ extension Files {
     /// A signal of one request that sends what `read` makes of its result, then completes.
     ///
     /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
+    /// `context` is consumed: the signal stores the caller's strings (borrowed, each path was retained and released once more).
     static func single<Value>(
-        _ call: String,
-        context: FileCallContext,
+        _ call: StaticString,
+        context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
@@ -484,8 +513,8 @@ extension Files {
 
     /// A signal of one request that completes (with no value) when it succeeds.
     static func single(
-        _ call: String,
-        context: FileCallContext,
+        _ call: StaticString,
+        context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
@@ -494,7 +523,7 @@ extension Files {
     }
 
     /// What a call its checks refused is: a signal that fails each subscriber with `refusal`, before any request.
-    private static func refused<Value>(_ call: String, _ refusal: UVError) -> Signal<Value> {
+    private static func refused<Value>(_ call: StaticString, _ refusal: UVError) -> Signal<Value> {
         Signal<Value>.error(refusal).debugNamed("+Files.\(call)")
     }
 }
