@@ -1,3 +1,4 @@
+internal import CLibUV
 import Synchronization
 
 /// What a stream needs only once it does more than wait for its peer: made on first use.
@@ -55,6 +56,8 @@ final class StreamExtras: @unchecked Sendable {
     let costInTransit = Atomic<Int>(0)
     /// The error that ended the stream (`EndReason.failed`), once it failed (loop thread only).
     @exclusivity(unchecked) var endError: (any Error)?
+    /// The loop time (ms) a byte last moved, for a stream whose origin tracks it (loop thread only).
+    @exclusivity(unchecked) var lastActivity: UInt64 = 0
     /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
     /// read anywhere, so a query from another thread never waits for the loop (a loop thread
     /// must not wait for another loop). Made before any write is queued: no extras, nothing queued.
@@ -139,4 +142,21 @@ extension StreamHandle {
     ///
     /// Thread rule: loop thread only.
     var isWritable: Bool { extrasIfMade?.isWritable ?? true }
+}
+
+extension StreamHandle {
+    /// Stamps the loop's time as the moment a byte last moved (accepted, read, or taken by the kernel
+    /// to send), for `idleMilliseconds`. Called only for a stream whose origin tracks it
+    /// (`StreamOrigin.tracksActivity`): the others pay one load and a branch per read or write.
+    /// Loop thread only.
+    func noteActivity() {
+        extras.lastActivity = uv_now(loop.uvLoop)
+    }
+
+    /// The loop time (ms) since `noteActivity()` last stamped it. Loop thread only.
+    var idleMilliseconds: UInt64 {
+        let now = uv_now(loop.uvLoop)
+        let last = extrasIfMade?.lastActivity ?? now
+        return now > last ? now - last : 0
+    }
 }

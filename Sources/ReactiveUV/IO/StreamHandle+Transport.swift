@@ -116,11 +116,16 @@ final class StreamOrigin: Sendable {
     /// (`StreamHandle.peerDescription`): a Unix listener's socket path, so an accepted connection
     /// keeps no name of its own (nor the extras a name of its own would make).
     let peerName: String?
+    /// Whether the streams stamp the loop time at each byte moved (`StreamHandle.noteActivity`), for an
+    /// idle timeout the kernel does not keep the data for (a Unix server's `UnixSocketOptions.idleTimeout`).
+    let tracksActivity: Bool
 
-    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size, peerName: String? = nil) {
+    init(_ text: String, limits: StreamBufferLimits, readChunkLimit: Int = ReadBuffer.size, peerName: String? = nil,
+         tracksActivity: Bool = false) {
         self.text = text
         self.limits = limits
         self.readChunkLimit = max(1, min(readChunkLimit, ReadBuffer.size))
         self.peerName = peerName
+        self.tracksActivity = tracksActivity
     }
 }

@@ -59,8 +59,12 @@ extension StreamHandle {
             // EAGAIN otherwise, so the order holds) the kernel usually takes all of it, and no
             // request, callback or pooled object is involved; what it did not take is queued below.
             switch tryWriting(bytes) {
-            case .all: return
-            case .some(let count): written = count
+            case .all:
+                if originLabel.tracksActivity { noteActivity() }
+                return
+            case .some(let count):
+                if originLabel.tracksActivity && count > 0 { noteActivity() }
+                written = count
             case .failed(let failure):
                 end(.failed(failure))
                 return
@@ -141,6 +145,7 @@ extension StreamHandle {
             extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {
+            if originLabel.tracksActivity { noteActivity() }
             if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
             if writeBackpressure { updateBackpressure() }

@@ -130,7 +130,8 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         // A listener's label carries its options' limits: every connection it accepts shares both.
         self.originLabel = originLabel.limits == limits
             ? originLabel
-            : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit, peerName: originLabel.peerName)
+            : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit,
+                           peerName: originLabel.peerName, tracksActivity: originLabel.tracksActivity)
         super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
 
@@ -338,6 +339,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
+            if originLabel.tracksActivity { noteActivity() }
             let wasBulk = bulkReads != .off
             bulkReads = bulkReads.after(reading: count, limit: readChunkLimit)
             // A bulk read's array is handed over when the read filled a quarter of it at least, so a

@@ -61,6 +61,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     var homes: [UnixListener] = []
     /// The index in `homes` of the share the next connection goes to.
     private var nextHome = 0
+    /// The repeating check of `UnixSocketOptions.idleTimeout`, while there is one: every share has its own,
+    /// the listening one from `start`, the others from their first connection.
+    private var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, role: Role, path: String, backlog: Int32, options: UnixSocketOptions,
@@ -81,6 +84,12 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// Checks the path, binds (removing a stale file if asked), sets the permissions, and listens;
     /// then says `.listening`. A share that only homes connections has nothing to start.
     func start(_ what: String) {
+        if let idleTimeout = options.idleTimeout, idleTimeout <= .zero {
+            fail(UVError(code: UVError.invalidArgumentCode,
+                         message: "UnixSocketOptions.idleTimeout must be positive (got \(idleTimeout))", context: "\(what)(\(path))"))
+            return
+        }
+        startIdleTimer()
         guard case .listens = role else { return }
         let context = "\(what)(\(path))"
         do throws(UVError) {
@@ -123,7 +132,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             makeStream: { makeStream() },
             didAccept: { _ in }, refusalDetails: { _ in nil })
         switch outcome {
-        case .accepted(let stream): callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
+        case .accepted(let stream):
+            if options.idleTimeout != nil { stream.noteActivity() }
+            callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
         case .refused(_, let open): callbacks?.onEvent(.refused(open: open))
         case nil: break
         }
@@ -139,7 +150,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// change) and shared, as a TCP listener's is: a connection carries no label, peer name or extras of its own.
     private var acceptedOrigin: StreamOrigin {
         if let sharedOrigin { return sharedOrigin }
-        let made = StreamOrigin("accepted by \(origin)(\(place))", limits: options.limits, peerName: place)
+        let made = StreamOrigin("accepted by \(origin)(\(place))", limits: options.limits, peerName: place,
+                                tracksActivity: options.idleTimeout != nil)
         sharedOrigin = made
         return made
     }
@@ -202,6 +214,10 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             return
         }
         accepted.adopt(stream)
+        if options.idleTimeout != nil {
+            startIdleTimer()  // a share that only homes connections starts its check with the first
+            stream.noteActivity()
+        }
         callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
     }
 
@@ -224,10 +240,36 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
         callbacks = nil
         abandonDrain()
+        idleTimer?.dispose()
+        idleTimer = nil
         homes = []
         close()
         removeCreatedFile()
         accepted.endAll(reason)
+    }
+
+    /// Starts the repeating check of `UnixSocketOptions.idleTimeout`, every quarter of it.
+    private func startIdleTimer() {
+        guard let timeout = options.idleTimeout, idleTimer == nil else { return }
+        let limit = TCPListener.clampedMilliseconds(timeout)
+        let period = max(timeout / 4, .milliseconds(1))
+        idleTimer = loop.schedule(after: period, repeatingEvery: period) { [weak self] in
+            self?.closeIdleConnections(limit: limit, timeout: timeout)
+        }
+    }
+
+    /// Ends each connection that moved no byte for `limit` ms of loop time (stamped by its reads and writes).
+    private func closeIdleConnections(limit: UInt32, timeout: Duration) {
+        for stream in accepted.open {
+            // A stamp is the loop time at the start of the iteration that moved the bytes, a little
+            // before the moment: the margin makes sure a connection is never closed before `timeout`.
+            let idle = stream.idleMilliseconds
+            guard idle >= UInt64(limit) + 2 else { continue }
+            stream.end(.failed(UVError(
+                code: UVError.timedOutCode,
+                message: "closed after \(timeout) with no byte sent or received (UnixSocketOptions.idleTimeout; idle for \(idle) ms)",
+                context: "\(origin) idle timeout")))
+        }
     }
 
     /// Removes the socket file this listener bound, if the path still names it. Once.

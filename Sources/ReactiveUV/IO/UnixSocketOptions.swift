@@ -37,6 +37,22 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var maxConnections: Int?
+    /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
+    ///
+    /// Activity is a byte crossing the socket either way: data read from the peer, or
+    /// data the kernel took to send to it (a connection whose writes wait on a peer that
+    /// does not read, and which receives nothing, is idle). The kernel keeps no such
+    /// record for a Unix socket, so each connection of such a server stamps the loop's
+    /// time when bytes move (the connections of a server without it do not); one timer
+    /// per loop checks them every quarter of the timeout, and a connection is closed no
+    /// sooner than the timeout after its last activity (or its accept) and at most about
+    /// a quarter later. A connection closed for idleness ends: its `bytes` fails with a
+    /// `UVError` of code `ETIMEDOUT` whose message names the idle time, and its queued
+    /// writes (if any) are dropped. Must be positive (else the server fails with
+    /// `EINVAL`). A client's options ignore it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var idleTimeout: Duration?
     /// For a server on a file path: remove a socket file found at the path if nobody listens on it.
     ///
     /// A server that ended without disposing its listener (a crash, `kill
@@ -74,14 +90,16 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///   - permissions: For a server, the socket file's mode (nil: leave it to `umask`).
     ///   - ipc: Open the connections for descriptor passing (default false).
     ///   - allowHalfOpen: Keep a connection writable after the peer's EOF until `close()` (default false).
+    ///   - idleTimeout: For a server, how long a connection may move no bytes before it is closed (nil: never).
     /// - Returns: The options.
     ///
     /// Thread rule: safe from any thread.
     public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
                 removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false,
-                allowHalfOpen: Bool = false) {
+                allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
         self.bufferLimits = limits
         self.allowHalfOpen = allowHalfOpen
+        self.idleTimeout = idleTimeout
         self.maxConnections = maxConnections
         self.removeStaleSocketFile = removeStaleSocketFile
         self.permissions = permissions

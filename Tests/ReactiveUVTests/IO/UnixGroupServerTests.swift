@@ -388,6 +388,31 @@ final class UnixGroupServerTests: XCTestCase {
 
     // MARK: - support
 
+    /// `idleTimeout` on a group: silent clients are closed with `ETIMEDOUT` on whichever loop they
+    /// live, the second loop's share (which only homes connections) checking its own.
+    func testTheIdleTimeoutClosesSilentConnectionsOnEveryLoop() throws {
+        try withGroupServer { harness, group, path in
+            let ends = Locked<[String]>([])
+            let options = UnixSocketOptions(idleTimeout: .milliseconds(300))
+            let server = try harness.record(UnixSocket.serve(path: path, options: options, on: group, onAccepted: { connection in
+                let loop = connection.loop.name
+                _ = connection.bytes.subscribe(error: { error in
+                    ends.withLock { $0.append("\(loop): \((error as? UVError)?.name ?? "\(error)")") }
+                })
+            }), label: "server")
+            try waitForListening(server, path)
+            var clients: [UnixBlockingClient] = []
+            defer { for client in clients { client.close() } }
+            for _ in 0..<4 { clients.append(try UnixBlockingClient(path: path)) }
+            try harness.wait(for: "4 connections closed for idleness") { ends.current.count == 4 }
+            XCTAssertTrue(ends.current.allSatisfy { $0.hasSuffix(": ETIMEDOUT") }, "\(ends.current)")
+            XCTAssertEqual(Set(ends.current.map { $0.components(separatedBy: ":")[0] }).count, 2,
+                           "not closed on both loops: \(ends.current)")
+            for client in clients { XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile) }
+            XCTAssertNil(server.terminal, "the server goes on")
+        }
+    }
+
     private func waitForListening(_ server: EventRecorder<UnixSocket.Event>, _ path: String) throws {
         let first = try server.waitForValues(1)[0]
         guard case .listening(let listening) = first, listening == path else {

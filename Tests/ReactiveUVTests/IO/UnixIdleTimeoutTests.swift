@@ -1,0 +1,93 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// `UnixSocketOptions.idleTimeout`: a Unix-socket server closes a connection that moved no bytes
+/// for that long (stamped by the connection's reads and writes: the kernel keeps no such record).
+final class UnixIdleTimeoutTests: XCTestCase {
+    /// A client that connects and says nothing is closed, not before the timeout: its `bytes`
+    /// fails with `ETIMEDOUT` naming the idle time, and the client reads EOF; the server goes on.
+    func testASilentClientIsClosedAfterTheIdleTimeoutNotBefore() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/idle.sock"
+            try checked { harness in
+                let timeout = Duration.milliseconds(300)
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)), label: "server")
+                _ = try server.waitForValues(1)
+                let connected = ContinuousClock.now
+                let client = try UnixBlockingClient(path: path)
+                defer { client.close() }
+                let connection = try waitForAcceptedUnix(server, 1)[0]
+                let bytes = try harness.record(connection.bytes, label: "silent client's bytes")
+                let end = try bytes.waitForTermination()
+                let elapsed = ContinuousClock.now - connected
+                XCTAssertGreaterThanOrEqual(elapsed, timeout, "closed before the idle timeout")
+                let error = try XCTUnwrap(end.error as? UVError, "\(end)")
+                XCTAssertEqual(error.name, "ETIMEDOUT")
+                XCTAssertTrue("\(error)".contains("0.3 seconds") && "\(error)".contains("UnixSocketOptions.idleTimeout"), "\(error)")
+                XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "the client was closed")
+                XCTAssertFalse(connection.isOpen)
+                XCTAssertNil(server.terminal, "the server goes on")
+                server.dispose()
+            }
+        }
+    }
+
+    /// A client that sends a byte every 50 ms is kept past six idle timeouts of 200 ms (each byte
+    /// echoed: reads and writes both count), and is closed only once it falls silent.
+    func testAnActiveClientIsKeptPastSeveralTimeouts() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/active.sock"
+            try checked { harness in
+                let timeout = Duration.milliseconds(200)
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)), label: "server")
+                _ = try server.waitForValues(1)
+                let client = try UnixBlockingClient(path: path)
+                defer { client.close() }
+                let connection = try waitForAcceptedUnix(server, 1)[0]
+                let bytes = try harness.record(connection.bytes, label: "active client's bytes")
+                let began = ContinuousClock.now
+                var sent: UInt8 = 0
+                // The client's traffic: one byte per 50 ms for at least six timeouts, each echoed back.
+                while ContinuousClock.now - began < timeout * 6 {
+                    sent &+= 1
+                    try client.sendAll([sent])
+                    try waitForBytes(bytes, Int(sent))
+                    connection.send([sent])
+                    XCTAssertEqual(try client.receive(exactly: 1), [sent])
+                    XCTAssertNil(bytes.terminal, "closed while active, after \(ContinuousClock.now - began)")
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                XCTAssertNil(bytes.terminal)
+                XCTAssertTrue(connection.isOpen)
+                let end = try bytes.waitForTermination()
+                XCTAssertEqual((end.error as? UVError)?.name, "ETIMEDOUT", "\(end)")
+                XCTAssertEqual(received(bytes).count, Int(sent))
+                server.dispose()
+            }
+        }
+    }
+
+    /// A zero or negative idle timeout is refused at the door: the server fails with `EINVAL`
+    /// naming the option, and binds nothing.
+    func testANonPositiveIdleTimeoutFailsTheServerWithEINVAL() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/refused.sock"
+            try checked { harness in
+                for timeout in [Duration.zero, .milliseconds(-5)] {
+                    let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)))
+                    let error = try XCTUnwrap(try server.waitForTermination().error as? UVError)
+                    XCTAssertEqual(error.name, "EINVAL")
+                    XCTAssertTrue(error.message.contains("UnixSocketOptions.idleTimeout must be positive"), error.description)
+                    XCTAssertFalse(FileManager.default.fileExists(atPath: path), "a socket file was bound")
+                }
+            }
+        }
+    }
+
+    private func checked(_ body: (LoopHarness) throws -> Void) throws {
+        let report = LoopHarness.run(body)
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
