@@ -44,14 +44,4 @@ extension TCPListener {
         return UVError(code: UVError.invalidArgumentCode,
                        message: "TCPOptions.idleTimeout must be positive (got \(idleTimeout))", context: origin)
     }
-
-    /// `timeout` in whole milliseconds, clamped to what `TCP_INFO` can report (2^32 - 1 ms).
-    static func clampedMilliseconds(_ timeout: Duration) -> UInt32 {
-        let (seconds, attoseconds) = timeout.components
-        guard seconds >= 0 else { return 0 }
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        guard !overflow else { return .max }
-        let total = whole + attoseconds / 1_000_000_000_000_000
-        return UInt32(exactly: total) ?? .max
-    }
 }

@@ -229,27 +229,14 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
         callbacks = nil
     }
 
-    /// Starts the repeating check of `TCPOptions.idleTimeout`, every quarter of it.
+    /// Starts the repeating check of `TCPOptions.idleTimeout` (`ListenerIdleCheck`), reading the
+    /// kernel's record of each connection's last data (`TCP_INFO`, in jiffies: a 10 ms margin).
     private func startIdleTimer() {
         guard let timeout = options.idleTimeout else { return }
-        let limit = Self.clampedMilliseconds(timeout)
-        let period = max(timeout / 4, .milliseconds(1))
-        idleTimer = loop.schedule(after: period, repeatingEvery: period) { [weak self] in
-            self?.closeIdleConnections(limit: limit, timeout: timeout)
-        }
-    }
-
-    /// Ends each connection that moved no byte for `limit` ms (by the kernel's record).
-    private func closeIdleConnections(limit: UInt32, timeout: Duration) {
-        for stream in accepted.open {
-            // The kernel counts in jiffies (up to 10 ms each): the margin makes sure a
-            // connection is never closed before `timeout` of real time has passed.
-            guard let idle = Self.idleMilliseconds(of: stream), UInt64(idle) >= UInt64(limit) + 10 else { continue }
-            stream.end(.failed(UVError(
-                code: UVError.timedOutCode,
-                message: "closed after \(timeout) with no byte sent or received (TCPOptions.idleTimeout; idle for \(idle) ms)",
-                context: "\(origin) idle timeout")))
-        }
+        idleTimer = ListenerIdleCheck.start(
+            on: loop, timeout: timeout, option: "TCPOptions.idleTimeout", marginMilliseconds: 10,
+            listener: { [weak self] in self.map { ($0.accepted, $0.origin) } },
+            idleMilliseconds: { Self.idleMilliseconds(of: $0).map(UInt64.init) })
     }
 
     func abandon() {

@@ -248,28 +248,15 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         accepted.endAll(reason)
     }
 
-    /// Starts the repeating check of `UnixSocketOptions.idleTimeout`, every quarter of it.
+    /// Starts the repeating check of `UnixSocketOptions.idleTimeout` (`ListenerIdleCheck`), reading the
+    /// loop-time stamps of the connections' last bytes (a stamp is taken at the start of the loop
+    /// iteration that moved them, a little early: a 2 ms margin).
     private func startIdleTimer() {
         guard let timeout = options.idleTimeout, idleTimer == nil else { return }
-        let limit = TCPListener.clampedMilliseconds(timeout)
-        let period = max(timeout / 4, .milliseconds(1))
-        idleTimer = loop.schedule(after: period, repeatingEvery: period) { [weak self] in
-            self?.closeIdleConnections(limit: limit, timeout: timeout)
-        }
-    }
-
-    /// Ends each connection that moved no byte for `limit` ms of loop time (stamped by its reads and writes).
-    private func closeIdleConnections(limit: UInt32, timeout: Duration) {
-        for stream in accepted.open {
-            // A stamp is the loop time at the start of the iteration that moved the bytes, a little
-            // before the moment: the margin makes sure a connection is never closed before `timeout`.
-            let idle = stream.idleMilliseconds
-            guard idle >= UInt64(limit) + 2 else { continue }
-            stream.end(.failed(UVError(
-                code: UVError.timedOutCode,
-                message: "closed after \(timeout) with no byte sent or received (UnixSocketOptions.idleTimeout; idle for \(idle) ms)",
-                context: "\(origin) idle timeout")))
-        }
+        idleTimer = ListenerIdleCheck.start(
+            on: loop, timeout: timeout, option: "UnixSocketOptions.idleTimeout", marginMilliseconds: 2,
+            listener: { [weak self] in self.map { ($0.accepted, $0.origin) } },
+            idleMilliseconds: { $0.idleMilliseconds })
     }
 
     /// Removes the socket file this listener bound, if the path still names it. Once.

@@ -89,9 +89,9 @@ final class FilesTests: XCTestCase {
                 try chunks.waitForValues(1)
                 recorders.append(chunks)
             }
-            XCTAssertGreaterThan(descriptors(openOn: path), 0, "the streams hold the file open")
+            XCTAssertGreaterThan(descriptorsOpen(on: path), 0, "the streams hold the file open")
             for chunks in recorders { chunks.dispose() }
-            try harness.wait(for: "every descriptor of the file to be closed") { descriptors(openOn: path) == 0 }
+            try harness.wait(for: "every descriptor of the file to be closed") { descriptorsOpen(on: path) == 0 }
             XCTAssertTrue(recorders.allSatisfy { $0.terminal == nil && $0.values.count < 16 << 10 }, "the streams stopped early")
         }
     }
@@ -261,8 +261,8 @@ final class FilesTests: XCTestCase {
         XCTAssertTrue(bytes == contents, "the chunks arrived out of order or changed")
         // The close may wait for a read ahead still on the pool: wait for it (10 s is the hang guard).
         let giveUp = ContinuousClock.now + .seconds(10)
-        while descriptors(openOn: path) > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
-        XCTAssertEqual(descriptors(openOn: path), 0, "the file is still open after its chunks ended")
+        while descriptorsOpen(on: path) > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertEqual(descriptorsOpen(on: path), 0, "the file is still open after its chunks ended")
     }
 
     /// A loop that shuts down under `Files.chunks` of a regular file whose consumer paused tells the
@@ -271,21 +271,9 @@ final class FilesTests: XCTestCase {
         let path = directory + "/paused.bin"
         try Data(bytePattern(4 << 20, seed: 9)).write(to: URL(fileURLWithPath: path))
         let loop = EventLoop(name: "chunks-shutdown")
-        // The timeout is the hang guard: a reader nobody tells of the shutdown fails the test with TimeoutError.
-        var iterator = Files.chunks(path, chunkSize: 4096, on: loop).timeout(.seconds(10), on: EventLoop.shared)
-            .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
-        let first = try await iterator.next()
+        let first = try await assertAPausedReaderEndsWithShutDown(Files.chunks(path, chunkSize: 4096, on: loop), on: loop)
         XCTAssertEqual(first?.count, 4096)
-        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
-        let report = try loop.tryShutdown()
-        XCTAssertEqual(report.loopCloseResult, 0)
-        do {
-            while try await iterator.next() != nil {}
-            XCTFail("the chunks ended without an error after the loop shut down")
-        } catch {
-            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "chunks-shutdown"), "\(error)")
-        }
-        XCTAssertEqual(descriptors(openOn: path), 0, "the file is still open after the loop shut down")
+        XCTAssertEqual(descriptorsOpen(on: path), 0, "the file is still open after the loop shut down")
     }
 
     /// A file that grows after its size was taken is read to its new end.
@@ -437,15 +425,15 @@ final class FilesTests: XCTestCase {
             XCTAssertEqual(received.withLock { $0 }.flatMap { $0 }, [1, 2, 3, 4, 5])
             XCTAssertTrue(received.withLock { $0 }.allSatisfy { $0.count <= 3 }, "\(received.withLock { $0 })")
             XCTAssertNil(try fifoHandle(), "the handle closes at EOF")
-            XCTAssertEqual(descriptors(openOn: fifo), 0, "the FIFO's descriptor closes with its handle")
+            XCTAssertEqual(descriptorsOpen(on: fifo), 0, "the FIFO's descriptor closes with its handle")
 
             // Disposed while it waits for a writer: the handle and the descriptor close.
             let waiting = try harness.record(Files.chunks(fifo))
             try harness.wait(for: "the second FIFO handle") { (try? fifoHandle()) != nil }
-            XCTAssertEqual(descriptors(openOn: fifo), 1)
+            XCTAssertEqual(descriptorsOpen(on: fifo), 1)
             waiting.dispose()
             try harness.wait(for: "the handle to close") { (try? fifoHandle()) == nil }
-            XCTAssertEqual(descriptors(openOn: fifo), 0, "disposing closes the FIFO's descriptor")
+            XCTAssertEqual(descriptorsOpen(on: fifo), 0, "disposing closes the FIFO's descriptor")
             XCTAssertTrue(waiting.events.isEmpty, "\(waiting.events)")
 
             // `Files.read` reads a FIFO through the same core stream, and joins its chunks at EOF.
@@ -458,7 +446,7 @@ final class FilesTests: XCTestCase {
             XCTAssertTrue(try whole.waitForTermination().isCompleted)
             XCTAssertEqual(whole.values, [[6, 7]])
             XCTAssertNil(try fifoHandle())
-            XCTAssertEqual(descriptors(openOn: fifo), 0)
+            XCTAssertEqual(descriptorsOpen(on: fifo), 0)
         }
     }
 
@@ -508,11 +496,6 @@ final class FilesTests: XCTestCase {
         bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
-    /// How many of this process's descriptors are open on `path`.
-    private func descriptors(openOn path: String) -> Int {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
-    }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)

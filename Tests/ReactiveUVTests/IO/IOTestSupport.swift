@@ -1,3 +1,4 @@
+import CTestSupport
 import Foundation
 import ReactiveUV
 import ReactiveUVTesting
@@ -90,4 +91,25 @@ extension Event {
         if case .completed = self { return true }
         return false
     }
+}
+
+/// Checks how a server's idle timeout ended a connection's `bytes`: no sooner than `timeout` after
+/// `connected`, with `ETIMEDOUT` naming the timeout (0.3 s in the tests) and `option`.
+func assertClosedForIdleness(_ end: Event<[UInt8]>, connected: ContinuousClock.Instant, timeout: Duration, option: String,
+                             file: StaticString = #filePath, line: UInt = #line) throws {
+    XCTAssertGreaterThanOrEqual(ContinuousClock.now - connected, timeout, "closed before the idle timeout", file: file, line: line)
+    let error = try XCTUnwrap(end.error as? UVError, "\(end)", file: file, line: line)
+    XCTAssertEqual(error.name, "ETIMEDOUT", file: file, line: line)
+    XCTAssertTrue("\(error)".contains("\(timeout)") && "\(error)".contains(option), "\(error)", file: file, line: line)
+}
+
+/// The live heap's growth per connection while `open()` adds `count` connections and `accepted()`
+/// reaches `total`, read on the loop thread between its callbacks (nothing of ours half made).
+func liveHeapBytesPerConnection(_ harness: LoopHarness, adding count: Int, reaching total: Int,
+                                accepted: @escaping () -> Int, open: () throws -> Void) throws -> Double {
+    let before = try harness.onLoop { ruv_test_live_heap_bytes() }
+    try open()
+    try harness.wait(for: "\(total) accepted") { accepted() == total }
+    let after = try harness.onLoop { ruv_test_live_heap_bytes() }
+    return (Double(after) - Double(before)) / Double(count)
 }

@@ -79,24 +79,8 @@ final class StandardIOTests: XCTestCase {
         let descriptor = open(path, O_RDONLY)
         defer { close(descriptor) }
         let loop = EventLoop(name: "paused-input")
-        // The timeout is the hang guard: an input nobody tells of the shutdown fails the test with TimeoutError.
-        var iterator = StandardIO.input(descriptor: descriptor, name: "test file", on: loop)
-            .timeout(.seconds(10), on: EventLoop.shared).values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
-        _ = try await iterator.next()
-        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
-        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
-        do {
-            while try await iterator.next() != nil {}
-            XCTFail("the input ended without an error after the loop shut down")
-        } catch {
-            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "paused-input"), "\(error)")
-        }
-        XCTAssertEqual(openDescriptors(on: path), 1, "only the test's own descriptor is left open on the file")
-    }
-
-    private func openDescriptors(on path: String) -> Int {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+        try await assertAPausedReaderEndsWithShutDown(StandardIO.input(descriptor: descriptor, name: "test file", on: loop), on: loop)
+        XCTAssertEqual(descriptorsOpen(on: path), 1, "only the test's own descriptor is left open on the file")
     }
 
     /// A directory on the descriptor is EISDIR, a closed descriptor EBADF: errors on the signal, no handle left open.

@@ -51,12 +51,9 @@ final class TCPIdleMemoryTests: XCTestCase {
             defer { for client in clients { close(client) } }
             try openSilentClients(200, to: port, into: &clients)
             try harness.wait(for: "200 accepted") { counts.accepted.load(ordering: .relaxed) == 200 }
-            // Read on the loop thread, between its callbacks: nothing of ours is half made.
-            let before = try harness.onLoop { ruv_test_live_heap_bytes() }
-            try openSilentClients(1_000, to: port, into: &clients)
-            try harness.wait(for: "1,200 accepted") { counts.accepted.load(ordering: .relaxed) == 1_200 }
-            let after = try harness.onLoop { ruv_test_live_heap_bytes() }
-            let perConnection = (Double(after) - Double(before)) / 1_000
+            let perConnection = try liveHeapBytesPerConnection(
+                harness, adding: 1_000, reaching: 1_200, accepted: { counts.accepted.load(ordering: .relaxed) }
+            ) { try openSilentClients(1_000, to: port, into: &clients) }
             print("idle echo connection: \(perConnection) live heap bytes each")
             XCTAssertLessThanOrEqual(perConnection, 760, "an idle connection costs \(perConnection) heap bytes")
             XCTAssertGreaterThan(perConnection, 248, "less than its libuv handle: the measurement is broken")

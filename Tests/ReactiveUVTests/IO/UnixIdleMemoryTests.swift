@@ -77,12 +77,9 @@ final class UnixIdleMemoryTests: XCTestCase {
                 defer { for client in clients { client.close() } }
                 for _ in 0..<200 { clients.append(try UnixBlockingClient(path: path)) }
                 try harness.wait(for: "200 accepted") { counts.accepted.load(ordering: .relaxed) == 200 }
-                // Read on the loop thread, between its callbacks: nothing of ours is half made.
-                let before = try harness.onLoop { ruv_test_live_heap_bytes() }
-                for _ in 0..<1_000 { clients.append(try UnixBlockingClient(path: path)) }
-                try harness.wait(for: "1,200 accepted") { counts.accepted.load(ordering: .relaxed) == 1_200 }
-                let after = try harness.onLoop { ruv_test_live_heap_bytes() }
-                let perConnection = (Double(after) - Double(before)) / 1_000
+                let perConnection = try liveHeapBytesPerConnection(
+                    harness, adding: 1_000, reaching: 1_200, accepted: { counts.accepted.load(ordering: .relaxed) }
+                ) { for _ in 0..<1_000 { clients.append(try UnixBlockingClient(path: path)) } }
                 print("idle unix echo connection: \(perConnection) live heap bytes each")
                 XCTAssertLessThanOrEqual(perConnection, 830, "an idle Unix connection costs \(perConnection) heap bytes")
                 XCTAssertGreaterThan(perConnection, 264, "less than its libuv handle: the measurement is broken")

@@ -1,6 +1,7 @@
 import Foundation
 @testable import ReactiveUV
 import ReactiveUVTesting
+import XCTest
 
 /// Waits, from a task, until `loop` has no request pending between two of its callbacks: a reader
 /// that its consumer paused then has nothing in flight (each completion either starts the next read
@@ -15,4 +16,29 @@ func waitUntilNoRequestIsPending(on loop: EventLoop, timeout: Duration = .second
         }
         try await Task.sleep(for: .milliseconds(1))
     }
+}
+
+/// Reads `signal` (its work on `loop`) through a `.bounded(1)` buffer until its source has paused
+/// with nothing in flight, shuts `loop` down, and checks that the reading then ends with
+/// `EventLoopError.shutDown` naming it, not silence.
+///
+/// The `timeout` operator is the hang guard: a source nobody tells of the shutdown fails the test
+/// with `TimeoutError` after 10 s instead of leaving its `for try await` waiting for ever.
+///
+/// - Returns: The first value read.
+@discardableResult
+func assertAPausedReaderEndsWithShutDown<Value: Sendable>(
+    _ signal: Signal<Value>, on loop: EventLoop, file: StaticString = #filePath, line: UInt = #line
+) async throws -> Value? {
+    var iterator = signal.timeout(.seconds(10), on: EventLoop.shared).values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+    let first = try await iterator.next()
+    try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
+    XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0, file: file, line: line)
+    do {
+        while try await iterator.next() != nil {}
+        XCTFail("the reading ended without an error after the loop shut down", file: file, line: line)
+    } catch {
+        XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: loop.name), "\(error)", file: file, line: line)
+    }
+    return first
 }

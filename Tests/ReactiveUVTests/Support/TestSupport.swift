@@ -87,3 +87,9 @@ func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
     }
     return try body()
 }
+
+/// How many of this process's descriptors are open on `path` (read from `/proc/self/fd`).
+func descriptorsOpen(on path: String) -> Int {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+}

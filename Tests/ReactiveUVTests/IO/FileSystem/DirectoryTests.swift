@@ -170,18 +170,7 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertTrue(FileManager.default.createFile(atPath: listed + "/f\(index)", contents: nil))
         }
         let loop = EventLoop(name: "paused-listing")
-        // The timeout is the hang guard: a listing nobody tells of the shutdown fails the test with TimeoutError.
-        var iterator = Files.list(listed, on: loop).timeout(.seconds(10), on: EventLoop.shared)
-            .values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
-        _ = try await iterator.next()
-        try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
-        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
-        do {
-            while try await iterator.next() != nil {}
-            XCTFail("the listing ended without an error after the loop shut down")
-        } catch {
-            XCTAssertEqual(error as? EventLoopError, EventLoopError.shutDown(loop: "paused-listing"), "\(error)")
-        }
+        try await assertAPausedReaderEndsWithShutDown(Files.list(listed, on: loop), on: loop)
         XCTAssertEqual(descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
     }
 
