@@ -73,6 +73,9 @@ enum HomeGate<Value> {
     var isDisposed: Bool { subscription.isDisposed }
 
     /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
+    ///
+    /// Always inlined, as `Sink.handleNext`: out of line, a large value was copied on the way in.
+    @inline(__always)
     func sendNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
