@@ -73,13 +73,21 @@ enum HomeGate<Value> {
     var isDisposed: Bool { subscription.isDisposed }
 
     /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
-    ///
-    /// Always inlined, as `Sink.handleNext`: out of line, a large value was copied on the way in.
-    @inline(__always)
     func sendNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
         case .sink(let sink): sink.handleNext(value)
+        }
+    }
+
+    /// `sendNext(value)`, always inlined with the sink's delivery (`Sink.handleNextInlined`), for a
+    /// large value made in place (a stat's `FileInfo`), which the out-of-line calls copied twice. Not
+    /// `sendNext` itself: a stream's delivery grew too large to be inlined into its read callback.
+    @inline(__always)
+    func sendNextInlined(_ value: Value) {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendNext(value)
+        case .sink(let sink): sink.handleNextInlined(value)
         }
     }
 

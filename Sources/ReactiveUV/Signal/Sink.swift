@@ -92,12 +92,22 @@ final class Sink<Value>: Observer<Value> {
     }
 
     /// `handle(.next(value))`, without building the event.
-    ///
-    /// Always inlined: called out of line with a large value (a stat's 145-byte `FileInfo`), the
-    /// value was copied once by the caller and once more here before reaching `next`.
+    @inlinable
+    func handleNext(_ value: Value) {
+        let entry = subscription.enterDelivery()
+        if entry == .refused { return }
+        next?(value)
+        subscription.leaveDelivery(entry)
+    }
+
+    /// `handleNext(value)`, always inlined, for a source whose large value would be copied on the
+    /// way (`HomeGate.sendNextInlined`): out of line, a stat's 145-byte `FileInfo` was copied once by
+    /// the caller and once more here before reaching `next`. Written out again, not shared with
+    /// `handleNext`, whose callers' inlining stays as it was (a TCP read's delivery, inlined into its
+    /// read callback).
     @inlinable
     @inline(__always)
-    func handleNext(_ value: Value) {
+    func handleNextInlined(_ value: Value) {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         next?(value)

@@ -324,7 +324,7 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
             // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).
             let value = signal.singleRead.unsafelyUnwrapped(result, fs)
             uv_fs_req_cleanup(fs)
-            gate.sendNext(value)
+            gate.sendNextInlined(value)
             // The value's callback may have disposed the subscription, which disposed the operation.
             if disposedFlag.load(ordering: .acquiring) { return }
             endAfterState()
