@@ -38,7 +38,7 @@ struct FileCallContext: Sendable, CustomStringConvertible {
 /// Thread rule: loop thread only, except `init`.
 class FileSystemRequest: LoopRequest {
     init(loop: EventLoop) {
-        super.init(loop: loop, type: UV_FS)
+        super.init(fileSystemOn: loop)
     }
 
     /// The pending request called back (`didFinish()` not yet called).
