@@ -26,7 +26,12 @@ protocol LoopDisposable: Disposable {
 extension LoopDisposable {
     /// Sets the flag, then runs `abandon()` on the loop thread (now, or queued there). Idempotent.
     ///
+    /// Inlined into each conformer's witness: called through it, the default read `disposedFlag` and
+    /// `loop` through the witness table (a subscription's teardown disposes each of its sources, most
+    /// of them ended already).
+    ///
     /// Thread rule: safe from any thread.
+    @inline(__always)
     func dispose() {
         guard !disposedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if loop.inEventLoop {

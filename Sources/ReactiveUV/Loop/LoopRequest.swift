@@ -67,6 +67,21 @@ class LoopRequest {
         self.loop = loop
     }
 
+    /// `init(loop:type: UV_FS)`, with what the type decides written in: the general one, out of line,
+    /// ran its switch and comparisons on every stat (inlined everywhere instead, it grew a stream's send).
+    init(fileSystemOn loop: EventLoop) {
+        usesPool = true
+        isTracked = true
+        isFileSystem = true
+        if loop.inEventLoop, let spare = loop.takeSpareFSRequest() {
+            raw = spare
+        } else {
+            raw = LibUVMemory.allocate(uv_req_size(UV_FS))
+        }
+        // Stored last, as above.
+        self.loop = loop
+    }
+
     deinit {
         assert(!isPending, "a \(label) request was released while libuv still owned it")
         // On the loop thread only: the spares are the loop thread's (a request can be freed on any thread).

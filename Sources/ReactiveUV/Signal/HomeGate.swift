@@ -80,6 +80,17 @@ enum HomeGate<Value> {
         }
     }
 
+    /// `sendNext(value)`, always inlined with the sink's delivery (`Sink.handleNextInlined`), for a
+    /// large value made in place (a stat's `FileInfo`), which the out-of-line calls copied twice. Not
+    /// `sendNext` itself: a stream's delivery grew too large to be inlined into its read callback.
+    @inline(__always)
+    func sendNextInlined(_ value: Value) {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendNext(value)
+        case .sink(let sink): sink.handleNextInlined(value)
+        }
+    }
+
     /// Sends a value on the home thread (the caller checked it once, as `Subscriber.deliverNext`'s callers do).
     func deliverNext(_ value: Value) {
         switch self {

@@ -38,7 +38,7 @@ struct FileCallContext: Sendable, CustomStringConvertible {
 /// Thread rule: loop thread only, except `init`.
 class FileSystemRequest: LoopRequest {
     init(loop: EventLoop) {
-        super.init(loop: loop, type: UV_FS)
+        super.init(fileSystemOn: loop)
     }
 
     /// The pending request called back (`didFinish()` not yet called).
@@ -301,25 +301,33 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         case .none:
             uv_fs_req_cleanup(fs)
         case .single(let signal):
-            guard case .running(let gate) = state else {
+            // The gate is moved out of `state` (copied, it was retained here and released by `end()`), so
+            // the operation counts as ended while its value is delivered. Nothing but `dispose()` can end
+            // it meanwhile (the request is no longer pending, and only the operation sends), and that
+            // sets `disposedFlag` first, which only the operation's own end sets otherwise.
+            var taken = State.ended
+            swap(&taken, &state)
+            guard case .running(let gate) = consume taken else {
                 if result >= 0 { signal.singleDiscard?(fs) }
                 uv_fs_req_cleanup(fs)
                 runReleases()
                 return
             }
-            guard result >= 0, let read = signal.singleRead else {
+            // The signal holds `singleRead` (a `let`) while the operation holds the signal: called in
+            // place, not bound (a retain and release of its context).
+            guard result >= 0, signal.singleRead != nil else {
                 uv_fs_req_cleanup(fs)
-                finish(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
+                endAfterState()
+                gate.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
                 return
             }
             // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).
-            let value = read(result, fs)
+            let value = signal.singleRead.unsafelyUnwrapped(result, fs)
             uv_fs_req_cleanup(fs)
-            gate.sendNext(value)
-            // Completed through the same gate (`finish()` would copy it out of `state` again); the
-            // value's callback may have disposed the subscription, which ended the operation.
-            guard isRunning else { return }
-            end()
+            gate.sendNextInlined(value)
+            // The value's callback may have disposed the subscription, which disposed the operation.
+            if disposedFlag.load(ordering: .acquiring) { return }
+            endAfterState()
             gate.sendCompleted()
         case .step(let read, let completion):
             read(fs)
