@@ -91,20 +91,17 @@ final class Sink<Value>: Observer<Value> {
         if let failure { onError?(failure) } else { onCompleted?() }
     }
 
-    /// `handle(.next(value))`, without building the event.
+    /// `handle(.next(value))`, without building the event: `handleNextInlined`'s body, inlined where
+    /// the caller's optimizer chooses.
     @inlinable
     func handleNext(_ value: Value) {
-        let entry = subscription.enterDelivery()
-        if entry == .refused { return }
-        next?(value)
-        subscription.leaveDelivery(entry)
+        handleNextInlined(value)
     }
 
-    /// `handleNext(value)`, always inlined, for a source whose large value would be copied on the
-    /// way (`HomeGate.sendNextInlined`): out of line, a stat's 145-byte `FileInfo` was copied once by
-    /// the caller and once more here before reaching `next`. Written out again, not shared with
-    /// `handleNext`, whose callers' inlining stays as it was (a TCP read's delivery, inlined into its
-    /// read callback).
+    /// The value's delivery through the dispose handshake, always inlined: `handleNext` for most
+    /// callers; called directly by a source whose large value would be copied on the way
+    /// (`HomeGate.sendNextInlined`: out of line, a stat's 145-byte `FileInfo` was copied once by the
+    /// caller and once more here before reaching `next`).
     @inlinable
     @inline(__always)
     func handleNextInlined(_ value: Value) {
