@@ -31,6 +31,12 @@ enum ListenerIdleCheck {
         }
     }
 
+    /// The refusal of a timeout that is not positive (`EINVAL` naming `option`), or nil: checked at each server's door.
+    static func refusal(of timeout: Duration?, option: String, context: String) -> UVError? {
+        guard let timeout, timeout <= .zero else { return nil }
+        return UVError(code: UVError.invalidArgumentCode, message: "\(option) must be positive (got \(timeout))", context: context)
+    }
+
     /// `timeout` in whole milliseconds, at most 2^32 − 1 (about 49 days).
     static func clampedMilliseconds(_ timeout: Duration) -> UInt32 {
         let (seconds, attoseconds) = timeout.components

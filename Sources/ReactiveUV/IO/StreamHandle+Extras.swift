@@ -149,8 +149,15 @@ extension StreamHandle {
     /// to send), for `idleMilliseconds`. Called only for a stream whose origin tracks it
     /// (`StreamOrigin.tracksActivity`): the others pay one load and a branch per read or write.
     /// Loop thread only.
-    func noteActivity() {
+    private func noteActivity() {
         extras.lastActivity = uv_now(loop.uvLoop)
+    }
+
+    /// `noteActivity()` for a stream whose origin tracks activity; one load and a branch for the others
+    /// (every read and every write of every stream asks). Loop thread only.
+    @inline(__always)
+    func noteActivityIfTracked() {
+        if originLabel.tracksActivity { noteActivity() }
     }
 
     /// The loop time (ms) since `noteActivity()` last stamped it. Loop thread only.

@@ -60,10 +60,10 @@ extension StreamHandle {
             // request, callback or pooled object is involved; what it did not take is queued below.
             switch tryWriting(bytes) {
             case .all:
-                if originLabel.tracksActivity { noteActivity() }
+                noteActivityIfTracked()
                 return
             case .some(let count):
-                if originLabel.tracksActivity && count > 0 { noteActivity() }
+                if count > 0 { noteActivityIfTracked() }
                 written = count
             case .failed(let failure):
                 end(.failed(failure))
@@ -145,7 +145,7 @@ extension StreamHandle {
             extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {
-            if originLabel.tracksActivity { noteActivity() }
+            noteActivityIfTracked()
             if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
             if writeBackpressure { updateBackpressure() }

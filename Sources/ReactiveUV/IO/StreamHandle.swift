@@ -339,7 +339,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
-            if originLabel.tracksActivity { noteActivity() }
+            noteActivityIfTracked()
             let wasBulk = bulkReads != .off
             bulkReads = bulkReads.after(reading: count, limit: readChunkLimit)
             // A bulk read's array is handed over when the read filled a quarter of it at least, so a

@@ -40,8 +40,6 @@ extension TCPListener {
 
     /// The error for server options that cannot be served (a zero or negative idle timeout), or nil.
     static func optionsRefusal(_ options: TCPOptions, origin: String) -> UVError? {
-        guard let idleTimeout = options.idleTimeout, idleTimeout <= .zero else { return nil }
-        return UVError(code: UVError.invalidArgumentCode,
-                       message: "TCPOptions.idleTimeout must be positive (got \(idleTimeout))", context: origin)
+        ListenerIdleCheck.refusal(of: options.idleTimeout, option: "TCPOptions.idleTimeout", context: origin)
     }
 }

@@ -84,9 +84,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// Checks the path, binds (removing a stale file if asked), sets the permissions, and listens;
     /// then says `.listening`. A share that only homes connections has nothing to start.
     func start(_ what: String) {
-        if let idleTimeout = options.idleTimeout, idleTimeout <= .zero {
-            fail(UVError(code: UVError.invalidArgumentCode,
-                         message: "UnixSocketOptions.idleTimeout must be positive (got \(idleTimeout))", context: "\(what)(\(path))"))
+        if let refusal = ListenerIdleCheck.refusal(of: options.idleTimeout, option: "UnixSocketOptions.idleTimeout",
+                                                   context: "\(what)(\(path))") {
+            fail(refusal)
             return
         }
         startIdleTimer()
@@ -132,17 +132,18 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             makeStream: { makeStream() },
             didAccept: { _ in }, refusalDetails: { _ in nil })
         switch outcome {
-        case .accepted(let stream):
-            if options.idleTimeout != nil { stream.noteActivity() }
-            callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
+        case .accepted(let stream): callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
         case .refused(_, let open): callbacks?.onEvent(.refused(open: open))
         case nil: break
         }
     }
 
-    /// A new stream for a connection homed here (not opened yet).
+    /// A new stream for a connection homed here (not opened yet), its activity stamped now (its accept)
+    /// when the idle timeout tracks it.
     private func makeStream() -> StreamHandle {
-        StreamHandle(loop: loop, transport: .pipe, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc)
+        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc)
+        stream.noteActivityIfTracked()
+        return stream
     }
 
     /// "accepted by UnixSocket.listen(/run/app.sock)" (with the loop for a group's share), naming the
@@ -214,10 +215,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             return
         }
         accepted.adopt(stream)
-        if options.idleTimeout != nil {
-            startIdleTimer()  // a share that only homes connections starts its check with the first
-            stream.noteActivity()
-        }
+        startIdleTimer()  // a share that only homes connections starts its check with the first
         callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
     }
 
