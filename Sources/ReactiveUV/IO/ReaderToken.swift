@@ -8,7 +8,12 @@ protocol SingleReaderSource: AnyObject, Sendable {
     func stopReading(_ token: ReaderToken<Self>)
 }
 
-/// The disposable of one reader's subscription: disposing it (from any thread) stops reading for that reader.
+/// The disposable of one gated reader's subscription: disposing it (from any thread) stops reading for that reader.
+///
+/// Only a reader behind a gate (`Subscriber`) gets one. A reader that is its subscription's own sink on
+/// the source's loop (`HomeGate.sink`) has no gate at its subscription's root, so the source itself
+/// takes that place (`StreamHandle` as `ObserverReleasing`): the teardown that disposes the reader
+/// tells the source, and the reader costs no token (32 bytes per idle reading connection).
 ///
 /// The source compares tokens by identity, so disposing the token of a reader that
 /// has already been replaced does not stop the reader after it.
@@ -55,10 +60,10 @@ struct ReaderSlot<Value, Source: SingleReaderSource> {
 
     init() {}
 
-    /// Makes `reader` the reader of `source` and returns the token for its subscription's disposable.
-    mutating func fill(_ reader: HomeGate<Value>, of source: Source) -> ReaderToken<Source> {
+    /// Makes `reader` the reader; what stops it when its subscription is disposed is the caller's to
+    /// give that subscription (a `ReaderToken`, or the source as its root).
+    mutating func fill(_ reader: HomeGate<Value>) {
         self.reader = reader
-        return ReaderToken(source)
     }
 
     /// Whether the disposed `token` belongs to the current reader (a replaced reader's token does not).
@@ -69,7 +74,11 @@ struct ReaderSlot<Value, Source: SingleReaderSource> {
     /// of the slot, and its own subscription is not disposed (if it is, its own token is on its
     /// way to stop it: stopping now stops the same reader). No token kept: eight bytes fewer per
     /// reading connection.
-    func isCurrent(_ token: ReaderToken<Source>) -> Bool { reader?.isDisposed == true }
+    func isCurrent(_ token: ReaderToken<Source>) -> Bool { currentReaderIsDisposed }
+
+    /// Whether the current reader's subscription is disposed: the one a disposal that reaches the
+    /// source now stops (`isCurrent`'s rule, for a reader with no token).
+    var currentReaderIsDisposed: Bool { reader?.isDisposed == true }
 
     /// Empties the slot and returns the reader it held (to be told the end, or not).
     @discardableResult

@@ -49,7 +49,7 @@ extension StreamHandleOwner {
 /// writes use pooled requests and point libuv at the caller's array.
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
-final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, @unchecked Sendable {
+final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing, @unchecked Sendable {
     // Loop thread only (StreamConnection hops there first), except `transport` and `originLabel`
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
@@ -217,7 +217,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         writeBackpressure = limits.pausesReading && queuedWriteByteCount > limits.highWaterMark
         consumerPaused = false
         input = .paused
-        let token = readers.fill(subscriber, of: self)
+        readers.fill(subscriber)
         readerIsHome = subscriber.homeIdentity == loopIdentity
         if let error = updateReading() {
             readers.take()
@@ -232,7 +232,15 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             // Made when a consumer first asks (most readers never pause): see `makeFlowControl(for:)`.
             subscriber.subscription.deferFlowControl(to: self)
         }
-        return token
+        switch subscriber {
+        case .sink(let sink):
+            // No gate at the sink's root: the stream takes that place, and is told at teardown.
+            assert(sink.subscription.root == nil, "a sink reader's subscription already has a root")
+            sink.subscription.attachRoot(self)
+            return nil
+        case .subscriber:
+            return ReaderToken(self)
+        }
     }
 
     /// The reader's flow control, registered with it.
@@ -301,12 +309,30 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
     func stopReading(_ token: ReaderToken<StreamHandle>) {
+        stopDisposedReader()
+    }
+
+    /// Stops reading for the current reader if its subscription is disposed (a replaced reader's
+    /// disposal leaves the next one reading: `ReaderSlot.isCurrent`). Loop thread only.
+    private func stopDisposedReader() {
         assertInEventLoop()
-        guard readers.isCurrent(token) else { return }
+        guard readers.currentReaderIsDisposed else { return }
         readers.take()
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         if input != .ended { input = .idle }
         consumerPaused = false
+    }
+
+    /// A sink reader's subscription was torn down (the stream is its root: `startReading`): stops
+    /// reading for it, if it is still the current reader. On the loop's thread, or queued there (a
+    /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
+    /// ended its readers already).
+    func releaseObserver() {
+        if loop.inEventLoop {
+            stopDisposedReader()
+        } else {
+            _ = loop.enqueue { [self] in stopDisposedReader() }
+        }
     }
 
     /// Gives libuv the memory for the next read.

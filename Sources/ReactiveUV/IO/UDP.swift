@@ -232,7 +232,8 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             subscriber.sendError(error)
             return nil
         }
-        return readers.fill(.subscriber(subscriber), of: self)
+        readers.fill(.subscriber(subscriber))
+        return ReaderToken(self)
     }
 
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
