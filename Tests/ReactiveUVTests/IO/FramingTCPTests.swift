@@ -11,10 +11,8 @@ final class FramingTCPTests: XCTestCase {
     func testAServerGetsWholeLinesFromAClientSendingAwkwardChunks() throws {
         let pieces = ["hel", "lo\r", "\nwor", "ld\n\nsecond", " line\r\n", "é", "\n€ last"]
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let bytesRead = Locked(0), reads = Locked(0)
             let lines = try harness.record(connection.bytes
                 .doNext { chunk in
@@ -45,10 +43,8 @@ final class FramingTCPTests: XCTestCase {
     /// signal is disposed) and the connection can be closed as usual.
     func testALineOverTheLimitFromAPeerEndsTheLinesWithLineTooLong() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let lines = try harness.record(connection.bytes.lines(maxLength: 1_000), label: "lines")
             try client.sendAll(Array("short\n".utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1_000))
             _ = try lines.waitForValues(1)
@@ -66,10 +62,8 @@ final class FramingTCPTests: XCTestCase {
     func testFramesSentInOneBurstAreDecoded() throws {
         let payloads = (0..<200).map { bytePattern($0 * 37 % 3_000, seed: $0 + 1) }
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let frames = try harness.record(connection.bytes.frames(lengthPrefix: .uint16BigEndian), label: "frames")
             try client.sendAll(payloads.flatMap { try LengthPrefix.uint16BigEndian.frame($0) })
             client.shutdownWrite()

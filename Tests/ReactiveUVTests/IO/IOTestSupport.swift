@@ -28,6 +28,18 @@ func startServer(_ harness: LoopHarness, options: TCPOptions = TCPOptions()) thr
     return (server, address.port)
 }
 
+/// A server on a free port of 127.0.0.1 (`startServer`), a blocking client connected to it, and
+/// the connection the server accepted: the start of most tests of one connection. The caller closes
+/// the client.
+func acceptOneClient(
+    _ harness: LoopHarness, options: TCPOptions = TCPOptions()
+) throws -> (EventRecorder<TCPServer.Event>, Int, BlockingClient, TCPConnection) {
+    let (server, port) = try startServer(harness, options: options)
+    let client = try BlockingClient(port: port)
+    let connection = try waitForAccepted(server, 1)[0]
+    return (server, port, client, connection)
+}
+
 /// The connections a server recorder has accepted so far.
 func accepted(_ server: EventRecorder<TCPServer.Event>) -> [TCPConnection] {
     server.values.compactMap { event in

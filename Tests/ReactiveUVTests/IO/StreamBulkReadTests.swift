@@ -68,10 +68,8 @@ final class StreamBulkReadTests: XCTestCase {
     /// connection it accepted; the connection is reset afterwards and the harness checks every handle closed.
     private func withReader(_ body: (BlockingClient, EventRecorder<[UInt8]>) throws -> Void) throws {
         let report = LoopHarness.run { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             defer { connection.reset() }
             try body(client, try harness.record(connection.bytes, label: "server bytes"))
         }

@@ -10,10 +10,8 @@ final class TCPConnectionCostTests: XCTestCase {
     /// Both addresses, asked on the loop and on another thread, name the two ends and stay the same.
     func testAddressesAreReadWhenAskedAndKept() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, port, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let onLoop = try harness.onLoop { (connection.localAddress, connection.peerAddress) }
             XCTAssertEqual(onLoop.0?.port, port)
             XCTAssertEqual(onLoop.1?.port, client.localPort)
@@ -29,10 +27,8 @@ final class TCPConnectionCostTests: XCTestCase {
     /// documented answer; the socket is gone), and the description says "?" for it.
     func testAnAddressFirstAskedAfterTheConnectionClosedIsNil() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             try harness.onLoop { connection.reset() }
             XCTAssertFalse(connection.isOpen)
             XCTAssertNil(connection.peerAddress, "read at accept (before issue 18's change it was)")
@@ -66,10 +62,8 @@ final class TCPConnectionCostTests: XCTestCase {
     /// (`openHandles`) with the listener that accepted it, and in a second reader's `EBUSY`.
     func testLabelsStillNameTheAddressAndTheListener() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, port, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let peer = "127.0.0.1:\(client.localPort)"
             let labels = try harness.loop.openHandles().compactMap(\.label)
             XCTAssertTrue(labels.contains("tcp connection with \(peer) accepted by TCPServer.listen(127.0.0.1:\(port))"),

@@ -140,10 +140,8 @@ final class TCPIdleMemoryTests: XCTestCase {
     /// reader is then accepted, where one still reading gets `EBUSY`.
     func testAHomeSinkReaderHasTheStreamAsItsSubscriptionsRootAndNoToken() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let reading = try harness.onLoop { connection.bytes.subscribe(next: { _ in }) }
             let subscription = try XCTUnwrap(reading as? Subscription)
             try harness.onLoop {

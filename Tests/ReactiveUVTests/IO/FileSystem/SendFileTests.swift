@@ -227,10 +227,8 @@ final class SendFileTests: XCTestCase {
         let path = directory + "/small.bin"
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let client = try BlockingClient(port: port)
+            let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
             let file = try open(harness, path)
             for (offset, count) in [(-1, 1), (0, -1)] {
                 XCTAssertEqual(try failureName(harness.record(connection.sendFile(file, offset: offset, count: count))), "EINVAL")
