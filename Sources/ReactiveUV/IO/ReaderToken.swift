@@ -15,8 +15,8 @@ protocol SingleReaderSource: AnyObject, Sendable {
 /// takes that place (`StreamHandle` as `ObserverReleasing`): the teardown that disposes the reader
 /// tells the source, and the reader costs no token (32 bytes per idle reading connection).
 ///
-/// The source compares tokens by identity, so disposing the token of a reader that
-/// has already been replaced does not stop the reader after it.
+/// Disposing the token of a reader that has already been replaced does not stop the reader
+/// after it (`ReaderSlot.currentReaderIsDisposed`).
 ///
 /// One word beside the object header (24 bytes, a 32-byte block; an idle server holds one per
 /// reading client): the source, retained, until the first `dispose()` takes it, so that word is
@@ -66,18 +66,15 @@ struct ReaderSlot<Value, Source: SingleReaderSource> {
         self.reader = reader
     }
 
-    /// Whether the disposed `token` belongs to the current reader (a replaced reader's token does not).
+    /// Whether a disposal reaching the source now (a token's, or a sink reader's teardown) is the
+    /// current reader's: exactly when the current reader's subscription is disposed.
     ///
-    /// A token is disposed only by its reader's subscription, whose disposed flag is set first;
-    /// so the token's reader is the current one exactly when the current reader's subscription
-    /// is disposed. A later reader could only be there after the token's reader was taken out
-    /// of the slot, and its own subscription is not disposed (if it is, its own token is on its
-    /// way to stop it: stopping now stops the same reader). No token kept: eight bytes fewer per
-    /// reading connection.
-    func isCurrent(_ token: ReaderToken<Source>) -> Bool { currentReaderIsDisposed }
-
-    /// Whether the current reader's subscription is disposed: the one a disposal that reaches the
-    /// source now stops (`isCurrent`'s rule, for a reader with no token).
+    /// A reader's subscription is disposed, its flag set first, before its token or teardown
+    /// reaches the source; so the disposed reader is the current one exactly when the current
+    /// reader's subscription is disposed. A later reader could only be there after the disposed
+    /// one was taken out of the slot, and its own subscription is not disposed (if it is, its own
+    /// disposal is on its way to stop it: stopping now stops the same reader). So a replaced
+    /// reader's disposal leaves the next reader alone, and the slot keeps no token.
     var currentReaderIsDisposed: Bool { reader?.isDisposed == true }
 
     /// Empties the slot and returns the reader it held (to be told the end, or not).

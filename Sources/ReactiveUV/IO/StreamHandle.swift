@@ -104,7 +104,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
     /// from other threads, addresses, names): made on first use, see `StreamExtras`.
     let extrasSlot = LazyObject<StreamExtras>()
-    /// The `bytes` reader and its token.
+    /// The `bytes` reader (the slot keeps no token: `ReaderSlot.currentReaderIsDisposed`).
     @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
@@ -313,7 +313,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     /// Stops reading for the current reader if its subscription is disposed (a replaced reader's
-    /// disposal leaves the next one reading: `ReaderSlot.isCurrent`). Loop thread only.
+    /// disposal leaves the next one reading: `ReaderSlot.currentReaderIsDisposed`). Loop thread only.
     private func stopDisposedReader() {
         assertInEventLoop()
         guard readers.currentReaderIsDisposed else { return }

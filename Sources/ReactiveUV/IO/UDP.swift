@@ -239,7 +239,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
     func stopReading(_ token: ReaderToken<UDPHandle>) {
         assertInEventLoop()
-        guard isOpen, readers.isCurrent(token) else { return }
+        guard isOpen, readers.currentReaderIsDisposed else { return }
         readers.take()
         uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
     }

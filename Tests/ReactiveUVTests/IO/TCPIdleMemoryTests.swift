@@ -173,7 +173,7 @@ final class TCPIdleMemoryTests: XCTestCase {
         init(loop: EventLoop) { self.loop = loop }
 
         func stopReading(_ token: ReaderToken<CountingSource>) {
-            guard slot.isCurrent(token) else { return }
+            guard slot.currentReaderIsDisposed else { return }
             slot.take()
             stopped += 1
         }
