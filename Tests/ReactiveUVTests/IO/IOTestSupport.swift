@@ -18,6 +18,31 @@ func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Dur
     return received(recorder)
 }
 
+/// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least six
+/// `timeout`s, each read by the server (`exchange` sends it, and echoes it where the test does),
+/// and the connection must stay open all along; then, once the client falls silent, it must be
+/// closed with `ETIMEDOUT` after exactly the bytes it sent. The 50 ms pause is the client's
+/// traffic, not a wait for a race.
+func assertAnActiveClientIsKeptOpenThenTimesOut(
+    timeout: Duration, bytes: EventRecorder<[UInt8]>, isOpen: () -> Bool, exchange: (UInt8) throws -> Void,
+    file: StaticString = #filePath, line: UInt = #line
+) throws {
+    let began = ContinuousClock.now
+    var sent: UInt8 = 0
+    while ContinuousClock.now - began < timeout * 6 {
+        sent &+= 1
+        try exchange(sent)
+        try waitForBytes(bytes, Int(sent))
+        XCTAssertNil(bytes.terminal, "closed while active, after \(ContinuousClock.now - began)", file: file, line: line)
+        Thread.sleep(forTimeInterval: 0.05)
+    }
+    XCTAssertNil(bytes.terminal, file: file, line: line)
+    XCTAssertTrue(isOpen(), file: file, line: line)
+    let end = try bytes.waitForTermination()
+    XCTAssertEqual((end.error as? UVError)?.name, "ETIMEDOUT", "\(end)", file: file, line: line)
+    XCTAssertEqual(received(bytes).count, Int(sent), file: file, line: line)
+}
+
 /// Starts a server on a free port of 127.0.0.1 and returns its recorder and port.
 func startServer(_ harness: LoopHarness, options: TCPOptions = TCPOptions()) throws -> (EventRecorder<TCPServer.Event>, Int) {
     let server = try harness.record(TCPServer.serve(host: "127.0.0.1", port: 0, options: options), label: "server")

@@ -34,21 +34,9 @@ final class TCPIdleTimeoutTests: XCTestCase {
             defer { client.close() }
             let connection = try waitForAccepted(server, 1)[0]
             let bytes = try harness.record(connection.bytes, label: "active client's bytes")
-            let began = ContinuousClock.now
-            var sent: UInt8 = 0
-            // The client's traffic: one byte per 50 ms for at least six timeouts.
-            while ContinuousClock.now - began < timeout * 6 {
-                sent &+= 1
-                try client.sendAll([sent])
-                try waitForBytes(bytes, Int(sent))
-                XCTAssertNil(bytes.terminal, "closed while active, after \(ContinuousClock.now - began)")
-                Thread.sleep(forTimeInterval: 0.05)
-            }
-            XCTAssertNil(bytes.terminal)
-            XCTAssertTrue(connection.isOpen)
-            let end = try bytes.waitForTermination()
-            XCTAssertEqual((end.error as? UVError)?.name, "ETIMEDOUT", "\(end)")
-            XCTAssertEqual(received(bytes).count, Int(sent))
+            try assertAnActiveClientIsKeptOpenThenTimesOut(
+                timeout: timeout, bytes: bytes, isOpen: { connection.isOpen }
+            ) { byte in try client.sendAll([byte]) }
         }
     }
 
