@@ -123,13 +123,16 @@ func main() -> Int32 {
             case .listeningOnPath(let path):
                 printLine("echo: listening on unix \(path)")
                 printLine("echo: serving on \(group.loops.count) loop(s)")
-            case .connected(let peer, let open):
-                clients.value = open
-                printLine("client \(describe(peer)) connected (\(open) open)")
-            case .disconnected(let peer, let bytes, let error, let open):
-                clients.value = open
+            // Counted here, on this loop, as the events arrive: the count an event carries was taken on
+            // the loop that served the client, and two loops' events may arrive in either order (a
+            // "2 open" before a "1 open" left the drain message saying 1 with 2 connected).
+            case .connected(let peer, _):
+                clients.value += 1
+                printLine("client \(describe(peer)) connected (\(clients.value) open)")
+            case .disconnected(let peer, let bytes, let error, _):
+                clients.value -= 1
                 let how = error.map { "dropped (\($0))" } ?? "left"
-                printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(open) open)")
+                printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(clients.value) open)")
             case .refused(let peer, let open):
                 printLine("client \(describe(peer)) refused: \(open) connections open, the limit")
             case .draining(let open):

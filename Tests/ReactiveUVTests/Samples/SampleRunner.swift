@@ -82,9 +82,13 @@ final class SampleProcess: @unchecked Sendable {
     }
 
     func waitForOutput(containing text: String, timeout: Duration = .seconds(20), file: StaticString = #filePath, line: UInt = #line) {
-        waitUntil("output containing '\(text)'; got: \(standardOutput)", timeout: timeout, file: file, line: line) {
-            standardOutput.contains(text)
+        // The output is shown as it is when the wait gives up (composed before the wait, it showed
+        // the output from before it, and hid what the sample printed meanwhile).
+        if waitUntil("output containing '\(text)'", timeout: timeout, file: file, line: line, { standardOutput.contains(text) }) {
+            return
         }
+        XCTFail("the sample's output when the wait gave up: \(standardOutput); standard error: \(standardError); "
+                + (process.isRunning ? "still running" : "exited with \(process.terminationStatus)"), file: file, line: line)
     }
 }
 
