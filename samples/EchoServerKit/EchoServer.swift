@@ -9,6 +9,8 @@ public enum EchoEvent: Sendable {
     /// The server is listening on this Unix socket path (`run(unixPath:)`).
     case listeningOnPath(String)
     /// A client connected; `open` counts the clients connected now (a Unix socket's client has no address: nil).
+    /// The count is taken on the loop that serves the client: on a group, two loops' events may reach the
+    /// subscriber in either order, so a subscriber that needs a running count keeps its own (the echo sample does).
     case connected(peer: SocketAddress?, open: Int)
     /// A client is served on the loop named `loop` (a server on a group only; sent just before `.connected`).
     case served(peer: SocketAddress?, loop: String)

@@ -19,20 +19,22 @@ func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Dur
 }
 
 /// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least six
-/// `timeout`s, each read by the server (`exchange` sends it, and echoes it where the test does),
+/// `timeout`s, each sent by `send` and read by the server (then `afterRead`, an echo where the test has one),
 /// and the connection must stay open all along; then, once the client falls silent, it must be
 /// closed with `ETIMEDOUT` after exactly the bytes it sent. The 50 ms pause is the client's
 /// traffic, not a wait for a race.
 func assertAnActiveClientIsKeptOpenThenTimesOut(
-    timeout: Duration, bytes: EventRecorder<[UInt8]>, isOpen: () -> Bool, exchange: (UInt8) throws -> Void,
-    file: StaticString = #filePath, line: UInt = #line
+    timeout: Duration, bytes: EventRecorder<[UInt8]>, isOpen: () -> Bool,
+    file: StaticString = #filePath, line: UInt = #line,
+    send: (UInt8) throws -> Void, afterRead: ((UInt8) throws -> Void)? = nil
 ) throws {
     let began = ContinuousClock.now
     var sent: UInt8 = 0
     while ContinuousClock.now - began < timeout * 6 {
         sent &+= 1
-        try exchange(sent)
+        try send(sent)
         try waitForBytes(bytes, Int(sent))
+        try afterRead?(sent)
         XCTAssertNil(bytes.terminal, "closed while active, after \(ContinuousClock.now - began)", file: file, line: line)
         Thread.sleep(forTimeInterval: 0.05)
     }

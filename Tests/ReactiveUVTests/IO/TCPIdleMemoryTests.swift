@@ -159,7 +159,6 @@ final class TCPIdleMemoryTests: XCTestCase {
             try harness.onLoop { later?.dispose() }
             try harness.onLoop { connection.reset() }
             try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
-            try harness.onLoop { connection.reset() }
         }
     }
 

@@ -36,7 +36,7 @@ final class TCPIdleTimeoutTests: XCTestCase {
             let bytes = try harness.record(connection.bytes, label: "active client's bytes")
             try assertAnActiveClientIsKeptOpenThenTimesOut(
                 timeout: timeout, bytes: bytes, isOpen: { connection.isOpen }
-            ) { byte in try client.sendAll([byte]) }
+            ) { try client.sendAll([$0]) }
         }
     }
 

@@ -37,13 +37,12 @@ final class UnixIdleTimeoutTests: XCTestCase {
                 defer { client.close() }
                 // Each byte is echoed back: the kernel taking the reply counts as activity too.
                 try assertAnActiveClientIsKeptOpenThenTimesOut(
-                    timeout: timeout, bytes: bytes, isOpen: { connection.isOpen }
-                ) { byte in
-                    try client.sendAll([byte])
-                    try waitForBytes(bytes, Int(byte))
-                    connection.send([byte])
-                    XCTAssertEqual(try client.receive(exactly: 1), [byte])
-                }
+                    timeout: timeout, bytes: bytes, isOpen: { connection.isOpen },
+                    send: { try client.sendAll([$0]) },
+                    afterRead: { byte in
+                        connection.send([byte])
+                        XCTAssertEqual(try client.receive(exactly: 1), [byte])
+                    })
                 server.dispose()
             }
         }
