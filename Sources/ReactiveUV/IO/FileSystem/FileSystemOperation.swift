@@ -337,6 +337,17 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     }
 }
 
+extension FileSystemOperation: ObserverReleasing {
+    /// The subscription was torn down while this operation is its root (a one-request signal
+    /// sending to its sink): `dispose()`, which does nothing once the operation ended by itself.
+    ///
+    /// Thread rule: safe from any thread (the teardown runs on the home loop's thread, or on the
+    /// disposer's once that loop has closed).
+    func releaseObserver() {
+        dispose()
+    }
+}
+
 /// Checks at the door of every file-system signal, before any request.
 enum FileSystemArguments {
     /// The largest mode: permission bits with set-user-ID, set-group-ID and sticky.
@@ -451,7 +462,9 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
         if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
             let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
-            subscription.add(operation)
+            // The subscription's root, as a home stream reader is (`StreamHandle.startReading`): no
+            // gate took the slot, and a root costs no lock and no child list at attach and teardown.
+            subscription.attachRoot(operation)
             operation.single(self)
             return
         }
