@@ -1,5 +1,10 @@
 internal import CLibUV
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// What a stream needs only once it does more than wait for its peer: made on first use.
 ///
@@ -58,6 +63,9 @@ final class StreamExtras: @unchecked Sendable {
     @exclusivity(unchecked) var endError: (any Error)?
     /// The loop time (ms) a byte last moved, for a stream whose origin tracks it (loop thread only).
     @exclusivity(unchecked) var lastActivity: UInt64 = 0
+    /// The bytes the kernel held unread at the last idle check of a Unix socket (loop thread only):
+    /// see `StreamHandle.idleMillisecondsCountingUnreadBytes`.
+    @exclusivity(unchecked) var unreadAtLastCheck: Int32 = 0
     /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
     /// read anywhere, so a query from another thread never waits for the loop (a loop thread
     /// must not wait for another loop). Made before any write is queued: no extras, nothing queued.
@@ -165,5 +173,27 @@ extension StreamHandle {
         let now = uv_now(loop.uvLoop)
         let last = extrasIfMade?.lastActivity ?? now
         return now > last ? now - last : 0
+    }
+
+    /// `idleMilliseconds` for a Unix socket, where bytes that reached the socket but were not read
+    /// count as activity too (as the kernel's record does for TCP, `TCPListener.idleMilliseconds`).
+    ///
+    /// A reader that is paused, or a server that never reads a connection, reads nothing, so its
+    /// stamps alone would call a peer that keeps sending idle. So each check asks the kernel how
+    /// many bytes it holds unread (`FIONREAD`): when that changed since the last check and is not
+    /// zero, bytes arrived (or were read) meanwhile, and the check stamps its own time. That time is
+    /// at most one check period after the bytes came, so the connection is closed no sooner than
+    /// the timeout after them. A peer blocked on a full socket moves nothing and is idle, as a TCP
+    /// peer facing a zero window is. Loop thread only.
+    var idleMillisecondsCountingUnreadBytes: UInt64 {
+        var descriptor = uv_os_fd_t()
+        var unread: Int32 = 0
+        if uv_fileno(handle, &descriptor) == 0,
+           withUnsafeMutablePointer(to: &unread, { ioctl(descriptor, UInt(FIONREAD), $0) }) == 0 {
+            let extras = self.extras
+            if unread != extras.unreadAtLastCheck && unread > 0 { noteActivity() }
+            extras.unreadAtLastCheck = unread
+        }
+        return idleMilliseconds
     }
 }

@@ -44,7 +44,9 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// does not read, and which receives nothing, is idle). The kernel keeps no such
     /// record for a Unix socket, so each connection of such a server stamps the loop's
     /// time when bytes move (the connections of a server without it do not); one timer
-    /// per loop checks them every quarter of the timeout, and a connection is closed no
+    /// per loop checks them every quarter of the timeout (and counts bytes that reached a
+    /// connection nobody reads, or whose reader paused, as activity: the check asks the
+    /// kernel how many it holds unread, as TCP's record counts them), and a connection is closed no
     /// sooner than the timeout after its last activity (or its accept) and at most about
     /// a quarter later. A connection closed for idleness ends: its `bytes` fails with a
     /// `UVError` of code `ETIMEDOUT` whose message names the idle time, and its queued

@@ -18,6 +18,34 @@ func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Dur
     return received(recorder)
 }
 
+/// An idle-timeout server's client that keeps sending to a connection nobody reads (TCP or Unix):
+/// one byte every 50 ms for at least six `timeout`s, by `send`, while the connection must stay
+/// open (what the kernel holds unread counts as activity); then, once the client falls silent,
+/// `receiveEnd` (the client reading until the server closes it) must end in EOF or a reset (the
+/// client's bytes are unread), no sooner than `timeout` after the last byte. The 50 ms pause is
+/// the client's traffic, not a wait for a race.
+func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
+    timeout: Duration, isOpen: () -> Bool, file: StaticString = #filePath, line: UInt = #line,
+    send: (UInt8) throws -> Void, receiveEnd: () -> BlockingClient.ReadEnd
+) throws {
+    let began = ContinuousClock.now
+    var lastSent = began
+    var sent: UInt8 = 0
+    while ContinuousClock.now - began < timeout * 6 {
+        sent &+= 1
+        try send(sent)
+        lastSent = ContinuousClock.now
+        XCTAssertTrue(isOpen(), "closed while the client sends, after \(ContinuousClock.now - began)", file: file, line: line)
+        Thread.sleep(forTimeInterval: 0.05)
+    }
+    XCTAssertTrue(isOpen(), file: file, line: line)
+    let end = receiveEnd()
+    XCTAssertTrue(end == .endOfFile || end == .reset, "the client was not closed: \(end)", file: file, line: line)
+    XCTAssertGreaterThanOrEqual(ContinuousClock.now - lastSent, timeout, "closed before the timeout after the last byte",
+                                file: file, line: line)
+    XCTAssertFalse(isOpen(), file: file, line: line)
+}
+
 /// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least six
 /// `timeout`s, each sent by `send` and read by the server (then `afterRead`, an echo where the test has one),
 /// and the connection must stay open all along; then, once the client falls silent, it must be

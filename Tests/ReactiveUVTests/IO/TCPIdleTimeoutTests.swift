@@ -40,6 +40,20 @@ final class TCPIdleTimeoutTests: XCTestCase {
         }
     }
 
+    /// A client that keeps sending to a connection nobody reads (no `bytes` subscriber) is kept past
+    /// six idle timeouts: the kernel's record counts the bytes it received, read or not; once the
+    /// client falls silent the connection is closed (as a Unix socket's is, by its own checks).
+    func testAClientSendingToAConnectionNobodyReadsIsKeptUntilItFallsSilent() throws {
+        LoopHarness.run { harness in
+            let timeout = Duration.milliseconds(200)
+            let (_, _, client, connection) = try acceptOneClient(harness, options: TCPOptions(idleTimeout: timeout))
+            defer { client.close() }
+            try assertAClientSendingUnreadBytesIsKeptThenTimesOut(
+                timeout: timeout, isOpen: { connection.isOpen },
+                send: { try client.sendAll([$0]) }, receiveEnd: { client.receiveUntilEnd().end })
+        }
+    }
+
     /// A zero or negative idle timeout is refused at the door: the server fails with `EINVAL`.
     func testANonPositiveIdleTimeoutFailsTheServerWithEINVAL() throws {
         LoopHarness.run { harness in

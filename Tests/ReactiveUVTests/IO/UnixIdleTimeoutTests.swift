@@ -4,7 +4,8 @@ import ReactiveUVTesting
 import XCTest
 
 /// `UnixSocketOptions.idleTimeout`: a Unix-socket server closes a connection that moved no bytes
-/// for that long (stamped by the connection's reads and writes: the kernel keeps no such record).
+/// for that long (stamped by the connection's reads and writes, and by each check that finds the
+/// kernel's unread bytes changed: the kernel keeps no record of the last byte for a Unix socket).
 final class UnixIdleTimeoutTests: XCTestCase {
     /// A client that connects and says nothing is closed, not before the timeout: its `bytes`
     /// fails with `ETIMEDOUT` naming the idle time, and the client reads EOF; the server goes on.
@@ -43,6 +44,29 @@ final class UnixIdleTimeoutTests: XCTestCase {
                         connection.send([byte])
                         XCTAssertEqual(try client.receive(exactly: 1), [byte])
                     })
+                server.dispose()
+            }
+        }
+    }
+
+    /// A client that keeps sending to a connection nobody reads (no `bytes` subscriber, as a server
+    /// that only writes, or a reader that paused) is kept past six idle timeouts: the bytes the
+    /// kernel holds unread count as activity, as the kernel's own record does for TCP. Once the
+    /// client falls silent the connection is closed, no sooner than the timeout after its last byte.
+    func testAClientSendingToAConnectionNobodyReadsIsKeptUntilItFallsSilent() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/unread.sock"
+            try checked { harness in
+                let timeout = Duration.milliseconds(200)
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)), label: "server")
+                _ = try server.waitForValues(1)
+                let client = try UnixBlockingClient(path: path)
+                defer { client.close() }
+                let connection = try waitForAcceptedUnix(server, 1)[0]
+                try assertAClientSendingUnreadBytesIsKeptThenTimesOut(
+                    timeout: timeout, isOpen: { connection.isOpen },
+                    send: { try client.sendAll([$0]) }, receiveEnd: { client.receiveUntilEnd().end })
+                XCTAssertNil(server.terminal, "the server goes on")
                 server.dispose()
             }
         }
