@@ -6,7 +6,8 @@
 // With -F each change is read from where the last read stopped (the file is never read whole
 // again), and FILE is followed across rotation (renamed away and a new file made), truncation, and
 // delete + re-create. What was written to the old file before the switch is printed before the new
-// file's first byte.
+// file's first byte: a file renamed away is read until the name names a file again, however long
+// that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
 import ReactiveUV
 import SampleSupport
 #if canImport(Glibc)
@@ -169,7 +170,22 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                     } catch let error where isMissing(error) {
                         named = nil
                     }
-                    if let named, named.device == opened.device, named.inode == opened.inode { continue }
+                    if let named, named.device == opened.device, named.inode == opened.inode {
+                        // Renamed back (or never gone): still the same file.
+                        missingSaid = false
+                        continue
+                    }
+                    if named == nil {
+                        if !missingSaid {
+                            missingSaid = true
+                            printError("tail: '\(path)' has become inaccessible: No such file or directory")
+                        }
+                        // Renamed away, with no new file yet: its writer may still append to it (it
+                        // reopens the name later, as after logrotate's `nocreate`), so it is read until
+                        // the name names a file again. A deleted file is let go: held open, its space
+                        // would not be freed.
+                        if let now = try await file.stat().first(), now.linkCount > 0 { continue }
+                    }
                     // The name has moved on: what the old file still holds goes out first.
                     _ = try await copier.copyToEnd(of: file, from: offset)
                     return named == nil ? .removed : .replaced
@@ -186,7 +202,9 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
         }
         switch end {
         case .replaced:
-            printError("tail: '\(path)' has been replaced;  following new file")
+            // After "has become inaccessible" (the old file was followed meanwhile), the new file's
+            // opening says "has appeared" instead.
+            if !missingSaid { printError("tail: '\(path)' has been replaced;  following new file") }
         case .removed:
             if !missingSaid {
                 missingSaid = true

@@ -116,6 +116,26 @@ final class TailSampleTests: XCTestCase {
                       sample.standardError)
     }
 
+    /// A rotation whose new file comes later (logrotate's `nocreate`: the writer goes on appending
+    /// to the renamed file until it reopens the name): the renamed file is read while the name
+    /// names nothing, so its lines written meanwhile come out before the new file's.
+    func testAFileRenamedAwayIsReadUntilTheNewFileAppears() throws {
+        try write("a\n")
+        let sample = try SampleProcess("tail", ["-F", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "a\n")
+        XCTAssertEqual(rename(path, path + ".1"), 0)
+        waitForError(sample, containing: "has become inaccessible")
+        try append("b\n", to: path + ".1")
+        sample.waitForOutput(containing: "b\n")
+        try append("c\n", to: path + ".1")
+        try write("d\n")
+        sample.waitForOutput(containing: "d\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "a\nb\nc\nd\n")
+        XCTAssertTrue(sample.standardError.contains("has appeared"), sample.standardError)
+    }
+
     /// A file truncated (to less than was read) is read again from its start, with a note.
     func testATruncatedFileIsReadAgainFromItsStart() throws {
         try write("x1\nx2\n")
