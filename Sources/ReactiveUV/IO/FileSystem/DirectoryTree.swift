@@ -106,13 +106,44 @@ final class TreeRemoval {
 
     func start() {
         let uvLoop = operation.loop.uvLoop
-        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(statOf: fs).type }) { [self] type in
-            if type == .directory {
-                descend(into: root)
-            } else {
+        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
+            guard info.type == .directory else {
                 unlink(root)
+                return
+            }
+            // The door refused `/` by name; a path that only resolves to it (a trailing slash after a
+            // link to it, a bind mount of it) is caught by the directory's identity, before any removal.
+            operation.step("stat /", { uv_fs_stat(uvLoop, $0, "/", $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] rootDirectory in
+                if Self.isSameFile(info, rootDirectory) {
+                    operation.finish(UVError(code: UVError.invalidArgumentCode,
+                                             message: "refusing to remove the root directory ('\(root)' is '/')",
+                                             context: "removeTree \(root)"))
+                } else {
+                    descend(into: root)
+                }
             }
         }
+    }
+
+    /// What `Files.removeTree` refuses at the door, as `rm -r` does: the root directory named as such
+    /// (`/`, `//`), and a path whose last component is `.` or `..` (`x/.`, `..`, `/tmp/..`); nil for any other.
+    static func refusal(of path: String) -> UVError? {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        if trimmed == "/" {
+            return UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory",
+                           context: "removeTree \(path)")
+        }
+        let last = trimmed.split(separator: "/", omittingEmptySubsequences: false).last ?? trimmed
+        guard last == "." || last == ".." else { return nil }
+        return UVError(code: UVError.invalidArgumentCode,
+                       message: "refusing to remove a path ending in '.' or '..' (name the directory itself)",
+                       context: "removeTree \(path)")
+    }
+
+    /// Whether two `stat` results describe one file (the same device and inode).
+    static func isSameFile(_ one: FileInfo, _ other: FileInfo) -> Bool {
+        one.device == other.device && one.inode == other.inode
     }
 
     private func descend(into directory: String) {

@@ -142,7 +142,8 @@ public enum FileSystem {
         _ = try await run(on: loop) { Files.remove(path, on: $0) }
     }
 
-    /// `Files.removeTree`: removes a whole tree, never following symbolic links.
+    /// `Files.removeTree`: removes a whole tree, never following symbolic links; refuses (`EINVAL`) the root
+    /// directory and a path ending in `.` or `..`, as `rm -r` does.
     ///
     /// - Parameters:
     ///   - path: The file or directory.

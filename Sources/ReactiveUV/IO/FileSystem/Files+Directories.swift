@@ -105,6 +105,11 @@ extension Files {
     /// other failure (`EACCES`, `EBUSY`...) ends the signal, naming the path, with what was removed so far gone.
     /// A missing `path` is `ENOENT`.
     ///
+    /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
+    /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only
+    /// resolves to the root directory (`/proc/1/root/`, a bind mount of it), once its `lstat` says so,
+    /// before anything is removed.
+    ///
     /// - Parameters:
     ///   - path: The file or directory.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
@@ -114,6 +119,7 @@ extension Files {
     public static func removeTree(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
         operation("removeTree", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "removeTree")
+            if let refusal = TreeRemoval.refusal(of: path) { throw refusal }
         }) { operation in
             TreeRemoval(operation: operation, root: path).start()
         }

@@ -271,6 +271,44 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// As `rm -r` does, `removeTree` refuses a path ending in `.` or `..` at the door (`EINVAL`,
+    /// nothing removed: without the check, `sub/..` would empty its parent), and the root directory,
+    /// by name at the door and by identity for a path that only resolves to it. The root is never
+    /// handed to `removeTree` here (a broken check would remove everything): its refusal is checked
+    /// on the two internal checks `removeTree` runs, the door's and the identity comparison.
+    func testRemoveTreeRefusesTheRootDirectoryAndPathsEndingInDotOrDotDot() throws {
+        let sub = path("sub")
+        try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
+        let kept = try makeFile("sub/kept")
+        try checked { harness in
+            for refused in [sub + "/..", sub + "/../", sub + "/.", sub + "/./"] {
+                let error = try failure(harness, Files.removeTree(refused))
+                XCTAssertEqual(error.name, "EINVAL", refused)
+                XCTAssertEqual(error.context, "removeTree \(refused)")
+                XCTAssertTrue(error.message.contains("refusing to remove a path ending in '.' or '..'"), error.description)
+                XCTAssertTrue(FileManager.default.fileExists(atPath: kept), "\(refused) removed something")
+            }
+        }
+        for root in ["/", "//", "///"] {
+            let error = try XCTUnwrap(TreeRemoval.refusal(of: root), root)
+            XCTAssertTrue(error.message.contains("refusing to remove the root directory"), error.description)
+        }
+        for refused in [".", "..", "./", "a/.", "a/..", "/..", "/.", "/tmp/.."] {
+            XCTAssertNotNil(TreeRemoval.refusal(of: refused), refused)
+        }
+        for allowed in ["a", "/tmp/x", ".hidden", "a/..b", "a/.b", "...", "a/b/"] {
+            XCTAssertNil(TreeRemoval.refusal(of: allowed), allowed)
+        }
+        // The identity check: a link to / followed by a trailing slash is the root directory.
+        let linkToRoot = path("to-root")
+        XCTAssertEqual(symlink("/", linkToRoot), 0)
+        let rootInfo = try XCTUnwrap(try Files.stat("/").first())
+        let throughLink = try XCTUnwrap(try Files.lstat(linkToRoot + "/").first())
+        XCTAssertTrue(TreeRemoval.isSameFile(throughLink, rootInfo))
+        XCTAssertFalse(TreeRemoval.isSameFile(try XCTUnwrap(try Files.lstat(sub).first()), rootInfo))
+        XCTAssertNil(TreeRemoval.refusal(of: linkToRoot + "/"), "only the identity check can see this one")
+    }
+
     /// A directory `nobody` cannot write: creating in it, removing from it and a tree below it are EACCES,
     /// naming the path, and nothing is half-removed silently.
     func testPermissionDeniedIsEACCESNamingThePath() throws {
