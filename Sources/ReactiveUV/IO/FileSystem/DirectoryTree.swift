@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// `Files.createDirectory(_:mode:withParents: true)`: `mkdir -p`, one `mkdir` request per missing level.
 ///
@@ -87,26 +92,31 @@ final class DirectoryCreation {
 /// or from `lstat` where the file system does not say; only a real directory is
 /// descended into, so a link to a directory is unlinked like any file and its
 /// target is never touched. One directory's names are held at a time per level.
+/// Paths below the root are built from the names' bytes (`BytePath`), not
+/// `String`s: a name that is not UTF-8 would be changed by one, and its entry
+/// could then neither be removed nor found.
 final class TreeRemoval {
     // Loop thread only, as its operation.
     private struct Level {
-        let path: String
-        var entries: [DirectoryEntry]
+        let path: BytePath
+        var entries: [(name: [CChar], type: FileType)]
     }
 
     private let operation: FileSystemOperation<Void>
-    private let root: String
+    private let root: BytePath
     /// The directories being emptied, the root first.
     private var levels: [Level] = []
 
     init(operation: FileSystemOperation<Void>, root: String) {
         self.operation = operation
-        self.root = root
+        self.root = BytePath(root)
     }
 
     func start() {
         let uvLoop = operation.loop.uvLoop
-        operation.step("lstat \(root)", { uv_fs_lstat(uvLoop, $0, self.root, $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
+        let root = self.root
+        operation.step("lstat \(root)", { request, callback in root.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },
+                       read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
             guard info.type == .directory else {
                 unlink(root)
                 return
@@ -146,13 +156,15 @@ final class TreeRemoval {
         one.device == other.device && one.inode == other.inode
     }
 
-    private func descend(into directory: String) {
+    private func descend(into directory: BytePath) {
         let uvLoop = operation.loop.uvLoop
-        operation.step("scandir \(directory)", { uv_fs_scandir(uvLoop, $0, directory, 0, $1) }, read: { _, fs in
-            var entries: [DirectoryEntry] = []
+        operation.step("scandir \(directory)", { request, callback in
+            directory.withCString { uv_fs_scandir(uvLoop, request, $0, 0, callback) }
+        }, read: { _, fs in
+            var entries: [(name: [CChar], type: FileType)] = []
             var entry = uv_dirent_t()
             while uv_fs_scandir_next(fs, &entry) == 0 {
-                entries.append(DirectoryEntry(name: String(cString: entry.name), type: FileType(entry.type)))
+                entries.append((Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))), FileType(entry.type)))
             }
             return entries
         }, failed: vanishedIsFine(directory)) { [self] entries in
@@ -170,33 +182,36 @@ final class TreeRemoval {
         guard let entry = levels[last].entries.popLast() else {
             let directory = levels.removeLast().path
             let uvLoop = operation.loop.uvLoop
-            operation.step("rmdir \(directory)", { uv_fs_rmdir(uvLoop, $0, directory, $1) }, failed: vanishedIsFine(directory)) { [self] in
+            operation.step("rmdir \(directory)", { request, callback in
+                directory.withCString { uv_fs_rmdir(uvLoop, request, $0, callback) }
+            }, failed: vanishedIsFine(directory)) { [self] in
                 next()
             }
             return
         }
-        let child = levels[last].path.hasSuffix("/") ? levels[last].path + entry.name : levels[last].path + "/" + entry.name
+        let child = levels[last].path.appending(entry.name)
         switch entry.type {
         case .directory: descend(into: child)
         case .unknown:
             let uvLoop = operation.loop.uvLoop
-            operation.step("lstat \(child)", { uv_fs_lstat(uvLoop, $0, child, $1) }, read: { _, fs in FileInfo(statOf: fs).type },
-                           failed: vanishedIsFine(child)) { [self] type in
+            operation.step("lstat \(child)", { request, callback in child.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },
+                           read: { _, fs in FileInfo(statOf: fs).type }, failed: vanishedIsFine(child)) { [self] type in
                 if type == .directory { descend(into: child) } else { unlink(child) }
             }
         default: unlink(child)
         }
     }
 
-    private func unlink(_ path: String) {
+    private func unlink(_ path: BytePath) {
         let uvLoop = operation.loop.uvLoop
-        operation.step("unlink \(path)", { uv_fs_unlink(uvLoop, $0, path, $1) }, failed: vanishedIsFine(path)) { [self] in
+        operation.step("unlink \(path)", { request, callback in path.withCString { uv_fs_unlink(uvLoop, request, $0, callback) } },
+                       failed: vanishedIsFine(path)) { [self] in
             next()
         }
     }
 
     /// An entry below the root that vanished meanwhile is gone already, as wanted; any other failure ends the removal.
-    private func vanishedIsFine(_ path: String) -> (UVError) -> Void {
+    private func vanishedIsFine(_ path: BytePath) -> (UVError) -> Void {
         { [self] error in
             if error.code == UV_ENOENT.rawValue && path != root {
                 next()
@@ -204,5 +219,39 @@ final class TreeRemoval {
                 operation.finish(error)
             }
         }
+    }
+}
+
+/// A path as the kernel takes it: its bytes, NUL-terminated, which need not be UTF-8 (a name read
+/// from a directory is whatever bytes it was made with). Shown in messages as UTF-8, with what is
+/// not replaced (U+FFFD); only the bytes are ever passed to a call.
+struct BytePath: Equatable, CustomStringConvertible {
+    /// The path's bytes and a final NUL.
+    private var bytes: [CChar]
+
+    init(_ path: String) {
+        bytes = Array(path.utf8CString)
+    }
+
+    private init(bytes: [CChar]) {
+        self.bytes = bytes
+    }
+
+    /// This directory's entry `name` (its bytes, no NUL), with one `/` between.
+    func appending(_ name: [CChar]) -> BytePath {
+        var joined = bytes.dropLast() as ArraySlice<CChar>
+        if joined.last != CChar(UInt8(ascii: "/")) { joined.append(CChar(UInt8(ascii: "/"))) }
+        joined.append(contentsOf: name)
+        joined.append(0)
+        return BytePath(bytes: Array(joined))
+    }
+
+    /// Lends the NUL-terminated bytes to a C call.
+    func withCString<Result>(_ body: (UnsafePointer<CChar>) -> Result) -> Result {
+        bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+
+    var description: String {
+        String(decoding: bytes.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -11,6 +11,10 @@ import Musl
 /// Thread rule: a value type; safe from any thread.
 public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
     /// The entry's name in its directory (no path; never `.` or `..`).
+    ///
+    /// A name that is not valid UTF-8 (Linux names are bytes) shows U+FFFD for each byte that is
+    /// not, so it names no file: it cannot be passed back to a call. `Files.removeTree` removes such
+    /// entries itself (it builds its paths from the bytes).
     public let name: String
     /// Its type as the directory entry records it (a symbolic link is `.symbolicLink`, not what it points to);
     /// `.unknown` on file systems whose entries do not say: `lstat` the entry then.

@@ -271,6 +271,29 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A name that is not UTF-8 (bytes 0xFF 0xFE, as an old archive's Latin-1 names are) is removed
+    /// with its tree: the removal builds paths from the names' bytes. Through a `String` the name
+    /// became U+FFFD twice, its unlink found nothing, and the removal failed with `ENOTEMPTY`.
+    /// (`list` shows such a name with U+FFFD, as documented on `DirectoryEntry.name`.)
+    func testRemoveTreeRemovesEntriesWhoseNamesAreNotUTF8() throws {
+        let tree = path("latin1")
+        try FileManager.default.createDirectory(atPath: tree + "/sub", withIntermediateDirectories: true)
+        for directory in [tree, tree + "/sub"] {
+            var name = Array((directory + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xff), CChar(bitPattern: 0xfe), 0x61, 0]
+            let descriptor = open(&name, O_CREAT | O_WRONLY, 0o600)
+            XCTAssertGreaterThanOrEqual(descriptor, 0)
+            close(descriptor)
+        }
+        var nameDirectory = Array((tree + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xe9), 0]
+        XCTAssertEqual(mkdir(&nameDirectory, 0o700), 0)
+        try checked { harness in
+            let listed = try completes(harness, Files.list(tree + "/sub"))
+            XCTAssertEqual(listed.map(\.name), ["\u{FFFD}\u{FFFD}a"])
+            try completes(harness, Files.removeTree(tree))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: tree))
+        }
+    }
+
     /// As `rm -r` does, `removeTree` refuses a path ending in `.` or `..` at the door (`EINVAL`,
     /// nothing removed: without the check, `sub/..` would empty its parent), and the root directory,
     /// by name at the door and by identity for a path that only resolves to it. The root is never
