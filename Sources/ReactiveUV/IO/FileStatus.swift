@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// What `stat` says about a file: the parts a watcher compares.
 ///
@@ -58,24 +63,33 @@ enum FileSystemQuery {
         return FileStatus(request.statbuf)
     }
 
-    /// The entries of a directory (no "." or ".."), each with whether it is a directory (symlinks are not followed).
-    /// The entries of a directory; `isDirectory` is false for a symbolic link, whatever it points to.
-    static func entries(of path: String) throws(UVError) -> [(name: String, isDirectory: Bool)] {
+    /// The entries of a directory (no "." or ".."), each with whether it is a directory (symbolic links are
+    /// not followed: one is not a directory, whatever it points to) and whether `name` is exact.
+    ///
+    /// A name that is not valid UTF-8 (Linux names are bytes) is not exact: its `String` shows U+FFFD
+    /// for what is not, and names no file, so the caller can only report it. Whether it is a directory
+    /// is still read from its bytes.
+    static func entries(of path: String) throws(UVError) -> [(name: String, isDirectory: Bool, nameIsExact: Bool)] {
         var request = uv_fs_t()
         defer { uv_fs_req_cleanup(&request) }
         try uvCheck(uv_fs_scandir(nil, &request, path, 0, nil), "scandir \(path)")
-        var result: [(name: String, isDirectory: Bool)] = []
+        var result: [(name: String, isDirectory: Bool, nameIsExact: Bool)] = []
         var entry = uv_dirent_t()
         while uv_fs_scandir_next(&request, &entry) == 0 {
-            let name = String(cString: entry.name)
+            let exact = String(validatingCString: entry.name)
+            let name = exact ?? String(cString: entry.name)
             switch entry.type {
             case UV_DIRENT_DIR:
-                result.append((name, true))
+                result.append((name, true, exact != nil))
             case UV_DIRENT_UNKNOWN:
-                let isDirectory = (try? status(of: path + "/" + name, followLinks: false))?.isDirectory ?? false
-                result.append((name, isDirectory))
+                let bytes = BytePath(path).appending(Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))))
+                var linkStatus = uv_fs_t()
+                let isDirectory = bytes.withCString { uv_fs_lstat(nil, &linkStatus, $0, nil) } == 0
+                    && FileStatus(linkStatus.statbuf).isDirectory
+                uv_fs_req_cleanup(&linkStatus)
+                result.append((name, isDirectory, exact != nil))
             default:
-                result.append((name, false))
+                result.append((name, false, exact != nil))
             }
         }
         return result

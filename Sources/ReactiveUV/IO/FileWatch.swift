@@ -16,7 +16,8 @@ public struct FileEvent: Sendable, Hashable, CustomStringConvertible {
         /// not have been reported. Every change after it is; rescan what you keep about the tree.
         /// `name` is `"."` for a directory, the file's name for a file.
         case eventsLost
-        /// A subdirectory of a recursive watch the process may not read (`EACCES`): it and everything
+        /// A subdirectory of a recursive watch the process may not read (`EACCES`), or whose name is not
+        /// valid UTF-8 (`name` then shows U+FFFD for what is not, and names no file): it and everything
         /// below it are not watched. `name` is the subdirectory.
         case notWatched
     }

@@ -121,7 +121,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
     /// Watches every directory below `relative`; with `announce`, reports each entry found (it may be new).
     /// With `rescan`, also looks inside directories watched already (after events were lost).
     private func watchSubdirectories(of relative: String, announce: Bool, rescan: Bool) throws(UVError) {
-        let entries: [(name: String, isDirectory: Bool)]
+        let entries: [(name: String, isDirectory: Bool, nameIsExact: Bool)]
         do {
             entries = try FileSystemQuery.entries(of: fullPath(relative))
         } catch {
@@ -135,6 +135,11 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             guard subscriber != nil else { return }  // the subscriber may dispose while it hears of an entry
             let name = relative.isEmpty ? entry.name : relative + "/" + entry.name
             if announce { emit(.renamed, name) }
+            // A directory whose name is not UTF-8 cannot be named to inotify through a `String`: said, not skipped.
+            if entry.isDirectory && !entry.nameIsExact {
+                if subscriber != nil { emit(.notWatched, name) }
+                continue
+            }
             guard subscriber != nil, isDirectoryToWatch(name, listedAsDirectory: entry.isDirectory) else { continue }
             switch try watchSubdirectory(name) {
             case .added?: try watchSubdirectories(of: name, announce: announce, rescan: rescan)

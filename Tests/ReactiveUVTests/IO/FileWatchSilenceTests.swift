@@ -181,6 +181,22 @@ final class FileWatchSilenceTests: XCTestCase {
         }
     }
 
+    /// A subdirectory whose name is not UTF-8 (the byte 0xE9, Latin-1's "é"): a `String` cannot name
+    /// it to inotify, so it is reported as `.notWatched` (its name shows U+FFFD), not skipped without
+    /// a word as it was; the rest of the tree is watched.
+    func testASubdirectoryWhoseNameIsNotUTF8IsReportedAsNotWatched() throws {
+        try FileManager.default.createDirectory(atPath: path("ok"), withIntermediateDirectories: false)
+        var latin1 = Array((directory + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xe9), 0]
+        XCTAssertEqual(mkdir(&latin1, 0o755), 0)
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            XCTAssertEqual(watch.values, [FileEvent(kind: .notWatched, name: "\u{FFFD}", path: path("\u{FFFD}"))])
+            try write("x", to: "ok/file")
+            try watch.wait(for: "ok/file") { events in events.contains { $0.value?.name == "ok/file" } }
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
     // MARK: - helpers
 
     private func path(_ name: String) -> String { directory + "/" + name }
