@@ -169,16 +169,8 @@ final class FileWatchSilenceTests: XCTestCase {
         chmod(path("open"), 0o777)
         chmod(directory, 0o755)
         defer { chmod(path("locked"), 0o755) }
-        try withoutRootPrivileges {
-            try checked { harness in
-                let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
-                XCTAssertEqual(watch.values, [FileEvent(kind: .notWatched, name: "locked", path: path("locked"))])
-                // `nobody` may write in `open` only.
-                try write("x", to: "open/file")
-                try watch.wait(for: "open/file") { events in events.contains { $0.value?.name == "open/file" } }
-                XCTAssertNil(watch.terminal)
-            }
-        }
+        // `nobody` may write in `open` only.
+        try withoutRootPrivileges { try assertOnlyNotWatched("locked", thenSeesAFileMadeIn: "open") }
     }
 
     /// A subdirectory whose name is not UTF-8 (the byte 0xE9, Latin-1's "é"): a `String` cannot name
@@ -188,16 +180,23 @@ final class FileWatchSilenceTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: path("ok"), withIntermediateDirectories: false)
         var latin1 = Array((directory + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xe9), 0]
         XCTAssertEqual(mkdir(&latin1, 0o755), 0)
-        try checked { harness in
-            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
-            XCTAssertEqual(watch.values, [FileEvent(kind: .notWatched, name: "\u{FFFD}", path: path("\u{FFFD}"))])
-            try write("x", to: "ok/file")
-            try watch.wait(for: "ok/file") { events in events.contains { $0.value?.name == "ok/file" } }
-            XCTAssertNil(watch.terminal)
-        }
+        try assertOnlyNotWatched("\u{FFFD}", thenSeesAFileMadeIn: "ok")
     }
 
     // MARK: - helpers
+
+    /// A recursive watch of the directory whose only event at the start is `.notWatched` for
+    /// `subdirectory`, and which then reports a file made in `watched`: the rest of the tree is watched.
+    private func assertOnlyNotWatched(_ subdirectory: String, thenSeesAFileMadeIn watched: String,
+                                      file: StaticString = #filePath, line: UInt = #line) throws {
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            XCTAssertEqual(watch.values, [FileEvent(kind: .notWatched, name: subdirectory, path: path(subdirectory))], file: file, line: line)
+            try write("x", to: watched + "/file")
+            try watch.wait(for: watched + "/file") { events in events.contains { $0.value?.name == watched + "/file" } }
+            XCTAssertNil(watch.terminal, file: file, line: line)
+        }
+    }
 
     private func path(_ name: String) -> String { directory + "/" + name }
 
