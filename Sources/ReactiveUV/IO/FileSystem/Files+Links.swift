@@ -79,13 +79,12 @@ extension Files {
     /// - Parameters:
     ///   - path: The link; anything else is `EINVAL`.
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of one string.
+    /// - Returns: A signal of one string; a target that is not valid UTF-8 (Linux names are bytes)
+    ///   fails with `EILSEQ`, since a `String` would change it into a path that names nothing.
     ///
     /// Thread rule: safe from any thread.
     public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
-        single("readLink", context: FileCallContext("readlink", path), on: loop, checks: { () throws(UVError) in
-            try FileSystemArguments.check(path, in: "readlink")
-        }, { uv_fs_readlink($0, $1, path, $3) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+        pathAnswer("readLink", "readlink", path, on: loop) { uv_fs_readlink($0, $1, path, $2) }
     }
 
     /// The absolute path of `path` with every symbolic link, `.` and `..` resolved (`realpath(3)`).
@@ -93,12 +92,35 @@ extension Files {
     /// - Parameters:
     ///   - path: An existing path (a missing one is `ENOENT`).
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of one string.
+    /// - Returns: A signal of one string; a resolved path that is not valid UTF-8 fails with `EILSEQ`,
+    ///   as for `readLink(_:on:)`.
     ///
     /// Thread rule: safe from any thread.
     public static func realPath(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
-        single("realPath", context: FileCallContext("realpath", path), on: loop, checks: { () throws(UVError) in
-            try FileSystemArguments.check(path, in: "realpath")
-        }, { uv_fs_realpath($0, $1, path, $3) }, read: { _, fs in String(cString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self)) })
+        pathAnswer("realPath", "realpath", path, on: loop) { uv_fs_realpath($0, $1, path, $2) }
+    }
+
+    /// A call whose answer is a path (`readlink`, `realpath`): sent if it is valid UTF-8, else `EILSEQ`
+    /// naming the call (what is not UTF-8 cannot be held exactly by a `String`).
+    private static func pathAnswer(
+        _ name: StaticString, _ call: StaticString, _ path: String, on loop: EventLoop?,
+        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32
+    ) -> Signal<String> {
+        operation(name, on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "\(call)") }) { operation in
+            let uvLoop = operation.loop.uvLoop
+            let context = "\(call) \(path)"
+            operation.step(context, { start(uvLoop, $0, $1) }, read: { _, fs in
+                String(validatingCString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self))
+            }) { answer in
+                guard let answer else {
+                    operation.finish(UVError(code: UV_EILSEQ.rawValue,
+                                             message: "the answer is not valid UTF-8, so a String cannot hold it exactly",
+                                             context: context))
+                    return
+                }
+                operation.send(answer)
+                operation.finish()
+            }
+        }
     }
 }

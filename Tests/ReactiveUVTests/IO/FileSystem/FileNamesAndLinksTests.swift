@@ -89,6 +89,25 @@ final class FileNamesAndLinksTests: FileSystemTestCase {
         }
     }
 
+    /// A link whose target is not UTF-8 (the byte 0xE9), and a path that resolves into a directory of
+    /// that name: `readLink` and `realPath` fail with `EILSEQ` naming the call, instead of answering
+    /// with U+FFFD in a path that names nothing.
+    func testReadLinkAndRealPathOfAnAnswerThatIsNotUTF8AreEILSEQ() throws {
+        var latin1 = Array((directory + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xe9), 0]
+        XCTAssertEqual(mkdir(&latin1, 0o755), 0)
+        let link = path("to-latin1")
+        XCTAssertEqual(symlink([CChar(bitPattern: 0xe9), 0], link), 0)
+        try checked { harness in
+            let target = try failure(harness, Files.readLink(link))
+            XCTAssertEqual(target.name, "EILSEQ")
+            XCTAssertEqual(target.context, "readlink \(link)")
+            XCTAssertTrue(target.message.contains("not valid UTF-8"), target.description)
+            let resolved = try failure(harness, Files.realPath(link))
+            XCTAssertEqual(resolved.name, "EILSEQ")
+            XCTAssertEqual(resolved.context, "realpath \(link)")
+        }
+    }
+
     /// The async forms run the same signals: values come back, errors are thrown as the same `UVError`s.
     func testAsyncFormsReturnAndThrowWhatTheSignalsSend() async throws {
         let base = directory
