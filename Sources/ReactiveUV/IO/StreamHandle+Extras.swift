@@ -64,7 +64,7 @@ final class StreamExtras: @unchecked Sendable {
     /// The loop time (ms) a byte last moved, for a stream whose origin tracks it (loop thread only).
     @exclusivity(unchecked) var lastActivity: UInt64 = 0
     /// The bytes the kernel held unread at the last idle check of a Unix socket (loop thread only):
-    /// see `StreamHandle.idleMillisecondsCountingUnreadBytes`.
+    /// see `StreamHandle.idleMillisecondsCountingUnreadBytes()`.
     @exclusivity(unchecked) var unreadAtLastCheck: Int32 = 0
     /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
     /// read anywhere, so a query from another thread never waits for the loop (a loop thread
@@ -184,8 +184,8 @@ extension StreamHandle {
     /// zero, bytes arrived (or were read) meanwhile, and the check stamps its own time. That time is
     /// at most one check period after the bytes came, so the connection is closed no sooner than
     /// the timeout after them. A peer blocked on a full socket moves nothing and is idle, as a TCP
-    /// peer facing a zero window is. Loop thread only.
-    var idleMillisecondsCountingUnreadBytes: UInt64 {
+    /// peer facing a zero window is. A method, not a property: it stamps. Loop thread only.
+    func idleMillisecondsCountingUnreadBytes() -> UInt64 {
         var descriptor = uv_os_fd_t()
         var unread: Int32 = 0
         if uv_fileno(handle, &descriptor) == 0,

@@ -249,13 +249,13 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// Starts the repeating check of `UnixSocketOptions.idleTimeout` (`ListenerIdleCheck`), reading the
     /// loop-time stamps of the connections' last bytes (a stamp is taken at the start of the loop
     /// iteration that moved them, a little early: a 2 ms margin), and counting bytes the kernel holds
-    /// unread as activity (`StreamHandle.idleMillisecondsCountingUnreadBytes`).
+    /// unread as activity (`StreamHandle.idleMillisecondsCountingUnreadBytes()`).
     private func startIdleTimer() {
         guard let timeout = options.idleTimeout, idleTimer == nil else { return }
         idleTimer = ListenerIdleCheck.start(
             on: loop, timeout: timeout, option: "UnixSocketOptions.idleTimeout", marginMilliseconds: 2,
             listener: { [weak self] in self.map { ($0.accepted, $0.origin) } },
-            idleMilliseconds: { $0.idleMillisecondsCountingUnreadBytes })
+            idleMilliseconds: { $0.idleMillisecondsCountingUnreadBytes() })
     }
 
     /// Removes the socket file this listener bound, if the path still names it. Once.
