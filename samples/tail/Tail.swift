@@ -171,7 +171,8 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                         named = nil
                     }
                     if let named, named.device == opened.device, named.inode == opened.inode {
-                        // Renamed back (or never gone): still the same file.
+                        // Never gone, or renamed back: still the same file (said as GNU tail says it).
+                        if missingSaid { printError("tail: '\(path)' has appeared;  following new file") }
                         missingSaid = false
                         continue
                     }
