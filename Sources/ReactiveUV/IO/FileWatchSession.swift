@@ -283,6 +283,9 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         guard recursive, subscriber != nil else { return }
         if event.has(IN_DELETE | IN_MOVED_FROM) {
             dropTree(name)
+        } else if event.has(IN_CREATE | IN_MOVED_TO), event.has(IN_ISDIR) && !event.nameIsExact {
+            // As in `watchSubdirectories`: a name that is not UTF-8 cannot be watched through a `String`; said.
+            emit(.notWatched, name)
         } else if event.has(IN_CREATE | IN_MOVED_TO),
                   event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
             do {

@@ -13,6 +13,9 @@ struct InotifyEvent {
     let mask: UInt32
     /// The entry's name inside a watched directory; empty when the event is about the watched inode itself.
     let name: String
+    /// Whether `name` is the entry's name exactly: false when it is not valid UTF-8 (`name` then shows
+    /// U+FFFD for what is not, and names no file).
+    let nameIsExact: Bool
 
     func has(_ bits: Int32) -> Bool { mask & UInt32(bitPattern: bits) != 0 }
 }
@@ -206,9 +209,12 @@ final class InotifyHub: LoopHandle {
             let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
             let namePointer = (buffer + offset + headerSize).assumingMemoryBound(to: UInt8.self)
             let nameBytes = UnsafeBufferPointer(start: namePointer, count: min(nameLength, count - offset - headerSize))
-            let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
+            let bytes = nameBytes.prefix { $0 != 0 }
+            // Validated once; decoded again, with U+FFFD, only for a name that is not UTF-8.
+            let exact = String(validating: bytes, as: UTF8.self)
             offset += headerSize + nameLength
-            let event = InotifyEvent(descriptor: watch, mask: mask, name: name)
+            let event = InotifyEvent(descriptor: watch, mask: mask, name: exact ?? String(decoding: bytes, as: UTF8.self),
+                                     nameIsExact: exact != nil)
             if event.has(IN_Q_OVERFLOW) {
                 for owner in allOwners() { owner.inotifyOverflowed() }
                 continue

@@ -183,6 +183,20 @@ final class FileWatchSilenceTests: XCTestCase {
         try assertOnlyNotWatched("\u{FFFD}", thenSeesAFileMadeIn: "ok")
     }
 
+    /// The same for such a subdirectory made while the watch runs: its creation is reported, then
+    /// `.notWatched` (before, its watch failed as if it were gone, and nothing more was said).
+    func testASubdirectoryWhoseNameIsNotUTF8MadeLaterIsReportedAsNotWatched() throws {
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            var latin1 = Array((directory + "/").utf8CString.dropLast()) + [CChar(bitPattern: 0xe8), 0]
+            XCTAssertEqual(mkdir(&latin1, 0o755), 0)
+            try watch.wait(for: ".notWatched") { events in events.contains { $0.value?.kind == .notWatched } }
+            XCTAssertEqual(watch.values, [FileEvent(kind: .renamed, name: "\u{FFFD}", path: path("\u{FFFD}")),
+                                          FileEvent(kind: .notWatched, name: "\u{FFFD}", path: path("\u{FFFD}"))])
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
     // MARK: - helpers
 
     /// A recursive watch of the directory whose only event at the start is `.notWatched` for
