@@ -58,11 +58,8 @@ final class UnixIdleTimeoutTests: XCTestCase {
             let path = directory + "/unread.sock"
             try checked { harness in
                 let timeout = Duration.milliseconds(200)
-                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)), label: "server")
-                _ = try server.waitForValues(1)
-                let client = try UnixBlockingClient(path: path)
+                let (server, client, connection) = try acceptOneUnixClient(harness, path, idleTimeout: timeout)
                 defer { client.close() }
-                let connection = try waitForAcceptedUnix(server, 1)[0]
                 try assertAClientSendingUnreadBytesIsKeptThenTimesOut(
                     timeout: timeout, isOpen: { connection.isOpen },
                     send: { try client.sendAll([$0]) }, receiveEnd: { client.receiveUntilEnd().end })
@@ -89,15 +86,27 @@ final class UnixIdleTimeoutTests: XCTestCase {
         }
     }
 
-    /// A server with `idleTimeout` at `path`, one client connected, and the accepted connection's `bytes` recorded.
-    private func serveOneClient(_ harness: LoopHarness, _ path: String, idleTimeout: Duration) throws -> (
-        server: EventRecorder<UnixSocket.Event>, client: UnixBlockingClient, connection: UnixConnection, bytes: EventRecorder<[UInt8]>
+    /// A server with `idleTimeout` at `path`, one client connected, and the accepted connection (nobody reads it).
+    private func acceptOneUnixClient(_ harness: LoopHarness, _ path: String, idleTimeout: Duration) throws -> (
+        server: EventRecorder<UnixSocket.Event>, client: UnixBlockingClient, connection: UnixConnection
     ) {
         let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: idleTimeout)), label: "server")
         _ = try server.waitForValues(1)
         let client = try UnixBlockingClient(path: path)
         do {
-            let connection = try waitForAcceptedUnix(server, 1)[0]
+            return (server, client, try waitForAcceptedUnix(server, 1)[0])
+        } catch {
+            client.close()
+            throw error
+        }
+    }
+
+    /// `acceptOneUnixClient`, with the accepted connection's `bytes` recorded.
+    private func serveOneClient(_ harness: LoopHarness, _ path: String, idleTimeout: Duration) throws -> (
+        server: EventRecorder<UnixSocket.Event>, client: UnixBlockingClient, connection: UnixConnection, bytes: EventRecorder<[UInt8]>
+    ) {
+        let (server, client, connection) = try acceptOneUnixClient(harness, path, idleTimeout: idleTimeout)
+        do {
             return (server, client, connection, try harness.record(connection.bytes, label: "the client's bytes"))
         } catch {
             client.close()
