@@ -56,10 +56,19 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
 enum FileSystemQuery {
     /// `stat` (following symlinks) or `lstat`.
     static func status(of path: String, followLinks: Bool = true) throws(UVError) -> FileStatus {
+        try status(ofCString: path, named: path, followLinks: followLinks)
+    }
+
+    /// `status(of:followLinks:)` of a path given as its bytes (a name read from a directory need not be UTF-8).
+    static func status(of path: BytePath, followLinks: Bool = true) throws(UVError) -> FileStatus {
+        try path.withCString { (cString) throws(UVError) in try status(ofCString: cString, named: path.description, followLinks: followLinks) }
+    }
+
+    private static func status(ofCString path: UnsafePointer<CChar>, named name: String, followLinks: Bool) throws(UVError) -> FileStatus {
         var request = uv_fs_t()
         defer { uv_fs_req_cleanup(&request) }
         let result = followLinks ? uv_fs_stat(nil, &request, path, nil) : uv_fs_lstat(nil, &request, path, nil)
-        try uvCheck(result, "stat \(path)")
+        try uvCheck(result, "stat \(name)")
         return FileStatus(request.statbuf)
     }
 
@@ -82,11 +91,8 @@ enum FileSystemQuery {
             case UV_DIRENT_DIR:
                 result.append((name, true, exact != nil))
             case UV_DIRENT_UNKNOWN:
-                let bytes = BytePath(path).appending(Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))))
-                var linkStatus = uv_fs_t()
-                let isDirectory = bytes.withCString { uv_fs_lstat(nil, &linkStatus, $0, nil) } == 0
-                    && FileStatus(linkStatus.statbuf).isDirectory
-                uv_fs_req_cleanup(&linkStatus)
+                let entryPath = BytePath(path).appending(Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))))
+                let isDirectory = (try? status(of: entryPath, followLinks: false))?.isDirectory ?? false
                 result.append((name, isDirectory, exact != nil))
             default:
                 result.append((name, false, exact != nil))

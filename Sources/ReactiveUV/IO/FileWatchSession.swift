@@ -101,8 +101,14 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         return .added
     }
 
-    /// A subdirectory's watch; nil when it is gone already or not a directory, or (reported) unreadable.
-    private func watchSubdirectory(_ relative: String) throws(UVError) -> Added? {
+    /// A subdirectory's watch; nil when it is gone already or not a directory, or (reported) unreadable,
+    /// or (reported) named by bytes that are not UTF-8 (`nameIsExact` false: its `String` names no file,
+    /// so inotify could only answer `ENOENT`, which would read as "gone").
+    private func watchSubdirectory(_ relative: String, nameIsExact: Bool) throws(UVError) -> Added? {
+        guard nameIsExact else {
+            emit(.notWatched, relative)
+            return nil
+        }
         do {
             return try watchDirectory(relative)
         } catch {
@@ -135,13 +141,8 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             guard subscriber != nil else { return }  // the subscriber may dispose while it hears of an entry
             let name = relative.isEmpty ? entry.name : relative + "/" + entry.name
             if announce { emit(.renamed, name) }
-            // A directory whose name is not UTF-8 cannot be named to inotify through a `String`: said, not skipped.
-            if entry.isDirectory && !entry.nameIsExact {
-                if subscriber != nil { emit(.notWatched, name) }
-                continue
-            }
             guard subscriber != nil, isDirectoryToWatch(name, listedAsDirectory: entry.isDirectory) else { continue }
-            switch try watchSubdirectory(name) {
+            switch try watchSubdirectory(name, nameIsExact: entry.nameIsExact) {
             case .added?: try watchSubdirectories(of: name, announce: announce, rescan: rescan)
             case .alreadyThere? where rescan: try watchSubdirectories(of: name, announce: false, rescan: true)
             default: break
@@ -283,13 +284,10 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         guard recursive, subscriber != nil else { return }
         if event.has(IN_DELETE | IN_MOVED_FROM) {
             dropTree(name)
-        } else if event.has(IN_CREATE | IN_MOVED_TO), event.has(IN_ISDIR) && !event.nameIsExact {
-            // As in `watchSubdirectories`: a name that is not UTF-8 cannot be watched through a `String`; said.
-            emit(.notWatched, name)
         } else if event.has(IN_CREATE | IN_MOVED_TO),
                   event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
             do {
-                if case .added? = try watchSubdirectory(name) {
+                if case .added? = try watchSubdirectory(name, nameIsExact: event.nameIsExact) {
                     try watchSubdirectories(of: name, announce: true, rescan: false)
                 }
             } catch {

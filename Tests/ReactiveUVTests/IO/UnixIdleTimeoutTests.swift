@@ -10,42 +10,29 @@ final class UnixIdleTimeoutTests: XCTestCase {
     /// A client that connects and says nothing is closed, not before the timeout: its `bytes`
     /// fails with `ETIMEDOUT` naming the idle time, and the client reads EOF; the server goes on.
     func testASilentClientIsClosedAfterTheIdleTimeoutNotBefore() throws {
-        try withTemporaryDirectory { directory in
-            let path = directory + "/idle.sock"
-            try checked { harness in
-                let timeout = Duration.milliseconds(300)
-                let connected = ContinuousClock.now
-                let (server, client, connection, bytes) = try serveOneClient(harness, path, idleTimeout: timeout)
-                defer { client.close() }
-                try assertClosedForIdleness(try bytes.waitForTermination(), connected: connected, timeout: timeout,
-                                            option: "UnixSocketOptions.idleTimeout")
-                XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "the client was closed")
-                XCTAssertFalse(connection.isOpen)
-                XCTAssertNil(server.terminal, "the server goes on")
-                server.dispose()
-            }
+        let timeout = Duration.milliseconds(300)
+        try withOneClient("idle.sock", idleTimeout: timeout) { one in
+            try assertClosedForIdleness(try one.bytes!.waitForTermination(), connected: one.connected, timeout: timeout,
+                                        option: "UnixSocketOptions.idleTimeout")
+            XCTAssertEqual(one.client.receiveUntilEnd().end, .endOfFile, "the client was closed")
+            XCTAssertFalse(one.connection.isOpen)
+            XCTAssertNil(one.server.terminal, "the server goes on")
         }
     }
 
     /// A client that sends a byte every 50 ms is kept past six idle timeouts of 200 ms (each byte
     /// echoed: reads and writes both count), and is closed only once it falls silent.
     func testAnActiveClientIsKeptPastSeveralTimeouts() throws {
-        try withTemporaryDirectory { directory in
-            let path = directory + "/active.sock"
-            try checked { harness in
-                let timeout = Duration.milliseconds(200)
-                let (server, client, connection, bytes) = try serveOneClient(harness, path, idleTimeout: timeout)
-                defer { client.close() }
-                // Each byte is echoed back: the kernel taking the reply counts as activity too.
-                try assertAnActiveClientIsKeptOpenThenTimesOut(
-                    timeout: timeout, bytes: bytes, isOpen: { connection.isOpen },
-                    send: { try client.sendAll([$0]) },
-                    afterRead: { byte in
-                        connection.send([byte])
-                        XCTAssertEqual(try client.receive(exactly: 1), [byte])
-                    })
-                server.dispose()
-            }
+        let timeout = Duration.milliseconds(200)
+        try withOneClient("active.sock", idleTimeout: timeout) { one in
+            // Each byte is echoed back: the kernel taking the reply counts as activity too.
+            try assertAnActiveClientIsKeptOpenThenTimesOut(
+                timeout: timeout, bytes: one.bytes!, isOpen: { one.connection.isOpen },
+                send: { try one.client.sendAll([$0]) },
+                afterRead: { byte in
+                    one.connection.send([byte])
+                    XCTAssertEqual(try one.client.receive(exactly: 1), [byte])
+                })
         }
     }
 
@@ -54,18 +41,12 @@ final class UnixIdleTimeoutTests: XCTestCase {
     /// kernel holds unread count as activity, as the kernel's own record does for TCP. Once the
     /// client falls silent the connection is closed, no sooner than the timeout after its last byte.
     func testAClientSendingToAConnectionNobodyReadsIsKeptUntilItFallsSilent() throws {
-        try withTemporaryDirectory { directory in
-            let path = directory + "/unread.sock"
-            try checked { harness in
-                let timeout = Duration.milliseconds(200)
-                let (server, client, connection) = try acceptOneUnixClient(harness, path, idleTimeout: timeout)
-                defer { client.close() }
-                try assertAClientSendingUnreadBytesIsKeptThenTimesOut(
-                    timeout: timeout, isOpen: { connection.isOpen },
-                    send: { try client.sendAll([$0]) }, receiveEnd: { client.receiveUntilEnd().end })
-                XCTAssertNil(server.terminal, "the server goes on")
-                server.dispose()
-            }
+        let timeout = Duration.milliseconds(200)
+        try withOneClient("unread.sock", idleTimeout: timeout, readingBytes: false) { one in
+            try assertAClientSendingUnreadBytesIsKeptThenTimesOut(
+                timeout: timeout, isOpen: { one.connection.isOpen },
+                send: { try one.client.sendAll([$0]) }, receiveEnd: { one.client.receiveUntilEnd().end })
+            XCTAssertNil(one.server.terminal, "the server goes on")
         }
     }
 
@@ -86,31 +67,36 @@ final class UnixIdleTimeoutTests: XCTestCase {
         }
     }
 
-    /// A server with `idleTimeout` at `path`, one client connected, and the accepted connection (nobody reads it).
-    private func acceptOneUnixClient(_ harness: LoopHarness, _ path: String, idleTimeout: Duration) throws -> (
-        server: EventRecorder<UnixSocket.Event>, client: UnixBlockingClient, connection: UnixConnection
-    ) {
-        let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: idleTimeout)), label: "server")
-        _ = try server.waitForValues(1)
-        let client = try UnixBlockingClient(path: path)
-        do {
-            return (server, client, try waitForAcceptedUnix(server, 1)[0])
-        } catch {
-            client.close()
-            throw error
-        }
+    /// One client of a server with an idle timeout, as `withOneClient` hands it over.
+    private struct OneClient {
+        let server: EventRecorder<UnixSocket.Event>
+        let client: UnixBlockingClient
+        let connection: UnixConnection
+        /// The connection's `bytes`, recorded (which reads them), or nil when nobody reads.
+        let bytes: EventRecorder<[UInt8]>?
+        /// Just before the client connected.
+        let connected: ContinuousClock.Instant
     }
 
-    /// `acceptOneUnixClient`, with the accepted connection's `bytes` recorded.
-    private func serveOneClient(_ harness: LoopHarness, _ path: String, idleTimeout: Duration) throws -> (
-        server: EventRecorder<UnixSocket.Event>, client: UnixBlockingClient, connection: UnixConnection, bytes: EventRecorder<[UInt8]>
-    ) {
-        let (server, client, connection) = try acceptOneUnixClient(harness, path, idleTimeout: idleTimeout)
-        do {
-            return (server, client, connection, try harness.record(connection.bytes, label: "the client's bytes"))
-        } catch {
-            client.close()
-            throw error
+    /// Runs `body` on a clean harness with a server whose `idleTimeout` is given, on the socket file
+    /// `name` in a temporary directory, and one client connected to it; then closes the client and
+    /// disposes of the server.
+    private func withOneClient(_ name: String, idleTimeout: Duration, readingBytes: Bool = true,
+                               _ body: (OneClient) throws -> Void) throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/" + name
+            try checked { harness in
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: idleTimeout)),
+                                                label: "server")
+                _ = try server.waitForValues(1)
+                let connected = ContinuousClock.now
+                let client = try UnixBlockingClient(path: path)
+                defer { client.close() }
+                let connection = try waitForAcceptedUnix(server, 1)[0]
+                let bytes = readingBytes ? try harness.record(connection.bytes, label: "the client's bytes") : nil
+                try body(OneClient(server: server, client: client, connection: connection, bytes: bytes, connected: connected))
+                server.dispose()
+            }
         }
     }
 

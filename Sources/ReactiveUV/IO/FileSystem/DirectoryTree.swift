@@ -247,8 +247,8 @@ struct BytePath: Equatable, CustomStringConvertible {
     }
 
     /// Lends the NUL-terminated bytes to a C call.
-    func withCString<Result>(_ body: (UnsafePointer<CChar>) -> Result) -> Result {
-        bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
+    func withCString<Result, Failure: Error>(_ body: (UnsafePointer<CChar>) throws(Failure) -> Result) throws(Failure) -> Result {
+        try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) in try body(buffer.baseAddress!) }
     }
 
     var description: String {
