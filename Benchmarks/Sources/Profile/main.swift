@@ -251,6 +251,55 @@ case "stat", "rawc-stat":
         chains.done.wait()
         if chains.failed { print("a stat failed") }
     }
+case "async-values":
+    // `count` values of one burst through `values` (unbounded buffer) in a task that prefers the loop.
+    let done = Flag()
+    let burst = Signal<Int> { subscriber in
+        for value in 0..<count { subscriber.sendNext(value) }
+        subscriber.sendCompleted()
+        return nil
+    }
+    Task(executorPreference: loop) {
+        var sum = 0
+        do { for try await value in burst.values(bufferingPolicy: .unbounded) { sum &+= value } } catch { print(error) }
+        if sum == 42 { print("x") }
+        done.raise()
+    }
+    done.wait()
+case "async-calls":
+    // `count` awaited nonisolated async calls that do not suspend, in a task that prefers the loop:
+    // what a hop costs when the task's jobs do not run inline (LoopIsolationTests, INTERNALS).
+    let done = Flag()
+    Task(executorPreference: loop) {
+        var sum = 0
+        for value in 0..<count { sum &+= await profileAsyncIdentity(value) }
+        if sum == 42 { print("x") }
+        done.raise()
+    }
+    done.wait()
+case "async-stat":
+    // `count` awaited `FileSystem.stat` calls from 32 tasks that prefer the loop (the "stat throughput"
+    // benchmark's async contender, without its timing).
+    let path = NSTemporaryDirectory() + "reactiveuv-profile-astat-\(getpid())"
+    guard FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])) else { fatalError("cannot create \(path)") }
+    defer { unlink(path) }
+    let done = Flag()
+    Task(executorPreference: loop) {
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<32 {
+                group.addTask(executorPreference: loop) {
+                    var index = task
+                    while index < count {
+                        let info = try? await FileSystem.stat(path, on: loop)
+                        if info?.size != 3 { print("bad") }
+                        index += 32
+                    }
+                }
+            }
+        }
+        done.raise()
+    }
+    done.wait()
 case "list", "rawc-list":
     // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
     // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline. The directory
@@ -419,3 +468,7 @@ final class ListTally: @unchecked Sendable {
     var entries = 0
     var nameBytes = 0
 }
+
+/// A nonisolated async function that returns at once (never inlined, so each call is a real async call).
+@inline(never)
+func profileAsyncIdentity(_ value: Int) async -> Int { value }
