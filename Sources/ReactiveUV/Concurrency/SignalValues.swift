@@ -154,6 +154,14 @@ final class ValuesIteratorLifetime<Value>: Sendable {
 }
 
 /// The buffer between one subscription and one iterating task.
+///
+/// Its methods run unspecialized for a value type from another module (the channel is internal),
+/// and there every use of `Value?`, `State`, `ReadyValue`, the continuation's type or `Result`
+/// looks its metadata up: about 24 lookups and 28,000 loop-thread instructions per chunk of an
+/// async echo (`Profile echo-async`, against 2,659 for the signal echo). Byte chunks, what
+/// every stream, pipe and file sends, are the hot case: the methods a value passes through are
+/// specialized for `[UInt8]` (`@_specialize`; the generic entry points dispatch to it), 12,900
+/// instructions per chunk.
 final class ValuesChannel<Value>: @unchecked Sendable {
     // Everything mutable is in `state`, protected by `lock`; continuations are resumed after unlocking.
     private struct State {
@@ -256,6 +264,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     /// The next value; waits on `actor`'s executor (nil: the global one).
+    @_specialize(exported: false, where Value == [UInt8])
     func next(isolation actor: isolated (any Actor)?) async throws -> Value? {
         if Task.isCancelled {
             // Cancellation ends the sequence at once rather than after the buffer drained.
@@ -292,6 +301,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     /// A value (or the end) ready without waiting, after which the source may be resumed.
+    @_specialize(exported: false, where Value == [UInt8])
     private func takeReady() throws -> ReadyValue? {
         let (ready, resume): (ReadyValue?, (FlowControl, Int)?) = locked { state in
             if state.finished { return (ReadyValue(.success(nil)), nil) }
@@ -319,6 +329,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         return ready
     }
 
+    @_specialize(exported: false, where Value == [UInt8])
     private func startIfNeeded() {
         let start = locked { state -> Bool in
             if state.started { return false }
@@ -340,6 +351,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     }
 
     /// A value from the subscription (home thread).
+    @_specialize(exported: false, where Value == [UInt8])
     private func receive(_ value: Value) {
         if ValuesDeliveryTestHook.isSet.load(ordering: .relaxed), ValuesDeliveryTestHook.run() { return }
         var overflow = false
@@ -383,6 +395,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         }
     }
 
+    @_specialize(exported: false, where Value == [UInt8])
     private func finish(_ terminal: Result<Void, any Error>) {
         // A source that can pause learns when the task is done with the end (`acknowledgeEnd`), not
         // when it is buffered here.
@@ -400,6 +413,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         wakeWaiter()
     }
 
+    @_specialize(exported: false, where Value == [UInt8])
     private func wakeWaiter() {
         let (waiter, outcome): (CheckedContinuation<UncheckedSendable<Value?>, any Error>?, Result<UncheckedSendable<Value?>, any Error>?) = locked { state in
             guard let waiter = state.waiter, let terminal = state.terminal, state.count == 0 else { return (nil, nil) }
