@@ -1,31 +1,38 @@
 
 extension Signal {
     /// Subscribes with plain callbacks for the async bridges; returns the subscription.
-    func subscribeForValues(next: @escaping (Value) -> Void, terminal: @escaping (Result<Void, any Error>) -> Void) -> Subscription {
+    ///
+    /// The callbacks go to the sink as they come: each bridge's capture only its own box or
+    /// channel, so none allocates a context (wrapping one `terminal` closure in an error and a
+    /// completion closure cost two allocations per await).
+    func subscribeForValues(
+        next: @escaping (Value) -> Void, error: @escaping (any Error) -> Void, completed: @escaping () -> Void
+    ) -> Subscription {
         let subscription = Subscription(home: Subscription.homeForCallingThread)
-        let sink = Sink(next: next, error: { terminal(.failure($0)) }, completed: { terminal(.success(())) },
-                        subscription: subscription)
+        let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
         start(sink, on: subscription)
         return subscription
     }
 
+    /// Subscribes `box`: its `receive`, its end.
+    private func subscribe<State>(_ box: AwaitBox<State, Value>) -> Subscription {
+        subscribeForValues(next: { box.receive($0) }, error: { box.finish(.failure($0)) }, completed: { box.finish(.success(())) })
+    }
+
     /// Waits for the signal to end and hands over what `reduce` kept.
+    ///
+    /// The continuation is resumed exactly once, by the box's first `finish` (the outcome is set
+    /// under its lock), so it needs no checked continuation and the allocation that checks it.
     private func awaitTerminal<State>(
         _ initial: State,
         stopEarly: Bool = false,
         _ reduce: @escaping (inout State, Value) -> Void
     ) async throws -> State {
-        let box = AwaitBox<State>(initial)
+        let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<State, any Error>) in
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<State, any Error>) in
                 box.setContinuation(continuation)
-                let subscription = subscribeForValues(
-                    next: { value in
-                        box.update { reduce(&$0, value) }
-                        if stopEarly { box.finish(.success(())) }
-                    },
-                    terminal: { box.finish($0) })
-                box.setSubscription(subscription)
+                box.setSubscription(subscribe(box))
             }
         } onCancel: {
             box.finish(.failure(CancellationError()))
@@ -131,15 +138,10 @@ extension Signal {
         if let loop = EventLoop.current {
             throw EventLoopError.calledOnLoopThread(operation: operation, loop: loop.name)
         }
-        let box = AwaitBox<State>(initial)
+        let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
         let done = Latch()
         box.onFinish = { done.open() }
-        let subscription = subscribeForValues(
-            next: { value in
-                box.update { reduce(&$0, value) }
-                if stopEarly { box.finish(.success(())) }
-            },
-            terminal: { box.finish($0) })
+        let subscription = subscribe(box)
         box.setSubscription(subscription)
         if let timeout {
             if !done.wait(until: SchedulerInstant.now + timeout) {
@@ -164,23 +166,35 @@ extension Signal {
 @available(*, deprecated, renamed: "TimeoutError")
 public typealias SignalWaitError = TimeoutError
 
-/// The state one await (or blocking wait) builds up, with its one-shot completion.
-final class AwaitBox<State>: @unchecked Sendable {
-    // Everything is protected by `lock` (a spin lock); the continuation and `onFinish` are called after unlocking.
+/// The state one await (or blocking wait) builds up from the values, with its one-shot completion.
+final class AwaitBox<State, Value>: @unchecked Sendable {
+    // Everything is protected by `lock` (a spin lock); the continuation and `onFinish` are called after
+    // unlocking. `reduce` and `stopEarly` are immutable.
     private let lock = SpinLock()
     @exclusivity(unchecked) private var state: State
     @exclusivity(unchecked) private var outcome: Result<Void, any Error>?
-    @exclusivity(unchecked) private var continuation: CheckedContinuation<State, any Error>?
+    @exclusivity(unchecked) private var continuation: UnsafeContinuation<State, any Error>?
     @exclusivity(unchecked) private var subscription: Subscription?
     var onFinish: (() -> Void)?
+    /// Folds a value into `state`.
+    private let reduce: (inout State, Value) -> Void
+    /// Whether the first value ends the wait.
+    private let stopEarly: Bool
 
-    init(_ initial: State) { state = initial }
-
-    func update(_ body: (inout State) -> Void) {
-        lock.withLock { if outcome == nil { body(&state) } }
+    init(_ initial: State, stopEarly: Bool, _ reduce: @escaping (inout State, Value) -> Void) {
+        state = initial
+        self.stopEarly = stopEarly
+        self.reduce = reduce
     }
 
-    func setContinuation(_ continuation: CheckedContinuation<State, any Error>) {
+    /// A value from the subscription: folded in unless the wait is over.
+    func receive(_ value: Value) {
+        lock.withLock { if outcome == nil { reduce(&state, value) } }
+        if stopEarly { finish(.success(())) }
+    }
+
+    /// Keeps the continuation to resume, or resumes it at once if the wait is over already.
+    func setContinuation(_ continuation: UnsafeContinuation<State, any Error>) {
         let finished: Result<Void, any Error>? = lock.withLock {
             if outcome == nil { self.continuation = continuation }
             return outcome
@@ -197,7 +211,7 @@ final class AwaitBox<State>: @unchecked Sendable {
     }
 
     func finish(_ result: Result<Void, any Error>) {
-        let (continuation, subscription, onFinish): (CheckedContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock {
+        let (continuation, subscription, onFinish): (UnsafeContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock {
             if outcome != nil { return (nil, nil, nil) }
             outcome = result
             let taken = self.continuation
@@ -219,7 +233,7 @@ final class AwaitBox<State>: @unchecked Sendable {
         }
     }
 
-    private func resume(_ continuation: CheckedContinuation<State, any Error>, _ result: Result<Void, any Error>) {
+    private func resume(_ continuation: UnsafeContinuation<State, any Error>, _ result: Result<Void, any Error>) {
         switch result {
         case .success: continuation.resume(returning: lock.withLock { state })
         case .failure(let error): continuation.resume(throwing: error)

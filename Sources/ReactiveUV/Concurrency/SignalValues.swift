@@ -339,7 +339,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         guard start else { return }
         let subscription = signal.subscribeForValues(
             next: { [self] in receive($0) },
-            terminal: { [self] in finish($0) })
+            error: { [self] in finish(.failure($0)) },
+            completed: { [self] in finish(.success(())) })
         // Cancelled meanwhile, or overflowed while subscribing (a synchronous burst found
         // no subscription to dispose): dispose now. After the signal's own end it is a no-op.
         let disposeNow = locked { state -> Bool in
