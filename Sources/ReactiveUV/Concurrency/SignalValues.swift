@@ -169,7 +169,9 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var buffer: [Value?] = []
         var head = 0
         var terminal: Result<Void, any Error>?
-        var waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>?
+        /// The waiting task's continuation: taken out under the lock by whoever resumes it, so it
+        /// is resumed once (an unsafe one: a checked one allocated its checker per wait).
+        var waiter: UnsafeContinuation<UncheckedSendable<Value?>, any Error>?
         var subscription: Subscription?
         var started = false
         var finished = false
@@ -275,7 +277,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         // The value crosses from the subscription's thread to the task in a box: the
         // task is the only one that touches it afterwards.
         return try await withTaskCancellationHandler(operation: {
-            try await withCheckedThrowingContinuation(isolation: actor) { (continuation: CheckedContinuation<UncheckedSendable<Value?>, any Error>) in
+            try await withUnsafeThrowingContinuation(isolation: actor) { (continuation: UnsafeContinuation<UncheckedSendable<Value?>, any Error>) in
                 let outcome: ReadyValue? = locked { state in
                     if let value = state.popFirst() { return ReadyValue(.success(value)) }
                     if let terminal = state.terminal {
@@ -358,7 +360,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var overflow = false
         var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
-        let waiter: CheckedContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
+        let waiter: UnsafeContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
             if state.terminal != nil { return nil }
             if state.sourceControl == nil { state.sourceControl = flowControl }
             if let waiter = state.waiter {
@@ -416,7 +418,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     @_specialize(exported: false, where Value == [UInt8])
     private func wakeWaiter() {
-        let (waiter, outcome): (CheckedContinuation<UncheckedSendable<Value?>, any Error>?, Result<UncheckedSendable<Value?>, any Error>?) = locked { state in
+        let (waiter, outcome): (UnsafeContinuation<UncheckedSendable<Value?>, any Error>?, Result<UncheckedSendable<Value?>, any Error>?) = locked { state in
             guard let waiter = state.waiter, let terminal = state.terminal, state.count == 0 else { return (nil, nil) }
             state.waiter = nil
             state.finished = true
@@ -433,7 +435,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     /// The subscription is let go of here, so the channel does not wait for the
     /// home loop's teardown to be freed.
     func cancel() {
-        let (subscription, waiter): (Subscription?, CheckedContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
+        let (subscription, waiter): (Subscription?, UnsafeContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
             state.finished = true
             state.cancelled = true
