@@ -104,15 +104,42 @@ final class TreeRemoval {
 
     private let operation: FileSystemOperation<Void>
     private let root: BytePath
+    /// The root as given, without its trailing slashes (nil when it has none).
+    private let rootWithoutSlashes: String?
     /// The directories being emptied, the root first.
     private var levels: [Level] = []
 
     init(operation: FileSystemOperation<Void>, root: String) {
         self.operation = operation
         self.root = BytePath(root)
+        var trimmed = Substring(root)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        rootWithoutSlashes = trimmed.count < root.count ? String(trimmed) : nil
     }
 
     func start() {
+        guard let named = rootWithoutSlashes else {
+            removeRoot()
+            return
+        }
+        // A trailing slash makes the kernel follow a symbolic link at the end of the path (`lstat("link/")`
+        // describes the directory it points to, whose entries would then be removed): the name is looked at
+        // without it, and a link is unlinked, its target left alone, as for a root named without the slash.
+        let uvLoop = operation.loop.uvLoop
+        operation.step("lstat \(named)", { uv_fs_lstat(uvLoop, $0, named, $1) }, read: { _, fs in FileInfo(statOf: fs).type },
+                       failed: { [self] _ in removeRoot() }) { [self] type in
+            guard type == .symbolicLink else {
+                removeRoot()
+                return
+            }
+            operation.step("unlink \(named)", { uv_fs_unlink(uvLoop, $0, named, $1) }) { [self] in
+                operation.finish()
+            }
+        }
+    }
+
+    /// Removes the root as named: what it is (a link followed by a trailing slash included) decides how.
+    private func removeRoot() {
         let uvLoop = operation.loop.uvLoop
         let root = self.root
         operation.step("lstat \(root)", { request, callback in root.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },

@@ -105,14 +105,15 @@ extension Files {
     /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`).
     ///
     /// Symbolic links are never followed: a link (to a directory or anything else) is unlinked and what it points
-    /// to is left alone, also when `path` itself is a link. An entry that vanishes meanwhile is fine; the first
-    /// other failure (`EACCES`, `EBUSY`...) ends the signal, naming the path, with what was removed so far gone.
-    /// A missing `path` is `ENOENT`.
+    /// to is left alone, also when `path` itself is a link, named with a trailing slash or not (`link/`, as shell
+    /// completion writes it, removes the link: the slash would make the kernel follow it, so the name is looked
+    /// at without it). An entry that vanishes meanwhile is fine; the first other failure (`EACCES`, `EBUSY`...)
+    /// ends the signal, naming the path, with what was removed so far gone. A missing `path` is `ENOENT`.
     ///
     /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
     /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only
-    /// resolves to the root directory (`/proc/1/root/`, a bind mount of it), once its `lstat` says so,
-    /// before anything is removed.
+    /// resolves to the root directory (a bind mount of it), once its `lstat` says so, before anything
+    /// is removed.
     ///
     /// - Parameters:
     ///   - path: The file or directory.

@@ -271,6 +271,37 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A link to a directory named with a trailing slash (`link/`, as shell completion writes it) is
+    /// the link: it is unlinked and the directory it points to keeps every file. The slash makes the
+    /// kernel follow the link, so `lstat("link/")` described the target: its entries were removed,
+    /// then the removal failed with `ENOTDIR` on `rmdir link/`, the link still there.
+    func testRemoveTreeOfALinkNamedWithATrailingSlashRemovesOnlyTheLink() throws {
+        let target = path("target")
+        try FileManager.default.createDirectory(atPath: target + "/sub", withIntermediateDirectories: true)
+        _ = try makeFile("target/keep")
+        _ = try makeFile("target/sub/keep")
+        XCTAssertEqual(symlink(target, path("link")), 0)
+        XCTAssertEqual(symlink(target, path("other-link")), 0)
+        let realDirectory = path("real")
+        try FileManager.default.createDirectory(atPath: realDirectory, withIntermediateDirectories: true)
+        _ = try makeFile("real/inside")
+        try checked { harness in
+            try completes(harness, Files.removeTree(path("link") + "/"))
+            XCTAssertThrowsError(try systemStat(path("link")), "the link is gone")
+            try completes(harness, Files.removeTree(path("other-link") + "///"))
+            XCTAssertThrowsError(try systemStat(path("other-link")), "the link is gone")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target).sorted(), ["keep", "sub"])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target + "/sub"), ["keep"])
+            // A real directory named with a slash is removed with its tree, as without one.
+            try completes(harness, Files.removeTree(realDirectory + "/"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: realDirectory))
+            // A file named with a slash is not a directory, as the system says.
+            let file = try makeFile("file")
+            XCTAssertEqual(try failure(harness, Files.removeTree(file + "/")).name, "ENOTDIR")
+            XCTAssertEqual(try failure(harness, Files.removeTree(path("missing") + "/")).name, "ENOENT")
+        }
+    }
+
     /// A name that is not UTF-8 (bytes 0xFF 0xFE, as an old archive's Latin-1 names are) is removed
     /// with its tree: the removal builds paths from the names' bytes. Through a `String` the name
     /// became U+FFFD twice, its unlink found nothing, and the removal failed with `ENOTEMPTY`.
