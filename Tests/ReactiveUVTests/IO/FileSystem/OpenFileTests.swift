@@ -65,6 +65,20 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// Chunks of a source without an end (`/dev/zero`) near the largest offset: the last read stops at
+    /// `Int.max` and the signal completes there. The reads ahead stopped one chunk short of it and, with
+    /// nothing in flight, the subscriber waited for ever.
+    func testChunksOfAnEndlessSourceCompleteAtTheLargestOffset() throws {
+        try checked { harness in
+            let zero = try open(harness, "/dev/zero")
+            let chunks = try harness.record(zero.chunks(from: Int.max - 2 * 65_536 - 5, chunkSize: 65_536).map(\.count))
+            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
+            XCTAssertEqual(chunks.values, [65_536, 65_536, 5])
+            // The door still refuses a first chunk that would pass it (row 109).
+            XCTAssertEqual(try failureName(harness.record(zero.chunks(from: Int.max - 5, chunkSize: 65_536))), "EINVAL")
+        }
+    }
+
     /// A consumer that cannot keep up pauses the reads (and the reads ahead): a `.bounded(2)` buffer, which
     /// fails with `bufferOverflow` when a source ignores the pause, takes 8 MiB in 4 KiB chunks, intact and in order.
     func testChunksFollowTheConsumersFlowControl() async throws {
