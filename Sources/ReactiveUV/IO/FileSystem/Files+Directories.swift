@@ -53,7 +53,8 @@ extension Files {
     ///   - mode: Its permissions (0...0o7777, less the process's umask); default 0o755.
     ///   - withParents: Like `mkdir -p`: create missing parents too (with `mode` plus owner write and search, so
     ///     the next level can be made), and succeed when `path` already is a directory. A component that exists
-    ///     and is not a directory fails with `EEXIST` (the path itself) or `ENOTDIR` (a parent), naming it.
+    ///     and is not a directory (a symbolic link to nothing included; one to a directory is followed) fails
+    ///     with `EEXIST` (the path itself) or `ENOTDIR` (a parent), naming it and what it is.
     ///     Without it, a missing parent is `ENOENT` and an existing `path` is `EEXIST`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal that completes with no value.

@@ -52,6 +52,30 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A symbolic link to nothing in the way of `mkdir -p` is named as what is in the way: `EEXIST` (the path
+    /// itself) or `ENOTDIR` (a parent), "... exists and is a symbolic link to a path that does not exist".
+    /// Before, the error was the `stat`'s `ENOENT` ("no such file or directory (stat PATH)"), which says the
+    /// opposite of what stopped the call; a link to a directory is still followed, as `mkdir -p` does.
+    func testCreateDirectoryWithParentsNamesADanglingLinkInTheWay() throws {
+        let dangling = path("dangling")
+        XCTAssertEqual(symlink(path("nowhere"), dangling), 0)
+        try FileManager.default.createDirectory(atPath: path("real"), withIntermediateDirectories: false)
+        XCTAssertEqual(symlink(path("real"), path("to-real")), 0)
+        try checked { harness in
+            let itself = try failure(harness, Files.createDirectory(dangling, withParents: true))
+            XCTAssertEqual(itself.name, "EEXIST")
+            XCTAssertEqual(itself.message, "\(dangling) exists and is a symbolic link to a path that does not exist, not a directory")
+            XCTAssertEqual(itself.context, "mkdir -p \(dangling)")
+            let below = try failure(harness, Files.createDirectory(dangling + "/x/y", withParents: true))
+            XCTAssertEqual(below.name, "ENOTDIR")
+            XCTAssertEqual(below.message, "\(dangling) exists and is a symbolic link to a path that does not exist, not a directory")
+            XCTAssertEqual(below.context, "mkdir -p \(dangling)/x/y")
+            XCTAssertThrowsError(try systemStat(path("nowhere")), "the link's target was not made")
+            try completes(harness, Files.createDirectory(path("to-real/x/y"), withParents: true))
+            XCTAssertEqual(try systemStat(path("real/x/y")).st_mode & S_IFMT, S_IFDIR)
+        }
+    }
+
     /// Names come out as `String(cString:)` would make them: long ones (past a small string's 15
     /// bytes), multi-byte UTF-8, and bytes that are not UTF-8 (Linux allows any byte but `/` and NUL),
     /// which are repaired to U+FFFD rather than dropped or crashing the pool thread.
