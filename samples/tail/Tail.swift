@@ -8,6 +8,7 @@
 // delete + re-create. What was written to the old file before the switch is printed before the new
 // file's first byte: a file renamed away is read until the name names a file again, however long
 // that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
+// FILE's directory may be missing too, or removed and made again: it is watched again when it is back.
 import ReactiveUV
 import SampleSupport
 #if canImport(Glibc)
@@ -140,7 +141,11 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
     let path = options.path
     // Wakes: any change in the directory (an append to FILE, a rename, a creation, a deletion), and
     // a look every interval. Only the newest wake is kept: each one means "look again".
-    let watch = FileWatch.changes(at: directory(of: path), on: loop).map { _ in () }
+    // A directory that does not exist (yet), or is removed, ends the watch with ENOENT: it is watched
+    // again an interval later, as GNU tail -F goes on, while the ticks keep looking for FILE meanwhile.
+    let watch = FileWatch.changes(at: directory(of: path), on: loop)
+        .retry(upTo: Int.max, delay: options.interval, while: { isMissing($0) })
+        .map { _ in () }
     let ticks = Signal<Int>.interval(options.interval, on: loop).map { _ in () }
     let stop = interruptions(on: loop).map { _ in () }
     var wakes = watch.merge(with: ticks).take(until: stop).values(bufferingPolicy: .keepNewest(1)).makeAsyncIterator()

@@ -58,7 +58,7 @@ public enum Files {
     /// `chunks` or a stream instead.
     ///
     /// - Parameters:
-    ///   - path: The file.
+    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is opened.
     ///   - maxSize: The most bytes to accept, 0 or more (default `defaultMaxReadSize`, 1 GiB). A larger
     ///     regular file fails with `EFBIG` before anything is read; a source that passes it while
     ///     being read (`/dev/zero`) fails with `EFBIG` as soon as it does. A negative size is `EINVAL`.
@@ -74,6 +74,10 @@ public enum Files {
     static func read(_ path: String, maxSize: Int, on loop: EventLoop?, readSize: Int,
                      afterEachRead: (@Sendable (Int) -> Void)?) -> Signal<[UInt8]> {
         Signal { subscriber in
+            if let refusal = pathRefusal(of: path, in: "Files.read") {
+                subscriber.sendError(refusal)
+                return nil
+            }
             guard maxSize >= 0 else {
                 subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
                                              message: "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)"))
@@ -99,7 +103,8 @@ public enum Files {
     /// while it waits for data.
     ///
     /// - Parameters:
-    ///   - path: The file (or a FIFO or device: chunks then come as they are read).
+    ///   - path: The file (or a FIFO or device: chunks then come as they are read); an empty path or one with a
+    ///     NUL byte fails with `EINVAL` before anything is opened.
     ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); outside that range the signal fails with `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of chunks.
@@ -107,6 +112,10 @@ public enum Files {
     /// Thread rule: safe from any thread.
     public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
         Signal { subscriber in
+            if let refusal = pathRefusal(of: path, in: "Files.chunks") {
+                subscriber.sendError(refusal)
+                return nil
+            }
             guard (1...maxChunkSize).contains(chunkSize) else {
                 subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
                                              message: "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
@@ -129,7 +138,8 @@ public enum Files {
     ///
     /// - Parameters:
     ///   - bytes: The contents.
-    ///   - path: The file.
+    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is
+    ///     opened or created.
     ///   - append: Add to the end instead of replacing the contents.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal that completes once every byte was written.
@@ -143,11 +153,28 @@ public enum Files {
     static func write(_ bytes: WriteBytes, to path: String, append: Bool = false, on loop: EventLoop? = nil,
                       largestRequest: Int = FileTransfer.largestWriteRequest) -> Signal<Void> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "Files.write") { loop in
+            if let refusal = pathRefusal(of: path, in: "Files.write") {
+                subscriber.sendError(refusal)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "Files.write") { loop in
                 FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .write(bytes, append: append, largestRequest: largestRequest),
                                                 subscriber: subscriber))
             }
         }.debugNamed("+Files.write(\(path))")
+    }
+}
+
+extension Files {
+    /// `EINVAL` for an empty path or one with a NUL byte, else nil: libuv takes a C string and would
+    /// read, write or create the file named by the part before the NUL.
+    static func pathRefusal(of path: String, in call: String) -> UVError? {
+        do {
+            try FileSystemArguments.check(path, in: call)
+            return nil
+        } catch {
+            return error
+        }
     }
 }
 

@@ -175,4 +175,28 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(interrupt(sample), 0, sample.standardError)
         XCTAssertEqual(sample.standardOutput, "hello\n")
     }
+
+    /// `-F` on a name whose directory does not exist yet, then is made, removed and made again (a log
+    /// directory rotated away): the sample waits, and follows each new file. The watch of the directory
+    /// failed with ENOENT and the sample exited 1 ("ENOENT: no such file or directory (stat DIR)", and
+    /// "the watched path was deleted or moved away" for the removal) where GNU tail -F goes on.
+    func testFollowingAFileWhoseDirectoryIsMissingOrRemovedWaitsForIt() throws {
+        let logs = directory + "/logs"
+        let file = logs + "/app.log"
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", file])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        waitForError(sample, containing: "cannot open")
+        try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: false)
+        try write("first\n", to: file)
+        sample.waitForOutput(containing: "first\n")
+        try FileManager.default.removeItem(atPath: logs)
+        waitForError(sample, containing: "has become inaccessible")
+        try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: false)
+        try write("second\n", to: file)
+        sample.waitForOutput(containing: "second\n")
+        try append("third\n", to: file)
+        sample.waitForOutput(containing: "third\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "first\nsecond\nthird\n")
+    }
 }

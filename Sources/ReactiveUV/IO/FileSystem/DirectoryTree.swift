@@ -60,17 +60,36 @@ final class DirectoryCreation {
     /// `level` exists: fine if it is a directory, else an error naming it.
     private func checkExisting(_ level: String) {
         let uvLoop = operation.loop.uvLoop
-        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
+        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs) },
+                       failed: { [self] error in
+            // `mkdir` said it exists, `stat` that it does not: a symbolic link to nothing, which `stat`'s own
+            // ENOENT would not name as the obstacle.
+            guard error.code == UV_ENOENT.rawValue else {
+                operation.finish(error)
+                return
+            }
+            operation.step("lstat \(level)", { uv_fs_lstat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs).type }) { [self] type in
+                guard type == .symbolicLink else {
+                    makeLevel()  // it was removed meanwhile: make it
+                    return
+                }
+                refuse(level, "a symbolic link to a path that does not exist")
+            }
+        }) { [self] info in
             guard info.type == .directory else {
-                let isTarget = level == target
-                operation.finish(UVError(code: isTarget ? UV_EEXIST.rawValue : UV_ENOTDIR.rawValue,
-                                         message: "\(level) exists and is a \(info.type), not a directory",
-                                         context: "mkdir -p \(target)"))
+                refuse(level, "a \(info.type)")
                 return
             }
             levels.removeLast()
             makeLevel()
         }
+    }
+
+    /// Ends with `EEXIST` (`level` is the path asked for) or `ENOTDIR` (a parent), saying what is in the way.
+    private func refuse(_ level: String, _ what: String) {
+        operation.finish(UVError(code: level == target ? UV_EEXIST.rawValue : UV_ENOTDIR.rawValue,
+                                 message: "\(level) exists and is \(what), not a directory",
+                                 context: "mkdir -p \(target)"))
     }
 
     /// The directory containing `path`, or nil at the top (`/`, or a relative name with no `/`: the working
@@ -104,15 +123,42 @@ final class TreeRemoval {
 
     private let operation: FileSystemOperation<Void>
     private let root: BytePath
+    /// The root as given, without its trailing slashes (nil when it has none).
+    private let rootWithoutSlashes: String?
     /// The directories being emptied, the root first.
     private var levels: [Level] = []
 
     init(operation: FileSystemOperation<Void>, root: String) {
         self.operation = operation
         self.root = BytePath(root)
+        var trimmed = Substring(root)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        rootWithoutSlashes = trimmed.count < root.count ? String(trimmed) : nil
     }
 
     func start() {
+        guard let named = rootWithoutSlashes else {
+            removeRoot()
+            return
+        }
+        // A trailing slash makes the kernel follow a symbolic link at the end of the path (`lstat("link/")`
+        // describes the directory it points to, whose entries would then be removed): the name is looked at
+        // without it, and a link is unlinked, its target left alone, as for a root named without the slash.
+        let uvLoop = operation.loop.uvLoop
+        operation.step("lstat \(named)", { uv_fs_lstat(uvLoop, $0, named, $1) }, read: { _, fs in FileInfo(statOf: fs).type },
+                       failed: { [self] _ in removeRoot() }) { [self] type in
+            guard type == .symbolicLink else {
+                removeRoot()
+                return
+            }
+            operation.step("unlink \(named)", { uv_fs_unlink(uvLoop, $0, named, $1) }) { [self] in
+                operation.finish()
+            }
+        }
+    }
+
+    /// Removes the root as named: what it is (a link followed by a trailing slash included) decides how.
+    private func removeRoot() {
         let uvLoop = operation.loop.uvLoop
         let root = self.root
         operation.step("lstat \(root)", { request, callback in root.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },

@@ -64,6 +64,10 @@ extension Files {
     /// `utimensat(2)` on libuv's thread pool instead (a `ThreadPool.run` job): what `stat` reads back is
     /// exactly what was set, where the file system keeps nanoseconds.
     ///
+    /// A time beyond ±2^63 seconds (what `timespec` holds) fails with `EINVAL` before any call. Within it, the
+    /// kernel clamps a time the file system cannot store to its range without saying so (ext4 keeps
+    /// 1901...2446), so `stat` then reads back the clamped time.
+    ///
     /// - Parameters:
     ///   - path: The file.
     ///   - access: The new access time, since the Unix epoch (negative for before 1970).
@@ -94,12 +98,13 @@ extension Files {
     private static func setTimes(_ path: String, access: Duration, modification: Duration, followLinks: Bool, call: String,
                                  on loop: EventLoop?) -> Signal<Void> {
         let context = "utimensat \(path)"
+        let times: [timespec]
         do {
             try FileSystemArguments.check(path, in: "utimensat")
+            times = [try timeSpec(access, "access", context: context), try timeSpec(modification, "modification", context: context)]
         } catch {
             return Signal.error(error)
         }
-        let times = [timeSpec(access), timeSpec(modification)]
         return ThreadPool.run(on: loop) { () throws in
             let result = times.withUnsafeBufferPointer {
                 utimensat(AT_FDCWD, path, $0.baseAddress, followLinks ? 0 : AT_SYMLINK_NOFOLLOW)
@@ -108,8 +113,18 @@ extension Files {
         }.ignoreValues().debugNamed("+Files.\(call)")
     }
 
-    /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9, seconds rounded down for negative times).
-    private static func timeSpec(_ time: Duration) -> timespec {
+    /// The times a `timespec` holds: from `Int64.min` seconds to just under `Int64.max + 1` seconds after the epoch.
+    private static let timeSpecRange = Duration.seconds(Int64.min)..<(Duration.seconds(Int64.max) + .seconds(1))
+
+    /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9, seconds rounded down for negative times),
+    /// or `EINVAL` for one no `timespec` holds (a `Duration` reaches about ±5.4e21 years: its `components`
+    /// would trap on seconds beyond `Int64`, and so would the step down from `Int64.min`).
+    private static func timeSpec(_ time: Duration, _ which: String, context: String) throws(UVError) -> timespec {
+        guard timeSpecRange.contains(time) else {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "the \(which) time \(time) is outside what a timespec holds (\(Int64.min) to \(Int64.max) seconds from 1970)",
+                          context: context)
+        }
         let (seconds, attoseconds) = time.components
         var nanoseconds = attoseconds / 1_000_000_000
         var wholeSeconds = seconds

@@ -53,7 +53,8 @@ extension Files {
     ///   - mode: Its permissions (0...0o7777, less the process's umask); default 0o755.
     ///   - withParents: Like `mkdir -p`: create missing parents too (with `mode` plus owner write and search, so
     ///     the next level can be made), and succeed when `path` already is a directory. A component that exists
-    ///     and is not a directory fails with `EEXIST` (the path itself) or `ENOTDIR` (a parent), naming it.
+    ///     and is not a directory (a symbolic link to nothing included; one to a directory is followed) fails
+    ///     with `EEXIST` (the path itself) or `ENOTDIR` (a parent), naming it and what it is.
     ///     Without it, a missing parent is `ENOENT` and an existing `path` is `EEXIST`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal that completes with no value.
@@ -105,14 +106,15 @@ extension Files {
     /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`).
     ///
     /// Symbolic links are never followed: a link (to a directory or anything else) is unlinked and what it points
-    /// to is left alone, also when `path` itself is a link. An entry that vanishes meanwhile is fine; the first
-    /// other failure (`EACCES`, `EBUSY`...) ends the signal, naming the path, with what was removed so far gone.
-    /// A missing `path` is `ENOENT`.
+    /// to is left alone, also when `path` itself is a link, named with a trailing slash or not (`link/`, as shell
+    /// completion writes it, removes the link: the slash would make the kernel follow it, so the name is looked
+    /// at without it). An entry that vanishes meanwhile is fine; the first other failure (`EACCES`, `EBUSY`...)
+    /// ends the signal, naming the path, with what was removed so far gone. A missing `path` is `ENOENT`.
     ///
     /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
     /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only
-    /// resolves to the root directory (`/proc/1/root/`, a bind mount of it), once its `lstat` says so,
-    /// before anything is removed.
+    /// resolves to the root directory (a bind mount of it), once its `lstat` says so, before anything
+    /// is removed.
     ///
     /// - Parameters:
     ///   - path: The file or directory.

@@ -1,4 +1,9 @@
 internal import CLibUV
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 extension Files {
     /// Renames (moves) `source` to `destination` on the same file system (`rename(2)`): a file or directory at
@@ -24,7 +29,9 @@ extension Files {
     /// system can (`FICLONE`: Btrfs, XFS), else a copy of the bytes in the kernel; the mode is copied too.
     ///
     /// - Parameters:
-    ///   - source: The file to copy (a directory is `EISDIR`).
+    ///   - source: The file to copy (a directory is `EISDIR`). A FIFO, socket or device, or a file whose
+    ///     size is 0 but which holds bytes (`/proc`, `/sys`), fails with `EINVAL` before anything is made:
+    ///     the copy sends as many bytes as the source's size says, so it would be empty.
     ///   - destination: The new file.
     ///   - overwrite: Replace an existing `destination`; without it (the default) one that exists is `EEXIST`
     ///     and left as it was.
@@ -35,10 +42,52 @@ extension Files {
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
-        return single("copy", context: FileCallContext("copyfile", source, destination), on: loop, checks: { () throws(UVError) in
+        let copying: Signal<Void> = single("copy", context: FileCallContext("copyfile", source, destination), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "copyfile")
             try FileSystemArguments.check(destination, "destination", in: "copyfile")
         }, { uv_fs_copyfile($0, $1, source, destination, flags, $3) })
+        do {
+            try FileSystemArguments.check(source, "source", in: "copyfile")
+            try FileSystemArguments.check(destination, "destination", in: "copyfile")
+        } catch {
+            return copying  // it refuses the path at the door
+        }
+        let context = "copyfile \(source) -> \(destination)"
+        // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what it
+        // holds would become an empty copy without a word, so it is looked at first, on the pool.
+        return ThreadPool.run(on: loop) { () throws in try checkCopySource(source, context: context) }.ignoreValues().concat(copying)
+    }
+
+    /// Refuses (pool thread) a source `uv_fs_copyfile` would copy wrongly: anything but a regular file or a
+    /// directory (a FIFO held a pool thread in its `open` until a writer came, then was copied as an empty file;
+    /// a device's size is 0), and a regular file whose size is 0 but which holds bytes (a `/proc` or `/sys` file).
+    /// Whatever `stat` or `open` fails on is left to the copy, which reports it.
+    private static func checkCopySource(_ source: String, context: String) throws(UVError) {
+        var status = Glibc.stat()
+        guard fstatat(AT_FDCWD, source, &status, 0) == 0 else { return }
+        let type = FileType(mode: UInt32(status.st_mode))
+        switch type {
+        case .directory:
+            return  // the copy says EISDIR
+        case .regular where status.st_size > 0:
+            return
+        case .regular:
+            // O_NONBLOCK: the name may have become a FIFO since the stat.
+            let descriptor = Glibc.open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            defer { Glibc.close(descriptor) }
+            var byte: UInt8 = 0
+            guard pread(descriptor, &byte, 1, 0) == 1 else { return }
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "the source says its size is 0 but holds bytes (a /proc or /sys file); copy sends the size "
+                              + "the file system gives, so the copy would be empty: read it with Files.read and write it with Files.write",
+                          context: context)
+        default:
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "the source is a \(type), not a regular file; copy sends the size the file system gives "
+                              + "(0 for it), so the copy would be empty: stream it with Files.chunks instead",
+                          context: context)
+        }
     }
 
     /// Makes a hard link: `path` becomes another name of the existing file `existing` (`link(2)`).

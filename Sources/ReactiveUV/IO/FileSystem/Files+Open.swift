@@ -54,7 +54,7 @@ extension Files {
     /// positional I/O: on a FIFO or socket its reads and writes fail with `ESPIPE`.
     ///
     /// - Parameters:
-    ///   - path: The file.
+    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is opened.
     ///   - mode: `.read` (default), `.readWrite` or `.write`.
     ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with
     ///     `.read`, or `exclusive` without `create`, fail with `EINVAL`.
@@ -69,6 +69,8 @@ extension Files {
         Signal { subscriber in
             let flags: Int32
             do {
+                // libuv takes a C string: a NUL would open (or create) the file named by the part before it.
+                try FileSystemArguments.check(path, in: "open")
                 flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
             } catch {
                 subscriber.sendError(error)
@@ -94,8 +96,10 @@ extension Files {
     /// when you are done with it.
     ///
     /// - Parameters:
-    ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` fails with `EINVAL`.
-    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`.
+    ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` or a NUL byte fails
+    ///     with `EINVAL`.
+    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one (it is not `/`) or
+    ///     one with a NUL byte fails with `EINVAL`.
     ///   - loop: The loop that owns the file; nil for the subscription's home loop.
     /// - Returns: A signal of one `OpenFile`, as `open`'s.
     ///
@@ -110,6 +114,15 @@ extension Files {
                 return nil
             }
             let template = (folder.hasSuffix("/") ? folder : folder + "/") + prefix + "XXXXXX"
+            do {
+                // An empty directory would put the file in `/`; a NUL would cut the template (libuv takes a C
+                // string), so the file could be made elsewhere than asked, or under another name.
+                try FileSystemArguments.check(folder, "directory", in: "mkstemp")
+                try FileSystemArguments.check(template, "prefix", in: "mkstemp")
+            } catch {
+                subscriber.sendError(error)
+                return nil
+            }
             return LoopBinding.open(on: loop, for: subscriber, what: "Files.makeTemporaryFile") { loop in
                 OpenFileSource.start(loop: loop, path: template, subscriber: subscriber) { _ in
                     var request = uv_fs_t()

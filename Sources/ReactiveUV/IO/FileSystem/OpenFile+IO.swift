@@ -41,7 +41,8 @@ extension OpenFile {
     /// order. A consumer that pauses (a full `values` buffer) holds new reads until
     /// it resumes (at most 3 chunks wait meanwhile). A file that grows while it is
     /// read is read on until a read finds nothing more. Disposing drops the reads
-    /// in flight (their pool calls finish; nothing more is delivered).
+    /// in flight (their pool calls finish; nothing more is delivered). A source without an end
+    /// (`/dev/zero`) is read up to the largest offset, `Int.max`, and completes there.
     ///
     /// - Parameters:
     ///   - offset: Where to start, 0 or more (default 0); a negative offset fails with `EINVAL`.

@@ -66,12 +66,12 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
         fill()
     }
 
-    /// Starts reads until `depth` are in flight or waiting.
+    /// Starts reads until `depth` are in flight or waiting; completes at the largest offset.
     private func fill() {
-        while subscriber != nil, !paused, inFlight.count + ready.count < Self.depth,
-              nextOffset <= Int.max - chunkSize {
-            let (offset, count, path) = (nextOffset, chunkSize, file.path)
-            nextOffset += chunkSize
+        while subscriber != nil, !paused, inFlight.count + ready.count < Self.depth, nextOffset < Int.max {
+            // The last read stops at the largest offset (a device such as /dev/zero has bytes up to it).
+            let (offset, count, path) = (nextOffset, min(chunkSize, Int.max - nextOffset), file.path)
+            nextOffset += count
             let job = file.run("read", { descriptor, _ in
                 try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
             }) { [self] result in
@@ -82,6 +82,12 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
                 fill()
             }
             if let job, ready[offset] == nil, subscriber != nil { inFlight[offset] = job }
+        }
+        // Every byte up to the largest offset was delivered: no file has one at or past it, and no read
+        // could start there, so the reader would otherwise wait for ever.
+        if let subscriber, !paused, deliverOffset == Int.max, inFlight.isEmpty, ready.isEmpty {
+            finish()
+            subscriber.sendCompleted()
         }
     }
 

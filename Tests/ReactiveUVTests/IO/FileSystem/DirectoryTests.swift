@@ -52,6 +52,30 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A symbolic link to nothing in the way of `mkdir -p` is named as what is in the way: `EEXIST` (the path
+    /// itself) or `ENOTDIR` (a parent), "... exists and is a symbolic link to a path that does not exist".
+    /// Before, the error was the `stat`'s `ENOENT` ("no such file or directory (stat PATH)"), which says the
+    /// opposite of what stopped the call; a link to a directory is still followed, as `mkdir -p` does.
+    func testCreateDirectoryWithParentsNamesADanglingLinkInTheWay() throws {
+        let dangling = path("dangling")
+        XCTAssertEqual(symlink(path("nowhere"), dangling), 0)
+        try FileManager.default.createDirectory(atPath: path("real"), withIntermediateDirectories: false)
+        XCTAssertEqual(symlink(path("real"), path("to-real")), 0)
+        try checked { harness in
+            let itself = try failure(harness, Files.createDirectory(dangling, withParents: true))
+            XCTAssertEqual(itself.name, "EEXIST")
+            XCTAssertEqual(itself.message, "\(dangling) exists and is a symbolic link to a path that does not exist, not a directory")
+            XCTAssertEqual(itself.context, "mkdir -p \(dangling)")
+            let below = try failure(harness, Files.createDirectory(dangling + "/x/y", withParents: true))
+            XCTAssertEqual(below.name, "ENOTDIR")
+            XCTAssertEqual(below.message, "\(dangling) exists and is a symbolic link to a path that does not exist, not a directory")
+            XCTAssertEqual(below.context, "mkdir -p \(dangling)/x/y")
+            XCTAssertThrowsError(try systemStat(path("nowhere")), "the link's target was not made")
+            try completes(harness, Files.createDirectory(path("to-real/x/y"), withParents: true))
+            XCTAssertEqual(try systemStat(path("real/x/y")).st_mode & S_IFMT, S_IFDIR)
+        }
+    }
+
     /// Names come out as `String(cString:)` would make them: long ones (past a small string's 15
     /// bytes), multi-byte UTF-8, and bytes that are not UTF-8 (Linux allows any byte but `/` and NUL),
     /// which are repaired to U+FFFD rather than dropped or crashing the pool thread.
@@ -268,6 +292,37 @@ final class DirectoryTests: FileSystemTestCase {
             let missing = try failure(harness, Files.removeTree(path("missing")))
             XCTAssertEqual(missing.name, "ENOENT")
             XCTAssertEqual(missing.context, "lstat \(path("missing"))")
+        }
+    }
+
+    /// A link to a directory named with a trailing slash (`link/`, as shell completion writes it) is
+    /// the link: it is unlinked and the directory it points to keeps every file. The slash makes the
+    /// kernel follow the link, so `lstat("link/")` described the target: its entries were removed,
+    /// then the removal failed with `ENOTDIR` on `rmdir link/`, the link still there.
+    func testRemoveTreeOfALinkNamedWithATrailingSlashRemovesOnlyTheLink() throws {
+        let target = path("target")
+        try FileManager.default.createDirectory(atPath: target + "/sub", withIntermediateDirectories: true)
+        _ = try makeFile("target/keep")
+        _ = try makeFile("target/sub/keep")
+        XCTAssertEqual(symlink(target, path("link")), 0)
+        XCTAssertEqual(symlink(target, path("other-link")), 0)
+        let realDirectory = path("real")
+        try FileManager.default.createDirectory(atPath: realDirectory, withIntermediateDirectories: true)
+        _ = try makeFile("real/inside")
+        try checked { harness in
+            try completes(harness, Files.removeTree(path("link") + "/"))
+            XCTAssertThrowsError(try systemStat(path("link")), "the link is gone")
+            try completes(harness, Files.removeTree(path("other-link") + "///"))
+            XCTAssertThrowsError(try systemStat(path("other-link")), "the link is gone")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target).sorted(), ["keep", "sub"])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target + "/sub"), ["keep"])
+            // A real directory named with a slash is removed with its tree, as without one.
+            try completes(harness, Files.removeTree(realDirectory + "/"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: realDirectory))
+            // A file named with a slash is not a directory, as the system says.
+            let file = try makeFile("file")
+            XCTAssertEqual(try failure(harness, Files.removeTree(file + "/")).name, "ENOTDIR")
+            XCTAssertEqual(try failure(harness, Files.removeTree(path("missing") + "/")).name, "ENOENT")
         }
     }
 

@@ -104,6 +104,36 @@ final class FileMetadataTests: FileSystemTestCase {
         }
     }
 
+    /// A `Duration` can hold times no `timespec` can (seconds beyond `Int64`): such a time to `setTimes` or
+    /// `setLinkTimes` is `EINVAL` naming it, before any call, and the file keeps its times. Both used to trap
+    /// and take the process down (in `Duration.components`, or in the step down from `Int64.min` seconds for
+    /// a time just before it). The extremes a `timespec` holds are still passed on (the kernel clamps them
+    /// to what the file system stores).
+    func testTimesBeyondWhatATimespecHoldsAreEINVAL() throws {
+        let file = try makeFile("far")
+        let kept: Duration = .seconds(1_600_000_000)
+        try checked { harness in
+            try completes(harness, Files.setTimes(file, access: kept, modification: kept))
+            let beyond: [(Duration, Duration, String)] = [
+                (.seconds(Int64.max) * 4, .zero, "access"),
+                (.zero, .seconds(Int64.min) - .nanoseconds(1), "modification"),
+                (.seconds(Int64.max) + .seconds(1), .zero, "access"),
+            ]
+            for (access, modification, which) in beyond {
+                for signal in [Files.setTimes(file, access: access, modification: modification),
+                               Files.setLinkTimes(file, access: access, modification: modification)] {
+                    let error = try failure(harness, signal)
+                    XCTAssertEqual(error.name, "EINVAL")
+                    XCTAssertTrue(error.message.hasPrefix("the \(which) time "), error.description)
+                    XCTAssertTrue(error.message.contains("outside what a timespec holds"), error.description)
+                    XCTAssertEqual(error.context, "utimensat \(file)")
+                }
+            }
+            XCTAssertEqual(try XCTUnwrap(try completes(harness, Files.stat(file)).first).modificationTime, kept)
+            try completes(harness, Files.setTimes(file, access: .seconds(Int64.min), modification: .seconds(Int64.max) + .nanoseconds(999_999_999)))
+        }
+    }
+
     /// chmod sets the bits stat reads; a mode beyond 0o7777 is EINVAL before any request.
     func testChmodSetsTheModeAndRefusesBitsBeyond7777() throws {
         let file = try makeFile("mode")

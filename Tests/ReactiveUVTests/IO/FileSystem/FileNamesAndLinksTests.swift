@@ -61,6 +61,29 @@ final class FileNamesAndLinksTests: FileSystemTestCase {
         }
     }
 
+    /// libuv's copy sends as many bytes as the source's `stat` size: a `/proc` file (size 0, full of bytes)
+    /// was copied as an empty file and the copy completed; a FIFO held a pool thread in its `open` until a
+    /// writer came, then was copied as an empty file too. Both, and a device, are `EINVAL` saying why, with
+    /// nothing made at the destination; an empty regular file is still copied.
+    func testCopyOfASourceWhoseSizeDoesNotSayWhatItHoldsIsEINVAL() throws {
+        let fifo = path("fifo")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let empty = try makeFile("empty", [])
+        try checked { harness in
+            for (source, saying) in [("/proc/self/status", "says its size is 0 but holds bytes"), (fifo, "is a FIFO, not a regular file"),
+                                     ("/dev/zero", "is a character device, not a regular file")] {
+                let destination = path("copy")
+                let error = try failure(harness, Files.copy(from: source, to: destination))
+                XCTAssertEqual(error.name, "EINVAL", source)
+                XCTAssertTrue(error.message.contains(saying), error.description)
+                XCTAssertEqual(error.context, "copyfile \(source) -> \(destination)")
+                XCTAssertThrowsError(try systemStat(destination), "nothing was made for \(source)")
+            }
+            try completes(harness, Files.copy(from: empty, to: path("empty-copy")))
+            XCTAssertEqual(try systemStat(path("empty-copy")).st_size, 0)
+        }
+    }
+
     /// A hard link is the same inode with two names; a symbolic link holds its target as written, which readLink
     /// returns unresolved and realPath resolves.
     func testLinksReadLinkAndRealPath() throws {

@@ -65,6 +65,20 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// Chunks of a source without an end (`/dev/zero`) near the largest offset: the last read stops at
+    /// `Int.max` and the signal completes there. The reads ahead stopped one chunk short of it and, with
+    /// nothing in flight, the subscriber waited for ever.
+    func testChunksOfAnEndlessSourceCompleteAtTheLargestOffset() throws {
+        try checked { harness in
+            let zero = try open(harness, "/dev/zero")
+            let chunks = try harness.record(zero.chunks(from: Int.max - 2 * 65_536 - 5, chunkSize: 65_536).map(\.count))
+            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
+            XCTAssertEqual(chunks.values, [65_536, 65_536, 5])
+            // The door still refuses a first chunk that would pass it (row 109).
+            XCTAssertEqual(try failureName(harness.record(zero.chunks(from: Int.max - 5, chunkSize: 65_536))), "EINVAL")
+        }
+    }
+
     /// A consumer that cannot keep up pauses the reads (and the reads ahead): a `.bounded(2)` buffer, which
     /// fails with `bufferOverflow` when a source ignores the pause, takes 8 MiB in 4 KiB chunks, intact and in order.
     func testChunksFollowTheConsumersFlowControl() async throws {
@@ -321,6 +335,40 @@ final class OpenFileTests: XCTestCase {
             XCTAssertEqual(slash.name, "EINVAL")
             XCTAssertEqual(try failureName(harness.record(Files.makeTemporaryFile(in: directory + "/missing"))), "ENOENT")
         }
+    }
+
+    /// A path with a NUL byte, or an empty one, is refused with `EINVAL` by `Files.open`, `read`, `chunks`, `write`
+    /// and `makeTemporaryFile` (its directory and prefix), before anything is opened. libuv takes C strings:
+    /// each used to act on the part before the NUL (`made\0junk` created `made`, a read of it read `made`, a
+    /// template `XXXXXX\0b` made a file with a random name), and an empty directory made the file in `/`.
+    func testNULBytesAndEmptyPathsAreEINVALBeforeAnythingIsOpened() throws {
+        let cut = directory + "/made"
+        try checked { harness in
+            let calls: [(String, Signal<Void>)] = [
+                ("open", Files.open(cut + "\0junk", mode: .write, options: [.create]).map { _ in () }),
+                ("Files.write", Files.write([1], to: cut + "\0junk")),
+                ("Files.read", Files.read(cut + "\0junk").map { _ in () }),
+                ("Files.chunks", Files.chunks(cut + "\0junk").map { _ in () }),
+                ("mkstemp", Files.makeTemporaryFile(prefix: "XXXXXX\0b", in: directory).map { _ in () }),
+                ("mkstemp", Files.makeTemporaryFile(prefix: "a", in: directory + "\0elsewhere").map { _ in () }),
+            ]
+            for (call, signal) in calls {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError, call)
+                XCTAssertEqual(error.name, "EINVAL", call)
+                XCTAssertTrue(error.message.contains("contains a NUL byte"), error.description)
+                XCTAssertTrue(error.context.hasPrefix(call + " ") && error.context.contains("\\0"), error.description)
+            }
+            for (call, signal) in [("open", Files.open("").map { _ in () }), ("Files.write", Files.write([1], to: "")),
+                                   ("Files.read", Files.read("").map { _ in () }), ("Files.chunks", Files.chunks("").map { _ in () })] {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError, call)
+                XCTAssertEqual(error.name, "EINVAL", call)
+                XCTAssertEqual(error.message, "the path is empty", call)
+            }
+            let noDirectory = try XCTUnwrap(try harness.record(Files.makeTemporaryFile(in: "")).waitForTermination().error as? UVError)
+            XCTAssertEqual(noDirectory.name, "EINVAL")
+            XCTAssertEqual(noDirectory.message, "the directory is empty")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [], "nothing was created")
     }
 
     func testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows() async throws {
