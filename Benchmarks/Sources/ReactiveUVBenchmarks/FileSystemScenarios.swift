@@ -30,7 +30,7 @@ enum FileSystemScenarios {
             let node = runNode("fs_stat.js", [String(count), path, String(inflight)])
             // The async form (`FileSystem.stat` awaited in tasks), the one to set beside Node's promises.
             usleep(200_000)
-            times[oursAsync, default: []].append(Double(oursAsyncStat(path: path, count: count, inflight: inflight) ?? 0))
+            times[Contender.oursAsync, default: []].append(Double(oursAsyncStat(path: path, count: count, inflight: inflight) ?? 0))
             let runOurs = { () -> [(String, UInt64?)] in
                 let (elapsed, allocations) = countingAllocations { oursStat(path: path, count: count, inflight: inflight) }
                 oursAllocations.append(Double(allocations) / Double(count))
@@ -55,7 +55,7 @@ enum FileSystemScenarios {
             }
         }
         var measurements: [Measurement] = []
-        for (name, detail) in [(Contender.ours, "Files.stat signals"), (oursAsync, "try await FileSystem.stat in \(inflight) tasks that prefer the loop"), ("loop CPU", "our loop thread's CPU time (not a contender)"), (Contender.rawC, "uv_fs_stat"), ("C loop CPU", "the C loop thread's CPU time (not a contender)"), (Contender.node, "fs.promises.stat")] {
+        for (name, detail) in [(Contender.ours, "Files.stat signals"), (Contender.oursAsync, "try await FileSystem.stat in \(inflight) tasks that prefer the loop"), ("loop CPU", "our loop thread's CPU time (not a contender)"), (Contender.rawC, "uv_fs_stat"), ("C loop CPU", "the C loop thread's CPU time (not a contender)"), (Contender.node, "fs.promises.stat")] {
             guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
             let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations : []
             measurements.append(Measurement(name, Double(count) / (elapsed / 1e9),
@@ -67,9 +67,6 @@ enum FileSystemScenarios {
             workload: "stat one file \(count) times, \(inflight) requests in flight; \(rounds) interleaved rounds",
             unit: "stats/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
     }
-
-    /// The contender name of ours through the async form.
-    static let oursAsync = "ours, async"
 
     /// Ours, async: `inflight` tasks that prefer the loop, each awaiting `FileSystem.stat` in turn
     /// until `count` stats completed (as Node's `fs.promises.stat` with as many in flight).

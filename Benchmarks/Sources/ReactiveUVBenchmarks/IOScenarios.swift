@@ -3,7 +3,8 @@ import Foundation
 
 enum IOScenarios {
     /// Scenario 5a: TCP echo ping-pong, 64-byte messages, one connection.
-    static func echo(warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?, ours: (() -> EchoFigures?)?) -> ScenarioResult {
+    static func echo(warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?, ours: (() -> EchoFigures?)?,
+                     oursAsync: (() -> EchoFigures?)? = nil) -> ScenarioResult {
         var measurements: [Measurement] = []
         func add(_ name: String, _ figures: EchoFigures?, _ detail: String) {
             guard let figures else { return }
@@ -11,6 +12,7 @@ enum IOScenarios {
                                             detail: "median \(format(figures.medianMicroseconds)) µs; \(detail)"))
         }
         if let ours { add(Contender.ours, ours(), "TCPServer/TCP.connect") }
+        if let oursAsync { add(Contender.oursAsync, oursAsync(), "the server a task: for try await chunk in connection.bytes.values") }
         add(Contender.rawC, TCPAnchors.rawEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "uv_tcp")
         add(Contender.nio, TCPAnchors.nioEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "ServerBootstrap/ClientBootstrap")
         add(Contender.node, TCPAnchors.nodeEcho(size: 64, warmup: warmup, measure: measure, serverCPU: serverCPU, clientCPU: clientCPU), "net")

@@ -50,6 +50,8 @@ struct ScenarioResult {
 
 enum Contender {
     static let ours = "ReactiveUV"
+    /// Ours through its async/await bridge (not a contender the target is set for).
+    static let oursAsync = "ours, async"
     static let oursBare = "ReactiveUV bare"
     static let oursWithMetrics = "with metrics"
     static let oursLoopTime = "ReactiveUV loop time"
