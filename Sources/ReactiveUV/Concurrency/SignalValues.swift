@@ -156,8 +156,8 @@ final class ValuesIteratorLifetime<Value>: Sendable {
 /// The buffer between one subscription and one iterating task.
 ///
 /// Its methods run unspecialized for a value type from another module (the channel is internal),
-/// and there every use of `Value?`, `State`, `ReadyValue`, the continuation's type or `Result`
-/// looks its metadata up: about 24 lookups and 28,000 loop-thread instructions per chunk of an
+/// and there every use of a type built on `Value` (`State`, a continuation of `Value?`, a `Result`
+/// of it) looks its metadata up: about 24 lookups and 28,000 loop-thread instructions per chunk of an
 /// async echo (`Profile echo-async`, against 2,659 for the signal echo). Byte chunks, what
 /// every stream, pipe and file sends, are the hot case: the methods a value passes through are
 /// specialized for `[UInt8]` (`@_specialize`; the generic entry points dispatch to it), 12,900
@@ -170,8 +170,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var head = 0
         var terminal: Result<Void, any Error>?
         /// The waiting task's continuation: taken out under the lock by whoever resumes it, so it
-        /// is resumed once (an unsafe one: a checked one allocated its checker per wait).
-        var waiter: UnsafeContinuation<UncheckedSendable<Value?>, any Error>?
+        /// is resumed once (an unsafe one: a checked one allocated its checker per wait). It carries
+        /// nothing: a value for the task is left in `handoff`, so no type of the value's own (a
+        /// continuation of it, a box) needs its metadata looked up in unspecialized code.
+        var waiter: UnsafeContinuation<Void, any Error>?
+        /// The value handed to the task that `waiter` woke, taken by it when it runs.
+        var handoff: Value?
         var subscription: Subscription?
         var started = false
         var finished = false
@@ -224,12 +228,6 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         }
     }
 
-    /// A value or the end, carried out of the lock.
-    private struct ReadyValue {
-        let value: Result<Value?, any Error>
-        init(_ value: Result<Value?, any Error>) { self.value = value }
-    }
-
     private let signal: Signal<Value>
     private let policy: ValuesBufferPolicy
     private let lock = SpinLock()
@@ -273,25 +271,18 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             cancel()
             return nil
         }
-        if let ready = try takeReady() { return try ready.value.get() }
-        // The value crosses from the subscription's thread to the task in a box: the
-        // task is the only one that touches it afterwards.
-        return try await withTaskCancellationHandler(operation: {
-            try await withUnsafeThrowingContinuation(isolation: actor) { (continuation: UnsafeContinuation<UncheckedSendable<Value?>, any Error>) in
-                let outcome: ReadyValue? = locked { state in
-                    if let value = state.popFirst() { return ReadyValue(.success(value)) }
-                    if let terminal = state.terminal {
-                        state.finished = true
-                        switch terminal {
-                        case .success: return ReadyValue(.success(nil))
-                        case .failure(let error): return ReadyValue(.failure(error))
-                        }
-                    }
+        var value: Value?
+        if try takeReady(&value) { return value }
+        try await withTaskCancellationHandler(operation: {
+            try await withUnsafeThrowingContinuation(isolation: actor) { (continuation: UnsafeContinuation<Void, any Error>) in
+                // Something arrived since `takeReady`: taken below. Else wait for `receive` or the end.
+                let arrived = locked { state -> Bool in
+                    if state.count > 0 || state.terminal != nil { return true }
                     state.waiter = continuation
-                    return nil
+                    return false
                 }
-                if let outcome {
-                    continuation.resume(with: outcome.value.map { UncheckedSendable($0) })
+                if arrived {
+                    continuation.resume()
                 } else {
                     // Subscribing only once a task waits means the first value goes straight to it.
                     startIfNeeded()
@@ -299,35 +290,45 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             }
         }, onCancel: {
             cancel()
-        }, isolation: actor).value
+        }, isolation: actor)
+        // Woken with a value (`handoff`), or to take what arrived, or the end.
+        value = locked { state in
+            let handed = state.handoff
+            state.handoff = nil
+            return handed
+        }
+        if value != nil { return value }
+        _ = try takeReady(&value)
+        return value
     }
 
-    /// A value (or the end) ready without waiting, after which the source may be resumed.
+    /// A value (or the end) ready without waiting, after which the source may be resumed: true with
+    /// `value` set (nil at the end), false when nothing is there yet. Throws the signal's error.
     @_specialize(exported: false, where Value == [UInt8])
-    private func takeReady() throws -> ReadyValue? {
-        let (ready, resume): (ReadyValue?, (FlowControl, Int)?) = locked { state in
-            if state.finished { return (ReadyValue(.success(nil)), nil) }
-            if let value = state.popFirst() {
-                var resume: (FlowControl, Int)?
+    private func takeReady(_ value: inout Value?) throws -> Bool {
+        var resume: (FlowControl, Int)?
+        var failure: (any Error)?
+        let ready = locked { state -> Bool in
+            if state.finished { return true }
+            if let first = state.popFirst() {
+                value = first
                 if state.paused, let limit = policy.limit, state.hasDrained(limit: limit), let control = state.pausedControl {
                     state.paused = false
                     state.flowRequest += 1
                     resume = (control, state.flowRequest)
                 }
-                return (ReadyValue(.success(value)), resume)
+                return true
             }
             if let terminal = state.terminal {
                 state.finished = true
-                switch terminal {
-                case .success: return (ReadyValue(.success(nil)), nil)
-                case .failure(let error): return (ReadyValue(.failure(error)), nil)
-                }
+                if case .failure(let error) = terminal { failure = error }
+                return true
             }
-            return (nil, nil)
+            return false
         }
         // Straight to the source's thread; the request number keeps a late pause from undoing this.
         if let (control, request) = resume { control.setConsumerPaused(false, request: request) }
-        if let ready, case .failure(let error) = ready.value { throw error }
+        if let failure { throw failure }
         return ready
     }
 
@@ -360,11 +361,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var overflow = false
         var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
-        let waiter: UnsafeContinuation<UncheckedSendable<Value?>, any Error>? = locked { state in
+        let waiter: UnsafeContinuation<Void, any Error>? = locked { state in
             if state.terminal != nil { return nil }
             if state.sourceControl == nil { state.sourceControl = flowControl }
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.handoff = value
                 return waiter
             }
             state.append(value)
@@ -391,7 +393,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             return nil
         }
         if let pause { flowControl?.setConsumerPaused(true, request: pause) }
-        if let waiter { waiter.resume(returning: UncheckedSendable(value)) }
+        waiter?.resume()
         if overflow {
             locked { $0.subscription }?.dispose()
             wakeWaiter()
@@ -418,16 +420,13 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     @_specialize(exported: false, where Value == [UInt8])
     private func wakeWaiter() {
-        let (waiter, outcome): (UnsafeContinuation<UncheckedSendable<Value?>, any Error>?, Result<UncheckedSendable<Value?>, any Error>?) = locked { state in
+        let (waiter, terminal): (UnsafeContinuation<Void, any Error>?, Result<Void, any Error>?) = locked { state in
             guard let waiter = state.waiter, let terminal = state.terminal, state.count == 0 else { return (nil, nil) }
             state.waiter = nil
             state.finished = true
-            switch terminal {
-            case .success: return (waiter, .success(UncheckedSendable(nil)))
-            case .failure(let error): return (waiter, .failure(error))
-            }
+            return (waiter, terminal)
         }
-        if let waiter, let outcome { waiter.resume(with: outcome) }
+        if let waiter, let terminal { waiter.resume(with: terminal) }
     }
 
     /// The consuming task was cancelled or the iterator dropped: dispose, and end the sequence.
@@ -435,7 +434,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     /// The subscription is let go of here, so the channel does not wait for the
     /// home loop's teardown to be freed.
     func cancel() {
-        let (subscription, waiter): (Subscription?, UnsafeContinuation<UncheckedSendable<Value?>, any Error>?) = locked { state in
+        let (subscription, waiter): (Subscription?, UnsafeContinuation<Void, any Error>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
             state.finished = true
             state.cancelled = true
@@ -454,7 +453,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         // very task (it needs the lock): waiting would deadlock both threads. What the
         // subscription still delivers finds the channel ended and is dropped.
         subscription?.disposeWithoutWaiting()
-        waiter?.resume(returning: UncheckedSendable(nil))
+        waiter?.resume()
         acknowledgeEnd()
     }
 }
