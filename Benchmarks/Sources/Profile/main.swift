@@ -305,6 +305,16 @@ case "async-calls":
         done.raise()
     }
     done.wait()
+case "actor-preference":
+    // `count` awaited calls to an actor on the loop from a task that prefers the loop (its code
+    // nonisolated): what entering and leaving a loop actor costs such a task.
+    let done = Flag()
+    let actor = ProfileLoopActor(loop: loop)
+    Task(executorPreference: loop) {
+        for _ in 0..<count { await actor.increment() }
+        done.raise()
+    }
+    done.wait()
 case "async-stat":
     // `count` awaited `FileSystem.stat` calls from 32 tasks that prefer the loop (the "stat throughput"
     // benchmark's async contender, without its timing).
@@ -500,3 +510,12 @@ final class ListTally: @unchecked Sendable {
 /// A nonisolated async function that returns at once (never inlined, so each call is a real async call).
 @inline(never)
 func profileAsyncIdentity(_ value: Int) async -> Int { value }
+
+/// An actor on the profile loop's serial executor.
+actor ProfileLoopActor {
+    let loop: ReactiveUV.EventLoop
+    private(set) var count = 0
+    init(loop: ReactiveUV.EventLoop) { self.loop = loop }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    func increment() { count += 1 }
+}

@@ -96,8 +96,8 @@ enum ConcurrencyScenarios {
                 return Double(nanoseconds() - begin) / Double(count)
             }.value
         }
-        // A task that prefers the loop, its own code nonisolated: the actor is entered inline,
-        // but each return to nonisolated code goes back through the loop's queue.
+        // A task that prefers the loop, its own code nonisolated (which runs inline on the loop): the
+        // actor is entered through the loop's queue, and so is the return to nonisolated code.
         let preferringCaller = blocking { () -> Double in
             await Task(executorPreference: loop) { () -> Double in
                 let begin = nanoseconds()
@@ -125,7 +125,7 @@ enum ConcurrencyScenarios {
             measurements: [
                 Measurement(Contender.ours, isolatedCaller, detail: "actor on a loop executor, called from a task isolated to that loop (loop.task)"),
                 Measurement("default executor", defaultCaller, detail: "actor on the default executor, called from a default task"),
-                Measurement("loop, preference", preferringCaller, detail: "actor on a loop executor, called from nonisolated code of a task that prefers the loop (one queue hop per call)"),
+                Measurement("loop, preference", preferringCaller, detail: "actor on a loop executor, called from nonisolated code of a task that prefers the loop (through the loop's queue)"),
                 Measurement("loop, crossing", crossing, detail: "actor on a loop executor, called from a default task (a thread hop per call)"),
             ])
     }
