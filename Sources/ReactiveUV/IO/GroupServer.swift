@@ -76,7 +76,8 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
         case begin([Share])
         /// `.force` during a drain: every share resets what is left.
         case force([Share])
-        /// A request before anything was bound: what was there is stopped, and the server completes.
+        /// A request before anything was bound: what was there is stopped, `.draining(open: 0)` is
+        /// sent, and the server completes.
         case endBeforeServing(State)
         case nothing
     }
@@ -241,6 +242,8 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
         case .force(let shares): distribute(request, to: shares, announcing: false)
         case .endBeforeServing(let previous):
             stop(previous)
+            // A drain began, as on one loop, with nothing to wait for: said, as every drain says it.
+            output.event(.draining(open: 0))
             output.completed()
         case .nothing:
             break

@@ -294,6 +294,21 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// A drain asked while the group server still resolves its host (nothing bound yet) ends it
+    /// at once, and says so as every drain does: `.draining(open: 0)`, then the completion (it
+    /// used to complete without `.draining`, which a one-loop server sends in the same case).
+    func testADrainBeforeAnythingIsBoundSaysDrainingThenCompletes() throws {
+        withGroup(loops: 2) { harness, group in
+            // A name, not an address: the lookup runs on the pool, so the request comes first.
+            let server = try harness.record(TCPServer.serve(host: "localhost", port: 0, on: group, drain: .return(.force)),
+                                            label: "server")
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+            guard server.values.count == 1, case .draining(open: 0) = server.values[0] else {
+                return XCTFail("not .draining(open: 0) alone before the end: \(server.events)")
+            }
+        }
+    }
+
     /// A drain asked while a loop of the group is closing, after that loop's shutdown ended its
     /// share (and before the loop closed, so the request still runs there): the share counts as
     /// drained, `.draining` is sent, and the server completes once the other loop has drained.
