@@ -13,6 +13,16 @@ final class ConnectionBudget: Sendable {
 
     init(limit: Int?) { self.limit = limit }
 
+    /// The refusal of a limit below 1 (`EINVAL` naming `option`), or nil: checked at each server's
+    /// door, before anything is bound. Such a server would accept every client only to reset it,
+    /// and `listen` (which sends connections only) would say nothing at all.
+    static func refusal(of limit: Int?, option: String, context: String) -> UVError? {
+        guard let limit, limit < 1 else { return nil }
+        return UVError(code: UVError.invalidArgumentCode,
+                       message: "\(option) must be at least 1, or nil for no limit (got \(limit)): a server with it would turn every client away",
+                       context: context)
+    }
+
     /// The connections open now.
     var open: Int { count.load(ordering: .relaxed) }
 

@@ -61,8 +61,9 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     private enum State {
         /// Before the shares exist: the host lookup, while one is pending (TCP).
         case starting(lookup: (any Disposable)?)
-        /// Every loop's share; `live` counts those not ended by their loop's shutdown.
-        case serving(shares: [Share], live: Int)
+        /// Every loop's share; `shutDown` names those its loop's shutdown ended (they will not
+        /// drain: a drain must not wait for them).
+        case serving(shares: [Share], shutDown: Set<ObjectIdentifier>)
         /// A drain began: the shares whose connections have not all closed yet.
         case draining(shares: [Share], pending: Set<ObjectIdentifier>)
         /// Disposed, failed, drained, or ended by the loops' shutdown.
@@ -75,7 +76,8 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
         case begin([Share])
         /// `.force` during a drain: every share resets what is left.
         case force([Share])
-        /// A request before anything was bound: what was there is stopped, and the server completes.
+        /// A request before anything was bound: what was there is stopped, `.draining(open: 0)` is
+        /// sent, and the server completes.
         case endBeforeServing(State)
         case nothing
     }
@@ -135,7 +137,7 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     func beginServing(_ shares: [Share]) -> Bool {
         state.withLock { state in
             guard case .starting = state else { return false }
-            state = .serving(shares: shares, live: shares.count)
+            state = .serving(shares: shares, shutDown: [])
             return true
         }
     }
@@ -161,9 +163,11 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     func shareEndedByLoopShutdown(_ loop: EventLoop) {
         if let share = share(on: loop) { shareDrained(share) }
         let last = state.withLock { state -> Bool in
-            guard case .serving(let shares, let live) = state else { return false }
-            if live > 1 {
-                state = .serving(shares: shares, live: live - 1)
+            guard case .serving(let shares, var shutDown) = state,
+                  let share = shares.first(where: { $0.loop === loop }) else { return false }
+            shutDown.insert(ObjectIdentifier(share))
+            if shutDown.count < shares.count {
+                state = .serving(shares: shares, shutDown: shutDown)
                 return false
             }
             state = .ended
@@ -215,8 +219,10 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     private func drain(_ request: TCPServer.DrainRequest) {
         let step = state.withLock { state -> DrainStep in
             switch state {
-            case .serving(let shares, _):
-                state = .draining(shares: shares, pending: Set(shares.map(ObjectIdentifier.init)))
+            case .serving(let shares, let shutDown):
+                // A share its loop's shutdown ended has no connections left and will not drain (its
+                // loop may still run the request, while closing, and the share ignores it).
+                state = .draining(shares: shares, pending: Set(shares.map(ObjectIdentifier.init)).subtracting(shutDown))
                 return .begin(shares)
             case .draining(let shares, _):
                 // A later graceful request changes nothing (each share would ignore it too).
@@ -236,6 +242,8 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
         case .force(let shares): distribute(request, to: shares, announcing: false)
         case .endBeforeServing(let previous):
             stop(previous)
+            // A drain began, as on one loop, with nothing to wait for: said, as every drain says it.
+            output.event(.draining(open: 0))
             output.completed()
         case .nothing:
             break
@@ -275,9 +283,19 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
     /// Hands `request` to each share on its loop; a loop that refuses (it shut down) has no connections
     /// left and no socket, so its share counts as drained. `stoppedAccepting` runs once per share,
     /// when its listening socket is closed.
+    ///
+    /// A share the drain does not wait for (its loop's shutdown ended it) is not asked: its loop may
+    /// still be closing and run the request, but the ended share would ignore it, and with it
+    /// `stoppedAccepting`, so `.draining` would never be sent. Such shares are counted first: a
+    /// share asked on this thread may drain at once, and the last to drain completes the server,
+    /// which must come after `.draining`.
     private func forward(_ request: TCPServer.DrainRequest, to shares: [Share],
                          stoppedAccepting: (@Sendable () -> Void)?) {
-        for share in shares {
+        let waitedFor = shares.filter(isPending)
+        if let stoppedAccepting {
+            for _ in 0..<(shares.count - waitedFor.count) { stoppedAccepting() }
+        }
+        for share in waitedFor {
             let work: @Sendable () -> Void = { [self] in
                 share.drain(request, announce: stoppedAccepting.map { stopped in { _ in stopped() } },
                             done: { [self] in shareDrained(share) })
@@ -298,6 +316,14 @@ class GroupServer<Share: GroupShare>: Disposable, @unchecked Sendable {
             return true
         }
         return loop.enqueue(work)
+    }
+
+    /// Whether the drain under way waits for `share` (false once it drained, or when its loop's shutdown ended it).
+    private func isPending(_ share: Share) -> Bool {
+        state.withLock { state in
+            guard case .draining(_, let pending) = state else { return false }
+            return pending.contains(ObjectIdentifier(share))
+        }
     }
 
     /// One share's connections have all closed; the last one completes the server.

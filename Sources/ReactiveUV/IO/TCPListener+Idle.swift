@@ -38,8 +38,10 @@ extension TCPListener {
         return min(info.tcpi_last_data_recv, info.tcpi_last_data_sent)
     }
 
-    /// The error for server options that cannot be served (a zero or negative idle timeout), or nil.
+    /// The error for server options that cannot be served (a zero or negative idle timeout, a
+    /// connection limit below 1), or nil.
     static func optionsRefusal(_ options: TCPOptions, origin: String) -> UVError? {
         ListenerIdleCheck.refusal(of: options.idleTimeout, option: "TCPOptions.idleTimeout", context: origin)
+            ?? ConnectionBudget.refusal(of: options.maxConnections, option: "TCPOptions.maxConnections", context: origin)
     }
 }

@@ -36,7 +36,8 @@ public struct TCPOptions: Sendable, Hashable {
     /// A connection arriving at the limit is accepted and reset at once
     /// (the client sees `ECONNRESET` or an immediate end), so the kernel's
     /// backlog never fills with clients nobody will serve; `TCPServer.serve`
-    /// reports it as `.refused`. A client's options ignore it.
+    /// reports it as `.refused`. At least 1 (a server given less fails with `EINVAL`
+    /// before anything is bound). A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
     public var maxConnections: Int?

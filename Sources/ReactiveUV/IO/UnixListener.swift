@@ -85,7 +85,9 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// then says `.listening`. A share that only homes connections has nothing to start.
     func start(_ what: String) {
         if let refusal = ListenerIdleCheck.refusal(of: options.idleTimeout, option: "UnixSocketOptions.idleTimeout",
-                                                   context: "\(what)(\(path))") {
+                                                   context: "\(what)(\(path))")
+            ?? ConnectionBudget.refusal(of: options.maxConnections, option: "UnixSocketOptions.maxConnections",
+                                        context: "\(what)(\(path))") {
             fail(refusal)
             return
         }

@@ -32,7 +32,8 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and closed at once (the
-    /// client reads EOF), and `UnixSocket.serve` reports it as `.refused`. A
+    /// client reads EOF), and `UnixSocket.serve` reports it as `.refused`. At least
+    /// 1 (a server given less fails with `EINVAL` before anything is bound). A
     /// client's options ignore it.
     ///
     /// Thread rule: safe from any thread.

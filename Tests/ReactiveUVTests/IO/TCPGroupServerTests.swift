@@ -294,6 +294,63 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
+    /// A drain asked while the group server still resolves its host (nothing bound yet) ends it
+    /// at once, and says so as every drain does: `.draining(open: 0)`, then the completion (it
+    /// used to complete without `.draining`, which a one-loop server sends in the same case).
+    func testADrainBeforeAnythingIsBoundSaysDrainingThenCompletes() throws {
+        withGroup(loops: 2) { harness, group in
+            // A name, not an address: the lookup runs on the pool, so the request comes first.
+            let server = try harness.record(TCPServer.serve(host: "localhost", port: 0, on: group, drain: .return(.force)),
+                                            label: "server")
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+            guard server.values.count == 1, case .draining(open: 0) = server.values[0] else {
+                return XCTFail("not .draining(open: 0) alone before the end: \(server.events)")
+            }
+        }
+    }
+
+    /// A drain asked while a loop of the group is closing, after that loop's shutdown ended its
+    /// share (and before the loop closed, so the request still runs there): the share counts as
+    /// drained, `.draining` is sent, and the server completes once the other loop has drained.
+    /// (That share ignored the request, and the server waited for it for ever.)
+    ///
+    /// To ask at that moment, a one-loop server on the closing loop, opened before the group
+    /// server (so the loop's shutdown closes it after the group's share), sends the request
+    /// from its shutdown error, on that loop's thread, and holds that thread until the first
+    /// loop has handed the request on to it (the first loop never waits for it).
+    func testADrainAskedWhileALoopClosesAfterItsShareEndedCompletes() throws {
+        withGroup(loops: 2) { harness, group in
+            let closing = group.loops[1]
+            let coordinator = group.loops[0]
+            let drain = Subject<TCPServer.DrainRequest>()
+            let handedOn = Locked<Bool?>(nil)
+            let bystander = Locked<(any Disposable)?>(nil)
+            let askDuringTheClose: @Sendable (any Error) -> Void = { _ in
+                drain.sendNext(.graceful(timeout: .seconds(60)))
+                // The request hopped to the first loop (the coordinator follows it there); this runs after it.
+                let passed = DispatchSemaphore(value: 0)
+                coordinator.execute { passed.signal() }
+                let result: DispatchTimeoutResult = passed.wait(timeout: .now() + 10)
+                handedOn.withLock { $0 = result == .success }
+            }
+            let opened = DispatchSemaphore(value: 0)
+            try closing.tryExecute {
+                let subscription: any Disposable = TCPServer.serve(port: 0, on: closing).subscribeError(askDuringTheClose)
+                bystander.withLock { $0 = subscription }
+                opened.signal()
+            }
+            opened.wait()
+            let server = try harness.record(TCPServer.serve(port: 0, on: group, drain: drain), label: "server")
+            _ = try listeningPort(server)
+            closing.shutdown()
+            XCTAssertEqual(handedOn.current, true, "the first loop did not take the request while loop 1 closed")
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+            XCTAssertEqual(server.values.count, 2, "\(server.events)")
+            guard case .draining(open: 0) = server.values.last else { return XCTFail("no .draining before the end: \(server.events)") }
+            bystander.current?.dispose()
+        }
+    }
+
     // MARK: - support
 
     private func listeningPort(_ server: EventRecorder<TCPServer.Event>) throws -> Int {
