@@ -98,53 +98,21 @@ case "closures":
     if total == 42 { print(total) }
 case "echo":
     // Server and client on one loop; `count` round trips of 64 bytes.
-    let done = Flag()
-    let state = EchoState(count: count, done: done)
-    loop.execute {
-        state.server = TCPServer.serve(port: 0).subscribeNext { event in
-            switch event {
-            case .listening(let address):
-                state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
-                    _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
-                    connection.send(state.message)
-                }
-            case .refused, .draining:
-                break
-            case .accepted(let connection):
-                _ = connection.bytes.subscribeNext { connection.send($0) }
-            }
-        }
+    profileEchoOnOneLoop(count: count) { connection in
+        _ = connection.bytes.subscribeNext { connection.send($0) }
     }
-    done.wait()
-    loop.execute { state.server?.dispose(); state.client?.dispose() }
 case "echo-async":
     // As `echo`, but the server echoes from a task that prefers the loop, as the README's async
     // echo does: `for try await chunk in connection.bytes.values { connection.send(chunk) }`.
-    let done = Flag()
-    let state = EchoState(count: count, done: done)
-    loop.execute {
-        state.server = TCPServer.serve(port: 0).subscribeNext { event in
-            switch event {
-            case .listening(let address):
-                state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
-                    _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
-                    connection.send(state.message)
-                }
-            case .refused, .draining:
-                break
-            case .accepted(let connection):
-                Task(executorPreference: loop) {
-                    do {
-                        for try await chunk in connection.bytes.values { connection.send(chunk) }
-                    } catch {
-                        print("echo-async: \(error)")
-                    }
-                }
+    profileEchoOnOneLoop(count: count) { connection in
+        Task(executorPreference: loop) {
+            do {
+                for try await chunk in connection.bytes.values { connection.send(chunk) }
+            } catch {
+                print("echo-async: \(error)")
             }
         }
     }
-    done.wait()
-    loop.execute { state.server?.dispose(); state.client?.dispose() }
 case "echo-two-loops":
     // The benchmark's shape (and the C baseline's): server on `loop`, client on a loop of its own.
     let done = Flag()
@@ -436,6 +404,30 @@ final class PumpState: @unchecked Sendable {
             if error == nil { sendNext() }
         }
     }
+}
+
+/// `count` round trips of 64 bytes between a client and a server on `loop`, the server echoing each
+/// accepted connection as `serve` does (called on the loop thread).
+func profileEchoOnOneLoop(count: Int, serve: @escaping @Sendable (TCPConnection) -> Void) {
+    let done = Flag()
+    let state = EchoState(count: count, done: done)
+    loop.execute {
+        state.server = TCPServer.serve(port: 0).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                state.client = TCP.connect(host: "127.0.0.1", port: address.port).subscribeNext { connection in
+                    _ = connection.bytes.subscribeNext { chunk in state.clientReceived(chunk.count, connection) }
+                    connection.send(state.message)
+                }
+            case .refused, .draining:
+                break
+            case .accepted(let connection):
+                serve(connection)
+            }
+        }
+    }
+    done.wait()
+    loop.execute { state.server?.dispose(); state.client?.dispose() }
 }
 
 final class EchoState: @unchecked Sendable {
