@@ -72,7 +72,8 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///
     /// Set after `bind` and before `listen`, so no client connects before it
     /// applies. Connecting needs write permission on the file. An abstract
-    /// name has no file: asking for permissions there fails with `EINVAL`.
+    /// name has no file: asking for permissions there fails with `EINVAL`, as
+    /// does a mode with bits beyond 0o7777 (`chmod` would drop them).
     ///
     /// Thread rule: safe from any thread.
     public var permissions: mode_t?

@@ -110,6 +110,12 @@ enum UnixSocketDescriptor {
                           message: "permissions apply to a socket file; an abstract name (\(path)) has none",
                           context: context)
         }
+        // chmod would drop the bits beyond 0o7777 (file type bits, a typo) without a word, as `Files.chmod` refuses them.
+        if let permissions = options.permissions, permissions > 0o7777 {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "permissions 0o\(String(permissions, radix: 8)) have bits beyond 0o7777 (permissions, set-ID and sticky)",
+                          context: context)
+        }
         let descriptor = try make(context: context)
         do throws(UVError) {
             var result = path.withSockaddr { Glibc.bind(descriptor, $0, $1) }

@@ -133,6 +133,23 @@ final class UnixSocketTests: XCTestCase {
         }
     }
 
+    /// A mode with bits beyond 0o7777 fails the server with EINVAL naming it, before any socket file is made
+    /// (chmod would keep only the low bits: 0o100660 would have served with 0o660 without a word).
+    func testPermissionsBeyondTheModeBitsAreEINVALBeforeBinding() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/typo.sock"
+            try checked { harness in
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(permissions: 0o100660)),
+                                                label: "server")
+                let terminal = try server.waitForTermination()
+                XCTAssertEqual(uvErrorName(terminal), "EINVAL")
+                guard case .error(let error as UVError) = terminal else { return XCTFail("\(terminal)") }
+                XCTAssertTrue(error.message.contains("0o100660"), error.message)
+                XCTAssertNil(fileType(path), "a socket file was made")
+            }
+        }
+    }
+
     /// Disposing the server removes the socket file it made, but not a file put at the path since.
     func testDisposingTheServerRemovesItsSocketFileButNotAReplacement() throws {
         try withTemporaryDirectory { directory in
