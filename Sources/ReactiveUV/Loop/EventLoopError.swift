@@ -2,7 +2,8 @@
 ///
 /// Thread rule: a value type; safe from any thread.
 public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Work was submitted to (or a subscription made on) a loop that has shut down.
+    /// Work was submitted to (or a subscription made on) a loop that has shut down, or what ran
+    /// on a loop (a server, a request, a watch) was ended by its shutdown.
     case shutDown(loop: String)
     /// A call that waits for the loop was made on the loop's own thread, where it would deadlock.
     case calledOnLoopThread(operation: String, loop: String)
@@ -23,7 +24,8 @@ public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .shutDown(let loop):
-            return "EventLoop '\(loop)' has shut down: the work was not run"
+            // Both cases in one sentence: it is what refused work hears and what a subscription the shutdown ended hears.
+            return "EventLoop '\(loop)' has shut down: it runs nothing more, and what ran on it has ended"
         case .calledOnLoopThread(let operation, let loop):
             return "\(operation) was called on the thread of EventLoop '\(loop)': a loop thread never waits for a loop (its own or another, which could be waiting for it); call it from a thread that is no loop's, or use its async form"
         case .sharedLoopCannotShutDown:

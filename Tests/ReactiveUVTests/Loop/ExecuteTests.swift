@@ -92,7 +92,7 @@ final class ExecuteTests: XCTestCase {
         let ran = Locked(false)
         XCTAssertThrowsError(try loop.tryExecute { ran.withLock { $0 = true } }) { error in
             XCTAssertEqual(error as? EventLoopError, .shutDown(loop: "closed"))
-            XCTAssertEqual("\(error)", "EventLoop 'closed' has shut down: the work was not run")
+            XCTAssertEqual("\(error)", "EventLoop 'closed' has shut down: it runs nothing more, and what ran on it has ended")
         }
         loop.execute { ran.withLock { $0 = true } }
         XCTAssertEqual(loop.rejectedSubmissionCount, 1)
