@@ -22,7 +22,7 @@ extension Signal {
     /// Waits for the signal to end and hands over what `reduce` kept.
     ///
     /// The continuation is resumed exactly once, by the box's first `finish` (the outcome is set
-    /// under its lock), so it needs no checked continuation and the allocation that checks it.
+    /// under its lock), so release builds need no checked continuation (`BridgeContinuation`).
     private func awaitTerminal<State>(
         _ initial: State,
         stopEarly: Bool = false,
@@ -30,7 +30,7 @@ extension Signal {
     ) async throws -> State {
         let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
         return try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<State, any Error>) in
+            try await withBridgeContinuation { (continuation: BridgeContinuation<State>) in
                 box.setContinuation(continuation)
                 box.setSubscription(subscribe(box))
             }
@@ -173,7 +173,7 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
     private let lock = SpinLock()
     @exclusivity(unchecked) private var state: State
     @exclusivity(unchecked) private var outcome: Result<Void, any Error>?
-    @exclusivity(unchecked) private var continuation: UnsafeContinuation<State, any Error>?
+    @exclusivity(unchecked) private var continuation: BridgeContinuation<State>?
     @exclusivity(unchecked) private var subscription: Subscription?
     var onFinish: (() -> Void)?
     /// Folds a value into `state`.
@@ -194,7 +194,7 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
     }
 
     /// Keeps the continuation to resume, or resumes it at once if the wait is over already.
-    func setContinuation(_ continuation: UnsafeContinuation<State, any Error>) {
+    func setContinuation(_ continuation: BridgeContinuation<State>) {
         let finished: Result<Void, any Error>? = lock.withLock {
             if outcome == nil { self.continuation = continuation }
             return outcome
@@ -211,7 +211,7 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
     }
 
     func finish(_ result: Result<Void, any Error>) {
-        let (continuation, subscription, onFinish): (UnsafeContinuation<State, any Error>?, Subscription?, (() -> Void)?) = lock.withLock {
+        let (continuation, subscription, onFinish): (BridgeContinuation<State>?, Subscription?, (() -> Void)?) = lock.withLock {
             if outcome != nil { return (nil, nil, nil) }
             outcome = result
             let taken = self.continuation
@@ -233,7 +233,7 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
         }
     }
 
-    private func resume(_ continuation: UnsafeContinuation<State, any Error>, _ result: Result<Void, any Error>) {
+    private func resume(_ continuation: BridgeContinuation<State>, _ result: Result<Void, any Error>) {
         switch result {
         case .success: continuation.resume(returning: lock.withLock { state })
         case .failure(let error): continuation.resume(throwing: error)

@@ -173,10 +173,10 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var head = 0
         var terminal: Result<Void, any Error>?
         /// The waiting task's continuation: taken out under the lock by whoever resumes it, so it
-        /// is resumed once (an unsafe one: a checked one allocated its checker per wait). It carries
+        /// is resumed once (`BridgeContinuation`: unsafe in release builds). It carries
         /// nothing: a value for the task is left in `handoff`, so no type of the value's own (a
         /// continuation of it, a box) needs its metadata looked up in unspecialized code.
-        var waiter: UnsafeContinuation<Void, any Error>?
+        var waiter: BridgeContinuation<Void>?
         var subscription: Subscription?
         var started = false
         var finished = false
@@ -277,7 +277,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var value: Value?
         if try takeReady(&value) { return value }
         try await withTaskCancellationHandler(operation: {
-            try await withUnsafeThrowingContinuation(isolation: actor) { (continuation: UnsafeContinuation<Void, any Error>) in
+            try await withBridgeContinuation(isolation: actor) { (continuation: BridgeContinuation<Void>) in
                 // Something arrived since `takeReady`: taken below. Else wait for `receive` or the end.
                 let arrived = locked { state -> Bool in
                     if state.count > 0 || state.terminal != nil { return true }
@@ -364,7 +364,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         var overflow = false
         var pause: Int?
         let flowControl = locked { $0.subscription }?.flowControl
-        let waiter: UnsafeContinuation<Void, any Error>? = locked { state in
+        let waiter: BridgeContinuation<Void>? = locked { state in
             if state.terminal != nil { return nil }
             if state.sourceControl == nil { state.sourceControl = flowControl }
             if let waiter = state.waiter {
@@ -423,7 +423,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     @_specialize(exported: false, where Value == [UInt8])
     private func wakeWaiter() {
-        let (waiter, terminal): (UnsafeContinuation<Void, any Error>?, Result<Void, any Error>?) = locked { state in
+        let (waiter, terminal): (BridgeContinuation<Void>?, Result<Void, any Error>?) = locked { state in
             guard let waiter = state.waiter, let terminal = state.terminal, state.count == 0 else { return (nil, nil) }
             state.waiter = nil
             state.finished = true
@@ -437,7 +437,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     /// The subscription is let go of here, so the channel does not wait for the
     /// home loop's teardown to be freed.
     func cancel() {
-        let (subscription, waiter): (Subscription?, UnsafeContinuation<Void, any Error>?) = locked { state in
+        let (subscription, waiter): (Subscription?, BridgeContinuation<Void>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
             state.finished = true
             state.cancelled = true
