@@ -49,8 +49,8 @@ extension EventLoop {
     /// BENCHMARKS.md ("actor calls"). Nonisolated async functions it awaits run where
     /// Swift runs them (the global executor), as from any actor; for a task that keeps
     /// *all* its code on the loop, nonisolated code included, use
-    /// `Task(executorPreference: loop)`, whose calls to actors on the loop each cost a
-    /// hop back through the loop's queue.
+    /// `Task(executorPreference: loop)`, which enters an actor on the loop through the
+    /// loop's queue and comes back the same way.
     ///
     /// - Parameters:
     ///   - priority: The task's priority.
