@@ -306,9 +306,10 @@ case "async-stat":
         done.raise()
     }
     done.wait()
-case "list", "rawc-list":
+case "list", "rawc-list", "async-list":
     // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
-    // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline. The directory
+    // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline; or (async-list)
+    // `for try await` over `FileSystem.list` in a task that prefers the loop. The directory
     // is made once, so (Ir(N2) − Ir(N1)) / (N2 − N1) is the cost of one listing.
     // PROFILE_LIST_DIR names a directory made beforehand (kept), so a profile shows the listing alone.
     let given = ProcessInfo.processInfo.environment["PROFILE_LIST_DIR"]
@@ -323,6 +324,22 @@ case "list", "rawc-list":
             var entries: UInt64 = 0
             _ = rawc_fs_list(directory, Int32(Files.listBatchSize), &entries)
             if entries != 20_000 { print("listed \(entries)") }
+        } else if mode == "async-list" {
+            let done = Flag()
+            let listed = ListTally()
+            Task(executorPreference: loop) {
+                do {
+                    for try await entry in FileSystem.list(directory, on: loop) {
+                        listed.entries += 1
+                        listed.nameBytes += entry.name.utf8.count
+                    }
+                } catch {
+                    print("async-list: \(error)")
+                }
+                done.raise()
+            }
+            done.wait()
+            if listed.entries != 20_000 || listed.nameBytes == 0 { print("listed \(listed.entries)") }
         } else {
             let done = Flag()
             let listed = ListTally()
@@ -337,7 +354,7 @@ case "list", "rawc-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-calls, async-values, echo-async, actor-preference, churn-client")
 }
 loop.shutdown()
 
