@@ -68,15 +68,26 @@ enum FileSystemScenarios {
             unit: "stats/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
     }
 
-    /// Ours, async: `inflight` tasks that prefer the loop, each awaiting `FileSystem.stat` in turn
-    /// until `count` stats completed (as Node's `fs.promises.stat` with as many in flight).
-    static func oursAsyncStat(path: String, count: Int, inflight: Int) -> UInt64? {
-        let loop = ReactiveUV.EventLoop(name: "stat-async")
+    /// How long `body` took in a task that prefers a new loop named `name` (the loop it is given), or
+    /// nil when it says it failed.
+    static func timeTask(onLoopNamed name: String, _ body: @escaping @Sendable (ReactiveUV.EventLoop) async -> Bool) -> UInt64? {
+        let loop = ReactiveUV.EventLoop(name: name)
         defer { loop.shutdown() }
         let finished = CondFlag()
         let elapsed = ResultBox<UInt64>()
         Task(executorPreference: loop) {
             let begin = nanoseconds()
+            if await body(loop) { elapsed.value = nanoseconds() - begin }
+            finished.signal()
+        }
+        finished.wait()
+        return elapsed.value
+    }
+
+    /// Ours, async: `inflight` tasks that prefer the loop, each awaiting `FileSystem.stat` in turn
+    /// until `count` stats completed (as Node's `fs.promises.stat` with as many in flight).
+    static func oursAsyncStat(path: String, count: Int, inflight: Int) -> UInt64? {
+        timeTask(onLoopNamed: "stat-async") { loop in
             let failures = await withTaskGroup(of: Int.self) { group in
                 for first in 0..<inflight {
                     group.addTask(executorPreference: loop) {
@@ -90,11 +101,8 @@ enum FileSystemScenarios {
                 }
                 return await group.reduce(0, +)
             }
-            if failures == 0 { elapsed.value = nanoseconds() - begin }
-            finished.signal()
+            return failures == 0
         }
-        finished.wait()
-        return elapsed.value
     }
 
     /// Ours: `inflight` chains on the loop thread, each stat's completion starting the chain's next.
@@ -195,12 +203,7 @@ enum FileSystemScenarios {
     /// Ours, async: `for try await` over `FileSystem.list` in a task that prefers the loop, counting
     /// entries and reading each name.
     static func oursAsyncList(directory: String, expected: Int) -> UInt64? {
-        let loop = ReactiveUV.EventLoop(name: "list-async")
-        defer { loop.shutdown() }
-        let finished = CondFlag()
-        let elapsed = ResultBox<UInt64>()
-        Task(executorPreference: loop) {
-            let begin = nanoseconds()
+        timeTask(onLoopNamed: "list-async") { loop in
             var entries = 0
             var nameBytes = 0
             do {
@@ -208,12 +211,11 @@ enum FileSystemScenarios {
                     entries += 1
                     nameBytes += entry.name.utf8.count
                 }
-                if entries == expected && nameBytes > 0 { elapsed.value = nanoseconds() - begin }
-            } catch {}
-            finished.signal()
+            } catch {
+                return false
+            }
+            return entries == expected && nameBytes > 0
         }
-        finished.wait()
-        return elapsed.value
     }
 
     private static func makeDirectory(_ directory: String, entries: Int) -> Bool {

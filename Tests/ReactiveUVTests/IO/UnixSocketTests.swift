@@ -120,15 +120,23 @@ final class UnixSocketTests: XCTestCase {
 
     /// `permissions` sets the socket file's mode (after bind, before listen).
     func testPermissionsAreAppliedToTheSocketFile() throws {
+        try serving(permissions: 0o640) { server, path in
+            _ = try server.waitForValues(1)
+            var status = stat()
+            XCTAssertEqual(lstat(path, &status), 0)
+            XCTAssertEqual(status.st_mode & 0o777, 0o640)
+        }
+    }
+
+    /// A server on a socket file in a temporary directory, asked for `permissions`; `body` gets its recorder and the path.
+    private func serving(permissions: mode_t,
+                         _ body: (EventRecorder<UnixSocket.Event>, String) throws -> Void) throws {
         try withTemporaryDirectory { directory in
-            let path = directory + "/private.sock"
+            let path = directory + "/server.sock"
             try checked { harness in
-                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(permissions: 0o640)),
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(permissions: permissions)),
                                                 label: "server")
-                _ = try server.waitForValues(1)
-                var status = stat()
-                XCTAssertEqual(lstat(path, &status), 0)
-                XCTAssertEqual(status.st_mode & 0o777, 0o640)
+                try body(server, path)
             }
         }
     }
@@ -136,17 +144,12 @@ final class UnixSocketTests: XCTestCase {
     /// A mode with bits beyond 0o7777 fails the server with EINVAL naming it, before any socket file is made
     /// (chmod would keep only the low bits: 0o100660 would have served with 0o660 without a word).
     func testPermissionsBeyondTheModeBitsAreEINVALBeforeBinding() throws {
-        try withTemporaryDirectory { directory in
-            let path = directory + "/typo.sock"
-            try checked { harness in
-                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(permissions: 0o100660)),
-                                                label: "server")
-                let terminal = try server.waitForTermination()
-                XCTAssertEqual(uvErrorName(terminal), "EINVAL")
-                guard case .error(let error as UVError) = terminal else { return XCTFail("\(terminal)") }
-                XCTAssertTrue(error.message.contains("0o100660"), error.message)
-                XCTAssertNil(fileType(path), "a socket file was made")
-            }
+        try serving(permissions: 0o100660) { server, path in
+            let terminal = try server.waitForTermination()
+            XCTAssertEqual(uvErrorName(terminal), "EINVAL")
+            guard case .error(let error as UVError) = terminal else { return XCTFail("\(terminal)") }
+            XCTAssertTrue(error.message.contains("0o100660"), error.message)
+            XCTAssertNil(fileType(path), "a socket file was made")
         }
     }
 
