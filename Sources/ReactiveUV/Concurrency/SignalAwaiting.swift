@@ -2,7 +2,7 @@
 extension Signal {
     /// Subscribes with plain callbacks for the async bridges; returns the subscription.
     ///
-    /// The callbacks go to the sink as they come: each bridge's capture only its own box or
+    /// The callbacks go to the sink as they come: each bridge's callbacks capture only its own box or
     /// channel, so none allocates a context (wrapping one `terminal` closure in an error and a
     /// completion closure cost two allocations per await).
     func subscribeForValues(

@@ -169,12 +169,7 @@ extension Files {
     /// `EINVAL` for an empty path or one with a NUL byte, else nil: libuv takes a C string and would
     /// read, write or create the file named by the part before the NUL.
     static func pathRefusal(of path: String, in call: String) -> UVError? {
-        do {
-            try FileSystemArguments.check(path, in: call)
-            return nil
-        } catch {
-            return error
-        }
+        refusal { () throws(UVError) in try FileSystemArguments.check(path, in: call) }
     }
 }
 

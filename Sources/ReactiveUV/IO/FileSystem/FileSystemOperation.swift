@@ -493,8 +493,9 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
 }
 
 extension Files {
-    /// The checks' refusal, if any (they run when the signal is made).
-    private static func refusal(_ checks: () throws(UVError) -> Void) -> UVError? {
+    /// The checks' refusal, if any (they run when the signal is made): the one way every `Files` call
+    /// turns its door checks into an error to send.
+    static func refusal(_ checks: () throws(UVError) -> Void) -> UVError? {
         do {
             try checks()
             return nil

@@ -42,16 +42,14 @@ extension Files {
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
-        let copying: Signal<Void> = single("copy", context: FileCallContext("copyfile", source, destination), on: loop, checks: { () throws(UVError) in
+        let checks = { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "copyfile")
             try FileSystemArguments.check(destination, "destination", in: "copyfile")
-        }, { uv_fs_copyfile($0, $1, source, destination, flags, $3) })
-        do {
-            try FileSystemArguments.check(source, "source", in: "copyfile")
-            try FileSystemArguments.check(destination, "destination", in: "copyfile")
-        } catch {
-            return copying  // it refuses the path at the door
         }
+        let copying: Signal<Void> = single("copy", context: FileCallContext("copyfile", source, destination), on: loop,
+                                           checks: checks, { uv_fs_copyfile($0, $1, source, destination, flags, $3) })
+        // A path the checks refuse: the copy signal refuses it at the door, with no pool job first.
+        if refusal(checks) != nil { return copying }
         let context = "copyfile \(source) -> \(destination)"
         // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what it
         // holds would become an empty copy without a word, so it is looked at first, on the pool.
