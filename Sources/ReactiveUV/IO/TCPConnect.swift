@@ -121,7 +121,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         } catch {
             self.stream = nil
             stream.end(.closed)
-            lastError = error
+            lastError = address.explaining(error)
             tryNextAddress()
         }
     }
@@ -131,7 +131,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         if status < 0 {
             self.stream = nil
             stream.end(.closed)
-            lastError = UVError(code: status, context: "connect to \(request.address)")
+            lastError = request.address.explaining(UVError(code: status, context: "connect to \(request.address)"))
             tryNextAddress()
             return
         }
