@@ -80,6 +80,10 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
                            context: "TCP.connect(\(host), \(port))"))
             return
         }
+        if let refusal = TCPOptions.keepAliveRefusal(options.keepAlive, context: "TCP.connect(\(host):\(port))") {
+            finish(refusal)
+            return
+        }
         if let timeout {
             timer = loop.schedule(after: timeout) { [self] in
                 guard !connected else { return }
