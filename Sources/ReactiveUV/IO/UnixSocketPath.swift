@@ -205,11 +205,31 @@ enum UnixSocketDescriptor {
         return UVError(code: -code, message: message, context: context)
     }
 
+    /// "a regular file", "a directory"...: what is at a file path when it is there and is not a socket; else nil.
+    private static func nonSocketKind(at path: UnixSocketPath) -> String? {
+        var status = stat()
+        guard !path.isAbstract, stat(path.path, &status) == 0 else { return nil }
+        switch status.st_mode & S_IFMT {
+        case S_IFSOCK: return nil
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR, S_IFBLK: return "a device"
+        default: return "not a socket"
+        }
+    }
+
     private static func connectError(_ code: Int32, path: UnixSocketPath, context: String) -> UVError {
         let message: String
         switch code {
         case ENOENT: message = "no socket at \(path)"
-        case ECONNREFUSED: message = "nobody listens on \(path) (a socket file left by a server that ended?)"
+        case ECONNREFUSED:
+            // Linux refuses a connect to any file that is not a socket the same way: say which it is.
+            if let kind = nonSocketKind(at: path) {
+                message = "\(path) is \(kind), not a socket: nothing can listen there"
+            } else {
+                message = "nobody listens on \(path) (a socket file left by a server that ended?)"
+            }
         case EAGAIN: message = "the server on \(path) has a full accept backlog"
         case EACCES: message = "permission denied: this process may not connect to \(path) (write permission on the socket file is needed)"
         default: return UVError(code: -code, context: "\(context): connect to \(path)")

@@ -259,6 +259,26 @@ final class UnixSocketTests: XCTestCase {
         }
     }
 
+    /// A client of a path that is a regular file, a directory or a FIFO gets ECONNREFUSED saying what is
+    /// there (Linux refuses them all as it refuses a stale socket; the message used to suggest a
+    /// server that ended).
+    func testConnectingToAFileThatIsNotASocketIsECONNREFUSEDNamingWhatItIs() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory + "/config.txt"
+            XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+            let fifo = directory + "/fifo"
+            XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+            try checked { harness in
+                for (path, kind) in [(file, "a regular file"), (directory, "a directory"), (fifo, "a FIFO")] {
+                    let client = try harness.record(UnixSocket.connect(path: path), label: "client of \(kind)")
+                    let error = try XCTUnwrap(client.waitForTermination().error as? UVError)
+                    XCTAssertEqual(error.name, "ECONNREFUSED")
+                    XCTAssertTrue(error.message.contains("\(path) is \(kind), not a socket"), error.message)
+                }
+            }
+        }
+    }
+
     /// A directory the process may not write to: EACCES for the server (and a socket file it may not write, for the client).
     ///
     /// The tests may run as root, which bypasses file permissions: the subscriptions are made
