@@ -141,6 +141,50 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// A million 40-byte writes behind a file a client does not read yet (a broadcast to a stalled
+    /// peer while it downloads): the held writes count their cost, payload plus the per-write
+    /// overhead, as queued writes do, so the live heap grows by less than the 8 MiB limit and the
+    /// writes past it fail with ENOBUFS; `writable` goes false past the high-water mark and true
+    /// again once the client has read the file and what was held behind it. Counting payload alone
+    /// let 8 MiB / 40 writes be held, 24 MiB of heap, and `writable` never went false.
+    func testSmallWritesHeldBehindAFileCountTheirCostAndWritableTellsTheSender() throws {
+        let path = directory + "/download.bin"
+        let contents = bytePattern(16 << 20, seed: 21)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let limits = StreamBufferLimits(highWaterMark: 1 << 20, lowWaterMark: 256 << 10, maxQueuedBytes: 8 << 20)
+            let (server, port) = try startServer(harness, options: TCPOptions(limits: limits))
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let writable = try harness.record(connection.writable, label: "writable")
+            XCTAssertEqual(try writable.waitForValues(1), [true])
+            let file = try open(harness, path)
+            let refused = Locked(0)
+            let sends = 1_000_000
+            let (sent, growth) = try harness.onLoop(timeout: .seconds(120)) { () -> (Signal<Int>, Double) in
+                let sent = connection.sendFile(file)
+                let before = liveHeapMegabytes()
+                for index in 0..<sends {
+                    connection.send([UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 40)) { error in
+                        if (error as? UVError)?.name == "ENOBUFS" { refused.withLock { $0 += 1 } }
+                    }
+                }
+                return (sent, liveHeapMegabytes() - before)
+            }
+            XCTAssertLessThan(growth, 8, "the heap grew by \(growth) MiB for writes held behind a file, limited to 8 MiB")
+            let accepted = sends - refused.current
+            XCTAssertGreaterThan(refused.current, sends / 2, "writes past the limit were not refused")
+            XCTAssertEqual(try writable.waitForValues(2), [true, false], "the held writes passed the high-water mark")
+
+            let received = try client.receive(exactly: contents.count + accepted * 40)
+            XCTAssertTrue(received.prefix(contents.count) == contents[...], "the file came first, intact")
+            XCTAssertEqual(try sent.first(timeout: .seconds(30)), contents.count)
+            XCTAssertEqual(try writable.waitForValues(3), [true, false, true], "writable again once all was taken")
+            connection.close()
+        }
+    }
+
     /// A connection passed over an IPC channel after a file (`send(_:with:)`) waits behind the file too:
     /// the receiver gets every byte of the file, then the message that carries the connection.
     func testAConnectionPassedAfterAFileFollowsIt() throws {
