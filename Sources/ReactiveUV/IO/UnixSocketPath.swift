@@ -227,6 +227,8 @@ enum UnixSocketDescriptor {
             // Linux refuses a connect to any file that is not a socket the same way: say which it is.
             if let kind = nonSocketKind(at: path) {
                 message = "\(path) is \(kind), not a socket: nothing can listen there"
+            } else if path.isAbstract {
+                message = "nobody listens on the abstract name \(path) (it has no file: its server is not running)"
             } else {
                 message = "nobody listens on \(path) (a socket file left by a server that ended?)"
             }

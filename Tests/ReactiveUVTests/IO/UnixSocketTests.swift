@@ -261,7 +261,8 @@ final class UnixSocketTests: XCTestCase {
 
     /// A client of a path that is a regular file, a directory or a FIFO gets ECONNREFUSED saying what is
     /// there (Linux refuses them all as it refuses a stale socket; the message used to suggest a
-    /// server that ended).
+    /// server that ended); of an abstract name nobody binds, saying there is no file (it spoke of a
+    /// socket file left behind).
     func testConnectingToAFileThatIsNotASocketIsECONNREFUSEDNamingWhatItIs() throws {
         try withTemporaryDirectory { directory in
             let file = directory + "/config.txt"
@@ -275,6 +276,10 @@ final class UnixSocketTests: XCTestCase {
                     XCTAssertEqual(error.name, "ECONNREFUSED")
                     XCTAssertTrue(error.message.contains("\(path) is \(kind), not a socket"), error.message)
                 }
+                let abstract = try harness.record(UnixSocket.connect(path: "\0reactiveuv-nobody-\(getpid())"), label: "abstract")
+                let error = try XCTUnwrap(abstract.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "ECONNREFUSED")
+                XCTAssertTrue(error.message.contains("nobody listens on the abstract name @reactiveuv-nobody-"), error.message)
             }
         }
     }
