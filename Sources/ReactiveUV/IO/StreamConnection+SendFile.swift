@@ -25,8 +25,9 @@ extension StreamConnection {
     /// overhead, against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS` past it) and the
     /// high-water mark (`writable` goes false past it).
     ///
-    /// Errors: `EINVAL` for a negative offset or count, or a file on another loop than
-    /// the connection's; `EBADF` for a closed file (the `OpenFile` close waits for a
+    /// Errors: `EINVAL` for a negative offset or count, a file on another loop than
+    /// the connection's, or a file `sendfile` cannot send (a /proc or /sys file, whose
+    /// size says 0: read it and send the bytes); `EBADF` for a closed file (the `OpenFile` close waits for a
     /// transfer's running call); `EPIPE` after `close()`/`shutdown()`; the socket's error
     /// (`ECONNRESET`, `EPIPE`) when the peer goes away mid-file, which also ends the
     /// connection; `ECANCELED` when the connection is closed here (`reset()`, its owner's

@@ -185,6 +185,35 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// A /proc file (size 0, full of bytes) sent whole is `EINVAL` saying so, where it used to be sent
+    /// as nothing and succeed with 0; sent with a count, `sendfile` refuses it and the `EINVAL` says
+    /// why (it was a bare "invalid argument"). The connection goes on: a write after it arrives. An
+    /// empty regular file is still sent as the nothing it holds.
+    func testAProcFileIsEINVALSayingSoAndAnEmptyFileIsSentAsNothing() throws {
+        let empty = directory + "/empty"
+        XCTAssertTrue(FileManager.default.createFile(atPath: empty, contents: Data()))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let proc = try open(harness, "/proc/self/status")
+            let whole = try harness.record(connection.sendFile(proc))
+            let wholeError = try XCTUnwrap(try whole.waitForTermination().error as? UVError, "\(whole.events)")
+            XCTAssertEqual(wholeError.name, "EINVAL")
+            XCTAssertTrue(wholeError.message.contains("says its size is 0 but holds bytes"), wholeError.description)
+            let counted = try harness.record(connection.sendFile(proc, count: 100))
+            let countedError = try XCTUnwrap(try counted.waitForTermination().error as? UVError, "\(counted.events)")
+            XCTAssertEqual(countedError.name, "EINVAL")
+            XCTAssertTrue(countedError.message.contains("sendfile(2) cannot read this file"), countedError.description)
+            XCTAssertEqual(try harness.record(connection.sendFile(try open(harness, empty))).waitForValues(1), [0])
+
+            XCTAssertTrue(try harness.record(connection.write([1, 2, 3])).waitForTermination().isCompleted)
+            XCTAssertEqual(try client.receive(exactly: 3), [1, 2, 3], "nothing of the refused files, then the write")
+            connection.close()
+        }
+    }
+
     /// A connection passed over an IPC channel after a file (`send(_:with:)`) waits behind the file too:
     /// the receiver gets every byte of the file, then the message that carries the connection.
     func testAConnectionPassedAfterAFileFollowsIt() throws {
