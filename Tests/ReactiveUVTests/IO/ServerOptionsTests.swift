@@ -62,6 +62,11 @@ final class ServerOptionsTests: XCTestCase {
                 XCTAssertEqual(recorder.values.count, 0, "attempt \(index) sent something: \(recorder.events)")
             }
 
+            // An IPv6 literal is named in brackets: "::1:9" would be another address.
+            let ipv6 = try harness.record(TCP.connect(host: "::1", port: 9, options: day), label: "connect to ::1")
+            let ipv6Error = try XCTUnwrap(ipv6.waitForTermination().error as? UVError)
+            XCTAssertEqual(ipv6Error.context, "TCP.connect([::1]:9)")
+
             let (server, port) = try startServer(harness, options: TCPOptions(keepAlive: .seconds(32_767)))
             let client = try BlockingClient(port: port)
             defer { client.close() }
