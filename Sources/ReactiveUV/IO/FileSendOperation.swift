@@ -155,6 +155,9 @@ final class FileSendOperation: @unchecked Sendable {
     private func advance(_ step: Step) {
         sent += step.sent
         offset += step.sent
+        // Bytes went to the peer past libuv's writes: a Unix socket's idle timeout counts them only
+        // from this stamp (TCP's reads the kernel's record), or it closes a download in progress.
+        if step.sent > 0 { stream.noteActivityIfTracked() }
         let left = step.wanted - step.sent
         remaining = left
         if left == 0 || (step.sent == 0 && !step.blocked) {
