@@ -220,6 +220,8 @@ extension StreamHandle {
         if isOpen { extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
         let context = "passing a descriptor over \(peerDescription)"
         if status == 0 {
+            // The message went to the peer (a Unix-socket server's idle timeout counts it, as any write).
+            noteActivityIfTracked()
             completion(nil)
         } else if status == UV_ECANCELED.rawValue {
             completion(UVError(code: status, message: "the IPC connection closed before the descriptor was sent", context: context))

@@ -89,6 +89,43 @@ final class UnixIdleTimeoutTests: XCTestCase {
         }
     }
 
+    /// An IPC connection a server accepted (a router handing clients to a worker that only receives)
+    /// is kept while the server passes connections over it, one every 50 ms for six idle timeouts of
+    /// 200 ms: a message sent with a descriptor counts as activity, as any write does (it did not:
+    /// the worker was dropped one timeout after it connected). Once the passing stops, it is closed.
+    func testAnIPCConnectionPassingConnectionsIsKeptUntilItFallsSilent() throws {
+        let timeout = Duration.milliseconds(200)
+        try withTemporaryDirectory { directory in
+            let path = directory + "/router.sock"
+            try checked { harness in
+                let ipc = UnixSocketOptions(ipc: true, idleTimeout: timeout)
+                let router = try harness.record(UnixSocket.serve(path: path, options: ipc), label: "router")
+                _ = try router.waitForValues(1)
+                let worker = try harness.record(UnixSocket.connect(path: path, options: UnixSocketOptions(ipc: true)), label: "worker")
+                let channel = try worker.waitForValues(1)[0]
+                let incoming = try harness.record(channel.incoming, label: "incoming")
+                let workerLink = try waitForAcceptedUnix(router, 1)[0]
+                let (clients, port) = try startServer(harness)
+                var connected: [BlockingClient] = []
+                defer { for client in connected { client.close() } }
+                let began = ContinuousClock.now
+                while ContinuousClock.now - began < timeout * 6 {
+                    connected.append(try BlockingClient(port: port))
+                    let client = try waitForAccepted(clients, connected.count)[connected.count - 1]
+                    XCTAssertTrue(try harness.record(workerLink.send(client, with: [1])).waitForTermination().isCompleted)
+                    try incoming.wait(for: "connection \(connected.count)") { events in
+                        events.filter { if case .next(.tcp) = $0 { true } else { false } }.count >= connected.count
+                    }
+                    XCTAssertTrue(workerLink.isOpen, "the worker's link was closed while connections were passed over it")
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                XCTAssertTrue(workerLink.isOpen)
+                try harness.wait(for: "the silent link to be closed") { !workerLink.isOpen }
+                XCTAssertTrue(try incoming.waitForTermination().isCompleted, "the worker read the end")
+            }
+        }
+    }
+
     /// A zero or negative idle timeout is refused at the door: the server fails with `EINVAL`
     /// naming the option, and binds nothing.
     func testANonPositiveIdleTimeoutFailsTheServerWithEINVAL() throws {
