@@ -121,7 +121,7 @@ extension StreamHandle {
         }
     }
 
-    /// "Unix datagram socket", "IPv4 stream socket (listening)", "netlink socket"...: its domain and type.
+    /// "Unix datagram socket", "listening IPv4 stream socket", "netlink socket"...: its domain, type and whether it listens.
     private static func socketKind(_ descriptor: Int32) -> String {
         func option(_ name: Int32) -> Int32? {
             var value: Int32 = 0
