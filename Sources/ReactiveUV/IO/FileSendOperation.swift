@@ -113,6 +113,10 @@ final class FileSendOperation: @unchecked Sendable {
                 case EINTR: continue
                 case EAGAIN: return Step(sent: 0, wanted: wanted, blocked: true)
                 // The socket is fine (its errors are others): the file is one sendfile cannot read.
+                case EBADF where fcntl(descriptor, F_GETFL) & O_ACCMODE == O_WRONLY:
+                    throw UVError(code: UV_EBADF.rawValue,
+                                  message: "the file was opened for writing only (mode .write), and sendFile reads it: open it with .read or .readWrite",
+                                  context: context)
                 case EINVAL where position == off_t(offset):
                     throw FileSendOperation.notSendable("sendfile(2) cannot read this file (a /proc or /sys file, or a file system without it)", context)
                 default: throw systemCallError(context)

@@ -81,4 +81,26 @@ final class ServerOptionsTests: XCTestCase {
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
+
+    /// An empty host (an unset setting) to a server, on one loop or a group, or to a connect is
+    /// `EINVAL` "the host is empty", before any lookup; it was getaddrinfo's bare "invalid argument
+    /// (uv_getaddrinfo())", naming nothing.
+    func testAnEmptyHostIsEINVALSayingSo() throws {
+        let report = LoopHarness.run { harness in
+            let group = EventLoopGroup(loopCount: 2, name: "empty-host")
+            defer { XCTAssertEqual(try? group.tryShutdown().map(\.loopCloseResult), [0, 0]) }
+            let attempts: [Signal<Void>] = [
+                TCPServer.serve(host: "", port: 0).map { _ in },
+                TCPServer.serve(host: "", port: 0, on: group).map { _ in },
+                TCP.connect(host: "", port: 80).map { _ in },
+            ]
+            for (index, attempt) in attempts.enumerated() {
+                let recorder = try harness.record(attempt, label: "attempt \(index)")
+                let error = try XCTUnwrap(recorder.waitForTermination().error as? UVError, "attempt \(index): \(recorder.events)")
+                XCTAssertEqual(error.name, "EINVAL", "attempt \(index)")
+                XCTAssertTrue(error.message.contains("the host is empty"), "attempt \(index): \(error)")
+            }
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
 }

@@ -187,8 +187,9 @@ final class SendFileTests: XCTestCase {
 
     /// A /proc file (size 0, full of bytes) sent whole is `EINVAL` saying so, where it used to be sent
     /// as nothing and succeed with 0; sent with a count, `sendfile` refuses it and the `EINVAL` says
-    /// why (it was a bare "invalid argument"). The connection goes on: a write after it arrives. An
-    /// empty regular file is still sent as the nothing it holds.
+    /// why (it was a bare "invalid argument"), as a file opened for writing only is `EBADF` saying so.
+    /// The connection goes on: a write after it arrives. An empty regular file is still sent as the
+    /// nothing it holds.
     func testAProcFileIsEINVALSayingSoAndAnEmptyFileIsSentAsNothing() throws {
         let empty = directory + "/empty"
         XCTAssertTrue(FileManager.default.createFile(atPath: empty, contents: Data()))
@@ -207,6 +208,11 @@ final class SendFileTests: XCTestCase {
             XCTAssertEqual(countedError.name, "EINVAL")
             XCTAssertTrue(countedError.message.contains("sendfile(2) cannot read this file"), countedError.description)
             XCTAssertEqual(try harness.record(connection.sendFile(try open(harness, empty))).waitForValues(1), [0])
+            let writeOnly = try XCTUnwrap(try harness.record(Files.open(empty, mode: .write)).waitForValues(1).first)
+            let unreadable = try harness.record(connection.sendFile(writeOnly, count: 1))
+            let unreadableError = try XCTUnwrap(try unreadable.waitForTermination().error as? UVError, "\(unreadable.events)")
+            XCTAssertEqual(unreadableError.name, "EBADF")
+            XCTAssertTrue(unreadableError.message.contains("opened for writing only"), unreadableError.description)
 
             XCTAssertTrue(try harness.record(connection.write([1, 2, 3])).waitForTermination().isCompleted)
             XCTAssertEqual(try client.receive(exactly: 3), [1, 2, 3], "nothing of the refused files, then the write")
