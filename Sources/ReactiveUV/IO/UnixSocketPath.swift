@@ -25,8 +25,12 @@ struct UnixSocketPath: CustomStringConvertible {
     var isAbstract: Bool { bytes.first == 0 }
 
     /// The path for messages; an abstract name is shown as `ss` shows it, `@name`.
-    var description: String {
-        isAbstract ? "@" + String(decoding: bytes.dropFirst(), as: UTF8.self) : path
+    var description: String { Self.display(path) }
+
+    /// `path` for a message: an abstract name as `ss` shows it, each NUL an `@` ("\0app" is "@app"),
+    /// so that no error or log line carries a NUL byte (a log reader takes the line for binary data).
+    static func display(_ path: String) -> String {
+        path.utf8.first == 0 ? String(path.map { $0 == "\0" ? "@" : $0 }) : path
     }
 
     /// Checks `path`: not empty, no NUL inside a file path, and within `sun_path`.
@@ -195,6 +199,9 @@ enum UnixSocketDescriptor {
             message = "the abstract name \(path) is taken: another socket is bound to it"
         case EADDRINUSE:
             message = "\(path) already exists (a socket file left by a process that ended, another server's socket, or another file); pass removeStaleSocketFile: true to remove a socket file nobody listens on"
+        case ENOENT where FileIdentity(path: path.directory) != nil:
+            // The directory is there, but its file system makes no socket files (/proc).
+            message = "could not create \(path): the file system of \(path.directory) does not make socket files there"
         case ENOENT:
             message = "the directory \(path.directory) does not exist"
         case EACCES:
