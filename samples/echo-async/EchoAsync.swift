@@ -1,10 +1,15 @@
 // echo-async: the echo server written with async/await: `for try await` over the
-// server's connections and each connection's bytes, one task per client, all of
-// them running on one event loop (the loop is their task executor).
+// server's events and each connection's bytes, one task per client. The clients are
+// served on a group's loops (each task runs on its connection's loop, its executor);
+// the server's events are read on a loop of their own. The first Ctrl-C drains (no new
+// clients; the connected ones are served until they leave, at most --drain-timeout), the
+// second forces; then it exits 0.
 //
-//   echo-async --port 7000 [--host 127.0.0.1]
+//   echo-async --port 7000 [--host 127.0.0.1] [--max-connections N] [--loops N] [--drain-timeout 10]
+//   echo-async --unix /tmp/echo.sock [--max-connections N] [--loops N] [--drain-timeout 10]
 import ReactiveUV
 import SampleSupport
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,14 +17,28 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo-async --port N [--host ADDRESS]
-      --port N          the TCP port to listen on; 0 picks a free one (printed)
-      --host ADDRESS    the address to listen on (default 127.0.0.1)
+    usage: echo-async --port N [--host ADDRESS] [--max-connections N] [--loops N] [--drain-timeout SECONDS]
+           echo-async --unix PATH [--max-connections N] [--loops N] [--drain-timeout SECONDS]
+      --port N              the TCP port to listen on; 0 picks a free one (printed)
+      --host ADDRESS        the address to listen on (default 127.0.0.1)
+      --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left by an
+                            earlier run that nobody listens on is replaced; removed when the
+                            drain begins or on exit)
+      --loops N             serve the clients on N loops, each on its own thread (default: one
+                            per core)
+      --drain-timeout S     on the first Ctrl-C (or SIGTERM) stop accepting and wait up to S seconds
+                            (default 10) for the connected clients to leave, then reset the rest;
+                            a second Ctrl-C resets them at once
+      --max-connections N   turn away clients beyond N connected at once (default: no limit)
     """
 
 struct Options {
     var host = "127.0.0.1"
-    var port = -1
+    var port: Int?
+    var unixPath: String?
+    var maxConnections: Int?
+    var loops: Int?
+    var drainTimeout = Duration.seconds(10)
 
     static func parse(_ arguments: [String]) throws -> Options {
         var options = Options()
@@ -30,31 +49,102 @@ struct Options {
                 options.port = try reader.port(for: argument)
             case "--host":
                 options.host = try reader.value(for: argument)
+            case "--unix":
+                options.unixPath = try reader.value(for: argument)
+            case "--max-connections":
+                let text = try reader.value(for: argument)
+                guard let limit = Int(text), limit >= 1 else {
+                    throw UsageError("--max-connections needs a whole number of at least 1, got '\(text)'")
+                }
+                options.maxConnections = limit
+            case "--loops":
+                let text = try reader.value(for: argument)
+                guard let count = Int(text), (1...1024).contains(count) else {
+                    throw UsageError("--loops needs a whole number from 1 to 1024, got '\(text)'")
+                }
+                options.loops = count
+            case "--drain-timeout":
+                let text = try reader.value(for: argument)
+                guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
+                    throw UsageError("--drain-timeout needs a number of seconds above 0 and at most 86400, got '\(text)'")
+                }
+                options.drainTimeout = .milliseconds(Int64((seconds * 1000).rounded(.up)))
             default:
                 throw UsageError("unknown argument '\(argument)'")
             }
         }
-        guard options.port >= 0 else { throw UsageError("--port is required") }
+        guard (options.port == nil) != (options.unixPath == nil) else {
+            throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
+        }
         return options
+    }
+
+    /// Where it serves, for messages.
+    var place: String { unixPath ?? "\(host):\(port ?? 0)" }
+}
+
+/// How many clients are connected: counted by the tasks of every loop.
+final class OpenCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    /// One more; returns the new count.
+    func opened() -> Int { count.wrappingAdd(1, ordering: .relaxed).newValue }
+    /// One fewer; returns the new count.
+    func closed() -> Int { count.wrappingSubtract(1, ordering: .relaxed).newValue }
+    var current: Int { count.load(ordering: .relaxed) }
+}
+
+/// What either server sends, as this sample prints it.
+enum ServerEvent: Sendable {
+    case listening(String)
+    case accepted(StreamConnection, peer: String)
+    case refused(peer: String, open: Int)
+    case draining(open: Int)
+}
+
+/// The TCP or Unix-socket server on `group`, following `drain`.
+func server(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>) -> Signal<ServerEvent> {
+    if let path = options.unixPath {
+        let socketOptions = UnixSocketOptions(maxConnections: options.maxConnections, removeStaleSocketFile: true)
+        return UnixSocket.serve(path: path, options: socketOptions, on: group, drain: drain).map { event in
+            switch event {
+            case .listening(let path): .listening("unix \(path)")
+            case .accepted(let connection): .accepted(connection, peer: "on \(path)")
+            case .refused(let open): .refused(peer: "on \(path)", open: open)
+            case .draining(let open): .draining(open: open)
+            }
+        }
+    }
+    let tcpOptions = TCPOptions(maxConnections: options.maxConnections)
+    return TCPServer.serve(host: options.host, port: options.port ?? 0, options: tcpOptions, on: group, drain: drain).map { event in
+        switch event {
+        case .listening(let address): .listening("\(address)")
+        case .accepted(let connection): .accepted(connection, peer: describe(connection.peerAddress))
+        case .refused(let peer, let open): .refused(peer: describe(peer), open: open)
+        case .draining(let open): .draining(open: open)
+        }
     }
 }
 
-/// Serves until cancelled: one child task per connection, each echoing its bytes.
-func serve(_ options: Options, on loop: EventLoop) async throws {
-    // Client tasks all run on `loop`, so the count can live there, checked on each access.
-    let open = LoopBound(0, loop: loop)
+/// Serves until the server completes (a drain finished) or fails: one child task per connection,
+/// on the connection's own loop, each echoing its bytes.
+func serve(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>,
+           open: OpenCount) async throws {
     try await withThrowingDiscardingTaskGroup { clients in
-        for try await event in TCPServer.serve(host: options.host, port: options.port, on: loop).values(bufferingPolicy: .unbounded) {
+        for try await event in server(options, on: group, drain: drain).values(bufferingPolicy: .unbounded) {
             switch event {
-            case .listening(let address):
-                printLine("echo-async: listening on \(address)")
-            case .refused, .draining:
-                break  // no connection limit is set here
-            case .accepted(let connection):
-                open.value += 1
-                let peer = describe(connection.peerAddress)
-                printLine("client \(peer) connected (\(open.value) open)")
-                clients.addTask(executorPreference: loop) {
+            case .listening(let place):
+                printLine("echo-async: listening on \(place)")
+                printLine("echo-async: serving on \(group.loops.count) loop(s)")
+            case .refused(let peer, let open):
+                printLine("client \(peer) refused: \(open) connections open, the limit")
+            case .draining(let open):
+                printLine("echo-async: no longer accepting; waiting for \(open) connection(s) to close")
+            case .accepted(let connection, let peer):
+                let count = open.opened()
+                printLine("client \(peer) connected (\(count) open)")
+                // On the connection's loop: its bytes are read there and the echo written there.
+                clients.addTask(executorPreference: connection.loop) {
                     var echoed = 0
                     var failure: (any Error)?
                     do {
@@ -66,16 +156,14 @@ func serve(_ options: Options, on loop: EventLoop) async throws {
                     } catch {
                         failure = error
                     }
-                    // The client half-closed (or went away): close() sends what is still queued
-                    // for it, then FIN. Wait for that, unless the server is being interrupted
-                    // (the loop's shutdown then closes whatever is left).
-                    let closing = connection.close()
-                    if !Task.isCancelled, let error = await closing.waitUntilCompleted(), !(error is CancellationError) {
+                    // The client half-closed, went away, or the drain's deadline reset it: close()
+                    // sends what is still queued, then FIN (at once when the connection has ended).
+                    if let error = await connection.close().waitUntilCompleted(), !(error is CancellationError) {
                         failure = failure ?? error
                     }
-                    open.value -= 1
+                    let count = open.closed()
                     let how = failure.map { "dropped (\($0))" } ?? "left"
-                    printLine("client \(peer) \(how) after \(echoed) bytes (\(open.value) open)")
+                    printLine("client \(peer) \(how) after \(echoed) bytes (\(count) open)")
                 }
             }
         }
@@ -87,22 +175,35 @@ struct EchoAsync {
     static func main() async {
         let options = parseCommandLine(program: "echo-async", usage: usage, Options.parse)
         let loop = EventLoop(name: "echo-async")
+        let group = EventLoopGroup(loopCount: options.loops ?? max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))), name: "echo-async")
+        // The first interruption asks the server to drain, the second to force.
+        let drainRequests = Subject<TCPServer.DrainRequest>()
+        let open = OpenCount()
         var status: Int32 = 0
-        await withTaskGroup(of: Int32?.self) { group in
-            group.addTask(executorPreference: loop) {
+        await withTaskGroup(of: Int32?.self) { tasks in
+            tasks.addTask(executorPreference: loop) {
                 do {
-                    try await serve(options, on: loop)
-                    return nil
+                    try await serve(options, on: group, drain: drainRequests, open: open)
+                    printLine("echo-async: drained")
+                    return 0
                 } catch {
-                    printError("echo-async: cannot serve on \(options.host):\(options.port): \(error)")
+                    printError("echo-async: cannot serve on \(options.place): \(error)")
                     return 1
                 }
             }
-            group.addTask(executorPreference: loop) {
+            tasks.addTask(executorPreference: loop) {
                 do {
+                    var count = 0
                     for try await number in interruptions(on: loop).values {
-                        printLine("interrupted by \(signalName(number)): closing every connection")
-                        return 0
+                        count += 1
+                        let connections = open.current
+                        if count == 1 {
+                            printLine("interrupted by \(signalName(number)): draining \(connections) connection(s) for up to \(options.drainTimeout) (again to force)")
+                            drainRequests.sendNext(.graceful(timeout: options.drainTimeout))
+                        } else {
+                            printLine("interrupted by \(signalName(number)) again: resetting \(connections) connection(s)")
+                            drainRequests.sendNext(.force)
+                        }
                     }
                 } catch {
                     printError("echo-async: cannot watch for Ctrl-C: \(error)")
@@ -110,12 +211,17 @@ struct EchoAsync {
                 }
                 return nil
             }
-            // The first task to finish decides: an error from the server, or Ctrl-C.
-            // Cancelling the server ends its loop, which disposes the listener and its connections.
-            if let first = await group.next() { status = first ?? 0 }
-            group.cancelAll()
+            // The server's end decides: drained (0) or failed (1); a failure to watch Ctrl-C ends it too.
+            while let next = await tasks.next() {
+                guard let result = next else { continue }
+                status = result
+                break
+            }
+            tasks.cancelAll()
         }
         _ = try? await loop.shutdownGracefully()
+        // Every connection has closed by now (the drain waited for them, or the server's failure closed them).
+        group.shutdown()
         exit(status)
     }
 }

@@ -65,6 +65,13 @@ enum HostResolution {
                                         context: "resolving \(host)")))
             return nil
         }
+        // getaddrinfo answers an empty host with a bare EINVAL naming nothing (an unset setting, typically).
+        guard !host.isEmpty else {
+            completion(.failure(UVError(code: UVError.invalidArgumentCode,
+                                        message: "the host is empty: give an address (\"127.0.0.1\", \"::\") or a host name",
+                                        context: "resolving the host for port \(port)")))
+            return nil
+        }
         if let address = try? SocketAddress(host: host, port: port) {
             completion(.success([address]))
             return nil

@@ -96,6 +96,12 @@ final class FileSendOperation: @unchecked Sendable {
                 var status = Glibc.stat()
                 guard fstat(descriptor, &status) == 0 else { throw systemCallError(context) }
                 wanted = max(0, Int(status.st_size) - offset)
+                // A /proc or /sys file says 0 and holds bytes: "the whole file" would be sent as nothing,
+                // and a success. One byte read (only for such a size) tells it from an empty file.
+                var byte: UInt8 = 0
+                if status.st_size == 0, pread(descriptor, &byte, 1, off_t(offset)) == 1 {
+                    throw FileSendOperation.notSendable("the file says its size is 0 but holds bytes (a /proc or /sys file)", context)
+                }
             }
             let offer = min(wanted, FileTransfer.largestWriteRequest)
             guard offer > 0 else { return Step(sent: 0, wanted: wanted, blocked: false) }
@@ -106,6 +112,13 @@ final class FileSendOperation: @unchecked Sendable {
                 switch errno {
                 case EINTR: continue
                 case EAGAIN: return Step(sent: 0, wanted: wanted, blocked: true)
+                // The socket is fine (its errors are others): the file is one sendfile cannot read.
+                case EBADF where fcntl(descriptor, F_GETFL) & O_ACCMODE == O_WRONLY:
+                    throw UVError(code: UV_EBADF.rawValue,
+                                  message: "the file was opened for writing only (mode .write), and sendFile reads it: open it with .read or .readWrite",
+                                  context: context)
+                case EINVAL where position == off_t(offset):
+                    throw FileSendOperation.notSendable("sendfile(2) cannot read this file (a /proc or /sys file, or a file system without it)", context)
                 default: throw systemCallError(context)
                 }
             }
@@ -133,12 +146,22 @@ final class FileSendOperation: @unchecked Sendable {
         }
     }
 
+    /// `EINVAL` for a file `sendfile` cannot send as asked, saying what to do instead.
+    private static func notSendable(_ why: String, _ context: String) -> UVError {
+        UVError(code: UVError.invalidArgumentCode,
+                message: "\(why): read it (Files.read, OpenFile.read) and send the bytes",
+                context: context)
+    }
+
     private static let socketErrors: Set<Int32> = [UV_EPIPE.rawValue, UV_ECONNRESET.rawValue, UV_ENOTCONN.rawValue,
                                                    UV_ETIMEDOUT.rawValue, UV_ECONNABORTED.rawValue]
 
     private func advance(_ step: Step) {
         sent += step.sent
         offset += step.sent
+        // Bytes went to the peer past libuv's writes: a Unix socket's idle timeout counts them only
+        // from this stamp (TCP's reads the kernel's record), or it closes a download in progress.
+        if step.sent > 0 { stream.noteActivityIfTracked() }
         let left = step.wanted - step.sent
         remaining = left
         if left == 0 || (step.sent == 0 && !step.blocked) {

@@ -84,7 +84,7 @@ enum ReusePortSocket {
     private static func bind(_ descriptor: Int32, to address: SocketAddress) throws(UVError) {
         let length = socklen_t(address.family == .ipv4 ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
         let result = address.withSockaddr { Glibc.bind(descriptor, $0, length) }
-        guard result == 0 else { throw UVError(code: -errno, context: "bind to \(address)") }
+        guard result == 0 else { throw address.explaining(UVError(code: -errno, context: "bind to \(address)")) }
     }
 
     private static func localAddress(of descriptor: Int32) -> SocketAddress? {

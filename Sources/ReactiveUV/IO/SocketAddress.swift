@@ -20,7 +20,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         case ipv6
     }
 
-    /// The numeric host ("127.0.0.1", "::1").
+    /// The numeric host ("127.0.0.1", "::1"); a link-local IPv6 address keeps its interface ("fe80::1%eth0").
     public let host: String
     /// The port, 0...65535 (0 asks the system for a free port when binding).
     public let port: Int
@@ -30,10 +30,11 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     /// Parses a numeric IPv4 or IPv6 host and a port.
     ///
     /// - Parameters:
-    ///   - host: A numeric address such as "127.0.0.1" or "::1" (no host names).
+    ///   - host: A numeric address such as "127.0.0.1", "::1" or "fe80::1%eth0" (no host names).
     ///   - port: 0...65535.
     /// - Returns: The address.
-    /// - Throws: `UVError` (`EINVAL`) when the host is not a numeric address or the port is out of range.
+    /// - Throws: `UVError` (`EINVAL`) when the host is not a numeric address, its zone (after `%`)
+    ///   names no network interface, or the port is out of range.
     ///
     /// Thread rule: safe from any thread.
     public init(host: String, port: Int) throws(UVError) {
@@ -45,6 +46,16 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             throw UVError(code: UVError.invalidArgumentCode,
                           message: "'\(host)' is not a numeric IPv4 or IPv6 address",
                           context: "SocketAddress(\(host), \(port))")
+        }
+        // libuv reads the zone of "fe80::1%eth0" with if_nametoindex and ignores one that names no
+        // interface: the bind or connect would then fail with a bare EINVAL.
+        if family == .ipv6, let percent = host.firstIndex(of: "%") {
+            let zone = String(host[host.index(after: percent)...])
+            guard if_nametoindex(zone) != 0 else {
+                throw UVError(code: UVError.invalidArgumentCode,
+                              message: "'\(host)' names no network interface after its '%' (a link-local address needs one that exists, such as eth0)",
+                              context: "SocketAddress(\(host), \(port))")
+            }
         }
         self.host = host
         self.port = port
@@ -65,6 +76,17 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             guard uv_ip6_name(ipv6, &name, name.count) == 0 else { return nil }
             port = Int(UInt16(bigEndian: ipv6.pointee.sin6_port))
             family = .ipv6
+            // A link-local address means nothing without its interface, and uv_ip6_name leaves it out:
+            // the zone is appended as uv_ip6_addr reads it back ("fe80::1%eth0"), so the address a
+            // server reports (`.listening`, a group's shared port) can be bound and connected to again.
+            let scope = ipv6.pointee.sin6_scope_id
+            if scope != 0 {
+                var interface = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+                let length = name.firstIndex(of: 0) ?? name.count
+                if if_indextoname(scope, &interface) != nil {
+                    name.replaceSubrange(length..., with: [CChar(UInt8(ascii: "%"))] + interface)
+                }
+            }
         default:
             return nil
         }
@@ -101,6 +123,22 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             }
             return body(raw.assumingMemoryBound(to: sockaddr.self))
         }
+    }
+
+    /// `error` with its reason spelled out when it is the bare `EINVAL` Linux gives a link-local IPv6
+    /// address without its interface ("fe80::1" where "fe80::1%eth0" was meant); else `error` itself.
+    func explaining(_ error: UVError) -> UVError {
+        guard error.code == UVError.invalidArgumentCode, family == .ipv6, !host.contains("%") else { return error }
+        let linkLocal = withSockaddr { address in
+            UnsafeRawPointer(address).assumingMemoryBound(to: sockaddr_in6.self).withMemoryRebound(to: UInt8.self, capacity: 24) {
+                // fe80::/10: the address's first byte (after family, port and flow info, at offset 8).
+                $0[8] == 0xfe && $0[9] & 0xc0 == 0x80
+            }
+        }
+        guard linkLocal else { return error }
+        return UVError(code: error.code,
+                       message: "\(host) is a link-local IPv6 address, which needs its interface: write it as \(host)%eth0 (the interface's name)",
+                       context: error.context)
     }
 
     /// Reads a TCP handle's local or peer address through `uv_tcp_getsockname`/`uv_tcp_getpeername`.

@@ -20,11 +20,14 @@ extension StreamConnection {
     /// the socket's descriptor (non-blocking) and sends what the socket buffer takes.
     /// When the buffer is full, the connection waits for the socket to become writable
     /// (a `uv_poll_t` on the duplicate, on the loop, never a pool thread) and goes on:
-    /// a slow reader slows the transfer, nothing busy-waits. Bytes sent behind the file
-    /// while it goes count against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS` past it).
+    /// a slow reader slows the transfer, nothing busy-waits. Writes made behind the file
+    /// while it goes count as queued writes do, each its payload plus the per-write
+    /// overhead, against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS` past it) and the
+    /// high-water mark (`writable` goes false past it).
     ///
-    /// Errors: `EINVAL` for a negative offset or count, or a file on another loop than
-    /// the connection's; `EBADF` for a closed file (the `OpenFile` close waits for a
+    /// Errors: `EINVAL` for a negative offset or count, a file on another loop than
+    /// the connection's, or a file `sendfile` cannot send (a /proc or /sys file, whose
+    /// size says 0: read it and send the bytes); `EBADF` for a closed file (the `OpenFile` close waits for a
     /// transfer's running call); `EPIPE` after `close()`/`shutdown()`; the socket's error
     /// (`ECONNRESET`, `EPIPE`) when the peer goes away mid-file, which also ends the
     /// connection; `ECANCELED` when the connection is closed here (`reset()`, its owner's
@@ -88,8 +91,11 @@ final class FileSends {
     private unowned(unsafe) let stream: StreamHandle
     private var active: FileSendOperation?
     private var held: [Held] = []
-    /// Bytes of the held writes: they count against the stream's `maxQueuedBytes`.
-    private(set) var heldByteCount = 0
+    /// What the held writes cost, each its payload plus `StreamHandle.perWriteOverhead` as a queued
+    /// write is counted: with the queue's cost, against the stream's `maxQueuedBytes` and its
+    /// high-water mark (`writable`). Payload alone let 40-byte writes behind a stalled file hold
+    /// three times the limit in memory.
+    private var heldCost = 0
 
     private init(stream: StreamHandle) { self.stream = stream }
 
@@ -123,23 +129,32 @@ final class FileSends {
         operation.onEnd = { [self] in
             active = nil
             releaseHeld()
+            // The held writes may have passed the high-water mark and then all been taken by the
+            // kernel at once: no write callback would then say `writable` again.
+            if active == nil, stream.isOpen, !stream.isWritable, stream.queuedWriteCost <= stream.limits.lowWaterMark {
+                stream.setWritable(true)
+            }
         }
         operation.startWhenFlushed()
     }
 
-    /// Holds a write made while a file goes out; past the stream's limit (counting the held bytes) the write
-    /// fails with `ENOBUFS` as any write does: through its completion, else by ending the connection.
-    func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?, limit: Int, queued: Int) {
-        let waiting = queued + heldByteCount
-        if waiting > 0 && waiting + bytes.count > limit {
+    /// Holds a write made while a file goes out; past the stream's limit (counting the held writes' cost
+    /// with the queue's) the write fails with `ENOBUFS` as any write does: through its completion, else by
+    /// ending the connection. Passing the high-water mark makes `writable` false, as a queued write does.
+    func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        let limits = stream.limits
+        let cost = bytes.count + StreamHandle.perWriteOverhead
+        let waiting = stream.queuedWriteCost + heldCost
+        if waiting > 0 && waiting + cost > limits.maxQueuedBytes {
             let error = UVError(code: UV_ENOBUFS.rawValue,
-                                message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, limit \(limit)): the peer is not reading fast enough",
+                                message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, counting \(StreamHandle.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
                                 context: "write of \(bytes.count) bytes to \(stream.peerDescription)")
             if let completion { completion(error) } else { stream.end(.failed(error)) }
             return
         }
-        heldByteCount += bytes.count
+        heldCost += cost
         held.append(.bytes(bytes, completion))
+        if stream.isWritable && waiting + cost > limits.highWaterMark { stream.setWritable(false) }
     }
 
     /// Holds a shutdown or close asked for while a file goes out; false (nothing held) when no file is going out.
@@ -171,7 +186,7 @@ final class FileSends {
                     enqueue(operation)  // fails it with EPIPE
                 }
             case .bytes(let bytes, let completion):
-                heldByteCount -= bytes.count
+                heldCost -= bytes.count + StreamHandle.perWriteOverhead
                 stream.send(bytes, completion: completion)
             case .action(let action):
                 action()

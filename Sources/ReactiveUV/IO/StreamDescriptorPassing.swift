@@ -64,13 +64,15 @@ extension StreamHandle {
                 continue
             }
             // libuv calls a pipe's end (a FIFO) a named pipe too: only a Unix stream socket is one here.
-            guard kind == UV_TCP || (kind == UV_NAMED_PIPE && accepted.isUnixStreamSocket) else {
-                // Accepted into a pipe handle only to close it: a UDP socket, a file, a pipe's end.
-                let what = kind == UV_NAMED_PIPE ? "pipe (FIFO)" : String(cString: uv_handle_type_name(kind))
+            // A listening socket is a stream socket too, but a connection made of it would never
+            // read a byte nor end (its clients would wait in its backlog unseen).
+            guard kind == UV_TCP || (kind == UV_NAMED_PIPE && accepted.isUnixStreamSocket), !accepted.isListeningSocket else {
+                // Accepted into a pipe handle only to close it: a UDP socket, a file, a pipe's end, a server's socket.
+                let what = accepted.passedDescriptorKind
                 accepted.end(.closed)
                 receiver.channel(self, failedToReceive: UVError(
                     code: UV_ENOTSUP.rawValue,
-                    message: "the peer passed a \(what) descriptor; `incoming` takes TCP and Unix stream sockets only, so it was closed",
+                    message: "the peer passed a \(what) descriptor; `incoming` takes connected TCP and Unix stream sockets only, so it was closed",
                     context: "UnixConnection.incoming of \(peerDescription)"))
                 continue
             }
@@ -88,6 +90,61 @@ extension StreamHandle {
         } catch {
             return false  // the reason is the caller's ENOTSUP message
         }
+    }
+
+    /// Whether the open handle's descriptor is a listening socket (`SO_ACCEPTCONN`): a server's, not a connection.
+    fileprivate var isListeningSocket: Bool {
+        var descriptor = uv_os_fd_t()
+        var listening: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard uv_fileno(handle, &descriptor) == 0,
+              getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) == 0 else { return false }
+        return listening != 0
+    }
+
+    /// What the open handle's descriptor is, for the refusal of a passed descriptor `incoming` cannot take:
+    /// "pipe (FIFO)", "Unix datagram socket", "directory"... Read from the descriptor itself, not from
+    /// libuv's handle type, which has no name for most of them (`uv_handle_type_name` of
+    /// `UV_UNKNOWN_HANDLE`, what a Unix datagram socket or a directory is to libuv, is NULL).
+    fileprivate var passedDescriptorKind: String {
+        var descriptor = uv_os_fd_t()
+        var status = stat()
+        guard uv_fileno(handle, &descriptor) == 0, fstat(descriptor, &status) == 0 else { return "closed" }
+        switch status.st_mode & S_IFMT {
+        case S_IFIFO: return "pipe (FIFO)"
+        case S_IFREG: return "regular file"
+        case S_IFDIR: return "directory"
+        case S_IFCHR: return "character device"
+        case S_IFBLK: return "block device"
+        case S_IFSOCK: return Self.socketKind(descriptor)
+        default: return "special (eventfd, epoll or other anonymous inode)"
+        }
+    }
+
+    /// "Unix datagram socket", "listening IPv4 stream socket", "netlink socket"...: its domain, type and whether it listens.
+    private static func socketKind(_ descriptor: Int32) -> String {
+        func option(_ name: Int32) -> Int32? {
+            var value: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            return getsockopt(descriptor, SOL_SOCKET, name, &value, &length) == 0 ? value : nil
+        }
+        let domain = switch option(SO_DOMAIN) {
+        case AF_UNIX: "Unix"
+        case AF_INET: "IPv4"
+        case AF_INET6: "IPv6"
+        case AF_NETLINK: "netlink"
+        case let other?: "domain \(other)"
+        case nil: "unknown"
+        }
+        let type = switch option(SO_TYPE) {
+        case Int32(SOCK_STREAM.rawValue): "stream"
+        case Int32(SOCK_DGRAM.rawValue): "datagram"
+        case Int32(SOCK_SEQPACKET.rawValue): "seqpacket"
+        case Int32(SOCK_RAW.rawValue): "raw"
+        case let other?: "type \(other)"
+        case nil: "unknown"
+        }
+        return (option(SO_ACCEPTCONN) == 1 ? "listening " : "") + "\(domain) \(type) socket"
     }
 
     // MARK: - sending
@@ -163,6 +220,8 @@ extension StreamHandle {
         if isOpen { extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
         let context = "passing a descriptor over \(peerDescription)"
         if status == 0 {
+            // The message went to the peer (a Unix-socket server's idle timeout counts it, as any write).
+            noteActivityIfTracked()
             completion(nil)
         } else if status == UV_ECANCELED.rawValue {
             completion(UVError(code: status, message: "the IPC connection closed before the descriptor was sent", context: context))

@@ -44,8 +44,7 @@ extension StreamHandle {
         }
         // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
         if let fileSends, fileSends.isHolding {
-            // The field behind uv_stream_get_write_queue_size (the stream is open), without the call.
-            return fileSends.hold(bytes, completion: completion, limit: limits.maxQueuedBytes, queued: Int(stream.pointee.write_queue_size))
+            return fileSends.hold(bytes, completion: completion)
         }
         let cost = bytes.count + StreamHandle.perWriteOverhead
         if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {

@@ -45,7 +45,7 @@ public enum TCP {
                 attempt.start(timeout: timeout)
                 return attempt
             }
-        }.debugNamed("+TCP.connect(\(host):\(port))")
+        }.debugNamed("+TCP.connect(\(host.contains(":") ? "[\(host)]" : host):\(port))")
     }
 }
 
@@ -66,6 +66,9 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
     private var connected = false
     let disposedFlag = Atomic<Bool>(false)
 
+    /// "host:port", the host in brackets when it is an IPv6 literal ("[::1]:80", where "::1:80" would name another address).
+    private var place: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
     init(loop: EventLoop, host: String, port: Int, options: TCPOptions, subscriber: Subscriber<TCPConnection>) {
         self.loop = loop
         self.host = host
@@ -77,14 +80,18 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
     func start(timeout: Duration?) {
         guard (1...65_535).contains(port) else {
             finish(UVError(code: UVError.invalidArgumentCode, message: "port must be in 1...65535, got \(port)",
-                           context: "TCP.connect(\(host), \(port))"))
+                           context: "TCP.connect(\(place))"))
+            return
+        }
+        if let refusal = TCPOptions.keepAliveRefusal(options.keepAlive, context: "TCP.connect(\(place))") {
+            finish(refusal)
             return
         }
         if let timeout {
             timer = loop.schedule(after: timeout) { [self] in
                 guard !connected else { return }
                 finish(UVError(code: UV_ETIMEDOUT.rawValue, message: "no connection after \(timeout)",
-                               context: "TCP.connect(\(host):\(port))"))
+                               context: "TCP.connect(\(place))"))
             }
         }
         lookup = HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { [self] result in
@@ -102,7 +109,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
     private func tryNextAddress() {
         guard subscriber != nil else { return }
         guard nextAddress < addresses.count else {
-            finish(lastError ?? UVError(code: UV_ECONNREFUSED.rawValue, context: "TCP.connect(\(host):\(port))"))
+            finish(lastError ?? UVError(code: UV_ECONNREFUSED.rawValue, context: "TCP.connect(\(place))"))
             return
         }
         guard loop.acceptsNewHandles && loop.acceptsNewRequests else {
@@ -111,7 +118,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         }
         let address = addresses[nextAddress]
         nextAddress += 1
-        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(host):\(port))")
+        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(place))")
         let request = ConnectRequest(loop: loop, attempt: self, address: address)
         do {
             try stream.open()
@@ -121,7 +128,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         } catch {
             self.stream = nil
             stream.end(.closed)
-            lastError = error
+            lastError = address.explaining(error)
             tryNextAddress()
         }
     }
@@ -131,7 +138,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         if status < 0 {
             self.stream = nil
             stream.end(.closed)
-            lastError = UVError(code: status, context: "connect to \(request.address)")
+            lastError = request.address.explaining(UVError(code: status, context: "connect to \(request.address)"))
             tryNextAddress()
             return
         }

@@ -54,7 +54,9 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     /// Turns TCP keep-alive on with an initial delay (whole seconds, at least 1), or off with nil.
     ///
     /// - Parameter delay: Idle time before the first probe, or nil to turn keep-alive off.
-    /// - Throws: `UVError` when the connection is closed, the call fails, or it is made off the loop thread (`EINVAL`).
+    /// - Throws: `UVError` when the connection is closed, the call fails, the delay is past
+    ///   32,767 seconds (`EINVAL` naming Linux's limit; keep-alive is left as it was), or it is
+    ///   made off the loop thread (`EINVAL`).
     ///
     /// Thread rule: loop thread only.
     public func setKeepAlive(_ delay: Duration?) throws(UVError) {

@@ -39,9 +39,10 @@ extension TCPListener {
     }
 
     /// The error for server options that cannot be served (a zero or negative idle timeout, a
-    /// connection limit below 1), or nil.
+    /// connection limit below 1, a keep-alive delay past Linux's limit), or nil.
     static func optionsRefusal(_ options: TCPOptions, origin: String) -> UVError? {
         ListenerIdleCheck.refusal(of: options.idleTimeout, option: "TCPOptions.idleTimeout", context: origin)
             ?? ConnectionBudget.refusal(of: options.maxConnections, option: "TCPOptions.maxConnections", context: origin)
+            ?? TCPOptions.keepAliveRefusal(options.keepAlive, context: origin)
     }
 }

@@ -120,7 +120,11 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
             try uvCheck(uv_tcp_init(loop.uvLoop, tcp), "uv_tcp_init")
             didOpen()
             // Linux reports EADDRINUSE from uv_listen (libuv defers the bind error), so both are checked.
-            try uvCheck(address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }, "bind to \(address)")
+            do throws(UVError) {
+                try uvCheck(address.withSockaddr { uv_tcp_bind(tcp, $0, 0) }, "bind to \(address)")
+            } catch {
+                throw address.explaining(error)
+            }
             try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
                         "listen on \(address)")
         } catch {

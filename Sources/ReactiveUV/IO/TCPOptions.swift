@@ -8,8 +8,23 @@ public struct TCPOptions: Sendable, Hashable {
     public var noDelay: Bool
     /// `SO_KEEPALIVE` with this initial delay (whole seconds, at least 1), or nil to leave keep-alive off.
     ///
+    /// At most 32,767 seconds (about 9 hours: Linux's `TCP_KEEPIDLE` limit): a server given
+    /// more fails with `EINVAL` before anything is bound, and so does a connect, rather than
+    /// leave every connection at the kernel's default delay (2 hours).
+    ///
     /// Thread rule: safe from any thread.
     public var keepAlive: Duration?
+
+    /// Linux's largest `TCP_KEEPIDLE` (`MAX_TCP_KEEPIDLE`), in seconds.
+    static let maxKeepAliveSeconds: Int64 = 32_767
+
+    /// The refusal of a keep-alive delay the kernel would refuse on every connection, or nil.
+    static func keepAliveRefusal(_ keepAlive: Duration?, option: String = "TCPOptions.keepAlive", context: String) -> UVError? {
+        guard let keepAlive, keepAlive.components.seconds > maxKeepAliveSeconds else { return nil }
+        return UVError(code: UVError.invalidArgumentCode,
+                       message: "\(option) must be at most \(maxKeepAliveSeconds) seconds (Linux's TCP_KEEPIDLE limit, about 9 hours), got \(keepAlive): the kernel would refuse it on every connection and keep its own 2-hour default",
+                       context: context)
+    }
     /// How much unflushed written data a connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.

@@ -160,6 +160,10 @@ extension StreamHandle {
     func setKeepAlive(_ delay: Duration?) throws(UVError) {
         assertInEventLoop()
         guard isOpen else { throw closedError("setKeepAlive") }
+        // Checked first: libuv turns SO_KEEPALIVE on before the delay is refused.
+        if let refusal = TCPOptions.keepAliveRefusal(delay, option: "the keep-alive delay", context: "setKeepAlive on \(peerDescription)") {
+            throw refusal
+        }
         try uvCheck(uv_tcp_keepalive(tcp, delay == nil ? 0 : 1, delay.map(keepAliveSeconds) ?? 0), "uv_tcp_keepalive")
     }
 

@@ -44,9 +44,10 @@ extension UnixConnection {
     /// you serve them. Descriptors that arrived but were not sent yet (the
     /// subscription ended in the middle of a read's) stay queued for the next
     /// reader, and are closed with the connection. It fails with `EINVAL` on a
-    /// connection that is not IPC, and with `ENOTSUP` when the peer passes a
-    /// descriptor that is not a stream socket (a UDP socket, a file: it is
-    /// closed).
+    /// connection that is not IPC, and with `ENOTSUP` naming what came when the
+    /// peer passes a descriptor that is not a connected stream socket (a UDP or
+    /// Unix datagram socket, a file, a directory, a pipe, a server's listening
+    /// socket: it is closed).
     ///
     /// Thread rule: safe from any thread.
     public var incoming: Signal<Incoming> {

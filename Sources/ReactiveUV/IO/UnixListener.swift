@@ -79,21 +79,21 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
     }
 
-    override var label: String { "unix socket listener on \(name?.description ?? path) from \(origin)" }
+    override var label: String { "unix socket listener on \(name?.description ?? UnixSocketPath.display(path)) from \(origin)" }
 
     /// Checks the path, binds (removing a stale file if asked), sets the permissions, and listens;
     /// then says `.listening`. A share that only homes connections has nothing to start.
     func start(_ what: String) {
         if let refusal = ListenerIdleCheck.refusal(of: options.idleTimeout, option: "UnixSocketOptions.idleTimeout",
-                                                   context: "\(what)(\(path))")
+                                                   context: "\(what)(\(UnixSocketPath.display(path)))")
             ?? ConnectionBudget.refusal(of: options.maxConnections, option: "UnixSocketOptions.maxConnections",
-                                        context: "\(what)(\(path))") {
+                                        context: "\(what)(\(UnixSocketPath.display(path)))") {
             fail(refusal)
             return
         }
         startIdleTimer()
         guard case .listens = role else { return }
-        let context = "\(what)(\(path))"
+        let context = "\(what)(\(UnixSocketPath.display(path)))"
         do throws(UVError) {
             let name = try UnixSocketPath(path, context: context)
             self.name = name
@@ -122,7 +122,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         callbacks?.onEvent(.listening(path))
     }
 
-    private var place: String { name?.description ?? path }
+    private var place: String { name?.description ?? UnixSocketPath.display(path) }
 
     fileprivate func accept(status: Int32) {
         if let home = takeNextHome(), home !== self {

@@ -26,7 +26,7 @@ extension UnixSocket {
         groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
                             drain: drain) { event, subscriber in
             if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+UnixSocket.listen(\(path), on: group)")
+        }.debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)), on: group)")
     }
 
     /// Serves `path` on every loop of `group`: the group's first loop accepts, and hands each
@@ -85,7 +85,7 @@ extension UnixSocket {
         groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
                             drain: drain) { event, subscriber in
             subscriber.sendNext(event)
-        }.debugNamed("+UnixSocket.serve(\(path), on: group)")
+        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
     }
 
     /// A signal that opens a `UnixGroupListener` (a `UnixListener` per loop) per subscription.

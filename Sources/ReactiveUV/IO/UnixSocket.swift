@@ -81,7 +81,7 @@ public enum UnixSocket {
         listenerSignal("UnixSocket.listen", path: path, backlog: backlog, options: options, on: loop,
                        drain: drain) { event, subscriber in
             if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+UnixSocket.listen(\(path))")
+        }.debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)))")
     }
 
     /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned
@@ -106,7 +106,7 @@ public enum UnixSocket {
         listenerSignal("UnixSocket.serve", path: path, backlog: backlog, options: options, on: loop,
                        drain: drain) { event, subscriber in
             subscriber.sendNext(event)
-        }.debugNamed("+UnixSocket.serve(\(path))")
+        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)))")
     }
 
     /// Connects to the server on `path` and sends the connection.
@@ -132,7 +132,7 @@ public enum UnixSocket {
     ) -> Signal<UnixConnection> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "UnixSocket.connect") { loop in
-                let context = "UnixSocket.connect(\(path))"
+                let context = "UnixSocket.connect(\(UnixSocketPath.display(path)))"
                 let attempt = UnixConnectAttempt(loop: loop, path: path, context: context, options: options, subscriber: subscriber)
                 attempt.start { () throws(UVError) in
                     let name = try UnixSocketPath(path, context: context)
@@ -140,7 +140,7 @@ public enum UnixSocket {
                 }
                 return attempt
             }
-        }.debugNamed("+UnixSocket.connect(\(path))")
+        }.debugNamed("+UnixSocket.connect(\(UnixSocketPath.display(path)))")
     }
 
     /// A signal that opens a `UnixListener` per subscription and hands each of its events to `send`.

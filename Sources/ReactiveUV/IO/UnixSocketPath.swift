@@ -25,8 +25,12 @@ struct UnixSocketPath: CustomStringConvertible {
     var isAbstract: Bool { bytes.first == 0 }
 
     /// The path for messages; an abstract name is shown as `ss` shows it, `@name`.
-    var description: String {
-        isAbstract ? "@" + String(decoding: bytes.dropFirst(), as: UTF8.self) : path
+    var description: String { Self.display(path) }
+
+    /// `path` for a message: an abstract name as `ss` shows it, each NUL an `@` ("\0app" is "@app"),
+    /// so that no error or log line carries a NUL byte (a log reader takes the line for binary data).
+    static func display(_ path: String) -> String {
+        path.utf8.first == 0 ? String(path.map { $0 == "\0" ? "@" : $0 }) : path
     }
 
     /// Checks `path`: not empty, no NUL inside a file path, and within `sun_path`.
@@ -195,6 +199,9 @@ enum UnixSocketDescriptor {
             message = "the abstract name \(path) is taken: another socket is bound to it"
         case EADDRINUSE:
             message = "\(path) already exists (a socket file left by a process that ended, another server's socket, or another file); pass removeStaleSocketFile: true to remove a socket file nobody listens on"
+        case ENOENT where FileIdentity(path: path.directory) != nil:
+            // The directory is there, but its file system makes no socket files (/proc).
+            message = "could not create \(path): the file system of \(path.directory) does not make socket files there"
         case ENOENT:
             message = "the directory \(path.directory) does not exist"
         case EACCES:
@@ -205,11 +212,33 @@ enum UnixSocketDescriptor {
         return UVError(code: -code, message: message, context: context)
     }
 
+    /// "a regular file", "a directory"...: what is at a file path when it is there and is not a socket; else nil.
+    private static func nonSocketKind(at path: UnixSocketPath) -> String? {
+        var status = stat()
+        guard !path.isAbstract, stat(path.path, &status) == 0 else { return nil }
+        switch status.st_mode & S_IFMT {
+        case S_IFSOCK: return nil
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR, S_IFBLK: return "a device"
+        default: return "not a socket"
+        }
+    }
+
     private static func connectError(_ code: Int32, path: UnixSocketPath, context: String) -> UVError {
         let message: String
         switch code {
         case ENOENT: message = "no socket at \(path)"
-        case ECONNREFUSED: message = "nobody listens on \(path) (a socket file left by a server that ended?)"
+        case ECONNREFUSED:
+            // Linux refuses a connect to any file that is not a socket the same way: say which it is.
+            if let kind = nonSocketKind(at: path) {
+                message = "\(path) is \(kind), not a socket: nothing can listen there"
+            } else if path.isAbstract {
+                message = "nobody listens on the abstract name \(path) (it has no file: its server is not running)"
+            } else {
+                message = "nobody listens on \(path) (a socket file left by a server that ended?)"
+            }
         case EAGAIN: message = "the server on \(path) has a full accept backlog"
         case EACCES: message = "permission denied: this process may not connect to \(path) (write permission on the socket file is needed)"
         default: return UVError(code: -code, context: "\(context): connect to \(path)")

@@ -171,6 +171,57 @@ final class UnixIPCTests: XCTestCase {
         }
     }
 
+    /// Descriptors libuv has no handle name for (a Unix datagram socket, a directory) and listening
+    /// sockets (a server's, TCP or Unix): `incoming` fails with ENOTSUP naming what came, and closes it.
+    /// The first used to trap on `uv_handle_type_name`'s NULL and take the process down; a listening
+    /// socket used to arrive as a `TCPConnection` (`UnixConnection`) whose `bytes` never said a word.
+    func testPassedDescriptorsThatAreNoConnectionAreENOTSUPNamingWhatCame() throws {
+        try twoLoops { _, worker in
+            let listeningTCP = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listeningTCP, $0, length) == 0 && getsockname(listeningTCP, $0, &length) == 0 }
+            }
+            XCTAssertTrue(bound)
+            XCTAssertEqual(listen(listeningTCP, 8), 0)
+            let port = Int(UInt16(bigEndian: address.sin_port))
+            let listeningUnix = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var unixAddress = sockaddr_un()
+            unixAddress.sun_family = sa_family_t(AF_UNIX)  // no path: autobind to an abstract name
+            XCTAssertEqual(withUnsafePointer(to: &unixAddress) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listeningUnix, $0, socklen_t(MemoryLayout<sa_family_t>.size)) }
+            }, 0)
+            XCTAssertEqual(listen(listeningUnix, 8), 0)
+            let passed: [(descriptor: Int32, kind: String)] = [
+                (socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0), "Unix datagram socket"),
+                (open(NSTemporaryDirectory(), O_RDONLY | O_DIRECTORY), "directory"),
+                (listeningTCP, "listening IPv4 stream socket"),
+                (listeningUnix, "listening Unix stream socket"),
+            ]
+            for (descriptor, kind) in passed {
+                XCTAssertGreaterThanOrEqual(descriptor, 0, kind)
+                let (rawEnd, workerEnd) = try UnixSocket.pair()
+                let raw = try XCTUnwrap(rawEnd.takeDescriptor())
+                defer { close(raw) }
+                let channel = try worker.record(UnixSocket.open(workerEnd, options: ipc), label: "channel").waitForValues(1)[0]
+                let incoming = try worker.record(channel.incoming, label: "incoming of a \(kind)")
+                XCTAssertEqual(ruv_test_send_descriptor(raw, descriptor, 5), 1, kind)
+                close(descriptor)  // only the copy in flight is left
+
+                let error = try XCTUnwrap(incoming.waitForTermination().error as? UVError, kind)
+                XCTAssertEqual(error.name, "ENOTSUP", kind)
+                XCTAssertTrue(error.message.contains("passed a \(kind) descriptor"), error.message)
+                XCTAssertEqual(incoming.values.count, 1, "only the message's byte came: \(incoming.values)")
+                channel.close()
+            }
+            // The listening socket's one copy was closed by the receiver: nobody listens on its port now.
+            XCTAssertThrowsError(try BlockingClient(port: port), "the passed listening socket was left open")
+        }
+    }
+
     /// `open(descriptor:)` checks the descriptor: not a socket is ENOTSOCK, a TCP socket EINVAL; both are left open.
     func testOpeningADescriptorThatIsNotAUnixStreamSocketIsRefusedAndLeftOpen() throws {
         try twoLoops { _, worker in

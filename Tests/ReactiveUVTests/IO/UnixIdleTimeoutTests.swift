@@ -50,6 +50,82 @@ final class UnixIdleTimeoutTests: XCTestCase {
         }
     }
 
+    /// A client downloading a file (`sendFile`) for longer than several idle timeouts, reading it
+    /// steadily, is kept until the whole file has arrived: the bytes `sendfile` moves count as
+    /// activity. They bypass libuv's writes, which alone stamped it: the download used to be closed
+    /// with `ETIMEDOUT` "no byte sent or received" one timeout after it began. The client's pauses
+    /// between reads are its pace, not a wait for a race.
+    func testAClientDownloadingAFileIsKeptWhileTheBytesFlow() throws {
+        let timeout = Duration.milliseconds(300)
+        try withTemporaryDirectory { directory in
+            let path = directory + "/download.sock"
+            let filePath = directory + "/download.bin"
+            let contents = bytePattern(8 << 20, seed: 30)
+            try Data(contents).write(to: URL(fileURLWithPath: filePath))
+            try checked { harness in
+                let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(idleTimeout: timeout)),
+                                                label: "server")
+                _ = try server.waitForValues(1)
+                let client = try UnixBlockingClient(path: path)
+                defer { client.close() }
+                let connection = try waitForAcceptedUnix(server, 1)[0]
+                let bytes = try harness.record(connection.bytes, label: "the client's bytes")
+                let file = try XCTUnwrap(try harness.record(Files.open(filePath)).waitForValues(1).first)
+                let sent = try harness.record(connection.sendFile(file), label: "sendFile")
+                let began = ContinuousClock.now
+                var received: [UInt8] = []
+                while received.count < contents.count, let chunk = client.receive(upTo: 32 << 10), !chunk.isEmpty {
+                    received += chunk
+                    Thread.sleep(forTimeInterval: 0.005)
+                }
+                XCTAssertGreaterThan(ContinuousClock.now - began, timeout * 3, "the download was not longer than the timeout")
+                XCTAssertEqual(received.count, contents.count, "the download was cut: \(sent.events), \(bytes.events)")
+                XCTAssertTrue(received == contents)
+                XCTAssertEqual(try sent.waitForValues(1), [contents.count])
+                XCTAssertNil(bytes.terminal, "the connection ended during the download")
+                // Silent from here: the idle timeout closes it as any other.
+                XCTAssertEqual((try bytes.waitForTermination().error as? UVError)?.name, "ETIMEDOUT")
+            }
+        }
+    }
+
+    /// An IPC connection a server accepted (a router handing clients to a worker that only receives)
+    /// is kept while the server passes connections over it, one every 50 ms for six idle timeouts of
+    /// 200 ms: a message sent with a descriptor counts as activity, as any write does (it did not:
+    /// the worker was dropped one timeout after it connected). Once the passing stops, it is closed.
+    func testAnIPCConnectionPassingConnectionsIsKeptUntilItFallsSilent() throws {
+        let timeout = Duration.milliseconds(200)
+        try withTemporaryDirectory { directory in
+            let path = directory + "/router.sock"
+            try checked { harness in
+                let ipc = UnixSocketOptions(ipc: true, idleTimeout: timeout)
+                let router = try harness.record(UnixSocket.serve(path: path, options: ipc), label: "router")
+                _ = try router.waitForValues(1)
+                let worker = try harness.record(UnixSocket.connect(path: path, options: UnixSocketOptions(ipc: true)), label: "worker")
+                let channel = try worker.waitForValues(1)[0]
+                let incoming = try harness.record(channel.incoming, label: "incoming")
+                let workerLink = try waitForAcceptedUnix(router, 1)[0]
+                let (clients, port) = try startServer(harness)
+                var connected: [BlockingClient] = []
+                defer { for client in connected { client.close() } }
+                let began = ContinuousClock.now
+                while ContinuousClock.now - began < timeout * 6 {
+                    connected.append(try BlockingClient(port: port))
+                    let client = try waitForAccepted(clients, connected.count)[connected.count - 1]
+                    XCTAssertTrue(try harness.record(workerLink.send(client, with: [1])).waitForTermination().isCompleted)
+                    try incoming.wait(for: "connection \(connected.count)") { events in
+                        events.filter { if case .next(.tcp) = $0 { true } else { false } }.count >= connected.count
+                    }
+                    XCTAssertTrue(workerLink.isOpen, "the worker's link was closed while connections were passed over it")
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                XCTAssertTrue(workerLink.isOpen)
+                try harness.wait(for: "the silent link to be closed") { !workerLink.isOpen }
+                XCTAssertTrue(try incoming.waitForTermination().isCompleted, "the worker read the end")
+            }
+        }
+    }
+
     /// A zero or negative idle timeout is refused at the door: the server fails with `EINVAL`
     /// naming the option, and binds nothing.
     func testANonPositiveIdleTimeoutFailsTheServerWithEINVAL() throws {

@@ -259,6 +259,41 @@ final class UnixSocketTests: XCTestCase {
         }
     }
 
+    /// A client of a path that is a regular file, a directory or a FIFO gets ECONNREFUSED saying what is
+    /// there (Linux refuses them all as it refuses a stale socket; the message used to suggest a
+    /// server that ended); of an abstract name nobody binds, saying there is no file (it spoke of a
+    /// socket file left behind).
+    ///
+    /// An abstract name is shown as `ss` shows it, each NUL an `@`, in the message and the context (the
+    /// context carried the NUL bytes, which make a log line binary data to its readers); and a socket
+    /// file the file system cannot make (`/proc`) is not said to be in a missing directory.
+    func testConnectingToAFileThatIsNotASocketIsECONNREFUSEDNamingWhatItIs() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory + "/config.txt"
+            XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+            let fifo = directory + "/fifo"
+            XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+            try checked { harness in
+                for (path, kind) in [(file, "a regular file"), (directory, "a directory"), (fifo, "a FIFO")] {
+                    let client = try harness.record(UnixSocket.connect(path: path), label: "client of \(kind)")
+                    let error = try XCTUnwrap(client.waitForTermination().error as? UVError)
+                    XCTAssertEqual(error.name, "ECONNREFUSED")
+                    XCTAssertTrue(error.message.contains("\(path) is \(kind), not a socket"), error.message)
+                }
+                let abstract = try harness.record(UnixSocket.connect(path: "\0reactiveuv-nobody\0\(getpid())"), label: "abstract")
+                let error = try XCTUnwrap(abstract.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "ECONNREFUSED")
+                XCTAssertTrue(error.message.contains("nobody listens on the abstract name @reactiveuv-nobody@"), error.message)
+                XCTAssertFalse("\(error)".contains("\0"), "a NUL byte in the error: \(error.context)")
+                XCTAssertEqual(error.context, "UnixSocket.connect(@reactiveuv-nobody@\(getpid()))")
+                let proc = try harness.record(UnixSocket.serve(path: "/proc/reactiveuv.sock"), label: "in /proc")
+                let procError = try XCTUnwrap(proc.waitForTermination().error as? UVError)
+                XCTAssertEqual(procError.name, "ENOENT")
+                XCTAssertTrue(procError.message.contains("the file system of /proc does not make socket files there"), procError.message)
+            }
+        }
+    }
+
     /// A directory the process may not write to: EACCES for the server (and a socket file it may not write, for the client).
     ///
     /// The tests may run as root, which bypasses file permissions: the subscriptions are made

@@ -141,6 +141,85 @@ final class SendFileTests: XCTestCase {
         }
     }
 
+    /// A million 40-byte writes behind a file a client does not read yet (a broadcast to a stalled
+    /// peer while it downloads): the held writes count their cost, payload plus the per-write
+    /// overhead, as queued writes do, so the live heap grows by less than the 8 MiB limit and the
+    /// writes past it fail with ENOBUFS; `writable` goes false past the high-water mark and true
+    /// again once the client has read the file and what was held behind it. Counting payload alone
+    /// let 8 MiB / 40 writes be held, 24 MiB of heap, and `writable` never went false.
+    func testSmallWritesHeldBehindAFileCountTheirCostAndWritableTellsTheSender() throws {
+        let path = directory + "/download.bin"
+        let contents = bytePattern(16 << 20, seed: 21)
+        try Data(contents).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let limits = StreamBufferLimits(highWaterMark: 1 << 20, lowWaterMark: 256 << 10, maxQueuedBytes: 8 << 20)
+            let (server, port) = try startServer(harness, options: TCPOptions(limits: limits))
+            let client = try BlockingClient(port: port, receiveTimeout: .seconds(60), beforeConnect: BlockingClient.shrinkBuffers)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let writable = try harness.record(connection.writable, label: "writable")
+            XCTAssertEqual(try writable.waitForValues(1), [true])
+            let file = try open(harness, path)
+            let refused = Locked(0)
+            let sends = 1_000_000
+            let (sent, growth) = try harness.onLoop(timeout: .seconds(120)) { () -> (Signal<Int>, Double) in
+                let sent = connection.sendFile(file)
+                let before = liveHeapMegabytes()
+                for index in 0..<sends {
+                    connection.send([UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 40)) { error in
+                        if (error as? UVError)?.name == "ENOBUFS" { refused.withLock { $0 += 1 } }
+                    }
+                }
+                return (sent, liveHeapMegabytes() - before)
+            }
+            XCTAssertLessThan(growth, 8, "the heap grew by \(growth) MiB for writes held behind a file, limited to 8 MiB")
+            let accepted = sends - refused.current
+            XCTAssertGreaterThan(refused.current, sends / 2, "writes past the limit were not refused")
+            XCTAssertEqual(try writable.waitForValues(2), [true, false], "the held writes passed the high-water mark")
+
+            let received = try client.receive(exactly: contents.count + accepted * 40)
+            XCTAssertTrue(received.prefix(contents.count) == contents[...], "the file came first, intact")
+            XCTAssertEqual(try sent.first(timeout: .seconds(30)), contents.count)
+            XCTAssertEqual(try writable.waitForValues(3), [true, false, true], "writable again once all was taken")
+            connection.close()
+        }
+    }
+
+    /// A /proc file (size 0, full of bytes) sent whole is `EINVAL` saying so, where it used to be sent
+    /// as nothing and succeed with 0; sent with a count, `sendfile` refuses it and the `EINVAL` says
+    /// why (it was a bare "invalid argument"), as a file opened for writing only is `EBADF` saying so.
+    /// The connection goes on: a write after it arrives. An empty regular file is still sent as the
+    /// nothing it holds.
+    func testAProcFileIsEINVALSayingSoAndAnEmptyFileIsSentAsNothing() throws {
+        let empty = directory + "/empty"
+        XCTAssertTrue(FileManager.default.createFile(atPath: empty, contents: Data()))
+        try checked { harness in
+            let (server, port) = try startServer(harness)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let proc = try open(harness, "/proc/self/status")
+            let whole = try harness.record(connection.sendFile(proc))
+            let wholeError = try XCTUnwrap(try whole.waitForTermination().error as? UVError, "\(whole.events)")
+            XCTAssertEqual(wholeError.name, "EINVAL")
+            XCTAssertTrue(wholeError.message.contains("says its size is 0 but holds bytes"), wholeError.description)
+            let counted = try harness.record(connection.sendFile(proc, count: 100))
+            let countedError = try XCTUnwrap(try counted.waitForTermination().error as? UVError, "\(counted.events)")
+            XCTAssertEqual(countedError.name, "EINVAL")
+            XCTAssertTrue(countedError.message.contains("sendfile(2) cannot read this file"), countedError.description)
+            XCTAssertEqual(try harness.record(connection.sendFile(try open(harness, empty))).waitForValues(1), [0])
+            let writeOnly = try XCTUnwrap(try harness.record(Files.open(empty, mode: .write)).waitForValues(1).first)
+            let unreadable = try harness.record(connection.sendFile(writeOnly, count: 1))
+            let unreadableError = try XCTUnwrap(try unreadable.waitForTermination().error as? UVError, "\(unreadable.events)")
+            XCTAssertEqual(unreadableError.name, "EBADF")
+            XCTAssertTrue(unreadableError.message.contains("opened for writing only"), unreadableError.description)
+
+            XCTAssertTrue(try harness.record(connection.write([1, 2, 3])).waitForTermination().isCompleted)
+            XCTAssertEqual(try client.receive(exactly: 3), [1, 2, 3], "nothing of the refused files, then the write")
+            connection.close()
+        }
+    }
+
     /// A connection passed over an IPC channel after a file (`send(_:with:)`) waits behind the file too:
     /// the receiver gets every byte of the file, then the message that carries the connection.
     func testAConnectionPassedAfterAFileFollowsIt() throws {
