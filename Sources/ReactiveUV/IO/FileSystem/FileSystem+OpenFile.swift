@@ -13,7 +13,9 @@ extension FileSystem {
     /// - Parameters: As `Files.open`'s; `loop` nil means the calling task's loop (`EventLoop.shared`
     ///   for a task that runs on no loop). `isolation`: the caller's, where `body` runs (leave the default).
     /// - Returns: What `body` returned.
-    /// - Throws: `Files.open`'s errors, `body`'s error, the close's error, or `CancellationError`.
+    /// - Throws: `Files.open`'s errors, `body`'s error, the close's error, or `CancellationError`
+    ///   (the task was cancelled before the file was open; once `body` has run, cancellation changes
+    ///   nothing: the close is waited for and what `body` returned is returned).
     ///
     /// Thread rule: safe from any task; `body` runs in the caller's isolation.
     public static func withOpenFile<Result>(
@@ -66,9 +68,25 @@ func withScopedFile<Result>(
     do {
         result = try await body(file)
     } catch {
-        if !file.isClosed { _ = await file.close().waitUntilCompleted() }
+        if !file.isClosed { _ = await closeAndWait(file, isolation: isolation) }
         throw error
     }
-    if !file.isClosed, let closeError = await file.close().waitUntilCompleted() { throw closeError }
+    if !file.isClosed, let closeError = await closeAndWait(file, isolation: isolation) { throw closeError }
     return result
+}
+
+/// Closes `file` and waits for the close to end, whether or not the task is cancelled: the scoped
+/// forms promise a closed file when they return, and `body`'s result once it has one.
+///
+/// (Awaited with `waitUntilCompleted()`, a task cancelled while `body` ran had the wait end at once
+/// with `CancellationError`: `withOpenFile` threw it in place of what `body` returned, and returned
+/// with the file often still open, its close's error unheard.) A close always ends: it waits only
+/// for the file's operations running on the pool, and fails with `EventLoopError.shutDown` on a
+/// loop that has shut down.
+///
+/// - Returns: The close's error, or nil.
+private func closeAndWait(_ file: OpenFile, isolation: isolated (any Actor)?) async -> (any Error)? {
+    await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<(any Error)?, Never>) in
+        _ = file.close().subscribe(error: { continuation.resume(returning: $0) }, completed: { continuation.resume(returning: nil) })
+    }
 }
