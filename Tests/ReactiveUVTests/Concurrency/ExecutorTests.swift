@@ -15,8 +15,9 @@ private actor LoopActor {
     }
 }
 
-/// The calling thread's name (a synchronous function: `Thread.current` is not for async code).
-private func currentThreadName() -> String? { Thread.current.name }
+/// The calling thread's role, as `Thread.current.threadDictionary` holds it (a synchronous function:
+/// `Thread.current` is not for async code). Not the thread's name: a thread inherits its creator's.
+private func currentThreadRole() -> String? { Thread.current.threadDictionary["role"] as? String }
 
 final class ExecutorTests: XCTestCase {
     func testATaskWithExecutorPreferenceRunsOnTheLoop() async throws {
@@ -99,14 +100,14 @@ final class ExecutorTests: XCTestCase {
         let task = Task(executorPreference: loop) { () -> (thread: String?, received: Int, laterAwait: Bool) in
             var received = 0
             do { for try await _ in waitsForever.values { received += 1 } } catch {}
-            let thread = currentThreadName()
+            let thread = currentThreadRole()
             // Another await touches the task's status again (the old inline run had its lock held).
             let laterAwait = await withTaskCancellationHandler { Task.isCancelled } onCancel: {}
             return (thread, received, laterAwait)
         }
         XCTAssertEqual(subscribed.wait(timeout: .now() + .seconds(10)), .success, "the task never subscribed")
         onNewThread {
-            Thread.current.name = "canceller"
+            Thread.current.threadDictionary["role"] = "canceller"
             task.cancel()
         }
         let outcome = await task.value
