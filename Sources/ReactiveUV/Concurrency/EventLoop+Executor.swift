@@ -91,6 +91,11 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     /// This loop's serial executor, for an actor's `unownedExecutor`: the actor's code
     /// then runs on the loop thread, and calls between actors on the same loop need no hop.
     ///
+    /// The reference is unowned, as every executor reference is: an actor that uses it must
+    /// keep the loop alive (store the loop, as `LoopIsolation` does). A loop that has shut down
+    /// and that nothing references is freed, and an actor left holding only this reference
+    /// would call into freed memory.
+    ///
     /// - Returns: The executor reference (of `LoopSerialExecutor`, the loop's serial face).
     ///
     /// Thread rule: safe from any thread.
