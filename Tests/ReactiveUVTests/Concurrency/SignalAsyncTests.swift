@@ -293,6 +293,45 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 
+    /// The home loop of a `Signal.async` or `Signal.from` subscription shuts down while its task
+    /// waits: the subscriber gets `EventLoopError.shutDown` then (on the loop's thread, as it closes)
+    /// and the task is cancelled. It used to hear nothing: the task ran on as a late job, and what it
+    /// sent was refused by the closed loop (a line on standard error for each event).
+    func testHomeLoopShutdownEndsAsyncSignalsWithShutDownAndCancelsTheirTasks() throws {
+        let cancelled = Locked(0)
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        continuation.onTermination = { _ in cancelled.withLock { $0 += 1 } }
+        let sources: [(String, Signal<Int>)] = [
+            ("Signal.async", Signal<Int>.async {
+                do {
+                    try await Task.sleep(for: .seconds(60))
+                } catch {
+                    cancelled.withLock { $0 += 1 }
+                    throw error
+                }
+                return 1
+            }),
+            ("Signal.from", Signal.from(stream)),
+        ]
+        for (number, (name, signal)) in sources.enumerated() {
+            let loop = EventLoop(name: "async-home")
+            let events = Locked<[String]>([])
+            let subscribed = Locked(false)
+            loop.execute {
+                _ = signal.subscribe(next: { value in events.withLock { $0.append("next \(value)") } },
+                                     error: { error in events.withLock { $0.append("\(error)") } },
+                                     completed: { events.withLock { $0.append("completed") } })
+                subscribed.withLock { $0 = true }
+            }
+            waitUntil("\(name): the subscription on the loop") { subscribed.current }
+            loop.shutdown()
+            waitUntil("\(name): an event after the home loop's shutdown") { !events.current.isEmpty }
+            XCTAssertEqual(events.current, ["\(EventLoopError.shutDown(loop: "async-home"))"], name)
+            waitUntil("\(name): the task's cancellation") { cancelled.current == number + 1 }
+        }
+        continuation.finish()
+    }
+
     func testASignalFromAnAsyncSequence() throws {
         let stream = AsyncStream<Int> { continuation in
             for value in 1...3 { continuation.yield(value) }
