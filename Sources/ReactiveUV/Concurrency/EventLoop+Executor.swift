@@ -25,9 +25,12 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     ///
     /// While the loop is shutting down its thread still takes jobs. Once it has
     /// closed, a job cannot be dropped (its task would never resume) and the
-    /// thread is gone: late jobs then run on the thread that enqueued them, one
-    /// at a time in order (the isolation checks accept that thread while it runs
-    /// them), and a message says so.
+    /// thread is gone: late jobs then run on a thread of their own, started for
+    /// them and ending when none is left, one at a time in order (the isolation
+    /// checks accept that thread while it runs them), and a message says so.
+    /// Never on the thread that enqueued them: that thread may be resuming a
+    /// continuation under a lock, or cancelling the task (Swift runs the
+    /// cancellation handler under the task's own lock).
     ///
     /// - Parameter job: The job.
     ///
@@ -66,22 +69,32 @@ extension EventLoop: SerialExecutor, TaskExecutor {
         }
     }
 
-    /// A job for a loop that has closed: run here, serially with the loop's other late jobs.
+    /// A job for a loop that has closed: queued for the late jobs' thread, serially with the loop's other late jobs.
+    ///
+    /// It never runs here, inside `enqueue`: whoever resumes a task expects `resume` to return
+    /// before the task goes on. Run inline, a task cancelled while it waited on a bridge ran to its
+    /// end inside its own cancellation handler, under its status lock, and freed the bridge that
+    /// handler was still using (a crash, in release and debug builds).
     @inline(never)
     private func runLate(_ job: UnownedJob, asTaskJob: Bool) {
-        // The runtime calls us through an unowned executor reference, and a job run here may
-        // drop the last reference to this loop (its task finishes, and the program with it lets
-        // go of the loop): hold one of our own until the drain is over.
-        let keptAlive = Unmanaged.passRetained(self)
-        defer { keptAlive.release() }
-        guard lateJobs.push(job, asTaskJob: asTaskJob, loopName: name) else { return }  // the thread draining them runs it
-        while let next = lateJobs.next() {
-            runJob(next.job, asTaskJob: next.asTaskJob)
+        guard lateJobs.push(job, asTaskJob: asTaskJob, loopName: name) else { return }  // the drain under way runs it
+        // The closure holds the loop until the drain is over: a late job may drop the program's last
+        // reference to it (its task finishes, and the program with it lets go of the loop).
+        runOnNewThread { [self] in
+            lateJobs.beginDraining()
+            while let next = lateJobs.next() {
+                runJob(next.job, asTaskJob: next.asTaskJob)
+            }
         }
     }
 
     /// This loop's serial executor, for an actor's `unownedExecutor`: the actor's code
     /// then runs on the loop thread, and calls between actors on the same loop need no hop.
+    ///
+    /// The reference is unowned, as every executor reference is: an actor that uses it must
+    /// keep the loop alive (store the loop, as `LoopIsolation` does). A loop that has shut down
+    /// and that nothing references is freed, and an actor left holding only this reference
+    /// would call into freed memory.
     ///
     /// - Returns: The executor reference (of `LoopSerialExecutor`, the loop's serial face).
     ///
@@ -146,44 +159,53 @@ final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
     }
 }
 
-/// Executor jobs enqueued on a loop after it closed, run serially by the threads that enqueue them.
+/// Executor jobs enqueued on a loop after it closed, run serially by a thread started for them.
 ///
-/// The first thread to find the queue idle becomes its drainer and runs jobs
-/// until the queue is empty, including those other threads add meanwhile; so
-/// two late jobs never run at once and an actor on the loop keeps its isolation.
+/// The first job to find the queue idle starts a drain: a new thread that runs jobs until
+/// the queue is empty, including those added meanwhile; so two late jobs never run at once
+/// and an actor on the loop keeps its isolation.
 final class LateJobQueue: @unchecked Sendable {
-    // `jobs`, `head` and `count` are protected by `lock`; `drainer` is written under it and read anywhere (atomic).
+    // `jobs`, `head`, `count` and `draining` are protected by `lock`; `drainer` is written by the
+    // draining thread and read anywhere (atomic).
     private let lock = SpinLock()
     @exclusivity(unchecked) private var jobs: [(job: UnownedJob, asTaskJob: Bool)] = []
     @exclusivity(unchecked) private var head = 0
+    /// A drain is started or running: jobs pushed now are left to it.
+    @exclusivity(unchecked) private var draining = false
     /// The thread running late jobs now, 0 when none.
     private let drainer = Atomic<UInt>(0)
 
     /// How many late jobs there were (the first few are reported).
     @exclusivity(unchecked) private var count = 0
 
-    /// Adds a job; true when the caller became the drainer and must run `next()` until nil.
+    /// Adds a job; true when no drain is under way: the caller must start one (`beginDraining`, then `next()` until nil).
     func push(_ job: UnownedJob, asTaskJob: Bool, loopName: String) -> Bool {
         let (drain, number): (Bool, Int) = lock.withLock {
             count += 1
             jobs.append((job, asTaskJob))
-            if drainer.load(ordering: .relaxed) != 0 { return (false, count) }
-            drainer.store(UInt(pthread_self()), ordering: .releasing)
+            if draining { return (false, count) }
+            draining = true
             return (true, count)
         }
         // Every late job is counted; the first few are spelled out (as refused submissions are).
         if number <= 10 {
-            reportMisuse("a job was enqueued on EventLoop '\(loopName)' after it shut down (late job #\(number)); it runs on the calling thread, serially with the loop's other late jobs")
+            reportMisuse("a job was enqueued on EventLoop '\(loopName)' after it shut down (late job #\(number)); it runs on a thread started for the loop's late jobs, serially with them")
         }
         return drain
     }
 
-    /// The next job for the drainer, or nil (and the drainer role is given up) when none is left.
+    /// Called first by the thread that drains: the isolation checks accept it until `next()` returns nil.
+    func beginDraining() {
+        drainer.store(UInt(pthread_self()), ordering: .releasing)
+    }
+
+    /// The next job for the drainer, or nil (and the drain is over) when none is left.
     func next() -> (job: UnownedJob, asTaskJob: Bool)? {
         lock.withLock {
             guard head < jobs.count else {
                 jobs.removeAll()
                 head = 0
+                draining = false
                 drainer.store(0, ordering: .releasing)
                 return nil
             }

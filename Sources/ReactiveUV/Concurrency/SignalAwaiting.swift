@@ -31,7 +31,9 @@ extension Signal {
         let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
         return try await withTaskCancellationHandler {
             try await withBridgeContinuation { (continuation: BridgeContinuation<State>) in
-                box.setContinuation(continuation)
+                // A task cancelled before it got here has its outcome already: start nothing (a
+                // cancelled `FileSystem.createDirectory` must not make the directory).
+                guard box.setContinuation(continuation) else { return }
                 box.setSubscription(subscribe(box))
             }
         } onCancel: {
@@ -194,12 +196,16 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
     }
 
     /// Keeps the continuation to resume, or resumes it at once if the wait is over already.
-    func setContinuation(_ continuation: BridgeContinuation<State>) {
+    ///
+    /// - Returns: Whether the wait goes on (false: it was over, and the continuation is resumed).
+    func setContinuation(_ continuation: BridgeContinuation<State>) -> Bool {
         let finished: Result<Void, any Error>? = lock.withLock {
             if outcome == nil { self.continuation = continuation }
             return outcome
         }
-        if let finished { resume(continuation, finished) }
+        guard let finished else { return true }
+        resume(continuation, finished)
+        return false
     }
 
     func setSubscription(_ subscription: Subscription) {

@@ -3,7 +3,8 @@ extension Signal {
     ///
     /// The task prefers the subscription's home loop as its executor, so the
     /// operation's synchronous parts run on the loop thread. A thrown error is
-    /// sent as the signal's error. Disposing the subscription cancels the task.
+    /// sent as the signal's error. Disposing the subscription cancels the task;
+    /// so does the home loop's shutdown, which ends the signal with `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - priority: The task's priority.
@@ -27,13 +28,7 @@ extension Signal {
                     target.value.sendError(error)
                 }
             }
-            let task: Task<Void, Never>
-            if let loop = subscriber.homeScheduler as? EventLoop {
-                task = Task(executorPreference: loop, priority: priority, operation: body)
-            } else {
-                task = Task(priority: priority, operation: body)
-            }
-            return ActionDisposable { task.cancel() }
+            return runTask(for: subscriber, priority: priority, body)
         }.debugNamed("+async")
     }
 
@@ -41,7 +36,8 @@ extension Signal {
     ///
     /// The sequence's end completes the signal and its error fails it.
     /// Disposing the subscription cancels the task (iteration stops at the next
-    /// suspension point). The task prefers the subscription's home loop.
+    /// suspension point). The task prefers the subscription's home loop; that loop's
+    /// shutdown cancels it too and ends the signal with `EventLoopError.shutDown`.
     ///
     /// - Parameter sequence: The async sequence.
     /// - Returns: The signal.
@@ -62,13 +58,36 @@ extension Signal {
                     target.value.sendError(error)
                 }
             }
-            let task: Task<Void, Never>
-            if let loop = subscriber.homeScheduler as? EventLoop {
-                task = Task(executorPreference: loop, operation: body)
-            } else {
-                task = Task(operation: body)
-            }
-            return ActionDisposable { task.cancel() }
+            return runTask(for: subscriber, priority: nil, body)
         }.debugNamed("+from: async sequence")
+    }
+
+    /// Starts `body` in a task for `subscriber`, preferring its home loop; disposing cancels the task.
+    ///
+    /// When the home loop shuts down first, the subscriber gets `EventLoopError.shutDown` (on the
+    /// loop's thread, as it closes) and the task is cancelled. Without that it heard nothing: the task
+    /// ran on as a late job, and what it sent was refused by the closed loop.
+    private static func runTask(for subscriber: Subscriber<Value>, priority: TaskPriority?,
+                                _ body: @escaping @Sendable () async -> Void) -> any Disposable {
+        guard let loop = subscriber.homeScheduler as? EventLoop else {
+            let task = Task(priority: priority, operation: body)
+            return ActionDisposable { task.cancel() }
+        }
+        let task = Task(executorPreference: loop, priority: priority, operation: body)
+        let target = UncheckedSendable(subscriber)
+        let name = loop.name
+        let endByShutdown: @Sendable () -> Void = {
+            task.cancel()
+            target.value.sendError(EventLoopError.shutDown(loop: name))
+        }
+        // Registered on the home thread (didSubscribe runs there); nil when the loop is already closing.
+        guard let watch = loop.shutdownObservers.add(endByShutdown) else {
+            endByShutdown()
+            return ActionDisposable { task.cancel() }
+        }
+        return ActionDisposable {
+            watch.dispose()
+            task.cancel()
+        }
     }
 }

@@ -465,8 +465,9 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         // very task (it needs the lock): waiting would deadlock both threads. What the
         // subscription still delivers finds the channel ended and is dropped.
         subscription?.disposeWithoutWaiting()
-        waiter?.resume()
         acknowledgeEnd()
+        // Last: once resumed, the task may end and free this channel (its handler holds it unretained).
+        waiter?.resume()
     }
 }
 

@@ -15,6 +15,10 @@ private actor LoopActor {
     }
 }
 
+/// The calling thread's role, as `Thread.current.threadDictionary` holds it (a synchronous function:
+/// `Thread.current` is not for async code). Not the thread's name: a thread inherits its creator's.
+private func currentThreadRole() -> String? { Thread.current.threadDictionary["role"] as? String }
+
 final class ExecutorTests: XCTestCase {
     func testATaskWithExecutorPreferenceRunsOnTheLoop() async throws {
         let loop = EventLoop(name: "tasks")
@@ -78,5 +82,37 @@ final class ExecutorTests: XCTestCase {
         let group = EventLoopGroup(loopCount: 2, name: "graceful-group")
         let reports = try await group.shutdownGracefully()
         XCTAssertEqual(reports.map(\.loopCloseResult), [0, 0])
+    }
+
+    /// A task on a loop that has closed, cancelled while it waits for `values`: its next job is
+    /// late, and it must run after the cancellation, not inside it. Run inline by the cancelling
+    /// thread (as late jobs were), the task went on to its end inside its own cancellation handler,
+    /// under the task's status lock, and freed the channel the handler was still using: the
+    /// process crashed (`ValuesChannel.acknowledgeEnd`, release and debug builds).
+    func testALateTaskCancelledWhileItWaitsGoesOnAfterTheCancellationOnAThreadOfItsOwn() async throws {
+        let loop = EventLoop(name: "closed")
+        try await loop.shutdownGracefully()
+        let subscribed = DispatchSemaphore(value: 0)
+        let waitsForever = Signal<Int> { _ in
+            subscribed.signal()
+            return nil
+        }
+        let task = Task(executorPreference: loop) { () -> (thread: String?, received: Int, laterAwait: Bool) in
+            var received = 0
+            do { for try await _ in waitsForever.values { received += 1 } } catch {}
+            let thread = currentThreadRole()
+            // Another await touches the task's status again (the old inline run had its lock held).
+            let laterAwait = await withTaskCancellationHandler { Task.isCancelled } onCancel: {}
+            return (thread, received, laterAwait)
+        }
+        XCTAssertEqual(subscribed.wait(timeout: .now() + .seconds(10)), .success, "the task never subscribed")
+        onNewThread {
+            Thread.current.threadDictionary["role"] = "canceller"
+            task.cancel()
+        }
+        let outcome = await task.value
+        XCTAssertNotEqual(outcome.thread, "canceller", "the late job ran inside task.cancel(), on the cancelling thread")
+        XCTAssertEqual(outcome.received, 0)
+        XCTAssertTrue(outcome.laterAwait, "the task did not see its cancellation")
     }
 }

@@ -201,6 +201,52 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertEqual(tick, 0)
     }
 
+    /// A task cancelled before it awaits `first()`, `last()`, `collect()`, `waitUntilCompleted()` or a
+    /// `FileSystem` call gets `CancellationError` (or, from `waitUntilCompleted()`, returns it) without
+    /// subscribing: nothing is started. They used to subscribe and dispose at once, so the source ran
+    /// (here: four subscriptions), and a request a pool thread had already taken was carried out: a
+    /// cancelled `FileSystem.createDirectory` made its directory now and then.
+    func testATaskCancelledBeforeItAwaitsStartsNothing() throws {
+        let directory = NSTemporaryDirectory() + "reactiveuv-cancelled-" + UUID().uuidString
+        let report = LoopHarness.run { harness in
+            let subscriptions = Locked(0)
+            let counted = Signal<Int> { subscriber in
+                subscriptions.withLock { $0 += 1 }
+                subscriber.sendNext(1)
+                subscriber.sendCompleted()
+                return nil
+            }
+            let outcome = Locked<[String]?>(nil)
+            // On the harness loop, the subscriptions' home: a subscription would attach at once, on this thread.
+            Task(executorPreference: harness.loop) {
+                withUnsafeCurrentTask { $0?.cancel() }
+                func describe(_ call: String, _ body: () async throws -> Void) async -> String {
+                    do {
+                        try await body()
+                        return "\(call): no error"
+                    } catch {
+                        return "\(call): \(type(of: error))"
+                    }
+                }
+                var seen: [String] = []
+                seen.append(await describe("first()") { _ = try await counted.first() })
+                seen.append(await describe("last()") { _ = try await counted.last() })
+                seen.append(await describe("collect()") { _ = try await counted.collect() })
+                seen.append("waitUntilCompleted(): " + (await counted.waitUntilCompleted().map { "\(type(of: $0))" } ?? "nil"))
+                seen.append(await describe("createDirectory") { try await FileSystem.createDirectory(directory) })
+                outcome.withLock { $0 = seen }
+            }
+            try harness.wait(for: "the cancelled task") { outcome.current != nil }
+            XCTAssertEqual(outcome.current, ["first()", "last()", "collect()", "waitUntilCompleted()", "createDirectory"].map {
+                "\($0): CancellationError"
+            })
+            XCTAssertEqual(subscriptions.current, 0, "a cancelled task subscribed")
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory), "a cancelled task made its directory")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
     func testBlockingHelpersWorkOffLoopAndRefuseOnALoop() throws {
         XCTAssertEqual(try Signal.from([1, 2]).first(timeout: .seconds(5)), 1)
         XCTAssertEqual(try Signal.from([1, 2]).last(timeout: .seconds(5)), 2)
@@ -245,6 +291,45 @@ final class SignalAsyncTests: XCTestCase {
             XCTAssertEqual(slow.events.count, 0)
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    /// The home loop of a `Signal.async` or `Signal.from` subscription shuts down while its task
+    /// waits: the subscriber gets `EventLoopError.shutDown` then (on the loop's thread, as it closes)
+    /// and the task is cancelled. It used to hear nothing: the task ran on as a late job, and what it
+    /// sent was refused by the closed loop (a line on standard error for each event).
+    func testHomeLoopShutdownEndsAsyncSignalsWithShutDownAndCancelsTheirTasks() throws {
+        let cancelled = Locked(0)
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        continuation.onTermination = { _ in cancelled.withLock { $0 += 1 } }
+        let sources: [(String, Signal<Int>)] = [
+            ("Signal.async", Signal<Int>.async {
+                do {
+                    try await Task.sleep(for: .seconds(60))
+                } catch {
+                    cancelled.withLock { $0 += 1 }
+                    throw error
+                }
+                return 1
+            }),
+            ("Signal.from", Signal.from(stream)),
+        ]
+        for (number, (name, signal)) in sources.enumerated() {
+            let loop = EventLoop(name: "async-home")
+            let events = Locked<[String]>([])
+            let subscribed = Locked(false)
+            loop.execute {
+                _ = signal.subscribe(next: { value in events.withLock { $0.append("next \(value)") } },
+                                     error: { error in events.withLock { $0.append("\(error)") } },
+                                     completed: { events.withLock { $0.append("completed") } })
+                subscribed.withLock { $0 = true }
+            }
+            waitUntil("\(name): the subscription on the loop") { subscribed.current }
+            loop.shutdown()
+            waitUntil("\(name): an event after the home loop's shutdown") { !events.current.isEmpty }
+            XCTAssertEqual(events.current, ["\(EventLoopError.shutDown(loop: "async-home"))"], name)
+            waitUntil("\(name): the task's cancellation") { cancelled.current == number + 1 }
+        }
+        continuation.finish()
     }
 
     func testASignalFromAnAsyncSequence() throws {

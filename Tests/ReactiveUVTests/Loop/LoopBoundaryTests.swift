@@ -215,7 +215,7 @@ final class LoopBoundaryTests: XCTestCase {
         let loop = EventLoop(name: "gone")
         let actor = LoopActor(loop: loop)
         try await loop.shutdownGracefully()
-        // No loop thread is left: each job runs on the thread that enqueued it, and the isolation check accepts it.
+        // No loop thread is left: the jobs run on a thread started for late jobs, and the isolation check accepts it.
         async let first = actor.whereAmI()
         async let second = actor.whereAmI()
         let places = await [first, second]
@@ -241,8 +241,8 @@ final class LoopBoundaryTests: XCTestCase {
         let holder = Locked<EventLoop?>(EventLoop(name: "dropped"))
         try await holder.current!.shutdownGracefully()
         let actor = LoopDroppingActor(executor: holder.current!.asUnownedSerialExecutor(), holder: holder)
-        // The job runs inside the loop's enqueue (the loop has closed) and frees the loop there:
-        // enqueue must not touch the loop afterwards (the address sanitizer sees it if it does).
+        // The job runs late (the loop has closed) and drops the program's last reference to the loop
+        // there: the late jobs' thread holds one until it is done (the address sanitizer sees it if not).
         let dropped = await actor.dropTheLoop()
         XCTAssertTrue(dropped)
         XCTAssertNil(holder.current)

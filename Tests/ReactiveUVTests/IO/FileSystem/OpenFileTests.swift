@@ -398,6 +398,38 @@ final class OpenFileTests: XCTestCase {
         XCTAssertEqual(bytes, [5])
     }
 
+    /// A task cancelled while `body` runs: `body` had finished its work, so `withOpenFile` returns what
+    /// it returned (or rethrows its error), with the file closed. The close used to be awaited with
+    /// `waitUntilCompleted()`, which a cancelled task left at once: `withOpenFile` threw
+    /// `CancellationError` in place of the result, with the file often still open.
+    func testACancelledTaskGetsTheBodysResultWithTheFileClosed() async throws {
+        let path = directory + "/cancelled"
+        let loop = EventLoop(name: "cancelled scoped files")
+        defer { loop.shutdown() }
+        struct Failure: Error {}
+        for round in 0..<20 {
+            let outcome = await Task { () -> (result: String, closed: Bool?, descriptors: Int) in
+                var opened: OpenFile?
+                var result: String
+                do {
+                    result = try await FileSystem.withOpenFile(path, mode: .readWrite, options: [.create], on: loop) { file in
+                        opened = file
+                        _ = try await file.write(Array("round \(round)".utf8), at: 0).first()
+                        withUnsafeCurrentTask { $0?.cancel() }
+                        if round % 2 == 1 { throw Failure() }
+                        return "written"
+                    }
+                } catch {
+                    result = "\(type(of: error))"
+                }
+                return (result, opened?.isClosed, descriptorsOpen(on: path))
+            }.value
+            XCTAssertEqual(outcome.result, round % 2 == 1 ? "Failure" : "written", "round \(round)")
+            XCTAssertEqual(outcome.closed, true, "round \(round): withOpenFile returned before the file was closed")
+            XCTAssertEqual(outcome.descriptors, 0, "round \(round): a descriptor on the file was open after withOpenFile returned")
+        }
+    }
+
     /// The README's open-file example is the code between the markers (compiled, not run: it reads a system
     /// path; what it does is tested by `testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows`).
     func testTheReadmeOpenFileExampleIsThisCode() throws {
