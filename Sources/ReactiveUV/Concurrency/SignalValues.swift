@@ -2,6 +2,9 @@ import Synchronization
 
 /// What `signal.values` does when values arrive faster than the consuming task takes them.
 ///
+/// A limit must be at least 1: iterating with a smaller one throws `EINVAL` at the first
+/// `next()`, before the signal is subscribed.
+///
 /// Thread rule: a value type; safe from any thread.
 public enum ValuesBufferPolicy: Sendable, Hashable {
     /// Keep at most `limit` values waiting. A source that can pause (a TCP
@@ -349,6 +352,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             return true
         }
         guard start else { return }
+        // A limit below 1 keeps nothing, or overflows at once: refused before the source starts.
+        if let refusal = policy.refusal {
+            finish(.failure(refusal))
+            return
+        }
         let subscription = signal.subscribeForValues(
             next: { [self] in receive($0) },
             error: { [self] in finish(.failure($0)) },
@@ -478,6 +486,18 @@ extension ValuesBufferPolicy {
         switch self {
         case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
         case .unbounded: return nil
+        }
+    }
+
+    /// Why the policy cannot be used (a limit below 1), or nil.
+    var refusal: UVError? {
+        switch self {
+        case .bounded(let limit) where limit < 1, .keepNewest(let limit) where limit < 1, .keepOldest(let limit) where limit < 1:
+            return UVError(code: UVError.invalidArgumentCode,
+                           message: "ValuesBufferPolicy.\(self) keeps no value: a limit must be at least 1 (or use .unbounded by name)",
+                           context: "signal.values(bufferingPolicy:)")
+        default:
+            return nil
         }
     }
 }

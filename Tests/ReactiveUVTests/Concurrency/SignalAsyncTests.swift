@@ -161,6 +161,34 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertEqual(restOldest, [1, 2, 3])
     }
 
+    /// A buffer limit below 1 is EINVAL at the first `next()`, and the signal is never subscribed
+    /// (`.bounded(-3)` used to fail with "more than -3 values were waiting", `.keepNewest(0)` to
+    /// drop every value the task was not already waiting for).
+    func testABufferLimitBelowOneIsEINVALBeforeTheSignalIsSubscribed() async throws {
+        let subscriptions = Locked(0)
+        let source = Signal<Int> { subscriber in
+            subscriptions.withLock { $0 += 1 }
+            for value in 0..<5 { subscriber.sendNext(value) }
+            subscriber.sendCompleted()
+            return nil
+        }
+        for policy in [ValuesBufferPolicy.bounded(-3), .bounded(0), .keepNewest(0), .keepOldest(-1)] {
+            var iterator = source.values(bufferingPolicy: policy).makeAsyncIterator()
+            do {
+                let value = try await iterator.next()
+                XCTFail("\(policy): expected EINVAL, got \(String(describing: value))")
+            } catch let error as UVError {
+                XCTAssertEqual(error.code, UVError.invalidArgumentCode, "\(policy)")
+                XCTAssertTrue(error.description.contains("a limit must be at least 1"), error.description)
+            }
+        }
+        XCTAssertEqual(subscriptions.current, 0, "no policy below 1 subscribed the signal")
+        var collected: [Int] = []
+        for try await value in source.values(bufferingPolicy: .keepNewest(1)) { collected.append(value) }
+        XCTAssertEqual(subscriptions.current, 1)
+        XCTAssertFalse(collected.isEmpty, "a limit of 1 is accepted")
+    }
+
     /// A source that can pause is paused when the buffer fills, so memory stays bounded.
     func testAPausableSourceIsPausedInsteadOfOverflowing() async throws {
         let flow = FlowLog()
