@@ -43,6 +43,20 @@ open class Scheduler: @unchecked Sendable {
         preconditionFailure("\(type(of: self)) must override Scheduler.schedule(_:)")
     }
 
+    /// Runs `work` as `schedule(_:)` does, except that a loop that has shut down drops it without
+    /// the message a refused submission writes: for the library's own bookkeeping hops (a flow
+    /// control's pause, resume and end), whose target may end first as a matter of course (a loop
+    /// shut down under a live `values` iteration) and where nothing is left to do for it.
+    ///
+    /// Thread rule: safe from any thread.
+    final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) {
+        if let loop = self as? EventLoop {
+            loop.enqueue(work)
+        } else {
+            schedule(work)
+        }
+    }
+
     /// Runs `work` once, no earlier than `delay` from now.
     ///
     /// A negative delay counts as zero. Loops round sub-millisecond delays up,

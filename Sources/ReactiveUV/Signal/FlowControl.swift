@@ -81,7 +81,7 @@ public final class FlowControl: @unchecked Sendable {
             if !consumerTakesEndLater.load(ordering: .acquiring) { endTaken() }
             return
         }
-        home.schedule { [self] in
+        home.scheduleDroppingIfShutDown { [self] in
             if !consumerTakesEndLater.load(ordering: .acquiring) { endTaken() }
         }
     }
@@ -124,7 +124,8 @@ public final class FlowControl: @unchecked Sendable {
             update()
         } else {
             let box = UncheckedSendable(change)
-            sourceScheduler.schedule { [self] in
+            // A source whose loop has shut down has ended: nothing is left to pause or resume.
+            sourceScheduler.scheduleDroppingIfShutDown { [self] in
                 box.value(self)
                 update()
             }
@@ -161,7 +162,7 @@ extension Subscriber {
             subscription.flowControl = control
         } else {
             let box = UncheckedSendable(subscription)
-            subscription.home.schedule { box.value.flowControl = control }
+            subscription.home.scheduleDroppingIfShutDown { box.value.flowControl = control }
         }
     }
 }

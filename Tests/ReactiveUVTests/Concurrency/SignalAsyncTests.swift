@@ -189,6 +189,38 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertFalse(collected.isEmpty, "a limit of 1 is accepted")
     }
 
+    /// A source's loop that shuts down while the task has it paused: the resume the task's progress
+    /// then asks for has nowhere to go and is dropped without the "rejected submission" message
+    /// (the user did nothing wrong); the values already buffered are still taken.
+    func testAResumeForASourceLoopThatShutDownIsDroppedWithoutAMessage() async throws {
+        let sourceLoop = EventLoop(name: "values-source")
+        let paused = Locked(0)
+        // The source runs on its own loop and sends to the task's subscription from there.
+        let source = Signal<Int> { subscriber in
+            sourceLoop.execute {
+                subscriber.setFlowControl(pause: { paused.withLock { $0 += 1 } }, resume: {})
+                for value in 0..<8 { subscriber.sendNext(value) }
+            }
+            return nil  // never ends: the loop's shutdown is what stops it
+        }
+        var iterator = source.values(bufferingPolicy: .bounded(2)).makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first, 0)
+        // Wait until the full buffer has paused the source (on its loop), then shut that loop down.
+        let deadline = SchedulerInstant.now + .seconds(10)
+        while paused.current == 0 && SchedulerInstant.now < deadline { await Task.yield() }
+        XCTAssertEqual(paused.current, 1, "the source was paused")
+        sourceLoop.shutdown()
+        // Draining the buffer to half asks the source to resume, on its loop, which has closed.
+        // (All eight were sent before the pause reached the source: seven wait in the buffer.)
+        var taken: [Int] = []
+        for _ in 0..<7 {
+            if let value = try await iterator.next() { taken.append(value) }
+        }
+        XCTAssertEqual(taken, Array(1..<8), "the buffered values are taken in order")
+        XCTAssertEqual(sourceLoop.rejectedSubmissionCount, 0, "the resume for the closed loop was dropped, not reported")
+    }
+
     /// A source that can pause is paused when the buffer fills, so memory stays bounded.
     func testAPausableSourceIsPausedInsteadOfOverflowing() async throws {
         let flow = FlowLog()
