@@ -49,7 +49,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func first() async throws -> Value? {
+    public func first() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none, stopEarly: true) { first, value in
             if first == nil { first = value }
         }
@@ -61,7 +61,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func last() async throws -> Value? {
+    public func last() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none) { last, value in last = value }
     }
 
@@ -74,7 +74,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func collect() async throws -> [Value] {
+    public func collect() async throws -> [Value] where Value: Sendable {
         try await awaitTerminal([Value]()) { values, value in values.append(value) }
     }
 
@@ -103,7 +103,7 @@ extension Signal {
     ///   on a loop thread, where waiting would deadlock.
     ///
     /// Thread rule: any thread except a loop thread.
-    public func first(timeout: Duration? = nil) throws -> Value? {
+    public func first(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
         try block(operation: "first()", timeout: timeout, Optional<Value>.none, stopEarly: true) { first, value in
             if first == nil { first = value }
         }
@@ -116,7 +116,7 @@ extension Signal {
     /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
-    public func last(timeout: Duration? = nil) throws -> Value? {
+    public func last(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
         try block(operation: "last()", timeout: timeout, Optional<Value>.none) { last, value in last = value }
     }
 

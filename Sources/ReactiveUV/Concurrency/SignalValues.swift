@@ -53,7 +53,8 @@ public enum SignalValuesError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 }
 
-extension Signal {
+// Sendable values only: the consuming task may run on another thread than the signal's home loop.
+extension Signal where Value: Sendable {
     /// The signal's values as an `AsyncSequence`, with the default buffer policy (`.bounded(1024)`).
     ///
     /// Iterating subscribes (from the consuming task's thread: a task on a loop

@@ -90,7 +90,8 @@ final class SendabilityDiagnosticsTests: XCTestCase {
             """)
     }
 
-    /// Values handed to another thread (`deliver(on:)`, `subscribe(on:)`) or kept for every subscription must be Sendable.
+    /// Values handed to another thread (`deliver(on:)`, `subscribe(on:)`, a task through `values`, `first()`,
+    /// `collect()`, a blocked thread through `last(timeout:)`) or kept for every subscription must be Sendable.
     func testNonSendableValuesCannotBeMovedToAnotherThreadOrSharedBySubscriptions() throws {
         try assertDiagnostics("""
             import ReactiveUV
@@ -107,6 +108,18 @@ final class SendabilityDiagnosticsTests: XCTestCase {
 
             func oneStartForEverySubscription(_ ticks: Signal<Int>) -> Signal<Frame> {
                 ticks.scan(Frame()) { frame, _ in frame }  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func awaited(_ frames: Signal<Frame>) async throws -> Frame? {
+                try await frames.first()  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func iterated(_ frames: Signal<Frame>) async throws {
+                for try await frame in frames.values { _ = frame }  // expect: type 'Frame' does not conform to the 'Sendable' protocol
+            }
+
+            func blockedFor(_ frames: Signal<Frame>) throws -> Frame? {
+                try frames.last(timeout: .seconds(1))  // expect: type 'Frame' does not conform to the 'Sendable' protocol
             }
 
             func framesStayOnTheirLoop(_ frames: Signal<Frame>) -> Signal<Int> {

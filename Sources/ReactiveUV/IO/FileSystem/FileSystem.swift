@@ -27,12 +27,12 @@ public enum FileSystem {
     /// The one bridge: builds the signal for the loop the call runs on and awaits its end.
     ///
     /// - Returns: The signal's last value (nil for the signals that only complete).
-    private static func run<Value>(on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value? {
+    private static func run<Value: Sendable>(on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value? {
         try await make(self.loop(for: loop)).last()
     }
 
     /// `run` for the signals that send exactly one value.
-    private static func value<Value>(_ call: String, on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
+    private static func value<Value: Sendable>(_ call: String, on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
         guard let value = try await run(on: loop, make) else {
             throw UVError(code: UV_EIO.rawValue, message: "the signal completed without its value", context: call)
         }
