@@ -48,13 +48,14 @@ open class Scheduler: @unchecked Sendable {
     /// control's pause, resume and end), whose target may end first as a matter of course (a loop
     /// shut down under a live `values` iteration) and where nothing is left to do for it.
     ///
+    /// - Returns: False when the work was dropped (the loop has shut down).
+    ///
     /// Thread rule: safe from any thread.
-    final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) {
-        if let loop = self as? EventLoop {
-            loop.enqueue(work)
-        } else {
-            schedule(work)
-        }
+    @discardableResult
+    final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool {
+        if let loop = self as? EventLoop { return loop.enqueue(work) }
+        schedule(work)
+        return true
     }
 
     /// Runs `work` once, no earlier than `delay` from now.

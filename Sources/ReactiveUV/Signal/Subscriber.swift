@@ -219,16 +219,21 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         if subscription.isDisposed { return }
         // Two boxes, not a tuple in one: see UncheckedSendable.
         let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        let delivered: Bool
         if let control = sourceFlowControl.load() {
             control.willQueueValue()
             // A home that is gone drops the work, and the count with it: nothing is left to pause for.
-            _ = subscription.home.schedule {
+            delivered = subscription.home.scheduleDroppingIfShutDown {
                 target.value.deliver(payload.value)
                 control.didDeliverQueuedValue()
             }
-            return
+        } else {
+            delivered = subscription.home.scheduleDroppingIfShutDown { target.value.deliver(payload.value) }
         }
-        _ = subscription.home.schedule { target.value.deliver(payload.value) }
+        // The home loop has shut down: nothing can reach the subscriber any more. Disposing stops the
+        // source (a timer or a connection on another loop would otherwise send into the void, and
+        // each value would be reported as a refused submission though nobody misused anything).
+        if !delivered { subscription.dispose() }
     }
 
     /// Whether the subscription is disposed (or has ended): a long-running

@@ -168,8 +168,10 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         }
         if waitingForCallbacks && ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
         let box = UncheckedSendable(self)
-        if home.schedule({ box.value.tearDown() }) == nil {
-            // The home loop has closed (it runs nothing more); release what is left here.
+        if !home.scheduleDroppingIfShutDown({ box.value.tearDown() }) {
+            // The home loop has closed (it runs nothing more); release what is left here. Not
+            // reported as a refused submission: disposing after the home's shutdown is no misuse
+            // (a program's shutdown order), and nothing is lost.
             tearDown()
         }
     }

@@ -525,3 +525,23 @@ final class DeliverOnClosedLoopTests: XCTestCase {
         try home.tryShutdown()
     }
 }
+
+/// A source on another loop sending to a subscription whose home loop has shut down.
+final class SendsToAClosedHomeTests: XCTestCase {
+    /// The first value that cannot hop home disposes the subscription, which stops the source (here
+    /// an interval timer on its own loop), and no "rejected submission" is reported: before, every
+    /// tick was refused and reported, and the timer ran on for good.
+    func testTheSubscriptionIsDisposedAndTheSourceStopsWithoutAMessage() throws {
+        let home = EventLoop(name: "home"), sourceLoop = EventLoop(name: "source")
+        let ticks = Locked(0)
+        let subscription = onLoop(home) { () -> UncheckedSendable<any Disposable> in
+            UncheckedSendable(Signal<Int>.interval(.milliseconds(2), on: sourceLoop).subscribe(next: { _ in ticks.withLock { $0 += 1 } }))
+        }?.value
+        waitUntil("a first tick delivered home") { ticks.current > 0 }
+        try home.tryShutdown()
+        waitUntil("the subscription disposed by a tick that found its home closed") { subscription?.isDisposed == true }
+        XCTAssertEqual(home.rejectedSubmissionCount, 0, "nobody misused the loop: nothing is reported")
+        try sourceLoop.tryShutdown()
+        XCTAssertEqual(sourceLoop.report?.loopCloseResult, 0)
+    }
+}
