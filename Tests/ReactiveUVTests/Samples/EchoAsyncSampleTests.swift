@@ -80,7 +80,7 @@ final class EchoAsyncSampleTests: XCTestCase {
             XCTAssertTrue(try clients[0].receive(exactly: payload.count) == payload, "the echo during the drain")
             clients[0].shutdownWrite()
             XCTAssertEqual(try clients[0].receiveUntilEOF(), [])
-            sample.waitForOutput(containing: "(1 open)")
+            sample.waitForOutput(containing: "bytes (1 open)")  // a leave line: "connected (1 open)" came first
             XCTAssertTrue(sample.process.isRunning, "echo-async exited with a client still connected")
 
             sample.process.interrupt()

@@ -206,7 +206,7 @@ final class EchoSampleTests: XCTestCase {
                 clients[index].shutdownWrite()
                 XCTAssertEqual(try clients[index].receiveUntilEOF(), [])
             }
-            sample.waitForOutput(containing: "(1 open)")
+            sample.waitForOutput(containing: "bytes (1 open)")  // a leave line: "connected (1 open)" came first
             XCTAssertTrue(sample.process.isRunning, "echo exited with a client still connected")
 
             sample.process.interrupt()
