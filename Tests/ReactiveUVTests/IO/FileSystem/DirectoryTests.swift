@@ -244,6 +244,40 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertEqual(left, [], "temporary directories made for disposed subscribers are removed")
     }
 
+    /// A temporary file or directory whose subscriber is disposed on another thread after the pool made it,
+    /// before the loop took the result, is removed again: the subscription is marked disposed at once and
+    /// its teardown comes later, so the result used to be sent to a subscriber that dropped it, and the
+    /// file (mkstemp) or directory (mkdtemp) stayed on disk under a name nobody was told. A temporary file
+    /// made after a dispose on the loop was closed but stayed too.
+    func testTemporaryEntriesMadeForASubscriberDisposedElsewhereAreRemoved() throws {
+        let place = path("place")
+        try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: false)
+        func entries() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: place)) ?? [] }
+        try checked { harness in
+            for _ in 0..<20 {
+                // The loop is held while the pool makes both and another thread disposes them, so the
+                // results and the disposals reach the loop after the subscriptions were marked disposed.
+                try harness.onLoop {
+                    let subscriptions = [Files.makeTemporaryFile(prefix: "file-", in: place).subscribe(),
+                                         Files.makeTemporaryDirectory(prefix: place + "/dir-").subscribe()]
+                    while entries().count < 2 { sched_yield() }
+                    let disposed = DispatchSemaphore(value: 0)
+                    DispatchQueue.global().async {
+                        subscriptions.forEach { $0.dispose() }
+                        disposed.signal()
+                    }
+                    disposed.wait()
+                }
+                try harness.wait(for: "the temporary file and directory to be removed") { entries().isEmpty }
+            }
+            // On the loop, disposed as soon as subscribed: what the pool made before the cancel is removed too.
+            try harness.onLoop {
+                for _ in 0..<100 { Files.makeTemporaryFile(prefix: "file-", in: place).subscribe().dispose() }
+            }
+            try harness.wait(for: "every temporary file to be removed") { entries().isEmpty }
+        }
+    }
+
     func testRemoveRemoveDirectoryAndTheirErrors() throws {
         let file = try makeFile("gone")
         let full = path("full")
