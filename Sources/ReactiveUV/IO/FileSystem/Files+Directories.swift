@@ -110,6 +110,8 @@ extension Files {
     /// completion writes it, removes the link: the slash would make the kernel follow it, so the name is looked
     /// at without it). An entry that vanishes meanwhile is fine; the first other failure (`EACCES`, `EBUSY`...)
     /// ends the signal, naming the path, with what was removed so far gone. A missing `path` is `ENOENT`.
+    /// Entries are reached through directory descriptors, so a tree deeper than a path can be long
+    /// (`PATH_MAX`) is removed too; it holds one descriptor per 16 levels of depth while it runs.
     ///
     /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
     /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only
