@@ -88,28 +88,41 @@ final class Copier {
         return position
     }
 
-    /// Where the last `count` lines of the file's first `size` bytes begin: read backwards in
-    /// growing windows from the end until enough line ends were seen (a final LF ends the last line).
+    /// Where the last `count` lines of the file's first `size` bytes begin: read backwards one window
+    /// at a time from the end, each byte once, until enough line ends were seen (a final LF ends the
+    /// last line). Windows grow from 64 KiB to 8 MiB, so a file with few line ends is scanned in few
+    /// reads while memory stays bounded (the whole file in windows that grew without limit took 1 GiB
+    /// and failed past `OpenFile.maxReadCount` on a larger file with few lines).
     func startOfLastLines(_ count: Int, of file: OpenFile, size: Int) async throws -> Int {
         if count == 0 || size == 0 { return size }
         var window = 64 << 10
-        while true {
-            let start = max(0, size - window)
-            let bytes = try await file.read(at: start, count: size - start).first() ?? []
+        var end = size
+        var seen = 0
+        var atFileEnd = true
+        while end > 0 {
+            let start = max(0, end - window)
+            let bytes = try await file.read(at: start, count: end - start).first() ?? []
             bytesRead += bytes.count
-            var index = bytes.count - 1
-            if index >= 0 && bytes[index] == UInt8(ascii: "\n") { index -= 1 }
-            var seen = 0
-            while index >= 0 {
-                if bytes[index] == UInt8(ascii: "\n") {
-                    seen += 1
-                    if seen == count { return start + index + 1 }
+            var length = bytes.count
+            if atFileEnd && length > 0 && bytes[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+            atFileEnd = false
+            // memchr: a file with few line ends is scanned at memory speed, not a byte per loop turn.
+            var lineEnds: [Int] = []
+            bytes.withUnsafeBytes { buffer in
+                guard let base = buffer.baseAddress else { return }
+                var offset = 0
+                while offset < length, let hit = memchr(base + offset, Int32(UInt8(ascii: "\n")), length - offset) {
+                    offset = UnsafeRawPointer(hit) - base + 1
+                    lineEnds.append(offset - 1)
                 }
-                index -= 1
             }
-            if start == 0 { return 0 }
-            window *= 4
+            let needed = count - seen
+            if lineEnds.count >= needed { return start + lineEnds[lineEnds.count - needed] + 1 }
+            seen += lineEnds.count
+            end = start
+            window = min(window * 2, 8 << 20)
         }
+        return 0
     }
 }
 

@@ -66,6 +66,28 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "\(long)\n\(long)\nlast\n")
     }
 
+    /// The last lines of a file larger than one read can take (`OpenFile.maxReadCount`, 1 GiB) that holds
+    /// few line ends: 1 GiB of zeros (a sparse file: no disk) between "first" and "last", `-n 2` prints all
+    /// of it. The file is scanned backwards once, in windows of at most 8 MiB. Before, the windows grew
+    /// by four until one was the whole file: the read of more than 1 GiB failed with `EINVAL` (status 1,
+    /// nothing printed) after 1.4 GB were read and 1 GiB held.
+    func testTheLastLinesOfAFileLargerThanOneReadWithFewLineEnds() throws {
+        try write("first\n")
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: (1 << 30) + (64 << 10))
+        try handle.close()
+        try append("last\n")
+        let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // The output only counted: `wc -c` holds none of it.
+        let sample = try SampleProcess("tail", [path], shell: #"{ "$0" -n 2 --stats "$1"; echo "status $?" >&2; } | wc -c"#)
+        XCTAssertEqual(sample.waitForExit(timeout: .seconds(120)), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines), String(size))
+        XCTAssertTrue(sample.standardError.contains("status 0"), sample.standardError)
+        // Scanned back once to the first line end, then copied once.
+        XCTAssertTrue(sample.standardError.contains("tail: bytes read: \(2 * size)"), sample.standardError)
+    }
+
     func testAMissingFileWithoutFollowIsStatusOneWithENOENT() throws {
         let sample = try SampleProcess("tail", [path])
         XCTAssertEqual(sample.waitForExit(), 1)
