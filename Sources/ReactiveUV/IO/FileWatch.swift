@@ -88,7 +88,10 @@ public enum FileWatch {
     /// moved away and no file takes it within 100 ms, the deletion is reported
     /// as `.renamed` and the signal ends with `ENOENT`. If the watched directory
     /// itself is deleted or moved away, the signal ends with `ENOENT` (the
-    /// kernel drops the watch, so nothing more could be reported).
+    /// kernel drops the watch, so nothing more could be reported). inotify does
+    /// not report a directory above the watched one renamed or removed: events
+    /// keep coming with the old `path`, and a recursive watch ends with `ENOENT`
+    /// when a new subdirectory cannot be found by its path (it would not be watched).
     ///
     /// Limits end the signal visibly: a directory that cannot be watched
     /// because the per-user limit `fs.inotify.max_user_watches` is reached ends

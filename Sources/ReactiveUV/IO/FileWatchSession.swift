@@ -114,6 +114,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         } catch {
             switch error.code {
             case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue, UV_ELOOP.rawValue:
+                try checkRootStillAtItsPath()
                 return nil  // gone, or no longer a directory: its parent's watch reports that
             case UV_EACCES.rawValue, UV_EPERM.rawValue:
                 emit(.notWatched, relative)
@@ -132,7 +133,9 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             entries = try FileSystemQuery.entries(of: fullPath(relative))
         } catch {
             switch error.code {
-            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue: return  // gone already: its parent reports it
+            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
+                try checkRootStillAtItsPath()
+                return  // gone already: its parent reports it
             case UV_EACCES.rawValue, UV_EPERM.rawValue: emit(.notWatched, relative); return
             default: throw error
             }
@@ -147,6 +150,19 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             case .alreadyThere? where rescan: try watchSubdirectories(of: name, announce: false, rescan: true)
             default: break
             }
+        }
+    }
+
+    /// Ends the watch when the root's path no longer leads to the root: a directory above it was renamed or
+    /// removed, which inotify does not report (only the root's own move or deletion), so every path built
+    /// from the root is wrong from then on. Checked where a subdirectory could not be found by its path (a
+    /// rare failure, not each event): taken as gone, it was never watched, and its files went unreported.
+    private func checkRootStillAtItsPath() throws(UVError) {
+        guard let status = try? FileSystemQuery.status(of: root), FileID(status) == rootID else {
+            throw UVError(code: UV_ENOENT.rawValue,
+                          message: "the watched path no longer leads to the watched directory: a directory above it was renamed "
+                              + "or removed (or made unsearchable), so new subdirectories could not be watched by their paths",
+                          context: "watching \(root)")
         }
     }
 

@@ -46,6 +46,27 @@ final class FileWatchSilenceTests: XCTestCase {
         }
     }
 
+    /// A directory above a recursively watched one renamed: inotify reports nothing of it (only the root's own
+    /// move), and each path the watch builds from the root is wrong from then on. A subdirectory made after
+    /// it could not be found by its path and was taken as gone already: never watched, its files were never
+    /// reported, while the watch looked alive. The watch now ends with `ENOENT` saying why, after the
+    /// subdirectory's own event.
+    func testARecursiveWatchEndsWhenADirectoryAboveItWasRenamedAndANewSubdirectoryCannotBeWatched() throws {
+        try FileManager.default.createDirectory(atPath: path("parent/root"), withIntermediateDirectories: true)
+        let root = path("parent/root")
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: root, recursive: true))
+            XCTAssertEqual(rename(path("parent"), path("moved")), 0)
+            try FileManager.default.createDirectory(atPath: path("moved/root/sub"), withIntermediateDirectories: false)
+            let error = try XCTUnwrap(try watch.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "ENOENT")
+            XCTAssertTrue(error.message.hasPrefix("the watched path no longer leads to the watched directory: a directory above it was renamed"),
+                          error.description)
+            XCTAssertEqual(error.context, "watching \(root)")
+            XCTAssertEqual(watch.values.map(\.description), ["renamed sub"])
+        }
+    }
+
     /// An editor's atomic save (write a temporary file, rename it over the watched name): the replacement is
     /// reported, and appends to the new file keep being reported.
     func testAFileReplacedByRenameIsFollowed() throws {
