@@ -9,6 +9,8 @@
 // file's first byte: a file renamed away is read until the name names a file again, however long
 // that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
 // FILE's directory may be missing too, or removed and made again: it is watched again when it is back.
+// Without -F, FILE may also be a pipe (`/dev/stdin`), a FIFO, a device or a `/proc` file: one whose
+// size does not say where its end is is read through once, keeping only its last lines.
 import ReactiveUV
 import SampleSupport
 #if canImport(Glibc)
@@ -106,16 +108,7 @@ final class Copier {
             var length = bytes.count
             if atFileEnd && length > 0 && bytes[length - 1] == UInt8(ascii: "\n") { length -= 1 }
             atFileEnd = false
-            // memchr: a file with few line ends is scanned at memory speed, not a byte per loop turn.
-            var lineEnds: [Int] = []
-            bytes.withUnsafeBytes { buffer in
-                guard let base = buffer.baseAddress else { return }
-                var offset = 0
-                while offset < length, let hit = memchr(base + offset, Int32(UInt8(ascii: "\n")), length - offset) {
-                    offset = UnsafeRawPointer(hit) - base + 1
-                    lineEnds.append(offset - 1)
-                }
-            }
+            let lineEnds = Copier.lineEnds(in: bytes, length: length)
             let needed = count - seen
             if lineEnds.count >= needed { return start + lineEnds[lineEnds.count - needed] + 1 }
             seen += lineEnds.count
@@ -123,6 +116,49 @@ final class Copier {
             window = min(window * 2, 8 << 20)
         }
         return 0
+    }
+
+    /// Writes the last `count` lines of a source read as a stream (a FIFO, a pipe such as `/dev/stdin`, a
+    /// device, a `/proc` file whose size says 0): positional reads fail on the first (`ESPIPE`), and a
+    /// size of 0 says nothing of the last. Only the last lines read so far are kept, trimmed as they grow.
+    func copyLastLines(_ count: Int, ofStream path: String, on loop: EventLoop) async throws {
+        var kept: [UInt8] = []
+        var keptAfterTrim = 0
+        for try await chunk in Files.chunks(path, on: loop).values {
+            bytesRead += chunk.count
+            kept.append(contentsOf: chunk)
+            // Trimmed when it doubled: each byte is scanned a bounded number of times.
+            if kept.count >= max(64 << 10, 2 * keptAfterTrim) {
+                kept.removeFirst(Copier.startOfLastLines(count, in: kept))
+                keptAfterTrim = kept.count
+            }
+        }
+        kept.removeFirst(Copier.startOfLastLines(count, in: kept))
+        if !kept.isEmpty, let error = await output.write(kept).waitUntilCompleted() { throw OutputFailed(underlying: error) }
+    }
+
+    /// Where the last `count` lines of `bytes` begin (a final LF ends the last line).
+    static func startOfLastLines(_ count: Int, in bytes: [UInt8]) -> Int {
+        if count == 0 { return bytes.count }
+        var length = bytes.count
+        if length > 0 && bytes[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+        let ends = lineEnds(in: bytes, length: length)
+        return ends.count >= count ? ends[ends.count - count] + 1 : 0
+    }
+
+    /// The offsets of the LFs among the first `length` bytes, found with memchr: a file with few line
+    /// ends is scanned at memory speed, not a byte per loop turn.
+    static func lineEnds(in bytes: [UInt8], length: Int) -> [Int] {
+        var ends: [Int] = []
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < length, let hit = memchr(base + offset, Int32(UInt8(ascii: "\n")), length - offset) {
+                offset = UnsafeRawPointer(hit) - base + 1
+                ends.append(offset - 1)
+            }
+        }
+        return ends
     }
 }
 
@@ -244,6 +280,10 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
     do {
         if options.follow {
             try await follow(options, copier, on: loop)
+        } else if let info = try? await FileSystem.stat(options.path, on: loop), info.type != .regular || info.size == 0 {
+            // Not a file whose size says where its end is: read it through once (an error, a directory's
+            // EISDIR included, is reported as for a file).
+            try await copier.copyLastLines(options.lines, ofStream: options.path, on: loop)
         } else {
             try await FileSystem.withOpenFile(options.path, on: loop) { file in
                 let size = Int(try await file.stat().first()!.size)

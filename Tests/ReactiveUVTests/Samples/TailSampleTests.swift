@@ -88,6 +88,29 @@ final class TailSampleTests: XCTestCase {
         XCTAssertTrue(sample.standardError.contains("tail: bytes read: \(2 * size)"), sample.standardError)
     }
 
+    /// A source whose size does not say where its end is: a pipe (`/dev/stdin`), a FIFO, a `/proc` file (size 0).
+    /// Each is read through once, keeping only the last lines. Before, the pipe and the FIFO failed with
+    /// `ESPIPE` (status 1: positional reads), and the `/proc` file was printed whole (its size 0 put the
+    /// start of its last lines at 0).
+    func testTheLastLinesOfAPipeAFIFOAndAProcFile() throws {
+        let piped = try SampleProcess("tail", [], shell: #"seq 1 100000 | "$0" -n 3 /dev/stdin"#)
+        XCTAssertEqual(piped.waitForExit(), 0, piped.standardError)
+        XCTAssertEqual(piped.standardOutput, "99998\n99999\n100000\n")
+
+        let fifo = directory + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let fromFIFO = try SampleProcess("tail", [fifo], shell: #"printf 'a\nb\nc' > "$1" & "$0" -n 2 "$1"; status=$?; wait; exit $status"#)
+        XCTAssertEqual(fromFIFO.waitForExit(), 0, fromFIFO.standardError)
+        XCTAssertEqual(fromFIFO.standardOutput, "b\nc")
+
+        // The sample's limits are this process's (inherited), so its /proc/self/limits reads as ours does.
+        let limits = try String(contentsOfFile: "/proc/self/limits", encoding: .utf8)
+        let lastTwo = limits.split(separator: "\n").suffix(2).map { $0 + "\n" }.joined()
+        let proc = try SampleProcess("tail", ["-n", "2", "/proc/self/limits"])
+        XCTAssertEqual(proc.waitForExit(), 0, proc.standardError)
+        XCTAssertEqual(proc.standardOutput, lastTwo)
+    }
+
     func testAMissingFileWithoutFollowIsStatusOneWithENOENT() throws {
         let sample = try SampleProcess("tail", [path])
         XCTAssertEqual(sample.waitForExit(), 1)
