@@ -299,6 +299,10 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         emit(event.has(IN_MODIFY | IN_ATTRIB) ? .changed : .renamed, name)
         guard recursive, subscriber != nil else { return }
         if event.has(IN_DELETE | IN_MOVED_FROM) {
+            // A move this old can come after the name was watched again: two directories exchanged
+            // (`renameat2` `RENAME_EXCHANGE`, `mv --exchange`) report "b" moved in before "b" moved out. The
+            // watch added meanwhile is on what the name leads to now, and stays.
+            if event.has(IN_MOVED_FROM), let descriptor = directories[name], nameStillLeads(to: descriptor, name) { return }
             dropTree(name)
         } else if event.has(IN_CREATE | IN_MOVED_TO),
                   event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
@@ -310,6 +314,18 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
                 fail(error)
             }
         }
+    }
+
+    /// Whether `relative` still names the directory watched by `descriptor` (a watch of the path now gives that
+    /// descriptor back). A watch this added on another directory is given up again: that directory's own event adds it.
+    private func nameStillLeads(to descriptor: Int32, _ relative: String) -> Bool {
+        guard let hub, hub.isOpen,
+              let current = try? hub.addWatch(fullPath(relative), for: self, onlyDirectory: true, followLink: followSymlinks) else {
+            return false
+        }
+        if current == descriptor { return true }
+        if watches[current] == nil { hub.removeWatch(current, for: self) }
+        return false
     }
 
     private func fileEvent(_ event: InotifyEvent) {
