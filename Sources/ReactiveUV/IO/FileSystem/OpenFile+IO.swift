@@ -247,11 +247,18 @@ extension OpenFile {
     /// Reads up to `count` bytes at `offset` into a new array (pool thread); short only at the end of the file.
     static func readBytes(_ descriptor: Int32, at offset: Int, count: Int, context: String) throws -> [UInt8] {
         var capacity = count
+        var sizeSaidNothing = false
         if count > 1 << 20 {
             // Do not allocate a large array for a short file: the array keeps its capacity.
             var status = Glibc.stat()
             if fstat(descriptor, &status) == 0 && status.st_mode & S_IFMT == S_IFREG {
-                capacity = min(count, max(0, Int(status.st_size) - offset))
+                if status.st_size > 0 {
+                    capacity = min(count, max(0, Int(status.st_size) - offset))
+                } else {
+                    // A /proc or /sys file says 0 and holds bytes (taken at its word, it read as empty):
+                    // read what comes, then keep only that.
+                    sizeSaidNothing = true
+                }
             }
         }
         guard capacity > 0 else { return [] }
@@ -271,6 +278,7 @@ extension OpenFile {
             initialized = done
         }
         if let failure { throw failure }
+        if sizeSaidNothing && bytes.count < capacity { return bytes.withUnsafeBufferPointer { Array($0) } }
         return bytes
     }
 

@@ -79,6 +79,29 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// A `/proc` file says its size is 0 and holds bytes. Reads of more than 1 MiB sized their array by that
+    /// size, so `read(at:count:)` with a count above 1 MiB, and `OpenFile.chunks` / `Files.chunks` with such a
+    /// chunk size, sent nothing and completed, as if the file were empty. They read what it holds now (a
+    /// file whose contents do not change while the test runs: this process's limits).
+    func testReadsOfMoreThanOneMiBFromAProcFileReadWhatItHolds() throws {
+        let path = "/proc/self/limits"
+        let contents = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        XCTAssertGreaterThan(contents.count, 100)
+        let large = 4 << 20
+        try checked { harness in
+            let file = try open(harness, path)
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: large)).waitForValues(1), [contents])
+            XCTAssertEqual(try harness.record(file.read(at: 10, count: large)).waitForValues(1), [Array(contents[10...])])
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: 1 << 20)).waitForValues(1), [contents], "as below 1 MiB")
+            let chunks = try harness.record(file.chunks(chunkSize: large))
+            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
+            XCTAssertEqual(chunks.values.flatMap { $0 }, contents)
+            let streamed = try harness.record(Files.chunks(path, chunkSize: large))
+            XCTAssertTrue(try streamed.waitForTermination().isCompleted)
+            XCTAssertEqual(streamed.values.flatMap { $0 }, contents)
+        }
+    }
+
     /// A consumer that cannot keep up pauses the reads (and the reads ahead): a `.bounded(2)` buffer, which
     /// fails with `bufferOverflow` when a source ignores the pause, takes 8 MiB in 4 KiB chunks, intact and in order.
     func testChunksFollowTheConsumersFlowControl() async throws {
