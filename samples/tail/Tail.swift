@@ -25,7 +25,8 @@ let usage = """
       -F                  then keep printing what is appended, following FILE by name across
                           rotation, truncation and delete + re-create (Ctrl-C stops, status 0)
       --interval DURATION with -F, also look at FILE this often (default 1s), for changes the
-                          directory watch cannot see (a rename into another directory, NFS)
+                          directory watch cannot see (a rename into another directory, NFS, a
+                          directory it may not read)
       --stats             at exit, print how many bytes were read from files, to standard error
     """
 
@@ -167,6 +168,13 @@ func isMissing(_ error: any Error) -> Bool {
     (error as? UVError)?.name == "ENOENT"
 }
 
+/// Whether `error` says inotify cannot watch the directory, which can still be looked at (`EACCES`: no read
+/// permission on it; `ENOSPC`, `EMFILE`: the per-user watch or instance limit).
+func isUnwatchable(_ error: any Error) -> Bool {
+    guard let name = (error as? UVError)?.name else { return false }
+    return ["EACCES", "EPERM", "ENOSPC", "EMFILE"].contains(name)
+}
+
 /// The directory FILE's name lives in: what the watch looks at, so that renames and creations of
 /// the name are seen as well as appends.
 func directory(of path: String) -> String {
@@ -192,8 +200,17 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
     // a look every interval. Only the newest wake is kept: each one means "look again".
     // A directory that does not exist (yet), or is removed, ends the watch with ENOENT: it is watched
     // again an interval later, as GNU tail -F goes on, while the ticks keep looking for FILE meanwhile.
-    let watch = FileWatch.changes(at: directory(of: path), on: loop)
+    // A directory inotify cannot watch (no read permission on it, the watch or instance limit reached)
+    // leaves the ticks alone to look for changes, as GNU tail reverts to polling.
+    let watched = directory(of: path)
+    let interval = options.interval
+    let watch = FileWatch.changes(at: watched, on: loop)
         .retry(upTo: Int.max, delay: options.interval, while: { isMissing($0) })
+        .catch { error in
+            guard isUnwatchable(error) else { return .error(error) }
+            printError("tail: cannot watch '\(watched)' (\(error)); looking for changes every \(interval) instead")
+            return .never
+        }
         .map { _ in () }
     let ticks = Signal<Int>.interval(options.interval, on: loop).map { _ in () }
     let stop = interruptions(on: loop).map { _ in () }

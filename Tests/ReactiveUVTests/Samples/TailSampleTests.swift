@@ -225,6 +225,31 @@ final class TailSampleTests: XCTestCase {
     /// directory rotated away): the sample waits, and follows each new file. The watch of the directory
     /// failed with ENOENT and the sample exited 1 ("ENOENT: no such file or directory (stat DIR)", and
     /// "the watched path was deleted or moved away" for the removal) where GNU tail -F goes on.
+    /// A directory inotify cannot watch (searchable, not readable: mode 0o311) holding a readable file:
+    /// `-F` says so and follows the file by looking every `--interval`, as GNU tail reverts to polling.
+    /// Before, the watch's `EACCES` ended the sample with status 1 after the first lines. (As root, the
+    /// sample runs as `nobody`, whom the mode applies to.)
+    func testFollowingAFileInADirectoryThatCannotBeWatchedLooksEveryInterval() throws {
+        let locked = directory + "/locked"
+        let file = locked + "/app.log"
+        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
+        try write("one\n", to: file)
+        XCTAssertEqual(chmod(file, 0o666), 0)
+        XCTAssertEqual(chmod(locked, 0o311), 0)
+        XCTAssertEqual(chmod(directory, 0o755), 0)
+        defer { chmod(locked, 0o755) }
+        let asNobody = geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : ""
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", file],
+                                       shell: "exec \(asNobody)\"$0\" \"$@\"")
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        waitForError(sample, containing: "cannot watch '\(locked)' (EACCES")
+        try append("two\n", to: file)
+        sample.waitForOutput(containing: "two\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+    }
+
     func testFollowingAFileWhoseDirectoryIsMissingOrRemovedWaitsForIt() throws {
         let logs = directory + "/logs"
         let file = logs + "/app.log"
