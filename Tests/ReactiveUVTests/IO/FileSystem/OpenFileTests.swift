@@ -302,6 +302,32 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// What the file's mode forbids is `EBADF` saying the mode: `truncate(to:)` of a file opened `.read` was the
+    /// kernel's `EINVAL` "invalid argument" (which reads as a bad size), and a read of one opened `.write`, or a
+    /// write of one opened `.read`, only "bad file descriptor".
+    func testWhatTheOpenModeForbidsIsEBADFNamingTheMode() throws {
+        let path = directory + "/modes"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let reading = try open(harness, path, mode: .read)
+            for (name, signal) in [("write", reading.write([9], at: 0).map { _ in () }), ("append", reading.append([9]).map { _ in () }),
+                                   ("ftruncate", reading.truncate(to: 1))] {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EBADF", name)
+                XCTAssertTrue(error.message.hasPrefix("the file was opened for reading only (mode .read)"), error.description)
+                XCTAssertEqual(error.context, "\(name) \(path)")
+            }
+            let writing = try open(harness, path, mode: .write)
+            for signal in [writing.read(at: 0, count: 2), writing.chunks()] {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EBADF")
+                XCTAssertEqual(error.message, "the file was opened for writing only (mode .write): a read needs .read or .readWrite")
+                XCTAssertEqual(error.context, "read \(path)")
+            }
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data([1, 2, 3]), "nothing was changed")
+        }
+    }
+
     func testNegativeOffsetsSizesAndCountsAreEINVAL() throws {
         let path = directory + "/offsets"
         try Data([1]).write(to: URL(fileURLWithPath: path))
