@@ -168,6 +168,12 @@ func isMissing(_ error: any Error) -> Bool {
     (error as? UVError)?.name == "ENOENT"
 }
 
+/// Whether `error` is `EACCES` or `EPERM` (FILE may not be read).
+func isDenied(_ error: any Error) -> Bool {
+    guard let name = (error as? UVError)?.name else { return false }
+    return name == "EACCES" || name == "EPERM"
+}
+
 /// Whether `error` says inotify cannot watch the directory, which can still be looked at (`EACCES`: no read
 /// permission on it; `ENOSPC`, `EMFILE`: the per-user watch or instance limit).
 func isUnwatchable(_ error: any Error) -> Bool {
@@ -188,6 +194,8 @@ enum FileEnd {
     case replaced
     /// FILE names nothing now: wait for it to appear.
     case removed
+    /// FILE may not be read (a rotation made it for another user): try again at the next wake.
+    case denied
     /// The wakes ended (the watch failed, or the loop is stopping).
     case stopped
 }
@@ -218,13 +226,19 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
 
     var isFirstFile = true
     var missingSaid = false
+    var deniedSaid = false
     while true {
         let end: FileEnd
         do {
             end = try await FileSystem.withOpenFile(path, on: loop) { file in
                 let opened = try await file.stat().first()!
-                if missingSaid { printError("tail: '\(path)' has appeared;  following new file") }
+                if deniedSaid {
+                    printError("tail: '\(path)' has become accessible")
+                } else if missingSaid {
+                    printError("tail: '\(path)' has appeared;  following new file")
+                }
                 missingSaid = false
+                deniedSaid = false
                 var offset = isFirstFile ? try await copier.startOfLastLines(options.lines, of: file, size: Int(opened.size)) : 0
                 isFirstFile = false
                 while true {
@@ -271,6 +285,15 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                 missingSaid = true
                 printError("tail: cannot open '\(path)' for reading: No such file or directory")
             }
+        } catch let error where isDenied(error) {
+            // FILE may not be read (made by a rotation for another user, or with mode 0600): tried again
+            // at each wake, as GNU tail -F does, and followed from its start once it can be read.
+            end = .denied
+            isFirstFile = false
+            if !deniedSaid {
+                deniedSaid = true
+                printError("tail: cannot open '\(path)' for reading: Permission denied")
+            }
         }
         switch end {
         case .replaced:
@@ -283,6 +306,8 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                 printError("tail: '\(path)' has become inaccessible: No such file or directory")
             }
             // Wait for the next change before trying again.
+            guard try await wakes.next() != nil else { return }
+        case .denied:
             guard try await wakes.next() != nil else { return }
         case .stopped:
             return

@@ -250,6 +250,28 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
     }
 
+    /// A rotation that makes the new file for another user (logrotate's `create 0600 root root` while a user
+    /// follows): `-F` says it cannot open it ("Permission denied"), tries again at each wake, and follows it from
+    /// its start once it can be read ("has become accessible"), as GNU `tail -F` does. Before, the open's
+    /// `EACCES` ended the sample with status 1. (As root, the sample runs as `nobody`.)
+    func testARotationToAFileThatCannotBeReadYetIsWaitedFor() throws {
+        try write("one\n")
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        XCTAssertEqual(chmod(directory, 0o755), 0)
+        let asNobody = geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : ""
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", path], shell: "exec \(asNobody)\"$0\" \"$@\"")
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        XCTAssertEqual(rename(path, path + ".1"), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("two\n".utf8), attributes: [.posixPermissions: 0o000]))
+        waitForError(sample, containing: "cannot open '\(path)' for reading: Permission denied")
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        sample.waitForOutput(containing: "two\n")
+        waitForError(sample, containing: "'\(path)' has become accessible")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+    }
+
     func testFollowingAFileWhoseDirectoryIsMissingOrRemovedWaitsForIt() throws {
         let logs = directory + "/logs"
         let file = logs + "/app.log"
