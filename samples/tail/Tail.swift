@@ -9,6 +9,8 @@
 // file's first byte: a file renamed away is read until the name names a file again, however long
 // that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
 // FILE's directory may be missing too, or removed and made again: it is watched again when it is back.
+// Without -F, FILE may also be a pipe (`/dev/stdin`), a FIFO, a device or a `/proc` file: one whose
+// size does not say where its end is is read through once, keeping only its last lines.
 import ReactiveUV
 import SampleSupport
 #if canImport(Glibc)
@@ -23,7 +25,8 @@ let usage = """
       -F                  then keep printing what is appended, following FILE by name across
                           rotation, truncation and delete + re-create (Ctrl-C stops, status 0)
       --interval DURATION with -F, also look at FILE this often (default 1s), for changes the
-                          directory watch cannot see (a rename into another directory, NFS)
+                          directory watch cannot see (a rename into another directory, NFS, a
+                          directory it may not read)
       --stats             at exit, print how many bytes were read from files, to standard error
     """
 
@@ -88,34 +91,94 @@ final class Copier {
         return position
     }
 
-    /// Where the last `count` lines of the file's first `size` bytes begin: read backwards in
-    /// growing windows from the end until enough line ends were seen (a final LF ends the last line).
+    /// Where the last `count` lines of the file's first `size` bytes begin: read backwards one window
+    /// at a time from the end, each byte once, until enough line ends were seen (a final LF ends the
+    /// last line). Windows grow from 64 KiB to 8 MiB, so a file with few line ends is scanned in few
+    /// reads while memory stays bounded (the whole file in windows that grew without limit took 1 GiB
+    /// and failed past `OpenFile.maxReadCount` on a larger file with few lines).
     func startOfLastLines(_ count: Int, of file: OpenFile, size: Int) async throws -> Int {
         if count == 0 || size == 0 { return size }
         var window = 64 << 10
-        while true {
-            let start = max(0, size - window)
-            let bytes = try await file.read(at: start, count: size - start).first() ?? []
+        var end = size
+        var seen = 0
+        var atFileEnd = true
+        while end > 0 {
+            let start = max(0, end - window)
+            let bytes = try await file.read(at: start, count: end - start).first() ?? []
             bytesRead += bytes.count
-            var index = bytes.count - 1
-            if index >= 0 && bytes[index] == UInt8(ascii: "\n") { index -= 1 }
-            var seen = 0
-            while index >= 0 {
-                if bytes[index] == UInt8(ascii: "\n") {
-                    seen += 1
-                    if seen == count { return start + index + 1 }
-                }
-                index -= 1
-            }
-            if start == 0 { return 0 }
-            window *= 4
+            var length = bytes.count
+            if atFileEnd && length > 0 && bytes[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+            atFileEnd = false
+            let lineEnds = Copier.lineEnds(in: bytes, length: length)
+            let needed = count - seen
+            if lineEnds.count >= needed { return start + lineEnds[lineEnds.count - needed] + 1 }
+            seen += lineEnds.count
+            end = start
+            window = min(window * 2, 8 << 20)
         }
+        return 0
+    }
+
+    /// Writes the last `count` lines of a source read as a stream (a FIFO, a pipe such as `/dev/stdin`, a
+    /// device, a `/proc` file whose size says 0): positional reads fail on the first (`ESPIPE`), and a
+    /// size of 0 says nothing of the last. Only the last lines read so far are kept, trimmed as they grow.
+    func copyLastLines(_ count: Int, ofStream path: String, on loop: EventLoop) async throws {
+        var kept: [UInt8] = []
+        var keptAfterTrim = 0
+        for try await chunk in Files.chunks(path, on: loop).values {
+            bytesRead += chunk.count
+            kept.append(contentsOf: chunk)
+            // Trimmed when it doubled: each byte is scanned a bounded number of times.
+            if kept.count >= max(64 << 10, 2 * keptAfterTrim) {
+                kept.removeFirst(Copier.startOfLastLines(count, in: kept))
+                keptAfterTrim = kept.count
+            }
+        }
+        kept.removeFirst(Copier.startOfLastLines(count, in: kept))
+        if !kept.isEmpty, let error = await output.write(kept).waitUntilCompleted() { throw OutputFailed(underlying: error) }
+    }
+
+    /// Where the last `count` lines of `bytes` begin (a final LF ends the last line).
+    static func startOfLastLines(_ count: Int, in bytes: [UInt8]) -> Int {
+        if count == 0 { return bytes.count }
+        var length = bytes.count
+        if length > 0 && bytes[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+        let ends = lineEnds(in: bytes, length: length)
+        return ends.count >= count ? ends[ends.count - count] + 1 : 0
+    }
+
+    /// The offsets of the LFs among the first `length` bytes, found with memchr: a file with few line
+    /// ends is scanned at memory speed, not a byte per loop turn.
+    static func lineEnds(in bytes: [UInt8], length: Int) -> [Int] {
+        var ends: [Int] = []
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < length, let hit = memchr(base + offset, Int32(UInt8(ascii: "\n")), length - offset) {
+                offset = UnsafeRawPointer(hit) - base + 1
+                ends.append(offset - 1)
+            }
+        }
+        return ends
     }
 }
 
 /// Whether `error` is `ENOENT` (the name names nothing).
 func isMissing(_ error: any Error) -> Bool {
     (error as? UVError)?.name == "ENOENT"
+}
+
+/// Whether `error` is `EACCES` or `EPERM` (FILE may not be read).
+func isDenied(_ error: any Error) -> Bool {
+    guard let name = (error as? UVError)?.name else { return false }
+    return name == "EACCES" || name == "EPERM"
+}
+
+/// Whether `error` says inotify cannot watch the directory, which can still be looked at (`EACCES`: no read
+/// permission on it; `ENOSPC`, `EMFILE`: the per-user watch or instance limit).
+func isUnwatchable(_ error: any Error) -> Bool {
+    guard let name = (error as? UVError)?.name else { return false }
+    return ["EACCES", "EPERM", "ENOSPC", "EMFILE"].contains(name)
 }
 
 /// The directory FILE's name lives in: what the watch looks at, so that renames and creations of
@@ -131,6 +194,8 @@ enum FileEnd {
     case replaced
     /// FILE names nothing now: wait for it to appear.
     case removed
+    /// FILE may not be read (a rotation made it for another user): try again at the next wake.
+    case denied
     /// The wakes ended (the watch failed, or the loop is stopping).
     case stopped
 }
@@ -143,8 +208,17 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
     // a look every interval. Only the newest wake is kept: each one means "look again".
     // A directory that does not exist (yet), or is removed, ends the watch with ENOENT: it is watched
     // again an interval later, as GNU tail -F goes on, while the ticks keep looking for FILE meanwhile.
-    let watch = FileWatch.changes(at: directory(of: path), on: loop)
+    // A directory inotify cannot watch (no read permission on it, the watch or instance limit reached)
+    // leaves the ticks alone to look for changes, as GNU tail reverts to polling.
+    let watched = directory(of: path)
+    let interval = options.interval
+    let watch = FileWatch.changes(at: watched, on: loop)
         .retry(upTo: Int.max, delay: options.interval, while: { isMissing($0) })
+        .catch { error in
+            guard isUnwatchable(error) else { return .error(error) }
+            printError("tail: cannot watch '\(watched)' (\(error)); looking for changes every \(interval) instead")
+            return .never
+        }
         .map { _ in () }
     let ticks = Signal<Int>.interval(options.interval, on: loop).map { _ in () }
     let stop = interruptions(on: loop).map { _ in () }
@@ -152,13 +226,19 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
 
     var isFirstFile = true
     var missingSaid = false
+    var deniedSaid = false
     while true {
         let end: FileEnd
         do {
             end = try await FileSystem.withOpenFile(path, on: loop) { file in
                 let opened = try await file.stat().first()!
-                if missingSaid { printError("tail: '\(path)' has appeared;  following new file") }
+                if deniedSaid {
+                    printError("tail: '\(path)' has become accessible")
+                } else if missingSaid {
+                    printError("tail: '\(path)' has appeared;  following new file")
+                }
                 missingSaid = false
+                deniedSaid = false
                 var offset = isFirstFile ? try await copier.startOfLastLines(options.lines, of: file, size: Int(opened.size)) : 0
                 isFirstFile = false
                 while true {
@@ -205,6 +285,15 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                 missingSaid = true
                 printError("tail: cannot open '\(path)' for reading: No such file or directory")
             }
+        } catch let error where isDenied(error) {
+            // FILE may not be read (made by a rotation for another user, or with mode 0600): tried again
+            // at each wake, as GNU tail -F does, and followed from its start once it can be read.
+            end = .denied
+            isFirstFile = false
+            if !deniedSaid {
+                deniedSaid = true
+                printError("tail: cannot open '\(path)' for reading: Permission denied")
+            }
         }
         switch end {
         case .replaced:
@@ -217,6 +306,8 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                 printError("tail: '\(path)' has become inaccessible: No such file or directory")
             }
             // Wait for the next change before trying again.
+            guard try await wakes.next() != nil else { return }
+        case .denied:
             guard try await wakes.next() != nil else { return }
         case .stopped:
             return
@@ -231,6 +322,10 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
     do {
         if options.follow {
             try await follow(options, copier, on: loop)
+        } else if let info = try? await FileSystem.stat(options.path, on: loop), info.type != .regular || info.size == 0 {
+            // Not a file whose size says where its end is: read it through once (an error, a directory's
+            // EISDIR included, is reported as for a file).
+            try await copier.copyLastLines(options.lines, ofStream: options.path, on: loop)
         } else {
             try await FileSystem.withOpenFile(options.path, on: loop) { file in
                 let size = Int(try await file.stat().first()!.size)

@@ -40,7 +40,8 @@ extension FileWatch {
     /// `current` and a nil `previous`. The signal never completes on its own.
     ///
     /// - Parameters:
-    ///   - path: A file or directory.
+    ///   - path: A file or directory; an empty path or one with a NUL byte fails with `EINVAL` before
+    ///     anything is polled.
     ///   - interval: Time between polls (at least 1 ms).
     ///   - loop: The loop that polls; nil for the subscription's home loop.
     /// - Returns: A signal of status changes.
@@ -48,6 +49,11 @@ extension FileWatch {
     /// Thread rule: safe from any thread.
     public static func poll(at path: String, interval: Duration = .seconds(1), on loop: EventLoop? = nil) -> Signal<FileStatusChange> {
         Signal { subscriber in
+            // libuv's poll takes a C string: a NUL would poll the path cut there.
+            if let refusal = Files.pathRefusal(of: path, in: "FileWatch.poll") {
+                subscriber.sendError(refusal)
+                return nil
+            }
             guard interval > .zero else {
                 subscriber.sendError(UVError(code: UVError.invalidArgumentCode, message: "interval must be positive, got \(interval)",
                                              context: "FileWatch.poll(\(path))"))

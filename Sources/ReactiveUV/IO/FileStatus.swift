@@ -37,14 +37,17 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
         self.device = device
     }
 
-    /// `"size 12, mode 100644, mtime 1700000000.123456789"`.
+    /// `"size 12, mode 100644, mtime 1700000000.123456789"` (`mtime -9.750000000` before 1970).
     ///
     /// Thread rule: safe from any thread.
     public var description: String {
-        let (seconds, attoseconds) = modificationTime.components
+        // Both components of a negative duration are negative (-9.75 s is -9 s and -0.75 s): the sign is
+        // written once, before the magnitude's.
+        let negative = modificationTime < .zero
+        let (seconds, attoseconds) = (negative ? .zero - modificationTime : modificationTime).components
         var fraction = String(attoseconds / 1_000_000_000)
         while fraction.count < 9 { fraction = "0" + fraction }
-        return "size \(size), mode \(String(mode, radix: 8)), mtime \(seconds).\(fraction)"
+        return "size \(size), mode \(String(mode, radix: 8)), mtime \(negative ? "-" : "")\(seconds).\(fraction)"
     }
 }
 

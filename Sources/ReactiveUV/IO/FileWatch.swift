@@ -88,7 +88,10 @@ public enum FileWatch {
     /// moved away and no file takes it within 100 ms, the deletion is reported
     /// as `.renamed` and the signal ends with `ENOENT`. If the watched directory
     /// itself is deleted or moved away, the signal ends with `ENOENT` (the
-    /// kernel drops the watch, so nothing more could be reported).
+    /// kernel drops the watch, so nothing more could be reported). inotify does
+    /// not report a directory above the watched one renamed or removed: events
+    /// keep coming with the old `path`, and a recursive watch ends with `ENOENT`
+    /// when a new subdirectory cannot be found by its path (it would not be watched).
     ///
     /// Limits end the signal visibly: a directory that cannot be watched
     /// because the per-user limit `fs.inotify.max_user_watches` is reached ends
@@ -99,7 +102,8 @@ public enum FileWatch {
     /// meanwhile), and watching goes on.
     ///
     /// - Parameters:
-    ///   - path: A file or directory.
+    ///   - path: A file or directory; an empty path or one with a NUL byte fails with `EINVAL` before
+    ///     anything is watched.
     ///   - recursive: Also watch subdirectories (only meaningful for a directory).
     ///   - followSymlinks: With `recursive`, also watch directories reached through symbolic links.
     ///   - loop: The loop that watches; nil for the subscription's home loop.
@@ -109,7 +113,13 @@ public enum FileWatch {
     public static func changes(at path: String, recursive: Bool = false, followSymlinks: Bool = false,
                                on loop: EventLoop? = nil) -> Signal<FileEvent> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
+            // inotify and stat take C strings: a NUL would watch the path cut there, and report that
+            // path's entries under a name that holds the rest.
+            if let refusal = Files.pathRefusal(of: path, in: "FileWatch.changes") {
+                subscriber.sendError(refusal)
+                return nil
+            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
                 let session = FileWatchSession(loop: loop, root: path, recursive: recursive, followSymlinks: followSymlinks,
                                                subscriber: subscriber)
                 return LoopBinding.started(session, for: subscriber) { try session.start() }

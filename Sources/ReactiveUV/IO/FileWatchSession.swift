@@ -114,6 +114,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         } catch {
             switch error.code {
             case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue, UV_ELOOP.rawValue:
+                try checkRootStillAtItsPath()
                 return nil  // gone, or no longer a directory: its parent's watch reports that
             case UV_EACCES.rawValue, UV_EPERM.rawValue:
                 emit(.notWatched, relative)
@@ -132,7 +133,9 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             entries = try FileSystemQuery.entries(of: fullPath(relative))
         } catch {
             switch error.code {
-            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue: return  // gone already: its parent reports it
+            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
+                try checkRootStillAtItsPath()
+                return  // gone already: its parent reports it
             case UV_EACCES.rawValue, UV_EPERM.rawValue: emit(.notWatched, relative); return
             default: throw error
             }
@@ -147,6 +150,19 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             case .alreadyThere? where rescan: try watchSubdirectories(of: name, announce: false, rescan: true)
             default: break
             }
+        }
+    }
+
+    /// Ends the watch when the root's path no longer leads to the root: a directory above it was renamed or
+    /// removed, which inotify does not report (only the root's own move or deletion), so every path built
+    /// from the root is wrong from then on. Checked where a subdirectory could not be found by its path (a
+    /// rare failure, not each event): taken as gone, it was never watched, and its files went unreported.
+    private func checkRootStillAtItsPath() throws(UVError) {
+        guard let status = try? FileSystemQuery.status(of: root), FileID(status) == rootID else {
+            throw UVError(code: UV_ENOENT.rawValue,
+                          message: "the watched path no longer leads to the watched directory: a directory above it was renamed "
+                              + "or removed (or made unsearchable), so new subdirectories could not be watched by their paths",
+                          context: "watching \(root)")
         }
     }
 
@@ -283,6 +299,10 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         emit(event.has(IN_MODIFY | IN_ATTRIB) ? .changed : .renamed, name)
         guard recursive, subscriber != nil else { return }
         if event.has(IN_DELETE | IN_MOVED_FROM) {
+            // A move this old can come after the name was watched again: two directories exchanged
+            // (`renameat2` `RENAME_EXCHANGE`, `mv --exchange`) report "b" moved in before "b" moved out. The
+            // watch added meanwhile is on what the name leads to now, and stays.
+            if event.has(IN_MOVED_FROM), let descriptor = directories[name], nameStillLeads(to: descriptor, name) { return }
             dropTree(name)
         } else if event.has(IN_CREATE | IN_MOVED_TO),
                   event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
@@ -294,6 +314,18 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
                 fail(error)
             }
         }
+    }
+
+    /// Whether `relative` still names the directory watched by `descriptor` (a watch of the path now gives that
+    /// descriptor back). A watch this added on another directory is given up again: that directory's own event adds it.
+    private func nameStillLeads(to descriptor: Int32, _ relative: String) -> Bool {
+        guard let hub, hub.isOpen,
+              let current = try? hub.addWatch(fullPath(relative), for: self, onlyDirectory: true, followLink: followSymlinks) else {
+            return false
+        }
+        if current == descriptor { return true }
+        if watches[current] == nil { hub.removeWatch(current, for: self) }
+        return false
     }
 
     private func fileEvent(_ event: InotifyEvent) {

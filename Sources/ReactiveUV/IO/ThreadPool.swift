@@ -20,6 +20,13 @@ public enum ThreadPool {
     /// work is cancelled and the subscriber gets `EventLoopError.shutDown`;
     /// work already running makes the shutdown wait for it.
     ///
+    /// The work must not wait for another request on the pool (a `Files` or
+    /// `OpenFile` signal's `first()` or `waitUntilCompleted()`, a DNS lookup):
+    /// when every pool thread runs such work, none is left for the requests
+    /// they wait for, and each waits until its timeout, or for ever without one
+    /// (four `run`s each waiting on a `Files.read` did). Return a signal and
+    /// compose it instead (`flatMap`).
+    ///
     /// - Parameters:
     ///   - loop: The loop that queues the work and receives the result; nil for the subscription's home loop.
     ///   - work: The blocking work; it runs on a pool thread, never on a loop thread.

@@ -46,6 +46,58 @@ final class FileWatchSilenceTests: XCTestCase {
         }
     }
 
+    /// A directory above a recursively watched one renamed: inotify reports nothing of it (only the root's own
+    /// move), and each path the watch builds from the root is wrong from then on. A subdirectory made after
+    /// it could not be found by its path and was taken as gone already: never watched, its files were never
+    /// reported, while the watch looked alive. The watch now ends with `ENOENT` saying why, after the
+    /// subdirectory's own event.
+    func testARecursiveWatchEndsWhenADirectoryAboveItWasRenamedAndANewSubdirectoryCannotBeWatched() throws {
+        try FileManager.default.createDirectory(atPath: path("parent/root"), withIntermediateDirectories: true)
+        let root = path("parent/root")
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: root, recursive: true))
+            XCTAssertEqual(rename(path("parent"), path("moved")), 0)
+            try FileManager.default.createDirectory(atPath: path("moved/root/sub"), withIntermediateDirectories: false)
+            let error = try XCTUnwrap(try watch.waitForTermination().error as? UVError)
+            XCTAssertEqual(error.name, "ENOENT")
+            XCTAssertTrue(error.message.hasPrefix("the watched path no longer leads to the watched directory: a directory above it was renamed"),
+                          error.description)
+            XCTAssertEqual(error.context, "watching \(root)")
+            XCTAssertEqual(watch.values.map(\.description), ["renamed sub"])
+        }
+    }
+
+    /// Two subdirectories of a recursive watch exchanged atomically (`renameat2` with `RENAME_EXCHANGE`, as
+    /// `mv --exchange` or a deploy's directory swap does): inotify reports "b" moved in before "b" moved out,
+    /// so the watch added for the new "b" was dropped by the older move, and files made in "b" afterwards
+    /// were never reported. Both are watched now.
+    func testTwoSubdirectoriesExchangedAtomicallyAreBothStillWatched() throws {
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else {
+            throw XCTSkip("this C library has no renameat2")
+        }
+        let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+        try FileManager.default.createDirectory(atPath: path("a"), withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(atPath: path("b"), withIntermediateDirectories: false)
+        try write("1", to: "a/from-a")
+        try checked { harness in
+            let watch = try harness.record(FileWatch.changes(at: directory, recursive: true))
+            let exchange: UInt32 = 2  // RENAME_EXCHANGE
+            guard renameat2(AT_FDCWD, path("a"), AT_FDCWD, path("b"), exchange) == 0 else {
+                throw XCTSkip("this file system cannot exchange names (errno \(errno))")
+            }
+            try watch.wait(for: "the exchange, its last event \"renamed a\"") { events in
+                events.compactMap { $0.value?.description }.filter { $0 == "renamed a" }.count == 2
+            }
+            try write("2", to: "a/new-in-a")
+            try write("3", to: "b/new-in-b")
+            try watch.wait(for: "both new files") { events in
+                Set(["a/new-in-a", "b/new-in-b"]).isSubset(of: events.compactMap { $0.value?.name })
+            }
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
     /// An editor's atomic save (write a temporary file, rename it over the watched name): the replacement is
     /// reported, and appends to the new file keep being reported.
     func testAFileReplacedByRenameIsFollowed() throws {

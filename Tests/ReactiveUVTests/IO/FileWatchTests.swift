@@ -180,6 +180,36 @@ final class FileWatchTests: XCTestCase {
         }
     }
 
+    /// A path with a NUL byte, or an empty one, is refused with `EINVAL` before anything is watched. Before,
+    /// inotify and stat took the C string cut at the NUL: `changes(at: "dir\0junk")` watched `dir` and
+    /// reported its entries under paths that held the rest (`dir\0junk/f`), `poll` polled `dir/f` without
+    /// a word, and the empty path was `ENOENT` "(stat )", naming nothing.
+    func testANULByteOrAnEmptyPathIsEINVALBeforeAnythingIsWatched() throws {
+        try FileManager.default.createDirectory(atPath: path("x"), withIntermediateDirectories: false)
+        try write("1", to: "x/f")
+        let before = InotifyProbe.watchesOfThisProcess()
+        try checked { harness in
+            let cut = path("x") + "\0junk"
+            let signals = [FileWatch.changes(at: cut), FileWatch.changes(at: cut, recursive: true),
+                           FileWatch.changes(at: path("x/f") + "\0"), FileWatch.changes(at: "")]
+            for signal in signals {
+                let watch = try harness.record(signal)
+                let error = try XCTUnwrap(try watch.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EINVAL", error.description)
+                XCTAssertTrue(error.message.contains("NUL byte") || error.message == "the path is empty", error.description)
+                XCTAssertTrue(error.context.hasPrefix("FileWatch.changes"), error.description)
+                XCTAssertEqual(watch.values, [])
+            }
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess(), before, "nothing was watched")
+            for polled in [path("x/f") + "\0junk", ""] {
+                let poll = try harness.record(FileWatch.poll(at: polled, interval: .milliseconds(10)))
+                let error = try XCTUnwrap(try poll.waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EINVAL", error.description)
+                XCTAssertTrue(error.context.hasPrefix("FileWatch.poll"), error.description)
+            }
+        }
+    }
+
     /// Shutting the loop down ends a watch with EventLoopError.shutDown and closes every watch.
     func testLoopShutdownEndsAWatch() throws {
         try FileManager.default.createDirectory(atPath: path("d/e"), withIntermediateDirectories: true)

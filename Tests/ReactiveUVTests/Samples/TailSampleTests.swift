@@ -66,6 +66,51 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "\(long)\n\(long)\nlast\n")
     }
 
+    /// The last lines of a file larger than one read can take (`OpenFile.maxReadCount`, 1 GiB) that holds
+    /// few line ends: 1 GiB of zeros (a sparse file: no disk) between "first" and "last", `-n 2` prints all
+    /// of it. The file is scanned backwards once, in windows of at most 8 MiB. Before, the windows grew
+    /// by four until one was the whole file: the read of more than 1 GiB failed with `EINVAL` (status 1,
+    /// nothing printed) after 1.4 GB were read and 1 GiB held.
+    func testTheLastLinesOfAFileLargerThanOneReadWithFewLineEnds() throws {
+        try write("first\n")
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: (1 << 30) + (64 << 10))
+        try handle.close()
+        try append("last\n")
+        let size = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // The output only counted: `wc -c` holds none of it.
+        let sample = try SampleProcess("tail", [path], shell: #"{ "$0" -n 2 --stats "$1"; echo "status $?" >&2; } | wc -c"#)
+        XCTAssertEqual(sample.waitForExit(timeout: .seconds(120)), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines), String(size))
+        XCTAssertTrue(sample.standardError.contains("status 0"), sample.standardError)
+        // Scanned back once to the first line end, then copied once.
+        XCTAssertTrue(sample.standardError.contains("tail: bytes read: \(2 * size)"), sample.standardError)
+    }
+
+    /// A source whose size does not say where its end is: a pipe (`/dev/stdin`), a FIFO, a `/proc` file (size 0).
+    /// Each is read through once, keeping only the last lines. Before, the pipe and the FIFO failed with
+    /// `ESPIPE` (status 1: positional reads), and the `/proc` file was printed whole (its size 0 put the
+    /// start of its last lines at 0).
+    func testTheLastLinesOfAPipeAFIFOAndAProcFile() throws {
+        let piped = try SampleProcess("tail", [], shell: #"seq 1 100000 | "$0" -n 3 /dev/stdin"#)
+        XCTAssertEqual(piped.waitForExit(), 0, piped.standardError)
+        XCTAssertEqual(piped.standardOutput, "99998\n99999\n100000\n")
+
+        let fifo = directory + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let fromFIFO = try SampleProcess("tail", [fifo], shell: #"printf 'a\nb\nc' > "$1" & "$0" -n 2 "$1"; status=$?; wait; exit $status"#)
+        XCTAssertEqual(fromFIFO.waitForExit(), 0, fromFIFO.standardError)
+        XCTAssertEqual(fromFIFO.standardOutput, "b\nc")
+
+        // The sample's limits are this process's (inherited), so its /proc/self/limits reads as ours does.
+        let limits = try String(contentsOfFile: "/proc/self/limits", encoding: .utf8)
+        let lastTwo = limits.split(separator: "\n").suffix(2).map { $0 + "\n" }.joined()
+        let proc = try SampleProcess("tail", ["-n", "2", "/proc/self/limits"])
+        XCTAssertEqual(proc.waitForExit(), 0, proc.standardError)
+        XCTAssertEqual(proc.standardOutput, lastTwo)
+    }
+
     func testAMissingFileWithoutFollowIsStatusOneWithENOENT() throws {
         let sample = try SampleProcess("tail", [path])
         XCTAssertEqual(sample.waitForExit(), 1)
@@ -180,6 +225,53 @@ final class TailSampleTests: XCTestCase {
     /// directory rotated away): the sample waits, and follows each new file. The watch of the directory
     /// failed with ENOENT and the sample exited 1 ("ENOENT: no such file or directory (stat DIR)", and
     /// "the watched path was deleted or moved away" for the removal) where GNU tail -F goes on.
+    /// A directory inotify cannot watch (searchable, not readable: mode 0o311) holding a readable file:
+    /// `-F` says so and follows the file by looking every `--interval`, as GNU tail reverts to polling.
+    /// Before, the watch's `EACCES` ended the sample with status 1 after the first lines. (As root, the
+    /// sample runs as `nobody`, whom the mode applies to.)
+    func testFollowingAFileInADirectoryThatCannotBeWatchedLooksEveryInterval() throws {
+        let locked = directory + "/locked"
+        let file = locked + "/app.log"
+        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
+        try write("one\n", to: file)
+        XCTAssertEqual(chmod(file, 0o666), 0)
+        XCTAssertEqual(chmod(locked, 0o311), 0)
+        XCTAssertEqual(chmod(directory, 0o755), 0)
+        defer { chmod(locked, 0o755) }
+        let asNobody = geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : ""
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", file],
+                                       shell: "exec \(asNobody)\"$0\" \"$@\"")
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        waitForError(sample, containing: "cannot watch '\(locked)' (EACCES")
+        try append("two\n", to: file)
+        sample.waitForOutput(containing: "two\n")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+    }
+
+    /// A rotation that makes the new file for another user (logrotate's `create 0600 root root` while a user
+    /// follows): `-F` says it cannot open it ("Permission denied"), tries again at each wake, and follows it from
+    /// its start once it can be read ("has become accessible"), as GNU `tail -F` does. Before, the open's
+    /// `EACCES` ended the sample with status 1. (As root, the sample runs as `nobody`.)
+    func testARotationToAFileThatCannotBeReadYetIsWaitedFor() throws {
+        try write("one\n")
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        XCTAssertEqual(chmod(directory, 0o755), 0)
+        let asNobody = geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : ""
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", path], shell: "exec \(asNobody)\"$0\" \"$@\"")
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        XCTAssertEqual(rename(path, path + ".1"), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("two\n".utf8), attributes: [.posixPermissions: 0o000]))
+        waitForError(sample, containing: "cannot open '\(path)' for reading: Permission denied")
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        sample.waitForOutput(containing: "two\n")
+        waitForError(sample, containing: "'\(path)' has become accessible")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+    }
+
     func testFollowingAFileWhoseDirectoryIsMissingOrRemovedWaitsForIt() throws {
         let logs = directory + "/logs"
         let file = logs + "/app.log"

@@ -107,30 +107,35 @@ final class DirectoryCreation {
 
 /// `Files.removeTree`: depth first, never following a symbolic link.
 ///
-/// What each entry is comes from its directory entry (`uv_fs_scandir`'s types),
-/// or from `lstat` where the file system does not say; only a real directory is
-/// descended into, so a link to a directory is unlinked like any file and its
-/// target is never touched. One directory's names are held at a time per level.
-/// Paths below the root are built from the names' bytes (`BytePath`), not
-/// `String`s: a name that is not UTF-8 would be changed by one, and its entry
-/// could then neither be removed nor found.
+/// The root is looked at with `uv_fs_*` requests on the loop (its trailing slashes, what it is, whether it
+/// is `/`); a root that is a directory is then emptied and removed by `TreeRemovalWalk` in pool jobs of at
+/// most `callsPerJob` system calls each, one job at a time, so a large tree shares the pool with other
+/// requests instead of holding a thread for all of it. What each entry is comes from its directory entry
+/// (or `lstat` where the file system does not say); only a real directory is descended into, and it is
+/// opened with `O_NOFOLLOW`, so a link to a directory is unlinked like any file and its target is never
+/// touched. Entries are reached relative to directory descriptors, so a tree deeper than `PATH_MAX` is
+/// removed too, and names are kept as bytes: one that is not UTF-8 is removed like any other.
 final class TreeRemoval {
-    // Loop thread only, as its operation.
-    private struct Level {
-        let path: BytePath
-        var entries: [(name: [CChar], type: FileType)]
-    }
-
+    // Loop thread only, as its operation; the walk is the pool job's while one is out.
     private let operation: FileSystemOperation<Void>
     private let root: BytePath
+    private let rootPath: String
     /// The root as given, without its trailing slashes (nil when it has none).
     private let rootWithoutSlashes: String?
-    /// The directories being emptied, the root first.
-    private var levels: [Level] = []
+    /// The walk below the root, once it started.
+    private var walk: TreeRemovalWalk?
+    /// The job advancing the walk, while it is queued or runs.
+    private var job: FileJob<TreeRemovalWalk.Progress>?
+    /// The operation ended while a job was out: the walk's descriptors close when that job has ended.
+    private var closeAfterJob = false
+
+    /// System calls per pool job: a few milliseconds of unlinking, then the pool serves other requests.
+    static let callsPerJob = 256
 
     init(operation: FileSystemOperation<Void>, root: String) {
         self.operation = operation
         self.root = BytePath(root)
+        rootPath = root
         var trimmed = Substring(root)
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
         rootWithoutSlashes = trimmed.count < root.count ? String(trimmed) : nil
@@ -164,7 +169,9 @@ final class TreeRemoval {
         operation.step("lstat \(root)", { request, callback in root.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },
                        read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
             guard info.type == .directory else {
-                unlink(root)
+                operation.step("unlink \(root)", { request, callback in root.withCString { uv_fs_unlink(uvLoop, request, $0, callback) } }) { [self] in
+                    operation.finish()
+                }
                 return
             }
             // The door refused `/` by name; a path that only resolves to it (a trailing slash after a
@@ -175,7 +182,7 @@ final class TreeRemoval {
                                              message: "refusing to remove the root directory ('\(root)' is '/')",
                                              context: "removeTree \(root)"))
                 } else {
-                    descend(into: root)
+                    startWalk()
                 }
             }
         }
@@ -202,68 +209,55 @@ final class TreeRemoval {
         one.device == other.device && one.inode == other.inode
     }
 
-    private func descend(into directory: BytePath) {
-        let uvLoop = operation.loop.uvLoop
-        operation.step("scandir \(directory)", { request, callback in
-            directory.withCString { uv_fs_scandir(uvLoop, request, $0, 0, callback) }
-        }, read: { _, fs in
-            var entries: [(name: [CChar], type: FileType)] = []
-            var entry = uv_dirent_t()
-            while uv_fs_scandir_next(fs, &entry) == 0 {
-                entries.append((Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))), FileType(entry.type)))
-            }
-            return entries
-        }, failed: vanishedIsFine(directory)) { [self] entries in
-            levels.append(Level(path: directory, entries: entries))
-            next()
-        }
-    }
-
-    /// Removes the next entry of the deepest level, or that level once it is empty.
-    private func next() {
-        guard let last = levels.indices.last else {
-            operation.finish()
-            return
-        }
-        guard let entry = levels[last].entries.popLast() else {
-            let directory = levels.removeLast().path
-            let uvLoop = operation.loop.uvLoop
-            operation.step("rmdir \(directory)", { request, callback in
-                directory.withCString { uv_fs_rmdir(uvLoop, request, $0, callback) }
-            }, failed: vanishedIsFine(directory)) { [self] in
-                next()
-            }
-            return
-        }
-        let child = levels[last].path.appending(entry.name)
-        switch entry.type {
-        case .directory: descend(into: child)
-        case .unknown:
-            let uvLoop = operation.loop.uvLoop
-            operation.step("lstat \(child)", { request, callback in child.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },
-                           read: { _, fs in FileInfo(statOf: fs).type }, failed: vanishedIsFine(child)) { [self] type in
-                if type == .directory { descend(into: child) } else { unlink(child) }
-            }
-        default: unlink(child)
-        }
-    }
-
-    private func unlink(_ path: BytePath) {
-        let uvLoop = operation.loop.uvLoop
-        operation.step("unlink \(path)", { request, callback in path.withCString { uv_fs_unlink(uvLoop, request, $0, callback) } },
-                       failed: vanishedIsFine(path)) { [self] in
-            next()
-        }
-    }
-
-    /// An entry below the root that vanished meanwhile is gone already, as wanted; any other failure ends the removal.
-    private func vanishedIsFine(_ path: BytePath) -> (UVError) -> Void {
-        { [self] error in
-            if error.code == UV_ENOENT.rawValue && path != root {
-                next()
+    /// Empties and removes the root directory in pool jobs; its descriptors close when the operation ends.
+    private func startWalk() {
+        walk = TreeRemovalWalk(root: rootPath)
+        operation.onEnd { [self] in
+            if let job {
+                closeAfterJob = true
+                job.abandon()
             } else {
-                operation.finish(error)
+                closeWalk()
             }
         }
+        advance()
+    }
+
+    /// Queues the job that makes the next `callsPerJob` system calls of the walk.
+    private func advance() {
+        guard let walk, operation.isRunning else { return }
+        guard operation.loop.acceptsNewRequests else {
+            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
+            return
+        }
+        let job = FileJob(loop: operation.loop, context: "removeTree \(rootPath)", work: { stop in
+            try walk.advance(budget: Self.callsPerJob, stop: stop)
+        }) { [self] result in
+            self.job = nil
+            switch result {
+            case .success(.done): operation.finish()
+            case .success(.more): advance()
+            case .failure(let error): operation.finish(error)
+            }
+        }
+        let id = ObjectIdentifier(job)
+        // Told once the job is over, whether it completed or was cancelled (after its completion, if any).
+        job.onEnd = { [self] in
+            if let current = self.job, ObjectIdentifier(current) == id { self.job = nil }
+            if closeAfterJob && self.job == nil { closeWalk() }
+        }
+        job.onShutdown = { [self] in operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
+        self.job = job
+        do {
+            try job.queue()
+        } catch {
+            self.job = nil
+            operation.finish(error)
+        }
+    }
+
+    private func closeWalk() {
+        walk?.close()
+        walk = nil
     }
 }

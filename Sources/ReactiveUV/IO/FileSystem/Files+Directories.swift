@@ -110,6 +110,8 @@ extension Files {
     /// completion writes it, removes the link: the slash would make the kernel follow it, so the name is looked
     /// at without it). An entry that vanishes meanwhile is fine; the first other failure (`EACCES`, `EBUSY`...)
     /// ends the signal, naming the path, with what was removed so far gone. A missing `path` is `ENOENT`.
+    /// Entries are reached through directory descriptors, so a tree deeper than a path can be long
+    /// (`PATH_MAX`) is removed too; it holds one descriptor per 16 levels of depth while it runs.
     ///
     /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
     /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only
@@ -138,19 +140,38 @@ extension Files {
     ///     a prefix with a `/` is used as it is (`"/var/tmp/build-"`). Six random characters follow it.
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
     /// - Returns: A signal of the new directory's path. A directory made for a subscriber that was disposed
-    ///   before the result came is removed again.
+    ///   (on any thread) before the result was sent is removed again; one already sent to a subscriber whose
+    ///   home is another loop (`loop` given) is dropped in flight by a dispose, as any value is.
     ///
     /// Thread rule: safe from any thread.
     public static func makeTemporaryDirectory(prefix: String = "reactiveuv-", on loop: EventLoop? = nil) -> Signal<String> {
         let template = temporaryTemplate(prefix: prefix)
-        return single("makeTemporaryDirectory", context: FileCallContext("mkdtemp", template), on: loop, checks: { () throws(UVError) in
+        return operation("makeTemporaryDirectory", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
-        }, { uv_fs_mkdtemp($0, $1, template, $3) }, read: { _, fs in String(cString: fs.pointee.path) }, discard: { fs in
-            // Made for a subscriber that is gone: nobody will ever remove it otherwise.
-            var request = uv_fs_t()
-            uvCheckReporting(uv_fs_rmdir(nil, &request, fs.pointee.path, nil), "rmdir \(String(cString: fs.pointee.path))")
-            uv_fs_req_cleanup(&request)
-        })
+        }) { operation in
+            let uvLoop = operation.loop.uvLoop
+            operation.step("mkdtemp \(template)", { uv_fs_mkdtemp(uvLoop, $0, template, $1) }, read: { _, fs in
+                String(cString: fs.pointee.path)
+            }, discard: { fs in
+                removeUnwantedDirectory(String(cString: fs.pointee.path))
+            }) { made in
+                // Disposed on another thread while the request ran: the subscription is marked at once, its
+                // teardown (which ends this operation) comes later, and the value sent now would be dropped.
+                if operation.subscriber?.isDisposed ?? true {
+                    removeUnwantedDirectory(made)
+                    return
+                }
+                operation.send(made)
+                operation.finish()
+            }
+        }
+    }
+
+    /// Removes a temporary directory made for a subscriber that is gone: nobody will ever remove it otherwise.
+    private static func removeUnwantedDirectory(_ path: String) {
+        var request = uv_fs_t()
+        uvCheckReporting(uv_fs_rmdir(nil, &request, path, nil), "rmdir \(path)")
+        uv_fs_req_cleanup(&request)
     }
 
     /// `prefix` + "XXXXXX", in `$TMPDIR` (or /tmp) unless it has a `/`.

@@ -34,7 +34,9 @@ extension Files {
     ///     the copy sends as many bytes as the source's size says, so it would be empty.
     ///   - destination: The new file.
     ///   - overwrite: Replace an existing `destination`; without it (the default) one that exists is `EEXIST`
-    ///     and left as it was.
+    ///     and left as it was. An existing destination (or what a link there leads to) that is not a regular
+    ///     file (a device such as `/dev/null`, a FIFO, a socket) fails with `EINVAL` and is left alone:
+    ///     libuv's copy truncates the destination and, when that fails, removes it.
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
     /// - Returns: A signal that completes with no value; errors name both paths.
     ///
@@ -52,8 +54,28 @@ extension Files {
         if refusal(checks) != nil { return copying }
         let context = "copyfile \(source) -> \(destination)"
         // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what it
-        // holds would become an empty copy without a word, so it is looked at first, on the pool.
-        return ThreadPool.run(on: loop) { () throws in try checkCopySource(source, context: context) }.ignoreValues().concat(copying)
+        // holds would become an empty copy without a word, so it is looked at first, on the pool; so is a
+        // destination it would replace.
+        return ThreadPool.run(on: loop) { () throws in
+            try checkCopySource(source, context: context)
+            if overwrite { try checkCopyDestination(destination, context: context) }
+        }.ignoreValues().concat(copying)
+    }
+
+    /// Refuses (pool thread) an existing destination that is not a regular file. libuv's copy opens it for
+    /// writing (a FIFO with no reader held a pool thread in that `open` until one came), truncates it, and
+    /// when that fails (`EINVAL` for a device or a FIFO) removes it: `copy(to: "/dev/null", overwrite: true)`
+    /// run as root deleted `/dev/null`. A destination that does not exist, or that `stat` fails on
+    /// otherwise, is left to the copy, which reports it.
+    private static func checkCopyDestination(_ destination: String, context: String) throws(UVError) {
+        var status = Glibc.stat()
+        guard fstatat(AT_FDCWD, destination, &status, 0) == 0 else { return }
+        let type = FileType(mode: UInt32(status.st_mode))
+        guard type != .regular && type != .directory else { return }  // a directory: the copy says EISDIR
+        throw UVError(code: UVError.invalidArgumentCode,
+                      message: "the destination is a \(type), not a regular file; copy truncates what it replaces and "
+                          + "removes it when that fails, so it is left alone: write to it with Files.write or an OpenFile",
+                      context: context)
     }
 
     /// Refuses (pool thread) a source `uv_fs_copyfile` would copy wrongly: anything but a regular file or a

@@ -93,7 +93,10 @@ extension Files {
     /// `directory`), opened for reading and writing with mode 0600, and sends it; then as `open`.
     ///
     /// The file's `path` is the name made. The file is not removed when it is closed: remove it
-    /// when you are done with it.
+    /// when you are done with it. A file made for a subscriber that was disposed (on any thread) before
+    /// it was sent is closed and removed again, since nobody else knows its name; one already sent to a
+    /// subscriber whose home is another loop (`loop` given) is dropped in flight by a dispose, as any
+    /// value is, and only closed.
     ///
     /// - Parameters:
     ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` or a NUL byte fails
@@ -124,7 +127,7 @@ extension Files {
                 return nil
             }
             return LoopBinding.open(on: loop, for: subscriber, what: "Files.makeTemporaryFile") { loop in
-                OpenFileSource.start(loop: loop, path: template, subscriber: subscriber) { _ in
+                OpenFileSource.start(loop: loop, path: template, subscriber: subscriber, removeIfUnwanted: true) { _ in
                     var request = uv_fs_t()
                     defer { uv_fs_req_cleanup(&request) }
                     let result = uv_fs_mkstemp(nil, &request, template, nil)
@@ -199,21 +202,36 @@ final class OpenFileSource: LoopDisposable, @unchecked Sendable {
     private init(loop: EventLoop) { self.loop = loop }
 
     /// Queues `open` (it returns the descriptor and its path, on a pool thread) and sends the file it opens.
-    static func start(loop: EventLoop, path: String, subscriber: Subscriber<OpenFile>,
+    ///
+    /// With `removeIfUnwanted` (a temporary file, which `open` made under a name nobody else knows), a
+    /// file opened for a subscriber that is gone is removed as well as closed.
+    static func start(loop: EventLoop, path: String, subscriber: Subscriber<OpenFile>, removeIfUnwanted: Bool = false,
                       _ open: @escaping @Sendable (JobStopFlag) throws -> (Int32, String)) -> (any Disposable)? {
         let source = OpenFileSource(loop: loop)
+        let discard = { (opened: OpenedDescriptor) in
+            var request = uv_fs_t()
+            _ = uv_fs_close(nil, &request, opened.descriptor, nil)
+            uv_fs_req_cleanup(&request)
+            if removeIfUnwanted {
+                uvCheckReporting(uv_fs_unlink(nil, &request, opened.path, nil), "unlink \(opened.path)")
+                uv_fs_req_cleanup(&request)
+            }
+        }
         let job = FileJob<OpenedDescriptor>(loop: loop, context: "open \(path)", work: { stop in
             let (descriptor, name) = try open(stop)
             return OpenedDescriptor(descriptor: descriptor, path: name)
         }) { [source] result in
+            // Disposed on another thread while the job ran: the subscription is marked at once, `abandon()`
+            // comes later, and the file sent now would be dropped (a temporary one left on disk).
+            if case .success(let opened) = result, subscriber.isDisposed {
+                source.state = .ended
+                discard(opened)
+                return
+            }
             source.opened(result, subscriber: subscriber)
         }
         // Opened after a dispose or a shutdown: nobody will own it, so close it here.
-        job.onDiscard = { opened in
-            var request = uv_fs_t()
-            _ = uv_fs_close(nil, &request, opened.descriptor, nil)
-            uv_fs_req_cleanup(&request)
-        }
+        job.onDiscard = discard
         job.onShutdown = { subscriber.sendError(EventLoopError.shutDown(loop: loop.name)) }
         source.state = .opening(job)
         return LoopBinding.started(source, for: subscriber) { try job.queue() }

@@ -176,7 +176,11 @@ extension OpenFile {
             return .error(UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "ftruncate \(path)"))
         }
         return operation("ftruncate") { descriptor, _ in
-            guard ftruncate(descriptor, off_t(size)) == 0 else { throw systemCallError("ftruncate \(path)") }
+            guard ftruncate(descriptor, off_t(size)) == 0 else {
+                // The kernel's EINVAL for a descriptor open for reading only reads as a bad size.
+                let code = errno
+                throw OpenFile.accessModeError(descriptor, "truncate", context: "ftruncate \(path)") ?? UVError(code: -code, context: "ftruncate \(path)")
+            }
         }.ignoreValues()
     }
 
@@ -247,11 +251,18 @@ extension OpenFile {
     /// Reads up to `count` bytes at `offset` into a new array (pool thread); short only at the end of the file.
     static func readBytes(_ descriptor: Int32, at offset: Int, count: Int, context: String) throws -> [UInt8] {
         var capacity = count
+        var sizeSaidNothing = false
         if count > 1 << 20 {
             // Do not allocate a large array for a short file: the array keeps its capacity.
             var status = Glibc.stat()
             if fstat(descriptor, &status) == 0 && status.st_mode & S_IFMT == S_IFREG {
-                capacity = min(count, max(0, Int(status.st_size) - offset))
+                if status.st_size > 0 {
+                    capacity = min(count, max(0, Int(status.st_size) - offset))
+                } else {
+                    // A /proc or /sys file says 0 and holds bytes (taken at its word, it read as empty):
+                    // read what comes, then keep only that.
+                    sizeSaidNothing = true
+                }
             }
         }
         guard capacity > 0 else { return [] }
@@ -262,7 +273,8 @@ extension OpenFile {
                 let got = pread(descriptor, buffer.baseAddress! + done, capacity - done, off_t(offset + done))
                 if got < 0 {
                     if errno == EINTR { continue }
-                    failure = systemCallError(context)
+                    let code = errno
+                    failure = (code == EBADF ? accessModeError(descriptor, "read", context: context) : nil) ?? UVError(code: -code, context: context)
                     break
                 }
                 if got == 0 { break }
@@ -271,7 +283,27 @@ extension OpenFile {
             initialized = done
         }
         if let failure { throw failure }
+        if sizeSaidNothing && bytes.count < capacity { return bytes.withUnsafeBufferPointer { Array($0) } }
         return bytes
+    }
+
+    /// `EBADF` saying which mode the file was opened with, when that mode forbids `what` (a read of a file
+    /// opened `.write`; a write or truncate of one opened `.read`), else nil. Called after a call failed
+    /// (pool thread): the kernel says only "bad file descriptor", or `EINVAL` for `ftruncate`.
+    static func accessModeError(_ descriptor: Int32, _ what: String, context: String) -> UVError? {
+        let flags = fcntl(descriptor, F_GETFL)
+        guard flags >= 0 else { return nil }
+        let reads = what == "read"
+        switch flags & O_ACCMODE {
+        case O_WRONLY where reads:
+            return UVError(code: -EBADF, message: "the file was opened for writing only (mode .write): a read needs .read or .readWrite",
+                           context: context)
+        case O_RDONLY where !reads:
+            return UVError(code: -EBADF, message: "the file was opened for reading only (mode .read): a \(what) needs .write or .readWrite",
+                           context: context)
+        default:
+            return nil
+        }
     }
 
     /// Writes all of `bytes` at `offset` in calls of at most `largestRequest` bytes (pool thread).
@@ -286,7 +318,8 @@ extension OpenFile {
                 let put = pwrite(descriptor, all.baseAddress! + done, min(all.count - done, largestRequest), off_t(offset + done))
                 if put < 0 {
                     if errno == EINTR { continue }
-                    throw systemCallError(context)
+                    let code = errno
+                    throw (code == EBADF ? accessModeError(descriptor, "write", context: context) : nil) ?? UVError(code: -code, context: context)
                 }
                 if put == 0 {
                     // Asking again would loop for ever.

@@ -244,6 +244,86 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertEqual(left, [], "temporary directories made for disposed subscribers are removed")
     }
 
+    /// A temporary file or directory whose subscriber is disposed on another thread after the pool made it,
+    /// before the loop took the result, is removed again: the subscription is marked disposed at once and
+    /// its teardown comes later, so the result used to be sent to a subscriber that dropped it, and the
+    /// file (mkstemp) or directory (mkdtemp) stayed on disk under a name nobody was told. A temporary file
+    /// made after a dispose on the loop was closed but stayed too.
+    func testTemporaryEntriesMadeForASubscriberDisposedElsewhereAreRemoved() throws {
+        let place = path("place")
+        try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: false)
+        func entries() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: place)) ?? [] }
+        try checked { harness in
+            for _ in 0..<20 {
+                // The loop is held while the pool makes both and another thread disposes them, so the
+                // results and the disposals reach the loop after the subscriptions were marked disposed.
+                try harness.onLoop {
+                    let subscriptions = [Files.makeTemporaryFile(prefix: "file-", in: place).subscribe(),
+                                         Files.makeTemporaryDirectory(prefix: place + "/dir-").subscribe()]
+                    while entries().count < 2 { sched_yield() }
+                    let disposed = DispatchSemaphore(value: 0)
+                    DispatchQueue.global().async {
+                        subscriptions.forEach { $0.dispose() }
+                        disposed.signal()
+                    }
+                    disposed.wait()
+                }
+                try harness.wait(for: "the temporary file and directory to be removed") { entries().isEmpty }
+            }
+            // On the loop, disposed as soon as subscribed: what the pool made before the cancel is removed too.
+            try harness.onLoop {
+                for _ in 0..<100 { Files.makeTemporaryFile(prefix: "file-", in: place).subscribe().dispose() }
+            }
+            try harness.wait(for: "every temporary file to be removed") { entries().isEmpty }
+        }
+    }
+
+    /// A tree deeper than a path can be long (`PATH_MAX`, 4,096 bytes: what a copy made inside its own
+    /// source grows to) is removed whole, as `rm -r` removes it: 30 levels of 200-byte names, and 2,500
+    /// levels of one letter, each level with a file and a link to a directory outside (which keeps its
+    /// file). Before, the first path past the limit failed with `ENAMETOOLONG` ("scandir" of a 4,000-byte
+    /// path) with the tree half removed. No descriptor is left open on the tree afterwards.
+    func testRemoveTreeRemovesATreeDeeperThanAPathCanBeLong() throws {
+        let outside = path("outside")
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: false)
+        _ = try makeFile("outside/keep")
+        /// Made with `mkdirat`/`openat`, one level at a time: no path call could reach the bottom.
+        func makeTree(_ root: String, levels: Int, name: String) throws {
+            XCTAssertEqual(mkdir(root, 0o755), 0)
+            var level = open(root, O_RDONLY | O_DIRECTORY)
+            for _ in 0..<levels {
+                XCTAssertEqual(mkdirat(level, name, 0o755), 0)
+                XCTAssertEqual(symlinkat(outside, level, "link"), 0)
+                let file = openat(level, "file", O_CREAT | O_WRONLY, 0o644)
+                XCTAssertGreaterThanOrEqual(file, 0)
+                close(file)
+                let next = openat(level, name, O_RDONLY | O_DIRECTORY)
+                close(level)
+                level = next
+            }
+            XCTAssertGreaterThanOrEqual(level, 0)
+            close(level)
+        }
+        let longNames = path("long-names"), manyLevels = path("many-levels")
+        try makeTree(longNames, levels: 30, name: String(repeating: "d", count: 200))
+        try makeTree(manyLevels, levels: 2_500, name: "d")
+        func descriptorsOnTheTrees() -> Int {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return entries.filter { entry in
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + entry)) ?? ""
+                return target.hasPrefix(longNames) || target.hasPrefix(manyLevels)
+            }.count
+        }
+        try checked { harness in
+            try completes(harness, Files.removeTree(longNames))
+            try completes(harness, Files.removeTree(manyLevels))
+        }
+        XCTAssertThrowsError(try systemStat(longNames))
+        XCTAssertThrowsError(try systemStat(manyLevels))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), ["keep"], "links are never followed")
+        XCTAssertEqual(descriptorsOnTheTrees(), 0)
+    }
+
     func testRemoveRemoveDirectoryAndTheirErrors() throws {
         let file = try makeFile("gone")
         let full = path("full")

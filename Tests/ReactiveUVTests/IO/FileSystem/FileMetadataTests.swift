@@ -95,6 +95,9 @@ final class FileMetadataTests: FileSystemTestCase {
             XCTAssertEqual(linkInfo.modificationTime, before1970)
             XCTAssertEqual(try systemStat(link).st_mtim.tv_sec, -10)
             XCTAssertEqual(try systemStat(link).st_mtim.tv_nsec, 250_000_000)
+            // Written with one sign (it was "mtime -9.-750000000": both components of a negative duration are negative).
+            XCTAssertTrue(linkInfo.status.description.hasSuffix("mtime -9.750000000"), linkInfo.status.description)
+            XCTAssertTrue(info.status.description.hasSuffix("mtime 1600000000.987654321"), info.status.description)
             XCTAssertEqual(try XCTUnwrap(try completes(harness, Files.stat(file)).first).modificationTime, modification,
                            "the target keeps its times")
 

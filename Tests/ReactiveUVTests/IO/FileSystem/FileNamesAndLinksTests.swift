@@ -84,6 +84,39 @@ final class FileNamesAndLinksTests: FileSystemTestCase {
         }
     }
 
+    /// `copy(overwrite: true)` onto an existing destination that is not a regular file: a FIFO (with a reader),
+    /// a link to it, and (as root) a character device node like `/dev/null` made in the test's directory.
+    /// libuv's copy changed its mode, truncated it, and when the truncation failed (`EINVAL`) removed it:
+    /// copying onto `/dev/null` as root deleted `/dev/null`. Each is now `EINVAL` naming its type, and left
+    /// as it was (type and mode).
+    func testCopyOverwritingSomethingThatIsNotARegularFileLeavesItAlone() throws {
+        let source = try makeFile("source", [1, 2, 3])
+        let fifo = path("fifo")
+        XCTAssertEqual(mkfifo(fifo, 0o640), 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        XCTAssertEqual(symlink(fifo, path("to-fifo")), 0)
+        var destinations = [(fifo, "is a FIFO"), (path("to-fifo"), "is a FIFO")]
+        if geteuid() == 0 {
+            // Device 1:3 (the null device), in the old encoding Linux still reads for small numbers.
+            XCTAssertEqual(mknod(path("null"), S_IFCHR | 0o666, dev_t(1 << 8 | 3)), 0)
+            destinations.append((path("null"), "is a character device"))
+        }
+        try checked { harness in
+            for (destination, saying) in destinations {
+                let before = try systemStat(destination)
+                let error = try failure(harness, Files.copy(from: source, to: destination, overwrite: true))
+                XCTAssertEqual(error.name, "EINVAL", destination)
+                XCTAssertTrue(error.message.contains(saying), error.description)
+                XCTAssertEqual(error.context, "copyfile \(source) -> \(destination)")
+                let after = try systemStat(destination)
+                XCTAssertEqual(after.st_mode, before.st_mode, "\(destination) is still there, as it was")
+                XCTAssertEqual(after.st_ino, before.st_ino)
+            }
+        }
+    }
+
     /// A hard link is the same inode with two names; a symbolic link holds its target as written, which readLink
     /// returns unresolved and realPath resolves.
     func testLinksReadLinkAndRealPath() throws {

@@ -79,6 +79,29 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// A `/proc` file says its size is 0 and holds bytes. Reads of more than 1 MiB sized their array by that
+    /// size, so `read(at:count:)` with a count above 1 MiB, and `OpenFile.chunks` / `Files.chunks` with such a
+    /// chunk size, sent nothing and completed, as if the file were empty. They read what it holds now (a
+    /// file whose contents do not change while the test runs: this process's limits).
+    func testReadsOfMoreThanOneMiBFromAProcFileReadWhatItHolds() throws {
+        let path = "/proc/self/limits"
+        let contents = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        XCTAssertGreaterThan(contents.count, 100)
+        let large = 4 << 20
+        try checked { harness in
+            let file = try open(harness, path)
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: large)).waitForValues(1), [contents])
+            XCTAssertEqual(try harness.record(file.read(at: 10, count: large)).waitForValues(1), [Array(contents[10...])])
+            XCTAssertEqual(try harness.record(file.read(at: 0, count: 1 << 20)).waitForValues(1), [contents], "as below 1 MiB")
+            let chunks = try harness.record(file.chunks(chunkSize: large))
+            XCTAssertTrue(try chunks.waitForTermination().isCompleted)
+            XCTAssertEqual(chunks.values.flatMap { $0 }, contents)
+            let streamed = try harness.record(Files.chunks(path, chunkSize: large))
+            XCTAssertTrue(try streamed.waitForTermination().isCompleted)
+            XCTAssertEqual(streamed.values.flatMap { $0 }, contents)
+        }
+    }
+
     /// A consumer that cannot keep up pauses the reads (and the reads ahead): a `.bounded(2)` buffer, which
     /// fails with `bufferOverflow` when a source ignores the pause, takes 8 MiB in 4 KiB chunks, intact and in order.
     func testChunksFollowTheConsumersFlowControl() async throws {
@@ -276,6 +299,32 @@ final class OpenFileTests: XCTestCase {
             XCTAssertEqual(try failureName(harness.record(file.append([2]))), "EBADF")
             XCTAssertFalse(file.isClosed, "a refused write leaves the file open")
             XCTAssertEqual(try harness.record(file.read(at: 0, count: 1)).waitForValues(1), [[1]])
+        }
+    }
+
+    /// What the file's mode forbids is `EBADF` saying the mode: `truncate(to:)` of a file opened `.read` was the
+    /// kernel's `EINVAL` "invalid argument" (which reads as a bad size), and a read of one opened `.write`, or a
+    /// write of one opened `.read`, only "bad file descriptor".
+    func testWhatTheOpenModeForbidsIsEBADFNamingTheMode() throws {
+        let path = directory + "/modes"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        try checked { harness in
+            let reading = try open(harness, path, mode: .read)
+            for (name, signal) in [("write", reading.write([9], at: 0).map { _ in () }), ("append", reading.append([9]).map { _ in () }),
+                                   ("ftruncate", reading.truncate(to: 1))] {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EBADF", name)
+                XCTAssertTrue(error.message.hasPrefix("the file was opened for reading only (mode .read)"), error.description)
+                XCTAssertEqual(error.context, "\(name) \(path)")
+            }
+            let writing = try open(harness, path, mode: .write)
+            for signal in [writing.read(at: 0, count: 2), writing.chunks()] {
+                let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError)
+                XCTAssertEqual(error.name, "EBADF")
+                XCTAssertEqual(error.message, "the file was opened for writing only (mode .write): a read needs .read or .readWrite")
+                XCTAssertEqual(error.context, "read \(path)")
+            }
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), Data([1, 2, 3]), "nothing was changed")
         }
     }
 
