@@ -166,6 +166,13 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
             tearDown()
             return
         }
+        tearDownOnHome(waitingForCallbacks: waitingForCallbacks)
+    }
+
+    /// `dispose()` away from the home thread: the teardown is queued to the home (out of line: the
+    /// dispose on the home thread, every one-shot signal's end, stays small).
+    @inline(never)
+    private func tearDownOnHome(waitingForCallbacks: Bool) {
         if waitingForCallbacks && ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
         let box = UncheckedSendable(self)
         if !home.scheduleDroppingIfShutDown({ box.value.tearDown() }) {
