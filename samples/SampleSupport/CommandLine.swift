@@ -93,6 +93,40 @@ public struct ArgumentReader {
         }
         return port
     }
+
+    /// The whole number that must follow `flag`, within `range` (`--loops`, `--max-connections`).
+    ///
+    /// - Parameters:
+    ///   - flag: The flag, for the message.
+    ///   - range: The numbers allowed.
+    /// - Returns: The number.
+    /// - Throws: `UsageError` if there is none or it is not a whole number in `range`.
+    ///
+    /// Thread rule: one thread at a time.
+    public mutating func count(for flag: String, in range: ClosedRange<Int>) throws -> Int {
+        let text = try value(for: flag)
+        guard let count = Int(text), range.contains(count) else {
+            let allowed = range.upperBound == Int.max ? "of at least \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+            throw UsageError("\(flag) needs a whole number \(allowed), got '\(text)'")
+        }
+        return count
+    }
+
+    /// The number of seconds that must follow `flag`, above 0 and at most a day (`--drain-timeout`), as a duration
+    /// rounded up to the millisecond.
+    ///
+    /// - Parameter flag: The flag, for the message.
+    /// - Returns: The duration.
+    /// - Throws: `UsageError` if there is none or it is not such a number.
+    ///
+    /// Thread rule: one thread at a time.
+    public mutating func seconds(for flag: String) throws -> Duration {
+        let text = try value(for: flag)
+        guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
+            throw UsageError("\(flag) needs a number of seconds above 0 and at most 86400, got '\(text)'")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
 }
 
 /// Writes a line to standard error, unbuffered.

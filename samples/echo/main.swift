@@ -52,23 +52,11 @@ struct Options {
             case "--unix":
                 options.unixPath = try reader.value(for: argument)
             case "--max-connections":
-                let text = try reader.value(for: argument)
-                guard let limit = Int(text), limit >= 1 else {
-                    throw UsageError("--max-connections needs a whole number of at least 1, got '\(text)'")
-                }
-                options.maxConnections = limit
+                options.maxConnections = try reader.count(for: argument, in: 1...Int.max)
             case "--loops":
-                let text = try reader.value(for: argument)
-                guard let count = Int(text), (1...1024).contains(count) else {
-                    throw UsageError("--loops needs a whole number from 1 to 1024, got '\(text)'")
-                }
-                options.loops = count
+                options.loops = try reader.count(for: argument, in: 1...1024)
             case "--drain-timeout":
-                let text = try reader.value(for: argument)
-                guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 86_400 else {
-                    throw UsageError("--drain-timeout needs a number of seconds above 0 and at most 86400, got '\(text)'")
-                }
-                options.drainTimeout = .milliseconds(Int64((seconds * 1000).rounded(.up)))
+                options.drainTimeout = try reader.seconds(for: argument)
             case "--verbose":
                 options.verbose = true
             default:
