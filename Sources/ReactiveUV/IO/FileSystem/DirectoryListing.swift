@@ -26,10 +26,8 @@ final class DirectoryListing: @unchecked Sendable {
     private let afterEachRead: ((Int) -> Void)?
     /// The directory stream, once open.
     private var directory: UnsafeMutablePointer<uv_dir_t>?
-    /// The job reading the next batch, while it is queued or runs.
-    private var job: FileJob<[DirectoryEntry]>?
-    /// The operation ended while a job was out: the stream closes when that job has ended.
-    private var closeAfterJob = false
+    /// The jobs reading batches, one at a time; the stream closes once the operation ended and no job is out.
+    private lazy var jobs = SequentialFileJobs<[DirectoryEntry]>(loop: operation.loop) { [self] in closeDirectory() }
     private var paused = false
     /// A batch that arrived while paused (empty: the end), delivered on resume.
     private var held: [DirectoryEntry]?
@@ -64,7 +62,7 @@ final class DirectoryListing: @unchecked Sendable {
             DirectoryListing.close(fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self))
         }) { [self] directory in
             self.directory = directory
-            operation.onEnd { [self] in operationEnded() }
+            operation.onEnd { [self] in jobs.operationEnded() }
             read()
         }
     }
@@ -72,17 +70,16 @@ final class DirectoryListing: @unchecked Sendable {
     /// Starts the job that reads the next batch. Only one is ever out: it starts from `deliver`, which runs
     /// when the previous one has called back, or on resume with the batch it brought.
     private func read() {
-        guard let directory, job == nil, operation.isRunning else { return }
+        guard let directory, !jobs.hasJobOut, operation.isRunning else { return }
         guard operation.loop.acceptsNewRequests else {
             operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
             return
         }
         let stream = UncheckedSendable(directory)
         let path = self.path, count = batchSize
-        let job = FileJob(loop: operation.loop, context: "readdir \(path)", work: { _ in
+        jobs.run("readdir \(path)", work: { _ in
             try DirectoryListing.readBatch(stream.value, count: count, path: path)
-        }) { [self] result in
-            self.job = nil
+        }, failed: { [self] in operation.finish($0) }) { [self] result in
             switch result {
             case .success(let batch):
                 afterEachRead?(batch.count)
@@ -94,19 +91,6 @@ final class DirectoryListing: @unchecked Sendable {
             case .failure(let error):
                 operation.finish(error)
             }
-        }
-        let id = ObjectIdentifier(job)
-        // Told once the job is over, whether it completed or was cancelled (after its completion, if any).
-        job.onEnd = { [self] in
-            if let current = self.job, ObjectIdentifier(current) == id { self.job = nil }
-            if closeAfterJob && self.job == nil { closeDirectory() }
-        }
-        self.job = job
-        do {
-            try job.queue()
-        } catch {
-            self.job = nil
-            operation.finish(error)
         }
     }
 
@@ -120,16 +104,6 @@ final class DirectoryListing: @unchecked Sendable {
         operation.send(contentsOf: batch)
         guard operation.isRunning else { return }
         afterEachBatch?(batch.count)
-    }
-
-    /// The operation ended (completed, failed, disposed or shut down): close the stream, after the job if one is out.
-    private func operationEnded() {
-        if let job {
-            closeAfterJob = true
-            job.abandon()
-        } else {
-            closeDirectory()
-        }
     }
 
     private func closeDirectory() {

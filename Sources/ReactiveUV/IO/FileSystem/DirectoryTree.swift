@@ -124,10 +124,8 @@ final class TreeRemoval {
     private let rootWithoutSlashes: String?
     /// The walk below the root, once it started.
     private var walk: TreeRemovalWalk?
-    /// The job advancing the walk, while it is queued or runs.
-    private var job: FileJob<TreeRemovalWalk.Progress>?
-    /// The operation ended while a job was out: the walk's descriptors close when that job has ended.
-    private var closeAfterJob = false
+    /// The jobs advancing the walk, one at a time; its descriptors close once the operation ended and no job is out.
+    private lazy var jobs = SequentialFileJobs<TreeRemovalWalk.Progress>(loop: operation.loop) { [self] in closeWalk() }
 
     /// System calls per pool job: a few milliseconds of unlinking, then the pool serves other requests.
     static let callsPerJob = 256
@@ -212,14 +210,7 @@ final class TreeRemoval {
     /// Empties and removes the root directory in pool jobs; its descriptors close when the operation ends.
     private func startWalk() {
         walk = TreeRemovalWalk(root: rootPath)
-        operation.onEnd { [self] in
-            if let job {
-                closeAfterJob = true
-                job.abandon()
-            } else {
-                closeWalk()
-            }
-        }
+        operation.onEnd { [self] in jobs.operationEnded() }
         advance()
     }
 
@@ -230,29 +221,16 @@ final class TreeRemoval {
             operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
             return
         }
-        let job = FileJob(loop: operation.loop, context: "removeTree \(rootPath)", work: { stop in
+        jobs.run("removeTree \(rootPath)", work: { stop in
             try walk.advance(budget: Self.callsPerJob, stop: stop)
-        }) { [self] result in
-            self.job = nil
+        }, onShutdown: { [self] in
+            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
+        }, failed: { [self] in operation.finish($0) }) { [self] result in
             switch result {
             case .success(.done): operation.finish()
             case .success(.more): advance()
             case .failure(let error): operation.finish(error)
             }
-        }
-        let id = ObjectIdentifier(job)
-        // Told once the job is over, whether it completed or was cancelled (after its completion, if any).
-        job.onEnd = { [self] in
-            if let current = self.job, ObjectIdentifier(current) == id { self.job = nil }
-            if closeAfterJob && self.job == nil { closeWalk() }
-        }
-        job.onShutdown = { [self] in operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
-        self.job = job
-        do {
-            try job.queue()
-        } catch {
-            self.job = nil
-            operation.finish(error)
         }
     }
 

@@ -119,3 +119,82 @@ final class FileJob<Value: Sendable>: PoolWorkBase, LoopDisposable, StoppableJob
 func systemCallError(_ context: String) -> UVError {
     UVError(code: -errno, context: context)
 }
+
+/// The pool jobs of a file-system operation that runs them one at a time (a listing's readdir
+/// batches, a tree removal's walk) and the resource they use (the directory stream, the walk's
+/// descriptors): released when the operation ends, but only once no job can still be using it.
+///
+/// Both users wrote this out before: the job in flight, a job that is over though a newer one
+/// is queued (its end must not clear the newer one), and the release held back while a job runs.
+///
+/// Thread rule: loop thread only.
+final class SequentialFileJobs<Value: Sendable> {
+    // Loop thread only.
+    private let loop: EventLoop
+    /// Cleared once run: it holds the operation's state, which holds this.
+    private var release: (() -> Void)?
+    /// The job queued or running, if any.
+    private var job: FileJob<Value>?
+    /// The operation ended while a job was out: the release waits for that job's end.
+    private var releaseAfterJob = false
+
+    /// - Parameters:
+    ///   - loop: The operation's loop.
+    ///   - release: Releases the jobs' resource, once.
+    init(loop: EventLoop, release: @escaping () -> Void) {
+        self.loop = loop
+        self.release = release
+    }
+
+    /// Whether a job is queued or running.
+    var hasJobOut: Bool { job != nil }
+
+    /// Queues the next job; `failed` gets the refusal if libuv would not take it.
+    ///
+    /// - Parameters:
+    ///   - context: The call, for errors (`"readdir /tmp/x"`).
+    ///   - work: The job's work (pool thread).
+    ///   - onShutdown: Told instead of the completion when the loop's shutdown cancels the job.
+    ///   - failed: Told if the job could not be queued.
+    ///   - completion: The job's result (loop thread), unless the operation ended first.
+    func run(_ context: String, work: @escaping @Sendable (JobStopFlag) throws -> Value,
+             onShutdown: (() -> Void)? = nil, failed: @escaping (any Error) -> Void,
+             completion: @escaping (Result<Value, any Error>) -> Void) {
+        let job = FileJob(loop: loop, context: context, work: work) { [self] result in
+            self.job = nil
+            completion(result)
+        }
+        let id = ObjectIdentifier(job)
+        // Told once the job is over, whether it completed or was cancelled (after its completion, if any).
+        job.onEnd = { [self] in
+            if let current = self.job, ObjectIdentifier(current) == id { self.job = nil }
+            if releaseAfterJob && self.job == nil { releaseNow() }
+        }
+        job.onShutdown = onShutdown
+        self.job = job
+        do {
+            try job.queue()
+        } catch {
+            self.job = nil
+            failed(error)
+        }
+    }
+
+    /// The operation ended (completed, failed, disposed or shut down): abandons the job out, and
+    /// releases the resource now, or once that job is over.
+    func operationEnded() {
+        if let job {
+            releaseAfterJob = true
+            job.abandon()
+        } else {
+            releaseNow()
+        }
+    }
+
+    private func releaseNow() {
+        releaseAfterJob = false
+        let release = self.release
+        self.release = nil
+        release?()
+    }
+}
