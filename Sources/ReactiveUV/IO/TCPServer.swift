@@ -219,11 +219,14 @@ public enum TCPServer {
                     loop: loop, source: .bind(host: host, port: port), backlog: backlog, options: options,
                     budget: ConnectionBudget(limit: options.maxConnections),
                     callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
-                listener.start()
+                // Drain requests are followed before the listener starts: a request sent as soon as
+                // `.listening` arrives (from another thread, or from the subscriber's own callback)
+                // must find the subscription there. One that comes first ends the server unbound.
                 if let drain {
                     listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
                                     done: { subscriber.sendCompleted() })
                 }
+                listener.start()
                 return listener
             }
         }
@@ -242,8 +245,9 @@ public enum TCPServer {
                 let listener = GroupListener(
                     group: group, host: host, port: port, backlog: backlog, options: options, onAccepted: onAccepted,
                     output: GroupServerOutput(subscriber, send: send))
-                listener.start()
+                // Followed first, as a server on one loop does (`listenerSignal`).
                 if let drain { listener.follow(drain) }
+                listener.start()
                 return listener
             }
         }

@@ -91,6 +91,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             fail(refusal)
             return
         }
+        // Drained before it started (a drain request arrived first): nothing to listen for.
+        guard case .serving = drainState else { return }
         startIdleTimer()
         guard case .listens = role else { return }
         let context = "\(what)(\(UnixSocketPath.display(path)))"

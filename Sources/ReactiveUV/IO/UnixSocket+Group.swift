@@ -101,8 +101,9 @@ extension UnixSocket {
                 let listener = UnixGroupListener(
                     group: group, path: path, backlog: backlog, options: options, onAccepted: onAccepted,
                     output: GroupServerOutput(subscriber, send: send))
-                listener.start()
+                // Followed first, as `TCPServer.serve(on: group)` does: a request sent on `.listening` is not lost.
                 if let drain { listener.follow(drain) }
+                listener.start()
                 return listener
             }
         }

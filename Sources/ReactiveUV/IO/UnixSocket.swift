@@ -155,11 +155,12 @@ public enum UnixSocket {
                     loop: loop, role: .listens, path: path, backlog: backlog, options: options,
                     budget: ConnectionBudget(limit: options.maxConnections), inGroup: false,
                     callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
-                listener.start(what)
+                // Followed first, as `TCPServer.serve` does: a request sent on `.listening` is not lost.
                 if let drain {
                     listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
                                     done: { subscriber.sendCompleted() })
                 }
+                listener.start(what)
                 return listener
             }
         }
