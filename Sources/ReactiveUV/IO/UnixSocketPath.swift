@@ -212,17 +212,15 @@ enum UnixSocketDescriptor {
         return UVError(code: -code, message: message, context: context)
     }
 
-    /// "a regular file", "a directory"...: what is at a file path when it is there and is not a socket; else nil.
+    /// "a regular file", "a directory"... (`FileType`'s words): what is at a file path when it is there and
+    /// is not a socket; else nil.
     private static func nonSocketKind(at path: UnixSocketPath) -> String? {
         var status = stat()
         guard !path.isAbstract, stat(path.path, &status) == 0 else { return nil }
-        switch status.st_mode & S_IFMT {
-        case S_IFSOCK: return nil
-        case S_IFREG: return "a regular file"
-        case S_IFDIR: return "a directory"
-        case S_IFIFO: return "a FIFO"
-        case S_IFCHR, S_IFBLK: return "a device"
-        default: return "not a socket"
+        switch FileType(mode: UInt32(status.st_mode)) {
+        case .socket: return nil
+        case .unknown: return "a file of unknown type"
+        case let type: return "a \(type)"
         }
     }
 

@@ -337,15 +337,7 @@ final class SignalAsyncTests: XCTestCase {
             XCTAssertEqual(try failing.waitForTermination().error as? Boom, Boom())
 
             let cancelled = Locked(0)
-            let slow = try harness.record(Signal<Int>.async {
-                do {
-                    try await Task.sleep(for: .seconds(60))
-                } catch {
-                    cancelled.withLock { $0 += 1 }
-                    throw error
-                }
-                return 1
-            })
+            let slow = try harness.record(sleepsUntilCancelled(counting: cancelled))
             slow.dispose()
             try harness.wait(for: "the task to see its cancellation") { cancelled.current == 1 }
             XCTAssertEqual(slow.events.count, 0)
@@ -362,15 +354,7 @@ final class SignalAsyncTests: XCTestCase {
         let (stream, continuation) = AsyncStream<Int>.makeStream()
         continuation.onTermination = { _ in cancelled.withLock { $0 += 1 } }
         let sources: [(String, Signal<Int>)] = [
-            ("Signal.async", Signal<Int>.async {
-                do {
-                    try await Task.sleep(for: .seconds(60))
-                } catch {
-                    cancelled.withLock { $0 += 1 }
-                    throw error
-                }
-                return 1
-            }),
+            ("Signal.async", sleepsUntilCancelled(counting: cancelled)),
             ("Signal.from", Signal.from(stream)),
         ]
         for (number, (name, signal)) in sources.enumerated() {
@@ -457,5 +441,18 @@ final class PausableProducer: @unchecked Sendable {
         paused = false
         flow.note(paused: false, buffered: next)
         produce()
+    }
+}
+
+/// A `Signal.async` whose task sleeps for a minute, counting in `cancelled` when it is cancelled instead.
+private func sleepsUntilCancelled(counting cancelled: Locked<Int>) -> Signal<Int> {
+    Signal<Int>.async {
+        do {
+            try await Task.sleep(for: .seconds(60))
+        } catch {
+            cancelled.withLock { $0 += 1 }
+            throw error
+        }
+        return 1
     }
 }
