@@ -51,18 +51,26 @@ final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Send
     var isDisposed: Bool { sourceWord.load(ordering: .acquiring) == nil }
 }
 
+/// What a single-reader source keeps of its reader: whether that reader's subscription is disposed.
+protocol SlotReader {
+    /// Whether the reader's subscription is disposed (a reader with none, never).
+    var isDisposed: Bool { get }
+}
+
+extension HomeGate: SlotReader {}
+
 /// A single-reader source's reader: one word (the token handed to it is not kept).
 ///
 /// Thread rule: loop thread only (a field of its source).
-struct ReaderSlot<Value, Source: SingleReaderSource> {
+struct ReaderSlot<Reader: SlotReader> {
     /// The current reader (its gate, or its sink: see `HomeGate`); nil when nobody reads.
-    private(set) var reader: HomeGate<Value>?
+    private(set) var reader: Reader?
 
     init() {}
 
     /// Makes `reader` the reader; what stops it when its subscription is disposed is the caller's to
     /// give that subscription (a `ReaderToken`, or the source as its root).
-    mutating func fill(_ reader: HomeGate<Value>) {
+    mutating func fill(_ reader: Reader) {
         self.reader = reader
     }
 
@@ -79,7 +87,7 @@ struct ReaderSlot<Value, Source: SingleReaderSource> {
 
     /// Empties the slot and returns the reader it held (to be told the end, or not).
     @discardableResult
-    mutating func take() -> HomeGate<Value>? {
+    mutating func take() -> Reader? {
         let reader = self.reader
         self.reader = nil
         return reader

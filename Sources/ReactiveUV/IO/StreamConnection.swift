@@ -53,6 +53,44 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         StreamBytesSignal(stream).debugNamed("+bytes(\(stream.peerDescription))")
     }
 
+    /// Reads the connection into `reader`, a `StreamReader` shared by many connections: the
+    /// callback form of `bytes`, with no subscription and no object for this connection.
+    ///
+    /// The reader gets each chunk, then `completed` at EOF or a close here, or `error` when the
+    /// connection breaks, the loop shuts down, or the connection already has a reader (`EBUSY`: a
+    /// `bytes` subscriber or another `read(with:)`; that reader goes on). On a connection that has
+    /// already ended, the reader is told so at once. `stopReading()` stops it; the connection
+    /// stays open and can be read again. See `StreamReader` for what it shares with `bytes` and
+    /// what it leaves out.
+    ///
+    /// - Parameter reader: The callbacks, run on the connection's loop thread.
+    ///
+    /// Thread rule: safe from any thread (called elsewhere, the reading starts on the connection's
+    /// loop, in order with the other calls made there; after the loop has shut down, `reader`'s
+    /// `error` gets `EventLoopError.shutDown` on the calling thread).
+    public final func read(with reader: StreamReader) {
+        let stream = self.stream
+        if stream.onLoopThread {
+            stream.startReading(sharedBy: reader, connection: self)
+            return
+        }
+        do {
+            try stream.loop.tryExecute { stream.startReading(sharedBy: reader, connection: self) }
+        } catch {
+            reader.error(self, error)
+        }
+    }
+
+    /// Stops the reading `read(with:)` started, telling its reader nothing; the connection stays
+    /// open, and what the peer sends waits in the socket until it is read again. A `bytes`
+    /// subscriber is not stopped by this (dispose its subscription).
+    ///
+    /// Thread rule: safe from any thread (called elsewhere, it takes effect on the connection's loop,
+    /// in order with the other calls made there; chunks read before then are still delivered).
+    public final func stopReading() {
+        onLoop(nil) { $0.stopSharedReader() }
+    }
+
     init(_ stream: StreamHandle) {
         self.stream = stream
     }

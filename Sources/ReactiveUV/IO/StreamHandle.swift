@@ -104,8 +104,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
     /// from other threads, addresses, names): made on first use, see `StreamExtras`.
     let extrasSlot = LazyObject<StreamExtras>()
-    /// The `bytes` reader (the slot keeps no token: `ReaderSlot.currentReaderIsDisposed`).
-    @exclusivity(unchecked) private var readers = ReaderSlot<[UInt8], StreamHandle>()
+    /// The reader: `bytes`' subscriber or a shared `StreamReader` (the slot keeps no token:
+    /// `ReaderSlot.currentReaderIsDisposed`).
+    @exclusivity(unchecked) private var readers = ReaderSlot<StreamReaderTarget>()
     /// The last small chunk handed to the reader, refilled in place by the next small read
     /// once nobody else holds it (see `smallChunk`).
     @exclusivity(unchecked) private var spareChunk: [UInt8] = []
@@ -195,36 +196,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// Makes `subscriber` (a gate, or a sink on this loop: `HomeGate`) the reader; returns what
     /// stops it, or nil when it was already answered.
     func startReading(_ subscriber: HomeGate<[UInt8]>) -> (any Disposable)? {
-        assertInEventLoop()
-        if input == .ended {
-            subscriber.sendCompleted()
-            return nil
-        }
-        guard isOpen else {
-            switch endReason {
-            case .failed(let error)?: subscriber.sendError(error)
-            case .shutDown?: subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
-            case .closed?, nil: subscriber.sendCompleted()
-            }
-            return nil
-        }
-        guard readers.reader == nil else {
-            subscriber.sendError(UVError(code: UV_EBUSY.rawValue,
-                                         message: "the connection's bytes already have a subscriber: a byte stream has one reader at a time",
-                                         context: "\(transport.connectionTypeName).bytes of \(peerDescription)"))
-            return nil
-        }
-        writeBackpressure = limits.pausesReading && queuedWriteByteCount > limits.highWaterMark
-        consumerPaused = false
-        input = .paused
-        readers.fill(subscriber)
-        readerIsHome = subscriber.homeIdentity == loopIdentity
-        if let error = updateReading() {
-            readers.take()
-            input = .idle
-            subscriber.sendError(error)
-            return nil
-        }
+        guard admitReader(.gate(subscriber)) else { return nil }
         switch subscriber {
         case .subscriber(let gate) where !readerIsHome:
             registerFlowControl(with: gate)
@@ -243,6 +215,53 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         }
     }
 
+    /// Makes `reader`, shared by many connections, this stream's reader (`StreamConnection.read(with:)`):
+    /// no subscription, no token and no flow control; `stopSharedReader()` stops it.
+    func startReading(sharedBy reader: StreamReader, connection: StreamConnection) {
+        admitReader(.shared(reader, connection))
+    }
+
+    /// What every reader goes through: an ended stream answers it at once, a second reader gets
+    /// `EBUSY`, and otherwise it becomes the reader and reading starts (unless write backpressure
+    /// holds it). False when the reader was answered instead.
+    @discardableResult
+    private func admitReader(_ reader: StreamReaderTarget) -> Bool {
+        assertInEventLoop()
+        if input == .ended {
+            reader.sendCompleted()
+            return false
+        }
+        guard isOpen else {
+            switch endReason {
+            case .failed(let error)?: reader.sendError(error)
+            case .shutDown?: reader.sendError(EventLoopError.shutDown(loop: loop.name))
+            case .closed?, nil: reader.sendCompleted()
+            }
+            return false
+        }
+        guard readers.reader == nil else {
+            reader.sendError(UVError(code: UV_EBUSY.rawValue,
+                                     message: "the connection is already being read (by a `bytes` subscriber or a `StreamReader`): a byte stream has one reader at a time",
+                                     context: "\(transport.connectionTypeName).bytes of \(peerDescription)"))
+            return false
+        }
+        writeBackpressure = limits.pausesReading && queuedWriteByteCount > limits.highWaterMark
+        consumerPaused = false
+        input = .paused
+        readers.fill(reader)
+        switch reader {
+        case .gate(let gate): readerIsHome = gate.homeIdentity == loopIdentity
+        case .shared: readerIsHome = true
+        }
+        if let error = updateReading() {
+            readers.take()
+            input = .idle
+            reader.sendError(error)
+            return false
+        }
+        return true
+    }
+
     /// The reader's flow control, registered with it.
     @discardableResult
     private func registerFlowControl(with subscriber: Subscriber<[UInt8]>) -> FlowControl? {
@@ -257,9 +276,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     func makeFlowControl(for subscription: Subscription) -> FlowControl? {
         guard let reader = readers.reader, reader.subscription === subscription else { return nil }
         switch reader {
-        case .subscriber(let gate):
+        case .gate(.subscriber(let gate)):
             return registerFlowControl(with: gate)
-        case .sink:
+        case .shared:
+            return nil
+        case .gate(.sink):
             // A reader on this loop: nothing is hopped, so there is nothing for a gate to count.
             return FlowControl(sourceScheduler: loop, pause: { self.setConsumerPaused(true) },
                                resume: { self.setConsumerPaused(false) })
@@ -317,6 +338,19 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     private func stopDisposedReader() {
         assertInEventLoop()
         guard readers.currentReaderIsDisposed else { return }
+        dropReader()
+    }
+
+    /// Stops a shared reader (`StreamConnection.stopReading()`), telling it nothing; a `bytes`
+    /// subscriber is left alone (its subscription's disposal stops it). Loop thread only.
+    func stopSharedReader() {
+        assertInEventLoop()
+        guard case .shared? = readers.reader else { return }
+        dropReader()
+    }
+
+    /// Empties the reader slot without telling the reader, and stops libuv's reading.
+    private func dropReader() {
         readers.take()
         if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
         if input != .ended { input = .idle }
@@ -376,14 +410,14 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
             if !bulkChunk.isEmpty, count >= readChunkLimit / 4 {
                 bulkChunk.removeLast(bulkChunk.count - count)
-                if let reader = readers.reader { deliver(bulkChunk, to: reader) }
+                readers.reader?.deliver(bulkChunk, home: readerIsHome)
             } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
                 // and a refill here (a reader elsewhere gets a fresh array per read, as before).
-                if let reader = readers.reader { deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), to: reader) }
+                if let reader = readers.reader { reader.deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), home: true) }
             } else if let reader = readers.reader {
-                deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), to: reader)
+                reader.deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), home: readerIsHome)
             }
             // A short bulk read was copied out of `bulkChunk`'s storage: it lives until here.
             withExtendedLifetime(bulkChunk) {}
@@ -398,18 +432,9 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             let control = reader?.registeredFlowControl
             reader?.sendCompleted()
             owner?.streamDidReadEndOfFile(self)
-            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.homeScheduler, control: control) }
+            if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.subscription?.home ?? loop, control: control) }
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
-        }
-    }
-
-    /// Sends a chunk to the reader: straight through its gate when its home is this loop (we are on its thread).
-    private func deliver(_ chunk: [UInt8], to reader: HomeGate<[UInt8]>) {
-        if readerIsHome {
-            reader.deliverNext(chunk)
-        } else {
-            reader.sendNext(chunk)
         }
     }
 

@@ -173,7 +173,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
     private(set) var localAddress: SocketAddress?
     /// The `datagrams` reader and its token.
-    private var readers = ReaderSlot<Datagram, UDPHandle>()
+    private var readers = ReaderSlot<HomeGate<Datagram>>()
     private var lookup: (any Disposable)?
     /// Told once when the socket ends: nil for a close, else the error.
     var onEnd: (((any Error)?) -> Void)?
