@@ -52,6 +52,8 @@ enum Contender {
     static let ours = "ReactiveUV"
     /// Ours through its async/await bridge (not a contender the target is set for).
     static let oursAsync = "ours, async"
+    /// Ours with a `bytes` subscription per connection (the servers' main row reads with one shared `StreamReader`).
+    static let oursBytes = "ours, bytes"
     static let oursBare = "ReactiveUV bare"
     static let oursWithMetrics = "with metrics"
     static let oursLoopTime = "ReactiveUV loop time"

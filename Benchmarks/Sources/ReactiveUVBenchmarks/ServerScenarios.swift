@@ -13,11 +13,12 @@ enum ServerScenarios {
     static let inFlight = 100
 
     enum Server: CaseIterable {
-        case ours, rawC, nio, node
+        case ours, oursBytes, rawC, nio, node
 
         var contender: String {
             switch self {
             case .ours: return Contender.ours
+            case .oursBytes: return Contender.oursBytes
             case .rawC: return Contender.rawC
             case .nio: return Contender.nio
             case .node: return Contender.node
@@ -26,10 +27,21 @@ enum ServerScenarios {
 
         var what: String {
             switch self {
-            case .ours: return "TCPServer.serve on one loop"
+            case .ours: return "TCPServer.serve on one loop, every connection read by one StreamReader (read(with:))"
+            case .oursBytes: return "TCPServer.serve on one loop, a bytes subscription per connection"
             case .rawC: return "uv_tcp, malloc'd buffer per read"
             case .nio: return "ServerBootstrap, 1 thread"
             case .node: return "net.createServer"
+            }
+        }
+
+        /// `ServeBenchServer`'s first argument for this server (Node's runs apart).
+        var processArgument: String {
+            switch self {
+            case .ours: return "ours"
+            case .oursBytes: return "ours-bytes"
+            case .rawC: return "rawc"
+            case .nio, .node: return "nio"
             }
         }
     }
@@ -67,7 +79,7 @@ enum ServerScenarios {
         default:
             guard let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
             process.executableURL = URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent("ServeBenchServer")
-            process.arguments = [server == .ours ? "ours" : server == .rawC ? "rawc" : "nio", "--exit-at-stdin-eof"]
+            process.arguments = [server.processArgument, "--exit-at-stdin-eof"]
         }
         let output = Pipe()
         let lifeline = Pipe()

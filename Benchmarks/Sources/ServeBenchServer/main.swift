@@ -1,13 +1,14 @@
 // The echo servers of issue 18's server scenarios (connection churn, idle connections), each
 // in a process of its own so that its CPU time and resident memory are its own:
 //
-//   ServeBenchServer ours|rawc|nio [--exit-at-stdin-eof]
+//   ServeBenchServer ours|ours-bytes|rawc|nio [--exit-at-stdin-eof]
 //
 // listens on 127.0.0.1, an ephemeral port printed on the first line of standard output, echoes
 // what each client sends, closes a connection at the client's EOF, and runs until killed (or,
 // with --exit-at-stdin-eof, until its standard input ends: the benchmark holds that pipe, so a
 // server never outlives a benchmark that crashed). One
-// thread serves: ours is `TCPServer.serve` on one loop, raw C is libuv's echo-server shape
+// thread serves: ours is `TCPServer.serve` on one loop (`ours` reads every connection with one
+// `StreamReader`, `ours-bytes` with a `bytes` subscription each), raw C is libuv's echo-server shape
 // (`rawc_echo_serve`), NIO is `ServerBootstrap` on a `MultiThreadedEventLoopGroup` of 1 thread.
 // Node's side is `Benchmarks/node/churn_server.js`.
 import CBaselines
@@ -38,8 +39,12 @@ func waitForTheEnd() -> Never {
     while true { pause() }
 }
 
-func serveOurs() -> Never {
+/// Ours: every connection read by one `StreamReader` (`read(with:)`), or, with `subscribing`, by a
+/// `bytes` subscription of its own.
+func serveOurs(subscribing: Bool) -> Never {
     let loop = ReactiveUV.EventLoop(name: "serve-bench")
+    // One reader for every connection, doing what each subscription does in the other form.
+    let echo = StreamReader(next: { connection, chunk in connection.send(chunk) }, completed: { connection in connection.close() })
     let server = SerialDisposable()
     // Subscribed on the loop's thread, so the listener and every connection live there.
     loop.execute {
@@ -50,7 +55,11 @@ func serveOurs() -> Never {
             case .refused, .draining:
                 break
             case .accepted(let connection):
-                _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                if subscribing {
+                    _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                } else {
+                    connection.read(with: echo)
+                }
             }
         }, error: { error in
             fail("TCPServer.serve failed: \(error)")
@@ -91,7 +100,9 @@ func serveNIO() -> Never {
 
 switch CommandLine.arguments.dropFirst().first {
 case "ours":
-    serveOurs()
+    serveOurs(subscribing: false)
+case "ours-bytes":
+    serveOurs(subscribing: true)
 case "rawc":
     // The C server runs on this thread, so another one watches standard input.
     if CommandLine.arguments.contains("--exit-at-stdin-eof") { Thread.detachNewThread { waitForTheEnd() } }
@@ -100,5 +111,5 @@ case "rawc":
 case "nio":
     serveNIO()
 default:
-    fail("usage: ServeBenchServer ours|rawc|nio")
+    fail("usage: ServeBenchServer ours|ours-bytes|rawc|nio")
 }

@@ -54,38 +54,63 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
-    private enum Input {
-        case idle       // nobody subscribed to `bytes`
-        case reading    // uv_read_start is active
-        case paused     // a reader is there, but reading is paused (write backpressure or the consumer asked)
-        case ended      // EOF was read: nothing more will come
-    }
+    private typealias Input = StreamStateBits.Input
 
-    // Declaration order is layout order (Swift does not reorder a class's fields): the one-byte
-    // fields come first, right after `LoopHandle`'s own, then the four-byte one, then the rest, so
-    // padding does not grow every connection (an idle server holds one of these per client). With
-    // `LoopHandle`'s 49 bytes, the eleven one-byte fields end at 60 and `openState` at 64: one
-    // more one-byte field here would pad every stream by eight bytes.
+    // Declaration order is layout order (Swift does not reorder a class's fields): the small fields
+    // come first, right after `LoopHandle`'s own 49 bytes, then the four-byte one, then the rest, so
+    // padding does not grow every connection (an idle server holds one of these per client). The
+    // transport and the sixteen state bits end at 52 and `openState` at 56, so the fields end at
+    // 104 bytes, a 112-byte malloc block: one more byte here would pad every stream by eight.
     let transport: Transport
+    /// The flags and small enums below, packed (see `StreamStateBits`).
+    @exclusivity(unchecked) private var bits = StreamStateBits()
+
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
-    let ipc: Bool
-    @exclusivity(unchecked) private var input = Input.idle
+    var ipc: Bool { bits.ipc }
+    private var input: Input {
+        get { bits.input }
+        set { bits.input = newValue }
+    }
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
-    @exclusivity(unchecked) var writeBackpressure = false
+    var writeBackpressure: Bool {
+        get { bits.writeBackpressure }
+        set { bits.writeBackpressure = newValue }
+    }
     /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
-    @exclusivity(unchecked) private var consumerPaused = false
+    private var consumerPaused: Bool {
+        get { bits.consumerPaused }
+        set { bits.consumerPaused = newValue }
+    }
     /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
     /// directly, without `send`'s thread check.
-    @exclusivity(unchecked) private var readerIsHome = false
-    @exclusivity(unchecked) var writesShutDown = false
+    private var readerIsHome: Bool {
+        get { bits.readerIsHome }
+        set { bits.readerIsHome = newValue }
+    }
+    var writesShutDown: Bool {
+        get { bits.writesShutDown }
+        set { bits.writesShutDown = newValue }
+    }
     /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
-    @exclusivity(unchecked) private var shutdownPending = false
+    private var shutdownPending: Bool {
+        get { bits.shutdownPending }
+        set { bits.shutdownPending = newValue }
+    }
     /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
-    @exclusivity(unchecked) private var closesWhenFlushed = false
+    private var closesWhenFlushed: Bool {
+        get { bits.closesWhenFlushed }
+        set { bits.closesWhenFlushed = newValue }
+    }
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
-    @exclusivity(unchecked) private var peerEnded = false
+    private var peerEnded: Bool {
+        get { bits.peerEnded }
+        set { bits.peerEnded = newValue }
+    }
     /// Whether reads go straight into the array handed to the reader, and for how long: see `BulkReads`.
-    @exclusivity(unchecked) private var bulkReads = BulkReads.off
+    private var bulkReads: BulkReads {
+        get { bits.bulkReads }
+        set { bits.bulkReads = newValue }
+    }
     /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
     /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
     /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
@@ -107,11 +132,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// The reader: `bytes`' subscriber or a shared `StreamReader` (the slot keeps no token:
     /// `ReaderSlot.currentReaderIsDisposed`).
     @exclusivity(unchecked) private var readers = ReaderSlot<StreamReaderTarget>()
-    /// The last small chunk handed to the reader, refilled in place by the next small read
-    /// once nobody else holds it (see `smallChunk`).
-    @exclusivity(unchecked) private var spareChunk: [UInt8] = []
-
-    /// Reads up to this many bytes are copied into `spareChunk`: the most an idle connection keeps.
+    /// Reads up to this many bytes are copied into the loop's `spareReadChunk` (see `smallChunk`).
     private static let spareChunkLimit = 4096
 
     /// Finished write requests kept for reuse, per connection.
@@ -127,7 +148,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false) {
         _ = ignoreBrokenPipeSignalOnce
         self.transport = transport
-        self.ipc = ipc && transport == .pipe
+        bits.ipc = ipc && transport == .pipe
         // A listener's label carries its options' limits: every connection it accepts shares both.
         self.originLabel = originLabel.limits == limits
             ? originLabel
@@ -427,7 +448,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             input = .ended
             peerEnded = true
             extrasIfMade?.bulkChunk = []
-            spareChunk = []
             let reader = readers.take()
             let control = reader?.registeredFlowControl
             reader?.sendCompleted()
@@ -438,25 +458,28 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         }
     }
 
-    /// Copies a small read into `spareChunk` and returns it, without allocating when possible.
+    /// Copies a small read into the loop's `spareReadChunk` and returns it, without allocating when possible.
     ///
     /// A chunk's array is handed to the reader, which usually lets go of it
     /// before the next read (or forwards it to a write that has finished by
-    /// then). The stream keeps a reference, and the next read of a size that
-    /// fits refills that storage in place: Array's copy-on-write checks that
-    /// the reference is the only one and makes a new array when it is not, so
-    /// no chunk a reader still holds ever changes. A request/response exchange
-    /// of small messages then costs no allocation per read.
+    /// then). The loop keeps a reference, and the next small read of any of
+    /// its streams refills that storage in place: Array's copy-on-write checks
+    /// that the reference is the only one and makes a new array when it is
+    /// not, so no chunk a reader still holds ever changes. A request/response
+    /// exchange of small messages then costs no allocation per read, and a
+    /// connection keeps no chunk of its own between reads (one per loop, not
+    /// up to 4 KiB per connection that once read).
     private func smallChunk(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        if bytes.count == spareChunk.count {
-            spareChunk.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
-        } else if bytes.count <= spareChunk.capacity {
-            spareChunk.removeAll(keepingCapacity: true)
-            spareChunk.append(contentsOf: bytes)
+        let loop = self.loop
+        if bytes.count == loop.spareReadChunk.count {
+            loop.spareReadChunk.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        } else if bytes.count <= loop.spareReadChunk.capacity {
+            loop.spareReadChunk.removeAll(keepingCapacity: true)
+            loop.spareReadChunk.append(contentsOf: bytes)
         } else {
-            spareChunk = Array(bytes)
+            loop.spareReadChunk = Array(bytes)
         }
-        return spareChunk
+        return loop.spareReadChunk
     }
 
 
@@ -632,7 +655,6 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             extras.fileSends = nil
             extras.bulkChunk = []
         }
-        spareChunk = []
         readers.take()
         ownerLink = nil
     }

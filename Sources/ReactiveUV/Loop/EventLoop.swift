@@ -102,6 +102,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let serialExecutor = LoopSerialExecutor()
     /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
     @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
+    /// The last small chunk a stream on this loop handed its reader, refilled in place by the next
+    /// small read of any of them once nobody else holds it (`StreamHandle.smallChunk`). Loop thread only.
+    @exclusivity(unchecked) var spareReadChunk: [UInt8] = []
     /// Memory of finished file-system requests, kept for the next ones (see `LoopRequest`): a list
     /// linked through each block's first word, `spareFSRequestCount` long. Loop thread only.
     @exclusivity(unchecked) var spareFSRequests: UnsafeMutableRawPointer?
