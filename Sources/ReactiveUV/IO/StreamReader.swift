@@ -87,6 +87,8 @@ enum StreamReaderTarget: SlotReader {
     }
 
     /// Sends a chunk read on the stream's loop thread: `home` says the reader's home is that loop.
+    /// Inlined into the read callback, as the gate's call was before the shared reader came.
+    @inline(__always)
     func deliver(_ chunk: [UInt8], home: Bool) {
         switch self {
         case .gate(let gate):
