@@ -18,10 +18,10 @@ final class TCPIdleMemoryTests: XCTestCase {
     /// An echo server as the idle-connections benchmark runs it (`ServeBenchServer ours`): every
     /// connection read, echoed, closed at EOF. 1,000 silent connections, after 200 that warm the
     /// loop's tables up: the live heap grows by at most 760 bytes per connection, all of it
-    /// counted (the `StreamHandle`, its libuv handle, the `TCPConnection`, the `bytes`
+    /// counted (the `StreamConnection`, its libuv handle, the `TCPConnection`, the `bytes`
     /// subscription, malloc's headers; the client sockets are plain descriptors).
     ///
-    /// Before the extras (every field in the `StreamHandle`, the limits in each connection) it was
+    /// Before the extras (every field in the `StreamConnection`, the limits in each connection) it was
     /// 1,021 bytes in this (debug) build (massif measured 1,014 in the release build); 877 with the
     /// first extras, 829 with the rest of them and the one-word `ReaderToken`, 813 with `openState`,
     /// 797 with one-word reader and owner slots, 701 with the reader read through its sink, no
@@ -77,7 +77,7 @@ final class TCPIdleMemoryTests: XCTestCase {
             let bytes = try harness.record(connection.bytes, label: "server bytes")
             try client.sendAll(Array("hello".utf8))
             XCTAssertEqual(try waitForBytes(bytes, 5), Array("hello".utf8))
-            XCTAssertNil(try harness.onLoop { connection.stream.extrasIfMade }, "a connection that only read made its extras")
+            XCTAssertNil(try harness.onLoop { connection.extrasIfMade }, "a connection that only read made its extras")
 
             let writable = try harness.record(connection.writable, label: "writable")
             // From this (test) thread: each send counted in transit, then queued on the loop.
@@ -146,7 +146,7 @@ final class TCPIdleMemoryTests: XCTestCase {
             let subscription = try XCTUnwrap(reading as? Subscription)
             try harness.onLoop {
                 XCTAssertEqual(subscription.count, 0, "the sink reader's subscription holds a token")
-                XCTAssertTrue(subscription.root is StreamHandle, "the stream is not the sink reader's root")
+                XCTAssertTrue(subscription.root is StreamConnection, "the stream is not the sink reader's root")
             }
             let busy = try harness.record(connection.bytes, label: "second reader while the first reads")
             XCTAssertEqual(errorName(busy), "EBUSY")
@@ -164,6 +164,7 @@ final class TCPIdleMemoryTests: XCTestCase {
 
     /// A single-reader source that counts the readers its tokens stopped (`ReaderSlot`'s rule, without a socket).
     private final class CountingSource: SingleReaderSource, @unchecked Sendable {
+        typealias TokenSource = CountingSource
         // `slot` and `stopped` are touched on `loop`'s thread only (the test reads them there).
         let loop: EventLoop
         var slot = ReaderSlot<Int, CountingSource>()

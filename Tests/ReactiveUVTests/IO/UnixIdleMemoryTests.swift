@@ -37,12 +37,12 @@ final class UnixIdleMemoryTests: XCTestCase {
                 XCTAssertEqual(try first.receive(exactly: 2), Array("hi".utf8))
                 try harness.onLoop {
                     for connection in connections {
-                        XCTAssertNil(connection.stream.extrasIfMade, "an accepted connection made its extras")
-                        XCTAssertEqual(connection.stream.peerDescription, path)
-                        XCTAssertTrue(connection.stream.label.contains("on \(path) accepted by UnixSocket.listen(\(path))"),
-                                      connection.stream.label)
+                        XCTAssertNil(connection.extrasIfMade, "an accepted connection made its extras")
+                        XCTAssertEqual(connection.peerDescription, path)
+                        XCTAssertTrue(connection.label.contains("on \(path) accepted by UnixSocket.listen(\(path))"),
+                                      connection.label)
                     }
-                    XCTAssertTrue(connections[0].stream.originLabel === connections[1].stream.originLabel,
+                    XCTAssertTrue(connections[0].originLabel === connections[1].originLabel,
                                   "each connection composed an origin of its own")
                 }
                 server.dispose()
@@ -51,7 +51,7 @@ final class UnixIdleMemoryTests: XCTestCase {
     }
 
     /// 1,000 silent connections to an echo server, after 200 that warm the loop's tables up: the
-    /// live heap grows by at most 830 bytes per connection (the `StreamHandle`, its libuv handle,
+    /// live heap grows by at most 830 bytes per connection (the `StreamConnection`, its libuv handle,
     /// the `UnixConnection`, the `bytes` subscription, malloc's headers): 763 in this (debug) build,
     /// the bound leaving slack for the sanitizers' allocators. With an origin and a peer name of its
     /// own per connection (the name made its extras), it was 1,131.
