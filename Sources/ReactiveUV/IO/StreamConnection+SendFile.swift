@@ -58,16 +58,15 @@ extension StreamConnection {
                                             context: context)))
             return outcome.signal
         }
-        let stream = self  // captured by the hop
-        let start: @Sendable () -> Void = {
-            let operation = FileSendOperation(stream: stream, file: file, offset: offset, count: count, context: context, outcome: outcome)
-            FileSends.of(stream).enqueue(operation)
+        let start: @Sendable () -> Void = { [self] in
+            let operation = FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
+            FileSends.of(self).enqueue(operation)
         }
-        if stream.onLoopThread {
+        if onLoopThread {
             start()
         } else {
             do {
-                try stream.loop.tryExecute(start)
+                try loop.tryExecute(start)
             } catch {
                 outcome.finish(.failure(error))
             }

@@ -51,20 +51,20 @@ extension UnixConnection {
     ///
     /// Thread rule: safe from any thread.
     public var incoming: Signal<Incoming> {
-        let stream = self  // the channel, captured by the signal
+        let channel = self  // captured by the signal
         return Signal { subscriber in
-            LoopBinding.open(on: stream.loop, for: subscriber, what: "UnixConnection.incoming") { loop in
-                guard stream.ipc else {
+            LoopBinding.open(on: channel.loop, for: subscriber, what: "UnixConnection.incoming") { loop in
+                guard channel.ipc else {
                     subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
                                                  message: "`incoming` needs an IPC connection (UnixSocketOptions(ipc: true)); read this one with `bytes`",
-                                                 context: "UnixConnection.incoming of \(stream.peerDescription)"))
+                                                 context: "UnixConnection.incoming of \(channel.peerDescription)"))
                     return nil
                 }
-                let receiver = IPCReceiver(channel: stream, subscriber: subscriber)
+                let receiver = IPCReceiver(channel: channel, subscriber: subscriber)
                 receiver.start()
                 return receiver
             }
-        }.debugNamed("+incoming(\(stream.peerDescription))")
+        }.debugNamed("+incoming(\(peerDescription))")
     }
 
     /// Passes `connection` to the peer: `message` and the connection's descriptor go out together, in write order.
