@@ -56,3 +56,7 @@ long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte) {
     ssize_t sent = sendmsg(socket, &message, 0);
     return sent < 0 ? -errno : (long)sent;
 }
+
+size_t ruv_test_malloc_usable_size(void *pointer) {
+    return malloc_usable_size(pointer);
+}

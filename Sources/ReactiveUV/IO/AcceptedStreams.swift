@@ -52,12 +52,12 @@ final class ConnectionBudget: Sendable {
 /// which differ only in how they listen and what they tell their subscriber.
 ///
 /// Loop thread only; held (strongly) by its listener, and the accepted streams' owner.
-final class AcceptedStreams: StreamHandleOwner {
+final class AcceptedStreams: StreamConnectionOwner {
     /// What `accept` did with a pending connection that libuv handed over.
     /// Not generic over what a refusal tells: a generic enum made every accept look its metadata up.
     enum Outcome {
         /// Kept: the stream is open and owned here until it ends.
-        case accepted(StreamHandle)
+        case accepted(StreamConnection)
         /// Turned away by the limit (already closed; reset when asked); `open` were open; the peer's address for TCP.
         case refused(peer: SocketAddress?, open: Int)
     }
@@ -74,7 +74,7 @@ final class AcceptedStreams: StreamHandleOwner {
 
     /// Called once when the last open connection ends, while a drain waits for that (`whenEmpty`).
     private var onEmpty: (() -> Void)?
-    /// The owner link every stream kept here shares (`StreamHandle.ownerLink`): one per listener.
+    /// The owner link every stream kept here shares (`StreamConnection.ownerLink`): one per listener.
     private lazy var link = StreamOwnerLink(self)
 
     init(budget: ConnectionBudget) {
@@ -82,14 +82,14 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 
     /// The open connections, for a scan (the idle check); ending one while iterating is safe (a copy).
-    var open: [StreamHandle] { Array(streams) }
+    var open: [StreamConnection] { Array(streams) }
 
-    private func insert(_ stream: StreamHandle) {
+    private func insert(_ stream: StreamConnection) {
         streams.insert(stream)
     }
 
     /// Unlinks `stream`; false when it was not in the list (turned away, or already taken by `endAll`).
-    private func remove(_ stream: StreamHandle) -> Bool {
+    private func remove(_ stream: StreamConnection) -> Bool {
         streams.removeIfPresent(stream)
     }
 
@@ -114,15 +114,15 @@ final class AcceptedStreams: StreamHandleOwner {
         from listener: UnsafeMutablePointer<uv_stream_t>,
         place: @autoclosure () -> String,
         resetRefused: Bool,
-        makeStream: () -> StreamHandle,
-        didAccept: (StreamHandle) -> Void,
-        refusalDetails: (StreamHandle) -> SocketAddress?
+        makeStream: () -> StreamConnection,
+        didAccept: (StreamConnection) -> Void,
+        refusalDetails: (StreamConnection) -> SocketAddress?
     ) -> Outcome? {
         guard uvCheckReporting(status, "accepting a connection on \(place())") else { return nil }
         let stream = makeStream()
         do {
             try stream.open()
-            try uvCheck(uv_accept(listener, stream.stream), "uv_accept")
+            try uvCheck(uv_accept(listener, stream.uvStream), "uv_accept")
         } catch {
             stream.end(.closed)
             reportMisuse("a connection could not be accepted on \(place()): \(error)")
@@ -143,12 +143,12 @@ final class AcceptedStreams: StreamHandleOwner {
 
     /// Keeps an open stream whose connection another loop accepted and counted against the
     /// budget already (a Unix-socket group server's hand-off): from here it is owned here.
-    func adopt(_ stream: StreamHandle) {
+    func adopt(_ stream: StreamConnection) {
         stream.ownerLink = link
         insert(stream)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         if remove(stream) { budget.give() }
         if count == 0, let onEmpty {
             self.onEmpty = nil
@@ -158,7 +158,7 @@ final class AcceptedStreams: StreamHandleOwner {
 
     /// Ends every open connection (the listener is going away, or a drain's deadline passed),
     /// with a TCP reset when `reset` is set.
-    func endAll(_ reason: StreamHandle.EndReason, reset: Bool = false) {
+    func endAll(_ reason: StreamConnection.EndReason, reset: Bool = false) {
         let open = streams.removeAll()
         budget.give(open.count)
         for stream in open { stream.end(reason, reset: reset) }
@@ -169,9 +169,9 @@ final class AcceptedStreams: StreamHandleOwner {
     }
 }
 
-/// A listener's list of the connections it accepted (`AcceptedStreams`), through `StreamHandle.acceptedLinks`.
+/// A listener's list of the connections it accepted (`AcceptedStreams`), through `StreamConnection.acceptedLinks`.
 enum AcceptedStreamList: IntrusiveListMembership {
-    static func withLinks<Result>(of element: StreamHandle, _ body: (inout IntrusiveLinks<StreamHandle>) -> Result) -> Result {
+    static func withLinks<Result>(of element: StreamConnection, _ body: (inout IntrusiveLinks<StreamConnection>) -> Result) -> Result {
         body(&element.acceptedLinks)
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 /// (in `open`, then in every `read`), and with four such reads every file
 /// request, DNS lookup and `ThreadPool.run` in the process waits. So the file
 /// is opened with `O_NONBLOCK` (which never waits for a writer) and, once
-/// `fstat` says it is a FIFO, its descriptor is handed to a `StreamHandle`
+/// `fstat` says it is a FIFO, its descriptor is handed to a `StreamConnection`
 /// (transport `.fifo`: a `uv_pipe_t` opened with `uv_pipe_open`): libuv waits
 /// for data with epoll on the loop, and no pool thread is involved. Reading,
 /// pausing for a consumer that cannot keep up, EOF, read errors, the loop's
@@ -33,7 +33,7 @@ enum FIFOStream {
             reader.sendError(EventLoopError.shutDown(loop: loop.name))
             return nil
         }
-        let stream = StreamHandle(loop: loop, transport: .fifo, limits: StreamBufferLimits(),
+        let stream = StreamConnection(loop: loop, transport: .fifo, limits: StreamBufferLimits(),
                                   origin: "read by \(what)", readChunkLimit: chunkLimit)
         stream.peerDescription = path
         do {
@@ -55,26 +55,26 @@ enum FIFOStream {
 }
 
 /// One FIFO being read: owns its stream (which only holds it weakly) and ends it at EOF or on disposal.
-final class FIFOReading: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class FIFOReading: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
     // `stream` is immutable; `reading` is set once on the loop thread before this is handed out,
     // then only read there (`abandon` runs there); `disposedFlag` is atomic.
-    private let stream: StreamHandle
+    private let stream: StreamConnection
     /// The reader's subscription to the stream (its token).
     fileprivate var reading: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
-    fileprivate init(stream: StreamHandle) {
+    fileprivate init(stream: StreamConnection) {
         self.stream = stream
     }
 
     var loop: EventLoop { stream.loop }
 
     /// A socket stays half-open at EOF; a FIFO has nothing left to do: closing the handle closes the descriptor.
-    func streamDidReadEndOfFile(_ stream: StreamHandle) {
+    func streamDidReadEndOfFile(_ stream: StreamConnection) {
         stream.end(.closed)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {}
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {}
 
     /// Stops reading (the reader hears nothing more) and closes the handle, and with it the descriptor. Idempotent.
     func abandon() {

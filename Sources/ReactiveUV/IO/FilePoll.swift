@@ -92,7 +92,7 @@ final class FilePollHandle: SubscriberHandle<FileStatusChange>, @unchecked Senda
         do {
             try uvCheck(uv_fs_poll_start(handle, filePollCallback, path, milliseconds), "poll \(path)")
         } catch {
-            close()
+            closeHandle()
             throw error
         }
     }

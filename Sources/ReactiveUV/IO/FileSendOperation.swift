@@ -38,7 +38,7 @@ final class FileSendOperation: @unchecked Sendable {
     static let callsStarted = Atomic<Int>(0)
 
     let context: String
-    private let stream: StreamHandle
+    private let stream: StreamConnection
     private let file: OpenFile
     private let outcome: FileSendOutcome
     private var offset: Int
@@ -53,7 +53,7 @@ final class FileSendOperation: @unchecked Sendable {
     /// Told once when the transfer ended (its stream's `FileSends` releases what waited behind it).
     var onEnd: (() -> Void)?
 
-    init(stream: StreamHandle, file: OpenFile, offset: Int, count: Int?, context: String, outcome: FileSendOutcome) {
+    init(stream: StreamConnection, file: OpenFile, offset: Int, count: Int?, context: String, outcome: FileSendOutcome) {
         self.stream = stream
         self.file = file
         self.offset = offset
@@ -81,7 +81,7 @@ final class FileSendOperation: @unchecked Sendable {
 
     /// A write finished (or the transfer just began): go once nothing is left in libuv's queue.
     func queueMayHaveDrained() {
-        guard phase == .waitingForQueue, stream.queuedWriteByteCount == 0 else { return }
+        guard phase == .waitingForQueue, stream.loopQueuedWriteByteCount == 0 else { return }
         sendNext()
     }
 
@@ -206,7 +206,7 @@ final class FileSendOperation: @unchecked Sendable {
     }
 
     /// The connection ended here or failed: the transfer stops with why.
-    func streamEnded(_ reason: StreamHandle.EndReason) {
+    func streamEnded(_ reason: StreamConnection.EndReason) {
         guard phase != .ended else { return }
         switch reason {
         case .failed(let error): fail(error)

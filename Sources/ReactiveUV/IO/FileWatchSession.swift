@@ -81,7 +81,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
     // MARK: - Adding and dropping watches
 
     private func currentHub() throws(UVError) -> InotifyHub {
-        if let hub, hub.isOpen { return hub }
+        if let hub, hub.isHandleOpen { return hub }
         let hub = try InotifyHub.shared(on: loop)
         self.hub = hub
         return hub
@@ -319,7 +319,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
     /// Whether `relative` still names the directory watched by `descriptor` (a watch of the path now gives that
     /// descriptor back). A watch this added on another directory is given up again: that directory's own event adds it.
     private func nameStillLeads(to descriptor: Int32, _ relative: String) -> Bool {
-        guard let hub, hub.isOpen,
+        guard let hub, hub.isHandleOpen,
               let current = try? hub.addWatch(fullPath(relative), for: self, onlyDirectory: true, followLink: followSymlinks) else {
             return false
         }

@@ -67,7 +67,7 @@ final class InotifyHub: LoopHandle {
     /// - Throws: `EMFILE` naming `fs.inotify.max_user_instances` when no instance can be opened.
     static func shared(on loop: EventLoop) throws(UVError) -> InotifyHub {
         let key = ObjectIdentifier(loop)
-        if let hub = hubs.withLock({ $0[key]?.hub }), hub.isOpen { return hub }
+        if let hub = hubs.withLock({ $0[key]?.hub }), hub.isHandleOpen { return hub }
         let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard descriptor >= 0 else {
             let code = errno
@@ -102,7 +102,7 @@ final class InotifyHub: LoopHandle {
         do {
             try uvCheck(uv_poll_start(handle, Int32(UV_READABLE.rawValue), inotifyReadableCallback), "uv_poll_start(inotify)")
         } catch {
-            close()
+            closeHandle()
             throw error
         }
     }
@@ -140,12 +140,12 @@ final class InotifyHub: LoopHandle {
         } else {
             owners[watch] = shares
         }
-        if owners.isEmpty { close() }
+        if owners.isEmpty { closeHandle() }
     }
 
     /// Closes the hub when no watch is left (an owner whose first watch failed never added one).
     func closeIfUnused() {
-        if owners.isEmpty { close() }
+        if owners.isEmpty { closeHandle() }
     }
 
     override func willClose() {
@@ -162,7 +162,7 @@ final class InotifyHub: LoopHandle {
 
     override func closeForShutdown() {
         end(EventLoopError.shutDown(loop: loop.name))
-        close()
+        closeHandle()
     }
 
     /// Tells every owner the instance is finished.
@@ -181,18 +181,18 @@ final class InotifyHub: LoopHandle {
     fileprivate func readable(status: Int32) {
         guard status >= 0 else {
             end(UVError(code: status, context: "polling the inotify instance"))
-            close()
+            closeHandle()
             return
         }
         for _ in 0..<Self.readsPerCallback {
-            guard isOpen else { return }
+            guard isHandleOpen else { return }
             let count = read(descriptor, buffer, Self.bufferSize)
             if count < 0 {
                 let code = errno
                 if code == EINTR { continue }
                 if code == EAGAIN || code == EWOULDBLOCK { return }
                 end(UVError(code: -code, context: "reading the inotify instance"))
-                close()
+                closeHandle()
                 return
             }
             dispatch(count)
@@ -203,7 +203,7 @@ final class InotifyHub: LoopHandle {
     private func dispatch(_ count: Int) {
         let headerSize = 16  // int wd; uint32_t mask, cookie, len; then `len` bytes of NUL-padded name
         var offset = 0
-        while offset + headerSize <= count, isOpen {
+        while offset + headerSize <= count, isHandleOpen {
             let watch = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
             let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
             let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
@@ -225,7 +225,7 @@ final class InotifyHub: LoopHandle {
                 owners[watch] = nil
             }
             for owner in shares.values { owner.inotify(event) }
-            if owners.isEmpty { close() }
+            if owners.isEmpty { closeHandle() }
         }
     }
 

@@ -16,7 +16,7 @@ enum ListenerIdleCheck {
     ///   - idleMilliseconds: How long `stream` moved no byte; nil when that cannot be read (it is kept).
     static func start(on loop: EventLoop, timeout: Duration, option: String, marginMilliseconds: UInt64,
                       listener: @escaping @Sendable () -> (accepted: AcceptedStreams, origin: String)?,
-                      idleMilliseconds: @escaping @Sendable (StreamHandle) -> UInt64?) -> (any Disposable)? {
+                      idleMilliseconds: @escaping @Sendable (StreamConnection) -> UInt64?) -> (any Disposable)? {
         let limit = UInt64(clampedMilliseconds(timeout)) + marginMilliseconds
         let period = max(timeout / 4, .milliseconds(1))
         return loop.schedule(after: period, repeatingEvery: period) {

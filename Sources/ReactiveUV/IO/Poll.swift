@@ -177,7 +177,7 @@ final class PollHandle: SubscriberHandle<PollEvents>, @unchecked Sendable {
         do {
             try uvCheck(uv_poll_start(handle, events.libuvFlags, pollCallback), "uv_poll_start(fd \(descriptor), \(events))")
         } catch {
-            close()
+            closeHandle()
             throw error
         }
     }

@@ -54,7 +54,7 @@ struct SpawnRequest: Sendable {
 }
 
 /// One spawned child: its process handle, its pipes, its exit, and the subscriber of `spawn`.
-final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` and `RunningChild`'s calls hop there), except the immutable
     // `loop`, `request`, `exitSubject` (thread-safe) and the atomic `disposedFlag`.
     private enum Life {
@@ -76,7 +76,7 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
     private var life = Life.starting
     private var subscriber: Subscriber<RunningChild>?
     /// Standard input, output and error when they are pipes; nil once ended.
-    private var pipes: [StreamHandle?] = [nil, nil, nil]
+    private var pipes: [ChildPipe?] = [nil, nil, nil]
     private var killTimer: (any Disposable)?
 
     init(loop: EventLoop, request: SpawnRequest, subscriber: Subscriber<RunningChild>) {
@@ -94,10 +94,10 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
             finish(error)
             return
         }
-        var opened: [StreamHandle?] = [nil, nil, nil]
+        var opened: [ChildPipe?] = [nil, nil, nil]
         for index in 0..<3 where request.stdio[index] == .pipe {
-            let pipe = StreamHandle(loop: loop, transport: .childPipe, limits: request.limits,
-                                    origin: "from ChildProcess.spawn(\(executable))")
+            let pipe = ChildPipe(loop: loop, limits: request.limits, origin: "from ChildProcess.spawn(\(executable))",
+                                 role: ChildPipe.Role(index))
             do {
                 try pipe.open()
             } catch {
@@ -112,28 +112,25 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
         // uv_spawn initializes the handle even when it fails, so it must be closed either way.
         process.didOpen()
         if result < 0 {
-            process.close()
+            process.closeHandle()
             for pipe in opened { pipe?.end(.closed) }
             finish(UVError(code: result, context: "spawn \(executable)"))
             return
         }
         let pid = process.pid
         life = .running(process, pid: pid)
-        var connections: [ChildPipe?] = [nil, nil, nil]
-        for (index, pipe) in opened.enumerated() {
+        for pipe in opened {
             guard let pipe else { continue }
-            let role = ChildPipe.Role(index)
-            pipe.peerDescription = "\(role.name) of \(executable) (pid \(pid))"
+            pipe.peerDescription = "\(pipe.role.name) of \(executable) (pid \(pid))"
             pipe.owner = self
-            connections[index] = ChildPipe(pipe, role: role)
         }
         pipes = opened
-        let child = RunningChild(session: self, pid: pid, pipes: connections)
+        let child = RunningChild(session: self, pid: pid, pipes: opened)
         subscriber?.sendNext(child)
     }
 
     /// `uv_spawn` with the request's arguments, environment and stdio choices.
-    private func spawn(_ process: ProcessHandle, pipes: [StreamHandle?]) -> Int32 {
+    private func spawn(_ process: ProcessHandle, pipes: [ChildPipe?]) -> Int32 {
         var containers = [uv_stdio_container_t](repeating: uv_stdio_container_t(), count: 3)
         for index in 0..<3 {
             switch request.stdio[index] {
@@ -141,7 +138,7 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
                 // Readable/writable from the child's side: it reads its input, writes its output.
                 let direction = index == 0 ? UV_READABLE_PIPE.rawValue : UV_WRITABLE_PIPE.rawValue
                 containers[index].flags = uv_stdio_flags(UV_CREATE_PIPE.rawValue | direction)
-                containers[index].data.stream = pipes[index]?.stream
+                containers[index].data.stream = pipes[index]?.uvStream
             case .inherit:
                 containers[index].flags = UV_INHERIT_FD
                 containers[index].data.fd = Int32(index)
@@ -223,18 +220,18 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
         life = .exited(exit, pid: pid)
         killTimer?.dispose()
         killTimer = nil
-        process.close()
+        process.closeHandle()
         exitSubject.sendNext(exit)
         exitSubject.sendCompleted()
         finishIfDone()
     }
 
-    func streamDidReadEndOfFile(_ stream: StreamHandle) {
+    func streamDidReadEndOfFile(_ stream: StreamConnection) {
         // An output pipe at EOF has nothing more to give: close it (so the signal can complete).
         if stream === pipes[1] || stream === pipes[2] { stream.end(.closed) }
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         if case .shutDown = reason {
             shutDown()
         } else {
@@ -244,7 +241,7 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
 
     /// Completes once the child has exited and both output pipes ended.
     private func finishIfDone() {
-        guard case .exited = life, subscriber != nil, pipes[1]?.isOpen != true, pipes[2]?.isOpen != true else { return }
+        guard case .exited = life, subscriber != nil, pipes[1]?.isHandleOpen != true, pipes[2]?.isHandleOpen != true else { return }
         finish(nil)
     }
 
@@ -269,7 +266,7 @@ final class ProcessSession: LoopDisposable, StreamHandleOwner, @unchecked Sendab
         if case .running(let process, let pid) = life {
             if !request.detached { process.kill(SIGKILL) }
             life = .lost(pid: pid)
-            process.close()
+            process.closeHandle()
         }
         let error = EventLoopError.shutDown(loop: loop.name)
         exitSubject.sendError(error)
@@ -302,7 +299,7 @@ final class ProcessHandle: LoopHandle {
         super.init(loop: loop, byteCount: uv_handle_size(UV_PROCESS))
     }
 
-    override var label: String { "process \(executable) (pid \(isOpen ? pid : 0)) from ChildProcess.spawn" }
+    override var label: String { "process \(executable) (pid \(isHandleOpen ? pid : 0)) from ChildProcess.spawn" }
 
     var process: UnsafeMutablePointer<uv_process_t> { pointer(as: uv_process_t.self) }
 
@@ -310,14 +307,14 @@ final class ProcessHandle: LoopHandle {
 
     /// Sends `number` to the child; a child that is already gone (ESRCH) is not an error.
     func kill(_ number: Int32) {
-        guard isOpen else { return }
+        guard isHandleOpen else { return }
         let result = uv_process_kill(process, number)
         if result != UV_ESRCH.rawValue { uvCheckReporting(result, "kill \(pid) with signal \(number)") }
     }
 
     override func closeForShutdown() {
         session.shutDown()
-        close()
+        closeHandle()
     }
 
     fileprivate func didExit(status: Int64, signal: Int32) {

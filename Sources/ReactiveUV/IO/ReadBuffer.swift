@@ -47,7 +47,7 @@ let ignoreBrokenPipeSignalOnce: Void = {
     signal(SIGPIPE, SIG_IGN)
 }()
 
-extension StreamHandle {
+extension StreamConnection {
     /// Whether the next read goes into a fresh array handed to the reader (a bulk transfer) or into the
     /// loop's shared buffer, copied out (requests, messages). One byte, in the place of a Bool.
     ///

@@ -4,15 +4,18 @@ import Synchronization
 protocol SingleReaderSource: AnyObject, Sendable {
     /// The loop the source lives on.
     var loop: EventLoop { get }
+    /// The source itself: named, not `Self`, because a non-final class (`StreamConnection`) cannot
+    /// take a `ReaderToken<Self>` parameter.
+    associatedtype TokenSource: SingleReaderSource where TokenSource.TokenSource == TokenSource
     /// Stops reading for the reader `token` was handed to; a later reader's token is left alone. Loop thread only.
-    func stopReading(_ token: ReaderToken<Self>)
+    func stopReading(_ token: ReaderToken<TokenSource>)
 }
 
 /// The disposable of one gated reader's subscription: disposing it (from any thread) stops reading for that reader.
 ///
 /// Only a reader behind a gate (`Subscriber`) gets one. A reader that is its subscription's own sink on
 /// the source's loop (`HomeGate.sink`) has no gate at its subscription's root, so the source itself
-/// takes that place (`StreamHandle` as `ObserverReleasing`): the teardown that disposes the reader
+/// takes that place (`StreamConnection` as `ObserverReleasing`): the teardown that disposes the reader
 /// tells the source, and the reader costs no token (32 bytes per idle reading connection).
 ///
 /// Disposing the token of a reader that has already been replaced does not stop the reader
@@ -21,7 +24,7 @@ protocol SingleReaderSource: AnyObject, Sendable {
 /// One word beside the object header (24 bytes, a 32-byte block; an idle server holds one per
 /// reading client): the source, retained, until the first `dispose()` takes it, so that word is
 /// also the disposed flag. What `LoopDisposable` does with a flag and a stored source, in one field.
-final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Sendable {
+final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Sendable where Source.TokenSource == Source {
     // `sourceWord` is the only state, atomic: the retained source, or nil once disposed.
     private let sourceWord: Atomic<UnsafeMutableRawPointer?>
 

@@ -186,7 +186,7 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
 /// Thread rule: every method is safe from any thread; work is done on the
 /// child's loop (calls made there run at once, others are queued there in order).
 public final class ChildPipe: StreamConnection, @unchecked Sendable {
-    // `role` is immutable; the stream's state is confined to its loop thread.
+    // `role` is immutable (one byte, on child pipes only); the stream core's state is confined to its loop thread.
 
     /// Which of the child's streams a pipe is.
     ///
@@ -218,13 +218,14 @@ public final class ChildPipe: StreamConnection, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public let role: Role
 
-    init(_ stream: StreamHandle, role: Role) {
+    /// A pipe for the child's `role` stream (not opened yet).
+    init(loop: EventLoop, limits: StreamBufferLimits, origin: String, role: Role) {
         self.role = role
-        super.init(stream)
+        super.init(loop: loop, transport: .childPipe, limits: limits, originLabel: StreamOrigin(origin, limits: limits))
     }
 
     /// `"standard input of cat (pid 4242)"`.
     ///
     /// Thread rule: safe from any thread.
-    public override var description: String { stream.peerDescription }
+    public override var description: String { peerDescription }
 }

@@ -151,7 +151,7 @@ public enum StandardIO {
                                                  context: "StandardIO.input"))
                     return nil
                 }
-                let stream: StreamHandle, owner: StandardStreamOwner
+                let stream: StreamConnection, owner: StandardStreamOwner
                 do {
                     (stream, owner) = try StandardStreamOwner.openStream(
                         on: descriptor, transport: transport, limits: StreamBufferLimits(), name: name,
@@ -185,7 +185,7 @@ public enum StandardIO {
 
 extension StandardIO.Kind {
     /// The libuv stream that reads and writes this kind; nil for files (no stream can).
-    var transport: StreamHandle.Transport? {
+    var transport: StreamConnection.Transport? {
         switch self {
         case .terminal: .tty
         case .pipe: .pipe
@@ -244,13 +244,13 @@ enum DescriptorClaims {
 /// before libuv made it non-blocking, and gives the descriptor back (flags and claim) when the stream ends.
 ///
 /// Thread rule: loop thread of the stream (created there, told there).
-final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
+final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
     // `savedFlags` is immutable; `released` is only touched on the stream's loop thread.
     let descriptor: Int32
     private let savedFlags: Int32
     private var released = false
     /// Told (on the loop thread) once the stream ended, with why.
-    var onEnd: ((StreamHandle.EndReason) -> Void)?
+    var onEnd: ((StreamConnection.EndReason) -> Void)?
 
     init(descriptor: Int32) {
         self.descriptor = descriptor
@@ -260,10 +260,10 @@ final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
     /// A stream on `descriptor` (already claimed in `DescriptorClaims`) owned by a new owner,
     /// which puts the descriptor's flags back and frees the claim when the stream ends, or
     /// here when it cannot be opened.
-    static func openStream(on descriptor: Int32, transport: StreamHandle.Transport, limits: StreamBufferLimits,
-                           name: String, origin: String, loop: EventLoop) throws(UVError) -> (StreamHandle, StandardStreamOwner) {
+    static func openStream(on descriptor: Int32, transport: StreamConnection.Transport, limits: StreamBufferLimits,
+                           name: String, origin: String, loop: EventLoop) throws(UVError) -> (StreamConnection, StandardStreamOwner) {
         let owner = StandardStreamOwner(descriptor: descriptor)
-        let stream = StreamHandle(loop: loop, transport: transport, limits: limits, origin: origin)
+        let stream = StreamConnection(loop: loop, transport: transport, limits: limits, origin: origin)
         stream.peerDescription = name
         stream.owner = owner
         do {
@@ -275,7 +275,7 @@ final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
         return (stream, owner)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         release()
         let onEnd = self.onEnd
         self.onEnd = nil
@@ -295,13 +295,13 @@ final class StandardStreamOwner: StreamHandleOwner, @unchecked Sendable {
 /// The disposable of one `StandardIO.input` subscription on a stream: stops reading and closes the handle.
 final class StandardInputReader: LoopDisposable, @unchecked Sendable {
     // Immutable; the stream is touched on its loop thread only (`abandon` runs there).
-    private let stream: StreamHandle
+    private let stream: StreamConnection
     private let reading: any Disposable
     /// Kept alive with the subscription: the stream only holds it weakly.
     private let owner: StandardStreamOwner
     let disposedFlag = Atomic<Bool>(false)
 
-    init(stream: StreamHandle, reading: any Disposable, owner: StandardStreamOwner) {
+    init(stream: StreamConnection, reading: any Disposable, owner: StandardStreamOwner) {
         self.stream = stream
         self.reading = reading
         self.owner = owner

@@ -78,7 +78,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     // are confined to `loop`'s thread; `publishedQueue` and `ended` are atomics.
     private enum State {
         case unopened
-        case stream(StreamHandle, StandardStreamOwner)
+        case stream(StreamConnection, StandardStreamOwner)
         case file
         case failed(any Error)
         case closed
@@ -186,7 +186,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     ///
     /// Thread rule: safe from any thread; never blocks.
     public var queuedWriteByteCount: Int {
-        if loop.inEventLoop, case .stream(let stream, _) = state { return stream.queuedWriteByteCount }
+        if loop.inEventLoop, case .stream(let stream, _) = state { return stream.loopQueuedWriteByteCount }
         return publishedQueue.load(ordering: .acquiring)
     }
 
@@ -223,7 +223,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             completion(writeFile(bytes))
         case .stream(let stream, _):
             pendingWrites += 1
-            stream.send(bytes) { [self] error in
+            stream.sendOnLoop(bytes) { [self] error in
                 pendingWrites -= 1
                 publish()
                 // A write cancelled because an earlier one failed (EPIPE) reports that failure, which is what the caller needs.
@@ -260,7 +260,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
                          context: "StandardWriter"))
             return
         }
-        let stream: StreamHandle, owner: StandardStreamOwner
+        let stream: StreamConnection, owner: StandardStreamOwner
         do {
             (stream, owner) = try StandardStreamOwner.openStream(
                 on: descriptor, transport: transport, limits: limits, name: name,
@@ -299,14 +299,14 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     private func publish() {
         if case .stream(let stream, _) = state {
-            publishedQueue.store(stream.queuedWriteByteCount, ordering: .releasing)
+            publishedQueue.store(stream.loopQueuedWriteByteCount, ordering: .releasing)
         } else {
             publishedQueue.store(0, ordering: .releasing)
         }
     }
 
     /// The stream ended by itself (a failed write, the loop's shutdown) or because the writer closed it.
-    private func streamDidEnd(_ reason: StreamHandle.EndReason) {
+    private func streamDidEnd(_ reason: StreamConnection.EndReason) {
         switch reason {
         case .closed: if case .stream = state { state = .closed }
         case .failed(let error): fail(error)

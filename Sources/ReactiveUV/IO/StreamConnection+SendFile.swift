@@ -45,7 +45,7 @@ extension StreamConnection {
     @discardableResult
     public final func sendFile(_ file: OpenFile, offset: Int = 0, count: Int? = nil) -> Signal<Int> {
         let outcome = FileSendOutcome()
-        let context = "sendfile \(file.path) to \(stream.peerDescription)"
+        let context = "sendfile \(file.path) to \(peerDescription)"
         if offset < 0 || (count ?? 0) < 0 {
             outcome.finish(.failure(UVError(code: UVError.invalidArgumentCode,
                                             message: "the offset and count must be 0 or more, not \(offset) and \(count.map(String.init) ?? "nil")",
@@ -58,16 +58,15 @@ extension StreamConnection {
                                             context: context)))
             return outcome.signal
         }
-        let stream = self.stream
-        let start: @Sendable () -> Void = {
-            let operation = FileSendOperation(stream: stream, file: file, offset: offset, count: count, context: context, outcome: outcome)
-            FileSends.of(stream).enqueue(operation)
+        let start: @Sendable () -> Void = { [self] in
+            let operation = FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
+            FileSends.of(self).enqueue(operation)
         }
-        if stream.onLoopThread {
+        if onLoopThread {
             start()
         } else {
             do {
-                try stream.loop.tryExecute(start)
+                try loop.tryExecute(start)
             } catch {
                 outcome.finish(.failure(error))
             }
@@ -79,7 +78,7 @@ extension StreamConnection {
 /// A stream's file transfers and what waits behind them (loop thread only).
 ///
 /// While a file goes out, the stream's later writes, shutdown and close are held here in
-/// order (`StreamHandle` asks `isHolding` first) and handed back to the stream when it ends.
+/// order (`StreamConnection` asks `isHolding` first) and handed back to the stream when it ends.
 final class FileSends {
     // Loop thread only (owned by its stream).
     private enum Held {
@@ -88,19 +87,19 @@ final class FileSends {
         case action(() -> Void)
     }
 
-    private unowned(unsafe) let stream: StreamHandle
+    private unowned(unsafe) let stream: StreamConnection
     private var active: FileSendOperation?
     private var held: [Held] = []
-    /// What the held writes cost, each its payload plus `StreamHandle.perWriteOverhead` as a queued
+    /// What the held writes cost, each its payload plus `StreamConnection.perWriteOverhead` as a queued
     /// write is counted: with the queue's cost, against the stream's `maxQueuedBytes` and its
     /// high-water mark (`writable`). Payload alone let 40-byte writes behind a stalled file hold
     /// three times the limit in memory.
     private var heldCost = 0
 
-    private init(stream: StreamHandle) { self.stream = stream }
+    private init(stream: StreamConnection) { self.stream = stream }
 
     /// The stream's transfers, made at its first file.
-    static func of(_ stream: StreamHandle) -> FileSends {
+    static func of(_ stream: StreamConnection) -> FileSends {
         if let existing = stream.fileSends { return existing }
         let made = FileSends(stream: stream)
         stream.fileSends = made
@@ -111,9 +110,9 @@ final class FileSends {
     var isHolding: Bool { active != nil }
 
     func enqueue(_ operation: FileSendOperation) {
-        guard stream.isOpen, stream.acceptsWrites else {
+        guard stream.isHandleOpen, stream.acceptsWrites else {
             operation.fail(UVError(code: UV_EPIPE.rawValue,
-                                   message: stream.isOpen ? "the connection was shut down for writing" : "the connection is closed",
+                                   message: stream.isHandleOpen ? "the connection was shut down for writing" : "the connection is closed",
                                    context: operation.context))
             return
         }
@@ -131,7 +130,7 @@ final class FileSends {
             releaseHeld()
             // The held writes may have passed the high-water mark and then all been taken by the
             // kernel at once: no write callback would then say `writable` again.
-            if active == nil, stream.isOpen, !stream.isWritable, stream.queuedWriteCost <= stream.limits.lowWaterMark {
+            if active == nil, stream.isHandleOpen, !stream.isWritable, stream.queuedWriteCost <= stream.limits.lowWaterMark {
                 stream.setWritable(true)
             }
         }
@@ -143,11 +142,11 @@ final class FileSends {
     /// ending the connection. Passing the high-water mark makes `writable` false, as a queued write does.
     func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         let limits = stream.limits
-        let cost = bytes.count + StreamHandle.perWriteOverhead
+        let cost = bytes.count + StreamConnection.perWriteOverhead
         let waiting = stream.queuedWriteCost + heldCost
         if waiting > 0 && waiting + cost > limits.maxQueuedBytes {
             let error = UVError(code: UV_ENOBUFS.rawValue,
-                                message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, counting \(StreamHandle.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
+                                message: "the connection's write queue is full (\(waiting) bytes waiting behind a file or unflushed, counting \(StreamConnection.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
                                 context: "write of \(bytes.count) bytes to \(stream.peerDescription)")
             if let completion { completion(error) } else { stream.end(.failed(error)) }
             return
@@ -170,7 +169,7 @@ final class FileSends {
     }
 
     /// The stream ended: the active file stops; what was held runs against the closed stream (and fails).
-    func streamEnded(_ reason: StreamHandle.EndReason) {
+    func streamEnded(_ reason: StreamConnection.EndReason) {
         active?.streamEnded(reason)
     }
 
@@ -180,14 +179,14 @@ final class FileSends {
             let next = held.removeFirst()
             switch next {
             case .file(let operation):
-                if stream.isOpen && stream.acceptsWrites {
+                if stream.isHandleOpen && stream.acceptsWrites {
                     begin(operation)
                 } else {
                     enqueue(operation)  // fails it with EPIPE
                 }
             case .bytes(let bytes, let completion):
-                heldCost -= bytes.count + StreamHandle.perWriteOverhead
-                stream.send(bytes, completion: completion)
+                heldCost -= bytes.count + StreamConnection.perWriteOverhead
+                stream.sendOnLoop(bytes, completion: completion)
             case .action(let action):
                 action()
             }

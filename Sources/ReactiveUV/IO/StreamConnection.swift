@@ -1,42 +1,6 @@
-/// One open byte-stream connection: what `TCPConnection` and `UnixConnection` share.
-///
-/// - `bytes` streams what the peer sends (one reader at a time); it completes
-///   at EOF and fails when the peer resets.
-/// - `send(_:)` queues bytes with no result (the fast path); `write(_:)` does
-///   the same and returns a signal that completes once libuv flushed them.
-///   Bytes go out in the order the calls were made.
-/// - `shutdown()` half-closes (EOF to the peer after the queued writes);
-///   `close()` closes gracefully (the queued writes are flushed, then EOF,
-///   then the socket closes); `reset()` closes at once, dropping what is
-///   queued (with RST on TCP).
-///
-/// Write code that only reads and writes (an echo handler, a protocol
-/// codec) against `StreamConnection`, and it serves TCP and Unix-socket
-/// connections alike; the subclasses add what only their transport has
-/// (addresses and socket options for TCP, the socket path for Unix).
-///
-/// Half-close: by default (Node's `allowHalfOpen: false`) the connection
-/// closes itself after the peer's EOF, once the application has had its
-/// turn. The EOF completes `bytes` after every chunk read before it; when the
-/// reader has taken that end (an observer's completion handler returned, or
-/// a task iterating `bytes.values` left its loop) and one more loop turn has
-/// passed, the connection closes as `close()` does: everything queued is
-/// sent first. A write made later fails with `EPIPE`. With
-/// `TCPOptions.allowHalfOpen` (or `UnixSocketOptions.allowHalfOpen`) the
-/// connection stays open for writing until you call `close()`.
-///
-/// Lifetime: the connection belongs to the subscription that produced it. It
-/// stays open until `close()` has flushed, `reset()`, a read or write
-/// failure, the disposal of that subscription (a server's disposal closes
-/// every connection it accepted, at once), or the loop's shutdown.
-/// Backpressure and the buffering limit are described in `StreamBufferLimits`.
-///
-/// Thread rule: every method is safe from any thread; work is done on the
-/// connection's loop (calls made there run at once, others are queued there in order).
-public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
-    // `stream` is immutable; the stream's state is confined to its loop thread.
-    let stream: StreamHandle
-
+// The public API of a connection: it hops to the connection's loop, then calls the loop-thread
+// core (`StreamCore*.swift`). The class itself, its stored state and `description` are in `StreamCore.swift`.
+extension StreamConnection {
     /// What the peer sends, one chunk (at most 64 KiB) per read.
     ///
     /// Subscribing starts reading; disposing stops it (the connection stays
@@ -50,7 +14,7 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Each read of the property makes a small signal object: a connection nobody reads holds none.
     public var bytes: Signal<[UInt8]> {
-        StreamBytesSignal(stream).debugNamed("+bytes(\(stream.peerDescription))")
+        StreamBytesSignal(self).debugNamed("+bytes(\(peerDescription))")
     }
 
     /// Reads the connection into `reader`, a `StreamReader` shared by many connections: the
@@ -69,13 +33,12 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// loop, in order with the other calls made there; after the loop has shut down, `reader`'s
     /// `error` gets `EventLoopError.shutDown` on the calling thread).
     public final func read(with reader: StreamReader) {
-        let stream = self.stream
-        if stream.onLoopThread {
-            stream.startReading(sharedBy: reader, connection: self)
+        if onLoopThread {
+            startReading(sharedBy: reader)
             return
         }
         do {
-            try stream.loop.tryExecute { stream.startReading(sharedBy: reader, connection: self) }
+            try loop.tryExecute { self.startReading(sharedBy: reader) }
         } catch {
             reader.error(self, error)
         }
@@ -90,20 +53,6 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     public final func stopReading() {
         onLoop(nil) { $0.stopSharedReader() }
     }
-
-    init(_ stream: StreamHandle) {
-        self.stream = stream
-    }
-
-    /// The loop the connection's socket lives on.
-    ///
-    /// Thread rule: safe from any thread.
-    public final var loop: EventLoop { stream.loop }
-
-    /// What the connection is, for logs: `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`, `"unix /run/app.sock"`.
-    ///
-    /// Thread rule: safe from any thread.
-    public var description: String { "\(stream.transport) connection with \(stream.peerDescription)" }
 
     /// Queues `bytes` for sending, with no result to wait for: the fast path.
     ///
@@ -120,20 +69,20 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread (no lock and no allocation beyond libuv's request pool on the loop thread).
     public final func send(_ bytes: [UInt8]) {
-        if stream.onLoopThread {
-            stream.send(bytes, completion: nil)
+        if onLoopThread {
+            sendOnLoop(bytes, completion: nil)
             return
         }
         if let refusal = admitFromAnotherThread(bytes.count) {
             // As on the loop, the refusal ends the connection; one hop does it, however many are refused.
-            if !stream.extras.overflowEndRequested.exchange(true, ordering: .relaxed) {
+            if !extras.overflowEndRequested.exchange(true, ordering: .relaxed) {
                 onLoop(nil) { $0.end(.failed(refusal)) }
             }
             return
         }
         // After shutdown the connection is closed: the rejection message is all there is to say.
-        if !hop(counting: bytes.count, { $0.send(bytes, completion: nil) }) {
-            stream.loop.execute {}  // reports the refusal
+        if !hop(counting: bytes.count, { $0.sendOnLoop(bytes, completion: nil) }) {
+            loop.execute {}  // reports the refusal
         }
     }
 
@@ -152,9 +101,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
     public final func send(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
-        let stream = self.stream
-        if stream.onLoopThread {
-            stream.send(bytes, completion: completion)
+        if onLoopThread {
+            sendOnLoop(bytes, completion: completion)
             return
         }
         if let refusal = admitFromAnotherThread(bytes.count) {
@@ -163,8 +111,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         }
         // Like a signal's callbacks, the closure is handed to the loop thread and only run there.
         let box = UncheckedSendable(completion)
-        if !hop(counting: bytes.count, { $0.send(bytes, completion: box.value) }) {
-            completion(stream.loop.refusal)
+        if !hop(counting: bytes.count, { $0.sendOnLoop(bytes, completion: box.value) }) {
+            completion(loop.refusal)
         }
     }
 
@@ -184,12 +132,12 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     public final func write(_ bytes: [UInt8]) -> Signal<Void> {
         let outcome = WriteOutcome()
-        if stream.onLoopThread {
-            stream.send(bytes, completion: outcome.finish)
+        if onLoopThread {
+            sendOnLoop(bytes, completion: outcome.finish)
         } else if let refusal = admitFromAnotherThread(bytes.count) {
             outcome.finish(refusal)
-        } else if !hop(counting: bytes.count, { $0.send(bytes, completion: outcome.finish) }) {
-            outcome.finish(stream.loop.refusal)
+        } else if !hop(counting: bytes.count, { $0.sendOnLoop(bytes, completion: outcome.finish) }) {
+            outcome.finish(loop.refusal)
         }
         return outcome.signal
     }
@@ -212,12 +160,11 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread; values arrive on the subscriber's home loop.
     public var writable: Signal<Bool> {
-        let stream = self.stream
-        return Signal { subscriber in
-            LoopBinding.open(on: stream.loop, for: subscriber, what: "\(stream.transport.connectionTypeName).writable") { _ in
-                stream.watchWritable(subscriber)
+        Signal { [self] subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: "\(transport.connectionTypeName).writable") { _ in
+                self.watchWritable(subscriber)
             }
-        }.debugNamed("+writable(\(stream.peerDescription))")
+        }.debugNamed("+writable(\(peerDescription))")
     }
 
     /// Half-closes the connection: sends EOF (FIN on TCP) once the queued writes are flushed; reading goes on.
@@ -286,8 +233,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread; never blocks.
     public final var isOpen: Bool {
-        if stream.onLoopThread { return stream.isOpen }
-        return stream.isOpenForAnyThread
+        if onLoopThread { return isHandleOpen }
+        return isOpenForAnyThread
     }
 
     /// Bytes written but not yet taken by the kernel (see `StreamBufferLimits`); 0 once closed.
@@ -299,8 +246,8 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     ///
     /// Thread rule: safe from any thread; never blocks.
     public final var queuedWriteByteCount: Int {
-        if stream.onLoopThread { return stream.queuedWriteByteCount }
-        guard stream.isOpenForAnyThread, let extras = stream.extrasIfMade else { return 0 }  // closed, or nothing ever queued
+        if onLoopThread { return loopQueuedWriteByteCount }
+        guard isOpenForAnyThread, let extras = extrasIfMade else { return 0 }  // closed, or nothing ever queued
         return extras.publishedWriteQueue.load(ordering: .relaxed) + extras.sendsInTransit.load(ordering: .relaxed)
     }
 
@@ -309,19 +256,18 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
     /// takes them off), else the `ENOBUFS`.
     ///
     /// The queue on the loop (as last published) plus what other threads have in transit, plus
-    /// this send's payload and `StreamHandle.perWriteOverhead`: past the limit it is refused, unless
+    /// this send's payload and `StreamConnection.perWriteOverhead`: past the limit it is refused, unless
     /// nothing is queued or in transit (a single large write always goes, as on the loop).
     private func admitFromAnotherThread(_ byteCount: Int) -> UVError? {
-        let stream = self.stream
         // The counters live in the stream's extras, made by the first send from another thread.
-        let extras = stream.extras
-        let cost = byteCount + StreamHandle.perWriteOverhead
+        let extras = extras
+        let cost = byteCount + StreamConnection.perWriteOverhead
         let inTransit = extras.costInTransit.wrappingAdd(cost, ordering: .relaxed).newValue
         let queued = max(0, extras.publishedWriteCost.load(ordering: .relaxed))
         let before = queued + inTransit - cost
-        if before > 0 && before + cost > stream.limits.maxQueuedBytes {
+        if before > 0 && before + cost > limits.maxQueuedBytes {
             extras.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
-            return stream.queueFullError(queuedCost: before, byteCount: byteCount)
+            return queueFullError(queuedCost: before, byteCount: byteCount)
         }
         extras.sendsInTransit.wrappingAdd(byteCount, ordering: .relaxed)
         return nil
@@ -329,13 +275,12 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
 
     /// Hands a send made off the loop (admitted by `admitFromAnotherThread`) to the loop; its cost
     /// stay in transit until the loop has queued it. False when the loop refused it (it has shut down).
-    private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamHandle) -> Void) -> Bool {
-        let stream = self.stream
+    private func hop(counting byteCount: Int, _ body: @escaping @Sendable (StreamConnection) -> Void) -> Bool {
         // Made by `admitFromAnotherThread` already.
-        let extras = stream.extras
-        let cost = byteCount + StreamHandle.perWriteOverhead
-        let accepted = stream.loop.enqueue {
-            body(stream)
+        let extras = extras
+        let cost = byteCount + StreamConnection.perWriteOverhead
+        let accepted = loop.enqueue {
+            body(self)
             // After the send published the queue: a reader may count the bytes twice for a moment, never zero times.
             extras.sendsInTransit.wrappingSubtract(byteCount, ordering: .relaxed)
             extras.costInTransit.wrappingSubtract(cost, ordering: .relaxed)
@@ -347,14 +292,13 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
         return accepted
     }
 
-    private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (StreamHandle) -> Void) {
-        let stream = self.stream
-        if stream.onLoopThread {
-            body(stream)
+    private func onLoop(_ outcome: WriteOutcome?, _ body: @escaping @Sendable (StreamConnection) -> Void) {
+        if onLoopThread {
+            body(self)
             return
         }
         do {
-            try stream.loop.tryExecute { body(stream) }
+            try loop.tryExecute { body(self) }
         } catch {
             // The loop is gone and its shutdown closed the connection.
             outcome?.finish(error)
@@ -370,9 +314,9 @@ public class StreamConnection: @unchecked Sendable, CustomStringConvertible {
 /// Thread rule: safe from any thread (the stream is immutable here; its state is its loop's).
 final class StreamBytesSignal: Signal<[UInt8]>, @unchecked Sendable {
     // `stream` is immutable; the stream's own state is touched on its loop's thread only.
-    private let stream: StreamHandle
+    private let stream: StreamConnection
 
-    init(_ stream: StreamHandle) {
+    init(_ stream: StreamConnection) {
         self.stream = stream
         super.init()
     }

@@ -8,9 +8,9 @@ import Musl
 /// Takes the descriptors an IPC pipe receives (`UnixConnection.incoming`'s subscription).
 protocol StreamDescriptorReceiver: AnyObject {
     /// A passed socket was accepted into `stream` (open, on the channel's loop, owned by nobody yet). Loop thread.
-    func channel(_ channel: StreamHandle, didReceive stream: StreamHandle)
+    func channel(_ channel: StreamConnection, didReceive stream: StreamConnection)
     /// A passed descriptor could not be taken (it was closed): the receiver ends with `error`. Loop thread.
-    func channel(_ channel: StreamHandle, failedToReceive error: UVError)
+    func channel(_ channel: StreamConnection, failedToReceive error: UVError)
 }
 
 /// Descriptor passing over an IPC pipe (`uv_pipe_init` with `ipc` 1): `uv_write2` on the sending
@@ -24,7 +24,7 @@ protocol StreamDescriptorReceiver: AnyObject {
 /// re-arms the pipe's `POLLIN`, which would spin on a pipe that stopped
 /// reading. Those left in the queue (the reader stopped during a delivery)
 /// wait for the next reader, and libuv closes them when the pipe closes.
-extension StreamHandle {
+extension StreamConnection {
     // MARK: - receiving
 
     /// After a read on an IPC pipe: hands over what came with it (the chunk was delivered first).
@@ -42,7 +42,7 @@ extension StreamHandle {
     /// Accepts every queued descriptor while a reader reads, and hands each to the receiver.
     private func deliverPendingDescriptors() {
         let pipe = pointer(as: uv_pipe_t.self)
-        while isOpen, isReading, uv_pipe_pending_count(pipe) > 0 {
+        while isHandleOpen, isReading, uv_pipe_pending_count(pipe) > 0 {
             guard let receiver = descriptorReceiver else {
                 // A `bytes` reader: it cannot take a connection, and dropping one would be silent.
                 endReader(UVError(code: UV_EPROTO.rawValue,
@@ -51,13 +51,16 @@ extension StreamHandle {
                 return
             }
             let kind = uv_pipe_pending_type(pipe)
-            let accepted = StreamHandle(loop: loop, transport: kind == UV_TCP ? .tcp : .pipe, limits: limits,
-                                        origin: "passed over the IPC connection \(peerDescription)")
+            // The connection the receiver hands out, made as its own class (a Unix socket's path is read once it is accepted).
+            let origin = StreamOrigin("passed over the IPC connection \(peerDescription)", limits: limits)
+            let accepted: StreamConnection = kind == UV_TCP
+                ? TCPConnection(loop: loop, transport: .tcp, limits: limits, originLabel: origin)
+                : UnixConnection(loop: loop, limits: limits, originLabel: origin, ipc: false, path: "")
             accepted.peerDescription = "a \(kind == UV_TCP ? "TCP" : "Unix") socket passed over \(peerDescription)"
             do {
                 try accepted.open()
                 // On failure libuv has closed the descriptor itself and moved on to the next one.
-                try uvCheck(uv_accept(stream, accepted.stream), "uv_accept of a passed descriptor on \(peerDescription)")
+                try uvCheck(uv_accept(uvStream, accepted.uvStream), "uv_accept of a passed descriptor on \(peerDescription)")
             } catch {
                 accepted.end(.closed)
                 receiver.channel(self, failedToReceive: error)
@@ -154,11 +157,11 @@ extension StreamHandle {
     /// The descriptor travels in a handle of its own (a `dup`), so `passed` may
     /// close at once while the write waits in the queue: libuv reads the
     /// sending handle's descriptor only when the write goes out.
-    func send(_ message: [UInt8], passing passed: StreamHandle, keepOpen: Bool,
+    func sendOnLoop(_ message: [UInt8], passing passed: StreamConnection, keepOpen: Bool,
               completion: @escaping ((any Error)?) -> Void) {
         assertInEventLoop()
         // Behind a file going out (sendFile), as every later write is.
-        if isOpen, fileSends?.holdIfSending({ [self] in send(message, passing: passed, keepOpen: keepOpen, completion: completion) }) == true { return }
+        if isHandleOpen, fileSends?.holdIfSending({ [self] in sendOnLoop(message, passing: passed, keepOpen: keepOpen, completion: completion) }) == true { return }
         let context = "UnixConnection.send(_:with:) over \(peerDescription)"
         guard ipc else {
             completion(UVError(code: UVError.invalidArgumentCode,
@@ -174,7 +177,7 @@ extension StreamHandle {
         }
         guard acceptsWrites else {
             completion(UVError(code: UV_EPIPE.rawValue,
-                               message: isOpen ? "the IPC connection was shut down for writing" : "the IPC connection is closed",
+                               message: isHandleOpen ? "the IPC connection was shut down for writing" : "the IPC connection is closed",
                                context: context))
             return
         }
@@ -189,7 +192,7 @@ extension StreamHandle {
                                context: context))
             return
         }
-        guard passed.isOpen else {
+        guard passed.isHandleOpen else {
             completion(passed.closedError("passing it over \(peerDescription)"))
             return
         }
@@ -203,13 +206,13 @@ extension StreamHandle {
         let request = DescriptorWriteRequest(loop: loop, message: message, carrier: carrier) { [self] status in
             self.descriptorWriteDidFinish(status: status, completion: completion)
         }
-        let result = request.start(on: stream)
+        let result = request.start(on: uvStream)
         guard result == 0 else {
-            carrier.close()
+            carrier.closeHandle()
             completion(UVError(code: result, context: context))
             return
         }
-        extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed)
+        extras.publishedWriteQueue.store(loopQueuedWriteByteCount, ordering: .relaxed)
         if !keepOpen {
             // Handed over: nothing more is read or written here (its reader completes).
             passed.end(.closed)
@@ -217,7 +220,7 @@ extension StreamHandle {
     }
 
     private func descriptorWriteDidFinish(status: Int32, completion: ((any Error)?) -> Void) {
-        if isOpen { extras.publishedWriteQueue.store(queuedWriteByteCount, ordering: .relaxed) }
+        if isHandleOpen { extras.publishedWriteQueue.store(loopQueuedWriteByteCount, ordering: .relaxed) }
         let context = "passing a descriptor over \(peerDescription)"
         if status == 0 {
             // The message went to the peer (a Unix-socket server's idle timeout counts it, as any write).
@@ -247,7 +250,7 @@ final class PassedDescriptor: LoopHandle, @unchecked Sendable {
     override var label: String { "descriptor of \(what) being passed" }
 
     /// Duplicates `passed`'s descriptor into a new open pipe handle on `channel`'s loop.
-    static func duplicate(_ passed: StreamHandle, over channel: StreamHandle) throws(UVError) -> PassedDescriptor {
+    static func duplicate(_ passed: StreamConnection, over channel: StreamConnection) throws(UVError) -> PassedDescriptor {
         let context = "passing \(passed.peerDescription) over \(channel.peerDescription)"
         var descriptor = uv_os_fd_t()
         try uvCheck(uv_fileno(passed.handle, &descriptor), "uv_fileno for \(context)")
@@ -266,7 +269,7 @@ final class PassedDescriptor: LoopHandle, @unchecked Sendable {
             try uvCheck(uv_pipe_open(pipe, copy), "uv_pipe_open for \(context)")
         } catch {
             Glibc.close(copy)  // libuv did not take it
-            carrier.close()
+            carrier.closeHandle()
             throw error
         }
         return carrier
@@ -305,7 +308,7 @@ final class DescriptorWriteRequest: LoopRequest {
 
     fileprivate func finish(status: Int32) {
         didFinish()
-        carrier.close()
+        carrier.closeHandle()
         let finished = self.finished
         self.finished = nil
         finished?(status)

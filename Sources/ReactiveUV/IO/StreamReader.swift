@@ -60,7 +60,7 @@ public final class StreamReader: Sendable {
 /// Thread rule: loop thread only (the stream's `readers` slot).
 enum StreamReaderTarget: SlotReader {
     case gate(HomeGate<[UInt8]>)
-    case shared(StreamReader, StreamConnection)
+    case shared(StreamReader)
 
     /// A subscriber's disposal stops it; a shared reader has no subscription (`stopReading()` stops it).
     var isDisposed: Bool {
@@ -86,31 +86,31 @@ enum StreamReaderTarget: SlotReader {
         }
     }
 
-    /// Sends a chunk read on the stream's loop thread: `home` says the reader's home is that loop.
+    /// Sends a chunk `connection` read, on its loop thread: `home` says the reader's home is that loop.
     /// Inlined into the read callback, as the gate's call was before the shared reader came.
     @inline(__always)
-    func deliver(_ chunk: [UInt8], home: Bool) {
+    func deliver(_ chunk: [UInt8], from connection: StreamConnection, home: Bool) {
         switch self {
         case .gate(let gate):
             if home { gate.deliverNext(chunk) } else { gate.sendNext(chunk) }
-        case .shared(let reader, let connection):
+        case .shared(let reader):
             reader.next(connection, chunk)
         }
     }
 
-    /// Tells the reader its reading ended without error.
-    func sendCompleted() {
+    /// Tells the reader `connection`'s reading ended without error.
+    func sendCompleted(from connection: StreamConnection) {
         switch self {
         case .gate(let gate): gate.sendCompleted()
-        case .shared(let reader, let connection): reader.completed(connection)
+        case .shared(let reader): reader.completed(connection)
         }
     }
 
-    /// Tells the reader its reading ended with `error`.
-    func sendError(_ error: any Error) {
+    /// Tells the reader `connection`'s reading ended with `error`.
+    func sendError(_ error: any Error, from connection: StreamConnection) {
         switch self {
         case .gate(let gate): gate.sendError(error)
-        case .shared(let reader, let connection): reader.error(connection, error)
+        case .shared(let reader): reader.error(connection, error)
         }
     }
 }

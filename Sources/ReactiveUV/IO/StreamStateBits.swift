@@ -59,8 +59,8 @@ struct StreamStateBits {
     }
 
     /// Whether reads go into bulk arrays (two bits: `BulkReads` has three cases).
-    var bulkReads: StreamHandle.BulkReads {
-        get { StreamHandle.BulkReads(rawValue: UInt8(truncatingIfNeeded: raw >> Self.bulkReadsShift & Self.twoBits)) ?? .off }
+    var bulkReads: StreamConnection.BulkReads {
+        get { StreamConnection.BulkReads(rawValue: UInt8(truncatingIfNeeded: raw >> Self.bulkReadsShift & Self.twoBits)) ?? .off }
         set { raw = raw & ~(Self.twoBits << Self.bulkReadsShift) | UInt16(newValue.rawValue) << Self.bulkReadsShift }
     }
 }

@@ -24,7 +24,7 @@ protocol StreamShutdownOwner: AnyObject {
 final class WriteRequest: LoopRequest {
     // Loop thread only. The owner outlives its pending requests: closing the stream
     // makes libuv call every pending write back before the close callback. Byte
-    // streams have none: their own callback (`streamHandleWriteCallback`) goes to the stream.
+    // streams have none: their own callback (`streamWriteCallback`) goes to the stream.
     unowned(unsafe) let owner: (any StreamWriteOwner)?
     @exclusivity(unchecked) private(set) var payload: [UInt8] = []
     /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.

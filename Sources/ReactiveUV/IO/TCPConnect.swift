@@ -50,7 +50,7 @@ public enum TCP {
 }
 
 /// One `TCP.connect` subscription: resolve, try each address, then own the connection.
-final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     let loop: EventLoop
     private let host: String
@@ -62,7 +62,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastError: (any Error)?
-    private var stream: StreamHandle?
+    private var stream: TCPConnection?
     private var connected = false
     let disposedFlag = Atomic<Bool>(false)
 
@@ -118,7 +118,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         }
         let address = addresses[nextAddress]
         nextAddress += 1
-        let stream = StreamHandle(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(place))")
+        let stream = TCPConnection(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(place))")
         let request = ConnectRequest(loop: loop, attempt: self, address: address)
         do {
             try stream.open()
@@ -146,10 +146,10 @@ final class TCPConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sen
         timer?.dispose()
         timer = nil
         stream.didConnectTCP(options: options)
-        subscriber?.sendNext(TCPConnection(stream))
+        subscriber?.sendNext(stream)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         guard stream === self.stream else { return }
         self.stream = nil
         if case .shutDown = reason {
@@ -198,7 +198,7 @@ final class ConnectRequest: LoopRequest {
 
     override var label: String { "connect to \(address)" }
 
-    func start(_ stream: StreamHandle) throws(UVError) {
+    func start(_ stream: StreamConnection) throws(UVError) {
         let request = pointer(as: uv_connect_t.self)
         try start("connect to \(address)") {
             address.withSockaddr { uv_tcp_connect(request, stream.tcp, $0, connectRequestCallback) }

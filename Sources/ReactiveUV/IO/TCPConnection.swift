@@ -9,7 +9,7 @@
 /// connection's loop (calls made there run at once, others are queued there
 /// in order), except `setNoDelay` and `setKeepAlive` (loop thread only).
 public final class TCPConnection: StreamConnection, @unchecked Sendable {
-    // The stream is immutable; its state is confined to its loop thread, and its address cache has its own lock.
+    // No state of its own: the stream core's is confined to its loop thread, and its address cache has its own lock.
 
     /// The address of this end, or nil if it could not be read.
     ///
@@ -19,7 +19,7 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     /// connection is open (in the `.accepted` handler, or before `close()`) to log it afterwards.
     ///
     /// Thread rule: safe from any thread; never waits for the loop (the first read makes one system call).
-    public var localAddress: SocketAddress? { stream.address(peer: false) }
+    public var localAddress: SocketAddress? { address(peer: false) }
 
     /// The address of the other end, or nil if it could not be read.
     ///
@@ -31,13 +31,13 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     /// shutdown), it is nil.
     ///
     /// Thread rule: safe from any thread; never waits for the loop (the first read makes one or two system calls).
-    public var peerAddress: SocketAddress? { stream.address(peer: true) }
+    public var peerAddress: SocketAddress? { address(peer: true) }
 
     /// `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`.
     ///
     /// Thread rule: safe from any thread.
     public override var description: String {
-        "tcp \(localAddress?.description ?? "?") -> \(stream.tcpPeerText ?? "?")"
+        "tcp \(localAddress?.description ?? "?") -> \(tcpPeerText ?? "?")"
     }
 
     /// Turns `TCP_NODELAY` on or off (it starts as `TCPOptions.noDelay` says).
@@ -48,7 +48,7 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     /// Thread rule: loop thread only.
     public func setNoDelay(_ enabled: Bool) throws(UVError) {
         try checkOnLoop("setNoDelay")
-        try stream.setNoDelay(enabled)
+        try applyNoDelay(enabled)
     }
 
     /// Turns TCP keep-alive on with an initial delay (whole seconds, at least 1), or off with nil.
@@ -61,13 +61,13 @@ public final class TCPConnection: StreamConnection, @unchecked Sendable {
     /// Thread rule: loop thread only.
     public func setKeepAlive(_ delay: Duration?) throws(UVError) {
         try checkOnLoop("setKeepAlive")
-        try stream.setKeepAlive(delay)
+        try applyKeepAlive(delay)
     }
 
     private func checkOnLoop(_ operation: String) throws(UVError) {
-        guard stream.loop.inEventLoop else {
+        guard loop.inEventLoop else {
             throw UVError(code: UVError.invalidArgumentCode,
-                          message: "must be called on the connection's loop thread ('\(stream.loop.name)')",
+                          message: "must be called on the connection's loop thread ('\(loop.name)')",
                           context: "TCPConnection.\(operation)")
         }
     }

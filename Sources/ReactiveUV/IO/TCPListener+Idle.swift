@@ -12,7 +12,7 @@ extension TCPListener: DrainableListener {
     func stopAccepting() {
         lookup?.dispose()
         lookup = nil
-        close()
+        closeHandle()
     }
 
     /// The drain finished: the idle timer has no connection left to watch.
@@ -29,9 +29,9 @@ extension TCPListener {
     /// (`TCP_INFO`), in milliseconds; nil when it cannot be read.
     ///
     /// Loop thread only.
-    static func idleMilliseconds(of stream: StreamHandle) -> UInt32? {
+    static func idleMilliseconds(of stream: StreamConnection) -> UInt32? {
         var descriptor = uv_os_fd_t()
-        guard stream.isOpen, uv_fileno(stream.handle, &descriptor) == 0 else { return nil }
+        guard stream.isHandleOpen, uv_fileno(stream.handle, &descriptor) == 0 else { return nil }
         var info = tcp_info()
         var length = socklen_t(MemoryLayout<tcp_info>.size)
         guard getsockopt(descriptor, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }

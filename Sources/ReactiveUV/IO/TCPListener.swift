@@ -175,11 +175,12 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     fileprivate func accept(status: Int32) {
         let outcome = accepted.accept(
             status: status, from: pointer(as: uv_stream_t.self), place: place, resetRefused: true,
-            makeStream: { StreamHandle(loop: loop, transport: .tcp, limits: options.limits, originLabel: acceptedOrigin) },
+            makeStream: { TCPConnection(loop: loop, transport: .tcp, limits: options.limits, originLabel: acceptedOrigin) },
             didAccept: { $0.didConnectTCP(options: options) },
             refusalDetails: { $0.address(peer: true) })
         switch outcome {
-        case .accepted(let stream): callbacks?.onEvent(.accepted(TCPConnection(stream)))
+        // `makeStream` made it a TCPConnection (the outcome is not generic: see `AcceptedStreams.Outcome`).
+        case .accepted(let stream): callbacks?.onEvent(.accepted(unsafeDowncast(stream, to: TCPConnection.self)))
         case .refused(let peer, let open): callbacks?.onEvent(.refused(peer: peer, open: open))
         case nil: break
         }
@@ -208,14 +209,14 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     }
 
     /// Closes the socket and every connection it accepted; a drain under way ends without its `done`.
-    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
+    private func shutDown(connectionsEnd reason: StreamConnection.EndReason) {
         callbacks = nil
         lookup?.dispose()
         lookup = nil
         abandonDrain()
         idleTimer?.dispose()
         idleTimer = nil
-        close()
+        closeHandle()
         accepted.endAll(reason)
     }
 

@@ -57,7 +57,7 @@ final class TCPAddressCache: @unchecked Sendable {
     }
 }
 
-/// What only a TCP stream has: addresses and TCP's socket options. The rest is the stream core (`StreamHandle`).
+/// What only a TCP stream has: addresses and TCP's socket options. The rest is the stream core (`StreamConnection`).
 ///
 /// Addresses are read on demand: nothing is asked of the kernel at accept or connect. The first
 /// `address(peer:)` reads the socket (`getsockname`, `getpeername`, from any thread) and the
@@ -68,13 +68,13 @@ final class TCPAddressCache: @unchecked Sendable {
 /// mark before its system call and again after it, behind a full fence. When the second check
 /// sees the stream open, the close had not begun when the system call ran, so the answer
 /// belongs to this connection; otherwise it is dropped (nil).
-extension StreamHandle {
+extension StreamConnection {
     var tcp: UnsafeMutablePointer<uv_tcp_t> { pointer(as: uv_tcp_t.self) }
 
     /// Applies the options once connected or accepted, and notes the descriptor the addresses are read from.
     func didConnectTCP(options: TCPOptions) {
         var descriptor = uv_os_fd_t()
-        if uv_fileno(handle, &descriptor) == 0, descriptor >= 0, isOpen { openState.store(descriptor, ordering: .releasing) }
+        if uv_fileno(handle, &descriptor) == 0, descriptor >= 0, isHandleOpen { openState.store(descriptor, ordering: .releasing) }
         // Nobody can receive an error here; the connection still works without the option.
         // The messages are composed only if the call fails (`uvCheckReporting` takes an autoclosure).
         if options.noDelay { uvCheckReporting(uv_tcp_nodelay(tcp, 1), "uv_tcp_nodelay on \(peerDescription)") }
@@ -151,15 +151,15 @@ extension StreamHandle {
         })
     }
 
-    func setNoDelay(_ enabled: Bool) throws(UVError) {
+    func applyNoDelay(_ enabled: Bool) throws(UVError) {
         assertInEventLoop()
-        guard isOpen else { throw closedError("setNoDelay") }
+        guard isHandleOpen else { throw closedError("setNoDelay") }
         try uvCheck(uv_tcp_nodelay(tcp, enabled ? 1 : 0), "uv_tcp_nodelay")
     }
 
-    func setKeepAlive(_ delay: Duration?) throws(UVError) {
+    func applyKeepAlive(_ delay: Duration?) throws(UVError) {
         assertInEventLoop()
-        guard isOpen else { throw closedError("setKeepAlive") }
+        guard isHandleOpen else { throw closedError("setKeepAlive") }
         // Checked first: libuv turns SO_KEEPALIVE on before the delay is refused.
         if let refusal = TCPOptions.keepAliveRefusal(delay, option: "the keep-alive delay", context: "setKeepAlive on \(peerDescription)") {
             throw refusal

@@ -170,6 +170,9 @@ public final class UDPSocket: @unchecked Sendable {
 
 /// The `uv_udp_t` behind a `UDPSocket`.
 final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
+    /// `SingleReaderSource`'s name for this class.
+    typealias TokenSource = UDPHandle
+
     // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
     private(set) var localAddress: SocketAddress?
     /// The `datagrams` reader and its token.
@@ -205,7 +208,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
                     didOpen()
                     try uvCheck(address.withSockaddr { uv_udp_bind(udp, $0, 0) }, "bind to \(address)")
                 } catch {
-                    close()
+                    closeHandle()
                     completion(.failure(error))
                     return
                 }
@@ -217,7 +220,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
 
     func startReceiving(_ subscriber: Subscriber<Datagram>) -> (any Disposable)? {
         assertInEventLoop()
-        guard isOpen else {
+        guard isHandleOpen else {
             subscriber.sendCompleted()
             return nil
         }
@@ -239,7 +242,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     /// Stops receiving for the reader `token` belongs to (a later reader keeps receiving).
     func stopReading(_ token: ReaderToken<UDPHandle>) {
         assertInEventLoop()
-        guard isOpen, readers.currentReaderIsDisposed else { return }
+        guard isHandleOpen, readers.currentReaderIsDisposed else { return }
         readers.take()
         uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
     }
@@ -259,7 +262,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
 
     func send(_ bytes: [UInt8], to address: SocketAddress, outcome: WriteOutcome) {
         assertInEventLoop()
-        guard isOpen else {
+        guard isHandleOpen else {
             outcome.finish(UVError(code: UV_EBADF.rawValue, message: "the socket is closed", context: "send to \(address)"))
             return
         }
@@ -311,12 +314,12 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         assertInEventLoop()
         lookup?.dispose()
         lookup = nil
-        guard isOpen else { return }
+        guard isHandleOpen else { return }
         // The owner and the reader are told after the handle started closing.
         let onEnd = self.onEnd
         self.onEnd = nil
         let reader = readers.take()
-        close()
+        closeHandle()
         if let error { reader?.sendError(error) } else { reader?.sendCompleted() }
         onEnd?(error)
     }

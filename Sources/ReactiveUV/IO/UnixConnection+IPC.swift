@@ -28,7 +28,7 @@ extension UnixConnection {
     /// Whether this connection was opened for descriptor passing (`UnixSocketOptions.ipc`).
     ///
     /// Thread rule: safe from any thread.
-    public var isIPC: Bool { stream.ipc }
+    public var isIPC: Bool { ipc }
 
     /// The reader of an IPC connection: the bytes the peer writes and the connections it passes, in the order they came.
     ///
@@ -51,20 +51,20 @@ extension UnixConnection {
     ///
     /// Thread rule: safe from any thread.
     public var incoming: Signal<Incoming> {
-        let stream = self.stream
+        let channel = self  // captured by the signal
         return Signal { subscriber in
-            LoopBinding.open(on: stream.loop, for: subscriber, what: "UnixConnection.incoming") { loop in
-                guard stream.ipc else {
+            LoopBinding.open(on: channel.loop, for: subscriber, what: "UnixConnection.incoming") { loop in
+                guard channel.ipc else {
                     subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
                                                  message: "`incoming` needs an IPC connection (UnixSocketOptions(ipc: true)); read this one with `bytes`",
-                                                 context: "UnixConnection.incoming of \(stream.peerDescription)"))
+                                                 context: "UnixConnection.incoming of \(channel.peerDescription)"))
                     return nil
                 }
-                let receiver = IPCReceiver(channel: stream, subscriber: subscriber)
+                let receiver = IPCReceiver(channel: channel, subscriber: subscriber)
                 receiver.start()
                 return receiver
             }
-        }.debugNamed("+incoming(\(stream.peerDescription))")
+        }.debugNamed("+incoming(\(peerDescription))")
     }
 
     /// Passes `connection` to the peer: `message` and the connection's descriptor go out together, in write order.
@@ -94,15 +94,15 @@ extension UnixConnection {
     @discardableResult
     public func send(_ connection: StreamConnection, with message: [UInt8], keepOpen: Bool = false) -> Signal<Void> {
         let outcome = WriteOutcome()
-        let channel = stream
-        let passed = connection.stream
+        let channel = self
+        let passed = connection
         if channel.onLoopThread {
-            channel.send(message, passing: passed, keepOpen: keepOpen, completion: outcome.finish)
+            channel.sendOnLoop(message, passing: passed, keepOpen: keepOpen, completion: outcome.finish)
             return outcome.signal
         }
         do {
             try channel.loop.tryExecute {
-                channel.send(message, passing: passed, keepOpen: keepOpen, completion: outcome.finish)
+                channel.sendOnLoop(message, passing: passed, keepOpen: keepOpen, completion: outcome.finish)
             }
         } catch {
             outcome.finish(error)
@@ -112,17 +112,17 @@ extension UnixConnection {
 }
 
 /// One `incoming` subscription: reads the IPC connection and owns the connections passed over it.
-final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorReceiver, @unchecked Sendable {
+final class IPCReceiver: LoopDisposable, StreamConnectionOwner, StreamDescriptorReceiver, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable `channel` and the atomic `disposedFlag`.
-    private let channel: StreamHandle
+    private let channel: StreamConnection
     private var subscriber: Subscriber<UnixConnection.Incoming>?
     private var reading: (any Disposable)?
-    private var received: [ObjectIdentifier: StreamHandle] = [:]
+    private var received: [ObjectIdentifier: StreamConnection] = [:]
     let disposedFlag = Atomic<Bool>(false)
 
     var loop: EventLoop { channel.loop }
 
-    init(channel: StreamHandle, subscriber: Subscriber<UnixConnection.Incoming>) {
+    init(channel: StreamConnection, subscriber: Subscriber<UnixConnection.Incoming>) {
         self.channel = channel
         self.subscriber = subscriber
     }
@@ -143,7 +143,7 @@ final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorRece
         }
     }
 
-    func channel(_ channel: StreamHandle, didReceive stream: StreamHandle) {
+    func channel(_ channel: StreamConnection, didReceive stream: StreamConnection) {
         guard let subscriber else {
             stream.end(.closed)
             return
@@ -153,9 +153,12 @@ final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorRece
         switch stream.transport {
         case .tcp:
             stream.didConnectTCP(options: TCPOptions(noDelay: false))  // notes the descriptor, changes nothing
-            subscriber.sendNext(.tcp(TCPConnection(stream)))
+            // `descriptorsMayBePending` made a TCP socket a TCPConnection and a Unix socket a UnixConnection.
+            subscriber.sendNext(.tcp(unsafeDowncast(stream, to: TCPConnection.self)))
         case .pipe:
-            subscriber.sendNext(.unix(UnixConnection(stream, path: UnixSocketNames.peerName(of: stream) ?? "")))
+            let connection = unsafeDowncast(stream, to: UnixConnection.self)
+            connection.path = UnixSocketNames.peerName(of: stream) ?? ""
+            subscriber.sendNext(.unix(connection))
         case .childPipe, .tty, .fifo:
             // Never made for a received descriptor (the accept makes a TCP or a pipe handle).
             stream.end(.closed)
@@ -163,11 +166,11 @@ final class IPCReceiver: LoopDisposable, StreamHandleOwner, StreamDescriptorRece
         }
     }
 
-    func channel(_ channel: StreamHandle, failedToReceive error: UVError) {
+    func channel(_ channel: StreamConnection, failedToReceive error: UVError) {
         finish(error)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         received[ObjectIdentifier(stream)] = nil
     }
 

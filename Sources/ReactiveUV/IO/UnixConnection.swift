@@ -10,21 +10,25 @@
 /// Thread rule: every method is safe from any thread; work is done on the
 /// connection's loop (calls made there run at once, others are queued there in order).
 public final class UnixConnection: StreamConnection, @unchecked Sendable {
-    // `path` is immutable; the stream's state is confined to its loop thread.
+    // `path` is written only before the connection is handed out (a received socket's once it is
+    // accepted), then immutable; the stream core's state is confined to its loop thread.
 
     /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends;
     /// empty for an unnamed socket (an end of `UnixSocket.pair()`, or a passed socket nobody bound).
     ///
     /// Thread rule: safe from any thread.
-    public let path: String
+    public internal(set) var path: String
 
-    init(_ stream: StreamHandle, path: String) {
+    // Stored, not derived from the stream's names: those are display forms (an abstract name as
+    // `@name`), and a received socket's is read from it when it arrives. Sixteen bytes on Unix
+    // connections only.
+    init(loop: EventLoop, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool, path: String) {
         self.path = path
-        super.init(stream)
+        super.init(loop: loop, transport: .pipe, limits: limits, originLabel: originLabel, ipc: ipc)
     }
 
     /// `"unix /run/app.sock"` (an abstract name is shown as `"unix @name"`).
     ///
     /// Thread rule: safe from any thread.
-    public override var description: String { "unix \(stream.peerDescription)" }
+    public override var description: String { "unix \(peerDescription)" }
 }

@@ -136,7 +136,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             makeStream: { makeStream() },
             didAccept: { _ in }, refusalDetails: { _ in nil })
         switch outcome {
-        case .accepted(let stream): callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
+        // `makeStream` made it a UnixConnection (the outcome is not generic: see `AcceptedStreams.Outcome`).
+        case .accepted(let stream): callbacks?.onEvent(.accepted(unsafeDowncast(stream, to: UnixConnection.self)))
         case .refused(_, let open): callbacks?.onEvent(.refused(open: open))
         case nil: break
         }
@@ -144,8 +145,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
 
     /// A new stream for a connection homed here (not opened yet), its activity stamped now (its accept)
     /// when the idle timeout tracks it.
-    private func makeStream() -> StreamHandle {
-        let stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc)
+    private func makeStream() -> UnixConnection {
+        let stream = UnixConnection(loop: loop, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc, path: path)
         stream.noteActivityIfTracked()
         return stream
     }
@@ -220,14 +221,14 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         }
         accepted.adopt(stream)
         startIdleTimer()  // a share that only homes connections starts its check with the first
-        callbacks?.onEvent(.accepted(UnixConnection(stream, path: path)))
+        callbacks?.onEvent(.accepted(stream))
     }
 
     /// The drain's first step: the listening socket closes and its file goes (a new server may
     /// bind the path while this one drains). A share with no socket has nothing to stop.
     func stopAccepting() {
         homes = []  // it holds this share too: the cycle ends with the accepting
-        close()
+        closeHandle()
         removeCreatedFile()
     }
 
@@ -239,13 +240,13 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
 
     /// Closes the socket (removing its file) and every connection homed here; a drain under
     /// way ends without its `done`.
-    private func shutDown(connectionsEnd reason: StreamHandle.EndReason) {
+    private func shutDown(connectionsEnd reason: StreamConnection.EndReason) {
         callbacks = nil
         abandonDrain()
         idleTimer?.dispose()
         idleTimer = nil
         homes = []
-        close()
+        closeHandle()
         removeCreatedFile()
         accepted.endAll(reason)
     }
@@ -253,7 +254,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     /// Starts the repeating check of `UnixSocketOptions.idleTimeout` (`ListenerIdleCheck`), reading the
     /// loop-time stamps of the connections' last bytes (a stamp is taken at the start of the loop
     /// iteration that moved them, a little early: a 2 ms margin), and counting bytes the kernel holds
-    /// unread as activity (`StreamHandle.idleMillisecondsCountingUnreadBytes()`).
+    /// unread as activity (`StreamConnection.idleMillisecondsCountingUnreadBytes()`).
     private func startIdleTimer() {
         guard let timeout = options.idleTimeout, idleTimer == nil else { return }
         idleTimer = ListenerIdleCheck.start(
@@ -335,7 +336,7 @@ private final class PendingConnectionTaker: LoopHandle {
         try uvCheck(uv_pipe_init(loop.uvLoop, taker.pointer(as: uv_pipe_t.self), 0), "uv_pipe_init")
         taker.didOpen()
         // Closing the handle closes the descriptor libuv accepted; the duplicate stays open.
-        defer { taker.close() }
+        defer { taker.closeHandle() }
         try uvCheck(uv_accept(listener, taker.pointer(as: uv_stream_t.self)), "uv_accept")
         var accepted = uv_os_fd_t()
         try uvCheck(uv_fileno(taker.handle, &accepted), "uv_fileno")

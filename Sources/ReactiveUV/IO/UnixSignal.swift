@@ -49,7 +49,7 @@ final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
         do {
             try uvCheck(uv_signal_start(handle, unixSignalCallback, number), "uv_signal_start(\(number))")
         } catch {
-            close()
+            closeHandle()
             throw error
         }
     }

@@ -168,14 +168,14 @@ public enum UnixSocket {
 }
 
 /// One `UnixSocket.connect` or `UnixSocket.open` subscription: get the socket, then own the connection.
-final class UnixConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Sendable {
+final class UnixConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
     let loop: EventLoop
     private let path: String
     private let context: String
     private let options: UnixSocketOptions
     private var subscriber: Subscriber<UnixConnection>?
-    private var stream: StreamHandle?
+    private var stream: UnixConnection?
     let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, path: String, context: String, options: UnixSocketOptions, subscriber: Subscriber<UnixConnection>) {
@@ -191,10 +191,11 @@ final class UnixConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Se
     ///
     /// - Parameter socket: Returns a connected descriptor (now this attempt's) and its name for messages.
     func start(_ socket: () throws(UVError) -> (descriptor: Int32, name: String)) {
-        let stream: StreamHandle
+        let stream: UnixConnection
         do throws(UVError) {
             let (descriptor, name) = try socket()
-            stream = StreamHandle(loop: loop, transport: .pipe, limits: options.limits, origin: "from \(context)", ipc: options.ipc)
+            stream = UnixConnection(loop: loop, limits: options.limits, originLabel: StreamOrigin("from \(context)", limits: options.limits),
+                                    ipc: options.ipc, path: path)
             stream.peerDescription = name
             do throws(UVError) {
                 try stream.open()
@@ -210,10 +211,10 @@ final class UnixConnectAttempt: LoopDisposable, StreamHandleOwner, @unchecked Se
         }
         stream.owner = self
         self.stream = stream
-        subscriber?.sendNext(UnixConnection(stream, path: path))
+        subscriber?.sendNext(stream)
     }
 
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason) {
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         guard stream === self.stream else { return }
         self.stream = nil
         if case .shutDown = reason {

@@ -137,7 +137,7 @@ extension UnixSocket {
 /// Names and checks for sockets ReactiveUV did not bind itself (pair ends, inherited or passed descriptors).
 enum UnixSocketNames {
     /// The name of the socket `stream`'s peer is bound to, else its own, else nil (an unnamed socket).
-    static func peerName(of stream: StreamHandle) -> String? {
+    static func peerName(of stream: StreamConnection) -> String? {
         let pipe = stream.pointer(as: uv_pipe_t.self)
         for query in [uv_pipe_getpeername, uv_pipe_getsockname] {
             var buffer = [CChar](repeating: 0, count: 110)

@@ -73,12 +73,12 @@ class SubscriberHandle<Value>: LoopHandle, LoopDisposable, @unchecked Sendable {
     }
 
     /// The subscription was disposed: close without telling the subscriber.
-    func abandon() { close() }
+    func abandon() { closeHandle() }
 
     /// Closes the handle, then ends the subscriber with `error`.
     final func fail(_ error: any Error) {
         let subscriber = self.subscriber
-        close()
+        closeHandle()
         subscriber?.sendError(error)
     }
 

@@ -12,19 +12,27 @@ import Musl
 /// 2. On the loop thread the subclass calls `uv_<type>_init`, then `didOpen()`,
 ///    which stores `Unmanaged.passRetained(self)` in `handle.data` and links the
 ///    handle into the loop's list of open handles.
-/// 3. `close()` calls `uv_close`; libuv calls back later and only then is the
+/// 3. `closeHandle()` calls `uv_close`; libuv calls back later and only then is the
 ///    memory freed, the retain released, and `didClose()` called.
 ///
 /// `deinit` asserts the handle was closed (or never opened): an object that
 /// dies while libuv still points into its memory is a bug we want to see.
 ///
-/// Thread rule: loop thread only, except `init`.
-class LoopHandle {
+///
+/// Public only because the public connections (`StreamConnection` and its subclasses) are its
+/// subclasses: it is the runtime's base for objects that own a libuv handle, and has no public
+/// members for users beyond `loop`, and no public initializer.
+///
+/// Thread rule: loop thread only, except `init` and `loop` (safe from any thread).
+public class LoopHandle {
     // Everything below is confined to `loop`'s thread once `didOpen()` ran.
     private enum State { case unopened, open, closing, closed }
 
-    /// The loop this handle belongs to (kept alive by the handle).
-    let loop: EventLoop
+    /// The loop this handle's libuv handle lives on (kept alive by the handle): for a connection,
+    /// the loop its socket lives on.
+    ///
+    /// Thread rule: safe from any thread (immutable).
+    public let loop: EventLoop
     /// The handle memory; freed in the close callback.
     let raw: UnsafeMutableRawPointer
     /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
@@ -78,7 +86,7 @@ class LoopHandle {
     var label: String { kind }
 
     /// Whether the handle is open (initialized and not yet closing).
-    final var isOpen: Bool { state == .open }
+    final var isHandleOpen: Bool { state == .open }
 
     /// Marks the handle initialized: retains self in `handle.data` and registers it with the loop.
     ///
@@ -92,7 +100,7 @@ class LoopHandle {
     }
 
     /// Starts closing the handle; the memory is freed when libuv calls back. Idempotent.
-    final func close() {
+    final func closeHandle() {
         assertInEventLoop()
         guard state == .open else { return }
         state = .closing
@@ -104,11 +112,11 @@ class LoopHandle {
     /// Called once, just before `uv_close`: stop whatever the handle was doing.
     func willClose() {}
 
-    /// Called by the loop's shutdown for a handle still open: by default just `close()`.
+    /// Called by the loop's shutdown for a handle still open: by default just `closeHandle()`.
     ///
     /// Handles behind a signal override it to tell their subscriber the loop
     /// went away (an error) before closing. It must leave the handle closed.
-    func closeForShutdown() { close() }
+    func closeForShutdown() { closeHandle() }
 
     /// Called once, after libuv released the handle: drop callbacks and captured state.
     func didClose() {}

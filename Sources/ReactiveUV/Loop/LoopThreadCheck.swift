@@ -11,7 +11,7 @@ extension EventLoop {
     /// Call it first in every entry point that is loop thread only.
     ///
     /// - Parameters:
-    ///   - operation: What was called ("StreamHandle.send"), for the message; the calling function by default.
+    ///   - operation: What was called ("StreamConnection.send"), for the message; the calling function by default.
     ///   - file: The caller's file, for the trap.
     ///   - line: The caller's line, for the trap.
     ///

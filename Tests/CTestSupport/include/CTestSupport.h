@@ -8,6 +8,11 @@
 /// mallinfo2 over every arena plus mmapped blocks.
 size_t ruv_test_live_heap_bytes(void);
 
+/// The bytes malloc's block at `pointer` can hold (`malloc_usable_size`): the requested size rounded
+/// up to what the allocator's size class gives (glibc: a 16-byte class less its 8-byte header;
+/// the sanitizers' allocators: the size asked for).
+size_t ruv_test_malloc_usable_size(void *pointer);
+
 /// Sets the calling thread's file-system user ID (Linux `setfsuid`, per thread) and returns the previous one.
 /// Moving it from 0 to another user drops the thread's file-system capabilities (`CAP_DAC_OVERRIDE`...),
 /// so a test running as root can see the `EACCES` an ordinary user gets; moving it back to 0 restores them.

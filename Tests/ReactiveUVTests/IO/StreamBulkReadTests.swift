@@ -3,7 +3,7 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Reads of a bulk transfer go straight into the array the reader gets (`StreamHandle.BulkReads`):
+/// Reads of a bulk transfer go straight into the array the reader gets (`StreamConnection.BulkReads`):
 /// what that may cost a reader in spare capacity, and that every byte arrives, in order, whichever
 /// way each read went (into the loop's shared buffer, into a bulk array handed over, or into a bulk
 /// array copied out of).

@@ -462,7 +462,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
         if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
             let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
-            // The subscription's root, as a home stream reader is (`StreamHandle.startReading`): no
+            // The subscription's root, as a home stream reader is (`StreamConnection.startReading`): no
             // gate took the slot, and a root costs no lock and no child list at attach and teardown.
             subscription.attachRoot(operation)
             operation.single(self)

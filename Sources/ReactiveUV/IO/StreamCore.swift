@@ -7,50 +7,86 @@ import Musl
 #endif
 
 /// Told when a connection it handed out has ended (so a server can forget it, a connect signal can complete).
-protocol StreamHandleOwner: AnyObject {
+protocol StreamConnectionOwner: AnyObject {
     /// Called on the loop thread once, right after the stream started closing.
-    func streamDidEnd(_ stream: StreamHandle, reason: StreamHandle.EndReason)
+    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason)
     /// Called on the loop thread after EOF was read and the reader completed (the stream stays open).
-    func streamDidReadEndOfFile(_ stream: StreamHandle)
+    func streamDidReadEndOfFile(_ stream: StreamConnection)
 }
 
 /// A weak reference to a stream's owner, shared by every stream the owner holds when it makes one
-/// (`AcceptedStreams`), else made per stream by `StreamHandle.owner`'s setter.
+/// (`AcceptedStreams`), else made per stream by `StreamConnection.owner`'s setter.
 ///
 /// Thread rule: loop thread only (the streams').
 final class StreamOwnerLink {
     // Loop thread only.
-    weak var owner: (any StreamHandleOwner)?
+    weak var owner: (any StreamConnectionOwner)?
 
-    init(_ owner: any StreamHandleOwner) { self.owner = owner }
+    init(_ owner: any StreamConnectionOwner) { self.owner = owner }
 }
 
-extension StreamHandle {
+extension StreamConnection {
     /// Told once when the stream ends (then forgotten); nil when nobody is.
     ///
     /// Thread rule: loop thread only.
-    var owner: (any StreamHandleOwner)? {
+    var owner: (any StreamConnectionOwner)? {
         get { ownerLink?.owner }
         set { ownerLink = newValue.map { StreamOwnerLink($0) } }
     }
 }
 
-extension StreamHandleOwner {
-    /// A socket follows its half-close rule at EOF (`StreamHandle+HalfClose.swift`): nothing more to do by default.
-    func streamDidReadEndOfFile(_ stream: StreamHandle) {}
+extension StreamConnectionOwner {
+    /// A socket follows its half-close rule at EOF (`StreamCore+HalfClose.swift`): nothing more to do by default.
+    func streamDidReadEndOfFile(_ stream: StreamConnection) {}
 }
 
-/// The stream core: the `uv_stream_t` behind a `StreamConnection` (a `uv_tcp_t` for
-/// `TCPConnection`, a `uv_pipe_t` for `UnixConnection`): reading, writing, backpressure, closing.
+/// One open byte-stream connection: what `TCPConnection` and `UnixConnection` share.
 ///
-/// Everything here runs on the loop thread; `StreamConnection` hops there.
+/// - `bytes` streams what the peer sends (one reader at a time); it completes
+///   at EOF and fails when the peer resets.
+/// - `send(_:)` queues bytes with no result (the fast path); `write(_:)` does
+///   the same and returns a signal that completes once libuv flushed them.
+///   Bytes go out in the order the calls were made.
+/// - `shutdown()` half-closes (EOF to the peer after the queued writes);
+///   `close()` closes gracefully (the queued writes are flushed, then EOF,
+///   then the socket closes); `reset()` closes at once, dropping what is
+///   queued (with RST on TCP).
+///
+/// Write code that only reads and writes (an echo handler, a protocol
+/// codec) against `StreamConnection`, and it serves TCP and Unix-socket
+/// connections alike; the subclasses add what only their transport has
+/// (addresses and socket options for TCP, the socket path for Unix).
+///
+/// Half-close: by default (Node's `allowHalfOpen: false`) the connection
+/// closes itself after the peer's EOF, once the application has had its
+/// turn. The EOF completes `bytes` after every chunk read before it; when the
+/// reader has taken that end (an observer's completion handler returned, or
+/// a task iterating `bytes.values` left its loop) and one more loop turn has
+/// passed, the connection closes as `close()` does: everything queued is
+/// sent first. A write made later fails with `EPIPE`. With
+/// `TCPOptions.allowHalfOpen` (or `UnixSocketOptions.allowHalfOpen`) the
+/// connection stays open for writing until you call `close()`.
+///
+/// Lifetime: the connection belongs to the subscription that produced it. It
+/// stays open until `close()` has flushed, `reset()`, a read or write
+/// failure, the disposal of that subscription (a server's disposal closes
+/// every connection it accepted, at once), or the loop's shutdown.
+/// Backpressure and the buffering limit are described in `StreamBufferLimits`.
+///
+/// Thread rule: every method is safe from any thread; work is done on the
+/// connection's loop (calls made there run at once, others are queued there in order).
+///
+/// The connection is its stream core: one object per connection besides libuv's handle memory.
+/// Everything in this file runs on the loop thread; the public methods
+/// (`StreamConnection.swift`) hop there first.
 /// Reads go into the loop's shared `ReadBuffer` and are copied out once per
 /// chunk (into a recycled array while the reader lets go of each chunk);
 /// writes use pooled requests and point libuv at the caller's array.
 /// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
 /// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
-final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing, @unchecked Sendable {
-    // Loop thread only (StreamConnection hops there first), except `transport` and `originLabel`
+public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing,
+                               CustomStringConvertible, @unchecked Sendable {
+    // Loop thread only (the public methods hop there first), except `transport` and `originLabel`
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
@@ -61,18 +97,18 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     // padding does not grow every connection (an idle server holds one of these per client). The
     // transport and the sixteen state bits end at 52 and `openState` at 56, so the fields end at
     // 104 bytes, a 112-byte malloc block: one more byte here would pad every stream by eight.
-    let transport: Transport
+    final let transport: Transport
     /// The flags and small enums below, packed (see `StreamStateBits`).
     @exclusivity(unchecked) private var bits = StreamStateBits()
 
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
-    var ipc: Bool { bits.ipc }
+    final var ipc: Bool { bits.ipc }
     private var input: Input {
         get { bits.input }
         set { bits.input = newValue }
     }
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
-    var writeBackpressure: Bool {
+    final var writeBackpressure: Bool {
         get { bits.writeBackpressure }
         set { bits.writeBackpressure = newValue }
     }
@@ -87,7 +123,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         get { bits.readerIsHome }
         set { bits.readerIsHome = newValue }
     }
-    var writesShutDown: Bool {
+    final var writesShutDown: Bool {
         get { bits.writesShutDown }
         set { bits.writesShutDown = newValue }
     }
@@ -118,20 +154,23 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// thread (the end sequentially consistent, before `uv_close`: see `TCPStream.swift`), read
     /// anywhere: a query from another thread never waits for the loop. One four-byte word for
     /// what were a descriptor, an end reason and a published write queue (20 bytes).
-    let openState = Atomic<Int32>(OpenState.openCode)
+    final let openState = Atomic<Int32>(OpenState.openCode)
     /// What made this stream, for leak reports, and its limits: shared by every connection a listener accepted.
-    let originLabel: StreamOrigin
+    final let originLabel: StreamOrigin
     /// Who is told of the stream's end (see `owner`): one reference, to a link a listener shares
     /// with every connection it accepted (a weak existential here would be two words in each).
-    @exclusivity(unchecked) var ownerLink: StreamOwnerLink?
+    @exclusivity(unchecked) final var ownerLink: StreamOwnerLink?
     /// This stream's place in its listener's list of accepted connections (`AcceptedStreams`).
-    @exclusivity(unchecked) var acceptedLinks = IntrusiveLinks<StreamHandle>()
+    @exclusivity(unchecked) final var acceptedLinks = IntrusiveLinks<StreamConnection>()
     /// What only some streams need (queued writes, file sends, `writable`, close waiters, sends
     /// from other threads, addresses, names): made on first use, see `StreamExtras`.
-    let extrasSlot = LazyObject<StreamExtras>()
+    final let extrasSlot = LazyObject<StreamExtras>()
     /// The reader: `bytes`' subscriber or a shared `StreamReader` (the slot keeps no token:
     /// `ReaderSlot.currentReaderIsDisposed`).
     @exclusivity(unchecked) private var readers = ReaderSlot<StreamReaderTarget>()
+    /// What `SingleReaderSource` calls `Self` (this class, not a subclass: a reader's token is the core's).
+    typealias TokenSource = StreamConnection
+
     /// Reads up to this many bytes are copied into the loop's `spareReadChunk` (see `smallChunk`).
     private static let spareChunkLimit = 4096
 
@@ -158,25 +197,32 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     }
 
     /// How much unflushed written data the stream holds, and when reading pauses (kept in `originLabel`).
-    var limits: StreamBufferLimits { originLabel.limits }
+    final var limits: StreamBufferLimits { originLabel.limits }
 
     /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (kept in `originLabel`).
-    var readChunkLimit: Int { originLabel.readChunkLimit }
+    final var readChunkLimit: Int { originLabel.readChunkLimit }
 
     /// What made this stream, for leak reports ("accepted by TCPServer.listen(127.0.0.1:80)").
-    var origin: String { originLabel.text }
+    final var origin: String { originLabel.text }
 
     /// The other end for messages: its address for TCP ("10.0.0.2:5000", read on first use; `namedPeer`
     /// or "peer" when it cannot be read), the socket path for a Unix socket.
     ///
     /// Thread rule: safe from any thread once the stream is handed out (the setter: before that).
-    var peerDescription: String {
+    final var peerDescription: String {
         get {
             if transport == .tcp, let text = tcpPeerText { return text }
             return namedPeer ?? originLabel.peerName ?? "peer"
         }
         set { namedPeer = newValue }
     }
+
+    /// What the connection is, for logs: `"tcp 127.0.0.1:5000 -> 127.0.0.1:41234"`, `"unix /run/app.sock"`.
+    ///
+    /// Declared here, not with the rest of the public API, so that the subclasses can override it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String { "\(transport) connection with \(peerDescription)" }
 
     override var label: String {
         switch transport {
@@ -188,10 +234,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         }
     }
 
-    var stream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
+    final var uvStream: UnsafeMutablePointer<uv_stream_t> { pointer(as: uv_stream_t.self) }
 
     /// `uv_tcp_init` or `uv_pipe_init`, and registration with the loop.
-    func open() throws(UVError) {
+    final func open() throws(UVError) {
         switch transport {
         case .tcp: try uvCheck(uv_tcp_init(loop.uvLoop, pointer(as: uv_tcp_t.self)), "uv_tcp_init")
         case .pipe, .childPipe: try uvCheck(uv_pipe_init(loop.uvLoop, pointer(as: uv_pipe_t.self), ipc ? 1 : 0), "uv_pipe_init")
@@ -201,22 +247,22 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         didOpen()
     }
 
-    var queuedWriteByteCount: Int { isOpen ? Int(uv_stream_get_write_queue_size(stream)) : 0 }
+    final var loopQueuedWriteByteCount: Int { isHandleOpen ? Int(uv_stream_get_write_queue_size(uvStream)) : 0 }
 
-    func closedError(_ operation: String) -> UVError {
+    final func closedError(_ operation: String) -> UVError {
         UVError(code: UV_ENOTCONN.rawValue, message: "the connection is closed", context: "\(operation) on \(peerDescription)")
     }
 
     // MARK: - reading
 
     /// Makes `subscriber` the reader; returns what stops it, or nil when it was already answered.
-    func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
+    final func startReading(_ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
         startReading(.subscriber(subscriber))
     }
 
     /// Makes `subscriber` (a gate, or a sink on this loop: `HomeGate`) the reader; returns what
     /// stops it, or nil when it was already answered.
-    func startReading(_ subscriber: HomeGate<[UInt8]>) -> (any Disposable)? {
+    final func startReading(_ subscriber: HomeGate<[UInt8]>) -> (any Disposable)? {
         guard admitReader(.gate(subscriber)) else { return nil }
         switch subscriber {
         case .subscriber(let gate) where !readerIsHome:
@@ -236,10 +282,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         }
     }
 
-    /// Makes `reader`, shared by many connections, this stream's reader (`StreamConnection.read(with:)`):
-    /// no subscription, no token and no flow control; `stopSharedReader()` stops it.
-    func startReading(sharedBy reader: StreamReader, connection: StreamConnection) {
-        admitReader(.shared(reader, connection))
+    /// Makes `reader`, shared by many connections, this stream's reader (`read(with:)`): no
+    /// subscription, no token and no flow control; `stopSharedReader()` stops it.
+    final func startReading(sharedBy reader: StreamReader) {
+        admitReader(.shared(reader))
     }
 
     /// What every reader goes through: an ended stream answers it at once, a second reader gets
@@ -249,24 +295,24 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     private func admitReader(_ reader: StreamReaderTarget) -> Bool {
         assertInEventLoop()
         if input == .ended {
-            reader.sendCompleted()
+            reader.sendCompleted(from: self)
             return false
         }
-        guard isOpen else {
+        guard isHandleOpen else {
             switch endReason {
-            case .failed(let error)?: reader.sendError(error)
-            case .shutDown?: reader.sendError(EventLoopError.shutDown(loop: loop.name))
-            case .closed?, nil: reader.sendCompleted()
+            case .failed(let error)?: reader.sendError(error, from: self)
+            case .shutDown?: reader.sendError(EventLoopError.shutDown(loop: loop.name), from: self)
+            case .closed?, nil: reader.sendCompleted(from: self)
             }
             return false
         }
         guard readers.reader == nil else {
             reader.sendError(UVError(code: UV_EBUSY.rawValue,
                                      message: "the connection is already being read (by a `bytes` subscriber or a `StreamReader`): a byte stream has one reader at a time",
-                                     context: "\(transport.connectionTypeName).bytes of \(peerDescription)"))
+                                     context: "\(transport.connectionTypeName).bytes of \(peerDescription)"), from: self)
             return false
         }
-        writeBackpressure = limits.pausesReading && queuedWriteByteCount > limits.highWaterMark
+        writeBackpressure = limits.pausesReading && loopQueuedWriteByteCount > limits.highWaterMark
         consumerPaused = false
         input = .paused
         readers.fill(reader)
@@ -277,7 +323,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         if let error = updateReading() {
             readers.take()
             input = .idle
-            reader.sendError(error)
+            reader.sendError(error, from: self)
             return false
         }
         return true
@@ -294,7 +340,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         return subscriber.sourceFlowControl.load()
     }
 
-    func makeFlowControl(for subscription: Subscription) -> FlowControl? {
+    final func makeFlowControl(for subscription: Subscription) -> FlowControl? {
         guard let reader = readers.reader, reader.subscription === subscription else { return nil }
         switch reader {
         case .gate(.subscriber(let gate)):
@@ -316,41 +362,41 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     /// Starts or stops libuv's reading to match the reader and both pause reasons.
     @discardableResult
-    func updateReading() -> UVError? {
-        guard isOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
+    final func updateReading() -> UVError? {
+        guard isHandleOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
         let shouldRead = !writeBackpressure && !consumerPaused
         if shouldRead && input == .paused {
             do {
-                try uvCheck(uv_read_start(stream, streamHandleAllocate, streamHandleReadCallback), "uv_read_start")
+                try uvCheck(uv_read_start(uvStream, streamAllocate, streamReadCallback), "uv_read_start")
             } catch {
                 return error
             }
             input = .reading
             if ipc { descriptorsMayBePending() }
         } else if !shouldRead && input == .reading {
-            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop")
             input = .paused
         }
         return nil
     }
 
     /// Whether libuv is reading for a reader now (not idle, paused or ended).
-    var isReading: Bool { input == .reading }
+    final var isReading: Bool { input == .reading }
     /// Open and not shut down for writing.
-    var acceptsWrites: Bool { isOpen && !writesShutDown }
+    final var acceptsWrites: Bool { isHandleOpen && !writesShutDown }
 
     /// Stops reading and ends the reader (completes it with nil, else fails it); the stream stays open and can be read again.
-    func endReader(_ error: (any Error)?) {
+    final func endReader(_ error: (any Error)?) {
         assertInEventLoop()
-        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
         if input != .ended { input = .idle }
         consumerPaused = false
         guard let reader = readers.take() else { return }
-        if let error { reader.sendError(error) } else { reader.sendCompleted() }
+        if let error { reader.sendError(error, from: self) } else { reader.sendCompleted(from: self) }
     }
 
     /// Stops reading for the reader `token` belongs to (a later reader keeps reading).
-    func stopReading(_ token: ReaderToken<StreamHandle>) {
+    final func stopReading(_ token: ReaderToken<StreamConnection>) {
         stopDisposedReader()
     }
 
@@ -364,7 +410,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
     /// Stops a shared reader (`StreamConnection.stopReading()`), telling it nothing; a `bytes`
     /// subscriber is left alone (its subscription's disposal stops it). Loop thread only.
-    func stopSharedReader() {
+    final func stopSharedReader() {
         assertInEventLoop()
         guard case .shared? = readers.reader else { return }
         dropReader()
@@ -373,7 +419,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// Empties the reader slot without telling the reader, and stops libuv's reading.
     private func dropReader() {
         readers.take()
-        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
         if input != .ended { input = .idle }
         consumerPaused = false
     }
@@ -382,7 +428,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// reading for it, if it is still the current reader. On the loop's thread, or queued there (a
     /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
     /// ended its readers already).
-    func releaseObserver() {
+    final func releaseObserver() {
         if loop.inEventLoop {
             stopDisposedReader()
         } else {
@@ -431,26 +477,26 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
             if !bulkChunk.isEmpty, count >= readChunkLimit / 4 {
                 bulkChunk.removeLast(bulkChunk.count - count)
-                readers.reader?.deliver(bulkChunk, home: readerIsHome)
-            } else if readerIsHome, count <= StreamHandle.spareChunkLimit, let base = buffer?.pointee.base {
+                readers.reader?.deliver(bulkChunk, from: self, home: readerIsHome)
+            } else if readerIsHome, count <= StreamConnection.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
                 // and a refill here (a reader elsewhere gets a fresh array per read, as before).
-                if let reader = readers.reader { reader.deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), home: true) }
+                if let reader = readers.reader { reader.deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), from: self, home: true) }
             } else if let reader = readers.reader {
-                reader.deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), home: readerIsHome)
+                reader.deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), from: self, home: readerIsHome)
             }
             // A short bulk read was copied out of `bulkChunk`'s storage: it lives until here.
             withExtendedLifetime(bulkChunk) {}
             if ipc { didReadOnIPCPipe() }
         } else if count == endOfFileCode {
-            uvCheckReporting(uv_read_stop(stream), "uv_read_stop")
+            uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop")
             input = .ended
             peerEnded = true
             extrasIfMade?.bulkChunk = []
             let reader = readers.take()
             let control = reader?.registeredFlowControl
-            reader?.sendCompleted()
+            reader?.sendCompleted(from: self)
             owner?.streamDidReadEndOfFile(self)
             if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.subscription?.home ?? loop, control: control) }
         } else if count < 0 {
@@ -484,12 +530,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 
 
     /// Half-closes: sends FIN after the queued writes; reading goes on.
-    func shutdownWrites(outcome: WriteOutcome?) {
+    final func shutdownWrites(outcome: WriteOutcome?) {
         assertInEventLoop()
-        if isOpen, fileSends?.holdIfSending({ [self] in shutdownWrites(outcome: outcome) }) == true { return }
-        guard isOpen, !writesShutDown else {
+        if isHandleOpen, fileSends?.holdIfSending({ [self] in shutdownWrites(outcome: outcome) }) == true { return }
+        guard isHandleOpen, !writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
-                                    message: isOpen ? "the connection was already shut down for writing" : "the connection is closed",
+                                    message: isHandleOpen ? "the connection was already shut down for writing" : "the connection is closed",
                                     context: "shutdown of \(peerDescription)"))
             return
         }
@@ -503,7 +549,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         writesShutDown = true
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
-            try request.start(stream)
+            try request.start(uvStream)
         } catch {
             return error
         }
@@ -511,11 +557,11 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         return nil
     }
 
-    func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
+    final func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
         shutdownPending = false
         let failure = status == 0 ? nil : UVError(code: status, context: "shutdown of \(peerDescription)")
         request.outcome?.finish(failure)
-        guard closesWhenFlushed, isOpen else { return }
+        guard closesWhenFlushed, isHandleOpen else { return }
         if let failure {
             end(.failed(failure))
         } else {
@@ -529,10 +575,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     ///
     /// A connection already closed (or ending) answers at once: nil when it was closed,
     /// the error when it failed.
-    func closeWhenFlushed(outcome: WriteOutcome?) {
+    final func closeWhenFlushed(outcome: WriteOutcome?) {
         assertInEventLoop()
-        if isOpen, fileSends?.holdIfSending({ [self] in closeWhenFlushed(outcome: outcome) }) == true { return }
-        guard isOpen else {
+        if isHandleOpen, fileSends?.holdIfSending({ [self] in closeWhenFlushed(outcome: outcome) }) == true { return }
+        guard isHandleOpen else {
             switch endReason {
             case .failed(let error)?: outcome?.finish(error)
             case .shutDown?: outcome?.finish(EventLoopError.shutDown(loop: loop.name))
@@ -544,10 +590,10 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
         guard !closesWhenFlushed else { return }
         closesWhenFlushed = true
         // Nothing more is read: the reader ends now, as with an immediate close.
-        if input == .reading { uvCheckReporting(uv_read_stop(stream), "uv_read_stop") }
+        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
         input = .ended
-        readers.take()?.sendCompleted()
-        guard isOpen else { return }  // the reader's completion may have closed the connection
+        readers.take()?.sendCompleted(from: self)
+        guard isHandleOpen else { return }  // the reader's completion may have closed the connection
         if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
         if writesShutDown || closesAtOnce {
             // FIN went out already (after an earlier `shutdown()`), or nothing is left to flush.
@@ -564,7 +610,7 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
     /// cost a request, a system call and a loop turn to send the same FIN.
     private var closesAtOnce: Bool {
-        peerEnded && !ipc && queuedWriteCost == 0 && stream.pointee.write_queue_size == 0
+        peerEnded && !ipc && queuedWriteCost == 0 && uvStream.pointee.write_queue_size == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
@@ -595,21 +641,21 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
     /// - Parameters:
     ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
     ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
-    func end(_ reason: EndReason, reset: Bool = false) {
+    final func end(_ reason: EndReason, reset: Bool = false) {
         assertInEventLoop()
-        guard isOpen else { return }
+        guard isHandleOpen else { return }
         recordEnd(reason)
         let reader = readers.take()
         let owner = self.owner
         ownerLink = nil
         if reset, transport == .tcp { lingerForReset() }
-        close()
+        closeHandle()
         fileSends?.streamEnded(reason)
         endWritableWatchers()
         switch reason {
-        case .closed: reader?.sendCompleted()
-        case .failed(let error): reader?.sendError(error)
-        case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name))
+        case .closed: reader?.sendCompleted(from: self)
+        case .failed(let error): reader?.sendError(error, from: self)
+        case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name), from: self)
         }
         if let extras = extrasIfMade, !extras.closeWaiters.isEmpty {
             // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
@@ -663,12 +709,12 @@ final class StreamHandle: LoopHandle, StreamShutdownOwner, SingleReaderSource, F
 // Both callbacks borrow the stream without a retain: `data` holds the retain
 // taken in `didOpen()`, released only in the close callback, which libuv runs
 // after the last read callback (a closing handle stops reading first).
-private let streamHandleAllocate: uv_alloc_cb = { handle, _, buffer in
+private let streamAllocate: uv_alloc_cb = { handle, _, buffer in
     guard let data = handle?.pointee.data, let buffer else { return }
-    Unmanaged<StreamHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
 }
 
-private let streamHandleReadCallback: uv_read_cb = { stream, count, buffer in
+private let streamReadCallback: uv_read_cb = { stream, count, buffer in
     guard let data = stream?.pointee.data else { return }
-    Unmanaged<StreamHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, buffer) }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, buffer) }
 }

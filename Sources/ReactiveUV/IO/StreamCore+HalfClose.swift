@@ -12,7 +12,7 @@
 ///    right after its loop (a last `send`, its own `close()`).
 /// 4. Then `close()`: what is queued is flushed, FIN follows, the socket closes. A write
 ///    made after that fails with `EPIPE`, as after the application's own `close()`.
-extension StreamHandle {
+extension StreamConnection {
     /// Arms the close after the peer's EOF (step 2 on): called on the loop thread right after the reader
     /// completed, with the reader's home and the flow control it had before it completed (`control`:
     /// a reader without a gate loses its subscription's flow control at the completion's teardown,
@@ -27,7 +27,7 @@ extension StreamHandle {
 
     /// Step 3 and 4: one more loop turn, then the graceful close (nothing when already closing or closed).
     private func closeAfterPeerEnd() {
-        guard isOpen else { return }
+        guard isHandleOpen else { return }
         loop.execute { [self] in
             closeWhenFlushed(outcome: nil)
         }

@@ -1,8 +1,8 @@
 internal import CLibUV
 
-// The stream core's two small vocabularies, kept beside `StreamHandle.swift` (which holds the core's
+// The stream core's two small vocabularies, kept beside `StreamCore.swift` (which holds the core's
 // state and its read, write and close paths): what kind of libuv stream a handle is, and why it ended.
-extension StreamHandle {
+extension StreamConnection {
     /// Which libuv stream type the handle is.
     enum Transport {
         /// A `uv_tcp_t`.
@@ -48,7 +48,7 @@ extension StreamHandle {
     }
 }
 
-/// The codes of `StreamHandle.openState` below 0: open without a known descriptor, and the three ends.
+/// The codes of `StreamConnection.openState` below 0: open without a known descriptor, and the three ends.
 enum OpenState {
     /// Open; no descriptor noted (not TCP, or not connected yet).
     static let openCode: Int32 = -1
@@ -60,7 +60,7 @@ enum OpenState {
     static let failedCode: Int32 = -4
 }
 
-extension StreamHandle {
+extension StreamConnection {
     /// Notes how the stream ended, before `uv_close` (loop thread).
     ///
     /// Sequentially consistent: an address read on another thread checks this mark after its
@@ -100,23 +100,23 @@ extension StreamHandle {
 ///
 /// A listener makes one and every connection it accepts shares it, so an accepted connection
 /// carries no label and no limits of its own (32 bytes fewer per idle connection): the text is
-/// composed once per listener, and a connection's label (`StreamHandle.label`) is put together
+/// composed once per listener, and a connection's label (`StreamConnection.label`) is put together
 /// only when something asks for it.
 ///
 /// Thread rule: immutable; safe from any thread.
 final class StreamOrigin: Sendable {
     /// The text, composed once.
     let text: String
-    /// The limits of every stream that shares this origin (`StreamHandle.limits`).
+    /// The limits of every stream that shares this origin (`StreamConnection.limits`).
     let limits: StreamBufferLimits
-    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`StreamHandle.readChunkLimit`;
+    /// The largest chunk one read hands the reader, 1...`ReadBuffer.size` (`StreamConnection.readChunkLimit`;
     /// `Files.chunks` of a FIFO asks for less).
     let readChunkLimit: Int
     /// The other end's name for every stream that shares this origin, unless one was given its own
-    /// (`StreamHandle.peerDescription`): a Unix listener's socket path, so an accepted connection
+    /// (`StreamConnection.peerDescription`): a Unix listener's socket path, so an accepted connection
     /// keeps no name of its own (nor the extras a name of its own would make).
     let peerName: String?
-    /// Whether the streams stamp the loop time at each byte moved (`StreamHandle.noteActivity`), for an
+    /// Whether the streams stamp the loop time at each byte moved (`StreamConnection.noteActivity`), for an
     /// idle timeout the kernel does not keep the data for (a Unix server's `UnixSocketOptions.idleTimeout`).
     let tracksActivity: Bool
 

@@ -1,7 +1,7 @@
 internal import CLibUV
 
 // Writing: the pooled write requests, the queue's cost and its limit, backpressure and `writable`.
-extension StreamHandle {
+extension StreamConnection {
     /// What one queued write costs beyond its payload, counted against `StreamBufferLimits`.
     ///
     /// Measured: 100,000 queued 40-byte `send`s (fresh arrays, a peer that does not read)
@@ -18,8 +18,8 @@ extension StreamHandle {
     /// `queuedWriteByteCount` reports: reading pauses for bytes the peer is slow to take. The
     /// limit and `writable` count the queue's memory cost instead (`perWriteOverhead`).
     func updateBackpressure() {
-        guard isOpen, limits.pausesReading else { return }
-        let queued = queuedWriteByteCount
+        guard isHandleOpen, limits.pausesReading else { return }
+        let queued = loopQueuedWriteByteCount
         if !writeBackpressure && queued > limits.highWaterMark {
             writeBackpressure = true
         } else if writeBackpressure && queued <= limits.lowWaterMark {
@@ -31,10 +31,10 @@ extension StreamHandle {
     // MARK: - writing
 
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
-    func send(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+    func sendOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         assertInEventLoop()
-        guard isOpen, !writesShutDown else {
-            let reason = isOpen ? "the connection was shut down for writing" : "the connection is closed"
+        guard isHandleOpen, !writesShutDown else {
+            let reason = isHandleOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
         }
@@ -46,7 +46,7 @@ extension StreamHandle {
         if let fileSends, fileSends.isHolding {
             return fileSends.hold(bytes, completion: completion)
         }
-        let cost = bytes.count + StreamHandle.perWriteOverhead
+        let cost = bytes.count + StreamConnection.perWriteOverhead
         if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {
             let error = queueFullError(queuedCost: queuedWriteCost, byteCount: bytes.count)
             if let completion { completion(error) } else { end(.failed(error)) }
@@ -82,7 +82,7 @@ extension StreamHandle {
         // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
-            return request.startWrite(bytes, skipping: written, to: stream, handingOver: true, callback: streamHandleWriteCallback)
+            return request.startWrite(bytes, skipping: written, to: uvStream, handingOver: true, callback: streamWriteCallback)
         }
         if result < 0 {
             pooled._withUnsafeGuaranteedRef { $0.reset() }
@@ -92,7 +92,7 @@ extension StreamHandle {
             end(.failed(failure))
             return
         }
-        let queuedNow = Int(stream.pointee.write_queue_size)
+        let queuedNow = Int(uvStream.pointee.write_queue_size)
         extras.publishedWriteQueue.store(queuedNow, ordering: .relaxed)
         extras.queuedWriteCost += cost
         extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
@@ -115,7 +115,7 @@ extension StreamHandle {
         let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
             var slice = uv_buf_t(base: UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
                                  len: buffer.count)
-            return uv_try_write(stream, &slice, 1)
+            return uv_try_write(uvStream, &slice, 1)
         }
         if result == UV_EAGAIN.rawValue { return .some(0) }
         if result < 0 { return .failed(UVError(code: result, context: "write to \(peerDescription)")) }
@@ -127,7 +127,7 @@ extension StreamHandle {
     /// The `ENOBUFS` of a write past `maxQueuedBytes`, with the figures.
     func queueFullError(queuedCost: Int, byteCount: Int) -> UVError {
         UVError(code: UV_ENOBUFS.rawValue,
-                message: "the connection's write queue is full (\(queuedCost) bytes queued, counting \(StreamHandle.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
+                message: "the connection's write queue is full (\(queuedCost) bytes queued, counting \(StreamConnection.perWriteOverhead) per write beside its payload, limit \(limits.maxQueuedBytes)): the peer is not reading fast enough; wait for `writable`",
                 context: "write of \(byteCount) bytes to \(peerDescription)")
     }
 
@@ -138,9 +138,9 @@ extension StreamHandle {
         // Made when the write was queued (a write is only ever started by `send`, which makes them).
         let extras = self.extras
         keepForReuse(write, in: extras)
-        extras.queuedWriteCost -= byteCount + StreamHandle.perWriteOverhead
-        if isOpen {
-            extras.publishedWriteQueue.store(Int(stream.pointee.write_queue_size), ordering: .relaxed)
+        extras.queuedWriteCost -= byteCount + StreamConnection.perWriteOverhead
+        if isHandleOpen {
+            extras.publishedWriteQueue.store(Int(uvStream.pointee.write_queue_size), ordering: .relaxed)
             extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
         if status == 0 {
@@ -165,15 +165,15 @@ extension StreamHandle {
     ///
     /// The pool (in the extras) is a stack of `writePoolLimit` slots, allocated on the first
     /// finished write and freed in `didClose()`. Each entry owns one reference, handed to libuv
-    /// when the request starts and taken back in `streamHandleWriteCallback`: no retain, release,
+    /// when the request starts and taken back in `streamWriteCallback`: no retain, release,
     /// or array bookkeeping per write.
     private func keepForReuse(_ write: Unmanaged<WriteRequest>, in extras: StreamExtras) {
-        guard isOpen, extras.writePoolCount < StreamHandle.writePoolLimit else {
+        guard isHandleOpen, extras.writePoolCount < StreamConnection.writePoolLimit else {
             write.release()
             return
         }
         let pool = extras.writePool ?? {
-            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamHandle.writePoolLimit)
+            let slots = UnsafeMutablePointer<Unmanaged<WriteRequest>>.allocate(capacity: StreamConnection.writePoolLimit)
             extras.writePool = slots
             return slots
         }()
@@ -188,10 +188,10 @@ extension StreamHandle {
 /// The stream is borrowed without a retain: `handle.data` holds the retain
 /// taken in `didOpen()` until the close callback, and libuv calls every
 /// pending write back (`ECANCELED` once closing) before that callback runs.
-private let streamHandleWriteCallback: uv_write_cb = { request, status in
+private let streamWriteCallback: uv_write_cb = { request, status in
     guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamHandle.keepForReuse`).
+    // The reference the stream handed over when it started the write (see `StreamConnection.keepForReuse`).
     let write = Unmanaged<WriteRequest>.fromOpaque(data)
     write._withUnsafeGuaranteedRef { $0.didFinish() }
-    Unmanaged<StreamHandle>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
+    Unmanaged<StreamConnection>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
 }

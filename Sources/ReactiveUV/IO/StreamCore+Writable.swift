@@ -11,11 +11,11 @@ final class WritableWatchers {
 
 // `writable` (Node's 'drain'): true while the queue's cost is at or below the high-water mark,
 // false from the write that passes it until it has drained to the low-water mark.
-extension StreamHandle {
+extension StreamConnection {
     /// Adds a `writable` subscriber: it gets the current state now, then each change; it completes when the stream ends.
     func watchWritable(_ subscriber: Subscriber<Bool>) -> (any Disposable)? {
         assertInEventLoop()
-        guard isOpen else {
+        guard isHandleOpen else {
             subscriber.sendCompleted()
             return nil
         }

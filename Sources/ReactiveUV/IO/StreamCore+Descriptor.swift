@@ -5,7 +5,7 @@ import Glibc
 import Musl
 #endif
 
-extension StreamHandle {
+extension StreamConnection {
     /// Opens the handle on a descriptor that is already open (`uv_tcp_open`, `uv_pipe_open`, `uv_tty_init`).
     ///
     /// libuv never closes descriptors 0, 1 and 2 when the handle closes (it closes any other, so
@@ -26,7 +26,7 @@ extension StreamHandle {
             case .tty: break
             }
         } catch {
-            close()
+            closeHandle()
             throw error
         }
     }

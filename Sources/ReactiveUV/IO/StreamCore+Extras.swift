@@ -8,16 +8,16 @@ import Musl
 
 /// What a stream needs only once it does more than wait for its peer: made on first use.
 ///
-/// An idle server holds one `StreamHandle` per client, and most of them never queue a write,
+/// An idle server holds one `StreamConnection` per client, and most of them never queue a write,
 /// send a file, watch `writable`, wait for a graceful close, pass descriptors, send from another
 /// thread or name their addresses. Their state lives here, so an idle connection carries one
 /// empty slot for it instead of about 100 bytes of fields (issue 18's idle memory).
 ///
-/// Made from any thread (`StreamHandle.extras`, a compare-and-swap): the loop thread makes it on
+/// Made from any thread (`StreamConnection.extras`, a compare-and-swap): the loop thread makes it on
 /// the first queued write (and for the other loop-thread uses), a sending thread on its first send
 /// from off the loop, a thread asking for an address on its first question. It lives as long as
 /// the stream object: the handle keeps it after the close (the counters and the address cache stay
-/// readable from other threads); `StreamHandle.didClose` frees the write pool.
+/// readable from other threads); `StreamConnection.didClose` frees the write pool.
 ///
 /// Thread rule: the fields marked loop thread only are touched on the stream's loop thread only;
 /// the atomics and `tcpAddresses` from any thread; `namedPeer` is written before the stream is handed out.
@@ -27,7 +27,7 @@ final class StreamExtras: @unchecked Sendable {
     // `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
     // only read after. The rest are atomics or lock their own state.
 
-    /// Finished write requests kept for reuse (loop thread only): see `StreamHandle.keepForReuse`.
+    /// Finished write requests kept for reuse (loop thread only): see `StreamConnection.keepForReuse`.
     @exclusivity(unchecked) var writePool: UnsafeMutablePointer<Unmanaged<WriteRequest>>?
     @exclusivity(unchecked) var writePoolCount = 0
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread only).
@@ -44,9 +44,9 @@ final class StreamExtras: @unchecked Sendable {
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read; loop thread only).
     @exclusivity(unchecked) var bulkChunk: [UInt8] = []
 
-    /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamHandle.descriptorReceiver`.
+    /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamConnection.descriptorReceiver`.
     weak var descriptorReceiver: (any StreamDescriptorReceiver)?
-    /// The other end's name given by whoever made the stream: see `StreamHandle.namedPeer`.
+    /// The other end's name given by whoever made the stream: see `StreamConnection.namedPeer`.
     @exclusivity(unchecked) var namedPeer: String?
     /// `queuedWriteCost` for other threads (written on the loop after each change): a send from
     /// another thread is admitted against it plus `sendsInTransit`, without waiting for the loop.
@@ -64,7 +64,7 @@ final class StreamExtras: @unchecked Sendable {
     /// The loop time (ms) a byte last moved, for a stream whose origin tracks it (loop thread only).
     @exclusivity(unchecked) var lastActivity: UInt64 = 0
     /// The bytes the kernel held unread at the last idle check of a Unix socket (loop thread only):
-    /// see `StreamHandle.idleMillisecondsCountingUnreadBytes()`.
+    /// see `StreamConnection.idleMillisecondsCountingUnreadBytes()`.
     @exclusivity(unchecked) var unreadAtLastCheck: Int32 = 0
     /// `queuedWriteByteCount` for other threads: written on the loop thread after each change,
     /// read anywhere, so a query from another thread never waits for the loop (a loop thread
@@ -84,7 +84,7 @@ final class StreamExtras: @unchecked Sendable {
     }
 }
 
-extension StreamHandle {
+extension StreamConnection {
     /// The extras, made now if they were not yet (from any thread).
     ///
     /// Thread rule: safe from any thread.
@@ -152,7 +152,7 @@ extension StreamHandle {
     var isWritable: Bool { extrasIfMade?.isWritable ?? true }
 }
 
-extension StreamHandle {
+extension StreamConnection {
     /// Stamps the loop's time as the moment a byte last moved (accepted, read, or taken by the kernel
     /// to send), for `idleMilliseconds`. Called only for a stream whose origin tracks it
     /// (`StreamOrigin.tracksActivity`): the others pay one load and a branch per read or write.
