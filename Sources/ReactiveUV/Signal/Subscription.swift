@@ -206,7 +206,12 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
         let root = self.root.take()
         // Tested first: most subscriptions have none, and storing nil still costs a release call.
         if flowControlSlot != nil { flowControlSlot = nil }
-        root?.releaseObserver()
+        // Consumed by the switch: called through `root?.releaseObserver()`, the opened root was
+        // retained for the call, then released twice (a stat's teardown paid both).
+        switch consume root {
+        case .some(let root): root.releaseObserver()
+        case .none: break
+        }
     }
 
     /// Gives the subscription its root (the source's subscriber, or an operator's state), released

@@ -462,10 +462,14 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
         if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
             let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
+            operation.single(self)
             // The subscription's root, as a home stream reader is (`StreamConnection.startReading`): no
             // gate took the slot, and a root costs no lock and no child list at attach and teardown.
-            subscription.attachRoot(operation)
-            operation.single(self)
+            // Attached after the start, its last use, so the reference is moved in (attached first,
+            // it was retained there and released here). A start that failed at once ended the
+            // subscription, which then finds no root, and `attachRoot` disposes the ended operation:
+            // nothing (its flag is set).
+            subscription.attachRoot(consume operation)
             return
         }
         let subscriber = Subscriber(observer: observer, subscription: subscription)
