@@ -101,10 +101,17 @@ extension StreamConnection {
     ///
     /// Thread rule: safe from any thread; `completion` runs on the connection's loop thread.
     public final func send(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
-        if onLoopThread {
-            sendOnLoop(bytes, completion: completion)
+        guard onLoopThread else {
+            sendFromAnotherThread(bytes, completion: completion)
             return
         }
+        sendOnLoop(bytes, completion: completion)
+    }
+
+    /// `send(_:completion:)` off the loop: counted, then hopped to the loop. Not inlined, so that
+    /// the loop thread's call stays a check and a call.
+    @inline(never)
+    private func sendFromAnotherThread(_ bytes: [UInt8], completion: sending @escaping ((any Error)?) -> Void) {
         if let refusal = admitFromAnotherThread(bytes.count) {
             completion(refusal)
             return

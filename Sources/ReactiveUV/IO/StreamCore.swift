@@ -75,17 +75,16 @@ extension StreamConnectionOwner {
 ///
 /// Thread rule: every method is safe from any thread; work is done on the
 /// connection's loop (calls made there run at once, others are queued there in order).
-///
-/// The connection is its stream core: one object per connection besides libuv's handle memory.
-/// Everything in this file runs on the loop thread; the public methods
-/// (`StreamConnection.swift`) hop there first.
-/// Reads go into the loop's shared `ReadBuffer` and are copied out once per
-/// chunk (into a recycled array while the reader lets go of each chunk);
-/// writes use pooled requests and point libuv at the caller's array.
-/// What only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in
-/// `TCPStream.swift`; what only Unix sockets have, in `UnixSocket*.swift`.
 public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing,
                                CustomStringConvertible, @unchecked Sendable {
+    // The connection is its stream core (the `uv_stream_t`'s owner): one object per connection
+    // besides libuv's handle memory. Everything in this file runs on the loop thread; the public
+    // methods (`StreamConnection.swift`) hop there first. Reads go into the loop's shared
+    // `ReadBuffer` and are copied out once per chunk (into a recycled array while the reader lets
+    // go of each chunk); writes use pooled requests and point libuv at the caller's array. What
+    // only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in `TCPStream.swift`; what only
+    // Unix sockets have, in `UnixSocket*.swift`.
+    //
     // Loop thread only (the public methods hop there first), except `transport` and `originLabel`
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).

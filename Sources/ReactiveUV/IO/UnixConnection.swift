@@ -11,7 +11,9 @@
 /// connection's loop (calls made there run at once, others are queued there in order).
 public final class UnixConnection: StreamConnection, @unchecked Sendable {
     // `path` is written only before the connection is handed out (a received socket's once it is
-    // accepted), then immutable; the stream core's state is confined to its loop thread.
+    // accepted), then immutable; the stream core's state is confined to its loop thread. Stored, not
+    // derived from the stream's names: those are display forms (an abstract name as `@name`), and
+    // a received socket's is read from it when it arrives. Sixteen bytes, on Unix connections only.
 
     /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends;
     /// empty for an unnamed socket (an end of `UnixSocket.pair()`, or a passed socket nobody bound).
@@ -19,9 +21,7 @@ public final class UnixConnection: StreamConnection, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public internal(set) var path: String
 
-    // Stored, not derived from the stream's names: those are display forms (an abstract name as
-    // `@name`), and a received socket's is read from it when it arrives. Sixteen bytes on Unix
-    // connections only.
+    /// A connection on `path` (empty when it is read once the socket is accepted), not opened yet.
     init(loop: EventLoop, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool, path: String) {
         self.path = path
         super.init(loop: loop, transport: .pipe, limits: limits, originLabel: originLabel, ipc: ipc)

@@ -18,7 +18,6 @@ import Musl
 /// `deinit` asserts the handle was closed (or never opened): an object that
 /// dies while libuv still points into its memory is a bug we want to see.
 ///
-///
 /// Public only because the public connections (`StreamConnection` and its subclasses) are its
 /// subclasses: it is the runtime's base for objects that own a libuv handle, and has no public
 /// members for users beyond `loop`, and no public initializer.
