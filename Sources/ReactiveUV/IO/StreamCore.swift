@@ -89,7 +89,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
-    private typealias Input = StreamStateBits.Input
+    typealias Input = StreamStateBits.Input
 
     // Declaration order is layout order (Swift does not reorder a class's fields): the small fields
     // come first, right after `LoopHandle`'s own 49 bytes, then the four-byte one, then the rest, so
@@ -102,7 +102,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
 
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     final var ipc: Bool { bits.ipc }
-    private var input: Input {
+    final var input: Input {
         get { bits.input }
         set { bits.input = newValue }
     }
@@ -127,17 +127,17 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         set { bits.writesShutDown = newValue }
     }
     /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
-    private var shutdownPending: Bool {
+    final var shutdownPending: Bool {
         get { bits.shutdownPending }
         set { bits.shutdownPending = newValue }
     }
     /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
-    private var closesWhenFlushed: Bool {
+    final var closesWhenFlushed: Bool {
         get { bits.closesWhenFlushed }
         set { bits.closesWhenFlushed = newValue }
     }
     /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
-    private var peerEnded: Bool {
+    final var peerEnded: Bool {
         get { bits.peerEnded }
         set { bits.peerEnded = newValue }
     }
@@ -166,7 +166,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     final let extrasSlot = LazyObject<StreamExtras>()
     /// The reader: `bytes`' subscriber or a shared `StreamReader` (the slot keeps no token:
     /// `ReaderSlot.currentReaderIsDisposed`).
-    @exclusivity(unchecked) private var readers = ReaderSlot<StreamReaderTarget>()
+    @exclusivity(unchecked) final var readers = ReaderSlot<StreamReaderTarget>()
     /// What `SingleReaderSource` calls `Self` (this class, not a subclass: a reader's token is the core's).
     typealias TokenSource = StreamConnection
 
@@ -527,162 +527,9 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         return loop.spareReadChunk
     }
 
-
-    /// Half-closes: sends FIN after the queued writes; reading goes on.
-    final func shutdownWrites(outcome: WriteOutcome?) {
-        assertInEventLoop()
-        if isHandleOpen, fileSends?.holdIfSending({ [self] in shutdownWrites(outcome: outcome) }) == true { return }
-        guard isHandleOpen, !writesShutDown else {
-            outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
-                                    message: isHandleOpen ? "the connection was already shut down for writing" : "the connection is closed",
-                                    context: "shutdown of \(peerDescription)"))
-            return
-        }
-        if let error = requestFIN(outcome: outcome) { outcome?.finish(error) }
-    }
-
-    /// Stops accepting writes and starts the `uv_shutdown` that sends FIN after the queued ones.
-    ///
-    /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
-    private func requestFIN(outcome: WriteOutcome?) -> UVError? {
-        writesShutDown = true
-        let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
-        do {
-            try request.start(uvStream)
-        } catch {
-            return error
-        }
-        shutdownPending = true
-        return nil
-    }
-
-    final func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
-        shutdownPending = false
-        let failure = status == 0 ? nil : UVError(code: status, context: "shutdown of \(peerDescription)")
-        request.outcome?.finish(failure)
-        guard closesWhenFlushed, isHandleOpen else { return }
-        if let failure {
-            end(.failed(failure))
-        } else {
-            endGracefulClose()
-        }
-    }
-
-    /// The graceful close behind `TCPConnection.close()`: reading stops now (the reader
-    /// completes), no write is accepted any more, the queued writes are flushed, FIN is
-    /// sent after them, and then the socket closes. `outcome` learns how it ended.
-    ///
-    /// A connection already closed (or ending) answers at once: nil when it was closed,
-    /// the error when it failed.
-    final func closeWhenFlushed(outcome: WriteOutcome?) {
-        assertInEventLoop()
-        if isHandleOpen, fileSends?.holdIfSending({ [self] in closeWhenFlushed(outcome: outcome) }) == true { return }
-        guard isHandleOpen else {
-            switch endReason {
-            case .failed(let error)?: outcome?.finish(error)
-            case .shutDown?: outcome?.finish(EventLoopError.shutDown(loop: loop.name))
-            case .closed?, nil: outcome?.finish(nil)
-            }
-            return
-        }
-        if let outcome { extras.closeWaiters.append(outcome) }
-        guard !closesWhenFlushed else { return }
-        closesWhenFlushed = true
-        // Nothing more is read: the reader ends now, as with an immediate close.
-        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
-        input = .ended
-        readers.take()?.sendCompleted(from: self)
-        guard isHandleOpen else { return }  // the reader's completion may have closed the connection
-        if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
-        if writesShutDown || closesAtOnce {
-            // FIN went out already (after an earlier `shutdown()`), or nothing is left to flush.
-            endGracefulClose()
-            return
-        }
-        if let error = requestFIN(outcome: nil) { end(.failed(error)) }
-    }
-
-    /// Whether a graceful close can skip `uv_shutdown` and close now: the peer's EOF was read (so
-    /// no unread byte is left in the socket, and closing it sends FIN, not RST) and no write is
-    /// queued or waiting for its callback (every byte is the kernel's, which sends them before the
-    /// FIN; each write's completion has come before the close's, as it would after a shutdown).
-    /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
-    /// cost a request, a system call and a loop turn to send the same FIN.
-    private var closesAtOnce: Bool {
-        peerEnded && !ipc && queuedWriteCost == 0 && uvStream.pointee.write_queue_size == 0
-    }
-
-    /// The graceful close is done: the socket closes first, then its waiters hear of it,
-    /// so a waiter (on any thread) finds the connection closed (`isOpen` false).
-    private func endGracefulClose() {
-        let waiters = takeCloseWaiters()
-        end(.closed)
-        for waiter in waiters { waiter.finish(nil) }
-    }
-
-    /// Tells everyone waiting for the graceful close how it ended.
-    private func finishCloseWaiters(_ error: (any Error)?) {
-        for waiter in takeCloseWaiters() { waiter.finish(error) }
-    }
-
-    /// Empties the list of graceful-close waiters (kept in the extras; none made: none waits).
-    private func takeCloseWaiters() -> [WriteOutcome] {
-        guard let extras = extrasIfMade, !extras.closeWaiters.isEmpty else { return [] }
-        let waiters = extras.closeWaiters
-        extras.closeWaiters = []
-        return waiters
-    }
-
-    // MARK: - ending
-
-    /// Closes the handle and tells the reader and the owner why. Idempotent.
-    ///
-    /// - Parameters:
-    ///   - reason: Why; the reader completes for `.closed` and fails otherwise.
-    ///   - reset: Send RST instead of FIN (`SO_LINGER` 0), dropping unsent data.
-    final func end(_ reason: EndReason, reset: Bool = false) {
-        assertInEventLoop()
-        guard isHandleOpen else { return }
-        recordEnd(reason)
-        let reader = readers.take()
-        let owner = self.owner
-        ownerLink = nil
-        if reset, transport == .tcp { lingerForReset() }
-        closeHandle()
-        fileSends?.streamEnded(reason)
-        endWritableWatchers()
-        switch reason {
-        case .closed: reader?.sendCompleted(from: self)
-        case .failed(let error): reader?.sendError(error, from: self)
-        case .shutDown: reader?.sendError(EventLoopError.shutDown(loop: loop.name), from: self)
-        }
-        if let extras = extrasIfMade, !extras.closeWaiters.isEmpty {
-            // A graceful close that had not flushed yet: its waiters learn that the bytes were not all sent.
-            switch reason {
-            case .closed:
-                finishCloseWaiters(UVError(code: UV_ECANCELED.rawValue,
-                                           message: "the connection was closed at once (reset() or its owner's disposal) before the queued bytes were flushed",
-                                           context: "close of \(peerDescription)"))
-            case .failed(let error): finishCloseWaiters(error)
-            case .shutDown: finishCloseWaiters(EventLoopError.shutDown(loop: loop.name))
-            }
-        }
-        owner?.streamDidEnd(self, reason: reason)
-    }
-
     override func willClose() {
         // A close without `end` (a failed open) ended it as `.closed`.
         if openState.load(ordering: .relaxed) >= OpenState.openCode { recordEnd(.closed) }
-    }
-
-    /// Sets `SO_LINGER` 0 so that the close about to come sends RST (an abortive close) and drops unsent data.
-    private func lingerForReset() {
-        var descriptor = uv_os_fd_t()
-        if uv_fileno(handle, &descriptor) == 0 {
-            // Linger on with a zero timeout: close() sends RST and drops unsent data.
-            var option = linger(l_onoff: 1, l_linger: 0)
-            _ = setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
-        }
     }
 
     override func closeForShutdown() {
