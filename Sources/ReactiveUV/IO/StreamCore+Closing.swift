@@ -15,7 +15,7 @@ extension StreamConnection {
     final func shutdownWrites(outcome: WriteOutcome?) {
         assertInEventLoop()
         if isHandleOpen, fileSends?.holdIfSending({ [self] in shutdownWrites(outcome: outcome) }) == true { return }
-        guard isHandleOpen, !writesShutDown else {
+        guard isHandleOpen, !bits.writesShutDown else {
             outcome?.finish(UVError(code: UV_ENOTCONN.rawValue,
                                     message: isHandleOpen ? "the connection was already shut down for writing" : "the connection is closed",
                                     context: "shutdown of \(peerDescription)"))
@@ -28,22 +28,22 @@ extension StreamConnection {
     ///
     /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
     private func requestFIN(outcome: WriteOutcome?) -> UVError? {
-        writesShutDown = true
+        bits.writesShutDown = true
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
             try request.start(uvStream)
         } catch {
             return error
         }
-        shutdownPending = true
+        bits.shutdownPending = true
         return nil
     }
 
     final func shutdownDidFinish(_ request: ShutdownRequest, status: Int32) {
-        shutdownPending = false
+        bits.shutdownPending = false
         let failure = status == 0 ? nil : UVError(code: status, context: "shutdown of \(peerDescription)")
         request.outcome?.finish(failure)
-        guard closesWhenFlushed, isHandleOpen else { return }
+        guard bits.closesWhenFlushed, isHandleOpen else { return }
         if let failure {
             end(.failed(failure))
         } else {
@@ -69,15 +69,15 @@ extension StreamConnection {
             return
         }
         if let outcome { extras.closeWaiters.append(outcome) }
-        guard !closesWhenFlushed else { return }
-        closesWhenFlushed = true
+        guard !bits.closesWhenFlushed else { return }
+        bits.closesWhenFlushed = true
         // Nothing more is read: the reader ends now, as with an immediate close.
-        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
-        input = .ended
+        if bits.input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
+        bits.input = .ended
         readers.take()?.sendCompleted(from: self)
         guard isHandleOpen else { return }  // the reader's completion may have closed the connection
-        if shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
-        if writesShutDown || closesAtOnce {
+        if bits.shutdownPending { return }  // `shutdown()` already asked for FIN: close when it is sent
+        if bits.writesShutDown || closesAtOnce {
             // FIN went out already (after an earlier `shutdown()`), or nothing is left to flush.
             endGracefulClose()
             return
@@ -92,7 +92,7 @@ extension StreamConnection {
     /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
     /// cost a request, a system call and a loop turn to send the same FIN.
     private var closesAtOnce: Bool {
-        peerEnded && !ipc && queuedWriteCost == 0 && uvStream.pointee.write_queue_size == 0
+        bits.peerEnded && !ipc && queuedWriteCost == 0 && uvStream.pointee.write_queue_size == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,

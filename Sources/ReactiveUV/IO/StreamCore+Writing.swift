@@ -20,10 +20,10 @@ extension StreamConnection {
     func updateBackpressure() {
         guard isHandleOpen, limits.pausesReading else { return }
         let queued = loopQueuedWriteByteCount
-        if !writeBackpressure && queued > limits.highWaterMark {
-            writeBackpressure = true
-        } else if writeBackpressure && queued <= limits.lowWaterMark {
-            writeBackpressure = false
+        if !bits.writeBackpressure && queued > limits.highWaterMark {
+            bits.writeBackpressure = true
+        } else if bits.writeBackpressure && queued <= limits.lowWaterMark {
+            bits.writeBackpressure = false
         }
         updateReading()
     }
@@ -33,7 +33,7 @@ extension StreamConnection {
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
     func sendOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         assertInEventLoop()
-        guard isHandleOpen, !writesShutDown else {
+        guard isHandleOpen, !bits.writesShutDown else {
             let reason = isHandleOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
@@ -97,7 +97,7 @@ extension StreamConnection {
         extras.queuedWriteCost += cost
         extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         if extras.isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
-        if !writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
+        if !bits.writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
     }
 
     private enum TryWrite {
@@ -147,7 +147,7 @@ extension StreamConnection {
             noteActivityIfTracked()
             if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
-            if writeBackpressure { updateBackpressure() }
+            if bits.writeBackpressure { updateBackpressure() }
             fileSends?.writeFinished()
             return
         }

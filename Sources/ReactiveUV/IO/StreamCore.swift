@@ -98,54 +98,10 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // 104 bytes, a 112-byte malloc block: one more byte here would pad every stream by eight.
     final let transport: Transport
     /// The flags and small enums below, packed (see `StreamStateBits`).
-    @exclusivity(unchecked) private var bits = StreamStateBits()
+    @exclusivity(unchecked) final var bits = StreamStateBits()
 
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
     final var ipc: Bool { bits.ipc }
-    final var input: Input {
-        get { bits.input }
-        set { bits.input = newValue }
-    }
-    /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
-    final var writeBackpressure: Bool {
-        get { bits.writeBackpressure }
-        set { bits.writeBackpressure = newValue }
-    }
-    /// The reader's consumer asked to pause (through `FlowControl`, e.g. a full `signal.values` buffer).
-    private var consumerPaused: Bool {
-        get { bits.consumerPaused }
-        set { bits.consumerPaused = newValue }
-    }
-    /// The reader's home is this stream's loop: `didRead` (on the loop thread) delivers to it
-    /// directly, without `send`'s thread check.
-    private var readerIsHome: Bool {
-        get { bits.readerIsHome }
-        set { bits.readerIsHome = newValue }
-    }
-    final var writesShutDown: Bool {
-        get { bits.writesShutDown }
-        set { bits.writesShutDown = newValue }
-    }
-    /// A `uv_shutdown` is in flight (FIN waits for the queued writes).
-    final var shutdownPending: Bool {
-        get { bits.shutdownPending }
-        set { bits.shutdownPending = newValue }
-    }
-    /// `close()` was called: the stream closes once the queued writes are flushed and FIN is sent.
-    final var closesWhenFlushed: Bool {
-        get { bits.closesWhenFlushed }
-        set { bits.closesWhenFlushed = newValue }
-    }
-    /// The peer's EOF was read: its side sends nothing more, so nothing unread can be left in the socket.
-    final var peerEnded: Bool {
-        get { bits.peerEnded }
-        set { bits.peerEnded = newValue }
-    }
-    /// Whether reads go straight into the array handed to the reader, and for how long: see `BulkReads`.
-    private var bulkReads: BulkReads {
-        get { bits.bulkReads }
-        set { bits.bulkReads = newValue }
-    }
     /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
     /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
     /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
@@ -264,7 +220,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     final func startReading(_ subscriber: HomeGate<[UInt8]>) -> (any Disposable)? {
         guard admitReader(.gate(subscriber)) else { return nil }
         switch subscriber {
-        case .subscriber(let gate) where !readerIsHome:
+        case .subscriber(let gate) where !bits.readerIsHome:
             registerFlowControl(with: gate)
         case .subscriber, .sink:
             // Made when a consumer first asks (most readers never pause): see `makeFlowControl(for:)`.
@@ -293,7 +249,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     @discardableResult
     private func admitReader(_ reader: StreamReaderTarget) -> Bool {
         assertInEventLoop()
-        if input == .ended {
+        if bits.input == .ended {
             reader.sendCompleted(from: self)
             return false
         }
@@ -311,17 +267,17 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
                                      context: "\(transport.connectionTypeName).bytes of \(peerDescription)"), from: self)
             return false
         }
-        writeBackpressure = limits.pausesReading && loopQueuedWriteByteCount > limits.highWaterMark
-        consumerPaused = false
-        input = .paused
+        bits.writeBackpressure = limits.pausesReading && loopQueuedWriteByteCount > limits.highWaterMark
+        bits.consumerPaused = false
+        bits.input = .paused
         readers.fill(reader)
         switch reader {
-        case .gate(let gate): readerIsHome = gate.homeIdentity == loopIdentity
-        case .shared: readerIsHome = true
+        case .gate(let gate): bits.readerIsHome = gate.homeIdentity == loopIdentity
+        case .shared: bits.readerIsHome = true
         }
         if let error = updateReading() {
             readers.take()
-            input = .idle
+            bits.input = .idle
             reader.sendError(error, from: self)
             return false
         }
@@ -355,41 +311,41 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
 
     private func setConsumerPaused(_ paused: Bool) {
         guard readers.reader != nil else { return }
-        consumerPaused = paused
+        bits.consumerPaused = paused
         updateReading()
     }
 
     /// Starts or stops libuv's reading to match the reader and both pause reasons.
     @discardableResult
     final func updateReading() -> UVError? {
-        guard isHandleOpen, readers.reader != nil, input == .reading || input == .paused else { return nil }
-        let shouldRead = !writeBackpressure && !consumerPaused
-        if shouldRead && input == .paused {
+        guard isHandleOpen, readers.reader != nil, bits.input == .reading || bits.input == .paused else { return nil }
+        let shouldRead = !bits.writeBackpressure && !bits.consumerPaused
+        if shouldRead && bits.input == .paused {
             do {
                 try uvCheck(uv_read_start(uvStream, streamAllocate, streamReadCallback), "uv_read_start")
             } catch {
                 return error
             }
-            input = .reading
+            bits.input = .reading
             if ipc { descriptorsMayBePending() }
-        } else if !shouldRead && input == .reading {
+        } else if !shouldRead && bits.input == .reading {
             uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop")
-            input = .paused
+            bits.input = .paused
         }
         return nil
     }
 
     /// Whether libuv is reading for a reader now (not idle, paused or ended).
-    final var isReading: Bool { input == .reading }
+    final var isReading: Bool { bits.input == .reading }
     /// Open and not shut down for writing.
-    final var acceptsWrites: Bool { isHandleOpen && !writesShutDown }
+    final var acceptsWrites: Bool { isHandleOpen && !bits.writesShutDown }
 
     /// Stops reading and ends the reader (completes it with nil, else fails it); the stream stays open and can be read again.
     final func endReader(_ error: (any Error)?) {
         assertInEventLoop()
-        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
-        if input != .ended { input = .idle }
-        consumerPaused = false
+        if bits.input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
+        if bits.input != .ended { bits.input = .idle }
+        bits.consumerPaused = false
         guard let reader = readers.take() else { return }
         if let error { reader.sendError(error, from: self) } else { reader.sendCompleted(from: self) }
     }
@@ -418,9 +374,9 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// Empties the reader slot without telling the reader, and stops libuv's reading.
     private func dropReader() {
         readers.take()
-        if input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
-        if input != .ended { input = .idle }
-        consumerPaused = false
+        if bits.input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
+        if bits.input != .ended { bits.input = .idle }
+        bits.consumerPaused = false
     }
 
     /// A sink reader's subscription was torn down (the stream is its root: `startReading`): stops
@@ -447,7 +403,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// storage does not move while `bulkChunk` holds it uniquely and it is not
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
-        guard bulkReads != .off else {
+        guard bits.bulkReads != .off else {
             buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: readChunkLimit)
             return
         }
@@ -466,8 +422,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
             noteActivityIfTracked()
-            let wasBulk = bulkReads != .off
-            bulkReads = bulkReads.after(reading: count, limit: readChunkLimit)
+            let wasBulk = bits.bulkReads != .off
+            bits.bulkReads = bits.bulkReads.after(reading: count, limit: readChunkLimit)
             // A bulk read's array is handed over when the read filled a quarter of it at least, so a
             // chunk's spare capacity stays under 4x (2x but for the short read that ends a burst);
             // a shorter one is copied out below and its array let go of (an idle connection keeps none).
@@ -476,22 +432,22 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
             // Each branch hands its chunk straight to the reader (no local copy kept past the call).
             if !bulkChunk.isEmpty, count >= readChunkLimit / 4 {
                 bulkChunk.removeLast(bulkChunk.count - count)
-                readers.reader?.deliver(bulkChunk, from: self, home: readerIsHome)
-            } else if readerIsHome, count <= StreamConnection.spareChunkLimit, let base = buffer?.pointee.base {
+                readers.reader?.deliver(bulkChunk, from: self, home: bits.readerIsHome)
+            } else if bits.readerIsHome, count <= StreamConnection.spareChunkLimit, let base = buffer?.pointee.base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
                 // and a refill here (a reader elsewhere gets a fresh array per read, as before).
                 if let reader = readers.reader { reader.deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), from: self, home: true) }
             } else if let reader = readers.reader {
-                reader.deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), from: self, home: readerIsHome)
+                reader.deliver(ReadBuffer.copy(buffer?.pointee.base, count: count), from: self, home: bits.readerIsHome)
             }
             // A short bulk read was copied out of `bulkChunk`'s storage: it lives until here.
             withExtendedLifetime(bulkChunk) {}
             if ipc { didReadOnIPCPipe() }
         } else if count == endOfFileCode {
             uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop")
-            input = .ended
-            peerEnded = true
+            bits.input = .ended
+            bits.peerEnded = true
             extrasIfMade?.bulkChunk = []
             let reader = readers.take()
             let control = reader?.registeredFlowControl

@@ -62,30 +62,25 @@ final class StreamReaderTests: XCTestCase {
     /// (the half-close rule), so the client reads EOF after its echo.
     func testOneReaderEchoesManyConnectionsAndEachEndsOnItsOwn() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let clients = try (0..<3).map { _ in try BlockingClient(port: port, receiveTimeout: .seconds(60)) }
+            let (clients, connection) = try acceptThreeClients(harness)
             defer { for client in clients { client.close() } }
-            let connections = try waitForAccepted(server, 3)
+            let connections = try clients.map(connection)
             let log = LoggingReader()
             let reader = log.reader(echoing: true)
             for connection in connections { connection.read(with: reader) }
-            // Matched by local port: the accepted order need not be the clients' order.
-            func connection(of client: BlockingClient) throws -> TCPConnection {
-                try XCTUnwrap(connections.first { $0.peerAddress?.port == client.localPort })
-            }
             for (index, client) in clients.enumerated() {
                 let message = Array("message \(index) ".utf8) + bytePattern(20_000, seed: index)
                 try client.sendAll(message)
                 XCTAssertEqual(try client.receive(exactly: message.count), message, "client \(index)'s echo")
-                XCTAssertEqual(log.bytes(of: try connection(of: client)), message)
+                XCTAssertEqual(log.bytes(of: try connection(client)), message)
             }
             clients[1].shutdownWrite()
             XCTAssertEqual(try clients[1].receiveUntilEOF(), [], "the server did not close after the client's EOF")
-            let second = try connection(of: clients[1])
+            let second = try connection(clients[1])
             XCTAssertEqual(log.end(of: second), .completed(ObjectIdentifier(second)))
             try harness.wait(for: "the second connection closed") { !second.isOpen }
             for index in [0, 2] {
-                let other = try connection(of: clients[index])
+                let other = try connection(clients[index])
                 XCTAssertNil(log.end(of: other), "connection \(index) was told an end")
                 XCTAssertTrue(other.isOpen)
                 try clients[index].sendAll([7, 7])
@@ -165,18 +160,13 @@ final class StreamReaderTests: XCTestCase {
     /// (after `reset()` here: completed); `close()` here completes it.
     func testTheReaderIsToldResetsClosesAndEndsBeforeIt() throws {
         try checked { harness in
-            let (server, port) = try startServer(harness)
-            let clients = try (0..<3).map { _ in try BlockingClient(port: port, receiveTimeout: .seconds(60)) }
+            let (clients, connection) = try acceptThreeClients(harness)
             defer { for client in clients { client.close() } }
-            let connections = try waitForAccepted(server, 3)
             let log = LoggingReader()
             let reader = log.reader()
-            func connection(of client: BlockingClient) throws -> TCPConnection {
-                try XCTUnwrap(connections.first { $0.peerAddress?.port == client.localPort })
-            }
-            let resetByPeer = try connection(of: clients[0])
-            let resetHere = try connection(of: clients[1])
-            let closedHere = try connection(of: clients[2])
+            let resetByPeer = try connection(clients[0])
+            let resetHere = try connection(clients[1])
+            let closedHere = try connection(clients[2])
             resetByPeer.read(with: reader)
             closedHere.read(with: reader)
             clients[0].reset()
@@ -218,6 +208,17 @@ final class StreamReaderTests: XCTestCase {
         connection.read(with: reader)
         XCTAssertEqual(log.log.count, 3, "a read after the shutdown was not refused on the calling thread: \(log.log)")
         XCTAssertEqual(log.log.last, .failed(ObjectIdentifier(connection), "\(EventLoopError.shutDown(loop: loop.name))"))
+    }
+
+    /// A server with three blocking clients connected, and the connection each was accepted as
+    /// (matched by port: the accepted order need not be the clients' order). The caller closes the clients.
+    private func acceptThreeClients(
+        _ harness: LoopHarness
+    ) throws -> ([BlockingClient], (BlockingClient) throws -> TCPConnection) {
+        let (server, port) = try startServer(harness)
+        let clients = try (0..<3).map { _ in try BlockingClient(port: port, receiveTimeout: .seconds(60)) }
+        let connections = try waitForAccepted(server, 3)
+        return (clients, { client in try XCTUnwrap(connections.first { $0.peerAddress?.port == client.localPort }) })
     }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
