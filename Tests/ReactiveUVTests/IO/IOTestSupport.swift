@@ -19,7 +19,7 @@ func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Dur
 }
 
 /// An idle-timeout server's client that keeps sending to a connection nobody reads (TCP or Unix):
-/// one byte every 50 ms for at least six `timeout`s, by `send`, while the connection must stay
+/// one byte every 50 ms for at least three `timeout`s, by `send`, while the connection must stay
 /// open (what the kernel holds unread counts as activity); then, once the client falls silent,
 /// `receiveEnd` (the client reading until the server closes it) must end in EOF or a reset (the
 /// client's bytes are unread), no sooner than `timeout` after the last byte. The 50 ms pause is
@@ -31,7 +31,7 @@ func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
     let began = ContinuousClock.now
     var lastSent = began
     var sent: UInt8 = 0
-    while ContinuousClock.now - began < timeout * 6 {
+    while ContinuousClock.now - began < timeout * 3 {
         sent &+= 1
         try send(sent)
         lastSent = ContinuousClock.now
@@ -46,7 +46,7 @@ func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
     XCTAssertFalse(isOpen(), file: file, line: line)
 }
 
-/// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least six
+/// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least three
 /// `timeout`s, each sent by `send` and read by the server (then `afterRead`, an echo where the test has one),
 /// and the connection must stay open all along; then, once the client falls silent, it must be
 /// closed with `ETIMEDOUT` after exactly the bytes it sent. The 50 ms pause is the client's
@@ -58,7 +58,7 @@ func assertAnActiveClientIsKeptOpenThenTimesOut(
 ) throws {
     let began = ContinuousClock.now
     var sent: UInt8 = 0
-    while ContinuousClock.now - began < timeout * 6 {
+    while ContinuousClock.now - began < timeout * 3 {
         sent &+= 1
         try send(sent)
         try waitForBytes(bytes, Int(sent))
