@@ -44,7 +44,7 @@ final class TCPIdleMemoryTests: XCTestCase {
     /// same accepted connections, so only the readers differ. The live heap grows by at most 8
     /// bytes per connection when `read(with:)` starts on each (nothing is allocated; the slack is
     /// for the allocator's own books; libuv's watcher table is grown before), and by at least 150 when each then gets a subscription
-    /// instead (208 with glibc's blocks; the thread sanitizer's allocator gives 176).
+    /// instead (208 with glibc's blocks; 192 and 184 under the thread and address sanitizers).
     func testASharedReaderMakesNothingPerConnectionWhereASubscriptionMakesTwoObjects() throws {
         try raiseOpenFileLimit(to: 4_096)
         try checked { harness in
