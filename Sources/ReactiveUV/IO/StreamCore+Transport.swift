@@ -4,7 +4,7 @@ internal import CLibUV
 // state and its read, write and close paths): what kind of libuv stream a handle is, and why it ended.
 extension StreamConnection {
     /// Which libuv stream type the handle is.
-    enum Transport {
+    enum Transport: UInt8 {
         /// A `uv_tcp_t`.
         case tcp
         /// A `uv_pipe_t` (a Unix-domain socket, or a pipe or socket opened by descriptor).
@@ -128,4 +128,26 @@ final class StreamOrigin: Sendable {
         self.peerName = peerName
         self.tracksActivity = tracksActivity
     }
+}
+
+/// A stream's transport and whether it passes descriptors, in one immutable byte: read from any
+/// thread (`UnixConnection.isIPC`), so not among the loop's `StreamStateBits`, and one byte, as
+/// the transport alone was (a second one would pad every connection by eight bytes).
+///
+/// Thread rule: a value type; safe from any thread.
+struct StreamKind {
+    private static let ipcBit: UInt8 = 0x80
+    private let raw: UInt8
+
+    init(_ transport: StreamConnection.Transport, ipc: Bool) {
+        raw = transport.rawValue | (ipc ? Self.ipcBit : 0)
+    }
+
+    /// The transport.
+    var transport: StreamConnection.Transport {
+        StreamConnection.Transport(rawValue: raw & ~Self.ipcBit) ?? .tcp
+    }
+
+    /// A pipe opened for descriptor passing.
+    var ipc: Bool { raw & Self.ipcBit != 0 }
 }

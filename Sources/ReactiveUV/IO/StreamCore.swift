@@ -85,7 +85,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in `TCPStream.swift`; what only
     // Unix sockets have, in `UnixSocket*.swift`.
     //
-    // Loop thread only (the public methods hop there first), except `transport` and `originLabel`
+    // Loop thread only (the public methods hop there first), except `streamKind` and `originLabel`
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
     // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
@@ -96,12 +96,15 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // padding does not grow every connection (an idle server holds one of these per client). The
     // transport and the sixteen state bits end at 52 and `openState` at 56, so the fields end at
     // 104 bytes, a 112-byte malloc block: one more byte here would pad every stream by eight.
-    final let transport: Transport
-    /// The flags and small enums below, packed (see `StreamStateBits`).
+    /// The transport and whether it passes descriptors (immutable: read from any thread).
+    final let streamKind: StreamKind
+    /// The stream's flags, where its reading stands and its bulk-read state, packed (see `StreamStateBits`).
     @exclusivity(unchecked) final var bits = StreamStateBits()
 
+    /// What the stream runs over.
+    final var transport: Transport { streamKind.transport }
     /// A pipe opened for descriptor passing (`uv_pipe_init` with `ipc` 1): see `StreamDescriptorPassing.swift`.
-    final var ipc: Bool { bits.ipc }
+    final var ipc: Bool { streamKind.ipc }
     /// Whether the stream is open, and how it ended, for every thread, and the TCP socket's
     /// descriptor, where the addresses are read on demand: the descriptor (0 or more) once a TCP
     /// stream is connected or accepted; `OpenState.openCode` while open otherwise; one of
@@ -141,8 +144,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// A stream whose origin label is shared (a listener's, for every connection it accepts).
     init(loop: EventLoop, transport: Transport, limits: StreamBufferLimits, originLabel: StreamOrigin, ipc: Bool = false) {
         _ = ignoreBrokenPipeSignalOnce
-        self.transport = transport
-        bits.ipc = ipc && transport == .pipe
+        streamKind = StreamKind(transport, ipc: ipc && transport == .pipe)
         // A listener's label carries its options' limits: every connection it accepts shares both.
         self.originLabel = originLabel.limits == limits
             ? originLabel

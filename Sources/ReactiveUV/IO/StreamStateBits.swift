@@ -1,11 +1,11 @@
-/// A stream's small states in sixteen bits: eight flags, where its reading stands and whether reads
+/// A stream's small states in sixteen bits: seven flags, where its reading stands and whether reads
 /// go into bulk arrays.
 ///
 /// As eleven one-byte fields they took every stream past a malloc size class (an idle server holds
 /// one stream per client): packed, the stream's fields after `LoopHandle`'s end at 104 bytes, a
 /// 112-byte block instead of 128.
 ///
-/// Thread rule: loop thread only (a field of its stream), except `ipc`, set before the stream is shared.
+/// Thread rule: loop thread only (a field of its stream).
 struct StreamStateBits {
     /// Where a stream's reading stands.
     enum Input: UInt16 {
@@ -17,7 +17,6 @@ struct StreamStateBits {
 
     private var raw: UInt16 = 0
 
-    private static let ipcBit: UInt16 = 1 << 0
     private static let writeBackpressureBit: UInt16 = 1 << 1
     private static let consumerPausedBit: UInt16 = 1 << 2
     private static let readerIsHomeBit: UInt16 = 1 << 3
@@ -35,8 +34,6 @@ struct StreamStateBits {
         raw = on ? raw | bit : raw & ~bit
     }
 
-    /// A pipe opened for descriptor passing.
-    var ipc: Bool { get { flag(Self.ipcBit) } set { set(Self.ipcBit, newValue) } }
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
     var writeBackpressure: Bool { get { flag(Self.writeBackpressureBit) } set { set(Self.writeBackpressureBit, newValue) } }
     /// The reader's consumer asked to pause.
