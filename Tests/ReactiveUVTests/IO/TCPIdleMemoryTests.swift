@@ -101,6 +101,20 @@ final class TCPIdleMemoryTests: XCTestCase {
         }
     }
 
+    /// The transport and the IPC flag share one byte (`StreamKind`): each transport, with and
+    /// without the flag, reads back as it was stored (the transport is read by a bit cast).
+    func testStreamKindKeepsEveryTransportAndTheIPCFlag() {
+        let transports: [StreamConnection.Transport] = [.tcp, .pipe, .childPipe, .tty, .fifo]
+        for transport in transports {
+            for ipc in [false, true] {
+                let kind = StreamKind(transport, ipc: ipc)
+                XCTAssertEqual(kind.transport, transport, "\(transport), ipc \(ipc)")
+                XCTAssertEqual(kind.ipc, ipc, "\(transport), ipc \(ipc)")
+            }
+        }
+        XCTAssertEqual(MemoryLayout<StreamKind>.size, 1)
+    }
+
     /// A connection is one object whose fields end at 104 bytes (`StreamStateBits` packs its small
     /// states; no spare chunk of its own): malloc gives it a 112-byte block. One more byte in its
     /// fields would take every connection to a 128-byte block.
