@@ -32,45 +32,6 @@ let usage = """
       --max-connections N   turn away clients beyond N connected at once (default: no limit)
     """
 
-struct Options {
-    var host = "127.0.0.1"
-    var port: Int?
-    var unixPath: String?
-    var maxConnections: Int?
-    var loops: Int?
-    var drainTimeout = Duration.seconds(10)
-
-    static func parse(_ arguments: [String]) throws -> Options {
-        var options = Options()
-        var reader = ArgumentReader(arguments)
-        while let argument = try reader.next() {
-            switch argument {
-            case "--port":
-                options.port = try reader.port(for: argument)
-            case "--host":
-                options.host = try reader.value(for: argument)
-            case "--unix":
-                options.unixPath = try reader.value(for: argument)
-            case "--max-connections":
-                options.maxConnections = try reader.count(for: argument, in: 1...Int.max)
-            case "--loops":
-                options.loops = try reader.count(for: argument, in: 1...1024)
-            case "--drain-timeout":
-                options.drainTimeout = try reader.seconds(for: argument)
-            default:
-                throw UsageError("unknown argument '\(argument)'")
-            }
-        }
-        guard (options.port == nil) != (options.unixPath == nil) else {
-            throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
-        }
-        return options
-    }
-
-    /// Where it serves, for messages.
-    var place: String { unixPath ?? "\(host):\(port ?? 0)" }
-}
-
 /// How many clients are connected: counted by the tasks of every loop.
 final class OpenCount: Sendable {
     private let count = Atomic<Int>(0)
@@ -91,7 +52,7 @@ enum ServerEvent: Sendable {
 }
 
 /// The TCP or Unix-socket server on `group`, following `drain`.
-func server(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>) -> Signal<ServerEvent> {
+func server(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>) -> Signal<ServerEvent> {
     if let path = options.unixPath {
         let socketOptions = UnixSocketOptions(maxConnections: options.maxConnections, removeStaleSocketFile: true)
         return UnixSocket.serve(path: path, options: socketOptions, on: group, drain: drain).map { event in
@@ -116,7 +77,7 @@ func server(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServe
 
 /// Serves until the server completes (a drain finished) or fails: one child task per connection,
 /// on the connection's own loop, each echoing its bytes.
-func serve(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>,
+func serve(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>,
            open: OpenCount) async throws {
     try await withThrowingDiscardingTaskGroup { clients in
         for try await event in server(options, on: group, drain: drain).values(bufferingPolicy: .unbounded) {
@@ -161,14 +122,14 @@ func serve(_ options: Options, on group: EventLoopGroup, drain: Signal<TCPServer
 @main
 struct EchoAsync {
     static func main() async {
-        let options = parseCommandLine(program: "echo-async", usage: usage, Options.parse)
+        let options = parseCommandLine(program: "echo-async", usage: usage) { try EchoServerOptions.parse($0) }
         // Everything the run made (the drain subject, the loops) is released before the exit, as
         // `echo`'s `exit(main())` does: a leak checker (the sanitizer test runs) then sees nothing alive.
         exit(await run(options))
     }
 
     /// Serves until drained; the exit status.
-    static func run(_ options: Options) async -> Int32 {
+    static func run(_ options: EchoServerOptions) async -> Int32 {
         let loop = EventLoop(name: "echo-async")
         let group = EventLoopGroup(loopCount: options.loops ?? max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))), name: "echo-async")
         // The first interruption asks the server to drain, the second to force.

@@ -31,47 +31,8 @@ let usage = """
       --max-connections N   reset clients beyond N connected at once (default: no limit)
     """
 
-struct Options {
-    var host = "127.0.0.1"
-    var port: Int?
-    var unixPath: String?
-    var maxConnections: Int?
-    var loops: Int?
-    var verbose = false
-    var drainTimeout: Duration?
-
-    static func parse(_ arguments: [String]) throws -> Options {
-        var options = Options()
-        var reader = ArgumentReader(arguments)
-        while let argument = try reader.next() {
-            switch argument {
-            case "--port":
-                options.port = try reader.port(for: argument)
-            case "--host":
-                options.host = try reader.value(for: argument)
-            case "--unix":
-                options.unixPath = try reader.value(for: argument)
-            case "--max-connections":
-                options.maxConnections = try reader.count(for: argument, in: 1...Int.max)
-            case "--loops":
-                options.loops = try reader.count(for: argument, in: 1...1024)
-            case "--drain-timeout":
-                options.drainTimeout = try reader.seconds(for: argument)
-            case "--verbose":
-                options.verbose = true
-            default:
-                throw UsageError("unknown argument '\(argument)'")
-            }
-        }
-        guard (options.port == nil) != (options.unixPath == nil) else {
-            throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
-        }
-        return options
-    }
-}
-
 func main() -> Int32 {
-    let options = parseCommandLine(program: "echo", usage: usage, Options.parse)
+    let options = parseCommandLine(program: "echo", usage: usage) { try EchoServerOptions.parse($0, flags: ["--verbose"]) }
 
     // The main thread becomes the loop thread: every callback below runs here.
     // No file descriptor (or thread) left: one line on standard error, and a failure status.
@@ -85,21 +46,19 @@ func main() -> Int32 {
     let interruptionCount = LoopBound(0, loop: loop)
 
     let server: Signal<EchoEvent>
-    let place: String
+    let place = options.place
     // Clients are served on a group's loops; the main loop only prints.
     let group = EventLoopGroup(loopCount: options.loops ?? onlineProcessorCount(), name: "echo")
     if let path = options.unixPath {
-        place = path
         server = EchoServer.run(unixPath: path, options: UnixSocketOptions(maxConnections: options.maxConnections,
                                                                            removeStaleSocketFile: true),
                                 on: group, drain: drainRequests)
     } else {
-        place = "\(options.host):\(options.port!)"
         server = EchoServer.run(host: options.host, port: options.port!,
                                 options: TCPOptions(maxConnections: options.maxConnections), on: group,
                                 drain: drainRequests)
     }
-    let verbose = options.verbose
+    let verbose = options.flags.contains("--verbose")
     subscriptions.add(server.subscribe(
         next: { event in
             switch event {
@@ -137,7 +96,7 @@ func main() -> Int32 {
             subscriptions.dispose()
         }))
 
-    let drainTimeout = options.drainTimeout ?? .seconds(10)
+    let drainTimeout = options.drainTimeout
     subscriptions.add(interruptions().subscribeNext { number in
         interruptionCount.value += 1
         if interruptionCount.value == 1 {
