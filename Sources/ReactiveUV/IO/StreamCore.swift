@@ -77,6 +77,10 @@ extension StreamConnectionOwner {
 /// connection's loop (calls made there run at once, others are queued there in order).
 public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing,
                                CustomStringConvertible, @unchecked Sendable {
+    // Loop thread only (the public methods hop there first), except `streamKind` and `originLabel`
+    // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
+    // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
+    //
     // The connection is its stream core (the `uv_stream_t`'s owner): one object per connection
     // besides libuv's handle memory. Everything in this file runs on the loop thread; the public
     // methods (`StreamConnection.swift`) hop there first. Reads go into the loop's shared
@@ -84,10 +88,6 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // go of each chunk); writes use pooled requests and point libuv at the caller's array. What
     // only TCP has (addresses, `TCP_NODELAY`, keep-alive) lives in `TCPStream.swift`; what only
     // Unix sockets have, in `UnixSocket*.swift`.
-    //
-    // Loop thread only (the public methods hop there first), except `streamKind` and `originLabel`
-    // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
-    // (made by a compare-and-swap from any thread; see `StreamExtras` for its fields' rules).
 
     typealias Input = StreamStateBits.Input
 
