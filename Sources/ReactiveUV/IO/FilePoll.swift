@@ -88,7 +88,7 @@ final class FilePollHandle: SubscriberHandle<FileStatusChange>, @unchecked Senda
         try uvCheck(uv_fs_poll_init(loop.uvLoop, handle), "uv_fs_poll_init")
         didOpen()
         let milliseconds = UInt32(clamping: max(1, interval.millisecondsRoundedUp))
-        PoolUse.noteUse()  // each poll is a stat request on the pool
+        PoolUse.noteUse(on: loop)  // each poll is a stat request on the pool
         do {
             try uvCheck(uv_fs_poll_start(handle, filePollCallback, path, milliseconds), "poll \(path)")
         } catch {

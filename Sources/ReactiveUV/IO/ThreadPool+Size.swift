@@ -58,19 +58,27 @@ extension ThreadPool {
 enum PoolUse {
     struct State {
         var sizeAtFirstUse: Int?
+        /// How the pool's threads are to be scheduled when this library starts the pool.
+        var scheduling = ThreadPool.ThreadScheduling.batch
     }
 
     static let state = LockedValue(State())
     private static let used = Atomic<Bool>(false)
     static let busyCode: Int32 = -EBUSY
 
-    /// Records the first use (call before queueing pool work; cheap after the first time).
-    static func noteUse() {
+    /// Records the first use (call on `loop`'s thread before queueing pool work; cheap after the first time).
+    ///
+    /// The first use in the process starts the pool from `loop`'s thread as `ThreadPool.threadScheduling` says.
+    static func noteUse(on loop: EventLoop) {
         guard !used.load(ordering: .relaxed) else { return }
-        state.withLock { state in
-            if state.sizeAtFirstUse == nil { state.sizeAtFirstUse = sizeFromEnvironment() }
+        let startBatch = state.withLock { state -> Bool in
+            guard state.sizeAtFirstUse == nil else { return false }
+            state.sizeAtFirstUse = sizeFromEnvironment()
+            return state.scheduling == .batch
         }
+        // Stored before the start request, whose own `willStart()` comes back here.
         used.store(true, ordering: .relaxed)
+        if startBatch { PoolStartRequest.start(on: loop) }
     }
 
     /// The pool size libuv takes from the environment (its own rule, `uv_init_once`'s `init_threads`).

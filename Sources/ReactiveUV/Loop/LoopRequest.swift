@@ -111,7 +111,7 @@ class LoopRequest {
         assertInEventLoop()
         assert(!isPending, "willStart() called on a pending request")
         // libuv's pool starts (and fixes its size) at the first request that runs on it.
-        if usesPool { PoolUse.noteUse() }
+        if usesPool { PoolUse.noteUse(on: loop) }
         request.pointee.data = handingOver ? Unmanaged.passUnretained(self).toOpaque() : Unmanaged.passRetained(self).toOpaque()
         isPending = true
         if isTracked { loop.requests.insert(self) }
