@@ -9,7 +9,9 @@ enum FileSystemScenarios {
     /// The loop thread's CPU time in the last run of ours (diagnostics).
     nonisolated(unsafe) static var lastLoopCPU: UInt64 = 0
 
-    /// stat one file `count` times, 32 requests in flight (libuv's `fs_stat` benchmark shape).
+    /// stat one file `count` times, 32 requests in flight (libuv's `fs_stat` benchmark shape). The C
+    /// side runs in child processes (`rawCStatChild`): libuv's pool is one per process, and ReactiveUV
+    /// starts it with SCHED_BATCH threads, which a C run in this process would then share.
     static func stat(count: Int, rounds: Int) -> ScenarioResult {
         let inflight = 32
         let path = NSTemporaryDirectory() + "reactiveuv-bench-stat-\(getpid())"
@@ -21,6 +23,7 @@ enum FileSystemScenarios {
         var times: [String: [Double]] = [:]
         var oursAllocations: [Double] = []
         var cAllocations: [Double] = []
+        var batchAllocations: [Double] = []
         for roundIndex in 0..<rounds {
             // FS_BENCH_OURS_ONLY=1 runs ours alone (for a profiler).
             if ProcessInfo.processInfo.environment["FS_BENCH_OURS_ONLY"] == "1" {
@@ -41,30 +44,47 @@ enum FileSystemScenarios {
                 oursAllocations.append(Double(allocations) / Double(count))
                 return [(Contender.ours, elapsed), ("loop CPU", lastLoopCPU), ("process CPU", cpu)]
             }
-            let runC = { () -> [(String, UInt64?)] in
-                let cpuBefore = processCPU()
-                let (elapsed, allocations) = countingAllocations { rawc_fs_stat(path, Int32(count), Int32(inflight)) }
-                let cpu = processCPU() - cpuBefore
-                cAllocations.append(Double(allocations) / Double(count))
-                return [(Contender.rawC, elapsed), ("C loop CPU", rawc_fs_loop_cpu()), ("C process CPU", cpu)]
+            // The child times itself and measures its own CPU, so its start is not in the figures.
+            let runC = { (batch: Bool) -> [(String, UInt64?)] in
+                let child = runJSON(executable: Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0]),
+                                    ["--child", "rawc-stat", path, String(count), String(inflight)] + (batch ? ["batch"] : []))
+                let figure = { (key: String) in child?[key].map { UInt64($0) } }
+                if let allocations = child?["allocations_per_stat"] {
+                    if batch { batchAllocations.append(allocations) } else { cAllocations.append(allocations) }
+                }
+                if batch { return [(rawCBatchPool, figure("elapsed_ns")), ("C batch process CPU", figure("process_cpu_ns"))] }
+                return [(Contender.rawC, figure("elapsed_ns")), ("C loop CPU", figure("loop_cpu_ns")),
+                        ("C process CPU", figure("process_cpu_ns"))]
             }
-            // As the listing's rounds: which of ours and C's runs first alternates, and each starts
-            // 200 ms after whatever ran before it. Ours always first, right after Node, measured a
+            // As the listing's rounds: each run starts 200 ms after whatever ran before it, and the
+            // order reverses from one round to the next (ours, C, C batch; then C batch, C, ours), so
+            // each pair alternates which runs first. Ours always first, right after Node, measured a
             // median 0.91x in seven runs; alternating without the pause, 0.86x (ours right after C's
             // 200,000 stats ran slower); alternating with it, 0.93-0.95x either way round.
-            usleep(200_000)
-            let first = roundIndex % 2 == 0 ? runOurs() : runC()
-            usleep(200_000)
-            var round: [(String, UInt64?)] = first + (roundIndex % 2 == 0 ? runC() : runOurs())
+            let runs = [runOurs, { runC(false) }, { runC(true) }]
+            var round: [(String, UInt64?)] = []
+            for run in roundIndex % 2 == 0 ? runs : runs.reversed() {
+                usleep(200_000)
+                round += run()
+            }
             round.append((Contender.node, node.flatMap { $0["failed"] == 0 ? $0["elapsed_ns"].map { UInt64($0) } : nil }))
             for (name, elapsed) in round {
                 if let elapsed, elapsed > 0 { times[name, default: []].append(Double(elapsed)) }
             }
         }
+        let batchCPU = times["C batch process CPU"].map { "process CPU \(format(median($0) / Double(count) / 1000)) µs per stat; " } ?? ""
         var measurements: [Measurement] = []
-        for (name, detail) in [(Contender.ours, "Files.stat signals"), (Contender.oursAsync, "try await FileSystem.stat in \(inflight) tasks that prefer the loop"), ("loop CPU", "our loop thread's CPU time (not a contender)"), ("process CPU", "the process's CPU time during our run, every thread, user + system (not a contender)"), (Contender.rawC, "uv_fs_stat"), ("C loop CPU", "the C loop thread's CPU time (not a contender)"), ("C process CPU", "the process's CPU time during C's run (not a contender)"), (Contender.node, "fs.promises.stat")] {
+        for (name, detail) in [(Contender.ours, "Files.stat signals"), (Contender.oursAsync, "try await FileSystem.stat in \(inflight) tasks that prefer the loop"),
+                               ("loop CPU", "our loop thread's CPU time (not a contender)"),
+                               ("process CPU", "the process's CPU time during our run, every thread, user + system (not a contender)"),
+                               (Contender.rawC, "uv_fs_stat in a child process, libuv's default pool"),
+                               ("C loop CPU", "the C loop thread's CPU time (not a contender)"),
+                               ("C process CPU", "the C child's CPU time during its run, every thread, user + system (not a contender)"),
+                               (rawCBatchPool, "\(batchCPU)the C child with its pool's threads under SCHED_BATCH, as ReactiveUV starts them (not a contender)"),
+                               (Contender.node, "fs.promises.stat")] {
             guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
-            let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations : []
+            let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations
+                : name == rawCBatchPool ? batchAllocations : []
             measurements.append(Measurement(name, Double(count) / (elapsed / 1e9),
                                             detail: "\(format(elapsed / Double(count) / 1000)) µs each (median of \(times[name]?.count ?? 0)); \(detail)",
                                             allocationsPerOperation: allocations.isEmpty ? nil : median(allocations)))
@@ -79,6 +99,47 @@ enum FileSystemScenarios {
             name: "stat throughput",
             workload: workload,
             unit: "stats/s", higherIsBetter: true, target: (Contender.rawC, 0.9), measurements: measurements)
+    }
+
+    /// The row of the C child whose pool was started as ReactiveUV starts it (not a contender).
+    static let rawCBatchPool = "raw C, batch pool"
+
+    /// The C side of `stat` in a process of its own, `--child rawc-stat PATH COUNT INFLIGHT [batch]`:
+    /// starts libuv's pool (with `batch`, its threads under SCHED_BATCH, as ReactiveUV starts it),
+    /// checks the policy a pool thread runs under, runs `rawc_fs_stat` once and prints one line of
+    /// JSON. Returns the exit status: nonzero, with a message on stderr, when anything failed.
+    /// Nothing of ReactiveUV may run in this process before it (it would start the pool).
+    static func rawCStatChild(_ arguments: [String]) -> Int32 {
+        func fail(_ message: String) -> Int32 {
+            FileHandle.standardError.write(Data("--child rawc-stat: \(message)\n".utf8))
+            return 1
+        }
+        guard arguments.count == 3 || arguments.count == 4 && arguments[3] == "batch",
+              let count = Int32(arguments[1]), let inflight = Int32(arguments[2]), count > 0, inflight > 0 else {
+            return fail("usage: ReactiveUVBenchmarks --child rawc-stat PATH COUNT INFLIGHT [batch]")
+        }
+        let path = arguments[0]
+        let batch = arguments.count == 4
+        // Started before the timed run in both modes, so that the two differ only in the policy (and,
+        // as in the benchmark process, where earlier runs had started it, thread creation is not timed).
+        let started = rawc_start_pool(batch ? 1 : 0)
+        guard started == 0 else { return fail("starting libuv's pool: \(String(cString: strerror(-started)))") }
+        let policy = rawc_pool_thread_policy()
+        guard policy >= 0 else { return fail("reading a pool thread's policy: \(String(cString: strerror(-policy)))") }
+        let poolPolicy = String(cString: rawc_policy_name(policy))
+        let expected = batch ? "SCHED_BATCH" : "SCHED_OTHER"
+        guard poolPolicy == expected else { return fail("a pool thread runs under \(poolPolicy), not \(expected)") }
+        let ownPolicy = sched_getscheduler(0)
+        guard ownPolicy == SCHED_OTHER else {
+            return fail("the loop thread runs under \(String(cString: rawc_policy_name(ownPolicy))), not SCHED_OTHER")
+        }
+        let cpuBefore = processCPU()
+        let (elapsed, allocations) = countingAllocations { rawc_fs_stat(path, count, inflight) }
+        let cpu = processCPU() - cpuBefore
+        guard elapsed > 0 else { return fail("rawc_fs_stat failed on \(path)") }
+        print(#"{"elapsed_ns": \#(elapsed), "loop_cpu_ns": \#(rawc_fs_loop_cpu()), "process_cpu_ns": \#(cpu), "#
+              + #""allocations_per_stat": \#(Double(allocations) / Double(count)), "pool_policy": "\#(poolPolicy)"}"#)
+        return 0
     }
 
     /// How long `body` took in a task that prefers a new loop named `name` (the loop it is given), or

@@ -79,7 +79,9 @@ func printText(_ result: ScenarioResult) {
     print("== \(result.name) ==")
     print("   \(result.workload)")
     print("   \(result.higherIsBetter ? "higher" : "lower") is better; ratio = ours ÷ contender")
-    let header = "   " + "contender".padding(toLength: 16, withPad: " ", startingAt: 0)
+    // At least one space after the longest contender's name.
+    let width = max(16, (result.measurements.map(\.contender.count).max() ?? 0) + 1)
+    let header = "   " + "contender".padding(toLength: width, withPad: " ", startingAt: 0)
         + "figure".padding(toLength: 22, withPad: " ", startingAt: 0)
         + "allocs/op".padding(toLength: 11, withPad: " ", startingAt: 0) + "ratio   detail"
     print(header)
@@ -87,7 +89,7 @@ func printText(_ result: ScenarioResult) {
         let figure = "\(format(measurement.value)) \(result.unit)"
         let allocations = measurement.allocationsPerOperation.map { format($0) } ?? "–"
         let ratio = measurement.contender == Contender.ours ? "—" : (result.ratio(to: measurement).map { format($0) + "×" } ?? "–")
-        print("   " + measurement.contender.padding(toLength: 16, withPad: " ", startingAt: 0)
+        print("   " + measurement.contender.padding(toLength: width, withPad: " ", startingAt: 0)
               + figure.padding(toLength: 22, withPad: " ", startingAt: 0)
               + allocations.padding(toLength: 11, withPad: " ", startingAt: 0)
               + ratio.padding(toLength: 8, withPad: " ", startingAt: 0) + measurement.detail)
@@ -172,9 +174,15 @@ final class CondFlag: @unchecked Sendable {
 func runNode(_ script: String, _ arguments: [String]) -> [String: Double]? {
     let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("node")
+    return runJSON(executable: URL(fileURLWithPath: "/usr/bin/env"), ["node", directory.appendingPathComponent(script).path] + arguments)
+}
+
+/// Runs `executable` (its stderr passed through) and decodes the JSON object it prints: its numbers,
+/// or nil when it could not start, exited nonzero or printed no object.
+func runJSON(executable: URL, _ arguments: [String]) -> [String: Double]? {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["node", directory.appendingPathComponent(script).path] + arguments
+    process.executableURL = executable
+    process.arguments = arguments
     let pipe = Pipe()
     process.standardOutput = pipe
     do { try process.run() } catch { return nil }

@@ -5,7 +5,21 @@
 //   Benchmarks/run --quick         small sizes (a smoke test)
 //   Benchmarks/run --only timers   scenarios whose name contains "timers"
 //   Benchmarks/run --markdown      also print a Markdown table for BENCHMARKS.md
+//
+// `--child MODE ...` runs one C baseline in this process and prints its figures (the scenarios
+// start these children themselves): `--child rawc-stat PATH COUNT INFLIGHT [batch]`.
 import Foundation
+
+// First, before anything of ReactiveUV runs: a child must get libuv's pool as a C program does.
+if CommandLine.arguments.dropFirst().first == "--child" {
+    let mode = CommandLine.arguments.dropFirst(2).first ?? ""
+    switch mode {
+    case "rawc-stat": exit(FileSystemScenarios.rawCStatChild(Array(CommandLine.arguments.dropFirst(3))))
+    default:
+        FileHandle.standardError.write(Data("unknown child mode '\(mode)'; known: rawc-stat\n".utf8))
+        exit(2)
+    }
+}
 
 let arguments = CommandLine.arguments.dropFirst()
 let quick = arguments.contains("--quick")

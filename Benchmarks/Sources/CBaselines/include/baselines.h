@@ -104,6 +104,18 @@ uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries);
 /* The loop thread's CPU time (ns) during the last rawc_fs_stat or rawc_fs_list run. */
 uint64_t rawc_fs_loop_cpu(void);
 
+/* Starts libuv's thread pool (one no-op uv_queue_work on a private loop, run to its end); with
+ * `batch` nonzero and the calling thread under SCHED_OTHER, under SCHED_BATCH (priority 0) for
+ * that submission, so the pool's threads inherit it, then SCHED_OTHER again. Does nothing to the
+ * policy of a pool already started. Returns 0 or a negative errno. */
+int rawc_start_pool(int batch);
+
+/* The scheduling policy a pool thread runs under (read by a work callback), or a negative errno. */
+int rawc_pool_thread_policy(void);
+
+/* "SCHED_OTHER", "SCHED_BATCH", ... for a policy number ("unknown" otherwise). */
+const char *rawc_policy_name(int policy);
+
 /* Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. */
 void rawc_pin_current_thread(int cpu);
 
