@@ -10,17 +10,25 @@ extension ThreadPool {
     ///
     /// Thread rule: a value type; safe from any thread.
     public enum ThreadScheduling: Sendable, Hashable, CustomStringConvertible {
-        /// `SCHED_BATCH` (the default): a pool thread woken by new work does not preempt the
-        /// thread that is running, usually the loop that queued the work, which goes on running
-        /// its callbacks; the pool thread runs at the next scheduling point (when the loop waits
-        /// for I/O, or at the scheduler's tick), with the same share of the CPU as before.
+        /// The default: `.batch` when the process may run on one CPU only (its affinity, as
+        /// `taskset -c 0` or a one-CPU `cpuset` leaves it; `uv_available_parallelism()` is 1 when
+        /// the pool starts), `.inherited` otherwise.
         ///
-        /// On a machine with a CPU to spare nothing changes: the woken thread runs there at
-        /// once. On a busy one, or on one CPU, a loop handing work to the pool is no longer
-        /// switched out at each request: `stat` throughput on one CPU went from 0.5× a raw
-        /// libuv C program's to 1.2× (BENCHMARKS.md). The price: under CPU contention, pool
-        /// work (file requests, DNS lookups, `ThreadPool.run`) may start up to a scheduler
-        /// tick later.
+        /// On one CPU a pool thread can never run beside the loop that queued its work, so
+        /// switching the loop out to start that work at once buys nothing and costs two context
+        /// switches per request: there `.batch` took `stat` throughput from 0.5× a raw libuv C
+        /// program's to 1.1–1.2×, also with a CPU hog on the same CPU (BENCHMARKS.md). With more
+        /// CPUs a woken pool thread can take one from another process at once, which `.batch`
+        /// forbids: with two CPU hogs beside it on two CPUs, `.batch` made it 0.56–0.72× where
+        /// libuv's way measured 0.87–1.12×.
+        ///
+        /// Thread rule: safe from any thread.
+        case automatic
+        /// `SCHED_BATCH`: a pool thread woken by new work does not preempt the thread that is
+        /// running; it runs at the next scheduling point (when that thread waits, or at the
+        /// scheduler's tick), with the same share of the CPU as before. A loop handing work to the
+        /// pool keeps running its callbacks; pool work (file requests, DNS lookups,
+        /// `ThreadPool.run`) may start up to a tick later while other processes keep the CPUs busy.
         ///
         /// Thread rule: safe from any thread.
         case batch
@@ -30,28 +38,29 @@ extension ThreadPool {
         /// Thread rule: safe from any thread.
         case inherited
 
-        /// `"batch"` or `"inherited"`.
+        /// `"automatic"`, `"batch"` or `"inherited"`.
         ///
         /// Thread rule: safe from any thread.
         public var description: String {
             switch self {
+            case .automatic: "automatic"
             case .batch: "batch"
             case .inherited: "inherited"
             }
         }
     }
 
-    /// How libuv's pool threads are, or will be, scheduled: `.batch` unless `setThreadScheduling(_:)` said otherwise.
+    /// How libuv's pool threads are, or will be, scheduled: `.automatic` unless `setThreadScheduling(_:)` said otherwise.
     ///
     /// libuv makes its pool threads once, at the first request that needs the pool, and they
-    /// inherit the scheduling policy of the thread that makes them. With `.batch`, ReactiveUV
-    /// makes that first request itself (a request that does nothing) with the loop thread
-    /// switched to `SCHED_BATCH`, then switches the loop thread straight back. Two cases keep
-    /// libuv's behaviour: a loop thread whose policy is not the default `SCHED_OTHER` (a
-    /// real-time or idle loop: the pool inherits that, as with libuv), and a pool that other
-    /// code in the process (C code using libuv directly) started first. If the system refuses
-    /// the policy (a seccomp filter), a line on standard error says so and the pool starts
-    /// with the default policy.
+    /// inherit the scheduling policy of the thread that makes them. For batch threads
+    /// (`.batch`, or `.automatic` on one CPU), ReactiveUV makes that first request itself (a
+    /// request that does nothing) with the loop thread switched to `SCHED_BATCH`, then switches
+    /// the loop thread straight back. Two cases keep libuv's behaviour: a loop thread whose
+    /// policy is not the default `SCHED_OTHER` (a real-time or idle loop: the pool inherits
+    /// that, as with libuv), and a pool that other code in the process (C code using libuv
+    /// directly) started first. If the system refuses the policy (a seccomp filter), a line on
+    /// standard error says so and the pool starts with the default policy.
     ///
     /// Thread rule: safe from any thread.
     public static var threadScheduling: ThreadScheduling {
@@ -62,7 +71,7 @@ extension ThreadPool {
     ///
     /// Call it at the start of the program, before anything uses the pool.
     ///
-    /// - Parameter scheduling: `.batch` (the default) or `.inherited` (libuv's own behaviour).
+    /// - Parameter scheduling: `.automatic` (the default), `.batch` or `.inherited` (libuv's own behaviour).
     /// - Throws: `UVError` `EBUSY` once this library has queued work on the pool (its threads
     ///   exist and keep their policy).
     ///
@@ -83,6 +92,8 @@ extension ThreadPool {
 
 /// The request that starts libuv's pool with `SCHED_BATCH` threads: one `uv_queue_work` that does
 /// nothing, queued from the loop thread while that thread is switched to `SCHED_BATCH`.
+///
+/// Made only when the pool is to have batch threads (`PoolUse.noteUse`).
 ///
 /// A tracked request like any other: shutdown waits for it, and `uv_loop_close` never sees it pending.
 ///

@@ -1,3 +1,4 @@
+internal import CLibUV
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -59,7 +60,7 @@ enum PoolUse {
     struct State {
         var sizeAtFirstUse: Int?
         /// How the pool's threads are to be scheduled when this library starts the pool.
-        var scheduling = ThreadPool.ThreadScheduling.batch
+        var scheduling = ThreadPool.ThreadScheduling.automatic
     }
 
     static let state = LockedValue(State())
@@ -71,14 +72,17 @@ enum PoolUse {
     /// The first use in the process starts the pool from `loop`'s thread as `ThreadPool.threadScheduling` says.
     static func noteUse(on loop: EventLoop) {
         guard !used.load(ordering: .relaxed) else { return }
-        let startBatch = state.withLock { state -> Bool in
-            guard state.sizeAtFirstUse == nil else { return false }
+        let scheduling = state.withLock { state -> ThreadPool.ThreadScheduling? in
+            guard state.sizeAtFirstUse == nil else { return nil }
             state.sizeAtFirstUse = sizeFromEnvironment()
-            return state.scheduling == .batch
+            return state.scheduling
         }
         // Stored before the start request, whose own `willStart()` comes back here.
         used.store(true, ordering: .relaxed)
-        if startBatch { PoolStartRequest.start(on: loop) }
+        guard let scheduling else { return }
+        if scheduling == .batch || (scheduling == .automatic && uv_available_parallelism() == 1) {
+            PoolStartRequest.start(on: loop)
+        }
     }
 
     /// The pool size libuv takes from the environment (its own rule, `uv_init_once`'s `init_threads`).
