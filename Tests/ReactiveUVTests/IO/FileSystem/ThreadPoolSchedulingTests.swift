@@ -82,23 +82,9 @@ final class ThreadPoolSchedulingTests: XCTestCase {
             .contains("scheduling probe: 1 CPU, loop 0 after the first request, pool 0"))
     }
 
-    /// Runs `test` again in a child process (on CPU 0 alone with `oneCPU`, through util-linux's `taskset`).
+    /// Runs `test` again in a fresh process asking for `scheduling` (on CPU 0 alone with `oneCPU`).
     private func runProbe(_ scheduling: String, oneCPU: Bool, test: String) throws -> String {
-        let child = Process()
-        let testArguments = [CommandLine.arguments[0], "ReactiveUVTests.ThreadPoolSchedulingTests/\(test)"]
-        child.executableURL = URL(fileURLWithPath: oneCPU ? "/usr/bin/taskset" : testArguments[0])
-        child.arguments = oneCPU ? ["-c", "0"] + testArguments : Array(testArguments.dropFirst())
-        var environment = ProcessInfo.processInfo.environment
-        environment[Self.probeVariable] = scheduling
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        child.environment = environment
-        let output = Pipe()
-        child.standardOutput = output
-        child.standardError = output
-        try child.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        child.waitUntilExit()
-        XCTAssertEqual(child.terminationStatus, 0, text)
+        let text = try runTestInFreshProcess("ThreadPoolSchedulingTests/\(test)", environment: [Self.probeVariable: scheduling], oneCPU: oneCPU)
         XCTAssertFalse(text.contains("ReactiveUV:"), "no complaint on standard error: \(text)")
         return text
     }

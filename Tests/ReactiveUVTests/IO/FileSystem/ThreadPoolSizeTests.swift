@@ -39,21 +39,8 @@ final class ThreadPoolSizeTests: XCTestCase {
             try probeInFreshProcess()
             return
         }
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        child.arguments = ["ReactiveUVTests.ThreadPoolSizeTests/testSetSizeBeforeFirstUseSizesThePoolAndIsRefusedAfter"]
-        var environment = ProcessInfo.processInfo.environment
-        environment[Self.probeVariable] = "1"
-        environment["UV_THREADPOOL_SIZE"] = nil
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        child.environment = environment
-        let output = Pipe()
-        child.standardOutput = output
-        child.standardError = output
-        try child.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        child.waitUntilExit()
-        XCTAssertEqual(child.terminationStatus, 0, text)
+        let text = try runTestInFreshProcess("ThreadPoolSizeTests/testSetSizeBeforeFirstUseSizesThePoolAndIsRefusedAfter",
+                                             environment: [Self.probeVariable: "1", "UV_THREADPOOL_SIZE": nil])
         XCTAssertTrue(text.contains("pool probe: 4 before, 2 threads started, EBUSY after"), text)
     }
 
