@@ -137,7 +137,8 @@ uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries) {
  * created by the submitting thread; Linux threads inherit their creator's scheduling policy. The
  * stat scenario's C child starts it here, before its timed run, so that (as in the benchmark
  * process, where earlier runs had started it) thread creation is not timed, and with `batch` the
- * way ReactiveUV starts it: SCHED_BATCH on the calling thread around the first submission. */
+ * way ReactiveUV starts it when it asks for batch threads (on one CPU by default): SCHED_BATCH on
+ * the calling thread around the first submission. */
 static void pool_noop(uv_work_t *work) { (void)work; }
 
 static void pool_record_policy(uv_work_t *work) { *(int *)work->data = sched_getscheduler(0); }

@@ -11,7 +11,7 @@ enum FileSystemScenarios {
 
     /// stat one file `count` times, 32 requests in flight (libuv's `fs_stat` benchmark shape). The C
     /// side runs in child processes (`rawCStatChild`): libuv's pool is one per process, and ReactiveUV
-    /// starts it with SCHED_BATCH threads, which a C run in this process would then share.
+    /// may start it with SCHED_BATCH threads (on one CPU), which a C run in this process would then share.
     static func stat(count: Int, rounds: Int) -> ScenarioResult {
         let inflight = 32
         let path = NSTemporaryDirectory() + "reactiveuv-bench-stat-\(getpid())"

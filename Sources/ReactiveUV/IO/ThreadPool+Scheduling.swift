@@ -113,7 +113,7 @@ final class PoolStartRequest: LoopRequest {
         loop.assertInEventLoop()
         let request = PoolStartRequest(loop: loop)
         let outcome = withBatchScheduling {
-            // No retained callback data is needed beyond the request's own (`willStart`).
+            // `willStart` keeps the request alive in `req.data` until `poolStartDone` takes it back.
             request.willStart()
             let result = uv_queue_work(loop.uvLoop, request.pointer(as: uv_work_t.self), poolStartWork, poolStartDone)
             if result < 0 { request.startFailed() }

@@ -9,7 +9,6 @@ import XCTest
 final class ThreadPoolSchedulingTests: XCTestCase {
     /// Set in the child process the fresh-process tests start: the scheduling to ask for.
     private static let probeVariable = "REACTIVEUV_POOL_SCHEDULING_PROBE"
-    private static let batchPolicy: Int32 = 3
 
     /// In this process (the pool started by this library, `.automatic`): every pool thread a job lands on runs
     /// batch if the process may use one CPU only, under the default policy otherwise; the loops keep the default.
@@ -17,7 +16,7 @@ final class ThreadPoolSchedulingTests: XCTestCase {
         let loop = EventLoop(name: "pool scheduling")
         defer { loop.shutdown() }
         XCTAssertEqual(ThreadPool.threadScheduling, .automatic)
-        let expected = uv_available_parallelism() == 1 ? Self.batchPolicy : SCHED_OTHER
+        let expected = uv_available_parallelism() == 1 ? PoolStartRequest.batchPolicy : SCHED_OTHER
         let jobs = (0..<16).map { _ in
             ThreadPool.run(on: loop) { () -> Int32 in
                 usleep(2_000)  // holds the thread, so the next jobs land on the others
@@ -48,7 +47,7 @@ final class ThreadPoolSchedulingTests: XCTestCase {
     func testBatchSchedulingIsPutBackAfterTheBody() {
         let outcome = PoolStartRequest.withBatchScheduling { sched_getscheduler(0) }
         guard case .ran(let inside) = outcome else { return XCTFail("\(outcome)") }
-        XCTAssertEqual(inside, Self.batchPolicy)
+        XCTAssertEqual(inside, PoolStartRequest.batchPolicy)
         XCTAssertEqual(sched_getscheduler(0), SCHED_OTHER)
     }
 
