@@ -1,10 +1,12 @@
 #define _GNU_SOURCE /* SCHED_BATCH, SCHED_IDLE */
 #include "baselines.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <uv.h>
 
@@ -136,12 +138,14 @@ uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries) {
 /* libuv's thread pool is one per process, started by its first submission (uv_once), its threads
  * created by the submitting thread; Linux threads inherit their creator's scheduling policy. The
  * stat scenario's C child starts it here, before its timed run, so that (as in the benchmark
- * process, where earlier runs had started it) thread creation is not timed, and with `batch` the
- * way ReactiveUV starts it when it asks for batch threads (on one CPU by default): SCHED_BATCH on
- * the calling thread around the first submission. */
+ * process, where earlier runs had started it) thread creation is not timed, and as ReactiveUV
+ * starts it by default: mode 1, batch threads (one CPU: SCHED_BATCH on the calling thread around
+ * the first submission), mode 2, lowered threads (several CPUs: each new pool thread at nice 5). */
 static void pool_noop(uv_work_t *work) { (void)work; }
 
 static void pool_record_policy(uv_work_t *work) { *(int *)work->data = sched_getscheduler(0); }
+
+static void pool_record_nice(uv_work_t *work) { *(int *)work->data = getpriority(PRIO_PROCESS, 0); }
 
 static void pool_after(uv_work_t *work, int status) {
     (void)work;
@@ -160,16 +164,42 @@ static int pool_run(uv_work_cb work_cb, void *data) {
     return status != 0 ? status : closed;
 }
 
-int rawc_start_pool(int batch) {
+/* The IDs of this process's threads, into ids (at most capacity); how many, or -1. */
+static int task_ids(int *ids, int capacity) {
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir)) && count < capacity) {
+        int id = atoi(entry->d_name);
+        if (id > 0) ids[count++] = id;
+    }
+    closedir(dir);
+    return count;
+}
+
+int rawc_start_pool(int mode) {
     /* On Linux, pid 0 names the calling thread: only this thread (and the pool's threads it
      * creates) changes policy. A thread already under another policy is left as it is. */
     int policy = sched_getscheduler(0);
     if (policy < 0) return -errno;
-    int lowered = batch && policy == SCHED_OTHER;
+    int batch = mode == 1 && policy == SCHED_OTHER;
     struct sched_param param = {.sched_priority = 0};
-    if (lowered && sched_setscheduler(0, SCHED_BATCH, &param) != 0) return -errno;
+    if (batch && sched_setscheduler(0, SCHED_BATCH, &param) != 0) return -errno;
+    int before[256], after[256];
+    int before_count = mode == 2 ? task_ids(before, 256) : 0;
     int status = pool_run(pool_noop, NULL);
-    if (lowered && sched_setscheduler(0, SCHED_OTHER, &param) != 0 && status == 0) status = -errno;
+    if (batch && sched_setscheduler(0, SCHED_OTHER, &param) != 0 && status == 0) status = -errno;
+    if (mode == 2 && status == 0) {
+        /* As ReactiveUV lowers them: each thread the first submission made, nice 5. This child
+         * makes no other thread. */
+        int after_count = task_ids(after, 256);
+        for (int i = 0; i < after_count; i++) {
+            int seen = 0;
+            for (int j = 0; j < before_count; j++) seen |= after[i] == before[j];
+            if (!seen && setpriority(PRIO_PROCESS, (id_t)after[i], 5) != 0) return -errno;
+        }
+    }
     return status;
 }
 
@@ -179,6 +209,14 @@ int rawc_pool_thread_policy(void) {
     if (status != 0) return status;
     return policy < 0 ? UV_EINVAL : policy;
 }
+
+int rawc_pool_thread_nice(void) {
+    int nice = -100;
+    int status = pool_run(pool_record_nice, &nice);
+    return status != 0 ? status : nice;
+}
+
+unsigned rawc_available_parallelism(void) { return uv_available_parallelism(); }
 
 const char *rawc_policy_name(int policy) {
     switch (policy) {

@@ -11,7 +11,8 @@ enum FileSystemScenarios {
 
     /// stat one file `count` times, 32 requests in flight (libuv's `fs_stat` benchmark shape). The C
     /// side runs in child processes (`rawCStatChild`): libuv's pool is one per process, and ReactiveUV
-    /// may start it with SCHED_BATCH threads (on one CPU), which a C run in this process would then share.
+    /// starts it with batch threads (one CPU) or lowered ones (nice 5), which a C run in this process
+    /// would then share.
     static func stat(count: Int, rounds: Int) -> ScenarioResult {
         let inflight = 32
         let path = NSTemporaryDirectory() + "reactiveuv-bench-stat-\(getpid())"
@@ -47,7 +48,7 @@ enum FileSystemScenarios {
             // The child times itself and measures its own CPU, so its start is not in the figures.
             let runC = { (batch: Bool) -> [(String, UInt64?)] in
                 let child = runJSON(executable: Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0]),
-                                    ["--child", "rawc-stat", path, String(count), String(inflight)] + (batch ? ["batch"] : []))
+                                    ["--child", "rawc-stat", path, String(count), String(inflight)] + (batch ? [oursPoolMode] : []))
                 let figure = { (key: String) in child?[key].map { UInt64($0) } }
                 if let allocations = child?["allocations_per_stat"] {
                     if batch { batchAllocations.append(allocations) } else { cAllocations.append(allocations) }
@@ -80,7 +81,7 @@ enum FileSystemScenarios {
                                (Contender.rawC, "uv_fs_stat in a child process, libuv's default pool"),
                                ("C loop CPU", "the C loop thread's CPU time (not a contender)"),
                                ("C process CPU", "the C child's CPU time during its run, every thread, user + system (not a contender)"),
-                               (rawCBatchPool, "\(batchCPU)the C child with its pool's threads under SCHED_BATCH, as ReactiveUV starts them (not a contender)"),
+                               (rawCBatchPool, "\(batchCPU)the C child with its pool's threads \(oursPoolMode == "batch" ? "under SCHED_BATCH" : "at nice 5"), as ReactiveUV starts them here (not a contender)"),
                                (Contender.node, "fs.promises.stat")] {
             guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
             let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations
@@ -102,11 +103,14 @@ enum FileSystemScenarios {
     }
 
     /// The row of the C child whose pool was started as ReactiveUV starts it (not a contender).
-    static let rawCBatchPool = "raw C, batch pool"
+    static let rawCBatchPool = "raw C, pool as ours"
+
+    /// How ReactiveUV starts the pool here (`ThreadPool.ThreadScheduling.automatic`): the child's mode.
+    static var oursPoolMode: String { rawc_available_parallelism() == 1 ? "batch" : "lowered" }
 
     /// The C side of `stat` in a process of its own, `--child rawc-stat PATH COUNT INFLIGHT [batch]`:
-    /// starts libuv's pool (with `batch`, its threads under SCHED_BATCH, as ReactiveUV starts it),
-    /// checks the policy a pool thread runs under, runs `rawc_fs_stat` once and prints one line of
+    /// starts libuv's pool (with `batch`, its threads under SCHED_BATCH, with `lowered` at nice 5, as
+    /// ReactiveUV starts it on one CPU and on more), checks the policy and nice value a pool thread has, runs `rawc_fs_stat` once and prints one line of
     /// JSON. Returns the exit status: nonzero, with a message on stderr, when anything failed.
     /// Nothing of ReactiveUV may run in this process before it (it would start the pool).
     static func rawCStatChild(_ arguments: [String]) -> Int32 {
@@ -114,21 +118,23 @@ enum FileSystemScenarios {
             FileHandle.standardError.write(Data("--child rawc-stat: \(message)\n".utf8))
             return 1
         }
-        guard arguments.count == 3 || arguments.count == 4 && arguments[3] == "batch",
+        guard arguments.count == 3 || arguments.count == 4 && ["batch", "lowered"].contains(arguments[3]),
               let count = Int32(arguments[1]), let inflight = Int32(arguments[2]), count > 0, inflight > 0 else {
-            return fail("usage: ReactiveUVBenchmarks --child rawc-stat PATH COUNT INFLIGHT [batch]")
+            return fail("usage: ReactiveUVBenchmarks --child rawc-stat PATH COUNT INFLIGHT [batch|lowered]")
         }
         let path = arguments[0]
-        let batch = arguments.count == 4
-        // Started before the timed run in both modes, so that the two differ only in the policy (and,
+        let mode = arguments.count == 4 ? arguments[3] : "default"
+        // Started before the timed run in every mode, so that they differ only in the scheduling (and,
         // as in the benchmark process, where earlier runs had started it, thread creation is not timed).
-        let started = rawc_start_pool(batch ? 1 : 0)
+        let started = rawc_start_pool(mode == "batch" ? 1 : mode == "lowered" ? 2 : 0)
         guard started == 0 else { return fail("starting libuv's pool: \(String(cString: strerror(-started)))") }
         let policy = rawc_pool_thread_policy()
         guard policy >= 0 else { return fail("reading a pool thread's policy: \(String(cString: strerror(-policy)))") }
         let poolPolicy = String(cString: rawc_policy_name(policy))
-        let expected = batch ? "SCHED_BATCH" : "SCHED_OTHER"
+        let expected = mode == "batch" ? "SCHED_BATCH" : "SCHED_OTHER"
         guard poolPolicy == expected else { return fail("a pool thread runs under \(poolPolicy), not \(expected)") }
+        let nice = rawc_pool_thread_nice()
+        guard nice == (mode == "lowered" ? 5 : 0) else { return fail("a pool thread runs at nice \(nice)") }
         let ownPolicy = sched_getscheduler(0)
         guard ownPolicy == SCHED_OTHER else {
             return fail("the loop thread runs under \(String(cString: rawc_policy_name(ownPolicy))), not SCHED_OTHER")

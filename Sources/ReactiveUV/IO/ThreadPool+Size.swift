@@ -80,8 +80,15 @@ enum PoolUse {
         // Stored before the start request, whose own `willStart()` comes back here.
         used.store(true, ordering: .relaxed)
         guard let scheduling else { return }
-        if scheduling == .batch || (scheduling == .automatic && uv_available_parallelism() == 1) {
+        switch scheduling {
+        case .automatic where uv_available_parallelism() == 1, .batch:
             PoolStartRequest.start(on: loop)
+        case .automatic:
+            PoolStartRequest.startLowered(on: loop, by: ThreadPool.ThreadScheduling.automaticIncrement)
+        case .lowered(let increment):
+            PoolStartRequest.startLowered(on: loop, by: increment)
+        case .inherited:
+            break
         }
     }
 

@@ -104,14 +104,20 @@ uint64_t rawc_fs_list(const char *path, int batch, uint64_t *entries);
 /* The loop thread's CPU time (ns) during the last rawc_fs_stat or rawc_fs_list run. */
 uint64_t rawc_fs_loop_cpu(void);
 
-/* Starts libuv's thread pool (one no-op uv_queue_work on a private loop, run to its end); with
- * `batch` nonzero and the calling thread under SCHED_OTHER, under SCHED_BATCH (priority 0) for
- * that submission, so the pool's threads inherit it, then SCHED_OTHER again. Does nothing to the
- * policy of a pool already started. Returns 0 or a negative errno. */
-int rawc_start_pool(int batch);
+/* Starts libuv's thread pool (one no-op uv_queue_work on a private loop, run to its end) as
+ * ReactiveUV starts it: mode 0 as libuv does, 1 with SCHED_BATCH on the calling thread around that
+ * submission (the pool's threads inherit it; SCHED_OTHER again after), 2 with each thread the
+ * submission made set to nice 5. Does nothing to a pool already started. 0 or a negative errno. */
+int rawc_start_pool(int mode);
 
 /* The scheduling policy a pool thread runs under (read by a work callback), or a negative errno. */
 int rawc_pool_thread_policy(void);
+
+/* The nice value of a pool thread (read by a work callback), or a negative errno below -20. */
+int rawc_pool_thread_nice(void);
+
+/* libuv's uv_available_parallelism(): the CPUs this process may run on (ReactiveUV's rule for its pool). */
+unsigned rawc_available_parallelism(void);
 
 /* "SCHED_OTHER", "SCHED_BATCH", ... for a policy number ("unknown" otherwise). */
 const char *rawc_policy_name(int policy);

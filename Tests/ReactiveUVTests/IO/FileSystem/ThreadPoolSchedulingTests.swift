@@ -5,28 +5,50 @@ import ReactiveUVTesting
 import XCTest
 
 /// `ThreadPool.threadScheduling`: libuv's pool threads start under `SCHED_BATCH` on one CPU (or when asked),
-/// so a pool thread woken by a loop's request does not switch that loop out (issue 17, stat throughput).
+/// so a pool thread woken by a loop's request does not switch that loop out, and five nice steps below the
+/// loop on several CPUs (or as asked), so it weighs less than the loop where they share one (issue 17, stat
+/// throughput).
 final class ThreadPoolSchedulingTests: XCTestCase {
     /// Set in the child process the fresh-process tests start: the scheduling to ask for.
     private static let probeVariable = "REACTIVEUV_POOL_SCHEDULING_PROBE"
 
     /// In this process (the pool started by this library, `.automatic`): every pool thread a job lands on runs
-    /// batch if the process may use one CPU only, under the default policy otherwise; the loops keep the default.
+    /// batch if the process may use one CPU only, five nice steps down under the default policy otherwise; the
+    /// loops keep the default policy and nice 0.
     func testPoolThreadsFollowTheAutomaticRule() throws {
         let loop = EventLoop(name: "pool scheduling")
         defer { loop.shutdown() }
         XCTAssertEqual(ThreadPool.threadScheduling, .automatic)
-        let expected = uv_available_parallelism() == 1 ? PoolStartRequest.batchPolicy : SCHED_OTHER
+        let oneCPU = uv_available_parallelism() == 1
+        let expected = oneCPU ? "\(PoolStartRequest.batchPolicy) nice 0" : "\(SCHED_OTHER) nice 5"
         let jobs = (0..<16).map { _ in
-            ThreadPool.run(on: loop) { () -> Int32 in
+            ThreadPool.run(on: loop) { () -> String in
                 usleep(2_000)  // holds the thread, so the next jobs land on the others
-                return sched_getscheduler(0)
+                return Self.scheduling()
             }
         }
-        let policies = try XCTUnwrap(try Signal.merge(jobs).collect().first(timeout: .seconds(20)))
-        XCTAssertEqual(policies.count, 16)
-        XCTAssertEqual(Set(policies), [expected], "the pool threads' policies: \(policies)")
-        XCTAssertEqual(onLoop(loop) { sched_getscheduler(0) }, SCHED_OTHER)
+        let found = try XCTUnwrap(try Signal.merge(jobs).collect().first(timeout: .seconds(20)))
+        XCTAssertEqual(found.count, 16)
+        XCTAssertEqual(Set(found), [expected], "the pool threads' scheduling: \(found)")
+        XCTAssertEqual(onLoop(loop) { Self.scheduling() }, "\(SCHED_OTHER) nice 0")
+    }
+
+    /// The calling thread's policy and nice value, as `"0 nice 5"`.
+    private static func scheduling() -> String {
+        "\(sched_getscheduler(0)) nice \(getpriority(PoolThreads.processWhich, 0))"
+    }
+
+    /// A nice increment outside 1...19 is refused with EINVAL before anything else (also after the pool started).
+    func testALoweringOutsideOneToNineteenIsEINVAL() {
+        for increment: Int32 in [0, -1, 20] {
+            XCTAssertThrowsError(try ThreadPool.setThreadScheduling(.lowered(by: increment))) { error in
+                let error = error as? UVError
+                XCTAssertEqual(error?.name, "EINVAL")
+                XCTAssertTrue(error?.message.contains("a nice increment of \(increment) is outside 1...19") == true, "\(String(describing: error))")
+                XCTAssertTrue(error?.context.contains("setThreadScheduling(.lowered(by: \(increment)))") == true, "\(String(describing: error))")
+            }
+        }
+        XCTAssertEqual(ThreadPool.threadScheduling, .automatic)
     }
 
     /// Once the pool has started, a new scheduling is refused with EBUSY naming why, and nothing changes.
@@ -51,34 +73,45 @@ final class ThreadPoolSchedulingTests: XCTestCase {
         XCTAssertEqual(sched_getscheduler(0), SCHED_OTHER)
     }
 
-    /// In a fresh process allowed one CPU (`taskset -c 0`), `.automatic`: the pool's threads run batch, and the
-    /// loop that started the pool is back to SCHED_OTHER right after.
+    /// In a fresh process allowed one CPU (`taskset -c 0`), `.automatic`: the pool's threads run batch (nice 0), and
+    /// the loop that started the pool is back to SCHED_OTHER right after.
     func testOnOneCPUThePoolStartsBatchAndTheLoopKeepsItsPolicy() throws {
         if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try probeInFreshProcess(probe) }
         XCTAssertTrue(try runProbe("automatic", oneCPU: true, test: "testOnOneCPUThePoolStartsBatchAndTheLoopKeepsItsPolicy")
-            .contains("scheduling probe: 1 CPU, loop 0 after the first request, pool 3"))
+            .contains("scheduling probe: 1 CPU, loop 0 nice 0 after the first request, pool 3 nice 0"))
     }
 
-    /// In a fresh process allowed every CPU, `.automatic`: with two or more, libuv's way (the pool inherits SCHED_OTHER).
-    func testOnSeveralCPUsThePoolIsAsLibUVMakesIt() throws {
+    /// In a fresh process allowed every CPU, `.automatic`: with two or more, the pool's threads five nice steps
+    /// below the loop (nice 5), the default policy; the loop unchanged.
+    func testOnSeveralCPUsThePoolIsLoweredByFive() throws {
         if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try probeInFreshProcess(probe) }
         let cpus = uv_available_parallelism()
-        XCTAssertTrue(try runProbe("automatic", oneCPU: false, test: "testOnSeveralCPUsThePoolIsAsLibUVMakesIt")
-            .contains("scheduling probe: \(cpus) CPU, loop 0 after the first request, pool \(cpus == 1 ? 3 : 0)"))
+        XCTAssertTrue(try runProbe("automatic", oneCPU: false, test: "testOnSeveralCPUsThePoolIsLoweredByFive")
+            .contains("scheduling probe: \(cpus) CPU, loop 0 nice 0 after the first request, pool \(cpus == 1 ? "3 nice 0" : "0 nice 5")"))
     }
 
     /// In a fresh process, `.batch` set before the first use: batch threads whatever the CPUs.
     func testBatchAskedForIsBatchOnAnyNumberOfCPUs() throws {
         if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try probeInFreshProcess(probe) }
         XCTAssertTrue(try runProbe("batch", oneCPU: false, test: "testBatchAskedForIsBatchOnAnyNumberOfCPUs")
-            .contains("loop 0 after the first request, pool 3"))
+            .contains("loop 0 nice 0 after the first request, pool 3 nice 0"))
     }
 
-    /// In a fresh process on one CPU, `.inherited` set before the first use: the pool's threads take the loop's policy.
+    /// In a fresh process on one CPU, `.lowered(by: 3)` set before the first use: nice 3, the default policy.
+    func testALoweringAskedForIsThatNiceValueOnOneCPU() throws {
+        if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try probeInFreshProcess(probe) }
+        XCTAssertTrue(try runProbe("lowered", oneCPU: true, test: "testALoweringAskedForIsThatNiceValueOnOneCPU")
+            .contains("scheduling probe: 1 CPU, loop 0 nice 0 after the first request, pool 0 nice 3"))
+    }
+
+    /// In a fresh process, `.inherited` set before the first use: the pool's threads take the loop's policy and
+    /// nice value, on one CPU and on all of them.
     func testInheritedSchedulingLeavesThePoolAsLibUVMakesIt() throws {
         if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try probeInFreshProcess(probe) }
-        XCTAssertTrue(try runProbe("inherited", oneCPU: true, test: "testInheritedSchedulingLeavesThePoolAsLibUVMakesIt")
-            .contains("scheduling probe: 1 CPU, loop 0 after the first request, pool 0"))
+        for oneCPU in [true, false] {
+            XCTAssertTrue(try runProbe("inherited", oneCPU: oneCPU, test: "testInheritedSchedulingLeavesThePoolAsLibUVMakesIt")
+                .contains("loop 0 nice 0 after the first request, pool 0 nice 0"), "one CPU: \(oneCPU)")
+        }
     }
 
     /// Runs `test` again in a fresh process asking for `scheduling` (on CPU 0 alone with `oneCPU`).
@@ -92,6 +125,7 @@ final class ThreadPoolSchedulingTests: XCTestCase {
         switch scheduling {
         case "batch": try ThreadPool.setThreadScheduling(.batch)
         case "inherited": try ThreadPool.setThreadScheduling(.inherited)
+        case "lowered": try ThreadPool.setThreadScheduling(.lowered(by: 3))
         default: XCTAssertEqual(ThreadPool.threadScheduling, .automatic)
         }
         let loop = EventLoop(name: "probe")
@@ -101,8 +135,8 @@ final class ThreadPoolSchedulingTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data([1])))
         defer { unlink(path) }
         XCTAssertEqual(try Files.stat(path, on: loop).first(timeout: .seconds(10))?.size, 1)
-        let loopPolicy = onLoop(loop) { sched_getscheduler(0) }
-        let poolPolicy = try ThreadPool.run(on: loop) { sched_getscheduler(0) }.first(timeout: .seconds(10))
-        print("scheduling probe: \(uv_available_parallelism()) CPU, loop \(loopPolicy ?? -1) after the first request, pool \(poolPolicy ?? -1)")
+        let loopScheduling = onLoop(loop) { Self.scheduling() }
+        let poolScheduling = try ThreadPool.run(on: loop) { Self.scheduling() }.first(timeout: .seconds(10))
+        print("scheduling probe: \(uv_available_parallelism()) CPU, loop \(loopScheduling ?? "?") after the first request, pool \(poolScheduling ?? "?")")
     }
 }
