@@ -172,12 +172,16 @@ final class PoolStartRequest: LoopRequest {
         guard sched_getscheduler(0) == SCHED_OTHER else { return }
         let before = PoolThreads.taskIDs()
         let request = PoolStartRequest(loop: loop)
+        // Without /proc (not mounted) the pool's threads cannot be found: started as libuv does, and said.
+        guard !before.isEmpty, let name = PoolThreads.name(of: "/proc/thread-self/comm") else {
+            reportMisuse("cannot list this process's threads (/proc/self/task): libuv's pool threads keep the loop thread's nice value")
+            return
+        }
         let result = request.queue()
         guard result >= 0 else {
             reportMisuse("could not start libuv's thread pool with lowered threads: \(UVError(code: result, context: "uv_queue_work").description); the first pool request starts it as libuv does")
             return
         }
-        let name = PoolThreads.name(of: "/proc/thread-self/comm")
         errno = 0
         let loopNice = getpriority(PoolThreads.processWhich, 0)
         let nice = errno == 0 ? min(19, loopNice + increment) : increment
