@@ -127,7 +127,8 @@ extension ThreadPool {
 /// Thread rule: loop thread only.
 final class PoolStartRequest: LoopRequest {
     private init(loop: EventLoop) {
-        super.init(loop: loop, type: UV_WORK)
+        // Not a use to note: it is the pool's start (`PoolUse.start`), which would otherwise come back to itself.
+        super.init(loop: loop, type: UV_WORK, notingPoolUse: false)
     }
 
     override var label: String { "thread pool start" }

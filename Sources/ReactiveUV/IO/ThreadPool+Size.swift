@@ -64,22 +64,35 @@ enum PoolUse {
     }
 
     static let state = LockedValue(State())
-    private static let used = Atomic<Bool>(false)
+    /// Set once the pool has started as `state.scheduling` says (by this loop's start or another's).
+    private static let started = Atomic<Bool>(false)
     static let busyCode: Int32 = -EBUSY
+    /// Tests only: runs on each loop that is about to start the pool, after it claimed the first use.
+    static let beforeStartForTesting = LockedValue<(@Sendable (EventLoop) -> Void)?>(nil)
 
     /// Records the first use (call on `loop`'s thread before queueing pool work; cheap after the first time).
     ///
     /// The first use in the process starts the pool from `loop`'s thread as `ThreadPool.threadScheduling` says.
     static func noteUse(on loop: EventLoop) {
-        guard !used.load(ordering: .relaxed) else { return }
-        let scheduling = state.withLock { state -> ThreadPool.ThreadScheduling? in
-            guard state.sizeAtFirstUse == nil else { return nil }
-            state.sizeAtFirstUse = sizeFromEnvironment()
+        guard !started.load(ordering: .acquiring) else { return }
+        start(on: loop)
+    }
+
+    /// Starts the pool as `state.scheduling` says, from `loop`'s thread.
+    ///
+    /// Every loop that comes here before the pool is known to have started runs the start itself,
+    /// not only the first: a loop that found the use already claimed by another, still on its way to
+    /// its start request, would otherwise queue its own work at once, and libuv would make the pool's
+    /// threads from that loop's thread, scheduled as it is. Whichever start reaches libuv first makes
+    /// the threads (libuv's other submitters wait inside it until they exist); the others queue a
+    /// request that does nothing, and find no new thread to lower.
+    @inline(never)
+    private static func start(on loop: EventLoop) {
+        let scheduling = state.withLock { state in
+            if state.sizeAtFirstUse == nil { state.sizeAtFirstUse = sizeFromEnvironment() }
             return state.scheduling
         }
-        // Stored before the start request, whose own `willStart()` comes back here.
-        used.store(true, ordering: .relaxed)
-        guard let scheduling else { return }
+        if let hook = beforeStartForTesting.withLock({ $0 }) { hook(loop) }
         switch scheduling {
         case .automatic where uv_available_parallelism() == 1, .batch:
             PoolStartRequest.start(on: loop)
@@ -90,6 +103,7 @@ enum PoolUse {
         case .inherited:
             break
         }
+        started.store(true, ordering: .releasing)
     }
 
     /// The pool size libuv takes from the environment (its own rule, `uv_init_once`'s `init_threads`).

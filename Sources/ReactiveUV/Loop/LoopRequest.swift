@@ -41,7 +41,8 @@ class LoopRequest {
     let raw: UnsafeMutableRawPointer
     /// Whether the request is linked into `loop.requests` while pending (see above).
     let isTracked: Bool
-    /// Whether libuv runs this kind of request on its thread pool (file, work and lookup requests).
+    /// Whether libuv runs this kind of request on its thread pool (file, work and lookup requests), so
+    /// `willStart()` notes a pool use (false for the pool's own start request).
     let usesPool: Bool
     /// A file-system request: its memory goes back to the loop's spares when freed on the loop thread.
     let isFileSystem: Bool
@@ -51,9 +52,10 @@ class LoopRequest {
     @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopRequest>()
 
     /// Allocates memory for a request of `type`; `tracked: false` only for requests on a stream handle (see above).
-    init(loop: EventLoop, type: uv_req_type, tracked: Bool = true) {
+    /// `notingPoolUse: false` only for the request that starts the pool (`PoolStartRequest`).
+    init(loop: EventLoop, type: uv_req_type, tracked: Bool = true, notingPoolUse: Bool = true) {
         switch type {
-        case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM: self.usesPool = true
+        case UV_FS, UV_WORK, UV_GETADDRINFO, UV_GETNAMEINFO, UV_RANDOM: self.usesPool = notingPoolUse
         default: self.usesPool = false
         }
         self.isTracked = tracked

@@ -1,5 +1,6 @@
 import CLibUV
 import Foundation
+import Synchronization
 @testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
@@ -112,6 +113,53 @@ final class ThreadPoolSchedulingTests: XCTestCase {
             XCTAssertTrue(try runProbe("inherited", oneCPU: oneCPU, test: "testInheritedSchedulingLeavesThePoolAsLibUVMakesIt")
                 .contains("loop 0 nice 0 after the first request, pool 0 nice 0"), "one CPU: \(oneCPU)")
         }
+    }
+
+    /// Two loops making the process's first pool use at once: the loop that claimed the first use is held
+    /// just before its start request while the other loop's job runs. That job still lands on a pool started
+    /// as asked (batch, or five nice steps down on several CPUs), not on threads libuv made from the other
+    /// loop's thread as it is; in a fresh process, both with `.batch` and with `.automatic`.
+    func testALoopRacingTheFirstUseStillGetsThePoolAsAsked() throws {
+        if let probe = ProcessInfo.processInfo.environment[Self.probeVariable] { return try raceInFreshProcess(probe) }
+        let cpus = uv_available_parallelism()
+        let batch = try runProbe("race batch", oneCPU: false, test: "testALoopRacingTheFirstUseStillGetsThePoolAsAsked")
+        XCTAssertTrue(batch.contains("race probe: the second loop's job ran 3 nice 0, the first loop's 3 nice 0"), batch)
+        let lowered = cpus == 1 ? "3 nice 0" : "0 nice 5"
+        let automatic = try runProbe("race automatic", oneCPU: false, test: "testALoopRacingTheFirstUseStillGetsThePoolAsAsked")
+        XCTAssertTrue(automatic.contains("race probe: the second loop's job ran \(lowered), the first loop's \(lowered)"), automatic)
+    }
+
+    private func raceInFreshProcess(_ probe: String) throws {
+        if probe == "race batch" { try ThreadPool.setThreadScheduling(.batch) }
+        let first = EventLoop(name: "first claim")
+        let second = EventLoop(name: "second")
+        defer {
+            first.shutdown()
+            second.shutdown()
+        }
+        let firstClaimed = DispatchSemaphore(value: 0)
+        let secondDone = DispatchSemaphore(value: 0)
+        PoolUse.beforeStartForTesting.withLock { hook in
+            hook = { loop in
+                guard loop === first else { return }
+                firstClaimed.signal()
+                secondDone.wait()
+            }
+        }
+        defer { PoolUse.beforeStartForTesting.withLock { $0 = nil } }
+        // The first loop's job, waited for on a thread of its own: its loop stays held until the second's ran.
+        let firstResult = Mutex<String?>(nil)
+        let firstFinished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let scheduling = try? ThreadPool.run(on: first) { Self.scheduling() }.first(timeout: .seconds(20))
+            firstResult.withLock { $0 = scheduling }
+            firstFinished.signal()
+        }
+        XCTAssertEqual(firstClaimed.wait(timeout: .now() + 20), .success, "the first loop claimed the first use")
+        let secondScheduling = try ThreadPool.run(on: second) { Self.scheduling() }.first(timeout: .seconds(20))
+        secondDone.signal()
+        XCTAssertEqual(firstFinished.wait(timeout: .now() + 20), .success)
+        print("race probe: the second loop's job ran \(secondScheduling ?? "?"), the first loop's \(firstResult.withLock { $0 } ?? "?")")
     }
 
     /// Runs `test` again in a fresh process asking for `scheduling` (on CPU 0 alone with `oneCPU`).
