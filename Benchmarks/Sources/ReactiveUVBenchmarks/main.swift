@@ -51,7 +51,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
     ("spawn rate", { [ProcessScenarios.spawnRate(count: 2000 / scale, rounds: quick ? 3 : 5)] }),
     ("file read, 1 GiB in 64 KiB chunks", { [FileScenarios.read(size: (1 << 30) / scale, rounds: quick ? 1 : 5)] }),
-    ("stat throughput", { [FileSystemScenarios.stat(count: 200_000 / scale, rounds: quick ? 3 : 5)] }),
+    ("stat throughput", { [FileSystemScenarios.stat(count: 1_000_000 / scale, rounds: quick ? 3 : 5)] }),
     ("directory listing", { [FileSystemScenarios.list(entries: 100_000 / scale, rounds: quick ? 4 : 6)] }),
     ("Scaling (one loop → two)", { [ScalingScenarios.scaling(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("Scaling, ours interleaved", { [ScalingScenarios.interleaved(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
