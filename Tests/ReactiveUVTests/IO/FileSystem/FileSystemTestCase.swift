@@ -40,11 +40,13 @@ class FileSystemTestCase: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
     }
 
-    /// The `UVError` that `call` throws; fails the test if it returned or threw another error.
-    func thrownError<Returned>(_ call: () async throws -> Returned) async throws -> UVError {
+    /// The `UVError` that `call` throws (another error is rethrown). If it returns, the test fails and the test
+    /// goes on with an error that matches nothing (code 0, "nothing was thrown"), so one break shows every check it fails.
+    func thrownError<Returned>(_ call: () async throws -> Returned, file: StaticString = #filePath, line: UInt = #line) async throws -> UVError {
         do {
             let returned = try await call()
-            throw TestFailure("expected a UVError, got \(returned)")
+            XCTFail("expected a UVError, got \(returned)", file: file, line: line)
+            return UVError(code: 0, message: "nothing was thrown")
         } catch let error as UVError {
             return error
         }
@@ -57,7 +59,7 @@ class FileSystemTestCase: XCTestCase {
                                             named name: String, path: String,
                                             file: StaticString = #filePath, line: UInt = #line) async throws -> UVError {
         let sent = try failure(harness, signal, file: file, line: line)
-        let thrown = try await thrownError(call)
+        let thrown = try await thrownError(call, file: file, line: line)
         XCTAssertEqual(thrown.name, name, thrown.description, file: file, line: line)
         XCTAssertTrue(thrown.context.contains(path), "the context names \(path): \(thrown)", file: file, line: line)
         XCTAssertEqual(thrown.code, sent.code, file: file, line: line)
