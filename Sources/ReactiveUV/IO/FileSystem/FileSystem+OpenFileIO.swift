@@ -147,10 +147,11 @@ extension FileSystem {
     ///
     /// The signal sends one value, the count sent, when the transfer has ended; that is what this returns.
     /// It is `count` (the file's size from `offset` when `count` is nil), or fewer when the file is shorter
-    /// than `offset + count`. The transfer starts when the call does (its signal is subscribed then), so a
-    /// task cancelled before the call sends nothing. Once started, the transfer keeps its place among the
-    /// connection's writes and runs to its end: cancelling the task stops the wait (it throws
-    /// `CancellationError`), not the transfer. To stop the transfer, close the connection (`reset()`).
+    /// than `offset + count`. The signal form starts the transfer when it is called; this form starts it
+    /// when the bridge subscribes, so a task already cancelled when it calls this sends nothing. Once
+    /// started, the transfer keeps its place among the connection's writes and runs to its end:
+    /// cancelling the task ends the wait (it throws `CancellationError`), not the transfer. To stop the
+    /// transfer, close the connection (`reset()`).
     ///
     /// - Parameters:
     ///   - file: An open regular file on the connection's loop.
