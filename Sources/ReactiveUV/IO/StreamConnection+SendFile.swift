@@ -39,7 +39,8 @@ extension StreamConnection {
     ///   - count: How many bytes; nil (default) for all of them up to the end of the file
     ///     (its size when the transfer starts). A file shorter than `offset + count` ends
     ///     the transfer early, with the bytes it had.
-    /// - Returns: A signal of the count sent, then completion.
+    /// - Returns: A signal of the count sent, then completion (the async form,
+    ///   `FileSystem.sendFile(_:to:offset:count:)`, returns that count).
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

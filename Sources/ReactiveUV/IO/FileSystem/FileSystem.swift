@@ -1,17 +1,24 @@
 internal import CLibUV
 
-/// The file-system calls of `Files` as `async throws` functions: `try await FileSystem.stat(path)`.
+/// The file-system calls of `Files` as `async throws` functions: `try await FileSystem.stat(path)`;
+/// also the operations of an `OpenFile` (`try await FileSystem.read(file, at: 0, count: 512)`) and
+/// `StreamConnection.sendFile` (`try await FileSystem.sendFile(file, to: connection)`).
 ///
-/// Each is a thin wrapper over the signal of the same name in `Files`, through
-/// one bridge: the signal runs on `loop` (default: the calling loop thread's
-/// loop, else `EventLoop.shared`) and the function returns its one value, or
-/// throws its error (a `UVError` naming the call and the path). Cancelling the
-/// task disposes the signal, which cancels a request libuv has not started.
+/// Each is a thin wrapper over the signal of the same name (in `Files`, `OpenFile` or
+/// `StreamConnection`), through one bridge: the signal runs on `loop` (default: the
+/// calling loop thread's loop, else `EventLoop.shared`; an open file's operations run on
+/// the file's loop) and the function returns its one value, or throws its error (a
+/// `UVError` naming the call and the path). Cancelling the task disposes the signal,
+/// which cancels a request libuv has not started. The streamed forms (`list`, `chunks`)
+/// return the signal's `values`, an `AsyncSequence`.
 ///
 /// The async forms live in their own namespace rather than beside the signals:
 /// Swift would otherwise pick between `Files.stat(_:) -> Signal<FileInfo>` and
 /// an `async` overload by context alone, and a call in an async function
-/// would silently mean the other one.
+/// would silently mean the other one. For the same reason an open file's
+/// operations are not `async` methods of `OpenFile` beside its signals: they are
+/// functions here that take the file first (`FileSystem.stat(file)` beside
+/// `FileSystem.stat(path)`: the argument's type, never the context, picks one).
 ///
 /// Requests run on libuv's thread pool (4 threads by default, shared by the
 /// whole process with DNS lookups and `ThreadPool.run`).
@@ -26,17 +33,66 @@ public enum FileSystem {
 
     /// The one bridge: builds the signal for the loop the call runs on and awaits its end.
     ///
+    /// Every `async throws` form of `FileSystem` goes through it (or through `value`), here and in
+    /// `FileSystem+OpenFileIO.swift`; the streamed forms (`list`, `chunks`) are the signal's `values`.
+    ///
     /// - Returns: The signal's last value (nil for the signals that only complete).
-    private static func run<Value: Sendable>(on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value? {
+    static func run<Value: Sendable>(on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value? {
         try await make(self.loop(for: loop)).last()
     }
 
     /// `run` for the signals that send exactly one value.
-    private static func value<Value: Sendable>(_ call: String, on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
+    static func value<Value: Sendable>(_ call: String, on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
         guard let value = try await run(on: loop, make) else {
             throw UVError(code: UV_EIO.rawValue, message: "the signal completed without its value", context: call)
         }
         return value
+    }
+
+    /// `Files.read`: the whole file, as one array.
+    ///
+    /// - Parameters:
+    ///   - path: The file; an empty path or one with a NUL byte throws `EINVAL` before anything is opened.
+    ///   - maxSize: The most bytes to accept, 0 or more (default `Files.defaultMaxReadSize`, 1 GiB); a larger file
+    ///     throws `EFBIG`, a negative size `EINVAL`.
+    ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
+    /// - Returns: The file's contents.
+    /// - Throws: `UVError` (`ENOENT`, `EACCES`, `EISDIR`, `EFBIG`...) naming the path.
+    ///
+    /// Thread rule: safe from any task.
+    public static func read(_ path: String, maxSize: Int = Files.defaultMaxReadSize, on loop: EventLoop? = nil) async throws -> [UInt8] {
+        try await value("Files.read \(path)", on: loop) { Files.read(path, maxSize: maxSize, on: $0) }
+    }
+
+    /// `Files.chunks` as an `AsyncSequence` of chunks, in order; a slow loop body pauses the reading.
+    ///
+    /// Cancelling the iterating task, or leaving the loop early, disposes the signal: the reads stop
+    /// and the file is closed (after a read still on the pool finishes).
+    ///
+    /// - Parameters:
+    ///   - path: The file (or a FIFO or device); an empty path or one with a NUL byte throws `EINVAL`.
+    ///   - chunkSize: The largest chunk, 1...`Files.maxChunkSize` (default 64 KiB); others throw `EINVAL`.
+    ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
+    /// - Returns: The chunks; iterating throws the read's `UVError` (`ENOENT`, `EACCES`...) naming the path.
+    ///
+    /// Thread rule: safe from any task.
+    public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> SignalValues<[UInt8]> {
+        Files.chunks(path, chunkSize: chunkSize, on: self.loop(for: loop)).values
+    }
+
+    /// `Files.write`: writes `bytes` to the file, creating it (mode 0644) or replacing its contents.
+    ///
+    /// - Parameters:
+    ///   - bytes: The contents.
+    ///   - path: The file; an empty path or one with a NUL byte throws `EINVAL` before anything is created.
+    ///   - append: Add to the end instead of replacing the contents.
+    ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
+    /// - Throws: `UVError` (`ENOENT` below a missing directory, `EACCES`, `ENXIO` for a FIFO with no reader...)
+    ///   naming the path.
+    ///
+    /// Thread rule: safe from any task.
+    public static func write(_ bytes: [UInt8], to path: String, append: Bool = false, on loop: EventLoop? = nil) async throws {
+        _ = try await run(on: loop) { Files.write(bytes, to: path, append: append, on: $0) }
     }
 
     /// `Files.stat`: everything `stat` says about `path`, following symbolic links.

@@ -7,7 +7,9 @@ import Musl
 #endif
 
 /// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes,
-/// `fstat`, sync, truncate and close, each as a cold signal that runs on libuv's thread pool.
+/// `fstat`, sync, truncate and close, each as a cold signal that runs on libuv's thread pool,
+/// and as an `async throws` function on `FileSystem` that takes the file first
+/// (`try await FileSystem.read(file, at: 0, count: 512)`; `FileSystem.withOpenFile` opens one for a scope).
 ///
 /// The file belongs to the subscription that opened it and to that subscription's loop
 /// (`loop`): disposing the subscription closes it, as does `close()` and the loop's

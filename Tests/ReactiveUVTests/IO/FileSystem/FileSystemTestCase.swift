@@ -27,11 +27,57 @@ class FileSystemTestCase: XCTestCase {
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 
+    /// `checked` for async tests: runs `body` on a fresh `LoopHarness`, then checks every handle and request
+    /// ended and the loop closed cleanly. Call the async forms with `on: harness.loop` (or on a file opened there).
+    func withCheckedHarness(_ body: (LoopHarness) async throws -> Void, file: StaticString = #filePath, line: UInt = #line) async {
+        let harness = LoopHarness(name: "fs-async")
+        do {
+            try await body(harness)
+        } catch {
+            XCTFail("\(error)", file: file, line: line)
+        }
+        let report = harness.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
+    }
+
+    /// The `UVError` that `call` throws (another error is rethrown). If it returns, the test fails and the test
+    /// goes on with an error that matches nothing (code 0, "nothing was thrown"), so one break shows every check it fails.
+    func thrownError<Returned>(_ call: () async throws -> Returned, file: StaticString = #filePath, line: UInt = #line) async throws -> UVError {
+        do {
+            let returned = try await call()
+            XCTFail("expected a UVError, got \(returned)", file: file, line: line)
+            return UVError(code: 0, message: "nothing was thrown")
+        } catch let error as UVError {
+            return error
+        }
+    }
+
+    /// Asserts that `call` (an async form) throws the very `UVError` `signal` (its signal) fails with, named
+    /// `name`, with `path` in its context; returns it.
+    @discardableResult
+    func assertThrowsTheSignalsError<Value, Returned>(_ harness: LoopHarness, _ signal: Signal<Value>, _ call: () async throws -> Returned,
+                                            named name: String, path: String,
+                                            file: StaticString = #filePath, line: UInt = #line) async throws -> UVError {
+        let sent = try failure(harness, signal, file: file, line: line)
+        let thrown = try await thrownError(call, file: file, line: line)
+        XCTAssertEqual(thrown.name, name, thrown.description, file: file, line: line)
+        XCTAssertTrue(thrown.context.contains(path), "the context names \(path): \(thrown)", file: file, line: line)
+        XCTAssertEqual(thrown.code, sent.code, file: file, line: line)
+        XCTAssertEqual(thrown.message, sent.message, file: file, line: line)
+        XCTAssertEqual(thrown.context, sent.context, file: file, line: line)
+        return thrown
+    }
+
     /// Writes `bytes` to `path` with Foundation (not the code under test).
     func makeFile(_ name: String, _ bytes: [UInt8] = [1, 2, 3]) throws -> String {
         let file = path(name)
         try Data(bytes).write(to: URL(fileURLWithPath: file))
         return file
+    }
+
+    /// What `path` holds, read with Foundation (not the code under test).
+    func contents(_ path: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
     }
 
     /// The signal's terminal event, which must be a completion; returns its values.

@@ -480,7 +480,8 @@ final class OpenFileTests: XCTestCase {
     }
 
     /// The README's open-file example is the code between the markers (compiled, not run: it reads a system
-    /// path; what it does is tested by `testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows`).
+    /// path; what it does is tested by `testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows` and
+    /// `OpenFileAsyncTests.testAsyncOperationsReturnWhatTheirSignalsSend`).
     func testTheReadmeOpenFileExampleIsThisCode() throws {
         try assertReadmeBlock(containing: "FileSystem.withOpenFile(\"/var/log/app.log\")", matches: "README-OPENFILE-EXAMPLE")
         _ = Self.readmeOpenFileExample  // referenced so the compiler keeps checking it
@@ -489,7 +490,7 @@ final class OpenFileTests: XCTestCase {
     private static func readmeOpenFileExample() async throws -> [UInt8] {
         // README-OPENFILE-EXAMPLE-BEGIN
         let header = try await FileSystem.withOpenFile("/var/log/app.log") { file in
-            try await file.read(at: 0, count: 512).first() ?? []
+            try await FileSystem.read(file, at: 0, count: 512)  // positional: no offset moves
         }
         // README-OPENFILE-EXAMPLE-END
         return header

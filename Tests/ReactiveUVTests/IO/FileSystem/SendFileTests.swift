@@ -326,16 +326,16 @@ final class SendFileTests: XCTestCase {
     }
 
     /// The README's sendfile example is the code between the markers (compiled, not run: it names a system path;
-    /// what it does is tested above).
+    /// what it does is tested above and in `OpenFileAsyncTests`).
     func testTheReadmeSendFileExampleIsThisCode() throws {
-        try assertReadmeBlock(containing: "connection.sendFile(file)", matches: "README-SENDFILE-EXAMPLE")
+        try assertReadmeBlock(containing: "FileSystem.sendFile(file, to: connection)", matches: "README-SENDFILE-EXAMPLE")
         _ = Self.readmeSendFileExample  // referenced so the compiler keeps checking it
     }
 
     private static func readmeSendFileExample(_ connection: TCPConnection) async throws -> Int {
         // README-SENDFILE-EXAMPLE-BEGIN
         let sent = try await FileSystem.withOpenFile("/srv/static/video.mp4", on: connection.loop) { file in
-            try await connection.sendFile(file).first() ?? 0
+            try await FileSystem.sendFile(file, to: connection)
         }
         // README-SENDFILE-EXAMPLE-END
         return sent
