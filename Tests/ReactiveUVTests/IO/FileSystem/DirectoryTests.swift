@@ -171,17 +171,17 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertEqual(reads.current, 2, "one batch read ahead, no more while paused")
             XCTAssertEqual(batches.current, 1)
             XCTAssertEqual(received.current, 10, "the batch in hand is delivered whole, the one read ahead is held")
-            XCTAssertGreaterThan(descriptors(openOn: listed), 0, "the directory is still open")
+            XCTAssertGreaterThan(try descriptors(openOn: listed), 0, "the directory is still open")
             try harness.onLoop { subscription.current?.flowControl?.resume() }
             try harness.wait(for: "the listing to complete") { completed.current }
             XCTAssertEqual(received.current, 100)
-            XCTAssertEqual(descriptors(openOn: listed), 0, "closed at the end")
+            XCTAssertEqual(try descriptors(openOn: listed), 0, "closed at the end")
 
             let parted = try harness.record(Files.list(listed, batchSize: 1, on: nil, afterEachBatch: nil))
             try parted.waitForValues(5)
-            XCTAssertGreaterThan(descriptors(openOn: listed), 0)
+            XCTAssertGreaterThan(try descriptors(openOn: listed), 0)
             parted.dispose()
-            try harness.wait(for: "the directory to be closed") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "the directory to be closed") { try descriptors(openOn: listed) == 0 }
         }
     }
 
@@ -195,7 +195,7 @@ final class DirectoryTests: FileSystemTestCase {
         }
         let loop = EventLoop(name: "paused-listing")
         try await assertAPausedReaderEndsWithShutDown(Files.list(listed, on: loop), on: loop)
-        XCTAssertEqual(descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
+        XCTAssertEqual(try descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
     }
 
     /// A batch goes out as one delivery (`Subscriber.sendNexts`), yet a subscriber that disposes inside an entry
@@ -219,7 +219,7 @@ final class DirectoryTests: FileSystemTestCase {
             // A second listing on the same loop completes after the first one's batch was delivered.
             let whole = try completes(harness, Files.list(listed, batchSize: 20, on: nil, afterEachBatch: nil).map(\.name))
             XCTAssertEqual(Set(whole).count, 40, "through an operator every entry arrives once")
-            try harness.wait(for: "the disposed listing to close its directory") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "the disposed listing to close its directory") { try descriptors(openOn: listed) == 0 }
             XCTAssertEqual(received.current, 3, "nothing after the dispose inside the third entry")
         }
     }
@@ -238,7 +238,7 @@ final class DirectoryTests: FileSystemTestCase {
                     Files.makeTemporaryDirectory(prefix: prefix).subscribe().dispose()
                 }
             }
-            try harness.wait(for: "every directory stream to be closed") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "every directory stream to be closed") { try descriptors(openOn: listed) == 0 }
         }
         let left = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tmp-") }
         XCTAssertEqual(left, [], "temporary directories made for disposed subscribers are removed")
@@ -307,12 +307,8 @@ final class DirectoryTests: FileSystemTestCase {
         let longNames = path("long-names"), manyLevels = path("many-levels")
         try makeTree(longNames, levels: 30, name: String(repeating: "d", count: 200))
         try makeTree(manyLevels, levels: 2_500, name: "d")
-        func descriptorsOnTheTrees() -> Int {
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-            return entries.filter { entry in
-                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + entry)) ?? ""
-                return target.hasPrefix(longNames) || target.hasPrefix(manyLevels)
-            }.count
+        func descriptorsOnTheTrees() throws -> Int {
+            try openDescriptorTargets().filter { $0.hasPrefix(longNames) || $0.hasPrefix(manyLevels) }.count
         }
         try checked { harness in
             try completes(harness, Files.removeTree(longNames))
@@ -321,7 +317,7 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertThrowsError(try systemStat(longNames))
         XCTAssertThrowsError(try systemStat(manyLevels))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), ["keep"], "links are never followed")
-        XCTAssertEqual(descriptorsOnTheTrees(), 0)
+        XCTAssertEqual(try descriptorsOnTheTrees(), 0)
     }
 
     func testRemoveRemoveDirectoryAndTheirErrors() throws {

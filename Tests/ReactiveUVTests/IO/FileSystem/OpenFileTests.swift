@@ -225,10 +225,10 @@ final class OpenFileTests: XCTestCase {
         try Data(bytePattern(1 << 20, seed: 1)).write(to: URL(fileURLWithPath: path))
         // One round first: the shared loop and libuv's pool open descriptors of their own at first use.
         try cycleOpenFiles(path, rounds: 1)
-        let before = openDescriptorCount()
+        let before = try openDescriptorTargets().count
         try cycleOpenFiles(path, rounds: 20)
-        waitUntil("every descriptor to be closed") { openDescriptorCount() <= before }
-        XCTAssertEqual(openDescriptorCount(), before)
+        try waitUntilOrThrow("every descriptor to be closed") { try openDescriptorTargets().count <= before }
+        XCTAssertEqual(try openDescriptorTargets().count, before)
     }
 
     /// Opens `path` in every way and ends each way there is, `rounds` times.
@@ -457,7 +457,7 @@ final class OpenFileTests: XCTestCase {
         defer { loop.shutdown() }
         struct Failure: Error {}
         for round in 0..<20 {
-            let outcome = await Task { () -> (result: String, closed: Bool?, descriptors: Int) in
+            let outcome = try await Task { () throws -> (result: String, closed: Bool?, descriptors: Int) in
                 var opened: OpenFile?
                 var result: String
                 do {
@@ -471,7 +471,7 @@ final class OpenFileTests: XCTestCase {
                 } catch {
                     result = "\(type(of: error))"
                 }
-                return (result, opened?.isClosed, descriptorsOpen(on: path))
+                return (result, opened?.isClosed, try descriptorsOpen(on: path))
             }.value
             XCTAssertEqual(outcome.result, round % 2 == 1 ? "Failure" : "written", "round \(round)")
             XCTAssertEqual(outcome.closed, true, "round \(round): withOpenFile returned before the file was closed")
@@ -506,10 +506,6 @@ final class OpenFileTests: XCTestCase {
     /// Waits for the recorder's end: the `UVError` name it failed with, or nil.
     private func failureName<Value>(_ recorder: EventRecorder<Value>) throws -> String? {
         (try recorder.waitForTermination().error as? UVError)?.name
-    }
-
-    private func openDescriptorCount() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? -1
     }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
