@@ -73,8 +73,22 @@ func liveHeapMegabytes() -> Double {
 /// threads and libuv's thread pool check permissions as `nobody` too, and dropping
 /// the effective user id clears the effective capabilities (CAP_NET_BIND_SERVICE,
 /// CAP_DAC_OVERRIDE) until it is restored.
-func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
+///
+/// With `supplementaryGroups` (as root only), `nobody` also belongs to those groups while
+/// `body` runs (`setgroups`, which glibc applies to every thread too); root's own are put back after.
+func withoutRootPrivileges<R>(supplementaryGroups: [gid_t]? = nil, _ body: () throws -> R) throws -> R {
     guard geteuid() == 0 else { return try body() }
+    var rootsGroups: [gid_t]?
+    if let groups = supplementaryGroups {
+        rootsGroups = try supplementaryGroupsOfThisProcess()
+        guard setgroups(groups.count, groups) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM) }
+    }
+    defer {
+        // Runs after the effective ids are root again (defers run last first).
+        if let rootsGroups {
+            precondition(setgroups(rootsGroups.count, rootsGroups) == 0, "could not restore root's supplementary groups")
+        }
+    }
     guard setegid(65534) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM) }
     guard seteuid(65534) == 0 else {
         let code = errno
@@ -86,6 +100,16 @@ func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
         precondition(restored, "could not restore root after dropping privileges")
     }
     return try body()
+}
+
+/// This process's supplementary group IDs (`getgroups`).
+func supplementaryGroupsOfThisProcess() throws -> [gid_t] {
+    let count = getgroups(0, nil)
+    guard count >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EINVAL) }
+    var groups = [gid_t](repeating: 0, count: Int(count))
+    let read = getgroups(count, &groups)
+    guard read >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EINVAL) }
+    return Array(groups.prefix(Int(read)))
 }
 
 /// What each of this process's open descriptors names (the targets of the links in `/proc/self/fd`:
