@@ -484,23 +484,49 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: locked + "/sub/file"))
     }
 
-    /// mkdtemp: a new empty directory of mode 0o700, in $TMPDIR for a bare prefix, where asked for a path prefix.
-    func testMakeTemporaryDirectory() throws {
-        try checked { harness in
-            let made = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: "fsmeta-")).first)
-            defer { rmdir(made) }
-            let expectedParent = (ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
-            XCTAssertTrue(made.hasPrefix(expectedParent.hasSuffix("/") ? expectedParent + "fsmeta-" : expectedParent + "/fsmeta-"), made)
-            XCTAssertEqual(made.count, expectedParent.count + (expectedParent.hasSuffix("/") ? 0 : 1) + "fsmeta-".count + 6)
-            let info = try systemStat(made)
-            XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
-            XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+    /// Set in the child process `testMakeTemporaryDirectory` starts (its `$TMPDIR` a directory of the test's own).
+    private static let temporaryDirectoryProbe = "REACTIVEUV_MKDTEMP_PROBE"
 
+    /// mkdtemp: a new empty directory of mode 0o700, in `$TMPDIR` for a bare prefix, where asked for a path prefix.
+    ///
+    /// The bare prefix runs in a child process (this test again) whose `$TMPDIR` is a directory inside this
+    /// test's own, so nothing is made in the real one, and whatever the child leaves goes with the test's
+    /// directory, failed or not. (`$TMPDIR` is read when the signal is made; `setenv` in this process would race
+    /// with the other threads reading the environment.)
+    func testMakeTemporaryDirectory() throws {
+        if ProcessInfo.processInfo.environment[Self.temporaryDirectoryProbe] != nil { return try makeOneInTMPDIR() }
+        let tmpdir = path("tmpdir")
+        try FileManager.default.createDirectory(atPath: tmpdir, withIntermediateDirectories: false)
+        let output = try runTestInFreshProcess("DirectoryTests/testMakeTemporaryDirectory",
+                                               environment: ["TMPDIR": tmpdir, Self.temporaryDirectoryProbe: "1"])
+        let probe = try XCTUnwrap(output.split(separator: "\n").first { $0.hasPrefix("mkdtemp probe: ") }, output)
+        let made = String(probe.dropFirst("mkdtemp probe: ".count))
+        XCTAssertTrue(made.hasPrefix(tmpdir + "/fsmeta-"), made)
+        XCTAssertEqual(made.count, tmpdir.count + "/fsmeta-".count + 6, made)
+        let info = try systemStat(made)
+        XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
+        XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: made), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmpdir), [URL(fileURLWithPath: made).lastPathComponent],
+                       "the child made its directory in $TMPDIR, and nothing else is left there")
+
+        try checked { harness in
             let here = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: path("own-"))).first)
             XCTAssertTrue(here.hasPrefix(path("own-")), here)
-            XCTAssertNotEqual(here, made)
+            XCTAssertEqual(here.count, path("own-").count + 6, here)
+            XCTAssertEqual(UInt32(try systemStat(here).st_mode) & 0o777, 0o700)
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: here), [])
+            let again = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: path("own-"))).first)
+            XCTAssertNotEqual(again, here)
             XCTAssertEqual(try failure(harness, Files.makeTemporaryDirectory(prefix: path("none/x-"))).name, "ENOENT")
+        }
+    }
+
+    /// In the child: makes a directory with a bare prefix and prints its path for the parent to check.
+    private func makeOneInTMPDIR() throws {
+        try checked { harness in
+            let made = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: "fsmeta-")).first)
+            print("mkdtemp probe: \(made)")
         }
     }
 }
