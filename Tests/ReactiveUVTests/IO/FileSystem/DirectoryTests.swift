@@ -30,6 +30,79 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A path whose parent directory does not exist is `ENOENT` with the call and the path in `context`, for every
+    /// call that takes one, as source or as destination (a source then stays where it was); `exists` says false.
+    func testAPathWhoseParentIsMissingIsENOENTNamingThePath() throws {
+        let missing = path("no-such-dir") + "/entry"
+        let file = try makeFile("here", [1, 2, 3])
+        try checked { harness in
+            let calls: [(Signal<Void>, String)] = [
+                (Files.stat(missing).map { _ in () }, "stat \(missing)"),
+                (Files.lstat(missing).map { _ in () }, "lstat \(missing)"),
+                (Files.access(missing, .exists), "access \(missing)"),
+                (Files.list(missing).map { _ in () }, "opendir \(missing)"),
+                (Files.createDirectory(missing), "mkdir \(missing)"),
+                (Files.remove(missing), "unlink \(missing)"),
+                (Files.removeDirectory(missing), "rmdir \(missing)"),
+                (Files.removeTree(missing), "lstat \(missing)"),
+                (Files.rename(from: missing, to: path("moved")), "rename \(missing) -> \(path("moved"))"),
+                (Files.rename(from: file, to: missing), "rename \(file) -> \(missing)"),
+                (Files.copy(from: missing, to: path("copied")), "copyfile \(missing) -> \(path("copied"))"),
+                (Files.copy(from: file, to: missing), "copyfile \(file) -> \(missing)"),
+                (Files.link(at: missing, pointingTo: file), "link \(missing) -> \(file)"),
+                (Files.symbolicLink(at: missing, pointingTo: file), "symlink \(missing) -> \(file)"),
+                (Files.readLink(missing).map { _ in () }, "readlink \(missing)"),
+                (Files.realPath(missing).map { _ in () }, "realpath \(missing)"),
+                (Files.chmod(missing, 0o644), "chmod \(missing)"),
+                (Files.chown(missing, user: getuid()), "chown \(missing)"),
+                (Files.setTimes(missing, access: .zero, modification: .zero), "utimensat \(missing)"),
+                (Files.truncate(missing, to: 0), "open \(missing)"),
+                (Files.open(missing, mode: .write, options: [.create]).map { _ in () }, "open \(missing)"),
+            ]
+            for (signal, context) in calls {
+                let error = try failure(harness, signal)
+                XCTAssertEqual(error.name, "ENOENT", context)
+                XCTAssertEqual(error.context, context)
+            }
+            let template = try failure(harness, Files.makeTemporaryFile(prefix: "t-", in: path("no-such-dir")).map { _ in () })
+            XCTAssertEqual(template.name, "ENOENT")
+            XCTAssertTrue(template.context.hasPrefix("mkstemp \(path("no-such-dir"))/t-"), template.description)
+            XCTAssertEqual(try completes(harness, Files.exists(missing)), [false])
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)), Data([1, 2, 3]), "the source stayed where it was")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["here"], "nothing was made")
+    }
+
+    /// A path through something that is not a directory (a file as a directory, or a name below a file) is
+    /// `ENOTDIR` with the call and the path in `context`; `exists` of a name below a file is that error too (only
+    /// `ENOENT` is `false`).
+    func testAPathThroughAFileIsENOTDIRNamingThePath() throws {
+        let file = try makeFile("plain", [1])
+        let below = file + "/below"
+        let other = try makeFile("other", [2])
+        try checked { harness in
+            let calls: [(Signal<Void>, String)] = [
+                (Files.list(file).map { _ in () }, "opendir \(file)"),
+                (Files.list(below).map { _ in () }, "opendir \(below)"),
+                (Files.createDirectory(below), "mkdir \(below)"),
+                (Files.exists(below).map { _ in () }, "access \(below)"),
+                (Files.stat(below).map { _ in () }, "stat \(below)"),
+                (Files.removeDirectory(file), "rmdir \(file)"),
+                (Files.removeTree(below), "lstat \(below)"),
+                (Files.rename(from: other, to: below), "rename \(other) -> \(below)"),
+                (Files.copy(from: other, to: below), "copyfile \(other) -> \(below)"),
+                (Files.open(below, mode: .write, options: [.create]).map { _ in () }, "open \(below)"),
+            ]
+            for (signal, context) in calls {
+                let error = try failure(harness, signal)
+                XCTAssertEqual(error.name, "ENOTDIR", context)
+                XCTAssertEqual(error.context, context)
+            }
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: other)), Data([2]), "the source stayed where it was")
+        XCTAssertEqual(try systemStat(file).st_mode & S_IFMT, S_IFREG, "the file is still a file")
+    }
+
     /// With parents: every missing level is made, an existing directory is fine, and a file in the way is an
     /// error naming it (EEXIST for the path itself, ENOTDIR for a parent).
     func testCreateDirectoryWithParentsIsMkdirP() throws {
@@ -332,7 +405,10 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertEqual(notEmpty.name, "ENOTEMPTY")
             XCTAssertEqual(notEmpty.context, "rmdir \(full)")
             XCTAssertEqual(try failure(harness, Files.removeDirectory(full + "/inside")).name, "ENOTDIR")
-            XCTAssertEqual(try failure(harness, Files.remove(full)).name, "EISDIR")
+            let directoryRemoved = try failure(harness, Files.remove(full))
+            XCTAssertEqual(directoryRemoved.name, "EISDIR")
+            XCTAssertEqual(directoryRemoved.context, "unlink \(full)")
+            XCTAssertTrue(FileManager.default.fileExists(atPath: full + "/inside"), "nothing was removed")
             try completes(harness, Files.remove(full + "/inside"))
             try completes(harness, Files.removeDirectory(full))
             XCTAssertFalse(FileManager.default.fileExists(atPath: full))
