@@ -89,9 +89,9 @@ final class FilesTests: XCTestCase {
                 try chunks.waitForValues(1)
                 recorders.append(chunks)
             }
-            XCTAssertGreaterThan(descriptorsOpen(on: path), 0, "the streams hold the file open")
+            XCTAssertGreaterThan(try descriptorsOpen(on: path), 0, "the streams hold the file open")
             for chunks in recorders { chunks.dispose() }
-            try harness.wait(for: "every descriptor of the file to be closed") { descriptorsOpen(on: path) == 0 }
+            try harness.waitOrThrow(for: "every descriptor of the file to be closed") { try descriptorsOpen(on: path) == 0 }
             XCTAssertTrue(recorders.allSatisfy { $0.terminal == nil && $0.values.count < 16 << 10 }, "the streams stopped early")
         }
     }
@@ -261,8 +261,8 @@ final class FilesTests: XCTestCase {
         XCTAssertTrue(bytes == contents, "the chunks arrived out of order or changed")
         // The close may wait for a read ahead still on the pool: wait for it (10 s is the hang guard).
         let giveUp = ContinuousClock.now + .seconds(10)
-        while descriptorsOpen(on: path) > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
-        XCTAssertEqual(descriptorsOpen(on: path), 0, "the file is still open after its chunks ended")
+        while try descriptorsOpen(on: path) > 0 && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertEqual(try descriptorsOpen(on: path), 0, "the file is still open after its chunks ended")
     }
 
     /// A loop that shuts down under `Files.chunks` of a regular file whose consumer paused tells the
@@ -273,7 +273,7 @@ final class FilesTests: XCTestCase {
         let loop = EventLoop(name: "chunks-shutdown")
         let first = try await assertAPausedReaderEndsWithShutDown(Files.chunks(path, chunkSize: 4096, on: loop), on: loop)
         XCTAssertEqual(first?.count, 4096)
-        XCTAssertEqual(descriptorsOpen(on: path), 0, "the file is still open after the loop shut down")
+        XCTAssertEqual(try descriptorsOpen(on: path), 0, "the file is still open after the loop shut down")
     }
 
     /// A file that grows after its size was taken is read to its new end.
@@ -425,15 +425,15 @@ final class FilesTests: XCTestCase {
             XCTAssertEqual(received.withLock { $0 }.flatMap { $0 }, [1, 2, 3, 4, 5])
             XCTAssertTrue(received.withLock { $0 }.allSatisfy { $0.count <= 3 }, "\(received.withLock { $0 })")
             XCTAssertNil(try fifoHandle(), "the handle closes at EOF")
-            XCTAssertEqual(descriptorsOpen(on: fifo), 0, "the FIFO's descriptor closes with its handle")
+            XCTAssertEqual(try descriptorsOpen(on: fifo), 0, "the FIFO's descriptor closes with its handle")
 
             // Disposed while it waits for a writer: the handle and the descriptor close.
             let waiting = try harness.record(Files.chunks(fifo))
             try harness.wait(for: "the second FIFO handle") { (try? fifoHandle()) != nil }
-            XCTAssertEqual(descriptorsOpen(on: fifo), 1)
+            XCTAssertEqual(try descriptorsOpen(on: fifo), 1)
             waiting.dispose()
             try harness.wait(for: "the handle to close") { (try? fifoHandle()) == nil }
-            XCTAssertEqual(descriptorsOpen(on: fifo), 0, "disposing closes the FIFO's descriptor")
+            XCTAssertEqual(try descriptorsOpen(on: fifo), 0, "disposing closes the FIFO's descriptor")
             XCTAssertTrue(waiting.events.isEmpty, "\(waiting.events)")
 
             // `Files.read` reads a FIFO through the same core stream, and joins its chunks at EOF.
@@ -446,7 +446,7 @@ final class FilesTests: XCTestCase {
             XCTAssertTrue(try whole.waitForTermination().isCompleted)
             XCTAssertEqual(whole.values, [[6, 7]])
             XCTAssertNil(try fifoHandle())
-            XCTAssertEqual(descriptorsOpen(on: fifo), 0)
+            XCTAssertEqual(try descriptorsOpen(on: fifo), 0)
         }
     }
 

@@ -80,7 +80,7 @@ final class StandardIOTests: XCTestCase {
         defer { close(descriptor) }
         let loop = EventLoop(name: "paused-input")
         try await assertAPausedReaderEndsWithShutDown(StandardIO.input(descriptor: descriptor, name: "test file", on: loop), on: loop)
-        XCTAssertEqual(descriptorsOpen(on: path), 1, "only the test's own descriptor is left open on the file")
+        XCTAssertEqual(try descriptorsOpen(on: path), 1, "only the test's own descriptor is left open on the file")
     }
 
     /// A directory on the descriptor is EISDIR, a closed descriptor EBADF: errors on the signal, no handle left open.

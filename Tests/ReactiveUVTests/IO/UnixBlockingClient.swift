@@ -100,10 +100,8 @@ final class UnixBlockingClient: @unchecked Sendable {
     }
 }
 
-/// The sockets this process has open (entries of `/proc/self/fd` that are sockets).
-func openSocketCount() -> Int {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-    return entries.filter { entry in
-        ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + entry)) ?? "").hasPrefix("socket:")
-    }.count
+/// The sockets this process has open (entries of `/proc/self/fd` that are sockets; throws where it cannot
+/// be read, as `openDescriptorTargets` does).
+func openSocketCount() throws -> Int {
+    try openDescriptorTargets().filter { $0.hasPrefix("socket:") }.count
 }

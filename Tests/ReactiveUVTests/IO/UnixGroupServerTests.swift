@@ -148,7 +148,7 @@ final class UnixGroupServerTests: XCTestCase {
     /// runs the hand-off with its shutdown requested.
     func testAConnectionHandedToALoopShuttingDownIsClosedAndLeaksNoDescriptor() throws {
         try withGroupServer { harness, group, path in
-            let socketsBefore = openSocketCount()
+            let socketsBefore = try openSocketCount()
             let target = group.loops[1]
             let server = try harness.record(UnixSocket.serve(path: path, on: group, onAccepted: { connection in
                 _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
@@ -180,8 +180,8 @@ final class UnixGroupServerTests: XCTestCase {
             second.close()
             server.dispose()
             try harness.wait(for: "loop \(group.loops[0].name) closed everything") { (try? group.loops[0].openHandles()) == [] }
-            try harness.wait(for: "every socket closed") { openSocketCount() <= socketsBefore }
-            XCTAssertEqual(openSocketCount(), socketsBefore, "a socket descriptor was left open")
+            try harness.waitOrThrow(for: "every socket closed") { try openSocketCount() <= socketsBefore }
+            XCTAssertEqual(try openSocketCount(), socketsBefore, "a socket descriptor was left open")
         }
     }
 

@@ -73,8 +73,22 @@ func liveHeapMegabytes() -> Double {
 /// threads and libuv's thread pool check permissions as `nobody` too, and dropping
 /// the effective user id clears the effective capabilities (CAP_NET_BIND_SERVICE,
 /// CAP_DAC_OVERRIDE) until it is restored.
-func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
+///
+/// With `supplementaryGroups` (as root only), `nobody` also belongs to those groups while
+/// `body` runs (`setgroups`, which glibc applies to every thread too); root's own are put back after.
+func withoutRootPrivileges<R>(supplementaryGroups: [gid_t]? = nil, _ body: () throws -> R) throws -> R {
     guard geteuid() == 0 else { return try body() }
+    var rootsGroups: [gid_t]?
+    if let groups = supplementaryGroups {
+        rootsGroups = try supplementaryGroupsOfThisProcess()
+        guard setgroups(groups.count, groups) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM) }
+    }
+    defer {
+        // Runs after the effective ids are root again (defers run last first).
+        if let rootsGroups {
+            precondition(setgroups(rootsGroups.count, rootsGroups) == 0, "could not restore root's supplementary groups")
+        }
+    }
     guard setegid(65534) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM) }
     guard seteuid(65534) == 0 else {
         let code = errno
@@ -88,8 +102,58 @@ func withoutRootPrivileges<R>(_ body: () throws -> R) throws -> R {
     return try body()
 }
 
-/// How many of this process's descriptors are open on `path` (read from `/proc/self/fd`).
-func descriptorsOpen(on path: String) -> Int {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-    return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+/// This process's supplementary group IDs (`getgroups`).
+func supplementaryGroupsOfThisProcess() throws -> [gid_t] {
+    let count = getgroups(0, nil)
+    guard count >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EINVAL) }
+    var groups = [gid_t](repeating: 0, count: Int(count))
+    let read = getgroups(count, &groups)
+    guard read >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EINVAL) }
+    return Array(groups.prefix(Int(read)))
+}
+
+/// What each of this process's open descriptors names (the targets of the links in `/proc/self/fd`:
+/// a path, `socket:[N]`, `pipe:[N]`, `anon_inode:...`).
+///
+/// A count that could not be taken must never read as "nothing open": where `/proc` is not mounted this
+/// throws `XCTSkip` saying so, and where `/proc/self/fd` cannot be read it throws a `TestFailure`.
+/// (The descriptor the listing itself opens is closed by the time its link is read, so it is not counted.)
+func openDescriptorTargets() throws -> [String] {
+    let entries: [String]
+    do {
+        entries = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")
+    } catch {
+        if access("/proc/self", F_OK) != 0 {
+            throw XCTSkip("/proc is not mounted here, so this process's open descriptors cannot be counted")
+        }
+        throw TestFailure("cannot read /proc/self/fd to count this process's open descriptors: \(error)")
+    }
+    return entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }
+}
+
+/// How many of this process's descriptors are open on `path` (read from `/proc/self/fd`; throws where it
+/// cannot be read, as `openDescriptorTargets` does).
+func descriptorsOpen(on path: String) throws -> Int {
+    try openDescriptorTargets().filter { $0 == path }.count
+}
+
+/// Waits until `condition` holds, as `waitUntil` does; an error the condition throws ends the wait and is
+/// thrown (so a count that cannot be taken fails the test at once rather than reading as a false condition).
+func waitUntilOrThrow(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
+    var failure: (any Error)?
+    try waitFor(what, timeout: timeout) {
+        do { return try condition() } catch { failure = error; return true }
+    }
+    if let failure { throw failure }
+}
+
+extension LoopHarness {
+    /// `wait(for:until:)` for a condition that can throw: its error ends the wait and is thrown.
+    func waitOrThrow(for what: String, until condition: () throws -> Bool) throws {
+        var failure: (any Error)?
+        try wait(for: what) {
+            do { return try condition() } catch { failure = error; return true }
+        }
+        if let failure { throw failure }
+    }
 }

@@ -15,9 +15,13 @@ public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
     /// A name that is not valid UTF-8 (Linux names are bytes) shows U+FFFD for each byte that is
     /// not, so it names no file: it cannot be passed back to a call. `Files.removeTree` removes such
     /// entries itself (it builds its paths from the bytes).
+    ///
+    /// Thread rule: safe from any thread.
     public let name: String
     /// Its type as the directory entry records it (a symbolic link is `.symbolicLink`, not what it points to);
     /// `.unknown` on file systems whose entries do not say: `lstat` the entry then.
+    ///
+    /// Thread rule: safe from any thread.
     public let type: FileType
 
     /// An entry named `name` of type `type`.

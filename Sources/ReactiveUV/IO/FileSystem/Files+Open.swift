@@ -12,10 +12,16 @@ extension OpenFile {
     /// Thread rule: a value type; safe from any thread.
     public enum Mode: Sendable, Hashable {
         /// `O_RDONLY`: writes fail with `EBADF`.
+        ///
+        /// Thread rule: safe from any thread.
         case read
         /// `O_RDWR`.
+        ///
+        /// Thread rule: safe from any thread.
         case readWrite
         /// `O_WRONLY`: reads fail with `EBADF`.
+        ///
+        /// Thread rule: safe from any thread.
         case write
     }
 
@@ -24,17 +30,27 @@ extension OpenFile {
     /// Thread rule: a value type; safe from any thread.
     public struct Options: OptionSet, Sendable, Hashable {
         /// The bits.
+        ///
+        /// Thread rule: safe from any thread.
         public let rawValue: UInt8
         /// Makes an option set from its bits. Thread rule: safe from any thread.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
 
         /// `O_CREAT`: create the file (with `permissions`) if it does not exist.
+        ///
+        /// Thread rule: safe from any thread.
         public static let create = Options(rawValue: 1)
         /// `O_TRUNC`: empty the file when it is opened (needs a mode that writes).
+        ///
+        /// Thread rule: safe from any thread.
         public static let truncate = Options(rawValue: 2)
         /// `O_APPEND`: every write lands at the end, whatever its offset (needs a mode that writes).
+        ///
+        /// Thread rule: safe from any thread.
         public static let append = Options(rawValue: 4)
         /// `O_EXCL` with `create`: fail with `EEXIST` if the path exists (needs `create`).
+        ///
+        /// Thread rule: safe from any thread.
         public static let exclusive = Options(rawValue: 8)
     }
 }

@@ -30,6 +30,79 @@ final class DirectoryTests: FileSystemTestCase {
         }
     }
 
+    /// A path whose parent directory does not exist is `ENOENT` with the call and the path in `context`, for every
+    /// call that takes one, as source or as destination (a source then stays where it was); `exists` says false.
+    func testAPathWhoseParentIsMissingIsENOENTNamingThePath() throws {
+        let missing = path("no-such-dir") + "/entry"
+        let file = try makeFile("here", [1, 2, 3])
+        try checked { harness in
+            let calls: [(Signal<Void>, String)] = [
+                (Files.stat(missing).map { _ in () }, "stat \(missing)"),
+                (Files.lstat(missing).map { _ in () }, "lstat \(missing)"),
+                (Files.access(missing, .exists), "access \(missing)"),
+                (Files.list(missing).map { _ in () }, "opendir \(missing)"),
+                (Files.createDirectory(missing), "mkdir \(missing)"),
+                (Files.remove(missing), "unlink \(missing)"),
+                (Files.removeDirectory(missing), "rmdir \(missing)"),
+                (Files.removeTree(missing), "lstat \(missing)"),
+                (Files.rename(from: missing, to: path("moved")), "rename \(missing) -> \(path("moved"))"),
+                (Files.rename(from: file, to: missing), "rename \(file) -> \(missing)"),
+                (Files.copy(from: missing, to: path("copied")), "copyfile \(missing) -> \(path("copied"))"),
+                (Files.copy(from: file, to: missing), "copyfile \(file) -> \(missing)"),
+                (Files.link(at: missing, pointingTo: file), "link \(missing) -> \(file)"),
+                (Files.symbolicLink(at: missing, pointingTo: file), "symlink \(missing) -> \(file)"),
+                (Files.readLink(missing).map { _ in () }, "readlink \(missing)"),
+                (Files.realPath(missing).map { _ in () }, "realpath \(missing)"),
+                (Files.chmod(missing, 0o644), "chmod \(missing)"),
+                (Files.chown(missing, user: getuid()), "chown \(missing)"),
+                (Files.setTimes(missing, access: .zero, modification: .zero), "utimensat \(missing)"),
+                (Files.truncate(missing, to: 0), "open \(missing)"),
+                (Files.open(missing, mode: .write, options: [.create]).map { _ in () }, "open \(missing)"),
+            ]
+            for (signal, context) in calls {
+                let error = try failure(harness, signal)
+                XCTAssertEqual(error.name, "ENOENT", context)
+                XCTAssertEqual(error.context, context)
+            }
+            let template = try failure(harness, Files.makeTemporaryFile(prefix: "t-", in: path("no-such-dir")).map { _ in () })
+            XCTAssertEqual(template.name, "ENOENT")
+            XCTAssertTrue(template.context.hasPrefix("mkstemp \(path("no-such-dir"))/t-"), template.description)
+            XCTAssertEqual(try completes(harness, Files.exists(missing)), [false])
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)), Data([1, 2, 3]), "the source stayed where it was")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["here"], "nothing was made")
+    }
+
+    /// A path through something that is not a directory (a file as a directory, or a name below a file) is
+    /// `ENOTDIR` with the call and the path in `context`; `exists` of a name below a file is that error too (only
+    /// `ENOENT` is `false`).
+    func testAPathThroughAFileIsENOTDIRNamingThePath() throws {
+        let file = try makeFile("plain", [1])
+        let below = file + "/below"
+        let other = try makeFile("other", [2])
+        try checked { harness in
+            let calls: [(Signal<Void>, String)] = [
+                (Files.list(file).map { _ in () }, "opendir \(file)"),
+                (Files.list(below).map { _ in () }, "opendir \(below)"),
+                (Files.createDirectory(below), "mkdir \(below)"),
+                (Files.exists(below).map { _ in () }, "access \(below)"),
+                (Files.stat(below).map { _ in () }, "stat \(below)"),
+                (Files.removeDirectory(file), "rmdir \(file)"),
+                (Files.removeTree(below), "lstat \(below)"),
+                (Files.rename(from: other, to: below), "rename \(other) -> \(below)"),
+                (Files.copy(from: other, to: below), "copyfile \(other) -> \(below)"),
+                (Files.open(below, mode: .write, options: [.create]).map { _ in () }, "open \(below)"),
+            ]
+            for (signal, context) in calls {
+                let error = try failure(harness, signal)
+                XCTAssertEqual(error.name, "ENOTDIR", context)
+                XCTAssertEqual(error.context, context)
+            }
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: other)), Data([2]), "the source stayed where it was")
+        XCTAssertEqual(try systemStat(file).st_mode & S_IFMT, S_IFREG, "the file is still a file")
+    }
+
     /// With parents: every missing level is made, an existing directory is fine, and a file in the way is an
     /// error naming it (EEXIST for the path itself, ENOTDIR for a parent).
     func testCreateDirectoryWithParentsIsMkdirP() throws {
@@ -171,17 +244,17 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertEqual(reads.current, 2, "one batch read ahead, no more while paused")
             XCTAssertEqual(batches.current, 1)
             XCTAssertEqual(received.current, 10, "the batch in hand is delivered whole, the one read ahead is held")
-            XCTAssertGreaterThan(descriptors(openOn: listed), 0, "the directory is still open")
+            XCTAssertGreaterThan(try descriptors(openOn: listed), 0, "the directory is still open")
             try harness.onLoop { subscription.current?.flowControl?.resume() }
             try harness.wait(for: "the listing to complete") { completed.current }
             XCTAssertEqual(received.current, 100)
-            XCTAssertEqual(descriptors(openOn: listed), 0, "closed at the end")
+            XCTAssertEqual(try descriptors(openOn: listed), 0, "closed at the end")
 
             let parted = try harness.record(Files.list(listed, batchSize: 1, on: nil, afterEachBatch: nil))
             try parted.waitForValues(5)
-            XCTAssertGreaterThan(descriptors(openOn: listed), 0)
+            XCTAssertGreaterThan(try descriptors(openOn: listed), 0)
             parted.dispose()
-            try harness.wait(for: "the directory to be closed") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "the directory to be closed") { try descriptors(openOn: listed) == 0 }
         }
     }
 
@@ -195,7 +268,7 @@ final class DirectoryTests: FileSystemTestCase {
         }
         let loop = EventLoop(name: "paused-listing")
         try await assertAPausedReaderEndsWithShutDown(Files.list(listed, on: loop), on: loop)
-        XCTAssertEqual(descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
+        XCTAssertEqual(try descriptors(openOn: listed), 0, "the directory is still open after the loop shut down")
     }
 
     /// A batch goes out as one delivery (`Subscriber.sendNexts`), yet a subscriber that disposes inside an entry
@@ -219,7 +292,7 @@ final class DirectoryTests: FileSystemTestCase {
             // A second listing on the same loop completes after the first one's batch was delivered.
             let whole = try completes(harness, Files.list(listed, batchSize: 20, on: nil, afterEachBatch: nil).map(\.name))
             XCTAssertEqual(Set(whole).count, 40, "through an operator every entry arrives once")
-            try harness.wait(for: "the disposed listing to close its directory") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "the disposed listing to close its directory") { try descriptors(openOn: listed) == 0 }
             XCTAssertEqual(received.current, 3, "nothing after the dispose inside the third entry")
         }
     }
@@ -238,7 +311,7 @@ final class DirectoryTests: FileSystemTestCase {
                     Files.makeTemporaryDirectory(prefix: prefix).subscribe().dispose()
                 }
             }
-            try harness.wait(for: "every directory stream to be closed") { descriptors(openOn: listed) == 0 }
+            try harness.waitOrThrow(for: "every directory stream to be closed") { try descriptors(openOn: listed) == 0 }
         }
         let left = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tmp-") }
         XCTAssertEqual(left, [], "temporary directories made for disposed subscribers are removed")
@@ -307,12 +380,8 @@ final class DirectoryTests: FileSystemTestCase {
         let longNames = path("long-names"), manyLevels = path("many-levels")
         try makeTree(longNames, levels: 30, name: String(repeating: "d", count: 200))
         try makeTree(manyLevels, levels: 2_500, name: "d")
-        func descriptorsOnTheTrees() -> Int {
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-            return entries.filter { entry in
-                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + entry)) ?? ""
-                return target.hasPrefix(longNames) || target.hasPrefix(manyLevels)
-            }.count
+        func descriptorsOnTheTrees() throws -> Int {
+            try openDescriptorTargets().filter { $0.hasPrefix(longNames) || $0.hasPrefix(manyLevels) }.count
         }
         try checked { harness in
             try completes(harness, Files.removeTree(longNames))
@@ -321,7 +390,7 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertThrowsError(try systemStat(longNames))
         XCTAssertThrowsError(try systemStat(manyLevels))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: outside), ["keep"], "links are never followed")
-        XCTAssertEqual(descriptorsOnTheTrees(), 0)
+        XCTAssertEqual(try descriptorsOnTheTrees(), 0)
     }
 
     func testRemoveRemoveDirectoryAndTheirErrors() throws {
@@ -336,7 +405,10 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertEqual(notEmpty.name, "ENOTEMPTY")
             XCTAssertEqual(notEmpty.context, "rmdir \(full)")
             XCTAssertEqual(try failure(harness, Files.removeDirectory(full + "/inside")).name, "ENOTDIR")
-            XCTAssertEqual(try failure(harness, Files.remove(full)).name, "EISDIR")
+            let directoryRemoved = try failure(harness, Files.remove(full))
+            XCTAssertEqual(directoryRemoved.name, "EISDIR")
+            XCTAssertEqual(directoryRemoved.context, "unlink \(full)")
+            XCTAssertTrue(FileManager.default.fileExists(atPath: full + "/inside"), "nothing was removed")
             try completes(harness, Files.remove(full + "/inside"))
             try completes(harness, Files.removeDirectory(full))
             XCTAssertFalse(FileManager.default.fileExists(atPath: full))
@@ -488,23 +560,49 @@ final class DirectoryTests: FileSystemTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: locked + "/sub/file"))
     }
 
-    /// mkdtemp: a new empty directory of mode 0o700, in $TMPDIR for a bare prefix, where asked for a path prefix.
-    func testMakeTemporaryDirectory() throws {
-        try checked { harness in
-            let made = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: "fsmeta-")).first)
-            defer { rmdir(made) }
-            let expectedParent = (ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
-            XCTAssertTrue(made.hasPrefix(expectedParent.hasSuffix("/") ? expectedParent + "fsmeta-" : expectedParent + "/fsmeta-"), made)
-            XCTAssertEqual(made.count, expectedParent.count + (expectedParent.hasSuffix("/") ? 0 : 1) + "fsmeta-".count + 6)
-            let info = try systemStat(made)
-            XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
-            XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+    /// Set in the child process `testMakeTemporaryDirectory` starts (its `$TMPDIR` a directory of the test's own).
+    private static let temporaryDirectoryProbe = "REACTIVEUV_MKDTEMP_PROBE"
 
+    /// mkdtemp: a new empty directory of mode 0o700, in `$TMPDIR` for a bare prefix, where asked for a path prefix.
+    ///
+    /// The bare prefix runs in a child process (this test again) whose `$TMPDIR` is a directory inside this
+    /// test's own, so nothing is made in the real one, and whatever the child leaves goes with the test's
+    /// directory, failed or not. (`$TMPDIR` is read when the signal is made; `setenv` in this process would race
+    /// with the other threads reading the environment.)
+    func testMakeTemporaryDirectory() throws {
+        if ProcessInfo.processInfo.environment[Self.temporaryDirectoryProbe] != nil { return try makeOneInTMPDIR() }
+        let tmpdir = path("tmpdir")
+        try FileManager.default.createDirectory(atPath: tmpdir, withIntermediateDirectories: false)
+        let output = try runTestInFreshProcess("DirectoryTests/testMakeTemporaryDirectory",
+                                               environment: ["TMPDIR": tmpdir, Self.temporaryDirectoryProbe: "1"])
+        let probe = try XCTUnwrap(output.split(separator: "\n").first { $0.hasPrefix("mkdtemp probe: ") }, output)
+        let made = String(probe.dropFirst("mkdtemp probe: ".count))
+        XCTAssertTrue(made.hasPrefix(tmpdir + "/fsmeta-"), made)
+        XCTAssertEqual(made.count, tmpdir.count + "/fsmeta-".count + 6, made)
+        let info = try systemStat(made)
+        XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR)
+        XCTAssertEqual(UInt32(info.st_mode) & 0o777, 0o700)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: made), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: tmpdir), [URL(fileURLWithPath: made).lastPathComponent],
+                       "the child made its directory in $TMPDIR, and nothing else is left there")
+
+        try checked { harness in
             let here = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: path("own-"))).first)
             XCTAssertTrue(here.hasPrefix(path("own-")), here)
-            XCTAssertNotEqual(here, made)
+            XCTAssertEqual(here.count, path("own-").count + 6, here)
+            XCTAssertEqual(UInt32(try systemStat(here).st_mode) & 0o777, 0o700)
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: here), [])
+            let again = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: path("own-"))).first)
+            XCTAssertNotEqual(again, here)
             XCTAssertEqual(try failure(harness, Files.makeTemporaryDirectory(prefix: path("none/x-"))).name, "ENOENT")
+        }
+    }
+
+    /// In the child: makes a directory with a bare prefix and prints its path for the parent to check.
+    private func makeOneInTMPDIR() throws {
+        try checked { harness in
+            let made = try XCTUnwrap(try completes(harness, Files.makeTemporaryDirectory(prefix: "fsmeta-")).first)
+            print("mkdtemp probe: \(made)")
         }
     }
 }

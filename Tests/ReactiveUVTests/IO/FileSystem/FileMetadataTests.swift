@@ -150,35 +150,85 @@ final class FileMetadataTests: FileSystemTestCase {
         }
     }
 
-    /// chown and lchown change the owner stat reads (as root: to `nobody`; otherwise to the caller's own IDs);
-    /// lchown leaves the link's target alone.
+    /// chown and lchown as root: the owner and group change to `nobody`'s, as stat reads them; a nil group is
+    /// left as it was, and lchown changes the link, not its target. Then, as a user (run as root: `nobody`,
+    /// given a supplementary group), what a user may and may not change.
     func testChownAndLchownChangeTheOwner() throws {
-        let file = try makeFile("owned")
-        let link = path("owned-link")
-        XCTAssertEqual(symlink(file, link), 0)
-        let isRoot = geteuid() == 0
-        let user: UInt32 = isRoot ? 65534 : geteuid()
-        let group: UInt32 = isRoot ? 65534 : getegid()
-        try checked { harness in
-            try completes(harness, Files.lchown(link, user: user, group: group))
-            XCTAssertEqual(try systemStat(link).st_uid, user)
-            try completes(harness, Files.chown(file, group: group))
-            XCTAssertEqual(try systemStat(file).st_gid, group)
-            try completes(harness, Files.chown(file, user: user))
-            XCTAssertEqual(try systemStat(file).st_uid, user)
-            XCTAssertEqual(try systemStat(file).st_gid, group, "a nil group is left as it was")
-            XCTAssertEqual(try failure(harness, Files.chown(path("missing"), user: user)).name, "ENOENT")
+        if geteuid() == 0 {
+            let file = try makeFile("owned")
+            let link = path("owned-link")
+            XCTAssertEqual(symlink(file, link), 0)
+            let nobody: UInt32 = 65534
+            try checked { harness in
+                try completes(harness, Files.lchown(link, user: nobody, group: nobody))
+                XCTAssertEqual(try systemStat(link).st_uid, nobody)
+                XCTAssertEqual(try systemStat(link).st_gid, nobody)
+                XCTAssertEqual(try systemStat(file).st_uid, 0, "lchown leaves the link's target alone")
+                try completes(harness, Files.chown(file, group: nobody))
+                XCTAssertEqual(try systemStat(file).st_gid, nobody)
+                XCTAssertEqual(try systemStat(file).st_uid, 0, "a nil user is left as it was")
+                try completes(harness, Files.chown(file, user: nobody))
+                XCTAssertEqual(try systemStat(file).st_uid, nobody)
+                XCTAssertEqual(try systemStat(file).st_gid, nobody, "a nil group is left as it was")
+                XCTAssertEqual(try failure(harness, Files.chown(path("missing"), user: nobody)).name, "ENOENT")
+            }
         }
-        if isRoot {
-            // As `nobody`, giving a file away is not allowed.
-            let rootFile = try makeFile("roots")
-            XCTAssertEqual(Foundation.chmod(directory, 0o777), 0)
-            try withoutRootPrivileges {
-                try checked { harness in
-                    XCTAssertEqual(try failure(harness, Files.chown(rootFile, user: 65534)).name, "EPERM")
+        try assertWhatAUserMayChown()
+    }
+
+    /// As a user (as root: `nobody`, with one supplementary group): giving a file or a link away, or a file to a
+    /// group the user is not in, is `EPERM` naming the path, and changes nothing; a link's group (lchown) and a
+    /// file's (chown) can be changed to another of the user's own groups, where the user has one; a file the
+    /// user does not own (root's) cannot be changed at all.
+    private func assertWhatAUserMayChown() throws {
+        let isRoot = geteuid() == 0
+        let rootsFile = isRoot ? try makeFile("roots") : nil
+        let groupsBefore = try supplementaryGroupsOfThisProcess()
+        if isRoot { XCTAssertEqual(Foundation.chmod(directory, 0o777), 0, "nobody makes its files here") }
+        // Any group ID will do: root may give `nobody` a group that /etc/group does not list.
+        try withoutRootPrivileges(supplementaryGroups: [4242]) {
+            let mine = try makeFile("users")
+            let link = path("users-link")
+            XCTAssertEqual(symlink(mine, link), 0)
+            let user = geteuid()
+            let before = try systemStat(mine)
+            XCTAssertEqual(before.st_uid, user)
+            let groups = Set(try supplementaryGroupsOfThisProcess() + [getegid()])
+            let anotherUser: UInt32 = 0  // root: never this user
+            let notMyGroup = try XCTUnwrap((UInt32(0)...).first { !groups.contains($0) })
+            let anotherOfMyGroups = groups.sorted().first { $0 != before.st_gid }
+            if isRoot { XCTAssertEqual(anotherOfMyGroups, 4242, "nobody was given the group") }
+            try checked { harness in
+                let givenAway = try failure(harness, Files.chown(mine, user: anotherUser))
+                XCTAssertEqual(givenAway.name, "EPERM")
+                XCTAssertEqual(givenAway.context, "chown \(mine)")
+                let linkGivenAway = try failure(harness, Files.lchown(link, user: anotherUser))
+                XCTAssertEqual(linkGivenAway.name, "EPERM")
+                XCTAssertEqual(linkGivenAway.context, "lchown \(link)")
+                let foreignGroup = try failure(harness, Files.chown(mine, group: notMyGroup))
+                XCTAssertEqual(foreignGroup.name, "EPERM")
+                XCTAssertEqual(foreignGroup.context, "chown \(mine)")
+                XCTAssertEqual(try systemStat(mine).st_uid, user, "nothing changed")
+                XCTAssertEqual(try systemStat(mine).st_gid, before.st_gid, "nothing changed")
+
+                // A user in one group only has no other group to give a file: nothing to see there.
+                if let other = anotherOfMyGroups {
+                    try completes(harness, Files.lchown(link, user: user, group: other))
+                    XCTAssertEqual(try systemStat(link).st_gid, other)
+                    XCTAssertEqual(try systemStat(mine).st_gid, before.st_gid, "lchown leaves the link's target alone")
+                    try completes(harness, Files.chown(mine, group: other))
+                    XCTAssertEqual(try systemStat(mine).st_gid, other)
+                    XCTAssertEqual(try systemStat(mine).st_uid, user, "a nil user is left as it was")
+                }
+                if let rootsFile {
+                    let notMine = try failure(harness, Files.chown(rootsFile, group: getegid()))
+                    XCTAssertEqual(notMine.name, "EPERM")
+                    XCTAssertEqual(notMine.context, "chown \(rootsFile)")
+                    XCTAssertEqual(try systemStat(rootsFile).st_gid, 0)
                 }
             }
         }
+        XCTAssertEqual(try supplementaryGroupsOfThisProcess(), groupsBefore, "the process's own groups are back")
     }
 
     /// truncate cuts and extends (zeros); a negative size is EINVAL before any request; no descriptor stays open.
@@ -194,7 +244,7 @@ final class FileMetadataTests: FileSystemTestCase {
             XCTAssertTrue(negative.message.contains("-1"), negative.description)
             XCTAssertEqual(try failure(harness, Files.truncate(path("missing"), to: 0)).context, "open \(path("missing"))")
             XCTAssertEqual(try failure(harness, Files.truncate(directory, to: 0)).name, "EISDIR")
-            XCTAssertEqual(descriptors(openOn: file), 0)
+            XCTAssertEqual(try descriptors(openOn: file), 0)
         }
         XCTAssertEqual(try systemStat(file).st_size, 20)
     }

@@ -195,6 +195,55 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
+    /// A close() while operations are on the pool: the one still queued never runs and fails at once with
+    /// `EBADF` naming the close (its cancellation in the message) and the operation and path; the one running
+    /// finishes first, and only then is the descriptor closed and the close complete. Every pool thread is held
+    /// (the running one through the file's own job machinery, the others by `ThreadPool.run`), so which
+    /// operation is queued and which runs is certain.
+    func testACloseFailsQueuedOperationsAndClosesAfterTheRunningOne() throws {
+        let path = directory + "/held"
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
+        let poolSize = ThreadPool.size
+        let release = DispatchSemaphore(value: 0)
+        let started = Locked(0)
+        let log = Locked<[String]>([])
+        try checked { harness in
+            var released = false
+            defer { if !released { for _ in 0..<poolSize { release.signal() } } }
+            let file = try open(harness, path)
+            try harness.onLoop {
+                file.run("held", { _, _ -> Int in
+                    started.withLock { $0 += 1 }
+                    release.wait()
+                    return 1
+                }, completion: { result in log.withLock { $0.append("held: \(result)") } })
+            }
+            let holders = try (1..<poolSize).map { _ in
+                try harness.record(ThreadPool.run(on: harness.loop) { started.withLock { $0 += 1 }; release.wait() })
+            }
+            try harness.wait(for: "every pool thread to be held") { started.current == poolSize }
+
+            let (read, close) = try harness.onLoop { () -> (EventRecorder<[UInt8]>, EventRecorder<Void>) in
+                let read = EventRecorder(file.read(at: 0, count: 3))  // queued: no pool thread is free
+                let close = EventRecorder(file.close().on(completed: { log.withLock { $0.append("close completed") } }))
+                return (read, close)
+            }
+            let error = try XCTUnwrap(try read.waitForTermination().error as? UVError, "\(read.events)")
+            XCTAssertEqual(error.name, "EBADF")
+            XCTAssertTrue(error.message.hasPrefix("the file was closed by its close() (") && error.message.contains("cancel"), error.description)
+            XCTAssertEqual(error.context, "read \(path)")
+            XCTAssertEqual(try harness.onLoop { close.terminal == nil }, true, "the close waits for the running job")
+            XCTAssertEqual(try descriptors(openOn: path), 1, "the descriptor stays open under the running job")
+
+            released = true
+            for _ in 0..<poolSize { release.signal() }
+            XCTAssertTrue(try close.waitForTermination().isCompleted)
+            XCTAssertEqual(log.current, ["held: success(1)", "close completed"])
+            XCTAssertEqual(try descriptors(openOn: path), 0)
+            for holder in holders { XCTAssertTrue(try holder.waitForTermination().isCompleted) }
+        }
+    }
+
     /// A dispose stops a long write between its requests (close() would let it finish): the write fails with
     /// EBADF naming the dispose and how far it got, and the file holds less than was asked.
     func testDisposingStopsALongWriteBetweenItsRequests() throws {
@@ -225,10 +274,10 @@ final class OpenFileTests: XCTestCase {
         try Data(bytePattern(1 << 20, seed: 1)).write(to: URL(fileURLWithPath: path))
         // One round first: the shared loop and libuv's pool open descriptors of their own at first use.
         try cycleOpenFiles(path, rounds: 1)
-        let before = openDescriptorCount()
+        let before = try openDescriptorTargets().count
         try cycleOpenFiles(path, rounds: 20)
-        waitUntil("every descriptor to be closed") { openDescriptorCount() <= before }
-        XCTAssertEqual(openDescriptorCount(), before)
+        try waitUntilOrThrow("every descriptor to be closed") { try openDescriptorTargets().count <= before }
+        XCTAssertEqual(try openDescriptorTargets().count, before)
     }
 
     /// Opens `path` in every way and ends each way there is, `rounds` times.
@@ -333,19 +382,24 @@ final class OpenFileTests: XCTestCase {
         try Data([1]).write(to: URL(fileURLWithPath: path))
         try checked { harness in
             let file = try open(harness, path, mode: .readWrite)
-            let cases: [(String, EventRecorder<Int>)] = [
-                ("read at -1", try harness.record(file.read(at: -1, count: 1).map(\.count))),
-                ("read count -1", try harness.record(file.read(at: 0, count: -1).map(\.count))),
-                ("read count past the limit", try harness.record(file.read(at: 0, count: OpenFile.maxReadCount + 1).map(\.count))),
-                ("read past Int.max", try harness.record(file.read(at: Int.max, count: 2).map(\.count))),
-                ("chunks from -1", try harness.record(file.chunks(from: -1).map(\.count))),
-                ("chunk size 0", try harness.record(file.chunks(chunkSize: 0).map(\.count))),
-                ("write at -1", try harness.record(file.write([1], at: -1))),
-                ("truncate to -1", try harness.record(file.truncate(to: -1).map { 0 })),
+            let limit = OpenFile.maxReadCount
+            // Each message names the value and the limit it breaks.
+            let cases: [(String, EventRecorder<Int>, String)] = [
+                ("read at -1", try harness.record(file.read(at: -1, count: 1).map(\.count)), "the offset must be 0 or more, not -1"),
+                ("read count -1", try harness.record(file.read(at: 0, count: -1).map(\.count)), "the count must be 0...\(limit), not -1"),
+                ("read count past the limit", try harness.record(file.read(at: 0, count: limit + 1).map(\.count)),
+                 "the count must be 0...\(limit), not \(limit + 1)"),
+                ("read past Int.max", try harness.record(file.read(at: Int.max, count: 2).map(\.count)),
+                 "offset \(Int.max) + count 2 passes the largest file offset"),
+                ("chunks from -1", try harness.record(file.chunks(from: -1).map(\.count)), "the offset must be 0 or more, not -1"),
+                ("chunk size 0", try harness.record(file.chunks(chunkSize: 0).map(\.count)), "the count must be 1...\(limit), not 0"),
+                ("write at -1", try harness.record(file.write([1], at: -1)), "the offset must be 0 or more, not -1"),
+                ("truncate to -1", try harness.record(file.truncate(to: -1).map { 0 }), "the size must be 0 or more, not -1"),
             ]
-            for (name, recorder) in cases {
+            for (name, recorder, message) in cases {
                 let error = try XCTUnwrap(try recorder.waitForTermination().error as? UVError, name)
                 XCTAssertEqual(error.name, "EINVAL", name)
+                XCTAssertEqual(error.message, message, name)
                 XCTAssertTrue(error.context.hasSuffix(path), "\(name): \(error)")
             }
             XCTAssertEqual(try harness.record(file.read(at: 0, count: 1)).waitForValues(1), [[1]], "the file is still usable")
@@ -355,12 +409,16 @@ final class OpenFileTests: XCTestCase {
     func testOpenOptionsThatMakeNoSenseAreEINVAL() throws {
         let path = directory + "/options"
         try checked { harness in
-            for (mode, options, permissions) in [(OpenFile.Mode.read, OpenFile.Options.truncate, UInt32(0o644)),
-                                                 (.read, [.append], 0o644), (.write, [.exclusive], 0o644),
-                                                 (.write, [.create], 0o10000)] {
+            let modeNeeded = "truncate and append need a mode that writes (.write or .readWrite), not .read"
+            for (mode, options, permissions, message) in [(OpenFile.Mode.read, OpenFile.Options.truncate, UInt32(0o644), modeNeeded),
+                                                          (.read, [.append], 0o644, modeNeeded),
+                                                          (.write, [.exclusive], 0o644, "exclusive needs create"),
+                                                          (.write, [.create], 0o10000, "permissions must be 0...0o7777, not 0o10000")] {
                 let error = try XCTUnwrap(try harness.record(Files.open(path, mode: mode, options: options, permissions: permissions))
                     .waitForTermination().error as? UVError)
                 XCTAssertEqual(error.name, "EINVAL")
+                XCTAssertEqual(error.message, message)
+                XCTAssertEqual(error.context, "Files.open \(path)")
             }
             XCTAssertFalse(FileManager.default.fileExists(atPath: path), "nothing was created")
             let file = try open(harness, path, mode: .write, options: [.create, .exclusive], permissions: 0o600)
@@ -457,7 +515,7 @@ final class OpenFileTests: XCTestCase {
         defer { loop.shutdown() }
         struct Failure: Error {}
         for round in 0..<20 {
-            let outcome = await Task { () -> (result: String, closed: Bool?, descriptors: Int) in
+            let outcome = try await Task { () throws -> (result: String, closed: Bool?, descriptors: Int) in
                 var opened: OpenFile?
                 var result: String
                 do {
@@ -471,7 +529,7 @@ final class OpenFileTests: XCTestCase {
                 } catch {
                     result = "\(type(of: error))"
                 }
-                return (result, opened?.isClosed, descriptorsOpen(on: path))
+                return (result, opened?.isClosed, try descriptorsOpen(on: path))
             }.value
             XCTAssertEqual(outcome.result, round % 2 == 1 ? "Failure" : "written", "round \(round)")
             XCTAssertEqual(outcome.closed, true, "round \(round): withOpenFile returned before the file was closed")
@@ -509,9 +567,7 @@ final class OpenFileTests: XCTestCase {
         (try recorder.waitForTermination().error as? UVError)?.name
     }
 
-    private func openDescriptorCount() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? -1
-    }
+    private func descriptors(openOn path: String) throws -> Int { try descriptorsOpen(on: path) }
 
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
