@@ -106,7 +106,7 @@ final class OpenFileAsyncTests: FileSystemTestCase {
             let closed = try await FileSystem.withOpenFile(name, mode: .readWrite, on: harness.loop) { file in
                 try await FileSystem.close(file)
                 XCTAssertTrue(file.isClosed)
-                XCTAssertEqual(self.descriptors(openOn: name), 0, "closed when the close returned")
+                XCTAssertEqual(try self.descriptors(openOn: name), 0, "closed when the close returned")
                 let calls: [(String, () async throws -> Any)] = [
                     ("read", { try await FileSystem.read(file, at: 0, count: 1) }),
                     ("write", { try await FileSystem.write([1], to: file, at: 0) }),
@@ -188,7 +188,7 @@ final class OpenFileAsyncTests: FileSystemTestCase {
             XCTAssertTrue(outcome.file.isClosed)
             // A cancelled task does not wait for the reads ahead still on the pool (`withOpenFile`): the
             // descriptor closes when they end.
-            try harness.wait(for: "the descriptor to close") { self.descriptors(openOn: name) == 0 }
+            try harness.waitOrThrow(for: "the descriptor to close") { try self.descriptors(openOn: name) == 0 }
         }
     }
 
@@ -221,11 +221,11 @@ final class OpenFileAsyncTests: FileSystemTestCase {
                 break
             }
             XCTAssertEqual(received, [5, 6, 7])
-            XCTAssertEqual(self.descriptors(openOn: fifo), 2, "the test's descriptor and the reader's")
+            XCTAssertEqual(try self.descriptors(openOn: fifo), 2, "the test's descriptor and the reader's")
             reader.cancel()
             let chunks = try await reader.value
             XCTAssertEqual(chunks, 1, "the iteration ended at the cancellation")
-            try harness.wait(for: "the disposal to close the reader's descriptor") { self.descriptors(openOn: fifo) == 1 }
+            try harness.waitOrThrow(for: "the disposal to close the reader's descriptor") { try self.descriptors(openOn: fifo) == 1 }
         }
     }
 
