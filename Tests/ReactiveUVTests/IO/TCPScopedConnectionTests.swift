@@ -10,14 +10,7 @@ final class TCPScopedConnectionTests: XCTestCase {
 
     /// A harness whose loop carries both ends; `finish()` checks nothing is left open.
     private func withHarness(_ test: (LoopHarness) async throws -> Void, file: StaticString = #filePath, line: UInt = #line) async throws {
-        let harness = LoopHarness(name: "scoped-tcp")
-        do {
-            try await test(harness)
-        } catch {
-            XCTFail("\(error)", file: file, line: line)
-        }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
+        await withFinishedHarness(named: "scoped-tcp", test, file: file, line: line)
     }
 
     /// The first connection the server recorder accepts, with its `bytes` recorded on the loop.

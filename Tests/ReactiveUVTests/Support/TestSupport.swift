@@ -147,6 +147,20 @@ func waitUntilOrThrow(_ what: String, timeout: Duration = .seconds(10), _ condit
     if let failure { throw failure }
 }
 
+/// Runs `body` on a fresh `LoopHarness` named `name` (what it throws fails the test), then checks that every
+/// handle and request ended and the loop closed cleanly.
+func withFinishedHarness(named name: String, _ body: (LoopHarness) async throws -> Void,
+                         file: StaticString = #filePath, line: UInt = #line) async {
+    let harness = LoopHarness(name: name)
+    do {
+        try await body(harness)
+    } catch {
+        XCTFail("\(error)", file: file, line: line)
+    }
+    let report = harness.finish()
+    XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
+}
+
 extension LoopHarness {
     /// `wait(for:until:)` for a condition that can throw: its error ends the wait and is thrown.
     func waitOrThrow(for what: String, until condition: () throws -> Bool) throws {

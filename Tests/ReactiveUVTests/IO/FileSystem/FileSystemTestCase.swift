@@ -30,14 +30,7 @@ class FileSystemTestCase: XCTestCase {
     /// `checked` for async tests: runs `body` on a fresh `LoopHarness`, then checks every handle and request
     /// ended and the loop closed cleanly. Call the async forms with `on: harness.loop` (or on a file opened there).
     func withCheckedHarness(_ body: (LoopHarness) async throws -> Void, file: StaticString = #filePath, line: UInt = #line) async {
-        let harness = LoopHarness(name: "fs-async")
-        do {
-            try await body(harness)
-        } catch {
-            XCTFail("\(error)", file: file, line: line)
-        }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
+        await withFinishedHarness(named: "fs-async", body, file: file, line: line)
     }
 
     /// The `UVError` that `call` throws (another error is rethrown). If it returns, the test fails and the test

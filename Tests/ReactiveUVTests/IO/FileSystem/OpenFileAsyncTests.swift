@@ -229,16 +229,21 @@ final class OpenFileAsyncTests: FileSystemTestCase {
         }
     }
 
+    /// Both ends of a Unix socket pair on the harness's loop: the one to send on, and the other's bytes recorded.
+    private func connectedPair(_ harness: LoopHarness) throws -> (sender: UnixConnection, reader: EventRecorder<[UInt8]>) {
+        let (near, far) = try UnixSocket.pair()
+        let sender = try XCTUnwrap(try harness.record(UnixSocket.open(near)).waitForValues(1).first)
+        let receiver = try XCTUnwrap(try harness.record(UnixSocket.open(far)).waitForValues(1).first)
+        return (sender, try harness.record(receiver.bytes))
+    }
+
     /// `sendFile` over a Unix socket pair: the exact bytes of the range arrive, and the async form returns
     /// the count the signal sends (the whole file with no count; fewer than asked when the file is shorter).
     func testAsyncSendFileDeliversTheExactBytesAndReturnsTheCountSent() async throws {
         let bytes = bytePattern(3 << 20, seed: 23)
         let name = try makeFile("send.bin", bytes)
         await withCheckedHarness { harness in
-            let (near, far) = try UnixSocket.pair()
-            let sender = try XCTUnwrap(try harness.record(UnixSocket.open(near)).waitForValues(1).first)
-            let receiver = try XCTUnwrap(try harness.record(UnixSocket.open(far)).waitForValues(1).first)
-            let reader = try harness.record(receiver.bytes)
+            let (sender, reader) = try connectedPair(harness)
             try await FileSystem.withOpenFile(name, on: harness.loop) { file in
                 let range = try await FileSystem.sendFile(file, to: sender, offset: 100, count: bytes.count - 200)
                 XCTAssertEqual(range, bytes.count - 200)
@@ -280,10 +285,7 @@ final class OpenFileAsyncTests: FileSystemTestCase {
     func testAsyncSendFileThrowsTheSignalsErrorsAndACancelledTaskSendsNothing() async throws {
         let name = try makeFile("small.bin", [1, 2, 3])
         await withCheckedHarness { harness in
-            let (near, far) = try UnixSocket.pair()
-            let sender = try XCTUnwrap(try harness.record(UnixSocket.open(near)).waitForValues(1).first)
-            let receiver = try XCTUnwrap(try harness.record(UnixSocket.open(far)).waitForValues(1).first)
-            let reader = try harness.record(receiver.bytes)
+            let (sender, reader) = try connectedPair(harness)
             try await FileSystem.withOpenFile(name, on: harness.loop) { file in
                 try await self.assertThrowsTheSignalsError(harness, sender.sendFile(file, offset: -1),
                                                            { try await FileSystem.sendFile(file, to: sender, offset: -1) }, named: "EINVAL", path: name)
