@@ -30,6 +30,16 @@ final class Countdown: @unchecked Sendable {
     }
 }
 
+// PROFILE_POOL_SCHEDULING=batch|inherited|lowered:N: how libuv's pool threads start (default: automatic).
+if let asked = ProcessInfo.processInfo.environment["PROFILE_POOL_SCHEDULING"] {
+    switch asked {
+    case "batch": try ThreadPool.setThreadScheduling(.batch)
+    case "inherited": try ThreadPool.setThreadScheduling(.inherited)
+    case let lowered where lowered.hasPrefix("lowered:"): try ThreadPool.setThreadScheduling(.lowered(by: Int32(lowered.dropFirst(8)) ?? 5))
+    default: break
+    }
+}
+
 let mode = CommandLine.arguments.dropFirst().first ?? "chain"
 let count = CommandLine.arguments.dropFirst(2).first.flatMap(Int.init) ?? 100_000
 let loop = ReactiveUV.EventLoop(name: "profile")

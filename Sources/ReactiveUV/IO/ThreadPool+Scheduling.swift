@@ -22,7 +22,8 @@ extension ThreadPool {
         /// once, which `.batch` forbids (two CPU hogs beside it made it 0.56–0.72×); a lower weight
         /// only makes the loop win when the two meet on one CPU: `stat` throughput, idle, 1.00–1.42×
         /// (median 1.23) where libuv's way measured 0.80–1.14× (median 0.98), and beside a package
-        /// build 1.01–1.26× where libuv's way measured 0.73–0.92× (BENCHMARKS.md).
+        /// build 1.01–1.26× where libuv's way measured 0.73–0.92× (one host's figures; they move
+        /// with the host: BENCHMARKS.md).
         ///
         /// Thread rule: safe from any thread.
         case automatic
