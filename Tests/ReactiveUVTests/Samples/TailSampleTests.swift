@@ -263,7 +263,12 @@ final class TailSampleTests: XCTestCase {
         defer { if sample.process.isRunning { sample.process.terminate() } }
         sample.waitForOutput(containing: "one\n")
         XCTAssertEqual(rename(path, path + ".1"), 0)
-        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("two\n".utf8), attributes: [.posixPermissions: 0o000]))
+        // Made with mode 0 in one call (FileManager.createFile sets its attributes after the file is in
+        // place, which left a moment where the sample could meet the file with another mode).
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o000)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        XCTAssertEqual(Array("two\n".utf8).withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }, 4)
+        XCTAssertEqual(close(descriptor), 0)
         waitForError(sample, containing: "cannot open '\(path)' for reading: Permission denied")
         XCTAssertEqual(chmod(path, 0o644), 0)
         sample.waitForOutput(containing: "two\n")
