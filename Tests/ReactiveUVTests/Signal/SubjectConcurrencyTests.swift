@@ -63,7 +63,14 @@ final class SubjectConcurrencyTests: XCTestCase {
             let subscription: (any Disposable)?
             switch round % 3 {
             case 0, 1:
-                subscription = onLoop(loops[round % 2]) { subject.subscribeNext { _ in probe.callback() } }
+                // The hop waits behind the values the senders queued for that loop's subscribers: under
+                // the thread sanitizer in a loaded suite run that backlog took over 10 s (a CI run).
+                subscription = onLoop(loops[round % 2], timeout: .seconds(60)) { subject.subscribeNext { _ in probe.callback() } }
+                if subscription == nil {
+                    // Reported once, and that probe left out of the checks below (it may still subscribe, undisposed).
+                    XCTFail("the probe could not subscribe on loop \(loops[round % 2].name) within 60 s")
+                    probes.removeLast()
+                }
             default:
                 subscription = subject.subscribeNext { _ in probe.callback() }  // home: EventLoop.shared
             }

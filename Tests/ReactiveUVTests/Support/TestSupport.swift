@@ -25,10 +25,11 @@ func waitUntil(
 }
 
 /// Runs `body` on the loop thread and waits for its result.
-func onLoop<T: Sendable>(_ loop: EventLoop, file: StaticString = #filePath, line: UInt = #line, _ body: @escaping @Sendable () -> T) -> T? {
+func onLoop<T: Sendable>(_ loop: EventLoop, timeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line,
+                         _ body: @escaping @Sendable () -> T) -> T? {
     let result = Locked<T?>(nil)
     loop.execute { let value = body(); result.withLock { $0 = value } }
-    guard waitUntil("work on loop '\(loop.name)'", file: file, line: line, { result.current != nil }) else { return nil }
+    guard waitUntil("work on loop '\(loop.name)'", timeout: timeout, file: file, line: line, { result.current != nil }) else { return nil }
     return result.current
 }
 
