@@ -141,11 +141,23 @@ func descriptorsOpen(on path: String) throws -> Int {
 /// Waits until `condition` holds, as `waitUntil` does; an error the condition throws ends the wait and is
 /// thrown (so a count that cannot be taken fails the test at once rather than reading as a false condition).
 func waitUntilOrThrow(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
-    var failure: (any Error)?
-    try waitFor(what, timeout: timeout) {
-        do { return try condition() } catch { failure = error; return true }
+    let thrown = ConditionFailure()
+    try waitFor(what, timeout: timeout) { thrown.holds(condition) }
+    try thrown.rethrow()
+}
+
+/// What a throwing wait condition threw: `holds` reads an error as "met" (the wait ends) and keeps it,
+/// `rethrow` throws it once the wait returned.
+private final class ConditionFailure {
+    private var error: (any Error)?
+
+    func holds(_ condition: () throws -> Bool) -> Bool {
+        do { return try condition() } catch { self.error = error; return true }
     }
-    if let failure { throw failure }
+
+    func rethrow() throws {
+        if let error { throw error }
+    }
 }
 
 /// Runs `body` on a fresh `LoopHarness` named `name` (what it throws fails the test), then checks that every
@@ -165,10 +177,8 @@ func withFinishedHarness(named name: String, _ body: (LoopHarness) async throws 
 extension LoopHarness {
     /// `wait(for:until:)` for a condition that can throw: its error ends the wait and is thrown.
     func waitOrThrow(for what: String, until condition: () throws -> Bool) throws {
-        var failure: (any Error)?
-        try wait(for: what) {
-            do { return try condition() } catch { failure = error; return true }
-        }
-        if let failure { throw failure }
+        let thrown = ConditionFailure()
+        try wait(for: what) { thrown.holds(condition) }
+        try thrown.rethrow()
     }
 }

@@ -41,10 +41,12 @@ public enum FileSystem {
         try await make(self.loop(for: loop)).last()
     }
 
-    /// `run` for the signals that send exactly one value.
-    static func value<Value: Sendable>(_ call: String, on loop: EventLoop?, _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
+    /// `run` for the signals that send exactly one value. `call` names it in the error for a signal that
+    /// completed without its value, and is built only then (most name the path: a string per call otherwise).
+    static func value<Value: Sendable>(_ call: @autoclosure () -> String, on loop: EventLoop?,
+                                       _ make: (EventLoop) -> Signal<Value>) async throws -> Value {
         guard let value = try await run(on: loop, make) else {
-            throw UVError(code: UV_EIO.rawValue, message: "the signal completed without its value", context: call)
+            throw UVError(code: UV_EIO.rawValue, message: "the signal completed without its value", context: call())
         }
         return value
     }
