@@ -22,10 +22,9 @@ enum FileSystemScenarios {
         }
         defer { unlink(path) }
         var times: [String: [Double]] = [:]
-        var oursAllocations: [Double] = []
-        var cAllocations: [Double] = []
-        var batchAllocations: [Double] = []
-        // Per contender: the share of the machine the host stole during each kept run, and how many runs were repeated.
+        // Per contender (its row's name): allocations per stat and the share of the machine the host stole
+        // in each kept run, and how many runs were repeated.
+        var allocations: [String: [Double]] = [:]
         var stolen: [String: [Double]] = [:]
         var repeats: [String: Int] = [:]
         for roundIndex in 0..<rounds {
@@ -43,10 +42,10 @@ enum FileSystemScenarios {
             // busy with other work, where the wall clock no longer shows it.
             let runOurs = { () -> StatRun in
                 let cpuBefore = processCPU()
-                let (elapsed, allocations) = countingAllocations { oursStat(path: path, count: count, inflight: inflight) }
+                let (elapsed, made) = countingAllocations { oursStat(path: path, count: count, inflight: inflight) }
                 let cpu = processCPU() - cpuBefore
                 return StatRun(figures: [(Contender.ours, elapsed), ("loop CPU", lastLoopCPU), ("process CPU", cpu)],
-                               allocations: Double(allocations) / Double(count))
+                               allocations: Double(made) / Double(count))
             }
             // The child times itself and measures its own CPU, so its start is not in the figures.
             let runC = { (batch: Bool) -> StatRun in
@@ -76,11 +75,7 @@ enum FileSystemScenarios {
                 guard let name = outcome.result.figures.first?.0 else { continue }
                 stolen[name, default: []].append(outcome.stolen)
                 repeats[name, default: 0] += outcome.attempts - 1
-                if let allocations = outcome.result.allocations {
-                    if name == Contender.ours { oursAllocations.append(allocations) }
-                    else if name == Contender.rawC { cAllocations.append(allocations) }
-                    else { batchAllocations.append(allocations) }
-                }
+                if let perStat = outcome.result.allocations { allocations[name, default: []].append(perStat) }
             }
             round.append((Contender.node, node.flatMap { $0["failed"] == 0 ? $0["elapsed_ns"].map { UInt64($0) } : nil }))
             for (name, elapsed) in round {
@@ -98,11 +93,10 @@ enum FileSystemScenarios {
                                (rawCBatchPool, "\(batchCPU)the C child with its pool's threads \(oursPoolMode == "batch" ? "under SCHED_BATCH" : "at nice 5"), as ReactiveUV starts them here (not a contender)"),
                                (Contender.node, "fs.promises.stat")] {
             guard let elapsed = times[name].map(median), elapsed > 0 else { continue }
-            let allocations = name == Contender.ours ? oursAllocations : name == Contender.rawC ? cAllocations
-                : name == rawCBatchPool ? batchAllocations : []
+            let perStat = allocations[name] ?? []
             measurements.append(Measurement(name, Double(count) / (elapsed / 1e9),
                                             detail: "\(format(elapsed / Double(count) / 1000)) µs each (median of \(times[name]?.count ?? 0)); \(detail)",
-                                            allocationsPerOperation: allocations.isEmpty ? nil : median(allocations)))
+                                            allocationsPerOperation: perStat.isEmpty ? nil : median(perStat)))
         }
         // CPU per stat side by side, the figure that holds when the machine is busy: C's ÷ ours
         // (above 1, ours spends less CPU per stat than C).
@@ -111,8 +105,8 @@ enum FileSystemScenarios {
             workload += "; process CPU per stat: ours \(format(ours / Double(count) / 1000)) µs, C \(format(c / Double(count) / 1000)) µs, C ÷ ours \(format(c / ours))×"
         }
         if !stolen.isEmpty {
-            let shown = [Contender.ours, Contender.rawC, rawCBatchPool].compactMap { name in
-                stolen[name].map { "\(name == Contender.ours ? "ours" : name == Contender.rawC ? "C" : "C as ours") \(format(100 * ($0.max() ?? 0)))% (\(repeats[name] ?? 0) repeated)" }
+            let shown = [(Contender.ours, "ours"), (Contender.rawC, "C"), (rawCBatchPool, "C as ours")].compactMap { name, label in
+                stolen[name].map { "\(label) \(format(100 * ($0.max() ?? 0)))% (\(repeats[name] ?? 0) repeated)" }
             }
             workload += "; host steal, most in a kept run: " + shown.joined(separator: ", ")
         }

@@ -19,14 +19,6 @@ enum HostSteal {
         return UInt64(fields[8])
     }
 
-    /// How much of the machine's CPU time (every CPU) the host stole over `elapsedNanoseconds`,
-    /// from two readings of `ticks()`: 0 to 1.
-    static func share(from before: UInt64, to after: UInt64, elapsedNanoseconds: UInt64) -> Double {
-        let available = availableTicks(elapsedNanoseconds)
-        guard available > 0 else { return 0 }
-        return min(1, Double(after &- before) / available)
-    }
-
     /// The machine's CPU time over `elapsedNanoseconds`, in clock ticks (every CPU).
     static func availableTicks(_ elapsedNanoseconds: UInt64) -> Double {
         Double(elapsedNanoseconds) / 1e9 * Double(sysconf(Int32(_SC_CLK_TCK))) * Double(ProcessInfo.processInfo.activeProcessorCount)
@@ -54,10 +46,12 @@ enum HostSteal {
             let result = body()
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
             guard let before, let after = ticks() else { return Outcome(result: result, stolen: 0, attempts: attempt) }
-            let stolen = share(from: before, to: after, elapsedNanoseconds: elapsed)
+            // The share of the machine's CPU time (every CPU) the host stole during the run, 0 to 1.
+            let available = availableTicks(elapsed)
+            let stolen = available > 0 ? min(1, Double(after &- before) / available) : 0
             if best == nil || stolen < best!.stolen { best = (result, stolen) }
             // A run too short for one tick to be under `limit` (a `--scale` run) cannot be judged: kept.
-            if stolen <= limit || availableTicks(elapsed) * limit < 1 { break }
+            if stolen <= limit || available * limit < 1 { break }
         }
         return Outcome(result: best!.result, stolen: best!.stolen, attempts: made)
     }
