@@ -351,7 +351,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
 
     /// Cuts the current chunk, then each queued event, until nothing is left or the stream ended.
     ///
-    /// The whole drain is one delivery for the dispose handshake (`Subscription.enterDelivery`): the
+    /// The whole drain is one delivery for the dispose handshake (`DeliveryHandshake.enterDelivery`): the
     /// pieces of a chunk are sent as a burst, and a sink on the same subscription joins it instead
     /// of publishing its thread (a sequentially consistent store) per piece. `dispose()` from a
     /// thread that is no loop's then waits for the burst, as for one callback.

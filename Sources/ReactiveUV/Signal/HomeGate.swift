@@ -13,11 +13,11 @@
 ///   the sink during a delivery (the subscription's teardown makes the source let go, which
 ///   breaks the sink → subscription → source cycle).
 /// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
-/// reader, a one-request file-system call), and the teardown reaches it there, with no lock and no
-/// child list. A source that registers flow control finds the subscription in `subscription`; a
+/// reader), and the teardown reaches it there, with no lock and no child list. A source that registers flow control finds the subscription in `subscription`; a
 /// home reader needs no hop counting. Anything else (another thread, an operator's observer, a subject) keeps
-/// the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes, and for a
-/// stat about 700 instructions.
+/// the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes and
+/// its gate's work per event. (A one-request file-system signal goes further: subscribed with
+/// callbacks on its loop, it is its own subscription, `FileSystemCall`.)
 ///
 /// Thread rule: `sendNext`, `sendCompleted`, `sendError` and `isDisposed` are safe from any thread
 /// for `.subscriber`; a `.sink` is only ever made for, and called on, its home loop's thread.
@@ -26,30 +26,20 @@ enum HomeGate<Value> {
     case sink(Sink<Value>)
 
     /// The sink a source on `loop` may send to without a gate, if `observer` is one: see the type's rules.
-    /// Loop-bound sources call it in `attach`, on whatever thread subscribes.
-    static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: EventLoop) -> Sink<Value>? {
-        directSink(for: observer, in: subscription, explicitLoop: loop)
-    }
-
-    /// `directSink(for:in:on:)` for a source whose loop is `explicitLoop`, or when nil the subscription's
-    /// home if that is a loop. That loop is then `subscription.home` (the caller reads it there: returned
-    /// here too, it cost a stat two retains and releases).
+    /// Loop-bound sources call it in `attach`, on whatever thread subscribes; `loop` is then `subscription.home`.
     ///
     /// The home is checked by identity against the calling thread's loop first, so a subscription
     /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
     /// Inlined: across a call, the sink it returns would be retained, then released.
     @inline(__always)
-    static func directSink(
-        for observer: Observer<Value>, in subscription: Subscription, explicitLoop: EventLoop?
-    ) -> Sink<Value>? {
+    static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: EventLoop) -> Sink<Value>? {
         guard observer.kind == .sink else { return nil }
         let home = subscription.home
-        // The calling thread's loop is the home: the home is that loop, and this runs on it.
-        guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(home).toOpaque() else {
+        // The calling thread's loop is the home, and it is the source's loop.
+        guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(home).toOpaque(),
+              home === loop else {
             return nil
         }
-        let loop = unsafeDowncast(home, to: EventLoop.self)
-        if let explicitLoop, explicitLoop !== loop { return nil }
         guard loop.acceptsNewHandles, !subscription.isDisposed else { return nil }
         let sink = unsafeDowncast(observer, to: Sink<Value>.self)
         return sink.subscription === subscription ? sink : nil
@@ -79,17 +69,6 @@ enum HomeGate<Value> {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
         case .sink(let sink): sink.handleNext(value)
-        }
-    }
-
-    /// `sendNext(value)`, always inlined with the sink's delivery (`Sink.handleNextInlined`), for a
-    /// large value made in place (a stat's `FileInfo`), which the out-of-line calls copied twice. Not
-    /// `sendNext` itself: a stream's delivery grew too large to be inlined into its read callback.
-    @inline(__always)
-    func sendNextInlined(_ value: Value) {
-        switch self {
-        case .subscriber(let subscriber): subscriber.sendNext(value)
-        case .sink(let sink): sink.handleNextInlined(value)
         }
     }
 

@@ -28,7 +28,8 @@ extension Signal {
         error: sending ((any Error) -> Void)? = nil,
         completed: sending (() -> Void)? = nil
     ) -> any Disposable {
-        subscribeSink(next: next, error: error, completed: completed)
+        if subscribesWithCallbacks { return subscribeCallbacks(next: next, error: error, completed: completed) }
+        return subscribeSink(next: next, error: error, completed: completed)
     }
 
     /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).

@@ -24,6 +24,9 @@ import Synchronization
 public class Signal<Value>: @unchecked Sendable {
     // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
     @usableFromInline let didSubscribe: (@Sendable (Subscriber<Value>) -> (any Disposable)?)?
+    /// Whether `subscribe(next:error:completed:)` asks this signal for its subscription
+    /// (`subscribeCallbacks`) instead of making a `Subscription` and a `Sink`; immutable.
+    @usableFromInline let subscribesWithCallbacks: Bool
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
@@ -40,13 +43,32 @@ public class Signal<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
         self.didSubscribe = didSubscribe
+        subscribesWithCallbacks = false
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
-    /// For subclasses, which override `attach`.
+    /// For subclasses, which override `attach`; `subscribesWithCallbacks` for one that also overrides
+    /// `subscribeCallbacks(next:error:completed:)`.
     @usableFromInline
     init() {
         self.didSubscribe = nil
+        subscribesWithCallbacks = false
+    }
+
+    /// For a subclass that overrides `subscribeCallbacks(next:error:completed:)` (and `attach`).
+    init(subscribesWithCallbacks: Void) {
+        self.didSubscribe = nil
+        self.subscribesWithCallbacks = true
+    }
+
+    /// `subscribe(next:error:completed:)` for a signal that set `subscribesWithCallbacks`: a signal
+    /// that can be its subscriber's subscription in one object of its own overrides it, and
+    /// falls back here (`subscribeSink`) where it cannot.
+    @usableFromInline
+    func subscribeCallbacks(
+        next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
+    ) -> any Disposable {
+        subscribeSink(next: next, error: error, completed: completed)
     }
 
     /// The debug name (RAC's `name`); empty unless set, or unless debug naming
@@ -245,7 +267,7 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 
 /// `FusedSignal` for an operator that sends bursts of values out of one upstream event (the
 /// framing operators): its transform is also given the subscription's own sink, when that sink
-/// is its downstream, so that inside a delivery it entered (`Subscription.enterDelivery`) it can
+/// is its downstream, so that inside a delivery it entered (`DeliveryHandshake.enterDelivery`) it can
 /// hand each value to `Sink.handleNextInBurst` without a closure and a handshake per value.
 @usableFromInline
 final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {

@@ -12,7 +12,7 @@ import Musl
 /// calls it directly; operators call it through the closures it makes
 /// (`makeClosures`), which are built only when an operator asks for them.
 ///
-/// The handshake (`Subscription.enterDelivery`, written once there): the
+/// The handshake (`DeliveryHandshake.enterDelivery`, written once there): the
 /// outermost delivery publishes its thread in `subscription.delivering`
 /// before it checks the disposed flag (both sequentially consistent), and
 /// `Subscription.dispose()` sets the flag first. So once `dispose()` has
@@ -54,7 +54,7 @@ final class Sink<Value>: Observer<Value> {
         super.init(kind: .sink)
     }
 
-    /// Any event, through the subscription's dispose handshake (`Subscription.enterDelivery`).
+    /// Any event, through the subscription's dispose handshake (`DeliveryHandshake.enterDelivery`).
     @inlinable
     func handle(_ event: Event<Value>) {
         switch event {
@@ -91,20 +91,9 @@ final class Sink<Value>: Observer<Value> {
         if let failure { onError?(failure) } else { onCompleted?() }
     }
 
-    /// `handle(.next(value))`, without building the event: `handleNextInlined`'s body, inlined where
-    /// the caller's optimizer chooses.
+    /// `handle(.next(value))`, without building the event: the value's delivery through the dispose handshake.
     @inlinable
     func handleNext(_ value: Value) {
-        handleNextInlined(value)
-    }
-
-    /// The value's delivery through the dispose handshake, always inlined: `handleNext` for most
-    /// callers; called directly by a source whose large value would be copied on the way
-    /// (`HomeGate.sendNextInlined`: out of line, a stat's 145-byte `FileInfo` was copied once by the
-    /// caller and once more here before reaching `next`).
-    @inlinable
-    @inline(__always)
-    func handleNextInlined(_ value: Value) {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         next?(value)
@@ -112,7 +101,7 @@ final class Sink<Value>: Observer<Value> {
     }
 
     /// `handleNext(value)` inside a delivery its caller entered on this sink's subscription, on
-    /// this thread (`Subscription.enterDelivery`, not refused), as an operator does around a burst
+    /// this thread (`DeliveryHandshake.enterDelivery`, not refused), as an operator does around a burst
     /// of values: the handshake's joined path, so only the disposed flag, then the callback.
     @inlinable
     @inline(__always)

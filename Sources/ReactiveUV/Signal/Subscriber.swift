@@ -176,7 +176,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     ///
     /// For a source with many values in hand at once (a directory listing's batch): the gate is entered
     /// once around them all and, when the observer is this subscription's own sink, so is the dispose
-    /// handshake (`Subscription.enterDelivery`), instead of once per value. Each value still checks that
+    /// handshake (`DeliveryHandshake.enterDelivery`), instead of once per value. Each value still checks that
     /// no terminal event, teardown or dispose came during the one before it, and stops the burst if one
     /// did. Off the home thread each value hops there as `sendNext` would hop it.
     ///

@@ -27,11 +27,11 @@ import Musl
 ///
 /// Thread rule: `dispose()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
-final class Subscription: CompoundDisposable, @unchecked Sendable {
+final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
     // `home` is immutable; `delivering` is atomic; `root` is home thread only.
     @usableFromInline let home: Scheduler
     /// The thread running the subscriber's callbacks, 0 when none (set by the outermost delivery
-    /// only: see `enterDelivery`).
+    /// only: see `DeliveryHandshake`).
     @usableFromInline let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown. Set by `attachRoot`.
     private(set) var root: (any ObserverReleasing)?
@@ -64,56 +64,6 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
     func deferFlowControl(to maker: some FlowControlMaker) {
         if flowControlSlot is FlowControl { return }
         flowControlSlot = maker
-    }
-
-    /// How `enterDelivery` let a delivery in.
-    @usableFromInline
-    enum DeliveryEntry {
-        /// The subscription is disposed: no callback may start.
-        case refused
-        /// This delivery published its thread in `delivering`; `leaveDelivery` unpublishes it.
-        case outermost
-        /// Inside a delivery this thread already published (a burst, or a nested send): nothing to unpublish.
-        case joined
-    }
-
-    /// The dispose handshake, written once (with `leaveDelivery`): whether a delivery may start now.
-    ///
-    /// The outermost delivery publishes its thread in `delivering`, then checks the disposed flag
-    /// (both sequentially consistent, against `dispose()` setting the flag first and then reading
-    /// `delivering`). A delivery on a thread that has already published (a `Sink` called from inside
-    /// a burst its operator opened with this, or from inside its own callback) joins it: it only
-    /// checks the flag, relaxed, as a nested delivery does, and `dispose()` from another thread
-    /// waits for the outermost one to leave. So an operator that sends many values out of one
-    /// upstream event (a framer's lines) enters once around them, and the sink pays the
-    /// sequentially consistent store once per burst instead of once per value.
-    ///
-    /// A relaxed load of `delivering` that reads this thread's own id is exact: only this thread
-    /// stores its id, and it unpublishes before it stops delivering.
-    ///
-    /// Thread rule: the thread delivering on this subscription only.
-    @inlinable
-    @inline(__always)
-    func enterDelivery() -> DeliveryEntry {
-        let me = UInt(pthread_self())
-        if delivering.load(ordering: .relaxed) == me {
-            return disposedFlag.load(ordering: .relaxed) ? .refused : .joined
-        }
-        delivering.store(me, ordering: .sequentiallyConsistent)
-        if disposedFlag.load(ordering: .sequentiallyConsistent) {
-            delivering.store(0, ordering: .releasing)
-            return .refused
-        }
-        return .outermost
-    }
-
-    /// The end of a delivery that `enterDelivery` let in: the outermost one unpublishes its thread.
-    ///
-    /// Thread rule: the thread delivering on this subscription only.
-    @inlinable
-    @inline(__always)
-    func leaveDelivery(_ entry: DeliveryEntry) {
-        if entry == .outermost { delivering.store(0, ordering: .releasing) }
     }
 
     @usableFromInline
@@ -180,23 +130,6 @@ final class Subscription: CompoundDisposable, @unchecked Sendable {
             // reported as a refused submission: disposing after the home's shutdown is no misuse
             // (a program's shutdown order), and nothing is lost.
             tearDown()
-        }
-    }
-
-    private func waitForDeliveryInProgress() {
-        let me = UInt(pthread_self())
-        var spins = 0
-        while true {
-            let thread = delivering.load(ordering: .sequentiallyConsistent)
-            // A callback disposing its own subscription (on whatever thread) must not wait for itself.
-            if thread == 0 || thread == me { return }
-            spins += 1
-            if spins < 64 {
-                sched_yield()
-            } else {
-                var pause = timespec(tv_sec: 0, tv_nsec: 50_000)
-                nanosleep(&pause, nil)
-            }
         }
     }
 

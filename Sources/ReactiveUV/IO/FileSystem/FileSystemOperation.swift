@@ -46,7 +46,7 @@ class FileSystemRequest: LoopRequest {
 }
 
 /// Calls the operation back; takes over the retain `willStart()` stored in `req.data`.
-private let fileSystemRequestCallback: uv_fs_cb = { request in
+let fileSystemRequestCallback: uv_fs_cb = { request in
     guard let data = request?.pointee.data else { return }
     Unmanaged<FileSystemRequest>.fromOpaque(data).takeRetainedValue().requestFinished()
 }
@@ -62,7 +62,8 @@ private let fileSystemRequestCallback: uv_fs_cb = { request in
 ///   only then does the next step start, reusing the memory;
 /// - a one-request signal (`Files.single`) is a step with no closures of its
 ///   own: its value is read from the `uv_fs_t` in the callback and sent
-///   straight to the subscriber, then completion;
+///   straight to the subscriber, then completion (subscribed with callbacks on
+///   its loop's thread, it is a `FileSystemCall` instead: one object in all);
 /// - the operation ends once: completed, failed (a `UVError` whose context
 ///   names the call and the path), shut down (`EventLoopError.shutDown`), or
 ///   disposed (the subscriber is told nothing);
@@ -76,8 +77,8 @@ private let fileSystemRequestCallback: uv_fs_cb = { request in
 final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable `loop` and the atomic `disposedFlag`.
     private enum State {
-        /// Sending through a gate, or, for a one-request signal subscribed on its loop, to the sink (`HomeGate`).
-        case running(HomeGate<Value>)
+        /// Sending through the subscriber's gate.
+        case running(Subscriber<Value>)
         case ended
     }
 
@@ -103,13 +104,7 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     @exclusivity(unchecked) private var releases: [() -> Void] = []
 
     init(loop: EventLoop, subscriber: Subscriber<Value>) {
-        state = .running(.subscriber(subscriber))
-        super.init(loop: loop)
-    }
-
-    /// An operation that sends straight to `sink`, the subscription's own, on its home loop (see `HomeGate`).
-    init(loop: EventLoop, sink: Sink<Value>) {
-        state = .running(.sink(sink))
+        state = .running(subscriber)
         super.init(loop: loop)
     }
 
@@ -124,20 +119,20 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         return false
     }
 
-    /// The subscriber while the operation runs, when it sends through one (every operation of steps does).
+    /// The subscriber while the operation runs.
     var subscriber: Subscriber<Value>? {
-        if case .running(.subscriber(let subscriber)) = state { return subscriber }
+        if case .running(let subscriber) = state { return subscriber }
         return nil
     }
 
     /// Sends a value (if the operation still runs).
     func send(_ value: Value) {
-        if case .running(let gate) = state { gate.sendNext(value) }
+        if case .running(let subscriber) = state { subscriber.sendNext(value) }
     }
 
     /// Sends values in order as one delivery (`Subscriber.sendNexts`), if the operation still runs.
     func send<Values: Sequence>(contentsOf values: Values) where Values.Element == Value {
-        if case .running(let gate) = state { gate.sendNexts(values) }
+        if case .running(let subscriber) = state { subscriber.sendNexts(values) }
     }
 
     /// Registers `release` to run once at the end, however the operation ends (after any pending request called back).
@@ -147,17 +142,17 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
 
     /// Ends the operation: completes the subscriber, or fails it with `error`.
     func finish(_ error: (any Error)? = nil) {
-        guard let gate = endTakingGate() else { return }
-        if let error { gate.sendError(error) } else { gate.sendCompleted() }
+        guard let subscriber = endTakingSubscriber() else { return }
+        if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
     }
 
-    /// Ends the operation, if it runs, and hands back its gate, moved out of `state` (no retain and release).
-    private func endTakingGate() -> HomeGate<Value>? {
+    /// Ends the operation, if it runs, and hands back its subscriber, moved out of `state` (no retain and release).
+    private func endTakingSubscriber() -> Subscriber<Value>? {
         var ended = State.ended
         swap(&ended, &state)
-        guard case .running(let gate) = consume ended else { return nil }
+        guard case .running(let subscriber) = consume ended else { return nil }
         endAfterState()
-        return gate
+        return subscriber
     }
 
     /// The subscription was disposed: stop without telling the subscriber.
@@ -301,50 +296,39 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
         case .none:
             uv_fs_req_cleanup(fs)
         case .single(let signal):
-            // The gate is moved out of `state` (copied, it was retained here and released by `end()`), so
-            // the operation counts as ended while its value is delivered. Nothing but `dispose()` can end
+            // The subscriber is moved out of `state` (copied, it was retained here and released by `end()`),
+            // so the operation counts as ended while its value is delivered. Nothing but `dispose()` can end
             // it meanwhile (the request is no longer pending, and only the operation sends), and that
             // sets `disposedFlag` first, which only the operation's own end sets otherwise.
             var taken = State.ended
             swap(&taken, &state)
-            guard case .running(let gate) = consume taken else {
-                if result >= 0 { signal.singleDiscard?(fs) }
+            guard case .running(let subscriber) = consume taken else {
+                if result >= 0, let discard = signal.singleDiscard { discard(fs) }
                 uv_fs_req_cleanup(fs)
                 runReleases()
                 return
             }
-            // The signal holds `singleRead` (a `let`) while the operation holds the signal: called in
-            // place, not bound (a retain and release of its context).
-            guard result >= 0, signal.singleRead != nil else {
+            // Bound by pattern, not `unsafelyUnwrapped` (through Optional's generic accessor the closure
+            // was rewrapped in a reabstraction thunk, an allocation per call).
+            guard result >= 0, let read = signal.singleRead else {
                 uv_fs_req_cleanup(fs)
                 endAfterState()
-                gate.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
+                subscriber.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
                 return
             }
             // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).
-            let value = signal.singleRead.unsafelyUnwrapped(result, fs)
+            let value = read(result, fs)
             uv_fs_req_cleanup(fs)
-            gate.sendNextInlined(value)
+            subscriber.sendNext(value)
             // The value's callback may have disposed the subscription, which disposed the operation.
             if disposedFlag.load(ordering: .acquiring) { return }
             endAfterState()
-            gate.sendCompleted()
+            subscriber.sendCompleted()
         case .step(let read, let completion):
             read(fs)
             uv_fs_req_cleanup(fs)
             completion(result)
         }
-    }
-}
-
-extension FileSystemOperation: ObserverReleasing {
-    /// The subscription was torn down while this operation is its root (a one-request signal
-    /// sending to its sink): `dispose()`, which does nothing once the operation ended by itself.
-    ///
-    /// Thread rule: safe from any thread (the teardown runs on the home loop's thread, or on the
-    /// disposer's once that loop has closed).
-    func releaseObserver() {
-        dispose()
     }
 }
 
@@ -398,158 +382,5 @@ extension String {
     /// The string with each NUL shown as `\0`, for messages.
     var replacingNULs: String {
         String(decoding: utf8.flatMap { $0 == 0 ? Array("\\0".utf8) : [$0] }, as: UTF8.self)
-    }
-}
-
-/// A cold file-system signal: each subscriber gets a `FileSystemOperation` on the loop thread.
-///
-/// A signal of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
-/// makes no closures: the operation is made and started right in `attach`; only from another thread does
-/// the subscription hop to the loop (`LoopBinding`). A call its checks refuse is not one of these
-/// (`Files.refused`: a signal that fails each subscriber).
-///
-/// Thread rule: safe from any thread (all stored properties are immutable).
-final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
-    // Every stored property is immutable.
-    /// Starts a one-request signal's `uv_fs_*` call with the loop, the request, the context and the callback.
-    typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
-    /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
-    typealias Read = (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
-    /// Undoes a successful result that arrived after the operation ended.
-    typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
-
-    private let explicitLoop: EventLoop?
-    /// The call (its name, for messages), and a one-request signal's path(s): read by its operations,
-    /// which hold the signal, with `singleStart`, `singleRead` and `singleDiscard`.
-    let singleContext: FileCallContext
-    let singleStart: Start?
-    let singleRead: Read?
-    let singleDiscard: Discard?
-    /// Starts a longer operation's steps (nil for a one-request signal).
-    private let body: ((FileSystemOperation<Value>) -> Void)?
-    /// A one-request signal: subscribed on its loop by `subscribe`, it sends to the sink.
-    private let sendsToSink: Bool
-
-    /// A signal of one request.
-    init(on loop: EventLoop?, context: FileCallContext, start: @escaping Start, read: @escaping Read, discard: Discard?) {
-        explicitLoop = loop
-        singleContext = context
-        singleStart = start
-        singleRead = read
-        singleDiscard = discard
-        body = nil
-        sendsToSink = true
-        super.init()
-    }
-
-    /// A signal of steps that `body` starts.
-    init(call: StaticString, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
-        explicitLoop = loop
-        singleContext = FileCallContext(call, "")
-        singleStart = nil
-        singleRead = nil
-        singleDiscard = nil
-        self.body = body
-        sendsToSink = false
-        super.init()
-    }
-
-    // Called through the vtable, so generic: each subscriber would look up the metadata of `Subscriber<Value>`
-    // and `FileSystemOperation<Value>` (about 300 instructions each); `FileInfo` is the hot case (stat throughput).
-    @_specialize(exported: false, where Value == FileInfo)
-    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
-        // A one-request signal subscribed on its loop by `subscribe(next:error:completed:)`: the
-        // operation sends to the sink without a gate (`HomeGate`; a listing pauses through its gate).
-        if sendsToSink, let sink = HomeGate.directSink(for: observer, in: subscription, explicitLoop: explicitLoop) {
-            let operation = FileSystemOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), sink: sink)
-            operation.single(self)
-            // The subscription's root, as a home stream reader is (`StreamConnection.startReading`): no
-            // gate took the slot, and a root costs no lock and no child list at attach and teardown.
-            // Attached after the start, its last use, so the reference is moved in (attached first,
-            // it was retained there and released here). A start that failed at once ended the
-            // subscription, which then finds no root, and `attachRoot` disposes the ended operation:
-            // nothing (its flag is set).
-            subscription.attachRoot(consume operation)
-            return
-        }
-        let subscriber = Subscriber(observer: observer, subscription: subscription)
-        subscription.attachRoot(subscriber)
-        // As the base signal's attach: a subscription disposed before it attached starts no request.
-        if subscription.isDisposed { return }
-        subscription.add(subscribed(subscriber))
-    }
-
-    private func subscribed(_ subscriber: Subscriber<Value>) -> (any Disposable)? {
-        // On the loop already: start now (what LoopBinding.open would do, without its closure).
-        if let loop = explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
-            return begin(on: loop, for: subscriber)
-        }
-        return LoopBinding.open(on: explicitLoop, for: subscriber, what: "Files.\(singleContext.call)") { [self] loop in
-            begin(on: loop, for: subscriber)
-        }
-    }
-
-    private func begin(on loop: EventLoop, for subscriber: Subscriber<Value>) -> any Disposable {
-        let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
-        if let body { body(operation) } else { operation.single(self) }
-        return operation
-    }
-}
-
-extension Files {
-    /// The checks' refusal, if any (they run when the signal is made): the one way every `Files` call
-    /// turns its door checks into an error to send.
-    static func refusal(_ checks: () throws(UVError) -> Void) -> UVError? {
-        do {
-            try checks()
-            return nil
-        } catch {
-            return error
-        }
-    }
-
-    /// A cold file-system signal: the checks run when it is made (an error there ends each subscriber before any
-    /// request), then `body` starts the operation's first step on the loop thread.
-    static func operation<Value>(
-        _ call: StaticString,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ body: @escaping (FileSystemOperation<Value>) -> Void
-    ) -> Signal<Value> {
-        if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(call: call, on: loop, body: body).debugNamed("+Files.\(call)")
-    }
-
-    /// A signal of one request that sends what `read` makes of its result, then completes.
-    ///
-    /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
-    /// `context` is consumed: the signal stores the caller's strings (borrowed, each path was retained and released once more).
-    static func single<Value>(
-        _ call: StaticString,
-        context: consuming FileCallContext,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
-        read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
-        discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
-    ) -> Signal<Value> {
-        if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(on: loop, context: context, start: start, read: read, discard: discard).debugNamed("+Files.\(call)")
-    }
-
-    /// A signal of one request that completes (with no value) when it succeeds.
-    static func single(
-        _ call: StaticString,
-        context: consuming FileCallContext,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
-    ) -> Signal<Void> {
-        single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
-    }
-
-    /// What a call its checks refused is: a signal that fails each subscriber with `refusal`, before any request.
-    private static func refused<Value>(_ call: StaticString, _ refusal: UVError) -> Signal<Value> {
-        Signal<Value>.error(refusal).debugNamed("+Files.\(call)")
     }
 }

@@ -1,0 +1,220 @@
+import Foundation
+@_spi(SchedulerImplementation) @testable import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// A one-request file-system signal subscribed on its loop with `subscribe(next:error:completed:)`
+/// is one object, `FileSystemCall`, where the general path makes a `Subscription`, a `Sink` and a
+/// `FileSystemOperation`. These pin that it is made exactly there, and that it keeps the general
+/// path's promises: nothing after a dispose, one terminal event, a queued request cancelled, the
+/// loop's shutdown reported, and nothing kept alive once the subscription ended, however it ended.
+final class FileSystemCallTests: FileSystemTestCase {
+    /// Something the subscriber's closures hold, to see when they are let go of.
+    private final class Probe: @unchecked Sendable {}  // No state: only its lifetime is watched.
+    // Written once on the loop, read by the test after the loop answered.
+    private final class WeakProbe: @unchecked Sendable { weak var probe: Probe? }
+    private final class Calls: @unchecked Sendable { var log: [String] = [] }  // Loop thread only.
+
+    /// Subscribes to `signal` on the loop with closures that hold a probe and log what they are called with.
+    private func subscribe(_ harness: LoopHarness, _ signal: Signal<FileInfo>, calls: Calls, weak: WeakProbe,
+                           disposeIn next: Bool = false) throws -> SerialDisposable {
+        try harness.onLoop { Self.subscribeHere(signal, calls: calls, weak: weak, disposeIn: next) }
+    }
+
+    /// `subscribe`, called on the loop thread.
+    private static func subscribeHere(_ signal: Signal<FileInfo>, calls: Calls, weak: WeakProbe,
+                                      disposeIn next: Bool = false) -> SerialDisposable {
+        let probe = Probe()
+        weak.probe = probe
+        let holder = SerialDisposable()
+        holder.inner = signal.subscribe(next: { info in
+            withExtendedLifetime(probe) { calls.log.append("next \(info.size)") }
+            if next { holder.dispose() }
+        }, error: { error in
+            withExtendedLifetime(probe) { calls.log.append("error \((error as? UVError)?.name ?? "?")") }
+        }, completed: {
+            withExtendedLifetime(probe) { calls.log.append("completed") }
+        })
+        return holder
+    }
+
+    func testAStatSendsItsValueThenCompletionAndKeepsNothingAfter() throws {
+        let file = try makeFile("three", [1, 2, 3])
+        try checked { harness in
+            let calls = Calls(), weak = WeakProbe()
+            _ = try subscribe(harness, Files.stat(file), calls: calls, weak: weak)
+            try harness.wait(for: "the stat to end") { (try? harness.onLoop { calls.log.count }) == 2 }
+            XCTAssertEqual(try harness.onLoop { calls.log }, ["next 3", "completed"])
+            try harness.wait(for: "the closures let go of") { weak.probe == nil }
+        }
+    }
+
+    func testAFailedStatSendsOneErrorAndKeepsNothingAfter() throws {
+        try checked { harness in
+            let calls = Calls(), weak = WeakProbe()
+            _ = try subscribe(harness, Files.stat(path("missing")), calls: calls, weak: weak)
+            try harness.wait(for: "the stat to fail") { (try? harness.onLoop { calls.log.count }) == 1 }
+            XCTAssertEqual(try harness.onLoop { calls.log }, ["error ENOENT"])
+            try harness.wait(for: "the closures let go of") { weak.probe == nil }
+        }
+    }
+
+    /// The call is made only where the general path has nothing more to do: with callbacks, on the
+    /// signal's loop, that loop being the current scheduler. Elsewhere the subscription is the
+    /// general one, and it still delivers.
+    func testOnlyCallbacksOnTheSignalsLoopMakeOneCall() throws {
+        let file = try makeFile("three", [1, 2, 3])
+        try checked { harness in
+            let kinds = try harness.onLoop { () -> [String] in
+                let subscriptions: [any Disposable] = [
+                    Files.stat(file).subscribe(next: { _ in }),
+                    Files.stat(file, on: harness.loop).subscribeNext { _ in },
+                    Files.stat(file).observe { _ in },
+                    Files.stat(file).map { $0.size }.subscribe(next: { _ in }),
+                ]
+                return subscriptions.map { $0 is FileSystemCall<FileInfo> ? "call" : "\(type(of: $0))" }
+            }
+            XCTAssertEqual(kinds, ["call", "call", "Subscription", "Subscription"])
+            // Off the loop (the test's thread) the general path runs, and still sends the value.
+            let sizes = Locked<[UInt64]>([]), ended = Locked(false)
+            let offLoop = Files.stat(file, on: harness.loop).subscribe(next: { info in sizes.withLock { $0.append(info.size) } },
+                                                                       completed: { ended.withLock { $0 = true } })
+            XCTAssertTrue(offLoop is Subscription, "\(type(of: offLoop))")
+            try harness.wait(for: "the stat subscribed off the loop to end") { ended.current }
+            XCTAssertEqual(sizes.current, [3])
+            // A test scheduler standing in on the loop thread is the home there: the general path.
+            let underTestScheduler = try harness.onLoop { () -> String in
+                TestScheduler().runAsCurrentScheduler {
+                    let subscription = Files.stat(file).subscribe(next: { _ in })
+                    subscription.dispose()
+                    return "\(type(of: subscription))"
+                }
+            }
+            XCTAssertEqual(underTestScheduler, "Subscription")
+        }
+    }
+
+    /// Every pool thread held, a stat subscribed on the loop is queued; disposed, it is cancelled
+    /// (`uv_cancel`: its request ends while the pool is still held), and none of its callbacks runs,
+    /// then or once the pool is freed.
+    func testAQueuedCallDisposedIsCancelledAndCallsNothing() throws {
+        let file = try makeFile("three")
+        let poolSize = ThreadPool.size
+        let release = DispatchSemaphore(value: 0)
+        let started = Locked(0)
+        try checked { harness in
+            var released = false
+            defer { if !released { for _ in 0..<poolSize { release.signal() } } }
+            let holders = try (0..<poolSize).map { _ in
+                try harness.record(ThreadPool.run(on: harness.loop) { started.withLock { $0 += 1 }; release.wait() })
+            }
+            try harness.wait(for: "every pool thread to be held") { started.current == poolSize }
+            let calls = Calls(), weak = WeakProbe()
+            let (call, queued) = try harness.onLoop { () -> (FileSystemCall<FileInfo>?, Bool) in
+                let subscription = Self.subscribeHere(Files.stat(file), calls: calls, weak: weak)
+                let call = subscription.inner as? FileSystemCall<FileInfo>
+                let queued = call?.isPending == true
+                subscription.dispose()
+                return (call, queued)
+            }
+            let cancelled = try XCTUnwrap(call, "the stat was not one call")
+            XCTAssertTrue(queued)
+            // Cancelled, its callback (ECANCELED) runs while the pool is still held; only queued, it would wait.
+            try harness.wait(for: "the cancelled request's callback, the pool still held") {
+                (try? harness.onLoop { cancelled.isPending }) == false
+            }
+            XCTAssertEqual(started.current, poolSize, "a pool thread ran the cancelled stat")
+            try harness.wait(for: "the closures let go of") { weak.probe == nil }
+            released = true
+            for _ in 0..<poolSize { release.signal() }
+            for holder in holders { XCTAssertTrue(try holder.waitForTermination().isCompleted) }
+            XCTAssertEqual(try harness.onLoop { calls.log }, [], "a cancelled stat called its subscriber")
+        }
+    }
+
+    /// A call still queued when its loop shuts down fails with `EventLoopError.shutDown`, once, and
+    /// the loop closes with nothing left behind.
+    func testALoopShutdownFailsAQueuedCallWithShutDown() throws {
+        let file = try makeFile("three")
+        let poolSize = ThreadPool.size
+        let release = DispatchSemaphore(value: 0)
+        let started = Locked(0)
+        let loop = EventLoop(name: "fs-call-shutdown")
+        var released = false
+        defer { if !released { for _ in 0..<poolSize { release.signal() } } }
+        for _ in 0..<poolSize {
+            _ = ThreadPool.run(on: loop) { started.withLock { $0 += 1 }; release.wait() }.subscribe()
+        }
+        waitUntil("every pool thread to be held") { started.current == poolSize }
+        let log = Locked<[String]>([])
+        let kind = Locked("")
+        loop.execute {
+            let subscription = Files.stat(file).subscribe(next: { _ in log.withLock { $0.append("next") } },
+                                                          error: { error in log.withLock { $0.append("\(error)") } },
+                                                          completed: { log.withLock { $0.append("completed") } })
+            kind.withLock { $0 = subscription is FileSystemCall<FileInfo> ? "call" : "\(type(of: subscription))" }
+        }
+        // The shutdown waits for the held pool threads: run from another thread, released once the stat was told.
+        let finished = Locked(false)
+        let shutdownThread = Thread {
+            loop.shutdown()
+            finished.withLock { $0 = true }
+        }
+        shutdownThread.start()
+        waitUntil("the queued stat to be told") { !log.current.isEmpty }
+        released = true
+        for _ in 0..<poolSize { release.signal() }
+        waitUntil("the shutdown to finish") { finished.current }
+        XCTAssertEqual(kind.current, "call")
+        XCTAssertEqual(log.current, ["\(EventLoopError.shutDown(loop: "fs-call-shutdown"))"])
+    }
+
+    /// Disposed right after subscribing, on the loop, before the pool answered: no callback ever
+    /// runs, the request ends (the harness checks none is left), and the closures are let go of.
+    func testAStatDisposedBeforeItsAnswerCallsNothingAndKeepsNothing() throws {
+        let file = try makeFile("three")
+        try checked { harness in
+            let calls = Calls(), weak = WeakProbe()
+            try harness.onLoop { Self.subscribeHere(Files.stat(file), calls: calls, weak: weak).dispose() }
+            try harness.wait(for: "the closures let go of") { weak.probe == nil }
+            // Another stat on the same loop, answered after the first request's callback ran.
+            let later = Calls(), laterWeak = WeakProbe()
+            _ = try subscribe(harness, Files.stat(file), calls: later, weak: laterWeak)
+            try harness.wait(for: "a later stat to end") { (try? harness.onLoop { later.log.count }) == 2 }
+            XCTAssertEqual(try harness.onLoop { calls.log }, [], "a disposed stat called its subscriber")
+        }
+    }
+
+    /// Disposed from its own `next`: the value arrives, the completion does not.
+    func testAStatDisposedFromItsNextGetsNoCompletion() throws {
+        let file = try makeFile("three")
+        try checked { harness in
+            let calls = Calls(), weak = WeakProbe()
+            _ = try subscribe(harness, Files.stat(file), calls: calls, weak: weak, disposeIn: true)
+            try harness.wait(for: "the closures let go of") { weak.probe == nil }
+            XCTAssertEqual(try harness.onLoop { calls.log }, ["next 3"])
+        }
+    }
+
+    /// Disposed from another thread while the answers come in: once `dispose()` has returned there,
+    /// no callback starts (the sink's handshake waits for one in progress), 200 times over.
+    func testNoCallbackStartsAfterDisposeReturnedOnAnotherThread() throws {
+        let file = try makeFile("three")
+        try checked { harness in
+            let late = Locked(0), delivered = Locked(0)
+            for _ in 0..<200 {
+                let returned = Locked(false)
+                let note: @Sendable () -> Void = {
+                    delivered.withLock { $0 += 1 }
+                    if returned.current { late.withLock { $0 += 1 } }
+                }
+                let subscription = try harness.onLoop {
+                    Files.stat(file).subscribe(next: { _ in note() }, error: { _ in note() }, completed: { note() })
+                }
+                subscription.dispose()
+                returned.withLock { $0 = true }
+            }
+            XCTAssertEqual(late.current, 0, "callbacks started after dispose() returned (of \(delivered.current) delivered)")
+        }
+    }
+}
