@@ -69,7 +69,10 @@ final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandsh
         assertInEventLoop()
         // Bound by pattern, not `unsafelyUnwrapped`: read through Optional's generic accessor, the
         // closure was rewrapped in a reabstraction thunk, an allocation per call.
-        guard let start = signal.singleStart else { return }
+        guard let start = signal.singleStart else {
+            assertionFailure("a FileSystemCall was made for a signal of steps (\(label))")
+            return
+        }
         guard loop.acceptsNewRequests else {
             end(failure: EventLoopError.shutDown(loop: loop.name))
             return
@@ -111,6 +114,9 @@ final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandsh
         completed = nil
     }
 
+    /// The loop is shutting down with this request pending: cancels it, and fails the call. Cancelled
+    /// first, not only by the end's teardown: a call disposed from another thread, whose teardown is
+    /// still queued, ends nothing here.
     override func cancelForShutdown() {
         cancel()
         end(failure: EventLoopError.shutDown(loop: loop.name))
