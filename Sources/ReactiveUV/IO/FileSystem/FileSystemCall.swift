@@ -45,9 +45,9 @@ final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandsh
     @exclusivity(unchecked) private var error: ((any Error) -> Void)?
     @exclusivity(unchecked) private var completed: (() -> Void)?
 
-    /// Takes the callbacks owned (stored as they come: borrowed, each cost a retain and a release).
-    init(loop: EventLoop, signal: FileSystemSignal<Value>, next: consuming ((Value) -> Void)?,
-         error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?) {
+    /// Takes the callbacks owned, as any initializer does.
+    init(loop: EventLoop, signal: FileSystemSignal<Value>, next: ((Value) -> Void)?,
+         error: ((any Error) -> Void)?, completed: (() -> Void)?) {
         self.signal = signal
         self.next = next
         self.error = error

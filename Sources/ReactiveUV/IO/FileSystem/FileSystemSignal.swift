@@ -65,21 +65,29 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     override func subscribeCallbacks(
         next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
     ) -> any Disposable {
+        if let loop = loopForOneCall() {
+            let call = FileSystemCall(loop: loop, signal: self, next: next, error: error, completed: completed)
+            call.start()
+            return call
+        }
+        return subscribeSink(next: next, error: error, completed: completed)
+    }
+
+    /// The loop a `FileSystemCall` may run on when subscribed from the calling thread, or nil.
+    @inline(__always)
+    private func loopForOneCall() -> EventLoop? {
         // The calling thread is a loop's, and that loop is its current scheduler (not a test
         // scheduler standing in for it), so it is the subscription's home, as `Subscription` would find.
         guard !SignalLogging.isActive, let current = ThreadLocals.currentLoop.value,
               ThreadLocals.currentScheduler.value == current else {
-            return subscribeSink(next: next, error: error, completed: completed)
+            return nil
         }
         let loop = Unmanaged<EventLoop>.fromOpaque(current).takeUnretainedValue()
         // Another loop's signal, or a loop shutting down: the general path hops or refuses, as it does.
-        guard explicitLoop == nil || explicitLoop === loop, loop.acceptsNewHandles else {
-            return subscribeSink(next: next, error: error, completed: completed)
-        }
-        let call = FileSystemCall(loop: loop, signal: self, next: next, error: error, completed: completed)
-        call.start()
-        return call
+        guard explicitLoop == nil || explicitLoop === loop, loop.acceptsNewHandles else { return nil }
+        return loop
     }
+
 
     // Called through the vtable, so generic: each subscriber would look up the metadata of `Subscriber<Value>`
     // and `FileSystemOperation<Value>` (about 300 instructions each); `FileInfo` is the hot case (stat throughput).
