@@ -47,8 +47,8 @@ public class Signal<Value>: @unchecked Sendable {
         if DebugSignals.isEnabled { debugName = "+createSignal:" }
     }
 
-    /// For subclasses, which override `attach`; `subscribesWithCallbacks` for one that also overrides
-    /// `subscribeCallbacks(next:error:completed:)`.
+    /// For subclasses, which override `attach` (`init(subscribesWithCallbacks:)` for one that also
+    /// overrides `subscribeCallbacks(next:error:completed:)`).
     @usableFromInline
     init() {
         self.didSubscribe = nil

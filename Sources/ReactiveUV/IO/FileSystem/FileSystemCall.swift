@@ -28,9 +28,9 @@ import Musl
 ///   if it made something (`singleDiscard`);
 /// - the loop's shutdown fails a pending call with `EventLoopError.shutDown`.
 ///
-/// The object: about 200 bytes with its request memory, which comes from the loop's spares
-/// (`LoopRequest`). A stat subscribed this way costs 3 allocations (the signal, this call, and
-/// libuv's copy of the path) where the general path costs 5.
+/// Its `uv_fs_t` memory comes from the loop's spares (`LoopRequest`). A stat subscribed this way
+/// costs 3 allocations (the signal, this call, and libuv's copy of the path) where the general
+/// path costs 5.
 ///
 /// Thread rule: `dispose()` and `isDisposed` safe from any thread; the rest loop thread only.
 final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandshake, @unchecked Sendable {
