@@ -13,9 +13,9 @@
 ///   the sink during a delivery (the subscription's teardown makes the source let go, which
 ///   breaks the sink → subscription → source cycle).
 /// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
-/// reader), and the teardown reaches it there, with no lock and no child list. A source that registers flow control finds the subscription in `subscription`; a
-/// home reader needs no hop counting. Anything else (another thread, an operator's observer, a subject) keeps
-/// the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes and
+/// reader), and the teardown reaches it there, with no lock and no child list. A source that
+/// registers flow control finds the subscription in `subscription`; a home reader needs no hop
+/// counting. Anything else (another thread, an operator's observer, a subject) keeps the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes and
 /// its gate's work per event. (A one-request file-system signal goes further: subscribed with
 /// callbacks on its loop, it is its own subscription, `FileSystemCall`.)
 ///

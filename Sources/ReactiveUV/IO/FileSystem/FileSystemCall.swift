@@ -157,10 +157,11 @@ final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandsh
         uv_fs_req_cleanup(fs)
         let entry = enterDelivery()
         if entry == .refused { return }
+        defer { leaveDelivery(entry) }
         // Moved out: called without a retain, and released once it ran (the call sends one value).
         if let next = next.take() { next(value) }
-        leaveDelivery(entry)
-        // The value's callback may have disposed the call: `end` then finds it refused.
+        // The completion joins this delivery (one handshake for both events). The value's callback
+        // may have disposed the call: `end` then finds it refused.
         end(failure: nil)
     }
 }

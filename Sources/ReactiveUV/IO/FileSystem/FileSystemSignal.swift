@@ -88,7 +88,6 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         return loop
     }
 
-
     // Called through the vtable, so generic: each subscriber would look up the metadata of `Subscriber<Value>`
     // and `FileSystemOperation<Value>` (about 300 instructions each); `FileInfo` is the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
@@ -150,9 +149,9 @@ extension Files {
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32,
-        read: @escaping (Int, UnsafeMutablePointer<uv_fs_t>) -> Value,
-        discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)? = nil
+        _ start: @escaping FileSystemSignal<Value>.Start,
+        read: @escaping FileSystemSignal<Value>.Read,
+        discard: FileSystemSignal<Value>.Discard? = nil
     ) -> Signal<Value> {
         if let refusal = refusal(checks) { return refused(call, refusal) }
         return FileSystemSignal(on: loop, context: context, start: start, read: read, discard: discard).debugNamed("+Files.\(call)")
@@ -164,7 +163,7 @@ extension Files {
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
+        _ start: @escaping FileSystemSignal<Void>.Start
     ) -> Signal<Void> {
         single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
     }
