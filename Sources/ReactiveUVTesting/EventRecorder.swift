@@ -130,7 +130,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// - Throws: `WaitTimeout` naming `what` and the events seen.
     ///
     /// Thread rule: any thread except the one delivering the events.
-    public func wait(for what: String, timeout: Duration = .seconds(10), until condition: ([Event<Value>]) -> Bool) throws {
+    public func wait(for what: String, timeout: Duration = LoopHarness.defaultTimeout, until condition: ([Event<Value>]) -> Bool) throws {
         let satisfied = notifier.wait(timeout: timeout) { condition(events) }
         if !satisfied {
             throw WaitTimeout(waitingFor: "\(what) from \(label)", timeout: timeout, observed: "\(events)")
@@ -147,7 +147,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     ///
     /// Thread rule: any thread except the one delivering the events.
     @discardableResult
-    public func waitForValues(_ count: Int, timeout: Duration = .seconds(10)) throws -> [Value] {
+    public func waitForValues(_ count: Int, timeout: Duration = LoopHarness.defaultTimeout) throws -> [Value] {
         let reached = notifier.wait(timeout: timeout) {
             lock.withLock { state.valueCount >= count || state.terminated }
         }
@@ -167,7 +167,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     ///
     /// Thread rule: any thread except the one delivering the events.
     @discardableResult
-    public func waitForTermination(timeout: Duration = .seconds(10)) throws -> Event<Value> {
+    public func waitForTermination(timeout: Duration = LoopHarness.defaultTimeout) throws -> Event<Value> {
         let reached = notifier.wait(timeout: timeout) { lock.withLock { state.terminated } }
         guard reached, let terminal else {
             throw WaitTimeout(waitingFor: "error or completion from \(label)", timeout: timeout,

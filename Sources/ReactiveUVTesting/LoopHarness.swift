@@ -22,6 +22,14 @@ public final class LoopHarness: @unchecked Sendable {
     public let loop: EventLoop
     /// The default deadline for waits.
     public let timeout: Duration
+
+    /// The deadline every wait of the testing library takes unless told otherwise: 60 seconds.
+    ///
+    /// A hang guard, not a measurement: long enough that a machine busy with other work never
+    /// reaches it when the awaited thing does happen, so a test fails only on a real hang.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let defaultTimeout: Duration = .seconds(60)
     private let lock = Locked<(recorders: [any Disposable], report: HarnessReport?)>(([], nil))
 
     /// Starts a fresh loop for one test.
@@ -33,7 +41,7 @@ public final class LoopHarness: @unchecked Sendable {
     /// - Returns: A harness; call `finish()` at the end (or use `run`).
     ///
     /// Thread rule: safe from any thread.
-    public init(name: String = "harness", timeout: Duration = .seconds(10), metrics: LoopMetrics? = nil) {
+    public init(name: String = "harness", timeout: Duration = LoopHarness.defaultTimeout, metrics: LoopMetrics? = nil) {
         loop = EventLoop(name: name, metrics: metrics)
         self.timeout = timeout
     }
@@ -58,7 +66,7 @@ public final class LoopHarness: @unchecked Sendable {
     /// Thread rule: call from the test's thread.
     @discardableResult
     public static func run(
-        timeout: Duration = .seconds(10),
+        timeout: Duration = LoopHarness.defaultTimeout,
         metrics: LoopMetrics? = nil,
         file: StaticString = #filePath,
         line: UInt = #line,

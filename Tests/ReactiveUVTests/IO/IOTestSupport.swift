@@ -11,7 +11,7 @@ func received(_ recorder: EventRecorder<[UInt8]>) -> [UInt8] {
 
 /// Waits until a `bytes` recorder has seen at least `count` bytes.
 @discardableResult
-func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Duration = .seconds(10)) throws -> [UInt8] {
+func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Duration = LoopHarness.defaultTimeout) throws -> [UInt8] {
     try recorder.wait(for: "\(count) bytes", timeout: timeout) { events in
         events.reduce(0) { $0 + ($1.value?.count ?? 0) } >= count || events.last?.isTerminating == true
     }
@@ -19,11 +19,12 @@ func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Dur
 }
 
 /// An idle-timeout server's client that keeps sending to a connection nobody reads (TCP or Unix):
-/// one byte every 50 ms for at least three `timeout`s, by `send`, while the connection must stay
+/// one byte every 50 ms for at least two `timeout`s, by `send`, while the connection must stay
 /// open (what the kernel holds unread counts as activity); then, once the client falls silent,
 /// `receiveEnd` (the client reading until the server closes it) must end in EOF or a reset (the
 /// client's bytes are unread), no sooner than `timeout` after the last byte. The 50 ms pause is
-/// the client's traffic, not a wait for a race.
+/// the client's traffic, not a wait for a race; the caller's timeout is long beside it (a second or more), so a
+/// client thread that a busy machine leaves unscheduled for a while is not mistaken for a silent one.
 func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
     timeout: Duration, isOpen: () -> Bool, file: StaticString = #filePath, line: UInt = #line,
     send: (UInt8) throws -> Void, receiveEnd: () -> BlockingClient.ReadEnd
@@ -31,7 +32,7 @@ func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
     let began = ContinuousClock.now
     var lastSent = began
     var sent: UInt8 = 0
-    while ContinuousClock.now - began < timeout * 3 {
+    while ContinuousClock.now - began < timeout * 2 {
         sent &+= 1
         try send(sent)
         lastSent = ContinuousClock.now
@@ -46,11 +47,12 @@ func assertAClientSendingUnreadBytesIsKeptThenTimesOut(
     XCTAssertFalse(isOpen(), file: file, line: line)
 }
 
-/// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least three
+/// An idle-timeout server's active client (TCP or Unix): one byte every 50 ms for at least two
 /// `timeout`s, each sent by `send` and read by the server (then `afterRead`, an echo where the test has one),
 /// and the connection must stay open all along; then, once the client falls silent, it must be
 /// closed with `ETIMEDOUT` after exactly the bytes it sent. The 50 ms pause is the client's
-/// traffic, not a wait for a race.
+/// traffic, not a wait for a race; the caller's timeout is long beside it (a second or more), so a
+/// client thread that a busy machine leaves unscheduled for a while is not mistaken for a silent one.
 func assertAnActiveClientIsKeptOpenThenTimesOut(
     timeout: Duration, bytes: EventRecorder<[UInt8]>, isOpen: () -> Bool,
     file: StaticString = #filePath, line: UInt = #line,
@@ -58,7 +60,7 @@ func assertAnActiveClientIsKeptOpenThenTimesOut(
 ) throws {
     let began = ContinuousClock.now
     var sent: UInt8 = 0
-    while ContinuousClock.now - began < timeout * 3 {
+    while ContinuousClock.now - began < timeout * 2 {
         sent &+= 1
         try send(sent)
         try waitForBytes(bytes, Int(sent))

@@ -116,14 +116,17 @@ final class TCPIdleMemoryTests: XCTestCase {
     }
 
     /// A connection is one object whose fields end at 104 bytes (`StreamStateBits` packs its small
-    /// states; no spare chunk of its own): malloc gives it a 112-byte block. One more byte in its
-    /// fields would take every connection to a 128-byte block.
+    /// states): malloc gives it a 112-byte block. One more byte in its fields would take every
+    /// connection to a 128-byte block. The size is the class's own (its metadata), not the block
+    /// malloc happened to hand out, which may be larger when the heap reuses a freed block.
     func testAConnectionFitsA112ByteMallocBlock() throws {
         try checked { harness in
             let (_, _, client, connection) = try acceptOneClient(harness)
             defer { client.close() }
-            let usable = ruv_test_malloc_usable_size(Unmanaged.passUnretained(connection).toOpaque())
-            XCTAssertLessThanOrEqual(usable, 104, "a TCP connection's block holds \(usable) bytes: its fields grew past 104")
+            XCTAssertEqual(swiftInstanceSize(of: ThreeWords.self), 16 + 24, "the metadata's instance size is read where it is")
+            let size = swiftInstanceSize(of: type(of: connection))
+            XCTAssertLessThanOrEqual(size, 104, "a TCP connection's fields end at \(size) bytes: past 104, malloc gives it 128")
+            XCTAssertGreaterThanOrEqual(ruv_test_malloc_usable_size(Unmanaged.passUnretained(connection).toOpaque()), size)
             connection.reset()
             try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }
         }
@@ -357,4 +360,9 @@ func raiseOpenFileLimit(to needed: Int) throws {
     }
     limit.rlim_cur = rlim_t(needed)
     guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw TestFailure("setrlimit failed: errno \(errno)") }
+}
+
+/// A class of known size (a 16-byte object header and three words) to check `swiftInstanceSize` against.
+private final class ThreeWords {
+    var first = 0, second = 0, third = 0
 }

@@ -8,7 +8,7 @@ import XCTest
 /// or finds the pause), which is the state the shutdown tests of paused readers need.
 ///
 /// - Throws: `TimeoutError` at the deadline (the hang guard), `EventLoopError` if the loop is gone.
-func waitUntilNoRequestIsPending(on loop: EventLoop, timeout: Duration = .seconds(10)) async throws {
+func waitUntilNoRequestIsPending(on loop: EventLoop, timeout: Duration = LoopHarness.defaultTimeout) async throws {
     let giveUp = ContinuousClock.now + timeout
     while try await !loop.perform(operation: "waitUntilNoRequestIsPending", { $0.requests.isEmpty }) {
         if ContinuousClock.now >= giveUp {
@@ -30,7 +30,7 @@ func waitUntilNoRequestIsPending(on loop: EventLoop, timeout: Duration = .second
 func assertAPausedReaderEndsWithShutDown<Value: Sendable>(
     _ signal: Signal<Value>, on loop: EventLoop, file: StaticString = #filePath, line: UInt = #line
 ) async throws -> Value? {
-    var iterator = signal.timeout(.seconds(10), on: EventLoop.shared).values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
+    var iterator = signal.timeout(LoopHarness.defaultTimeout, on: EventLoop.shared).values(bufferingPolicy: .bounded(1)).makeAsyncIterator()
     let first = try await iterator.next()
     try await waitUntilNoRequestIsPending(on: loop)  // paused: nothing in flight
     XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0, file: file, line: line)

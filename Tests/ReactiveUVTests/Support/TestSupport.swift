@@ -10,7 +10,7 @@ import XCTest
 @discardableResult
 func waitUntil(
     _ what: String,
-    timeout: Duration = .seconds(10),
+    timeout: Duration = LoopHarness.defaultTimeout,
     file: StaticString = #filePath,
     line: UInt = #line,
     _ condition: () -> Bool
@@ -25,7 +25,7 @@ func waitUntil(
 }
 
 /// Runs `body` on the loop thread and waits for its result.
-func onLoop<T: Sendable>(_ loop: EventLoop, timeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line,
+func onLoop<T: Sendable>(_ loop: EventLoop, timeout: Duration = LoopHarness.defaultTimeout, file: StaticString = #filePath, line: UInt = #line,
                          _ body: @escaping @Sendable () -> T) -> T? {
     let result = Locked<T?>(nil)
     loop.execute { let value = body(); result.withLock { $0 = value } }
@@ -140,7 +140,7 @@ func descriptorsOpen(on path: String) throws -> Int {
 
 /// Waits until `condition` holds, as `waitUntil` does; an error the condition throws ends the wait and is
 /// thrown (so a count that cannot be taken fails the test at once rather than reading as a false condition).
-func waitUntilOrThrow(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
+func waitUntilOrThrow(_ what: String, timeout: Duration = LoopHarness.defaultTimeout, _ condition: () throws -> Bool) throws {
     let thrown = ConditionFailure()
     try waitFor(what, timeout: timeout) { thrown.holds(condition) }
     try thrown.rethrow()
@@ -181,4 +181,11 @@ extension LoopHarness {
         try wait(for: what) { thrown.holds(condition) }
         try thrown.rethrow()
     }
+}
+
+/// The bytes an instance of `type` asks malloc for: the instance size recorded in its class metadata
+/// (on Linux, without Objective-C interop, a 32-bit field 24 bytes into the metadata, after the isa,
+/// the superclass, the flags and the instance address point).
+func swiftInstanceSize(of type: AnyClass) -> Int {
+    Int(unsafeBitCast(type, to: UnsafeRawPointer.self).load(fromByteOffset: 24, as: UInt32.self))
 }
