@@ -4,7 +4,7 @@ import ReactiveUVTesting
 import XCTest
 
 // The DocC catalogs' examples (Sources/ReactiveUV/ReactiveUV.docc, Sources/ReactiveUVTesting/ReactiveUVTesting.docc):
-// each block there must equal the code between the markers here (or in the README's tests), which the
+// each block there must equal the code between the markers here (or in the guides' tests), which the
 // compiler checks and the tests below run.
 
 // DOCS-LINES-BEGIN
@@ -59,24 +59,19 @@ final class DocsRecipesExampleTests: XCTestCase {
         try assertDocumentBlock(Self.recipes, containing: "func connectWhenReady(", matches: "DOCS-RETRY")
         try assertDocumentBlock(Self.recipes, containing: "func follow(", matches: "DOCS-TAIL")
         try assertDocumentBlock(Self.recipes, containing: "unixSignals([SIGINT, SIGTERM])", matches: "DOCS-SHUTDOWN")
-        try assertDocumentBlock(Self.recipes, containing: "TestScheduler()", matches: "DOCS-TEST-SCHEDULER")
-        try assertDocumentBlock(Self.recipes, containing: "LoopHarness.run {", matches: "DOCS-HARNESS")
         _ = DocsRecipesExampleTests.gracefulShutdown  // compiled, not run: it listens on a fixed port until Ctrl-C
     }
 
-    /// The articles' other examples: the README's, checked against the tests that run them, and the async loop below.
+    /// Getting started's other examples: the README's and the signals guide's, checked against the tests that
+    /// run them, and the async loop below.
     func testTheGettingStartedExamplesAreCheckedCode() async throws {
         let article = "Sources/ReactiveUV/ReactiveUV.docc/GettingStarted.md"
         let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        try assertDocumentBlock(article, containing: "EventLoop.onCurrentThread()\n\nlet ticks", matches: "README-EXAMPLE",
-                                in: tests.appendingPathComponent("ReadmeExampleTests.swift").path)
+        try assertDocumentBlock(article, containing: "EventLoop.onCurrentThread()\n\nlet ticks", matches: "GUIDE-SIGNALS-TICKS",
+                                in: tests.appendingPathComponent("GuideSignalsExampleTests.swift").path)
         try assertDocumentBlock(article, containing: "TCPServer.listen(host:", matches: "README-IO-EXAMPLE",
                                 in: tests.appendingPathComponent("ReadmeIOExampleTests.swift").path)
         try assertDocumentBlock(article, containing: "for try await tick in", matches: "DOCS-GS-ASYNC")
-        try assertDocumentBlock("Sources/ReactiveUV/ReactiveUV.docc/ReactiveUV.md", containing: "EventLoop.onCurrentThread()\n\nlet ticks",
-                                matches: "README-EXAMPLE", in: tests.appendingPathComponent("ReadmeExampleTests.swift").path)
-        try assertDocumentBlock("Sources/ReactiveUVTesting/ReactiveUVTesting.docc/ReactiveUVTesting.md", containing: "LoopHarness.run {",
-                                matches: "DOCS-HARNESS")
         let printed = Locked<[String]>([])
         func print(_ items: Any...) { printed.append(items.map { "\($0)" }.joined(separator: " ")) }
         // DOCS-GS-ASYNC-BEGIN
@@ -109,23 +104,10 @@ final class DocsRecipesExampleTests: XCTestCase {
         // DOCS-SHUTDOWN-END
     }
 
-    func testTheTestSchedulerRecipe() {
-        // DOCS-TEST-SCHEDULER-BEGIN
-        let scheduler = TestScheduler()
-        let input = Subject<String>()
-        let recorder = scheduler.performAsCurrent { EventRecorder(input.debounce(.milliseconds(300))) }
-
-        scheduler.performAsCurrent { input.sendNext("r"); input.sendNext("re") }
-        scheduler.advance(by: .milliseconds(100))
-        scheduler.performAsCurrent { input.sendNext("rea") }
-        scheduler.advance(by: .milliseconds(300))
-
-        XCTAssertEqual(recorder.values, ["rea"])
-        XCTAssertEqual(recorder.recorded.first?.time, SchedulerInstant(nanoseconds: 400_000_000))
-        // DOCS-TEST-SCHEDULER-END
-    }
-
-    func testTheLoopHarnessRecipe() {
+    /// The ReactiveUVTesting catalog's example.
+    func testTheTestingCatalogExampleIsThisCodeAndPasses() throws {
+        try assertDocumentBlock("Sources/ReactiveUVTesting/ReactiveUVTesting.docc/ReactiveUVTesting.md", containing: "LoopHarness.run {",
+                                matches: "DOCS-HARNESS")
         // DOCS-HARNESS-BEGIN
         let report = LoopHarness.run { harness in
             let ticks = try harness.record(Signal<Int>.interval(.milliseconds(10)).take(3))

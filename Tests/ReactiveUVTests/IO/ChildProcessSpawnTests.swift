@@ -179,19 +179,19 @@ final class ChildProcessSpawnTests: XCTestCase {
         }
     }
 
-    /// The README's spawn example, run: cat echoes the line, exits at EOF, and every handle closes.
-    func testTheReadmeSpawnExampleRunsToTheEnd() throws {
-        try assertReadmeBlock(containing: "ChildProcess.spawn(\"cat\"", matches: "README-SPAWN-EXAMPLE")
+    /// The processes guide's spawn example, run: cat echoes the line, exits at EOF, and every handle closes.
+    func testTheProcessesGuideSpawnExampleRunsToTheEnd() throws {
+        try assertDocumentBlock("docs/guides/processes.md", containing: "ChildProcess.spawn(\"cat\"", matches: "GUIDE-PROCESSES-SPAWN")
         try checked { harness in
             try harness.onLoop {
-                // README-SPAWN-EXAMPLE-BEGIN
+                // GUIDE-PROCESSES-SPAWN-BEGIN
                 ChildProcess.spawn("cat", standardError: .ignore)
                     .subscribeNext { child in
                         child.standardOutput?.bytes.subscribeNext { print(String(decoding: $0, as: UTF8.self), terminator: "") }
                         child.standardInput?.send(Array("hello\n".utf8))
                         child.standardInput?.close()  // EOF after the bytes: cat exits
                     }
-                // README-SPAWN-EXAMPLE-END
+                // GUIDE-PROCESSES-SPAWN-END
             }
             try harness.wait(for: "cat to exit and its handles to close") { (try? harness.loop.openHandles()) == [] }
         }

@@ -148,15 +148,15 @@ final class TCPDrainTests: XCTestCase {
         }
     }
 
-    /// The README's drain example is this code, and it drains a group: a client connected
+    /// The streams guide's drain example is this code, and it drains a group: a client connected
     /// before the request still gets its echo, a new one is refused, and once the client
     /// left every loop has closed everything (the completion disposed the server).
-    func testTheReadmeDrainExampleIsThisCodeAndDrains() throws {
-        try assertReadmeBlock(containing: "shutdownRequested.map", matches: "README-DRAIN")
+    func testTheStreamsGuideDrainExampleIsThisCodeAndDrains() throws {
+        try assertDocumentBlock("docs/guides/streams.md", containing: "shutdownRequested.map", matches: "GUIDE-STREAMS-DRAIN")
         let port = try unusedPort()
         let group = EventLoopGroup(loopCount: 2)
         let shutdownRequested = Subject<Void>()
-        // README-DRAIN-BEGIN
+        // GUIDE-STREAMS-DRAIN-BEGIN
         // When shutdownRequested fires: stop accepting, let the connected clients finish, reset
         // whoever is still connected 10 s later; the server signal completes once all have gone.
         let drain = shutdownRequested.map { TCPServer.DrainRequest.graceful(timeout: .seconds(10)) }
@@ -165,7 +165,7 @@ final class TCPDrainTests: XCTestCase {
         }, drain: drain).subscribe(
             next: { event in if case .draining(let open) = event { print("draining", open, "connection(s)") } },
             completed: { print("every client has left") })
-        // README-DRAIN-END
+        // GUIDE-STREAMS-DRAIN-END
         LoopHarness.run { harness in
             var connected: BlockingClient?
             try harness.wait(for: "the server to listen") {

@@ -165,12 +165,12 @@ final class TCPGroupServerTests: XCTestCase {
         }
     }
 
-    /// The README's group example is this code, and it serves: a client's bytes come back,
+    /// The streams guide's group example is this code, and it serves: a client's bytes come back,
     /// and disposing leaves every group loop with nothing open.
-    func testTheReadmeGroupExampleIsThisCodeAndEchoes() throws {
-        try assertReadmeBlock(containing: "onAccepted: { connection in", matches: "README-GROUP")
+    func testTheStreamsGuideGroupExampleIsThisCodeAndEchoes() throws {
+        try assertDocumentBlock("docs/guides/streams.md", containing: "let group = EventLoopGroup(loopCount: 2)", matches: "GUIDE-STREAMS-GROUP")
         let port = try unusedPort()
-        // README-GROUP-BEGIN
+        // GUIDE-STREAMS-GROUP-BEGIN
         // Each loop listens on the port; each client is served on the loop that accepted it.
         let group = EventLoopGroup(loopCount: 2)
         let server = TCPServer.serve(port: port, on: group, onAccepted: { connection in
@@ -179,7 +179,7 @@ final class TCPGroupServerTests: XCTestCase {
         }).subscribe(
             next: { event in if case .listening(let address) = event { print("listening on", address) } },
             error: { print("cannot serve:", $0) })
-        // README-GROUP-END
+        // GUIDE-STREAMS-GROUP-END
         LoopHarness.run { harness in
             var client: BlockingClient?
             try harness.wait(for: "the server to listen") {

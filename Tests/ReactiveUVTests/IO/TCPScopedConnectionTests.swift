@@ -148,34 +148,3 @@ final class TCPScopedConnectionTests: XCTestCase {
         }
     }
 }
-
-/// Keeps the README's `withConnection` example compiling and runs it against an echo server.
-final class ReadmeScopedConnectionExampleTests: XCTestCase {
-    // README-SCOPED-EXAMPLE-BEGIN
-    /// Sends a line and returns the first chunk of the answer.
-    func ping(port: Int) async throws -> [UInt8] {
-        try await TCP.withConnection(host: "127.0.0.1", port: port) { connection in
-            connection.send(Array("ping\n".utf8))
-            return try await connection.bytes.first() ?? []
-        }   // closed by now: what the body queued was flushed, then FIN
-    }
-    // README-SCOPED-EXAMPLE-END
-
-    func testTheReadmeExampleIsThisCodeAndWorks() async throws {
-        try assertReadmeBlock(containing: "func ping(port: Int)", matches: "README-SCOPED-EXAMPLE")
-        let harness = LoopHarness(name: "readme-scoped")
-        let echo = try harness.record(EchoServer.run(port: 0, on: harness.loop), label: "echo")
-        guard case .listening(let address) = try echo.waitForValues(1)[0] else { throw TestFailure("not listening") }
-
-        let answer = try await ping(port: address.port)
-
-        XCTAssertFalse(answer.isEmpty)
-        XCTAssertTrue(Array("ping\n".utf8).starts(with: answer), "\(answer) is the echo's beginning")
-        // The echo server sees the client's FIN after the 5 bytes: withConnection closed gracefully.
-        try echo.wait(for: "the client to go away") { events in
-            events.contains { if case .disconnected(_, 5, nil, _)? = $0.value { true } else { false } }
-        }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)")
-    }
-}

@@ -208,19 +208,19 @@ final class UnixGroupServerTests: XCTestCase {
         }
     }
 
-    /// The README's Unix group example is this code, and it serves: clients on both loops get
+    /// The Unix-socket guide's group example is this code, and it serves: clients on both loops get
     /// their bytes back, and disposing leaves every group loop with nothing open.
-    func testTheReadmeUnixGroupExampleIsThisCodeAndEchoes() throws {
-        try assertReadmeBlock(containing: "UnixSocket.serve(path: path, on: group", matches: "README-UNIX-GROUP")
+    func testTheUnixGuideGroupExampleIsThisCodeAndEchoes() throws {
+        try assertDocumentBlock("docs/guides/unix-sockets.md", containing: "UnixSocket.serve(path: path, on: group", matches: "GUIDE-UNIX-GROUP")
         try withTemporaryDirectory { directory in
             let path = directory + "/app.sock"
             let group = EventLoopGroup(loopCount: 2)
-            // README-UNIX-GROUP-BEGIN
+            // GUIDE-UNIX-GROUP-BEGIN
             // The first loop accepts; each client is served on the loop it was handed to.
             let server = UnixSocket.serve(path: path, on: group, onAccepted: { connection in
                 connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
             }).subscribe(error: { print("cannot serve:", $0) })
-            // README-UNIX-GROUP-END
+            // GUIDE-UNIX-GROUP-END
             let report = LoopHarness.run { harness in
                 var connected: UnixBlockingClient?
                 try harness.wait(for: "the server to listen") {

@@ -241,9 +241,9 @@ final class UnixIPCTests: XCTestCase {
         }
     }
 
-    /// The README's hand-over example, run: a client of the listener's loop is echoed by the worker's loop.
-    func testTheReadmeHandOverExampleServesTheClientOnTheWorkerLoop() throws {
-        try assertReadmeBlock(containing: "UnixSocket.pair()", matches: "README-IPC")
+    /// The Unix-socket guide's hand-over example, run: a client of the listener's loop is echoed by the worker's loop.
+    func testTheUnixGuideHandOverExampleServesTheClientOnTheWorkerLoop() throws {
+        try assertDocumentBlock("docs/guides/unix-sockets.md", containing: "UnixSocket.pair()", matches: "GUIDE-UNIX-IPC")
         try twoLoops { listenerHarness, workerHarness in
             let listenerLoop = listenerHarness.loop
             let workerLoop = workerHarness.loop
@@ -253,7 +253,7 @@ final class UnixIPCTests: XCTestCase {
                 servedOn.append(connection.loop === workerLoop)
                 _ = connection.bytes.subscribeNext { connection.send($0) }
             }
-            // README-IPC-BEGIN
+            // GUIDE-UNIX-IPC-BEGIN
             let (listenerEnd, workerEnd) = try UnixSocket.pair()
             // The worker's loop serves whatever is passed to it.
             let worker = UnixSocket.open(workerEnd, options: UnixSocketOptions(ipc: true), on: workerLoop)
@@ -267,7 +267,7 @@ final class UnixIPCTests: XCTestCase {
                     TCPServer.listen(port: port, on: listenerLoop).flatMap { client in channel.send(client, with: [1]) }
                 }
                 .subscribeError { print("hand-over failed:", $0) }
-            // README-IPC-END
+            // GUIDE-UNIX-IPC-END
             let client = try connectWhenListening(port: port, harness: listenerHarness)
             defer { client.close() }
             try client.sendAll(Array("ping".utf8))

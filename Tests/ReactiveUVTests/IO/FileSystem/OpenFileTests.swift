@@ -537,20 +537,20 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
-    /// The README's open-file example is the code between the markers (compiled, not run: it reads a system
+    /// The files guide's open-file example is the code between the markers (compiled, not run: it reads a system
     /// path; what it does is tested by `testWithOpenFileClosesTheFileWhenTheBodyReturnsOrThrows` and
     /// `OpenFileAsyncTests.testAsyncOperationsReturnWhatTheirSignalsSend`).
-    func testTheReadmeOpenFileExampleIsThisCode() throws {
-        try assertReadmeBlock(containing: "FileSystem.withOpenFile(\"/var/log/app.log\")", matches: "README-OPENFILE-EXAMPLE")
-        _ = Self.readmeOpenFileExample  // referenced so the compiler keeps checking it
+    func testTheFilesGuideOpenFileExampleIsThisCode() throws {
+        try assertDocumentBlock("docs/guides/files.md", containing: "FileSystem.withOpenFile(\"/var/log/app.log\")", matches: "GUIDE-FILES-OPENFILE")
+        _ = Self.openFileGuideExample  // referenced so the compiler keeps checking it
     }
 
-    private static func readmeOpenFileExample() async throws -> [UInt8] {
-        // README-OPENFILE-EXAMPLE-BEGIN
+    private static func openFileGuideExample() async throws -> [UInt8] {
+        // GUIDE-FILES-OPENFILE-BEGIN
         let header = try await FileSystem.withOpenFile("/var/log/app.log") { file in
             try await FileSystem.read(file, at: 0, count: 512)  // positional: no offset moves
         }
-        // README-OPENFILE-EXAMPLE-END
+        // GUIDE-FILES-OPENFILE-END
         return header
     }
 

@@ -325,19 +325,19 @@ final class SendFileTests: XCTestCase {
         }
     }
 
-    /// The README's sendfile example is the code between the markers (compiled, not run: it names a system path;
+    /// The files guide's sendfile example is the code between the markers (compiled, not run: it names a system path;
     /// what it does is tested above and in `OpenFileAsyncTests`).
-    func testTheReadmeSendFileExampleIsThisCode() throws {
-        try assertReadmeBlock(containing: "FileSystem.sendFile(file, to: connection)", matches: "README-SENDFILE-EXAMPLE")
-        _ = Self.readmeSendFileExample  // referenced so the compiler keeps checking it
+    func testTheFilesGuideSendFileExampleIsThisCode() throws {
+        try assertDocumentBlock("docs/guides/files.md", containing: "FileSystem.sendFile(file, to: connection)", matches: "GUIDE-FILES-SENDFILE")
+        _ = Self.sendFileGuideExample  // referenced so the compiler keeps checking it
     }
 
-    private static func readmeSendFileExample(_ connection: TCPConnection) async throws -> Int {
-        // README-SENDFILE-EXAMPLE-BEGIN
+    private static func sendFileGuideExample(_ connection: TCPConnection) async throws -> Int {
+        // GUIDE-FILES-SENDFILE-BEGIN
         let sent = try await FileSystem.withOpenFile("/srv/static/video.mp4", on: connection.loop) { file in
             try await FileSystem.sendFile(file, to: connection)
         }
-        // README-SENDFILE-EXAMPLE-END
+        // GUIDE-FILES-SENDFILE-END
         return sent
     }
 

@@ -6,7 +6,7 @@ import ReactiveUVTesting
 import ServiceLifecycle
 import XCTest
 
-// README-LIFECYCLE-EXAMPLE-BEGIN
+// GUIDE-LIFECYCLE-BEGIN
 /// Echoes every client on one loop of the group until graceful shutdown.
 struct EchoService: Service {
     let port: Int
@@ -36,14 +36,14 @@ func serve(port: Int, on group: EventLoopGroup) async throws {
     try await services.run()
 }
 // try await serve(port: 7000, on: EventLoopGroup(loopCount: 2))
-// README-LIFECYCLE-EXAMPLE-END
+// GUIDE-LIFECYCLE-END
 
-/// Keeps the README's swift-service-lifecycle example compiling, and runs it until SIGTERM.
-final class ReadmeServiceLifecycleExampleTests: XCTestCase {
-    func testTheReadmeExampleIsThisCodeAndStopsOnSIGTERM() async throws {
-        try assertReadmeBlock(containing: "struct EchoService: Service", matches: "README-LIFECYCLE-EXAMPLE")
+/// Keeps the example of docs/guides/service-lifecycle.md compiling, and runs it until SIGTERM.
+final class GuideServiceLifecycleExampleTests: XCTestCase {
+    func testTheGuideExampleIsThisCodeAndStopsOnSIGTERM() async throws {
+        try assertDocumentBlock("docs/guides/service-lifecycle.md", containing: "struct EchoService: Service", matches: "GUIDE-LIFECYCLE")
 
-        let group = EventLoopGroup(loopCount: 2, name: "readme-lifecycle")
+        let group = EventLoopGroup(loopCount: 2, name: "guide-lifecycle")
         let port = try unusedPort()
         let running = Task { try await serve(port: port, on: group) }
         // The service listens only after the ServiceGroup trapped SIGTERM, so from then on

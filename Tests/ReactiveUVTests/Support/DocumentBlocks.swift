@@ -1,17 +1,17 @@
 import Foundation
 import XCTest
 
-/// Checks that the README's code block containing `marker` has exactly the lines between
-/// `// <tag>-BEGIN` and `// <tag>-END` in `source` (indentation and `import` lines aside),
-/// so the compiler checks the README's examples through the test that holds them.
+/// Checks that the README's ```` ```swift ```` block containing `marker` has exactly the lines between
+/// `// <tag>-BEGIN` and `// <tag>-END` in `sourceFile`, so the compiler checks the README's example.
 func assertReadmeBlock(containing marker: String, matches tag: String, in sourceFile: String = #filePath,
                        file: StaticString = #filePath, line: UInt = #line) throws {
     try assertDocumentBlock("README.md", containing: marker, matches: tag, in: sourceFile, file: file, line: line)
 }
 
 /// Checks that the ```` ```swift ```` block containing `marker` in `document` (a path from the
-/// package root: the README, or an article of the DocC catalog) has exactly the lines between
-/// `// <tag>-BEGIN` and `// <tag>-END` in `sourceFile` (indentation and `import` lines aside).
+/// package root: the README, a guide in docs/guides, or an article of a DocC catalog) has exactly the
+/// lines between `// <tag>-BEGIN` and `// <tag>-END` in `sourceFile` (indentation and `import` lines
+/// aside), so the compiler checks the document's examples through the test that holds them.
 func assertDocumentBlock(_ document: String, containing marker: String, matches tag: String,
                          in sourceFile: String = #filePath,
                          file: StaticString = #filePath, line: UInt = #line) throws {

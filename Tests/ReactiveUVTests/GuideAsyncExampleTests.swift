@@ -1,9 +1,10 @@
+import EchoServerKit
 import Foundation
 import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-// README-ISOLATION-EXAMPLE-BEGIN
+// GUIDE-ASYNC-ISOLATION-BEGIN
 // 1. State confined to the loop. Subscribed on the loop thread, the callbacks run there
 //    too; `LoopBound` is Sendable, so both callbacks may capture it, and it checks the thread.
 func countTicks(on loop: EventLoop, then report: @escaping @Sendable (Int) -> Void) {
@@ -46,7 +47,7 @@ actor TickCounter {
 @MainActor func show(_ signal: Signal<Int>, on dashboard: Dashboard) async throws {
     for try await tick in signal.values { dashboard.lastTick = tick }
 }
-// README-ISOLATION-EXAMPLE-END
+// GUIDE-ASYNC-ISOLATION-END
 
 /// Polls `condition` every few milliseconds, in the caller's isolation, until it holds or 10 s passed.
 private func eventually(_ what: String, isolation: isolated (any Actor)? = #isolation,
@@ -58,10 +59,72 @@ private func eventually(_ what: String, isolation: isolated (any Actor)? = #isol
     }
 }
 
-/// Keeps the README's isolation patterns compiling, and runs each.
-final class ReadmeIsolationExampleTests: XCTestCase {
-    func testTheReadmeIsolationExampleIsThisCode() throws {
-        try assertReadmeBlock(containing: "LoopBound(0, loop: loop)", matches: "README-ISOLATION-EXAMPLE")
+/// Keeps the examples of docs/guides/async.md compiling (each block equals the code between its markers)
+/// and runs them: the echo server's second half, `withConnection` against an echo server, and each isolation pattern.
+final class GuideAsyncExampleTests: XCTestCase {
+    static let guide = "docs/guides/async.md"
+
+    private static func echoExample() async throws -> (Int?, Signal<Int>) {
+        // GUIDE-ASYNC-ECHO-BEGIN
+        // Each client gets a task; every task runs on `loop` (its task executor).
+        func echoServer(port: Int, on loop: EventLoop) async throws {
+            try await withThrowingDiscardingTaskGroup { clients in
+                for try await connection in TCPServer.listen(port: port, on: loop).values(bufferingPolicy: .unbounded) {
+                    clients.addTask(executorPreference: loop) {
+                        // A full buffer pauses the socket, so a slow task cannot make memory grow.
+                        for try await chunk in connection.bytes.values { connection.send(chunk) }
+                        connection.close()  // sends what is still queued, then FIN, then closes
+                    }
+                }
+            }
+        }
+
+        // One value awaited (the timer is disposed after it), and async code as a signal.
+        let tick = try await Signal<Int>.interval(.milliseconds(10)).first()
+        let answer = Signal<Int>.async { try await Task.sleep(for: .milliseconds(5)); return 42 }
+        // GUIDE-ASYNC-ECHO-END
+        _ = echoServer  // the echo server's behaviour is tested by EchoAsyncSampleTests
+        return (tick, answer)
+    }
+
+    func testTheEchoExampleIsThisCodeAndWorks() async throws {
+        try assertDocumentBlock(Self.guide, containing: "withThrowingDiscardingTaskGroup", matches: "GUIDE-ASYNC-ECHO")
+        let (tick, answer) = try await GuideAsyncExampleTests.echoExample()
+        XCTAssertEqual(tick, 0)
+        let value = try await answer.first()
+        XCTAssertEqual(value, 42)
+    }
+
+    // GUIDE-ASYNC-WITHCONNECTION-BEGIN
+    /// Sends a line and returns the first chunk of the answer.
+    func ping(port: Int) async throws -> [UInt8] {
+        try await TCP.withConnection(host: "127.0.0.1", port: port) { connection in
+            connection.send(Array("ping\n".utf8))
+            return try await connection.bytes.first() ?? []
+        }   // closed by now: what the body queued was flushed, then FIN
+    }
+    // GUIDE-ASYNC-WITHCONNECTION-END
+
+    func testTheWithConnectionExampleIsThisCodeAndWorks() async throws {
+        try assertDocumentBlock(Self.guide, containing: "func ping(port: Int)", matches: "GUIDE-ASYNC-WITHCONNECTION")
+        let harness = LoopHarness(name: "guide-with-connection")
+        let echo = try harness.record(EchoServer.run(port: 0, on: harness.loop), label: "echo")
+        guard case .listening(let address) = try echo.waitForValues(1)[0] else { throw TestFailure("not listening") }
+
+        let answer = try await ping(port: address.port)
+
+        XCTAssertFalse(answer.isEmpty)
+        XCTAssertTrue(Array("ping\n".utf8).starts(with: answer), "\(answer) is the echo's beginning")
+        // The echo server sees the client's FIN after the 5 bytes: withConnection closed gracefully.
+        try echo.wait(for: "the client to go away") { events in
+            events.contains { if case .disconnected(_, 5, nil, _)? = $0.value { true } else { false } }
+        }
+        let report = harness.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    func testTheIsolationExampleIsThisCode() throws {
+        try assertDocumentBlock(Self.guide, containing: "LoopBound(0, loop: loop)", matches: "GUIDE-ASYNC-ISOLATION")
     }
 
     func testLoopBoundStateIsSharedByTheCallbacksOnTheLoop() throws {

@@ -2,10 +2,10 @@ import Logging
 import ReactiveUV
 import XCTest
 
-/// Keeps the README's observability example compiling and runs it.
-final class ReadmeObservabilityExampleTests: XCTestCase {
-    private static func readmeObservabilityExample() {
-        // README-OBS-EXAMPLE-BEGIN
+/// Keeps the example of docs/guides/observability.md compiling and runs it.
+final class GuideObservabilityExampleTests: XCTestCase {
+    private static func observabilityExample() {
+        // GUIDE-OBSERVABILITY-BEGIN
         // Metrics for one loop, sampled every second, made by the factory the
         // program bootstrapped with MetricsSystem.bootstrap (your backend).
         let loop = EventLoop(name: "io", metrics: .enabled(interval: .seconds(1)))
@@ -26,12 +26,12 @@ final class ReadmeObservabilityExampleTests: XCTestCase {
         SignalLogging.logger = nil
         LoopMetrics.default = .disabled
         loop.shutdown()
-        // README-OBS-EXAMPLE-END
+        // GUIDE-OBSERVABILITY-END
     }
 
-    func testTheReadmeObservabilityExampleIsThisCodeAndRuns() throws {
-        try assertReadmeBlock(containing: "EventLoop(name: \"io\", metrics:", matches: "README-OBS-EXAMPLE")
-        ReadmeObservabilityExampleTests.readmeObservabilityExample()
+    func testTheObservabilityExampleIsThisCodeAndRuns() throws {
+        try assertDocumentBlock("docs/guides/observability.md", containing: "EventLoop(name: \"io\", metrics:", matches: "GUIDE-OBSERVABILITY")
+        GuideObservabilityExampleTests.observabilityExample()
         XCTAssertFalse(LoopMetrics.default.isEnabled)
         XCTAssertNil(SignalLogging.logger)
     }

@@ -3,11 +3,11 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Keeps the README's file-system example compiling (its lines must equal the body below) and runs it in the
+/// Keeps the first example of docs/guides/files.md compiling (its lines must equal the body below) and runs it in the
 /// test's own temporary directory, on a checked loop.
-final class ReadmeFileSystemExampleTests: FileSystemTestCase {
-    private static func readmeFileSystemExample(work: String) async throws -> (FileInfo, [DirectoryEntry], Signal<String>) {
-        // README-FILESYSTEM-EXAMPLE-BEGIN
+final class GuideFilesExampleTests: FileSystemTestCase {
+    private static func filesTourExample(work: String) async throws -> (FileInfo, [DirectoryEntry], Signal<String>) {
+        // GUIDE-FILES-TOUR-BEGIN
         // `work` is a directory of yours.
         let info = try await FileSystem.stat(work + "/a.bin")                            // FileInfo: type, size, mode, owner, inode, times (ns)
         try await FileSystem.createDirectory(work + "/build/out", withParents: true)      // mkdir -p
@@ -17,18 +17,18 @@ final class ReadmeFileSystemExampleTests: FileSystemTestCase {
         try await FileSystem.removeTree(work + "/build")                                   // depth first; never follows a symbolic link
 
         let regularFiles = Files.list(work).filter { $0.type == .regular }.map(\.name)    // the signal form: it lists when subscribed
-        // README-FILESYSTEM-EXAMPLE-END
+        // GUIDE-FILES-TOUR-END
         return (info, built, regularFiles)
     }
 
-    func testTheReadmeFileSystemExampleIsThisCodeAndWorks() throws {
-        try assertReadmeBlock(containing: "FileSystem.stat(work + \"/a.bin\")", matches: "README-FILESYSTEM-EXAMPLE")
+    func testTheFilesTourExampleIsThisCodeAndWorks() throws {
+        try assertDocumentBlock("docs/guides/files.md", containing: "FileSystem.stat(work + \"/a.bin\")", matches: "GUIDE-FILES-TOUR")
         let bytes = bytePattern(100_000, seed: 17)
         let source = try makeFile("a.bin", bytes)
         let work = directory
         try checked { harness in
             // Run as a task on the harness's loop (the recorder's home), so the loop checks what the example leaves.
-            let example = try harness.record(Signal.async { try await Self.readmeFileSystemExample(work: work) })
+            let example = try harness.record(Signal.async { try await Self.filesTourExample(work: work) })
             let (info, built, regularFiles) = try XCTUnwrap(try example.waitForValues(1).first)
             XCTAssertTrue(try example.waitForTermination().isCompleted)
             XCTAssertEqual(info.type, .regular)

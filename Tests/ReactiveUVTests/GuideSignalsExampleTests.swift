@@ -1,0 +1,116 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// Keeps the examples of docs/guides/signals.md compiling (each block equals the code between its markers
+/// here) and runs them.
+final class GuideSignalsExampleTests: XCTestCase {
+    static let guide = "docs/guides/signals.md"
+
+    private static func ticksExample() {
+        // GUIDE-SIGNALS-TICKS-BEGIN
+        // The calling thread becomes the loop's thread; run() drives it.
+        let loop = EventLoop.onCurrentThread()
+
+        let ticks = Signal<Int>.interval(.milliseconds(100)).named("ticks")
+        let subscription = ticks.subscribe(next: { print("tick", $0) },
+                                           completed: { print("done") })
+
+        // A second signal stops the first after 350 ms.
+        Signal<Void>.timer(after: .milliseconds(350)).subscribeNext { _ in
+            subscription.dispose()
+        }
+
+        loop.run()  // returns once nothing is left to do, after ticks 0, 1, 2
+        loop.shutdown()
+        // GUIDE-SIGNALS-TICKS-END
+    }
+
+    func testTheTicksExampleIsThisCodeAndRuns() throws {
+        try assertDocumentBlock(Self.guide, containing: "EventLoop.onCurrentThread()\n\nlet ticks", matches: "GUIDE-SIGNALS-TICKS")
+        let start = SchedulerInstant.now
+        onNewThread { GuideSignalsExampleTests.ticksExample() }
+        XCTAssertGreaterThanOrEqual(SchedulerInstant.now - start, .milliseconds(350))
+    }
+
+    func testTheOperatorsExampleIsThisCodeAndWorks() throws {
+        try assertDocumentBlock(Self.guide, containing: "Lifetime.make()", matches: "GUIDE-SIGNALS-OPERATORS")
+        // GUIDE-SIGNALS-OPERATORS-BEGIN
+        // A missing file is final; any other error is retried 3 times, 50, 100 and 200 ms apart.
+        let settings = Files.read("/etc/reactiveuv-example/settings.json")
+            .retry(upTo: 3, delay: .milliseconds(50), backoff: 2, while: { ($0 as? UVError) != .noSuchFile })
+
+        // At most one progress line per 100 ms, the newest; it stops when the job's token goes.
+        let (lifetime, token) = Lifetime.make()
+        let progress = Signal<Int>.interval(.milliseconds(10))
+            .take(during: lifetime)
+            .throttle(.milliseconds(100), latest: true)
+            .map { "progress \($0)" }
+        // GUIDE-SIGNALS-OPERATORS-END
+
+        XCTAssertThrowsError(try settings.first(timeout: .seconds(5))) { error in
+            XCTAssertEqual(error as? UVError, .noSuchFile, "a missing file is not retried: \(error)")
+        }
+        let report = LoopHarness.run { harness in
+            let lines = try harness.record(progress)
+            try lines.waitForValues(2)
+            token.dispose()
+            XCTAssertEqual(try lines.waitForTermination(), .completed)
+            XCTAssertEqual(lines.values.first, "progress 0", "the first tick goes at once")
+            let times = lines.recorded.filter { !$0.event.isTerminating }.map(\.time.nanoseconds)
+            for (earlier, later) in zip(times, times.dropFirst()) {
+                XCTAssertGreaterThanOrEqual(later - earlier, 99_000_000, "two lines less than 100 ms apart: \(lines.timeline)")
+            }
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
+    // GUIDE-SIGNALS-ERRORS-BEGIN
+    // A missing file is the defaults; any other error, a timeout included, goes to the caller.
+    func readSettings(at path: String) throws -> [UInt8] {
+        do {
+            return try Files.read(path).first(timeout: .seconds(5)) ?? []
+        } catch UVError.noSuchFile {
+            return []
+        }
+    }
+
+    // In a signal's error closure, switch on the same patterns.
+    func explain(_ error: any Error) -> String {
+        switch error {
+        case UVError.addressInUse: return "the port is taken"
+        case UVError.connectionRefused, UVError.connectionReset: return "the peer is gone"
+        case UVError.nameNotFound: return "no such host"
+        case let timeout as TimeoutError: return "gave up: \(timeout)"  // "timed out after 5.0 seconds waiting for first()"
+        default: return "\(error)"
+        }
+    }
+    // GUIDE-SIGNALS-ERRORS-END
+
+    func testTheErrorsExampleIsThisCodeAndWorks() throws {
+        try assertDocumentBlock(Self.guide, containing: "func explain(", matches: "GUIDE-SIGNALS-ERRORS")
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("guide-errors-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let settings = directory.appendingPathComponent("settings").path
+        XCTAssertEqual(try readSettings(at: settings), [], "a missing file is the defaults")
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: settings))
+        XCTAssertEqual(try readSettings(at: settings), [1, 2, 3])
+        XCTAssertThrowsError(try readSettings(at: directory.path), "a directory is not a missing file") { error in
+            XCTAssertEqual(error as? UVError, .isDirectory)
+        }
+
+        LoopHarness.run { harness in
+            let (_, port) = try startServer(harness)
+            let second = try harness.record(TCPServer.listen(port: port))
+            XCTAssertEqual(explain(try XCTUnwrap(try second.waitForTermination().error)), "the port is taken")
+            let refused = try harness.record(TCP.connect(host: "127.0.0.1", port: try unusedPort()))
+            XCTAssertEqual(explain(try XCTUnwrap(try refused.waitForTermination().error)), "the peer is gone")
+        }
+        XCTAssertThrowsError(try Signal<Int>.never.first(timeout: .milliseconds(10))) { error in
+            XCTAssertEqual(explain(error), "gave up: timed out after 0.01 seconds waiting for first()")
+        }
+    }
+}
