@@ -224,10 +224,10 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
             self.continuation = nil
             return (taken, self.subscription, self.onFinish)
         }
-        // Never waits for a callback in progress elsewhere: this may run in the task's
-        // cancellation handler, under the task's lock, which a delivery resuming the task needs.
+        // `dispose()` never waits for a callback in progress (this may run in the task's
+        // cancellation handler, under the task's lock, which a delivery resuming the task needs).
         // The box ignores whatever arrives after its outcome.
-        subscription?.disposeWithoutWaiting()
+        subscription?.dispose()
         if let continuation { resume(continuation, result) }
         onFinish?()
     }

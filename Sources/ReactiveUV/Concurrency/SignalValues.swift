@@ -469,11 +469,10 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.subscription = nil
             return (subscription, waiter)
         }
-        // Never waits for a delivery in progress on the home loop: this runs in the task's
-        // cancellation handler, under the task's lock, and that delivery may be resuming this
-        // very task (it needs the lock): waiting would deadlock both threads. What the
-        // subscription still delivers finds the channel ended and is dropped.
-        subscription?.disposeWithoutWaiting()
+        // `dispose()` never waits for a delivery in progress on the home loop (this runs in the
+        // task's cancellation handler, under the task's lock, and that delivery may be resuming
+        // this very task). What the subscription still delivers finds the channel ended and is dropped.
+        subscription?.dispose()
         acknowledgeEnd()
         // Last: once resumed, the task may end and free this channel (its handler holds it unretained).
         waiter?.resume()

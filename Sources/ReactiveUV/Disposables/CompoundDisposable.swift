@@ -84,6 +84,27 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         disposeChildren()
     }
 
+    /// Disposes every child, then waits for each (`Disposable.disposeAndWait()`): for a child
+    /// subscription, until a callback it is running on another thread has returned.
+    ///
+    /// All children are disposed before the first wait, so none goes on starting callbacks
+    /// while another is waited for. A compound already disposed has let go of its children and
+    /// returns at once.
+    ///
+    /// Thread rule: safe from any task; blocks no thread.
+    public func disposeAndWait() async {
+        guard markDisposed() else { return }
+        let children: [any Disposable] = childrenLock.withLock {
+            guard let taken = first.take() else { return [] }
+            var all = [taken]
+            all.append(contentsOf: rest)
+            rest = []
+            return all
+        }
+        for child in children { child.dispose() }
+        for child in children { await child.disposeAndWait() }
+    }
+
     /// Whether `dispose()` has been called.
     ///
     /// Thread rule: safe from any thread.

@@ -24,6 +24,11 @@ public final class ScopedDisposable: Disposable {
     /// Thread rule: safe from any thread.
     public func dispose() { inner.dispose() }
 
+    /// Disposes the inner disposable now and waits for it (`Disposable.disposeAndWait()`).
+    ///
+    /// Thread rule: safe from any task; blocks no thread.
+    public func disposeAndWait() async { await inner.disposeAndWait() }
+
     /// Whether the inner disposable is disposed.
     ///
     /// Thread rule: safe from any thread.

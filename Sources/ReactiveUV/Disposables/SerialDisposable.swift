@@ -64,14 +64,25 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public func dispose() {
-        let old = withState { s -> (any Disposable)? in
+        takeForDisposal()?.dispose()
+    }
+
+    /// Disposes like `dispose()`, then waits for the inner disposable (`Disposable.disposeAndWait()`).
+    ///
+    /// Thread rule: safe from any task; blocks no thread.
+    public func disposeAndWait() async {
+        await takeForDisposal()?.disposeAndWait()
+    }
+
+    /// Marks this disposed and takes the inner disposable out (nil when already disposed).
+    private func takeForDisposal() -> (any Disposable)? {
+        withState { s -> (any Disposable)? in
             if s.disposed { return nil }
             s.disposed = true
             let old = s.inner
             s.inner = nil
             return old
         }
-        old?.dispose()
     }
 
     /// Whether `dispose()` has been called.

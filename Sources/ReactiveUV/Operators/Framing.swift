@@ -353,8 +353,8 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     ///
     /// The whole drain is one delivery for the dispose handshake (`DeliveryHandshake.enterDelivery`): the
     /// pieces of a chunk are sent as a burst, and a sink on the same subscription joins it instead
-    /// of publishing its thread (a sequentially consistent store) per piece. `dispose()` from a
-    /// thread that is no loop's then waits for the burst, as for one callback.
+    /// of publishing its thread (a sequentially consistent store) per piece. `disposeAndWait()`
+    /// from another thread then waits for the burst, as for one callback.
     private func drain() {
         let entry = subscription.enterDelivery()
         if entry == .refused {

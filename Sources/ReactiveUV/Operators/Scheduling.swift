@@ -15,11 +15,10 @@ extension Signal {
     /// even when it is the home). If `scheduler` is a loop that has shut
     /// down, the subscriber gets `EventLoopError.shutDown` instead (on the
     /// source's thread: nothing runs on that loop any more). Events not yet
-    /// delivered when the subscription is disposed are dropped, and no callback starts after
-    /// `dispose()` returns; a callback already running on `scheduler`'s thread
-    /// is waited for by a `dispose()` made on a thread that is no loop's, not
-    /// by one made on a loop thread (a loop never waits for another; see the
-    /// README's threading rules). One allocation per event (the
+    /// delivered when the subscription is disposed are dropped, and no callback begins after
+    /// `dispose()` returns; `dispose()` never waits for a callback already running on
+    /// `scheduler`'s thread, `disposeAndWait()` does (suspending, not blocking; see the
+    /// threading article). One allocation per event (the
     /// hand-off); use it at the end of a chain. The terminal event is handed
     /// off too: the result ends on `scheduler` after the values before it.
     /// The values cross to another thread, so they must be `Sendable`.

@@ -23,13 +23,16 @@ enum DeliveryEntry {
 /// is its own subscription). Each keeps the two atomics; the rules live here:
 /// - a delivery publishes its thread in `delivering`, then checks `disposedFlag` (both
 ///   sequentially consistent), and unpublishes when the callback returned;
-/// - `dispose()` sets `disposedFlag` first, then, on a thread that is no loop's, waits here until
-///   no delivery is in progress (`waitForDeliveryInProgress`). So once it returned no callback
-///   starts, and none is running. A loop thread never waits: it could be waiting for a loop that
-///   waits for it.
+/// - `dispose()` sets `disposedFlag` and returns: it never waits, on any thread. So once it
+///   returned no callback *begins*; one that began before may still be running on its thread.
+///   A caller blocked there would deadlock with a callback that takes a lock it holds, or hold
+///   a cooperative thread of Swift's pool for as long as the callback runs.
+/// - `disposeAndWait()` is the form for a caller who must know that callback has finished: after
+///   the flag it reads `delivering` and suspends, never blocking a thread, until that delivery
+///   has left (`waitForDeliveryToEnd`).
 ///
 /// Thread rule: `enterDelivery`/`leaveDelivery` on the delivering thread only;
-/// `waitForDeliveryInProgress` from the disposing thread.
+/// `waitForDeliveryToEnd` from any task, after the flag was set.
 @usableFromInline
 protocol DeliveryHandshake: AnyObject {
     /// The thread running the subscriber's callbacks, 0 when none (set by the outermost delivery only).
@@ -45,8 +48,8 @@ extension DeliveryHandshake {
     /// (both sequentially consistent, against `dispose()` setting the flag first and then reading
     /// `delivering`). A delivery on a thread that has already published (a `Sink` called from inside
     /// a burst its operator opened with this, or from inside its own callback) joins it: it only
-    /// checks the flag, relaxed, as a nested delivery does, and `dispose()` from another thread
-    /// waits for the outermost one to leave. So an operator that sends many values out of one
+    /// checks the flag, relaxed, as a nested delivery does, and `disposeAndWait()` from another
+    /// thread waits for the outermost one to leave. So an operator that sends many values out of one
     /// upstream event (a framer's lines) enters once around them, and the sink pays the
     /// sequentially consistent store once per burst instead of once per value.
     ///
@@ -78,23 +81,55 @@ extension DeliveryHandshake {
         if entry == .outermost { delivering.store(0, ordering: .releasing) }
     }
 
-    /// Waits until no callback runs on another thread (`dispose()` off loop threads, after setting
-    /// the flag). A callback disposing its own subscription, on whatever thread, does not wait for itself.
+    /// Suspends until the delivery in progress when it was called has left, if it runs on another
+    /// thread; returns at once when none runs, or when the caller is inside it (a callback awaiting
+    /// its own subscription's end). Call it after setting `disposedFlag`: from then on no delivery
+    /// begins, so once the one seen here has left, none is running.
     ///
-    /// Thread rule: a thread that is no loop's (a loop thread never waits for another).
-    func waitForDeliveryInProgress() {
-        let me = UInt(pthread_self())
-        var spins = 0
-        while true {
-            let thread = delivering.load(ordering: .sequentiallyConsistent)
-            if thread == 0 || thread == me { return }
-            spins += 1
-            if spins < 64 {
-                sched_yield()
-            } else {
-                var pause = timespec(tv_sec: 0, tv_nsec: 50_000)
-                nanosleep(&pause, nil)
-            }
+    /// Never blocks a thread. First it hops to `loop` (the home, where deliveries run unless
+    /// `deliver(on:)` moved them): a job queued there runs only after the callback running there
+    /// returned. A delivery still seen after that runs on another thread (`deliver(on:)`'s target,
+    /// a test scheduler's): it is polled, yielding, then sleeping a little longer each time (up to
+    /// `DeliveryWait.longestPause`). The hot path pays nothing for this: a delivery never looks for
+    /// a waiter (telling one would need a full fence when every delivery leaves).
+    ///
+    /// Cancelling the waiting task does not cut the wait short: its caller relies on the callback
+    /// having finished.
+    ///
+    /// Thread rule: any thread or task.
+    func waitForDeliveryToEnd(hoppingTo loop: EventLoop?) async {
+        let seen = delivering.load(ordering: .sequentiallyConsistent)
+        if seen == 0 || seen == UInt(pthread_self()) { return }
+        if let loop {
+            // Refused only when that loop has closed or is not being run: then polling alone decides.
+            _ = try? await loop.perform(operation: "disposeAndWait()") { _ in }
         }
+        var polls = 0
+        // A delivery other than `seen` is one refused after the flag (it publishes, reads the flag, leaves).
+        while delivering.load(ordering: .sequentiallyConsistent) == seen {
+            polls += 1
+            await DeliveryWait.pause(after: polls)
+        }
+    }
+}
+
+/// How `waitForDeliveryToEnd` waits for a delivery on a thread it cannot hop to.
+enum DeliveryWait {
+    /// The longest pause between two looks at a delivery still in progress.
+    static let longestPause = Duration.milliseconds(5)
+
+    /// The pause before look number `polls + 1`: a few yields (a callback that is about to
+    /// return), then sleeps of 50 µs doubling up to `longestPause`.
+    ///
+    /// The sleep runs in a task of its own, so the waiting task's cancellation does not end it early
+    /// (a cancelled `Task.sleep` returns at once, and the wait would spin).
+    static func pause(after polls: Int) async {
+        if polls <= 8 {
+            await Task.yield()
+            return
+        }
+        let doublings = min(polls - 9, 7)
+        let pause = min(Duration.microseconds(50) * (1 << doublings), longestPause)
+        await Task.detached { try? await Task.sleep(for: pause) }.value
     }
 }

@@ -7,7 +7,7 @@
 ///   hopping to another thread;
 /// - the observer is that subscription's own sink (`subscribe(next:error:completed:)`, no
 ///   operator and no logging in between), whose dispose handshake drops what comes after a
-///   dispose (and makes a `dispose()` from another thread wait for a callback in progress), and
+///   dispose (and lets `disposeAndWait()` from another thread wait for a callback in progress), and
 ///   which disposes the subscription on a terminal event;
 /// - the source holds the gate until it ends and calls it from a local binding, so nothing frees
 ///   the sink during a delivery (the subscription's teardown makes the source let go, which

@@ -16,13 +16,12 @@ import Musl
 /// outermost delivery publishes its thread in `subscription.delivering`
 /// before it checks the disposed flag (both sequentially consistent), and
 /// `Subscription.dispose()` sets the flag first. So once `dispose()` has
-/// returned no callback starts; from a thread that is no loop's, it also
-/// waits while a delivery is in progress, so none is running either (a loop
-/// thread never waits for another: see `Subscription`). A delivery on a
-/// thread that already published (a nested, re-entrant one, or one inside a
-/// burst an operator opened around many values, as the framing operators do
-/// per chunk) only checks the flag, and a callback disposing its own
-/// subscription does not wait for itself. It sits here, at the end, because
+/// returned no callback begins; it never waits for one in progress (that is
+/// `disposeAndWait()`, which suspends instead: see `DeliveryHandshake`). A
+/// delivery on a thread that already published (a nested, re-entrant one, or
+/// one inside a burst an operator opened around many values, as the framing
+/// operators do per chunk) only checks the flag, and `disposeAndWait()`
+/// awaited from inside a callback does not wait for itself. It sits here, at the end, because
 /// the end may run on another thread than the source's gate (`deliver(on:)`,
 /// a time operator given a scheduler).
 ///

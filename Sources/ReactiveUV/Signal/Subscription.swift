@@ -1,9 +1,4 @@
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// One subscription: its home scheduler, everything it created, and the gate in front of its subscriber.
 ///
@@ -12,20 +7,19 @@ import Musl
 /// signals make child subscriptions on the same home and add them here.
 ///
 /// Disposal: the flag is set at once (events stop at every gate, so no callback
-/// starts after `dispose()` returns), and the teardown (children, the
+/// begins after `dispose()` returns), and the teardown (children, the
 /// didSubscribe's disposable, the operator closures) runs on the home thread:
 /// directly when `dispose()` is called there, else queued to it (a home loop
 /// that is shutting down still takes it; one that has closed runs nothing
 /// more, and the teardown then runs on the caller's thread).
 ///
-/// A callback already running elsewhere: `dispose()` from a thread that is no
-/// loop's first waits for it to return, so once `dispose()` has returned no
-/// callback is running. On a loop thread it does not wait (a loop thread never
-/// waits for another loop, which could be waiting for it): a callback running
-/// on another thread then (`deliver(on:)`'s target, or the home when disposed
-/// from another loop) may still be finishing.
+/// `dispose()` never waits, on any thread: once it returned no callback of the
+/// subscription begins, and one already running on another thread (the home,
+/// disposed from elsewhere, or `deliver(on:)`'s target) may finish there. A
+/// caller who must know that callback has finished awaits `disposeAndWait()`,
+/// which suspends until it has, without blocking a thread.
 ///
-/// Thread rule: `dispose()`/`isDisposed` safe from any thread; the rest home thread only.
+/// Thread rule: `dispose()`/`disposeAndWait()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
 final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
     // `home` is immutable; `delivering` is atomic; `root` is home thread only.
@@ -89,41 +83,30 @@ final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Send
     @usableFromInline
     static var homeForCallingThread: Scheduler { Scheduler.current ?? EventLoop.shared }
 
+    /// Sets the flag (no callback begins after this returns) and tears down on the home thread;
+    /// never waits for a callback running elsewhere.
     @usableFromInline
     override func dispose() {
-        dispose(waitingForCallbacks: true)
-    }
-
-    /// Disposes without waiting for a callback running on another thread.
-    ///
-    /// For an owner whose callbacks drop what arrives after it let go (the `values`
-    /// channel), and that disposes where waiting could deadlock: a task's cancellation
-    /// handler runs under the task's own lock, which a delivery in progress needs to
-    /// resume that task.
-    func disposeWithoutWaiting() {
-        dispose(waitingForCallbacks: false)
-    }
-
-    private func dispose(waitingForCallbacks: Bool) {
-        guard markDisposed() else {
-            // Already disposed, perhaps by the sink on a terminal event whose callback is about
-            // to run: a caller that is no loop's thread still gets the guarantee that no
-            // callback is running once dispose() returns.
-            if waitingForCallbacks && ThreadLocals.currentLoop.value == nil && !home.isCurrent { waitForDeliveryInProgress() }
-            return
-        }
+        guard markDisposed() else { return }
         if home.isCurrent {
             tearDown()
             return
         }
-        tearDownOnHome(waitingForCallbacks: waitingForCallbacks)
+        tearDownOnHome()
+    }
+
+    /// `dispose()`, then suspends until a callback running on another thread has returned (at once
+    /// when none runs, or when awaited from inside the callback). Also after the subscription ended
+    /// by itself: its sink sets the flag before the `completed`/`error` callback runs.
+    override func disposeAndWait() async {
+        dispose()
+        await waitForDeliveryToEnd(hoppingTo: home as? EventLoop)
     }
 
     /// `dispose()` away from the home thread: the teardown is queued to the home (out of line: the
     /// dispose on the home thread, every one-shot signal's end, stays small).
     @inline(never)
-    private func tearDownOnHome(waitingForCallbacks: Bool) {
-        if waitingForCallbacks && ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
+    private func tearDownOnHome() {
         let box = UncheckedSendable(self)
         if !home.scheduleDroppingIfShutDown({ box.value.tearDown() }) {
             // The home loop has closed (it runs nothing more); release what is left here. Not

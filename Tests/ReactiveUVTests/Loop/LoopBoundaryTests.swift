@@ -282,41 +282,45 @@ final class LoopBoundaryTests: XCTestCase {
         try third.tryShutdown()
     }
 
-    func testADisposeFromAThreadThatIsNoLoopsWaitsForADeliverOnCallbackToReturn() throws {
+    /// From a thread that is no loop's, `dispose()` returns while a `deliver(on:)` callback runs on
+    /// another loop (it used to wait for it); `disposeAndWait()` waits for it, though that loop is
+    /// not the subscription's home (it polls: its hop to the home cannot tell).
+    func testADisposeFromAThreadThatIsNoLoopsReturnsWhileADeliverOnCallbackRunsAndDisposeAndWaitWaitsForIt() throws {
         let home = EventLoop(name: "home"), target = EventLoop(name: "target")
         let subject = Subject<Int>()
         let inCallback = Latch(), letItFinish = Latch()
+        let calls = Locked(0)
         let order = Locked<[String]>([])
         let disposable = onLoop(home) { () -> UncheckedSendable<any Disposable> in
             UncheckedSendable(subject.deliver(on: target).subscribeNext { _ in
+                calls.withLock { $0 += 1 }
                 inCallback.open()
-                _ = letItFinish.wait(until: SchedulerInstant.now + .seconds(10))
-                order.withLock { $0.append("callback returned") }
+                let finished = letItFinish.wait(until: SchedulerInstant.now + .seconds(60))
+                order.withLock { $0.append(finished ? "callback returned" : "callback gave up") }
             })
         }?.value
         home.execute { subject.sendNext(1) }
         XCTAssertTrue(inCallback.wait(until: SchedulerInstant.now + hang))
-        let disposer = Thread {
+        onNewThread {
             disposable?.dispose()
             order.withLock { $0.append("dispose returned") }
         }
-        disposer.start()
-        // The callback is still blocked: the dispose cannot have returned yet.
-        XCTAssertFalse(waitForOrder(order, count: 1, within: .milliseconds(50)))
+        let waited = Latch()
+        Task.immediate {
+            await disposable?.disposeAndWait()
+            order.withLock { $0.append("wait returned") }
+            waited.open()
+        }
+        XCTAssertEqual(order.current, ["dispose returned"], "disposeAndWait() returned while the callback was running")
+        home.execute { subject.sendNext(2) }
         letItFinish.open()
-        waitUntil("the dispose to return", timeout: hang) { order.current.count == 2 }
-        XCTAssertEqual(order.current, ["callback returned", "dispose returned"])
+        XCTAssertTrue(waited.wait(until: SchedulerInstant.now + hang), "disposeAndWait() never returned")
+        XCTAssertEqual(order.current, ["dispose returned", "callback returned", "wait returned"])
+        _ = onLoop(home) { 0 }
+        _ = onLoop(target) { 0 }
+        XCTAssertEqual(calls.current, 1, "a callback began after dispose() returned")
         try home.tryShutdown()
         try target.tryShutdown()
-    }
-
-    private func waitForOrder(_ order: Locked<[String]>, count: Int, within: Duration) -> Bool {
-        let deadline = SchedulerInstant.now + within
-        while SchedulerInstant.now < deadline {
-            if order.current.count >= count { return true }
-            usleep(1000)
-        }
-        return order.current.count >= count
     }
 
     // MARK: 6 and 8c. owner-thread loops leaving run()

@@ -117,15 +117,15 @@ final class SubscribeSemanticsTests: XCTestCase {
         }
     }
 
-    /// Disposing from another thread while the home loop delivers back to back:
-    /// once dispose() has returned, no callback is running and none starts.
-    func testNoCallbackRunsOrStartsAfterDisposeFromAnotherThread() throws {
+    /// Disposing from another thread while the home loop delivers back to back: once `dispose()`
+    /// has returned, no callback begins (at most the one that had begun, not yet counted, is
+    /// counted after); once `disposeAndWait()` has returned, none is running either, and the count
+    /// stays where it is.
+    func testNoCallbackBeginsAfterDisposeFromAnotherThreadAndNoneRunsAfterDisposeAndWait() throws {
         try withHarness { harness in
             for _ in 0..<50 {
-                let disposeReturned = Locked(false)
                 let inCallback = Locked(false)
-                let startedAfterDispose = Locked(0)
-                let delivered = Locked(0)
+                let began = Locked(0)
                 let flood = Signal<Int> { subscriber in
                     // Keeps the loop delivering: each value schedules the next.
                     let box = UncheckedBox(subscriber)
@@ -139,21 +139,30 @@ final class SubscribeSemanticsTests: XCTestCase {
                 }
                 let subscription = try harness.onLoop {
                     UncheckedBox(flood.subscribeNext { _ in
-                        if disposeReturned.current { startedAfterDispose.withLock { $0 += 1 } }
+                        began.withLock { $0 += 1 }
                         inCallback.withLock { $0 = true }
                         let until = SchedulerInstant.now + .microseconds(300)
                         while SchedulerInstant.now < until {}  // a callback that takes a while
                         inCallback.withLock { $0 = false }
-                        delivered.withLock { $0 += 1 }
                     })
                 }.value
-                try harness.wait(for: "some deliveries") { delivered.current > 3 }
+                try harness.wait(for: "some deliveries") { began.current > 3 }
                 subscription.dispose()
-                let stillRunning = inCallback.current
-                disposeReturned.withLock { $0 = true }
+                let beganWhenDisposeReturned = began.current
+                let waited = DispatchSemaphore(value: 0)
+                let runningAfterTheWait = Locked<Bool?>(nil), beganAfterTheWait = Locked(0)
+                Task {
+                    await subscription.disposeAndWait()
+                    runningAfterTheWait.withLock { $0 = inCallback.current }
+                    beganAfterTheWait.withLock { $0 = began.current }
+                    waited.signal()
+                }
+                XCTAssertEqual(waited.wait(timeout: .now() + .seconds(60)), .success, "disposeAndWait() never returned")
                 _ = try harness.onLoop {}
-                XCTAssertFalse(stillRunning, "dispose() returned while a callback was still running")
-                XCTAssertEqual(startedAfterDispose.current, 0, "a callback started after dispose() returned")
+                _ = try harness.onLoop {}
+                XCTAssertLessThanOrEqual(began.current, beganWhenDisposeReturned + 1, "a callback began after dispose() returned")
+                XCTAssertEqual(runningAfterTheWait.current, false, "disposeAndWait() returned while a callback was still running")
+                XCTAssertEqual(began.current, beganAfterTheWait.current, "a callback began after disposeAndWait() returned")
             }
         }
     }

@@ -19,8 +19,8 @@ import Musl
 /// the general path makes:
 /// - the callbacks run on the loop thread; the value, then completion; or one error, a `UVError`
 ///   whose context names the call and the path (a start libuv refused fails at once);
-/// - the dispose handshake is `DeliveryHandshake`'s: once `dispose()` returned no callback starts,
-///   and from a thread that is no loop's none is running either;
+/// - the dispose handshake is `DeliveryHandshake`'s: once `dispose()` returned no callback begins
+///   (it never waits), and once `disposeAndWait()` returned none is running either;
 /// - on a terminal event the call is disposed first, then `error` or `completed` runs, and the
 ///   callbacks are released (a callback that holds the returned disposable makes no cycle);
 /// - `dispose()` before the end cancels the pending request (`uv_cancel`: one still queued for
@@ -85,25 +85,30 @@ final class FileSystemCall<Value>: FileSystemRequest, Disposable, DeliveryHandsh
         }
     }
 
-    /// Stops the call: no callback starts after this returns; the request is cancelled and the
+    /// Stops the call: no callback begins after this returns; the request is cancelled and the
     /// callbacks released on the loop thread.
     ///
-    /// Thread rule: safe from any thread. Off loop threads it first waits for a callback in progress.
+    /// Thread rule: safe from any thread. Never waits: a callback running on the loop thread may
+    /// still be finishing (`disposeAndWait()` waits for it).
     func dispose() {
-        if disposedFlag.exchange(true, ordering: .sequentiallyConsistent) {
-            // Already disposed, perhaps by the call's own end whose callback is about to run: a
-            // caller that is no loop's thread still gets the guarantee that none is running.
-            if ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
-            return
-        }
+        if disposedFlag.exchange(true, ordering: .sequentiallyConsistent) { return }
         if loop.inEventLoop {
             tearDown()
             return
         }
-        if ThreadLocals.currentLoop.value == nil { waitForDeliveryInProgress() }
         // Refused only once the loop's shutdown began, which fails every pending call first (so
         // this one has ended and released its callbacks): nothing is lost.
         _ = loop.enqueue { [self] in tearDown() }
+    }
+
+    /// `dispose()`, then suspends until a callback running on the loop thread has returned (at
+    /// once when none runs, or when awaited from inside it). Also after the call ended by itself:
+    /// its end sets the flag before `completed`/`error` runs.
+    ///
+    /// Thread rule: safe from any task; blocks no thread.
+    func disposeAndWait() async {
+        dispose()
+        await waitForDeliveryToEnd(hoppingTo: loop)
     }
 
     /// What `dispose()` leaves for the loop thread: cancel the request, release the callbacks.

@@ -196,25 +196,93 @@ final class FileSystemCallTests: FileSystemTestCase {
         }
     }
 
-    /// Disposed from another thread while the answers come in: once `dispose()` has returned there,
-    /// no callback starts (the sink's handshake waits for one in progress), 200 times over.
-    func testNoCallbackStartsAfterDisposeReturnedOnAnotherThread() throws {
+    /// Disposed from another thread while the answers come in: once `disposeAndWait()` has returned
+    /// there, no callback is running and none begins, 200 times over. (`dispose()` alone never waits,
+    /// so a callback that began before it may still be running when it returns.)
+    func testNoCallbackRunsOrBeginsAfterDisposeAndWaitReturnedOnAnotherThread() throws {
         let file = try makeFile("three")
         try checked { harness in
             let late = Locked(0), delivered = Locked(0)
             for _ in 0..<200 {
                 let returned = Locked(false)
                 let note: @Sendable () -> Void = {
-                    delivered.withLock { $0 += 1 }
                     if returned.current { late.withLock { $0 += 1 } }
+                    delivered.withLock { $0 += 1 }
                 }
                 let subscription = try harness.onLoop {
                     Files.stat(file).subscribe(next: { _ in note() }, error: { _ in note() }, completed: { note() })
                 }
-                subscription.dispose()
-                returned.withLock { $0 = true }
+                XCTAssertTrue(subscription is FileSystemCall<FileInfo>)
+                let waited = DispatchSemaphore(value: 0)
+                Task {
+                    await subscription.disposeAndWait()
+                    returned.withLock { $0 = true }
+                    waited.signal()
+                }
+                XCTAssertEqual(waited.wait(timeout: .now() + .seconds(60)), .success, "disposeAndWait() never returned")
             }
-            XCTAssertEqual(late.current, 0, "callbacks started after dispose() returned (of \(delivered.current) delivered)")
+            _ = try harness.onLoop {}
+            XCTAssertEqual(late.current, 0, "callbacks ran after disposeAndWait() returned (of \(delivered.current) delivered)")
+        }
+    }
+
+    /// `lock(); call.dispose(); unlock()` on a thread that is no loop's while the call's callback
+    /// waits for that lock on the loop: `dispose()` returns, then the callback gets the lock (it
+    /// used to wait for the callback: a deadlock, broken here only by the callback giving up).
+    func testDisposeUnderTheCallersLockReturnsWhileTheCallbackWaitsForThatLock() throws {
+        let file = try makeFile("three", [1, 2, 3])
+        try checked { harness in
+            let callerLock = NSLock()
+            let entered = DispatchSemaphore(value: 0)
+            let order = Locked<[String]>([])
+            callerLock.lock()
+            let subscription = try harness.onLoop {
+                Files.stat(file).subscribe(next: { _ in
+                    entered.signal()
+                    if callerLock.lock(before: Date(timeIntervalSinceNow: 60)) {
+                        order.append("next took the lock")
+                        callerLock.unlock()
+                    } else {
+                        order.append("next gave up waiting for the lock")
+                    }
+                }, completed: { order.append("completed") })
+            }
+            XCTAssertTrue(subscription is FileSystemCall<FileInfo>)
+            XCTAssertEqual(entered.wait(timeout: .now() + .seconds(60)), .success, "the value never arrived")
+            subscription.dispose()
+            order.append("dispose returned")
+            callerLock.unlock()
+            try harness.wait(for: "the callback to end", timeout: .seconds(90)) { order.current.count == 2 }
+            _ = try harness.onLoop {}
+            // The completion, which would have begun after the value's callback, never does.
+            XCTAssertEqual(order.current, ["dispose returned", "next took the lock"])
+        }
+    }
+
+    /// `disposeAndWait()` of a call whose value callback is running on the loop returns only once
+    /// that callback has returned (the task, started immediately on this thread, suspends).
+    func testDisposeAndWaitReturnsOnlyAfterTheRunningCallbackReturned() throws {
+        let file = try makeFile("three", [1, 2, 3])
+        try checked { harness in
+            let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            let order = Locked<[String]>([])
+            let subscription = try harness.onLoop {
+                Files.stat(file).subscribe(next: { _ in
+                    entered.signal()
+                    let released = release.wait(timeout: .now() + .seconds(60)) == .success
+                    order.append(released ? "next returned" : "next gave up")
+                }, completed: { order.append("completed") })
+            }
+            XCTAssertTrue(subscription is FileSystemCall<FileInfo>)
+            XCTAssertEqual(entered.wait(timeout: .now() + .seconds(60)), .success, "the value never arrived")
+            Task.immediate {
+                await subscription.disposeAndWait()
+                order.append("wait returned")
+            }
+            XCTAssertEqual(order.current, [], "disposeAndWait() returned while the callback was running")
+            release.signal()
+            try harness.wait(for: "the wait to return", timeout: .seconds(90)) { order.current.count == 2 }
+            XCTAssertEqual(order.current, ["next returned", "wait returned"])
         }
     }
 }
