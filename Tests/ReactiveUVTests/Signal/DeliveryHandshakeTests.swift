@@ -17,7 +17,7 @@ final class DeliveryHandshakeTests: XCTestCase {
 
     /// A sink called inside a burst its thread opened on the same subscription joins it: it
     /// delivers, and leaves the publication to the burst (it used to unpublish at its end, so the
-    /// next value paid the full handshake again and `dispose()` no longer waited for the burst).
+    /// next value paid the full handshake again and `disposeAndWait()` no longer waited for the burst).
     func testASinkInsideABurstOfItsThreadJoinsItAndLeavesItPublished() {
         let subscription = Subscription(home: TestScheduler())
         let seen = Locked<[UInt]>([])
