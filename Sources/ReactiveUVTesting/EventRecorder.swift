@@ -86,10 +86,17 @@ public final class EventRecorder<Value>: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// Disposes the subscription.
+    /// Disposes the subscription. Never waits: a callback already running on another thread
+    /// may still record its event after this returns (`disposeAndWait()` waits for it).
     ///
     /// Thread rule: safe from any thread.
     public func dispose() { subscription?.dispose() }
+
+    /// Disposes the subscription, then waits, without blocking a thread, for a callback of it
+    /// still running on another thread: once this returns, nothing more is recorded.
+    ///
+    /// Thread rule: safe from any task.
+    public func disposeAndWait() async { await subscription?.disposeAndWait() }
 
     /// The subscription's disposable.
     ///

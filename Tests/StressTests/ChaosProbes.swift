@@ -102,12 +102,13 @@ final class Probe: @unchecked Sendable {
         }
     }
 
-    /// Disposes on a thread that is no loop's; from then on no callback may begin.
+    /// Disposes on a thread that is no loop's and waits there for a callback still running
+    /// (`disposeAndWait()`: `dispose()` never waits); from then on no callback may begin.
     ///
     /// - Returns: False when `subscribe` had not returned yet (it disposes when it does).
     func disposeFromForeignThread(_ ledger: ChaosLedger) -> Bool {
         guard let subscription = take() else { return false }
-        subscription.dispose()
+        awaitOnThisThread("\(label): disposeAndWait()") { await subscription.disposeAndWait() }
         disposeReturned.store(true, ordering: .sequentiallyConsistent)
         ledger.foreignDisposes.add(1, ordering: .relaxed)
         return true
@@ -119,7 +120,7 @@ final class Probe: @unchecked Sendable {
     /// The first thing every callback does.
     func callbackBegins(_ kind: String) {
         if disposeReturned.load(ordering: .sequentiallyConsistent) {
-            ledger.violation("\(label): a '\(kind)' callback began on \(currentThreadDescription()) after dispose() had returned on a thread that is no loop's")
+            ledger.violation("\(label): a '\(kind)' callback began on \(currentThreadDescription()) after disposeAndWait() had returned for a thread that is no loop's")
         }
         if EventLoop.current !== callbackLoop && !callbackLoop.isShutDown {
             ledger.violation("\(label): a '\(kind)' callback ran on \(currentThreadDescription()) instead of loop '\(callbackLoop.name)'")

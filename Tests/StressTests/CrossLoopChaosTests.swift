@@ -17,8 +17,8 @@ import XCTest
 /// thread, with traffic still flowing.
 ///
 /// Checked: nothing hangs (a watchdog prints every thread's stack and aborts);
-/// no callback begins after a `dispose()` on a thread that is no loop's
-/// returned; callbacks run on their loop; every teardown runs on its home loop
+/// no callback runs or begins once `disposeAndWait()`, awaited for a thread
+/// that is no loop's, returned; callbacks run on their loop; every teardown runs on its home loop
 /// thread, or after that loop has closed, and exactly once; actors run on their
 /// loop (or after it closed), one job at a time; every shutdown reports
 /// `uv_loop_close` == 0; every subscription's objects and every loop are freed;

@@ -89,3 +89,18 @@ func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
     thread.start()
 }
 
+/// Runs `body` in a task and blocks the calling thread until it returned: for a test's own thread
+/// (never a loop's or a task's) that must know, say, that `disposeAndWait()` returned. Fails the test
+/// if the task has not returned within the hang guard.
+func awaitOnThisThread(_ what: String, hangGuard: DispatchTimeInterval = .seconds(60),
+                       file: StaticString = #filePath, line: UInt = #line,
+                       _ body: @escaping @Sendable () async -> Void) {
+    let returned = DispatchSemaphore(value: 0)
+    Task {
+        await body()
+        returned.signal()
+    }
+    if returned.wait(timeout: .now() + hangGuard) == .timedOut {
+        XCTFail("\(what) did not return within the hang guard", file: file, line: line)
+    }
+}

@@ -83,7 +83,8 @@ final class SchedulingTests: XCTestCase {
         withTwoLoops { harness, other in
             let recorder = try harness.record(Signal<Int>.interval(.milliseconds(1)).deliver(on: other))
             try recorder.waitForValues(3)
-            recorder.dispose()
+            // `dispose()` never waits for a callback running on `other`; this does, so the count is final.
+            awaitOnThisThread("disposeAndWait()") { await recorder.disposeAndWait() }
             let count = recorder.values.count
             // Let both loops run whatever was already queued.
             _ = try harness.onLoop {}

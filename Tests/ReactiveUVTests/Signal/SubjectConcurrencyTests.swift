@@ -6,7 +6,7 @@ import XCTest
 
 /// Sends from several threads into one Subject while subscribers on several loops come and go.
 final class SubjectConcurrencyTests: XCTestCase {
-    /// Watches one subscription's callbacks: none may overlap, none may start after dispose() returned.
+    /// Watches one subscription's callbacks: none may overlap, none may start after disposeAndWait() returned.
     private final class Probe: @unchecked Sendable {
         // All state is atomic.
         let inside = Atomic<Int>(0)
@@ -83,7 +83,10 @@ final class SubjectConcurrencyTests: XCTestCase {
                 || round == 0 && probe.received.load(ordering: .relaxed) == 0 && SchedulerInstant.now < firstUntil {
                 sched_yield()
             }
-            subscription?.dispose()
+            // `dispose()` never waits for a callback in progress on the probe's loop, and one that
+            // began before it may still be running: once `disposeAndWait()` returned, none is, and
+            // none may begin.
+            if let subscription { awaitOnThisThread("disposeAndWait()") { await subscription.disposeAndWait() } }
             probe.disposeReturned.store(true, ordering: .sequentiallyConsistent)
             round += 1
         }
@@ -105,7 +108,7 @@ final class SubjectConcurrencyTests: XCTestCase {
         for loop in loops + [EventLoop.shared] { _ = onLoop(loop) { true } }
         XCTAssertGreaterThan(probes.count, 10)
         XCTAssertEqual(probes.map { $0.overlaps.load(ordering: .relaxed) }.reduce(0, +), 0, "concurrent delivery")
-        XCTAssertEqual(probes.map { $0.afterDispose.load(ordering: .relaxed) }.reduce(0, +), 0, "a callback ran after dispose() returned")
+        XCTAssertEqual(probes.map { $0.afterDispose.load(ordering: .relaxed) }.reduce(0, +), 0, "a callback ran after disposeAndWait() returned")
         XCTAssertGreaterThan(probes.map { $0.received.load(ordering: .relaxed) }.reduce(0, +), 0)
         XCTAssertEqual(subject.subscriberCount, 0, "every disposed or ended subscription left the subject")
 
