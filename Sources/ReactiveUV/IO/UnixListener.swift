@@ -36,7 +36,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
 
     private let role: Role
     private let path: String
-    private let backlog: Int32
+    private let backlog: ListenBacklog
     private let options: UnixSocketOptions
     /// The open connections of the whole server (shared by a group's shares), against `maxConnections`.
     private let budget: ConnectionBudget
@@ -66,7 +66,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
-    init(loop: EventLoop, role: Role, path: String, backlog: Int32, options: UnixSocketOptions,
+    init(loop: EventLoop, role: Role, path: String, backlog: ListenBacklog, options: UnixSocketOptions,
          budget: ConnectionBudget, inGroup: Bool, callbacks: Callbacks) {
         self.role = role
         self.path = path
@@ -87,7 +87,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         if let refusal = ListenerIdleCheck.refusal(of: options.idleTimeout, option: "UnixSocketOptions.idleTimeout",
                                                    context: "\(what)(\(UnixSocketPath.display(path)))")
             ?? ConnectionBudget.refusal(of: options.maxConnections, option: "UnixSocketOptions.maxConnections",
-                                        context: "\(what)(\(UnixSocketPath.display(path)))") {
+                                        context: "\(what)(\(UnixSocketPath.display(path)))")
+            ?? backlog.refusal(context: "\(what)(\(UnixSocketPath.display(path)))") {
             fail(refusal)
             return
         }
@@ -116,7 +117,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
                 Glibc.close(descriptor)  // libuv did not take it; closing the handle removes the file
                 throw error
             }
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, unixListenerConnectionCallback), "listen on \(name)")
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog.value, unixListenerConnectionCallback), "listen on \(name)")
         } catch {
             fail(error)
             return
