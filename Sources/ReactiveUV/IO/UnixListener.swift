@@ -50,6 +50,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private var name: UnixSocketPath?
     /// The socket file this listener created, removed when it closes (if it is still that file).
     private var createdFile: FileIdentity?
+    /// The path's lock, held from before the bind until the socket file is removed (see `UnixSocketLock`).
+    private var pathLock: UnixSocketLock?
     /// The connections homed on this loop (their owner).
     let accepted: AcceptedStreams
     /// Where a drain stands (see `DrainableListener`).
@@ -100,8 +102,10 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         do throws(UVError) {
             let name = try UnixSocketPath(path, context: context)
             self.name = name
-            let (descriptor, identity) = try UnixSocketDescriptor.bind(name, options: options, context: context)
-            createdFile = identity
+            let bound = try UnixSocketDescriptor.bind(name, options: options, context: context)
+            let descriptor = bound.descriptor
+            createdFile = bound.createdFile
+            pathLock = bound.lock
             let pipe = pointer(as: uv_pipe_t.self)
             do throws(UVError) {
                 try uvCheck(uv_pipe_init(loop.uvLoop, pipe, 0), "uv_pipe_init")
@@ -264,11 +268,15 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             idleMilliseconds: { $0.idleMillisecondsCountingUnreadBytes() })
     }
 
-    /// Removes the socket file this listener bound, if the path still names it. Once.
+    /// Removes the socket file this listener bound, if the path still names it, then the path's lock. Once.
     private func removeCreatedFile() {
-        guard let createdFile, let name else { return }
-        self.createdFile = nil
-        UnixSocketDescriptor.removeSocketFile(name.path, ifStill: createdFile)
+        if let createdFile, let name {
+            self.createdFile = nil
+            UnixSocketDescriptor.removeSocketFile(name.path, ifStill: createdFile)
+        }
+        // After the file: until it is gone, another server must not probe or bind the path.
+        pathLock?.release()
+        pathLock = nil
     }
 
     override func closeForShutdown() {
