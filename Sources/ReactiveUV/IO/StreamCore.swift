@@ -405,6 +405,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// storage does not move while `bulkChunk` holds it uniquely and it is not
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        defer { if ipc { peekBeforeIPCRead(buffer) } }
         guard bits.bulkReads != .off else {
             buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: readChunkLimit)
             return
@@ -456,6 +457,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
             reader?.sendCompleted(from: self)
             owner?.streamDidReadEndOfFile(self)
             if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.subscription?.home ?? loop, control: control) }
+        } else if count == Int(UV_ENOBUFS.rawValue) && ipc {
+            // `peekBeforeIPCRead` found nothing to read and gave libuv no room: nothing happened.
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
