@@ -148,8 +148,8 @@ final class ProcessTests: XCTestCase {
         }
         XCTAssertEqual(pids.count, 8)
         XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
-        for pid in pids {
-            waitUntil("child \(pid) to be reaped", timeout: .seconds(60)) { kill(pid, 0) == -1 && errno == ESRCH }
+        waitUntil("every killed child to be reaped", timeout: .seconds(60)) {
+            pids.allSatisfy { kill($0, 0) == -1 && errno == ESRCH }
         }
     }
 
