@@ -324,7 +324,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         let shouldRead = !bits.writeBackpressure && !bits.consumerPaused
         if shouldRead && bits.input == .paused {
             do {
-                try uvCheck(uv_read_start(uvStream, streamAllocate, streamReadCallback), "uv_read_start")
+                // An IPC pipe's allocation also peeks at the descriptors coming (chosen here, not per read).
+                try uvCheck(uv_read_start(uvStream, ipc ? ipcStreamAllocate : streamAllocate, streamReadCallback), "uv_read_start")
             } catch {
                 return error
             }
@@ -405,7 +406,6 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// storage does not move while `bulkChunk` holds it uniquely and it is not
     /// resized, so libuv may write into it between the two callbacks.
     fileprivate func allocate(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
-        defer { if ipc { peekBeforeIPCRead(buffer) } }
         guard bits.bulkReads != .off else {
             buffer.pointee = uv_buf_t(base: loop.readBuffer.assumingMemoryBound(to: CChar.self), len: readChunkLimit)
             return
@@ -420,6 +420,12 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         let base = extras.bulkChunk.withUnsafeMutableBufferPointer { $0.baseAddress! }
         // `size` is at most `ReadBuffer.size` (64 KiB): it fits.
         buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(size))
+    }
+
+    /// `allocate` on an IPC pipe, then a peek at the descriptors the read will take (`peekBeforeIPCRead`).
+    fileprivate func allocateOnIPCPipe(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        allocate(buffer)
+        peekBeforeIPCRead(buffer)
     }
 
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
@@ -519,6 +525,11 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
 private let streamAllocate: uv_alloc_cb = { handle, _, buffer in
     guard let data = handle?.pointee.data, let buffer else { return }
     Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
+}
+
+private let ipcStreamAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocateOnIPCPipe(buffer) }
 }
 
 private let streamReadCallback: uv_read_cb = { stream, count, buffer in

@@ -132,7 +132,7 @@ enum UnixSocketDescriptor {
                           message: "permissions 0o\(String(permissions, radix: 8)) have bits beyond 0o7777 (permissions, set-ID and sticky)",
                           context: context)
         }
-        // Before the probe, the unlink and the bind: another server taking the same steps waits for none of them.
+        // Taken before the probe, the unlink and the bind: no other server of ours interleaves with them (see UnixSocketLock).
         let lock = path.isAbstract ? nil : try UnixSocketLock.acquire(for: path, context: context) { code in
             bindError(code, path: path, options: options, context: context)
         }
