@@ -26,4 +26,52 @@ static inline int ruv_loop_enable_idle_time_metric(uv_loop_t *loop) {
     return uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
 }
 
+/* Descriptor passing: what the next read of an IPC pipe will take. libuv 1.44 reads with room
+ * for 64 descriptors and never looks at MSG_CTRUNC, so the kernel closes any beyond without a
+ * word; a peek with room for Linux's most per message (SCM_MAX_FD, 253) counts them first. */
+#include <sys/socket.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RUV_MOST_DESCRIPTORS_PER_MESSAGE 253
+
+/* Peeks (MSG_PEEK) at up to `length` bytes of `fd` into `buffer`, as a read of that length would
+ * take them. Returns the byte count, or -errno (-EAGAIN: nothing to read). `*descriptors` is how
+ * many descriptors come with those bytes; `*truncated` is 1 when even the peek could not take
+ * them all (this process is out of descriptors). The peek's own copies are closed at once. */
+static inline long ruv_peek_passed_descriptors(int fd, void *buffer, size_t length, int *descriptors, int *truncated) {
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(RUV_MOST_DESCRIPTORS_PER_MESSAGE * sizeof(int))];
+    } control;
+    struct iovec data = { .iov_base = buffer, .iov_len = length };
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof(control.space);
+    *descriptors = 0;
+    *truncated = 0;
+    long result;
+    do {
+        /* 0x40000000: MSG_CMSG_CLOEXEC, declared only under _GNU_SOURCE (a child forked meanwhile must not inherit the copies). */
+        result = recvmsg(fd, &message, MSG_PEEK | MSG_DONTWAIT | 0x40000000);
+    } while (result < 0 && errno == EINTR);
+    if (result < 0) return -errno;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        int count = (int)((header->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int index = 0; index < count; index++) {
+            int copy;
+            memcpy(&copy, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+            close(copy);
+        }
+        *descriptors += count;
+    }
+    if (message.msg_flags & MSG_CTRUNC) *truncated = 1;
+    return result;
+}
+
 #endif

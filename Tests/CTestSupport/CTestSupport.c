@@ -57,6 +57,22 @@ long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte) {
     return sent < 0 ? -errno : (long)sent;
 }
 
+long ruv_test_send_descriptors(int socket, const int *descriptors, int count, unsigned char byte) {
+    if (count < 1 || count > 253) return -EINVAL;
+    struct iovec data = { .iov_base = &byte, .iov_len = 1 };
+    union { struct cmsghdr header; char space[CMSG_SPACE(253 * sizeof(int))]; } control;
+    memset(&control, 0, sizeof(control));
+    struct msghdr message = { .msg_iov = &data, .msg_iovlen = 1,
+                              .msg_control = control.space, .msg_controllen = CMSG_SPACE(count * sizeof(int)) };
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(count * sizeof(int));
+    memcpy(CMSG_DATA(header), descriptors, count * sizeof(int));
+    ssize_t sent = sendmsg(socket, &message, 0);
+    return sent < 0 ? -errno : (long)sent;
+}
+
 size_t ruv_test_malloc_usable_size(void *pointer) {
     return malloc_usable_size(pointer);
 }

@@ -39,6 +39,7 @@ public enum EchoServer {
     /// - Parameters:
     ///   - host: The address to listen on.
     ///   - port: The port; 0 picks a free one (reported by `.listening`).
+    ///   - backlog: The queue of clients not yet accepted; nil for the system's maximum (`net.core.somaxconn`).
     ///   - options: Socket options and buffer limits for each client.
     ///   - loop: The loop to serve on; nil for the subscription's home loop.
     ///   - drain: Requests to drain (see `TCPServer.DrainRequest`): `.draining` is sent, and the
@@ -49,17 +50,18 @@ public enum EchoServer {
     public static func run(
         host: String = "127.0.0.1",
         port: Int,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<TCPServer.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
         serving { sessions, _ in
-            TCPServer.serve(host: host, port: port, options: options, on: loop, drain: drain)
+            TCPServer.serve(host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain)
                 .map { event in echoEvent(event, serving: sessions) }
         }
     }
 
-    /// Like `run(host:port:options:on:drain:)`, on every loop of `group`: each client is echoed on the
+    /// Like `run(host:port:backlog:options:on:drain:)`, on every loop of `group`: each client is echoed on the
     /// loop that accepted it (see `TCPServer.serve(host:port:backlog:options:on:onAccepted:drain:)`),
     /// so the server uses every loop's core.
     ///
@@ -69,6 +71,7 @@ public enum EchoServer {
     /// - Parameters:
     ///   - host: The address to listen on.
     ///   - port: The port; 0 picks a free one (reported by `.listening`).
+    ///   - backlog: The queue of clients not yet accepted; nil for the system's maximum (`net.core.somaxconn`).
     ///   - options: Socket options and buffer limits for each client; `maxConnections` counts across the group.
     ///   - group: The loops that serve the clients.
     ///   - drain: Requests to drain every loop (see `TCPServer.DrainRequest`): `.draining` is sent,
@@ -79,6 +82,7 @@ public enum EchoServer {
     public static func run(
         host: String = "127.0.0.1",
         port: Int,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
         drain: Signal<TCPServer.DrainRequest>? = nil
@@ -90,15 +94,16 @@ public enum EchoServer {
                 sessions.serve(connection, peer: connection.peerAddress)
             }
             // `.accepted` is served in `onAccepted`, on its own loop.
-            return TCPServer.serve(host: host, port: port, options: options, on: group, onAccepted: serveHere, drain: drain)
+            return TCPServer.serve(host: host, port: port, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
                 .map { event in echoEvent(event, serving: nil) }
         }
     }
 
-    /// Like `run(host:port:options:on:drain:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
+    /// Like `run(host:port:backlog:options:on:drain:)`, on a Unix-domain socket at `unixPath` (removed when the subscription is disposed).
     ///
     /// - Parameters:
     ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).
+    ///   - backlog: The queue of clients not yet accepted; nil for the system's maximum (`net.core.somaxconn`).
     ///   - options: Buffer limits, the connection limit, stale-file removal and permissions.
     ///   - loop: The loop to serve on; nil for the subscription's home loop.
     ///   - drain: Requests to drain (see `UnixSocket.DrainRequest`): `.draining` is sent, and the
@@ -108,17 +113,18 @@ public enum EchoServer {
     /// Thread rule: safe from any thread.
     public static func run(
         unixPath: String,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<UnixSocket.DrainRequest>? = nil
     ) -> Signal<EchoEvent> {
         serving { sessions, _ in
-            UnixSocket.serve(path: unixPath, options: options, on: loop, drain: drain)
+            UnixSocket.serve(path: unixPath, backlog: backlog, options: options, on: loop, drain: drain)
                 .map { event in echoEvent(event, serving: sessions) }
         }
     }
 
-    /// Like `run(unixPath:options:on:drain:)`, on every loop of `group`: the first loop accepts
+    /// Like `run(unixPath:backlog:options:on:drain:)`, on every loop of `group`: the first loop accepts
     /// and each client is echoed on the loop it was handed to, in turn (see
     /// `UnixSocket.serve(path:backlog:options:on:onAccepted:drain:)`).
     ///
@@ -127,6 +133,7 @@ public enum EchoServer {
     ///
     /// - Parameters:
     ///   - unixPath: The socket file's path (or `"\0name"` for a Linux abstract name).
+    ///   - backlog: The queue of clients not yet accepted; nil for the system's maximum (`net.core.somaxconn`).
     ///   - options: Buffer limits, the connection limit (across the group), stale-file removal and permissions.
     ///   - group: The loops that serve the clients.
     ///   - drain: Requests to drain every loop (see `UnixSocket.DrainRequest`): `.draining` is sent,
@@ -136,6 +143,7 @@ public enum EchoServer {
     /// Thread rule: safe from any thread.
     public static func run(
         unixPath: String,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on group: EventLoopGroup,
         drain: Signal<UnixSocket.DrainRequest>? = nil
@@ -147,7 +155,7 @@ public enum EchoServer {
                 sessions.serve(connection, peer: nil)
             }
             // `.accepted` is served in `onAccepted`, on its own loop.
-            return UnixSocket.serve(path: unixPath, options: options, on: group, onAccepted: serveHere, drain: drain)
+            return UnixSocket.serve(path: unixPath, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
                 .map { event in echoEvent(event, serving: nil) }
         }
     }

@@ -1,5 +1,6 @@
 /// The options both echo samples (`echo`, `echo-async`) take: where to listen, how many loops
-/// serve, how many clients at once, how long a drain waits; plus any flags a sample adds.
+/// serve, how many clients at once, how many may wait to be accepted, how long a drain waits; plus
+/// any flags a sample adds.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct EchoServerOptions: Sendable {
@@ -13,6 +14,8 @@ public struct EchoServerOptions: Sendable {
     public var maxConnections: Int?
     /// How many loops serve the clients; nil: one per core.
     public var loops: Int?
+    /// The listening socket's queue of clients not yet accepted; nil: the system's maximum (`net.core.somaxconn`).
+    public var backlog: Int32?
     /// How long the first Ctrl-C's drain waits for the clients to leave.
     public var drainTimeout = Duration.seconds(10)
     /// The sample's own flags that were given (of those `parse` was told about).
@@ -47,6 +50,8 @@ public struct EchoServerOptions: Sendable {
                 options.maxConnections = try reader.count(for: argument, in: 1...Int.max)
             case "--loops":
                 options.loops = try reader.count(for: argument, in: 1...1024)
+            case "--backlog":
+                options.backlog = Int32(try reader.count(for: argument, in: 1...Int(Int32.max)))
             case "--drain-timeout":
                 options.drainTimeout = try reader.seconds(for: argument)
             case _ where known.contains(argument):

@@ -5,8 +5,8 @@
 // clients; the connected ones are served until they leave, at most --drain-timeout), the
 // second forces; then it exits 0.
 //
-//   echo-async --port 7000 [--host 127.0.0.1] [--max-connections N] [--loops N] [--drain-timeout 10]
-//   echo-async --unix /tmp/echo.sock [--max-connections N] [--loops N] [--drain-timeout 10]
+//   echo-async --port 7000 [--host 127.0.0.1] [--max-connections N] [--backlog N] [--loops N] [--drain-timeout 10]
+//   echo-async --unix /tmp/echo.sock [--max-connections N] [--backlog N] [--loops N] [--drain-timeout 10]
 import ReactiveUV
 import SampleSupport
 import Synchronization
@@ -17,8 +17,8 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo-async --port N [--host ADDRESS] [--max-connections N] [--loops N] [--drain-timeout SECONDS]
-           echo-async --unix PATH [--max-connections N] [--loops N] [--drain-timeout SECONDS]
+    usage: echo-async --port N [--host ADDRESS] [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS]
+           echo-async --unix PATH [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
       --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left by an
@@ -30,6 +30,8 @@ let usage = """
                             (default 10) for the connected clients to leave, then reset the rest;
                             a second Ctrl-C resets them at once
       --max-connections N   turn away clients beyond N connected at once (default: no limit)
+      --backlog N           let N clients wait to be accepted (default: the system's maximum,
+                            net.core.somaxconn; a Unix socket refuses a client at once when full)
     """
 
 /// How many clients are connected: counted by the tasks of every loop.
@@ -55,7 +57,7 @@ enum ServerEvent: Sendable {
 func server(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>) -> Signal<ServerEvent> {
     if let path = options.unixPath {
         let socketOptions = UnixSocketOptions(maxConnections: options.maxConnections, removeStaleSocketFile: true)
-        return UnixSocket.serve(path: path, options: socketOptions, on: group, drain: drain).map { event in
+        return UnixSocket.serve(path: path, backlog: options.backlog, options: socketOptions, on: group, drain: drain).map { event in
             switch event {
             case .listening(let path): .listening("unix \(path)")
             case .accepted(let connection): .accepted(connection, peer: "on \(path)")
@@ -65,7 +67,8 @@ func server(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signa
         }
     }
     let tcpOptions = TCPOptions(maxConnections: options.maxConnections)
-    return TCPServer.serve(host: options.host, port: options.port ?? 0, options: tcpOptions, on: group, drain: drain).map { event in
+    return TCPServer.serve(host: options.host, port: options.port ?? 0, backlog: options.backlog, options: tcpOptions,
+                           on: group, drain: drain).map { event in
         switch event {
         case .listening(let address): .listening("\(address)")
         case .accepted(let connection): .accepted(connection, peer: describe(connection.peerAddress))

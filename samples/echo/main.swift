@@ -2,8 +2,8 @@
 // drains (no new clients; the connected ones are served until they leave, at most
 // --drain-timeout), the second forces; then it exits 0.
 //
-//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--loops N] [--drain-timeout 10] [--verbose]
-//   echo --unix /tmp/echo.sock [--max-connections 1000] [--loops N] [--drain-timeout 10] [--verbose]
+//   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
+//   echo --unix /tmp/echo.sock [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
 import EchoServerKit
 import ReactiveUV
 import SampleSupport
@@ -14,8 +14,8 @@ import Musl
 #endif
 
 let usage = """
-    usage: echo --port N [--host ADDRESS] [--max-connections N] [--loops N] [--drain-timeout SECONDS] [--verbose]
-           echo --unix PATH [--max-connections N] [--loops N] [--drain-timeout SECONDS] [--verbose]
+    usage: echo --port N [--host ADDRESS] [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS] [--verbose]
+           echo --unix PATH [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS] [--verbose]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
       --loops N             serve the clients on N loops, each on its own thread (default: one
@@ -29,6 +29,8 @@ let usage = """
                             by an earlier run that nobody listens on is replaced; removed when
                             the drain begins or on exit)
       --max-connections N   reset clients beyond N connected at once (default: no limit)
+      --backlog N           let N clients wait to be accepted (default: the system's maximum,
+                            net.core.somaxconn; a Unix socket refuses a client at once when full)
     """
 
 func main() -> Int32 {
@@ -50,11 +52,11 @@ func main() -> Int32 {
     // Clients are served on a group's loops; the main loop only prints.
     let group = EventLoopGroup(loopCount: options.loops ?? onlineProcessorCount(), name: "echo")
     if let path = options.unixPath {
-        server = EchoServer.run(unixPath: path, options: UnixSocketOptions(maxConnections: options.maxConnections,
+        server = EchoServer.run(unixPath: path, backlog: options.backlog, options: UnixSocketOptions(maxConnections: options.maxConnections,
                                                                            removeStaleSocketFile: true),
                                 on: group, drain: drainRequests)
     } else {
-        server = EchoServer.run(host: options.host, port: options.port!,
+        server = EchoServer.run(host: options.host, port: options.port!, backlog: options.backlog,
                                 options: TCPOptions(maxConnections: options.maxConnections), on: group,
                                 drain: drainRequests)
     }

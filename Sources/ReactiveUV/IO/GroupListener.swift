@@ -25,10 +25,10 @@ final class GroupListener: GroupServer<TCPListener>, @unchecked Sendable {
 
     private let host: String
     private let port: Int
-    private let backlog: Int32
+    private let backlog: ListenBacklog
     private let options: TCPOptions
 
-    init(group: EventLoopGroup, host: String, port: Int, backlog: Int32, options: TCPOptions,
+    init(group: EventLoopGroup, host: String, port: Int, backlog: ListenBacklog, options: TCPOptions,
          onAccepted: (@Sendable (TCPConnection) -> Void)?, output: GroupServerOutput<TCPServer.Event>) {
         self.host = host
         self.port = port
@@ -44,7 +44,8 @@ final class GroupListener: GroupServer<TCPListener>, @unchecked Sendable {
     func start() {
         coordinator.assertInEventLoop("GroupListener.start")
         guard everyLoopRuns() else { return }
-        if let refusal = TCPListener.optionsRefusal(options, origin: "TCPServer.serve(on: group)") {
+        if let refusal = TCPListener.optionsRefusal(options, origin: "TCPServer.serve(on: group)")
+            ?? backlog.refusal(context: "TCPServer.serve(on: group)") {
             fail(refusal)
             return
         }
@@ -63,7 +64,7 @@ final class GroupListener: GroupServer<TCPListener>, @unchecked Sendable {
         let descriptors: [Int32]
         let bound: SocketAddress
         do {
-            (descriptors, bound) = try ReusePortSocket.bindAll(count: loops.count, to: address, backlog: backlog)
+            (descriptors, bound) = try ReusePortSocket.bindAll(count: loops.count, to: address, backlog: backlog.value)
         } catch {
             fail(error)
             return

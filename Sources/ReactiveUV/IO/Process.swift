@@ -104,7 +104,8 @@ public enum ChildProcess {
     /// `EACCES`). Standard input is `input` (then closed) or nothing.
     /// Disposing before the exit sends SIGTERM, then SIGKILL after
     /// `killGrace`; the process handle stays open until the child has gone, so
-    /// no zombie is left behind. A loop shutdown kills the child with SIGKILL.
+    /// no zombie is left behind. A loop shutdown kills the child with SIGKILL
+    /// and reaps it (a thread of its own waits for it, not the loop's).
     /// It is `spawn` with pipes for output and error, read for you: a consumer
     /// that pauses (a full `values` buffer) pauses the reading of both pipes.
     ///
@@ -158,7 +159,8 @@ public enum ChildProcess {
     ///   argument, environment entry, path or executable contains a NUL byte
     ///   (`EINVAL`: it would be cut there); with `EventLoopError.shutDown` when
     ///   the loop shuts down first, which kills a child that is not detached
-    ///   with SIGKILL.
+    ///   with SIGKILL and reaps it (a thread of its own waits for it, so the
+    ///   shutdown does not, and no zombie is left).
     /// - Disposing closes the pipes at once. A child still running gets SIGTERM,
     ///   then SIGKILL after `killGrace`, and the process handle stays open until
     ///   the child has gone, so no zombie is left; `exit` still reports it.

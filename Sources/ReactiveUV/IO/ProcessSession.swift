@@ -267,6 +267,8 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
             if !request.detached { process.kill(SIGKILL) }
             life = .lost(pid: pid)
             process.closeHandle()
+            // libuv reaps only the pids of open process handles: without this the killed child stays a zombie.
+            if !request.detached { ChildReaper.reap(pid) }
         }
         let error = EventLoopError.shutDown(loop: loop.name)
         exitSubject.sendError(error)

@@ -324,7 +324,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         let shouldRead = !bits.writeBackpressure && !bits.consumerPaused
         if shouldRead && bits.input == .paused {
             do {
-                try uvCheck(uv_read_start(uvStream, streamAllocate, streamReadCallback), "uv_read_start")
+                // An IPC pipe's allocation also peeks at the descriptors coming (chosen here, not per read).
+                try uvCheck(uv_read_start(uvStream, ipc ? ipcStreamAllocate : streamAllocate, streamReadCallback), "uv_read_start")
             } catch {
                 return error
             }
@@ -421,6 +422,12 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         buffer.pointee = uv_buf_init(UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self), UInt32(size))
     }
 
+    /// `allocate` on an IPC pipe, then a peek at the descriptors the read will take (`peekBeforeIPCRead`).
+    fileprivate func allocateOnIPCPipe(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        allocate(buffer)
+        peekBeforeIPCRead(buffer)
+    }
+
     fileprivate func didRead(_ count: Int, _ buffer: UnsafePointer<uv_buf_t>?) {
         if count > 0 {
             noteActivityIfTracked()
@@ -456,6 +463,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
             reader?.sendCompleted(from: self)
             owner?.streamDidReadEndOfFile(self)
             if !limits.allowsHalfOpen, let reader { closeOnceEndTaken(home: reader.subscription?.home ?? loop, control: control) }
+        } else if count == Int(UV_ENOBUFS.rawValue) && ipc {
+            // `peekBeforeIPCRead` found nothing to read and gave libuv no room: nothing happened.
         } else if count < 0 {
             end(.failed(UVError(code: Int32(count), context: "reading from \(peerDescription)")))
         }
@@ -516,6 +525,11 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
 private let streamAllocate: uv_alloc_cb = { handle, _, buffer in
     guard let data = handle?.pointee.data, let buffer else { return }
     Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocate(buffer) }
+}
+
+private let ipcStreamAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.allocateOnIPCPipe(buffer) }
 }
 
 private let streamReadCallback: uv_read_cb = { stream, count, buffer in

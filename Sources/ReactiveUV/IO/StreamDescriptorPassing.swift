@@ -11,6 +11,9 @@ protocol StreamDescriptorReceiver: AnyObject {
     func channel(_ channel: StreamConnection, didReceive stream: StreamConnection)
     /// A passed descriptor could not be taken (it was closed): the receiver ends with `error`. Loop thread.
     func channel(_ channel: StreamConnection, failedToReceive error: UVError)
+    /// Set before a read whose message carries descriptors the kernel will close (more than libuv
+    /// takes, or more than this process has room for): reported once that read was delivered. Loop thread.
+    var truncation: UVError? { get set }
 }
 
 /// Descriptor passing over an IPC pipe (`uv_pipe_init` with `ipc` 1): `uv_write2` on the sending
@@ -27,9 +30,55 @@ protocol StreamDescriptorReceiver: AnyObject {
 extension StreamConnection {
     // MARK: - receiving
 
-    /// After a read on an IPC pipe: hands over what came with it (the chunk was delivered first).
+    /// The most descriptors libuv 1.44 takes from one message (its read's control buffer); the
+    /// kernel closes any beyond, and sets `MSG_CTRUNC`, which libuv does not look at.
+    static let descriptorsPerMessage = 64
+
+    /// Before a read on an IPC pipe with a descriptor receiver: peeks at what the read will take,
+    /// and notes for the receiver a message whose descriptors the kernel will close.
+    ///
+    /// The read is then given exactly the bytes the peek saw (`buffer`'s length cut to them), so it
+    /// takes the same messages: data arriving in between waits for the next read and its own peek.
+    /// When nothing is there the length is 0, and libuv reports `UV_ENOBUFS` without reading
+    /// (`didRead` ignores it on an IPC pipe; libuv keeps polling). The cost, on IPC pipes read by
+    /// `incoming` only: a peek per read, and a copy of each passed descriptor, closed at once.
+    func peekBeforeIPCRead(_ buffer: UnsafeMutablePointer<uv_buf_t>) {
+        guard let receiver = descriptorReceiver else { return }
+        var socket = uv_os_fd_t()
+        guard uv_fileno(handle, &socket) == 0 else { return }
+        var descriptors: Int32 = 0
+        var outOfRoom: Int32 = 0
+        let peeked = ruv_peek_passed_descriptors(socket, buffer.pointee.base, buffer.pointee.len, &descriptors, &outOfRoom)
+        if peeked == -Int(EAGAIN) {
+            buffer.pointee.len = 0
+            return
+        }
+        // End of file or an error: the read reports it.
+        guard peeked > 0 else { return }
+        buffer.pointee.len = Int(peeked)
+        let context = "UnixConnection.incoming of \(peerDescription)"
+        if descriptors > Int32(Self.descriptorsPerMessage) {
+            let count = outOfRoom != 0 ? "at least \(descriptors)" : "\(descriptors)"
+            receiver.truncation = UVError(
+                code: UV_EMSGSIZE.rawValue,
+                message: "the peer passed \(count) descriptors in one message; a read takes at most \(Self.descriptorsPerMessage) (libuv's limit), and the kernel closed the rest: send at most \(Self.descriptorsPerMessage) per message",
+                context: context)
+        } else if outOfRoom != 0 {
+            receiver.truncation = UVError(
+                code: UV_EMFILE.rawValue,
+                message: "the peer passed more descriptors in one message than this process had room for (it took \(descriptors)); the kernel closed the rest",
+                context: context)
+        }
+    }
+
+    /// After a read on an IPC pipe: hands over what came with it (the chunk was delivered first),
+    /// then reports descriptors the kernel closed from that read's message.
     func didReadOnIPCPipe() {
         deliverPendingDescriptors()
+        if let receiver = descriptorReceiver, let truncation = receiver.truncation {
+            receiver.truncation = nil
+            receiver.channel(self, failedToReceive: truncation)
+        }
     }
 
     /// Reading (re)started on an IPC pipe: descriptors left queued by an earlier reader are handed

@@ -35,7 +35,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     }
 
     private let source: Source
-    private let backlog: Int32
+    private let backlog: ListenBacklog
     private let options: TCPOptions
     /// What made the listener, for its label: "TCPServer.listen", or with the loop for a group's share.
     private let origin: String
@@ -55,7 +55,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
     var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
-    init(loop: EventLoop, source: Source, backlog: Int32, options: TCPOptions, budget: ConnectionBudget,
+    init(loop: EventLoop, source: Source, backlog: ListenBacklog, options: TCPOptions, budget: ConnectionBudget,
          callbacks: Callbacks) {
         self.source = source
         self.backlog = backlog
@@ -79,7 +79,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
 
     /// Resolves the host (at once when numeric), then binds and listens; or adopts the socket given.
     func start() {
-        if let refusal = Self.optionsRefusal(options, origin: origin) {
+        if let refusal = Self.optionsRefusal(options, origin: origin) ?? backlog.refusal(context: origin) {
             if case .descriptor(let descriptor, _) = source { Glibc.close(descriptor) }
             fail(refusal)
             return
@@ -125,7 +125,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
             } catch {
                 throw address.explaining(error)
             }
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog.value, tcpListenerConnectionCallback),
                         "listen on \(address)")
         } catch {
             fail(error)
@@ -165,7 +165,7 @@ final class TCPListener: LoopHandle, LoopDisposable, @unchecked Sendable {
             return
         }
         do {
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, tcpListenerConnectionCallback),
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog.value, tcpListenerConnectionCallback),
                         "listen on \(bound) on loop '\(loop.name)'")
         } catch {
             fail(error)

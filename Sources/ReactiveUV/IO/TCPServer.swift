@@ -61,7 +61,8 @@ public enum TCPServer {
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve ("127.0.0.1", "::", "localhost").
     ///   - port: 0...65535; 0 picks a free port (use `serve` to learn which).
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Socket options and buffer limits for each accepted connection.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
     ///   - drain: Requests to quiesce (see `DrainRequest`); when the drain finishes the signal completes.
@@ -71,7 +72,7 @@ public enum TCPServer {
     public static func listen(
         host: String = "127.0.0.1",
         port: Int,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<DrainRequest>? = nil
@@ -88,7 +89,8 @@ public enum TCPServer {
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve.
     ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Socket options and buffer limits for each accepted connection.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
     ///   - drain: Requests to quiesce (see `DrainRequest`): `.draining` is sent, then the signal completes.
@@ -98,7 +100,7 @@ public enum TCPServer {
     public static func serve(
         host: String = "127.0.0.1",
         port: Int,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<DrainRequest>? = nil
@@ -120,7 +122,8 @@ public enum TCPServer {
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve.
     ///   - port: 0...65535; 0 picks a free port, shared by every loop's socket.
-    ///   - backlog: Each loop's kernel queue of connections not yet accepted.
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted: nil (the default) for the
+    ///     system's maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
     ///   - group: The loops that accept and home the connections; every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before it is sent.
@@ -131,7 +134,7 @@ public enum TCPServer {
     public static func listen(
         host: String = "127.0.0.1",
         port: Int,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
         onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
@@ -183,7 +186,8 @@ public enum TCPServer {
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve.
     ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
-    ///   - backlog: Each loop's kernel queue of connections not yet accepted.
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted: nil (the default) for the
+    ///     system's maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
     ///   - group: The loops that accept and home the connections; every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before `.accepted` is sent.
@@ -195,7 +199,7 @@ public enum TCPServer {
     public static func serve(
         host: String = "127.0.0.1",
         port: Int,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
         onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
@@ -209,14 +213,14 @@ public enum TCPServer {
 
     /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
-        _ what: String, host: String, port: Int, backlog: Int32, options: TCPOptions, on loop: EventLoop?,
+        _ what: String, host: String, port: Int, backlog: Int32?, options: TCPOptions, on loop: EventLoop?,
         drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let listener = TCPListener(
-                    loop: loop, source: .bind(host: host, port: port), backlog: backlog, options: options,
+                    loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog), options: options,
                     budget: ConnectionBudget(limit: options.maxConnections),
                     callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
                 // Drain requests are followed before the listener starts: a request sent as soon as
@@ -234,7 +238,7 @@ public enum TCPServer {
 
     /// A signal that opens a `GroupListener` (a `TCPListener` per loop) per subscription.
     private static func groupListenerSignal<Value>(
-        host: String, port: Int, backlog: Int32, options: TCPOptions, group: EventLoopGroup,
+        host: String, port: Int, backlog: Int32?, options: TCPOptions, group: EventLoopGroup,
         onAccepted: (@Sendable (TCPConnection) -> Void)?,
         drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
@@ -243,7 +247,7 @@ public enum TCPServer {
             // The first loop resolves and binds; each loop then adopts its own socket.
             LoopBinding.open(on: group.loops[0], for: subscriber, what: "TCPServer.serve(on: group)") { _ in
                 let listener = GroupListener(
-                    group: group, host: host, port: port, backlog: backlog, options: options, onAccepted: onAccepted,
+                    group: group, host: host, port: port, backlog: ListenBacklog(backlog), options: options, onAccepted: onAccepted,
                     output: GroupServerOutput(subscriber, send: send))
                 // Followed first, as a server on one loop does (`listenerSignal`).
                 if let drain { listener.follow(drain) }

@@ -51,8 +51,10 @@ public struct WindowSize: Sendable, Hashable, CustomStringConvertible {
 /// - on `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` whose action was the
 ///   default (terminate): the handler puts the settings back, then lets the
 ///   signal terminate the process as before. A signal the program watches
-///   itself (`Signal.unixSignals`) is left to it: restore the mode there, or
-///   let the program's exit do it;
+///   itself (`Signal.unixSignals`) is left to it while it watches: restore the
+///   mode there, or let the program's exit do it. When its last watch ends
+///   (libuv then puts the default action back), the handler is installed
+///   again, in whichever order the watches and the raw mode came;
 /// - by `resetMode()`, which is async-signal-safe: call it from a crash
 ///   handler of your own (as libuv's `uv_tty_reset_mode`).
 /// A crash that kills the process outright (`SIGKILL`, a trap with no handler)
@@ -160,6 +162,10 @@ enum TerminalSettings {
     nonisolated(unsafe) static let saved = UnsafeMutablePointer<termios>.allocate(capacity: 1)
     /// The descriptor whose settings `saved` holds, or -1 when no terminal is in raw mode.
     static let savedDescriptor = Atomic<Int32>(-1)
+    /// Whether the restoring handler is wanted on the terminating signals (set once, by the first raw mode).
+    static let restoresOnSignals = Atomic<Bool>(false)
+    /// The signals whose default action terminates the process and that the handler covers.
+    static let terminatingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
     private static let lock = LockedValue<Bool>(false)  // whether the exit and signal hooks are installed
 
     static func setMode(_ mode: TTY.Mode, of descriptor: Int32) throws(UVError) {
@@ -233,15 +239,28 @@ enum TerminalSettings {
     private static func installHooks() {
         _ = saved  // initialized before any handler can read it
         atexit { TerminalSettings.restoreSaved() }
-        for number in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
-            var current = sigaction()
-            guard sigaction(number, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil else { continue }
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = terminalRestoringSignalHandler
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = Int32(truncatingIfNeeded: SA_RESETHAND)  // 0x80000000: the sign bit. The next delivery (our re-raise) takes the default action
-            _ = sigaction(number, &action, nil)
+        restoresOnSignals.store(true, ordering: .releasing)
+        for number in terminatingSignals {
+            SignalActions.lock.withLock { _ in installRestorerIfDefault(number) }
         }
+    }
+
+    /// After a libuv watch of `number` stopped (`SignalActions.lock` held): puts the restoring
+    /// handler back if the watch left the default action and the handler is wanted.
+    static func reinstallRestorer(for number: Int32) {
+        guard restoresOnSignals.load(ordering: .acquiring), terminatingSignals.contains(number) else { return }
+        installRestorerIfDefault(number)
+    }
+
+    /// Installs the restoring handler for `number` if its action is the default (`SignalActions.lock` held).
+    private static func installRestorerIfDefault(_ number: Int32) {
+        var current = sigaction()
+        guard sigaction(number, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil else { return }
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = terminalRestoringSignalHandler
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = Int32(truncatingIfNeeded: SA_RESETHAND)  // 0x80000000: the sign bit. The next delivery (our re-raise) takes the default action
+        _ = sigaction(number, &action, nil)
     }
 }
 

@@ -47,7 +47,11 @@ extension UnixConnection {
     /// connection that is not IPC, and with `ENOTSUP` naming what came when the
     /// peer passes a descriptor that is not a connected stream socket (a UDP or
     /// Unix datagram socket, a file, a directory, a pipe, a server's listening
-    /// socket: it is closed).
+    /// socket: it is closed). A message carrying more descriptors than a read
+    /// takes (64, libuv's limit: a peer of our own sends one per message) has
+    /// the rest closed by the kernel: its chunk and the descriptors that came
+    /// are sent, then it fails with `EMSGSIZE` naming how many were passed;
+    /// with `EMFILE` when this process had no room for them all.
     ///
     /// Thread rule: safe from any thread.
     public var incoming: Signal<Incoming> {
@@ -71,7 +75,10 @@ extension UnixConnection {
     ///
     /// The peer's `incoming` sends the connection after the chunk holding
     /// `message` (at least one byte: the descriptor travels with it; frame your
-    /// messages so the peer knows which one came with a connection). Unless
+    /// messages so the peer knows which one came with a connection). Each
+    /// message carries exactly one descriptor (libuv's `uv_write2` passes one
+    /// handle per write): never more than the 64 per message a libuv 1.44
+    /// reader takes, however many connections are passed back to back. Unless
     /// `keepOpen`, the connection is closed here at once (its `bytes` reader
     /// completes, writes still queued on it fail with `ECANCELED`: wait for
     /// them first), and the socket lives on in the peer alone: its client
@@ -118,6 +125,7 @@ final class IPCReceiver: LoopDisposable, StreamConnectionOwner, StreamDescriptor
     private var subscriber: Subscriber<UnixConnection.Incoming>?
     private var reading: (any Disposable)?
     private var received: [ObjectIdentifier: StreamConnection] = [:]
+    var truncation: UVError?
     let disposedFlag = Atomic<Bool>(false)
 
     var loop: EventLoop { channel.loop }

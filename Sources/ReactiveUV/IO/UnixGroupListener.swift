@@ -17,10 +17,10 @@ final class UnixGroupListener: GroupServer<UnixListener>, @unchecked Sendable {
     // Adds only immutable settings to `GroupServer`, whose state is behind its lock.
 
     private let path: String
-    private let backlog: Int32
+    private let backlog: ListenBacklog
     private let options: UnixSocketOptions
 
-    init(group: EventLoopGroup, path: String, backlog: Int32, options: UnixSocketOptions,
+    init(group: EventLoopGroup, path: String, backlog: ListenBacklog, options: UnixSocketOptions,
          onAccepted: (@Sendable (UnixConnection) -> Void)?, output: GroupServerOutput<UnixSocket.Event>) {
         self.path = path
         self.backlog = backlog

@@ -36,7 +36,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
 
     private let role: Role
     private let path: String
-    private let backlog: Int32
+    private let backlog: ListenBacklog
     private let options: UnixSocketOptions
     /// The open connections of the whole server (shared by a group's shares), against `maxConnections`.
     private let budget: ConnectionBudget
@@ -50,6 +50,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private var name: UnixSocketPath?
     /// The socket file this listener created, removed when it closes (if it is still that file).
     private var createdFile: FileIdentity?
+    /// The path's lock, held from before the bind until the socket file is removed (see `UnixSocketLock`).
+    private var pathLock: UnixSocketLock?
     /// The connections homed on this loop (their owner).
     let accepted: AcceptedStreams
     /// Where a drain stands (see `DrainableListener`).
@@ -66,7 +68,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
     private var idleTimer: (any Disposable)?
     let disposedFlag = Atomic<Bool>(false)
 
-    init(loop: EventLoop, role: Role, path: String, backlog: Int32, options: UnixSocketOptions,
+    init(loop: EventLoop, role: Role, path: String, backlog: ListenBacklog, options: UnixSocketOptions,
          budget: ConnectionBudget, inGroup: Bool, callbacks: Callbacks) {
         self.role = role
         self.path = path
@@ -87,7 +89,8 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         if let refusal = ListenerIdleCheck.refusal(of: options.idleTimeout, option: "UnixSocketOptions.idleTimeout",
                                                    context: "\(what)(\(UnixSocketPath.display(path)))")
             ?? ConnectionBudget.refusal(of: options.maxConnections, option: "UnixSocketOptions.maxConnections",
-                                        context: "\(what)(\(UnixSocketPath.display(path)))") {
+                                        context: "\(what)(\(UnixSocketPath.display(path)))")
+            ?? backlog.refusal(context: "\(what)(\(UnixSocketPath.display(path)))") {
             fail(refusal)
             return
         }
@@ -99,8 +102,10 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
         do throws(UVError) {
             let name = try UnixSocketPath(path, context: context)
             self.name = name
-            let (descriptor, identity) = try UnixSocketDescriptor.bind(name, options: options, context: context)
-            createdFile = identity
+            let bound = try UnixSocketDescriptor.bind(name, options: options, context: context)
+            let descriptor = bound.descriptor
+            createdFile = bound.createdFile
+            pathLock = bound.lock
             let pipe = pointer(as: uv_pipe_t.self)
             do throws(UVError) {
                 try uvCheck(uv_pipe_init(loop.uvLoop, pipe, 0), "uv_pipe_init")
@@ -116,7 +121,7 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
                 Glibc.close(descriptor)  // libuv did not take it; closing the handle removes the file
                 throw error
             }
-            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog, unixListenerConnectionCallback), "listen on \(name)")
+            try uvCheck(uv_listen(pointer(as: uv_stream_t.self), backlog.value, unixListenerConnectionCallback), "listen on \(name)")
         } catch {
             fail(error)
             return
@@ -263,11 +268,15 @@ final class UnixListener: LoopHandle, LoopDisposable, DrainableListener, @unchec
             idleMilliseconds: { $0.idleMillisecondsCountingUnreadBytes() })
     }
 
-    /// Removes the socket file this listener bound, if the path still names it. Once.
+    /// Removes the socket file this listener bound, if the path still names it, then the path's lock. Once.
     private func removeCreatedFile() {
-        guard let createdFile, let name else { return }
-        self.createdFile = nil
-        UnixSocketDescriptor.removeSocketFile(name.path, ifStill: createdFile)
+        if let createdFile, let name {
+            self.createdFile = nil
+            UnixSocketDescriptor.removeSocketFile(name.path, ifStill: createdFile)
+        }
+        // After the file: until it is gone, another server must not probe or bind the path.
+        pathLock?.release()
+        pathLock = nil
     }
 
     override func closeForShutdown() {

@@ -1,4 +1,5 @@
 internal import CLibUV
+import Synchronization
 
 extension Signal where Value == Int32 {
     /// Sends the signal number each time the process receives one of `numbers` (SIGINT, SIGTERM, SIGHUP, ...).
@@ -6,7 +7,11 @@ extension Signal where Value == Int32 {
     /// Each subscription opens one `uv_signal_t` per number on `loop` (or on
     /// the subscription's home loop) and closes them when disposed. While
     /// subscribed, the default action (for SIGINT: terminate) is replaced by
-    /// this delivery. An invalid number ends the signal with `UVError` (`EINVAL`).
+    /// this delivery. When the last watch of a number ends, libuv puts the
+    /// default action back; for `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT`,
+    /// once `TTY.setMode(.raw)` has run, the handler that restores the terminal
+    /// and then terminates goes back instead (see `TTY`). An invalid number ends
+    /// the signal with `UVError` (`EINVAL`).
     ///
     /// - Parameters:
     ///   - numbers: Signal numbers, e.g. `[SIGINT, SIGTERM]`.
@@ -46,12 +51,25 @@ final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
         let handle = pointer(as: uv_signal_t.self)
         try uvCheck(uv_signal_init(loop.uvLoop, handle), "uv_signal_init")
         didOpen()
+        let result = SignalActions.lock.withLock { _ in uv_signal_start(handle, unixSignalCallback, number) }
         do {
-            try uvCheck(uv_signal_start(handle, unixSignalCallback, number), "uv_signal_start(\(number))")
+            try uvCheck(result, "uv_signal_start(\(number))")
         } catch {
             closeHandle()
             throw error
         }
+    }
+
+    override func willClose() {
+        // The last watch of a signal leaves SIG_DFL behind (libuv keeps no earlier action): the
+        // terminal restorer goes back in the same critical section, before another watch can start.
+        let handle = pointer(as: uv_signal_t.self)
+        let number = self.number
+        SignalActions.lock.withLock { _ in
+            uv_signal_stop(handle)
+            TerminalSettings.reinstallRestorer(for: number)
+        }
+        super.willClose()
     }
 
     fileprivate func deliver(_ number: Int32) {
@@ -62,4 +80,16 @@ final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
 private let unixSignalCallback: uv_signal_cb = { handle, number in
     guard let data = handle?.pointee.data else { return }
     Unmanaged<UnixSignalHandle>.fromOpaque(data).takeUnretainedValue().deliver(number)
+}
+
+/// Orders this process's changes to signal actions: libuv's (a watch's start and stop, which set
+/// and clear its handler) and the terminal restorer's (`TerminalSettings`), so that a check of the
+/// current action and the change that follows it are never split by another thread's change.
+///
+/// Neither side calls back into ReactiveUV while it is held (libuv's own signal lock is taken
+/// inside it, always in that order).
+///
+/// Thread rule: safe from any thread.
+enum SignalActions {
+    static let lock = Mutex(())
 }

@@ -7,7 +7,8 @@ extension UnixSocket {
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Buffer limits, the connection limit (counted across the group), stale-file removal and permissions.
     ///   - group: The loops that home the connections; the first one accepts. Every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before it is sent.
@@ -17,7 +18,7 @@ extension UnixSocket {
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
     public static func listen(
         path: String,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on group: EventLoopGroup,
         onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
@@ -65,7 +66,8 @@ extension UnixSocket {
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts); at least 1, else `EINVAL`.
     ///   - options: Buffer limits, the connection limit (counted across the group), stale-file removal and permissions.
     ///   - group: The loops that home the connections; the first one accepts. Every loop must be running.
     ///   - onAccepted: Called on the connection's own loop thread with each connection, before `.accepted` is sent.
@@ -76,7 +78,7 @@ extension UnixSocket {
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
     public static func serve(
         path: String,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on group: EventLoopGroup,
         onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
@@ -90,7 +92,7 @@ extension UnixSocket {
 
     /// A signal that opens a `UnixGroupListener` (a `UnixListener` per loop) per subscription.
     private static func groupListenerSignal<Value>(
-        path: String, backlog: Int32, options: UnixSocketOptions, group: EventLoopGroup,
+        path: String, backlog: Int32?, options: UnixSocketOptions, group: EventLoopGroup,
         onAccepted: (@Sendable (UnixConnection) -> Void)?,
         drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
@@ -99,7 +101,7 @@ extension UnixSocket {
             // The first loop binds and accepts.
             LoopBinding.open(on: group.loops[0], for: subscriber, what: "UnixSocket.serve(on: group)") { _ in
                 let listener = UnixGroupListener(
-                    group: group, path: path, backlog: backlog, options: options, onAccepted: onAccepted,
+                    group: group, path: path, backlog: ListenBacklog(backlog), options: options, onAccepted: onAccepted,
                     output: GroupServerOutput(subscriber, send: send))
                 // Followed first, as `TCPServer.serve(on: group)` does: a request sent on `.listening` is not lost.
                 if let drain { listener.follow(drain) }

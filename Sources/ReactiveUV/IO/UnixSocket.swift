@@ -64,7 +64,9 @@ public enum UnixSocket {
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts), as a client finding the queue
+    ///     full is refused at once (`EAGAIN`); at least 1, else `EINVAL`.
     ///   - options: Buffer limits, the connection limit, stale-file removal and the file's permissions.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
     ///   - drain: Requests to quiesce (see `DrainRequest`); when the drain finishes the signal completes.
@@ -73,7 +75,7 @@ public enum UnixSocket {
     /// Thread rule: safe from any thread.
     public static func listen(
         path: String,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<DrainRequest>? = nil
@@ -89,7 +91,9 @@ public enum UnixSocket {
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
-    ///   - backlog: The kernel's queue of connections not yet accepted.
+    ///   - backlog: The kernel's queue of connections not yet accepted: nil (the default) for the system's
+    ///     maximum (`net.core.somaxconn`, read when the server starts), as a client finding the queue
+    ///     full is refused at once (`EAGAIN`); at least 1, else `EINVAL`.
     ///   - options: Buffer limits, the connection limit, stale-file removal and the file's permissions.
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
     ///   - drain: Requests to quiesce (see `DrainRequest`): `.draining` is sent, then the signal completes.
@@ -98,7 +102,7 @@ public enum UnixSocket {
     /// Thread rule: safe from any thread.
     public static func serve(
         path: String,
-        backlog: Int32 = 128,
+        backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on loop: EventLoop? = nil,
         drain: Signal<DrainRequest>? = nil
@@ -145,14 +149,14 @@ public enum UnixSocket {
 
     /// A signal that opens a `UnixListener` per subscription and hands each of its events to `send`.
     private static func listenerSignal<Value>(
-        _ what: String, path: String, backlog: Int32, options: UnixSocketOptions, on loop: EventLoop?,
+        _ what: String, path: String, backlog: Int32?, options: UnixSocketOptions, on loop: EventLoop?,
         drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let listener = UnixListener(
-                    loop: loop, role: .listens, path: path, backlog: backlog, options: options,
+                    loop: loop, role: .listens, path: path, backlog: ListenBacklog(backlog), options: options,
                     budget: ConnectionBudget(limit: options.maxConnections), inGroup: false,
                     callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
                 // Followed first, as `TCPServer.serve` does: a request sent on `.listening` is not lost.

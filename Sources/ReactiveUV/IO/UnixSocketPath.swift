@@ -91,6 +91,11 @@ struct FileIdentity: Equatable {
     init?(path: String) {
         var status = stat()
         guard lstat(path, &status) == 0 else { return nil }
+        self.init(status)
+    }
+
+    /// The identity `status` (of `stat` or `fstat`) names.
+    init(_ status: stat) {
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
     }
@@ -105,10 +110,17 @@ enum UnixSocketDescriptor {
         return descriptor
     }
 
-    /// Binds a new socket to `path`, removing a stale socket file first when asked, and applies `permissions`.
-    ///
-    /// - Returns: The descriptor (not listening yet) and the identity of the socket file it created (nil for an abstract name).
-    static func bind(_ path: UnixSocketPath, options: UnixSocketOptions, context: String) throws(UVError) -> (Int32, FileIdentity?) {
+    /// A bound socket not listening yet: its descriptor, and for a file path the socket file it
+    /// created and the path's lock (see `UnixSocketLock`), both to be let go of when it stops listening.
+    struct Bound {
+        let descriptor: Int32
+        let createdFile: FileIdentity?
+        let lock: UnixSocketLock?
+    }
+
+    /// Takes the path's lock, binds a new socket to `path` (removing a stale socket file first when
+    /// asked), and applies `permissions`.
+    static func bind(_ path: UnixSocketPath, options: UnixSocketOptions, context: String) throws(UVError) -> Bound {
         if path.isAbstract && options.permissions != nil {
             throw UVError(code: UVError.invalidArgumentCode,
                           message: "permissions apply to a socket file; an abstract name (\(path)) has none",
@@ -120,7 +132,17 @@ enum UnixSocketDescriptor {
                           message: "permissions 0o\(String(permissions, radix: 8)) have bits beyond 0o7777 (permissions, set-ID and sticky)",
                           context: context)
         }
-        let descriptor = try make(context: context)
+        // Taken before the probe, the unlink and the bind: no other server of ours interleaves with them (see UnixSocketLock).
+        let lock = path.isAbstract ? nil : try UnixSocketLock.acquire(for: path, context: context) { code in
+            bindError(code, path: path, options: options, context: context)
+        }
+        let descriptor: Int32
+        do throws(UVError) {
+            descriptor = try make(context: context)
+        } catch {
+            lock?.release()
+            throw error
+        }
         do throws(UVError) {
             var result = path.withSockaddr { Glibc.bind(descriptor, $0, $1) }
             if result != 0 && errno == EADDRINUSE && !path.isAbstract && options.removeStaleSocketFile {
@@ -128,7 +150,7 @@ enum UnixSocketDescriptor {
                 result = path.withSockaddr { Glibc.bind(descriptor, $0, $1) }
             }
             if result != 0 { throw bindError(errno, path: path, options: options, context: context) }
-            guard !path.isAbstract else { return (descriptor, nil) }
+            guard !path.isAbstract else { return Bound(descriptor: descriptor, createdFile: nil, lock: nil) }
             let identity = FileIdentity(path: path.path)
             if let permissions = options.permissions, chmod(path.path, permissions) != 0 {
                 let error = UVError(code: -errno, message: "could not set the socket file's permissions to \(String(permissions, radix: 8))",
@@ -136,9 +158,10 @@ enum UnixSocketDescriptor {
                 if let identity { removeSocketFile(path.path, ifStill: identity) }
                 throw error
             }
-            return (descriptor, identity)
+            return Bound(descriptor: descriptor, createdFile: identity, lock: lock)
         } catch {
             Glibc.close(descriptor)
+            lock?.release()
             throw error
         }
     }

@@ -26,4 +26,8 @@ int ruv_test_open_pty(int *master, int *slave, char *slave_path, size_t path_siz
 /// as a peer passing a descriptor does. Returns sendmsg's result (1), or -errno.
 long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte);
 
+/// Sends `byte` with `count` descriptors attached in one message (one `SCM_RIGHTS`, at most 253:
+/// Linux's limit per message), as a peer that is not libuv may. Returns sendmsg's result (1), or -errno.
+long ruv_test_send_descriptors(int socket, const int *descriptors, int count, unsigned char byte);
+
 #endif

@@ -118,7 +118,9 @@ final class ProcessTests: XCTestCase {
         }
     }
 
-    func testLoopShutdownKillsTheChild() throws {
+    /// A loop's shutdown kills a running child and reaps it: the pid is gone, not left a zombie
+    /// (libuv reaps only the children of open process handles, and the shutdown closes the handle).
+    func testLoopShutdownKillsAndReapsTheChild() throws {
         let loop = EventLoop(name: "process-shutdown")
         let recorder = Locked<EventRecorder<ProcessOutput>?>(nil)
         loop.execute { recorder.withLock { $0 = EventRecorder(ChildProcess.run("sleep", arguments: ["30"])) } }
@@ -127,7 +129,28 @@ final class ProcessTests: XCTestCase {
         let report = try loop.tryShutdown()
         XCTAssertEqual(report.loopCloseResult, 0)
         XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "process-shutdown"))
-        waitUntil("the child to die") { kill(pid, 0) == -1 || isZombie(pid) }
+        // A zombie answers kill(pid, 0); only a reaped pid is ESRCH. The wait is a hang guard.
+        waitUntil("the killed child to be reaped", timeout: .seconds(60)) { kill(pid, 0) == -1 && errno == ESRCH }
+        XCTAssertFalse(isZombie(pid))
+    }
+
+    /// Many children at once, killed by one shutdown: every one is reaped.
+    func testLoopShutdownReapsEveryChildItKilled() throws {
+        let loop = EventLoop(name: "process-shutdown-many")
+        let recorders = Locked<[EventRecorder<ProcessOutput>]>([])
+        loop.execute {
+            let started = (0..<8).map { _ in EventRecorder(ChildProcess.run("sleep", arguments: ["30"])) }
+            recorders.withLock { $0 = started }
+        }
+        waitUntil("the children") { recorders.current.count == 8 && recorders.current.allSatisfy { !$0.values.isEmpty } }
+        let pids = recorders.current.compactMap { recorder -> Int32? in
+            if case .started(let pid)? = recorder.values.first { return pid } else { return nil }
+        }
+        XCTAssertEqual(pids.count, 8)
+        XCTAssertEqual(try loop.tryShutdown().loopCloseResult, 0)
+        waitUntil("every killed child to be reaped", timeout: .seconds(60)) {
+            pids.allSatisfy { kill($0, 0) == -1 && errno == ESRCH }
+        }
     }
 
     private enum Stream { case standardOutput, standardError }

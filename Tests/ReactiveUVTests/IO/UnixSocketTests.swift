@@ -104,10 +104,28 @@ final class UnixSocketTests: XCTestCase {
                 let second = try harness.record(UnixSocket.serve(path: live, options: options), label: "second server")
                 let error = try XCTUnwrap(second.waitForTermination().error as? UVError)
                 XCTAssertEqual(error.name, "EADDRINUSE")
-                XCTAssertTrue(error.message.contains("a server is listening"), error.message)
+                // Our own server holds the path's lock: the second stops there, before any probe.
+                XCTAssertTrue(error.message.contains("it holds the lock file \(live).lock"), error.message)
                 let client = try harness.record(UnixSocket.connect(path: live), label: "client of the first")
                 _ = try client.waitForValues(1)
                 _ = try waitForAcceptedUnix(first, 1)
+
+                // Another program's server takes no lock: the probe finds it listening.
+                let foreign = directory + "/foreign.sock"
+                let foreignServer = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                defer { close(foreignServer) }
+                var address = sockaddr_un()
+                address.sun_family = sa_family_t(AF_UNIX)
+                withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(foreign.utf8)) }
+                XCTAssertEqual(withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(foreignServer, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }, 0)
+                XCTAssertEqual(listen(foreignServer, 4), 0)
+                let third = try harness.record(UnixSocket.serve(path: foreign, options: options), label: "on a foreign server's path")
+                let probeError = try XCTUnwrap(third.waitForTermination().error as? UVError)
+                XCTAssertEqual(probeError.name, "EADDRINUSE")
+                XCTAssertTrue(probeError.message.contains("a server is listening"), probeError.message)
+                XCTAssertEqual(fileType(foreign), S_IFSOCK, "the foreign server's socket file was removed")
 
                 let onFile = try harness.record(UnixSocket.serve(path: ordinary, options: options), label: "on a file")
                 let fileError = try XCTUnwrap(onFile.waitForTermination().error as? UVError)

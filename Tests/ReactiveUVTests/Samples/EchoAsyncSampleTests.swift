@@ -132,7 +132,7 @@ final class EchoAsyncSampleTests: XCTestCase {
         for arguments in [[], ["--port", "http"], ["--bogus"], ["--port", "0", "--unix", "/tmp/x.sock"],
                           ["--port", "0", "--loops", "0"], ["--unix", "/tmp/x.sock", "--loops", "two"],
                           ["--port", "0", "--drain-timeout", "0"], ["--port", "0", "--drain-timeout", "soon"],
-                          ["--port", "0", "--max-connections", "0"]] {
+                          ["--port", "0", "--max-connections", "0"], ["--port", "0", "--backlog", "0"]] {
             let sample = try SampleProcess("echo-async", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo-async") }

@@ -144,15 +144,17 @@ final class EchoSampleTests: XCTestCase {
         XCTAssertTrue(second.standardError.contains("echo: cannot serve on 127.0.0.1:\(port)"), second.standardError)
     }
 
-    /// `echo --unix PATH` serves a Unix socket: a client's bytes come back; a stale file from a killed run is
-    /// replaced; Ctrl-C (no client left: the drain ends at once) exits 0 and removes the socket file.
+    /// `echo --unix PATH --backlog N` serves a Unix socket: a client's bytes come back; a stale file from a
+    /// killed run is replaced; the path's lock file is there while it listens; Ctrl-C (no client left: the
+    /// drain ends at once) exits 0 and removes the socket file and the lock file.
     func testServesAUnixSocketAndRemovesItsFileOnCtrlC() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/echo.sock"
             try leaveStaleSocketFile(at: path)
-            let sample = try SampleProcess("echo", ["--unix", path])
+            let sample = try SampleProcess("echo", ["--unix", path, "--backlog", "64"])
             defer { if sample.process.isRunning { sample.process.terminate() } }
             sample.waitForOutput(containing: "echo: listening on unix \(path)")
+            XCTAssertEqual(fileType(path + ".lock"), S_IFREG, "no lock file beside the socket")
 
             let client = try UnixBlockingClient(path: path)
             defer { client.close() }
@@ -165,6 +167,7 @@ final class EchoSampleTests: XCTestCase {
             sample.process.interrupt()
             XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
             XCTAssertNil(fileType(path), "the socket file is still there after the server exited")
+            XCTAssertNil(fileType(path + ".lock"), "the lock file is still there after the server exited")
             XCTAssertEqual(sample.standardError, "")
         }
     }
@@ -224,7 +227,9 @@ final class EchoSampleTests: XCTestCase {
                           ["--port", "0", "--max-connections", "0"], ["--port", "0", "--max-connections", "many"],
                           ["--port", "0", "--loops", "0"], ["--port", "0", "--loops", "two"], ["--unix", "/tmp/x.sock", "--loops", "0"],
                           ["--port", "0", "--drain-timeout", "0"], ["--port", "0", "--drain-timeout", "soon"],
-                          ["--port", "0", "--drain-timeout", "nan"], ["--unix", "/tmp/x.sock", "--drain-timeout", "0"]] {
+                          ["--port", "0", "--drain-timeout", "nan"], ["--unix", "/tmp/x.sock", "--drain-timeout", "0"],
+                          ["--port", "0", "--backlog", "0"], ["--unix", "/tmp/x.sock", "--backlog", "-1"],
+                          ["--port", "0", "--backlog", "many"], ["--port", "0", "--backlog", "3000000000"]] {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }

@@ -1,0 +1,67 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Reaps the children a loop's shutdown killed: their process handles close at once, so libuv
+/// (which reaps only the pids of open process handles) never collects their exit.
+///
+/// A child killed with SIGKILL is gone within moments, but not by the time the handle closes; a
+/// `waitpid` on the loop thread would hold the shutdown for that long. So the pids go to one
+/// thread of their own, which waits for each in turn (`waitpid` on that pid, never on any child:
+/// the other children belong to their loops) and ends when none is left; the next pid starts it again.
+///
+/// Thread rule: safe from any thread.
+enum ChildReaper {
+    private struct Queue {
+        var pids: [Int32] = []
+        var threadRuns = false
+    }
+
+    private static let queue = Mutex(Queue())
+
+    /// Reaps `pid`, which was sent SIGKILL and is no longer watched by a process handle: at once when
+    /// it is gone already, else on the reaper thread.
+    ///
+    /// Thread rule: safe from any thread; never waits.
+    static func reap(_ pid: Int32) {
+        if reapIfExited(pid) { return }
+        let startThread = queue.withLock { queue in
+            queue.pids.append(pid)
+            guard !queue.threadRuns else { return false }
+            queue.threadRuns = true
+            return true
+        }
+        // Without a thread (pthread_create failed) this waits here: SIGKILL makes that wait short.
+        if startThread { runOnNewThread { waitForQueuedChildren() } }
+    }
+
+    /// Whether `pid` has exited (and was reaped now) or is not this process's child any more.
+    private static func reapIfExited(_ pid: Int32) -> Bool {
+        var status: Int32 = 0
+        var result: Int32
+        repeat {
+            result = waitpid(pid, &status, WNOHANG)
+        } while result < 0 && errno == EINTR
+        return result != 0  // its pid: reaped; -1 (ECHILD): someone else reaped it
+    }
+
+    /// The reaper thread: waits for each queued pid until the queue is empty, then ends.
+    private static func waitForQueuedChildren() {
+        while let pid = queue.withLock({ queue -> Int32? in
+            guard !queue.pids.isEmpty else {
+                queue.threadRuns = false
+                return nil
+            }
+            return queue.pids.removeFirst()
+        }) {
+            var status: Int32 = 0
+            var result: Int32
+            repeat {
+                result = waitpid(pid, &status, 0)
+            } while result < 0 && errno == EINTR
+        }
+    }
+}
