@@ -35,14 +35,22 @@ let package = Package(
         .target(name: "CReactiveUVThreadLocal"),
         // Separators found 64 bytes at a time (AVX2 or SSE2) and a short line copied inline: `lines()`, `split(separator:)`.
         .target(name: "CReactiveUVByteScan"),
-        .target(name: "ReactiveUV", dependencies: [
-            "CLibUV",
+        // The signal algebra: signals, subscriptions, subjects, operators, disposables, schedulers,
+        // properties. Plain Swift: it cannot import CLibUV (the compiler enforces the layering).
+        .target(name: "ReactiveUVCore", dependencies: [
             "CReactiveUVThreadLocal",
             "CReactiveUVByteScan",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Loops, I/O families and the async bridges on libuv; re-exports ReactiveUVCore.
+        .target(name: "ReactiveUV", dependencies: [
+            "ReactiveUVCore",
+            "CLibUV",
+            "CReactiveUVThreadLocal",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUV"]),
+        .target(name: "ReactiveUVTesting", dependencies: ["ReactiveUVCore", "ReactiveUV"]),
         .target(name: "ReactiveUVServiceLifecycle", dependencies: [
             "ReactiveUV",
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -60,15 +68,15 @@ let package = Package(
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [
-            "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport", "CReactiveUVByteScan",
+            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport", "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "InMemoryLogging", package: "swift-log"),
         ]),
         // Long, heavy runs (scripts/sanitize skips them; scripts/test runs them).
-        .testTarget(name: "StressTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "CTestSupport"]),
-        .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
+        .testTarget(name: "StressTests", dependencies: ["ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "CTestSupport"]),
+        .testTarget(name: "ReactiveUVTestingTests", dependencies: ["ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV"]),
         .testTarget(name: "ReactiveUVServiceLifecycleTests", dependencies: [
             "ReactiveUV", "ReactiveUVTesting", "ReactiveUVServiceLifecycle", "EchoServerKit",
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
-@_spi(SchedulerImplementation) import ReactiveUV
+import ReactiveUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
 
 /// A scheduler on a virtual clock, for testing operators without real time (RAC's `RACTestScheduler`).
 ///

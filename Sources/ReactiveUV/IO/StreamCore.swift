@@ -297,7 +297,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         return subscriber.sourceFlowControl.load()
     }
 
-    final func makeFlowControl(for subscription: Subscription) -> FlowControl? {
+    package final func makeFlowControl(for subscription: Subscription) -> FlowControl? {
         guard let reader = readers.reader, reader.subscription === subscription else { return nil }
         switch reader {
         case .gate(.subscriber(let gate)):
@@ -386,7 +386,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// reading for it, if it is still the current reader. On the loop's thread, or queued there (a
     /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
     /// ended its readers already).
-    final func releaseObserver() {
+    package final func releaseObserver() {
         if loop.inEventLoop {
             stopDisposedReader()
         } else {

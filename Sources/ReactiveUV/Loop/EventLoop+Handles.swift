@@ -20,7 +20,7 @@ extension EventLoop {
     }
 
     /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
-    var acceptsNewHandles: Bool { state.load(ordering: .relaxed).acceptsNewHandles }
+    package var acceptsNewHandles: Bool { state.load(ordering: .relaxed).acceptsNewHandles }
 
     /// Whether new requests may start (false once shutdown began cancelling them). Loop thread only.
     var acceptsNewRequests: Bool { state.load(ordering: .relaxed).acceptsNewRequests }

@@ -198,6 +198,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         metricsSampler = metrics.isEnabled && failure == nil ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
         startFailure = failure
         super.init()
+        loopLifecycle = self
         serialExecutor.attach(to: self)
         if failure != nil {
             abandonStart(loopInitialized: loopInitialized)

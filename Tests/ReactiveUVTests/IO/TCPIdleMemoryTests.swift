@@ -1,6 +1,7 @@
 import CTestSupport
 import Foundation
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import Synchronization
 import XCTest

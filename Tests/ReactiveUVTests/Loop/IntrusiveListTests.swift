@@ -1,4 +1,5 @@
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import XCTest
 
 /// An element of two kinds of list at once, as a stream is in its loop's list and its listener's.

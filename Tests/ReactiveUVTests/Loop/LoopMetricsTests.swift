@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import MetricsTestKit
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 

@@ -1,5 +1,6 @@
 import Foundation
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import XCTest
 
 /// `assertInEventLoop`: loop-thread-only entry points trap in debug builds when called elsewhere.

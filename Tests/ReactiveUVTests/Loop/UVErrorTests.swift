@@ -1,5 +1,6 @@
 import CLibUV
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import XCTest
 
 final class UVErrorTests: XCTestCase {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 

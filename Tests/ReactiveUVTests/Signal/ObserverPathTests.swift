@@ -1,4 +1,5 @@
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 

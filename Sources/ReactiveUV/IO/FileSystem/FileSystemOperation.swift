@@ -109,7 +109,7 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     }
 
     override var label: String {
-        if case .single(let signal) = pending { return signal.singleContext.description }
+        if case .single(let signal) = pending { return signal.source.singleContext.description }
         return stepContext
     }
 
@@ -207,14 +207,14 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     /// The signal holds the call (`singleStart`, `singleRead`, `singleDiscard`, `singleContext` for errors); the
     /// operation keeps only a reference to it, so this step copies no closures.
     func single(_ signal: FileSystemSignal<Value>) {
-        guard isRunning, let start = signal.singleStart else { return }
+        guard isRunning, let start = signal.source.singleStart else { return }
         guard loop.acceptsNewRequests else {
             finish(EventLoopError.shutDown(loop: loop.name))
             return
         }
         pending = .single(signal)
         let uvLoop = loop.uvLoop
-        begin({ start(uvLoop, $0, signal.singleContext, fileSystemRequestCallback) }, refused: { finish($0) })
+        begin({ start(uvLoop, $0, signal.source.singleContext, fileSystemRequestCallback) }, refused: { finish($0) })
     }
 
     /// Runs one step of a longer operation.
@@ -303,17 +303,17 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
             var taken = State.ended
             swap(&taken, &state)
             guard case .running(let subscriber) = consume taken else {
-                if result >= 0, let discard = signal.singleDiscard { discard(fs) }
+                if result >= 0, let discard = signal.source.singleDiscard { discard(fs) }
                 uv_fs_req_cleanup(fs)
                 runReleases()
                 return
             }
             // Bound by pattern, not `unsafelyUnwrapped` (through Optional's generic accessor the closure
             // was rewrapped in a reabstraction thunk, an allocation per call).
-            guard result >= 0, let read = signal.singleRead else {
+            guard result >= 0, let read = signal.source.singleRead else {
                 uv_fs_req_cleanup(fs)
                 endAfterState()
-                subscriber.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.singleContext.description))
+                subscriber.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.source.singleContext.description))
                 return
             }
             // Read, then free what libuv allocated (nothing reuses this request: it was the operation's only one).

@@ -6,17 +6,19 @@ import Glibc
 import Musl
 #endif
 
-/// A cold file-system signal: each subscriber gets a `FileSystemOperation` on the loop thread, or,
-/// for a one-request signal subscribed with callbacks on its loop, a `FileSystemCall`.
+/// A cold file-system signal: each subscriber gets a `FileSystemOperation` on the loop thread.
 ///
-/// A signal of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
+/// A source of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
 /// makes no closures: the operation is made and started right in `attach`; only from another thread does
 /// the subscription hop to the loop (`LoopBinding`). A call its checks refuse is not one of these
 /// (`Files.refused`: a signal that fails each subscriber).
+typealias FileSystemSignal<Value> = SourceSignal<FileSystemSource<Value>>
+
+/// What a file-system signal runs for each subscriber: one request, or a body of steps.
 ///
-/// Thread rule: safe from any thread (all stored properties are immutable).
-final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
-    // Every stored property is immutable.
+/// Thread rule: safe from any thread (immutable); `attach` on the subscription's home thread.
+struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
+    // Every stored property is immutable; the closures run on the loop thread only.
     /// Starts a one-request signal's `uv_fs_*` call with the loop, the request, the context and the callback.
     typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
     /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
@@ -24,7 +26,7 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     /// Undoes a successful result that arrived after the operation ended.
     typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
 
-    private let explicitLoop: EventLoop?
+    let explicitLoop: EventLoop?
     /// The call (its name, for messages), and a one-request signal's path(s): read by its operations,
     /// which hold the signal, with `singleStart`, `singleRead` and `singleDiscard`.
     let singleContext: FileCallContext
@@ -32,9 +34,9 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
     let singleRead: Read?
     let singleDiscard: Discard?
     /// Starts a longer operation's steps (nil for a one-request signal).
-    private let body: ((FileSystemOperation<Value>) -> Void)?
+    let body: ((FileSystemOperation<Value>) -> Void)?
 
-    /// A signal of one request.
+    /// A source of one request.
     init(on loop: EventLoop?, context: FileCallContext, start: @escaping Start, read: @escaping Read, discard: Discard?) {
         explicitLoop = loop
         singleContext = context
@@ -42,11 +44,9 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         singleRead = read
         singleDiscard = discard
         body = nil
-        // `subscribe(next:error:completed:)` asks it for the subscription (`subscribeCallbacks`).
-        super.init(subscribesWithCallbacks: ())
     }
 
-    /// A signal of steps that `body` starts.
+    /// A source of steps that `body` starts.
     init(call: StaticString, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
         explicitLoop = loop
         singleContext = FileCallContext(call, "")
@@ -54,64 +54,33 @@ final class FileSystemSignal<Value>: Signal<Value>, @unchecked Sendable {
         singleRead = nil
         singleDiscard = nil
         self.body = body
-        super.init()
     }
 
-    /// `subscribe(next:error:completed:)` of a one-request signal: on its loop's thread, one
-    /// `FileSystemCall` is the subscription (see there for when); anywhere else the general path.
-    // Called through the vtable, so generic: specialized for the hot case (stat throughput), where the
-    // generic body looked up the metadata of `FileSystemCall<Value>` per call.
+    // Generic, called through the signal's vtable: specialized for the hot case (stat throughput),
+    // where each subscriber would look up the metadata of `Subscriber<Value>` and the operation.
     @_specialize(exported: false, where Value == FileInfo)
-    override func subscribeCallbacks(
-        next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
-    ) -> any Disposable {
-        if let loop = loopForOneCall() {
-            let call = FileSystemCall(loop: loop, signal: self, next: next, error: error, completed: completed)
-            call.start()
-            return call
-        }
-        return subscribeSink(next: next, error: error, completed: completed)
-    }
-
-    /// The loop a `FileSystemCall` may run on when subscribed from the calling thread, or nil.
-    @inline(__always)
-    private func loopForOneCall() -> EventLoop? {
-        // The calling thread is a loop's, and that loop is its current scheduler (not a test
-        // scheduler standing in for it), so it is the subscription's home, as `Subscription` would find.
-        guard !SignalLogging.isActive, let current = ThreadLocals.currentLoop.value,
-              ThreadLocals.currentScheduler.value == current else {
-            return nil
-        }
-        let loop = Unmanaged<EventLoop>.fromOpaque(current).takeUnretainedValue()
-        // Another loop's signal, or a loop shutting down: the general path hops or refuses, as it does.
-        guard explicitLoop == nil || explicitLoop === loop, loop.acceptsNewHandles else { return nil }
-        return loop
-    }
-
-    // Called through the vtable, so generic: each subscriber would look up the metadata of `Subscriber<Value>`
-    // and `FileSystemOperation<Value>` (about 300 instructions each); `FileInfo` is the hot case (stat throughput).
-    @_specialize(exported: false, where Value == FileInfo)
-    override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+    static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: FileSystemSignal<Value>) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
         // As the base signal's attach: a subscription disposed before it attached starts no request.
         if subscription.isDisposed { return }
-        subscription.add(subscribed(subscriber))
+        subscription.add(subscribed(subscriber, signal: signal))
     }
 
-    private func subscribed(_ subscriber: Subscriber<Value>) -> (any Disposable)? {
+    private static func subscribed(_ subscriber: Subscriber<Value>, signal: FileSystemSignal<Value>) -> (any Disposable)? {
+        let source = signal.source
         // On the loop already: start now (what LoopBinding.open would do, without its closure).
-        if let loop = explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
-            return begin(on: loop, for: subscriber)
+        if let loop = source.explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
+            return begin(on: loop, for: subscriber, signal: signal)
         }
-        return LoopBinding.open(on: explicitLoop, for: subscriber, what: "Files.\(singleContext.call)") { [self] loop in
-            begin(on: loop, for: subscriber)
+        return LoopBinding.open(on: source.explicitLoop, for: subscriber, what: "Files.\(source.singleContext.call)") { loop in
+            begin(on: loop, for: subscriber, signal: signal)
         }
     }
 
-    private func begin(on loop: EventLoop, for subscriber: Subscriber<Value>) -> any Disposable {
+    private static func begin(on loop: EventLoop, for subscriber: Subscriber<Value>, signal: FileSystemSignal<Value>) -> any Disposable {
         let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
-        if let body { body(operation) } else { operation.single(self) }
+        if let body = signal.source.body { body(operation) } else { operation.single(signal) }
         return operation
     }
 }
@@ -137,7 +106,7 @@ extension Files {
         _ body: @escaping (FileSystemOperation<Value>) -> Void
     ) -> Signal<Value> {
         if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(call: call, on: loop, body: body).debugNamed("+Files.\(call)")
+        return FileSystemSignal(FileSystemSource(call: call, on: loop, body: body)).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that sends what `read` makes of its result, then completes.
@@ -149,12 +118,12 @@ extension Files {
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping FileSystemSignal<Value>.Start,
-        read: @escaping FileSystemSignal<Value>.Read,
-        discard: FileSystemSignal<Value>.Discard? = nil
+        _ start: @escaping FileSystemSource<Value>.Start,
+        read: @escaping FileSystemSource<Value>.Read,
+        discard: FileSystemSource<Value>.Discard? = nil
     ) -> Signal<Value> {
         if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(on: loop, context: context, start: start, read: read, discard: discard).debugNamed("+Files.\(call)")
+        return FileSystemSignal(FileSystemSource(on: loop, context: context, start: start, read: read, discard: discard)).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
@@ -163,7 +132,7 @@ extension Files {
         context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
-        _ start: @escaping FileSystemSignal<Void>.Start
+        _ start: @escaping FileSystemSource<Void>.Start
     ) -> Signal<Void> {
         single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
     }

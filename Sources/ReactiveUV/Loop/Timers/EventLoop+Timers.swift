@@ -1,3 +1,4 @@
+@_spi(SchedulerImplementation) import ReactiveUVCore
 internal import CLibUV
 
 // A loop's timers, all in this folder:

@@ -26,6 +26,7 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
     init(loop: EventLoop) {
         self.loop = loop
         super.init()
+        loopLifecycle = loop
     }
 
     /// The monotonic clock.

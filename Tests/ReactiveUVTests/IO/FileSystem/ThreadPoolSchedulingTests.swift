@@ -2,6 +2,7 @@ import CLibUV
 import Foundation
 import Synchronization
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 

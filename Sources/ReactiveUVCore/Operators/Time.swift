@@ -1,0 +1,411 @@
+/// Operators that work with time: `throttle` and `debounce` (the same debounce), `delay`, `timeout`,
+/// `timeout(idle:)`, `buffer(every:)`. (The rate limiter `throttle(_:latest:)` is in RateLimiting.swift.)
+///
+/// Timers run on the given scheduler, or on the subscription's home when it
+/// is nil (a loop's libuv timers, or virtual time on a `TestScheduler`). The
+/// operator's state lives on that scheduler's thread: events arriving on
+/// another thread are hopped there first, and the result delivers there.
+/// Each operator keeps at most one timer pending per subscription, and
+/// disposing the subscription cancels it. If the loop the timers run on shuts
+/// down first (or already has), the operator ends with `EventLoopError.shutDown`.
+/// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in Loop/Timers/TimerSignals.swift.)
+extension Signal {
+    /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only
+    /// after `interval` has passed without a newer value. `debounce(_:on:)`
+    /// is the same operator by the name the other libraries use; for a rate
+    /// limiter (at most one value per interval) use `throttle(_:latest:on:)`.
+    ///
+    /// A newer value replaces the pending one and restarts the wait.
+    /// Completion sends the pending value at once, then completes; an error
+    /// discards the pending value and is forwarded at once.
+    ///
+    /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
+    ///
+    /// - Parameters:
+    ///   - interval: The quiet time a value must survive; negative counts as zero.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The debounced signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func throttle(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        lift { downstream, subscription in
+            let state = ThrottleState(downstream, scheduler: scheduler ?? subscription.home,
+                                      subscription: subscription, interval: interval)
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -throttle: \(interval)")
+    }
+
+    /// Sends a value only after `interval` has passed without a newer value: RAC 2's `-throttle:` by its usual name.
+    ///
+    /// A newer value replaces the pending one and restarts the wait.
+    /// Completion sends the pending value at once, then completes; an error
+    /// discards the pending value and is forwarded at once. Unlike
+    /// `throttle(_:on:)`, which counts a negative interval as zero, an
+    /// interval that is not positive ends the signal at once with a `UVError`
+    /// (`EINVAL`).
+    ///
+    /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
+    ///
+    /// - Parameters:
+    ///   - interval: The quiet time a value must survive; must be positive.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The debounced signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func debounce(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        guard interval > .zero else {
+            return .invalidArgument("debounce interval must be positive, got \(interval)", in: "Signal.debounce(_:on:)")
+        }
+        return lift { downstream, subscription in
+            let state = ThrottleState(downstream, scheduler: scheduler ?? subscription.home,
+                                      subscription: subscription, interval: interval)
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -debounce: \(interval)")
+    }
+
+    /// Delays values and completion by `interval`; an error is forwarded at once (RAC's `-delay:`).
+    ///
+    /// Order is kept. An error discards the values still waiting.
+    ///
+    /// - Parameters:
+    ///   - interval: The delay; negative counts as zero.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The delayed signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func delay(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        // Not fused: the source's completion must end only the source, while the
+        // delayed completion is still to come, so the source gets a child subscription.
+        operatorSignal { downstream, subscription in
+            let state = DelayState(downstream, scheduler: scheduler ?? subscription.home,
+                                   subscription: subscription, interval: interval)
+            let source = subscription.makeChild()
+            self.attach(ClosureObserver(event: { event in
+                if event.isTerminating { subscription.endChild(source) }
+                state.receive(event)
+            }), to: source)
+        }.debugNamed("[\(name)] -delay: \(interval)")
+    }
+
+    /// Fails with `TimeoutError.timeoutOperator(after: interval)` unless the signal ends within `interval` of subscription (RAC's `-timeout:onScheduler:`).
+    ///
+    /// Values before the deadline pass through. On timeout the source is disposed.
+    ///
+    /// - Parameters:
+    ///   - interval: The time allowed; zero or negative times out on the next turn of the scheduler.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func timeout(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        lift { downstream, subscription in
+            let state = TimeoutState(downstream, scheduler: scheduler ?? subscription.home,
+                                     subscription: subscription, interval: interval)
+            state.start()
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -timeout: \(interval)")
+    }
+
+    /// Fails with `TimeoutError.idleTimeoutOperator(after: interval)` when `interval` passes without an event: after subscription, and after each value.
+    ///
+    /// A per-value (idle) timeout, where `timeout(_:on:)` is a deadline for
+    /// the whole signal: every value restarts the wait. Values pass through;
+    /// on timeout the source is disposed. An interval that is not positive
+    /// ends the signal at once with a `UVError` (`EINVAL`).
+    ///
+    /// RAC: none (`-timeout:onScheduler:` is the whole-signal deadline); Rx:
+    /// `timeout` (RxSwift, RxJS: per value); Combine: `timeout(_:scheduler:)`.
+    ///
+    /// - Parameters:
+    ///   - interval: The longest quiet time allowed; must be positive.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: The signal.
+    ///
+    /// Thread rule: safe from any thread.
+    public func timeout(idle interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
+        guard interval > .zero else {
+            return .invalidArgument("idle timeout interval must be positive, got \(interval)", in: "Signal.timeout(idle:on:)")
+        }
+        return lift { downstream, subscription in
+            let state = IdleTimeoutState(downstream, scheduler: scheduler ?? subscription.home,
+                                         subscription: subscription, interval: interval)
+            state.start()
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -timeout: (idle) \(interval)")
+    }
+
+    /// Collects values into arrays sent every `interval` (RAC's `-bufferWithTime:onScheduler:`).
+    ///
+    /// The window opens with the first value after a flush and is sent when
+    /// `interval` has passed; no empty arrays are sent. Completion sends what
+    /// is buffered, then completes; an error discards it. An interval that is
+    /// not positive ends the signal with a `UVError` (`EINVAL`).
+    ///
+    /// - Parameters:
+    ///   - interval: The window length; must be positive.
+    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
+    /// - Returns: A signal of non-empty arrays.
+    ///
+    /// Thread rule: safe from any thread.
+    public func buffer(every interval: Duration, on scheduler: Scheduler? = nil) -> Signal<[Value]> {
+        guard interval > .zero else {
+            return Signal<[Value]>.error(Runtime.provider.invalidArgument(
+                                                 message: "buffer interval must be positive, got \(interval)",
+                                                 context: "Signal.buffer(every:)"))
+        }
+        return lift { downstream, subscription in
+            let state = BufferState(downstream, scheduler: scheduler ?? subscription.home,
+                                    subscription: subscription, interval: interval)
+            return { state.receive($0) }
+        }.debugNamed("[\(name)] -bufferWithTime: \(interval)")
+    }
+}
+
+/// The shared part of the time operators: the scheduler, the one pending timer, the hop to the scheduler's thread.
+///
+/// Not the subscription's root: teardown (which runs on the home thread)
+/// touches only `timer`, a thread-safe `SerialDisposable` added to the
+/// subscription, so the state itself stays on the scheduler's thread.
+class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
+    // `scheduler`, `subscription`, `interval` and `timer` are immutable references (the last two thread-safe);
+    // everything subclasses add is touched only on `scheduler`'s thread.
+    let scheduler: Scheduler
+    package let subscription: Subscription
+    let interval: Duration
+    let timer = SerialDisposable()
+    private(set) var armed = false
+
+    init(_ downstream: @escaping (Event<Output>) -> Void, scheduler: Scheduler, subscription: Subscription, interval: Duration) {
+        self.scheduler = scheduler
+        self.subscription = subscription
+        self.interval = interval
+        super.init(downstream)
+        subscription.add(timer)
+        watchForShutdown()
+    }
+
+    /// Ends the operator with `EventLoopError.shutDown` if its scheduler is a loop that shuts down first.
+    private func watchForShutdown() {
+        guard let loop = scheduler.loopLifecycle else { return }
+        let shutDown = loop.shutDownError
+        // Runs on the loop's thread, the scheduler's: the state's own thread. It holds the state
+        // strongly (no weak side table); the cycle through the loop's observer list is broken
+        // when the subscription ends (its token removes the observer) or the loop shuts down.
+        let observer: @Sendable () -> Void = { [self] in
+            guard !self.subscription.isDisposed else { return }
+            self.finish(.error(shutDown))
+        }
+        guard let token = loop.addShutdownObserver(observer) else {
+            // The loop is already shut down: nothing runs on it any more, so this thread may end the operator.
+            finish(.error(shutDown))
+            return
+        }
+        subscription.add(token)
+    }
+
+    /// Handles an event on the scheduler's thread, hopping there first if needed.
+    final func receive(_ event: Event<Input>) {
+        if scheduler.isCurrent {
+            handle(event)
+            return
+        }
+        let payload = UncheckedSendable(event)
+        _ = scheduler.schedule { [self] in
+            if !subscription.isDisposed { handle(payload.value) }
+        }
+    }
+
+    func handle(_ event: Event<Input>) {}
+
+    func timerFired() {}
+
+    /// Starts the one timer.
+    final func arm(after delay: Duration) {
+        armed = true
+        timer.inner = scheduler.schedule(after: delay) { [self] in
+            armed = false
+            if isDone || subscription.isDisposed { return }
+            timerFired()
+        }
+    }
+
+    final func disarm() {
+        armed = false
+        timer.inner = nil
+    }
+
+    override func didFinish() {
+        disarm()
+    }
+}
+
+/// `throttle`'s and `debounce`'s state: the pending value and when it becomes due.
+private final class ThrottleState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Scheduler thread only.
+    private var pending: Value?
+    private var due = SchedulerInstant(nanoseconds: 0)
+
+    override func handle(_ event: Event<Value>) {
+        switch event {
+        case .next(let value):
+            // One timer per quiet period: a newer value moves the deadline, and
+            // the timer re-arms for the rest instead of being replaced.
+            pending = value
+            due = scheduler.now + interval
+            if !armed { arm(after: interval) }
+        case .error:
+            pending = nil
+            finish(event)
+        case .completed:
+            let last = pending
+            pending = nil
+            if let last { sendNext(last) }
+            finish(.completed)
+        }
+    }
+
+    override func timerFired() {
+        let now = scheduler.now
+        if now < due {
+            arm(after: due - now)
+            return
+        }
+        guard let value = pending else { return }
+        pending = nil
+        sendNext(value)
+    }
+
+    override func didFinish() {
+        super.didFinish()
+        pending = nil
+    }
+}
+
+/// `delay`'s state: events waiting for their time, oldest first.
+private final class DelayState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Scheduler thread only.
+    private struct Waiting {
+        let due: SchedulerInstant
+        let event: Event<Value>
+    }
+    private var waiting = RingBuffer<Waiting>()
+
+    override func handle(_ event: Event<Value>) {
+        if case .error = event {
+            waiting.removeAll()
+            finish(event)
+            return
+        }
+        waiting.append(Waiting(due: scheduler.now + interval, event: event))
+        if !armed { arm(after: interval) }
+    }
+
+    override func timerFired() {
+        // The timer was set for the oldest event, so it is due; later ones may be too.
+        guard let first = waiting.popFirst() else { return }
+        forward(first.event)
+        let now = scheduler.now
+        while !isDone, let next = waiting.first, next.due <= now {
+            _ = waiting.popFirst()
+            forward(next.event)
+        }
+        if !isDone, let next = waiting.first { arm(after: next.due - now) }
+    }
+
+    override func didFinish() {
+        super.didFinish()
+        waiting.removeAll()
+    }
+}
+
+/// `timeout`'s state: one timer started at subscription.
+private final class TimeoutState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Scheduler thread only (no state beyond the base class).
+
+    package func start() {
+        if scheduler.isCurrent {
+            arm(after: interval)
+        } else {
+            _ = scheduler.schedule { [self] in if !subscription.isDisposed && !isDone { arm(after: interval) } }
+        }
+    }
+
+    override func handle(_ event: Event<Value>) {
+        forward(event)
+    }
+
+    override func timerFired() {
+        finish(.error(TimeoutError.timeoutOperator(after: interval)))
+    }
+}
+
+/// `timeout(idle:)`'s state: when the quiet time runs out.
+private final class IdleTimeoutState<Value>: TimedState<Value, Value>, @unchecked Sendable {
+    // Scheduler thread only.
+    private var due = SchedulerInstant(nanoseconds: 0)
+
+    package func start() {
+        if scheduler.isCurrent {
+            restart()
+        } else {
+            _ = scheduler.schedule { [self] in if !subscription.isDisposed && !isDone { restart() } }
+        }
+    }
+
+    /// Moves the deadline; one timer per quiet period, re-armed for the rest when it fires early.
+    private func restart() {
+        due = scheduler.now + interval
+        if !armed { arm(after: interval) }
+    }
+
+    override func handle(_ event: Event<Value>) {
+        if case .next = event, !isDone { restart() }
+        forward(event)
+    }
+
+    override func timerFired() {
+        let now = scheduler.now
+        if now < due {
+            arm(after: due - now)
+            return
+        }
+        finish(.error(TimeoutError.idleTimeoutOperator(after: interval)))
+    }
+}
+
+/// `buffer(every:)`'s state: the values of the open window.
+private final class BufferState<Value>: TimedState<Value, [Value]>, @unchecked Sendable {
+    // Scheduler thread only.
+    private var values: [Value] = []
+
+    override func handle(_ event: Event<Value>) {
+        switch event {
+        case .next(let value):
+            if values.isEmpty { arm(after: interval) }
+            values.append(value)
+        case .error(let error):
+            values = []
+            finish(.error(error))
+        case .completed:
+            flush()
+            finish(.completed)
+        }
+    }
+
+    override func timerFired() {
+        flush()
+    }
+
+    private func flush() {
+        disarm()
+        if values.isEmpty { return }
+        let window = values
+        values = []
+        sendNext(window)
+    }
+
+    override func didFinish() {
+        super.didFinish()
+        values = []
+    }
+}

@@ -1,0 +1,55 @@
+/// What the algebra needs of a scheduler that runs on an event loop's thread: the loop's life.
+///
+/// The algebra knows no loop; a scheduler that runs on one (ReactiveUV's `EventLoop`, and the
+/// schedulers made on it) names it in `Scheduler.loopLifecycle`, and the operators, subjects and
+/// subscriptions that must follow a loop's shutdown ask it through this protocol.
+///
+/// Thread rule: every requirement is safe from any thread unless it says otherwise.
+package protocol LoopLifecycle: AnyObject, Sendable {
+    /// The loop's name, for messages.
+    var name: String { get }
+    /// Whether this is the process's shared loop, which never shuts down.
+    var isShared: Bool { get }
+    /// Whether the loop still opens handles (it has not begun closing them).
+    var acceptsNewHandles: Bool { get }
+    /// The error a submission the loop refused gets (it has shut down, or never started).
+    var refusalError: any Error { get }
+    /// The error an operation on the loop ends with when the loop shuts down under it.
+    var shutDownError: any Error { get }
+    /// Queues `work` for the loop's thread; false (and `work` dropped) once the loop has closed.
+    func enqueueDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool
+    /// Calls `observer` once, on the loop's thread, when the loop begins shutting down; nil when it
+    /// already has (the shared loop never does, and takes observers that never run).
+    func addShutdownObserver(_ observer: @escaping @Sendable () -> Void) -> (any Disposable)?
+    /// Resumes once the loop has run a job queued now (so a callback running there has returned),
+    /// or at once when the loop runs nothing more.
+    func afterRunningCallback() async
+}
+
+/// What the algebra needs of the runtime it runs in, found once by name: the scheduler a
+/// subscription made off every loop lives on, and the errors the algebra gives.
+///
+/// ReactiveUV provides it (`ReactiveUV.LibUVRuntime`): the algebra never links against the loop,
+/// so it looks the provider up by its type name the first time it needs it.
+package protocol AlgebraRuntime: Sendable {
+    /// The scheduler of subscriptions made on a thread with no current scheduler (`EventLoop.shared`).
+    static var defaultScheduler: Scheduler { get }
+    /// An error for an argument an operator refuses (`EINVAL`), with its message and the operation.
+    static func invalidArgument(message: String, context: String) -> any Error
+    /// The error for a scheduler that is not a loop and refused work (it has shut down).
+    static func shutDown(_ scheduler: String) -> any Error
+}
+
+/// The runtime the algebra runs in.
+package enum Runtime {
+    /// The provider, looked up once (a type's metadata is registered when its image loads).
+    package static let provider: any AlgebraRuntime.Type = {
+        guard let provider = _typeByName("ReactiveUV.LibUVRuntime") as? any AlgebraRuntime.Type else {
+            fatalError("ReactiveUVCore needs ReactiveUV's runtime: link the ReactiveUV library")
+        }
+        return provider
+    }()
+
+    /// The scheduler of subscriptions made off every loop and test scheduler.
+    package static var defaultScheduler: Scheduler { provider.defaultScheduler }
+}

@@ -1,0 +1,179 @@
+/// Where and when work runs: a loop (`loop.scheduler`), the calling thread
+/// (`Scheduler.immediate`), the subscription scheduler, or a test's virtual clock.
+///
+/// This is RAC's `RACScheduler`: `schedule` variants return a `Disposable?`
+/// that cancels work not yet started; `now` reads the scheduler's monotonic
+/// clock. The scheduler running on the calling thread is `Scheduler.current`,
+/// read from a thread-local key set by loop threads and by a `TestScheduler`
+/// while it runs work.
+///
+/// Subclass it only to build a new kind of scheduler (ReactiveUVTesting's
+/// `TestScheduler` does); the base class schedules nothing itself.
+///
+/// Thread rule: every scheduler in ReactiveUV is safe from any thread.
+open class Scheduler: @unchecked Sendable {
+    // `loopLifecycle` is written once, by a loop's initializer, before the scheduler is shared;
+    // subclasses document their own synchronization.
+
+    /// The loop whose thread runs this scheduler's work, for what must follow its shutdown; nil
+    /// for a scheduler that runs on no loop. Unowned: a loop names itself here.
+    package unowned(unsafe) var loopLifecycle: (any LoopLifecycle)?
+
+    /// Creates a scheduler; for subclasses.
+    ///
+    /// - Returns: A scheduler.
+    ///
+    /// Thread rule: safe from any thread.
+    public init() {}
+
+    /// The scheduler's current time: the monotonic clock, or virtual time for a test scheduler.
+    ///
+    /// Thread rule: safe from any thread.
+    open var now: SchedulerInstant { SchedulerInstant.now }
+
+    /// A short name for messages ("loop 'shared'", "immediate").
+    ///
+    /// Thread rule: safe from any thread.
+    open var schedulerDescription: String { "\(type(of: self))" }
+
+    /// Runs `work` as soon as the scheduler can.
+    ///
+    /// - Parameter work: The work to run.
+    /// - Returns: A disposable that cancels the work if it has not started, or nil
+    ///   when the work already ran (immediate scheduling) or cannot be cancelled.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    open func schedule(_ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        preconditionFailure("\(type(of: self)) must override Scheduler.schedule(_:)")
+    }
+
+    /// Runs `work` as `schedule(_:)` does, except that a loop that has shut down drops it without
+    /// the message a refused submission writes: for the library's own bookkeeping hops (a flow
+    /// control's pause, resume and end), whose target may end first as a matter of course (a loop
+    /// shut down under a live `values` iteration) and where nothing is left to do for it.
+    ///
+    /// - Returns: False when the work was dropped (the loop has shut down).
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    package final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool {
+        if let loop = loopLifecycle { return loop.enqueueDroppingIfShutDown(work) }
+        schedule(work)
+        return true
+    }
+
+    /// Runs `work` once, no earlier than `delay` from now.
+    ///
+    /// A negative delay counts as zero. Loops round sub-millisecond delays up,
+    /// never down.
+    ///
+    /// - Parameters:
+    ///   - delay: How long to wait.
+    ///   - work: The work to run.
+    /// - Returns: A disposable that cancels the work if it has not started.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    open func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
+        preconditionFailure("\(type(of: self)) must override Scheduler.schedule(after:_:)")
+    }
+
+    /// Runs `work` first after `delay`, then every `interval`, until disposed.
+    ///
+    /// Ticks do not drift: tick N is due at start + delay + N·interval, however
+    /// long each run of `work` takes. Ticks that fall due while the scheduler is
+    /// blocked are coalesced into one. `leeway` is accepted for RAC
+    /// compatibility; libuv timers do not coalesce, so it is not used. An
+    /// interval below the scheduler's resolution (1 ms on a loop) is raised to it.
+    ///
+    /// - Parameters:
+    ///   - delay: Time until the first run.
+    ///   - interval: Time between runs.
+    ///   - leeway: Allowed lateness (unused by loops).
+    ///   - work: The work to run each tick.
+    /// - Returns: A disposable that stops the ticks.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    open func schedule(
+        after delay: Duration,
+        repeatingEvery interval: Duration,
+        leeway: Duration = .zero,
+        _ work: @escaping @Sendable () -> Void
+    ) -> (any Disposable)? {
+        preconditionFailure("\(type(of: self)) must override Scheduler.schedule(after:repeatingEvery:leeway:_:)")
+    }
+
+    /// Runs `action` now-ish and again each time it calls the `reschedule` it is given.
+    ///
+    /// RAC's `scheduleRecursiveBlock:`. Each reschedule goes back through the
+    /// scheduler instead of recursing, so a million reschedules use constant
+    /// stack. Calling `reschedule` k times schedules k more runs.
+    ///
+    /// - Parameter action: The work; call `reschedule` to run it again.
+    /// - Returns: A disposable that stops further runs.
+    ///
+    /// Thread rule: safe from any thread.
+    @discardableResult
+    open func scheduleRecursive(
+        _ action: @escaping @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void
+    ) -> (any Disposable)? {
+        let recursion = RecursiveSchedule(scheduler: self, action: action)
+        recursion.submit()
+        return recursion
+    }
+
+    /// Whether this scheduler is the one running on the calling thread.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public final var isCurrent: Bool {
+        ThreadLocals.currentScheduler.value == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// The scheduler running on the calling thread: its loop on a loop thread, a
+    /// test scheduler while it runs work, nil anywhere else.
+    ///
+    /// Thread rule: safe from any thread.
+    open class var current: Scheduler? {
+        guard let pointer = ThreadLocals.currentScheduler.value else { return nil }
+        return Unmanaged<Scheduler>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Runs work synchronously on the calling thread (RAC's immediate scheduler).
+    ///
+    /// `schedule(after:)` blocks the calling thread until the delay has passed,
+    /// as RAC's does; repeating schedules are not supported (they report a
+    /// message and return nil).
+    ///
+    /// Thread rule: safe from any thread.
+    public static let immediate: Scheduler = ImmediateScheduler()
+
+    /// Runs work at once on a thread that has a current scheduler, else hands it to `EventLoop.shared`.
+    ///
+    /// RAC's `subscriptionScheduler`: every `didSubscribe` runs through it, so a
+    /// subscription made on a loop starts synchronously on that loop, and one
+    /// made from a plain thread starts on the shared loop.
+    ///
+    /// Thread rule: safe from any thread.
+    public static let subscription: Scheduler = SubscriptionScheduler()
+
+    /// Runs `body` with this scheduler as `Scheduler.current` on the calling thread.
+    ///
+    /// For scheduler implementations (a virtual-time scheduler marks itself
+    /// current while it runs work). Restores the previous current scheduler
+    /// afterwards.
+    ///
+    /// - Parameter body: The code to run.
+    /// - Returns: What `body` returns.
+    ///
+    /// Thread rule: any thread; the caller must make sure work meant for this scheduler really runs here.
+    @_spi(SchedulerImplementation)
+    public final func runAsCurrentScheduler<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        let previous = ThreadLocals.currentScheduler.value
+        ThreadLocals.currentScheduler.set(Unmanaged.passUnretained(self).toOpaque())
+        defer { ThreadLocals.currentScheduler.set(previous) }
+        return try body()
+    }
+}

@@ -1,0 +1,48 @@
+import CReactiveUVThreadLocal
+
+/// One per-thread object pointer (unretained), held in a C `__thread` variable.
+///
+/// Used for the loop-thread key behind `EventLoop.current` and
+/// `Scheduler.current` (the seeds' `currentScheduler`, with the thread
+/// dictionary replaced by a thread-local variable). Reading it inlines to one
+/// load relative to the thread pointer, so the hot paths (`Subject.sendNext`,
+/// `Subscriber.send`, `Scheduler.isCurrent`) can ask which scheduler is current
+/// on every event. The owner of the value must clear it before the object can
+/// die, so the pointer is never stale.
+///
+/// Thread rule: safe from any thread; each thread sees and sets only its own value.
+@usableFromInline
+package struct ThreadLocalSlot: Sendable {
+    @usableFromInline let isLoop: Bool
+
+    @inlinable
+    init(isLoop: Bool) {
+        self.isLoop = isLoop
+    }
+
+    /// The calling thread's value, or nil.
+    @inlinable
+    package var value: UnsafeMutableRawPointer? {
+        isLoop ? reactiveuv_current_loop() : reactiveuv_current_scheduler()
+    }
+
+    /// Sets the calling thread's value.
+    @inlinable
+    package func set(_ pointer: UnsafeMutableRawPointer?) {
+        if isLoop {
+            reactiveuv_set_current_loop(pointer)
+        } else {
+            reactiveuv_set_current_scheduler(pointer)
+        }
+    }
+}
+
+/// The process-wide thread-local slots.
+@usableFromInline
+package enum ThreadLocals {
+    /// The scheduler that is current on this thread (a loop on its own thread,
+    /// or a `TestScheduler` while it runs work).
+    @inlinable package static var currentScheduler: ThreadLocalSlot { ThreadLocalSlot(isLoop: false) }
+    /// The event loop whose thread this is.
+    @inlinable package static var currentLoop: ThreadLocalSlot { ThreadLocalSlot(isLoop: true) }
+}

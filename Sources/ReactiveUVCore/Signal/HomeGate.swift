@@ -1,0 +1,118 @@
+/// Where a loop-bound source sends its events: the core's gate (a `Subscriber`), or, as its one
+/// specialization, the subscription's own `Sink` with no gate in between.
+///
+/// A source may send to the sink directly only where the sink already does all that the gate
+/// would (`directSink(for:in:on:)` checks it when the source is subscribed):
+/// - the subscription's home is the source's loop and the source runs on it, so no event needs
+///   hopping to another thread;
+/// - the observer is that subscription's own sink (`subscribe(next:error:completed:)`, no
+///   operator and no logging in between), whose dispose handshake drops what comes after a
+///   dispose (and lets `disposeAndWait()` from another thread wait for a callback in progress), and
+///   which disposes the subscription on a terminal event;
+/// - the source holds the gate until it ends and calls it from a local binding, so nothing frees
+///   the sink during a delivery (the subscription's teardown makes the source let go, which
+///   breaks the sink → subscription → source cycle).
+/// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
+/// reader), and the teardown reaches it there, with no lock and no child list. A source that
+/// registers flow control finds the subscription in `subscription`; a home reader needs no hop
+/// counting. Anything else (another thread, an operator's observer, a subject) keeps the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes and
+/// its gate's work per event. (A one-request file-system signal goes further: subscribed with
+/// callbacks on its loop, it is its own subscription, `FileSystemCall`.)
+///
+/// Thread rule: `sendNext`, `sendCompleted`, `sendError` and `isDisposed` are safe from any thread
+/// for `.subscriber`; a `.sink` is only ever made for, and called on, its home loop's thread.
+package enum HomeGate<Value> {
+    case subscriber(Subscriber<Value>)
+    case sink(Sink<Value>)
+
+    /// The sink a source on `loop` may send to without a gate, if `observer` is one: see the type's rules.
+    /// Loop-bound sources call it in `attach`, on whatever thread subscribes; `loop` is then `subscription.home`.
+    ///
+    /// The home is checked by identity against the calling thread's loop first, so a subscription
+    /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
+    /// Inlined: across a call, the sink it returns would be retained, then released.
+    @inline(__always)
+    package static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: Scheduler) -> Sink<Value>? {
+        guard observer.kind == .sink else { return nil }
+        let home = subscription.home
+        // The calling thread's loop is the home, and it is the source's loop.
+        guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(home).toOpaque(),
+              home === loop else {
+            return nil
+        }
+        guard loop.loopLifecycle?.acceptsNewHandles == true, !subscription.isDisposed else { return nil }
+        let sink = unsafeDowncast(observer, to: Sink<Value>.self)
+        return sink.subscription === subscription ? sink : nil
+    }
+
+    /// The subscription the events go to.
+    package var subscription: Subscription {
+        switch self {
+        case .subscriber(let subscriber): subscriber.subscription
+        case .sink(let sink): sink.subscription
+        }
+    }
+
+    /// `subscription.home`'s identity, as `Subscriber.homeIdentity`.
+    package var homeIdentity: UnsafeMutableRawPointer {
+        switch self {
+        case .subscriber(let subscriber): subscriber.homeIdentity
+        case .sink(let sink): Unmanaged.passUnretained(sink.subscription.home).toOpaque()
+        }
+    }
+
+    /// Whether the subscription is disposed (or has ended).
+    package var isDisposed: Bool { subscription.isDisposed }
+
+    /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
+    package func sendNext(_ value: Value) {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendNext(value)
+        case .sink(let sink): sink.handleNext(value)
+        }
+    }
+
+    /// Sends a value on the home thread (the caller checked it once, as `Subscriber.deliverNext`'s callers do).
+    package func deliverNext(_ value: Value) {
+        switch self {
+        case .subscriber(let subscriber): subscriber.deliverNext(value)
+        case .sink(let sink): sink.handleNext(value)
+        }
+    }
+
+    /// Sends values in order as one delivery where the gate can (`Subscriber.sendNexts`).
+    package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendNexts(values)
+        case .sink(let sink): for value in values { sink.handleNext(value) }
+        }
+    }
+
+    /// Sends completion, ending the subscription.
+    package func sendCompleted() {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendCompleted()
+        case .sink(let sink): sink.handleCompleted()
+        }
+    }
+
+    /// Sends an error, ending the subscription.
+    package func sendError(_ error: any Error) {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sendError(error)
+        case .sink(let sink): sink.handleError(error)
+        }
+    }
+
+    /// The flow control the source registered for this reader, if any: the gate's (which counts the
+    /// values it hopped), or, for a sink, the one its subscription made when a consumer asked.
+    package var registeredFlowControl: FlowControl? {
+        switch self {
+        case .subscriber(let subscriber): subscriber.sourceFlowControl.load()
+        case .sink(let sink): sink.subscription.flowControlIfMade
+        }
+    }
+
+    /// The scheduler the events are delivered on.
+    var homeScheduler: Scheduler { subscription.home }
+}

@@ -1,0 +1,156 @@
+import Logging
+import Synchronization
+
+/// Signal event logging through swift-log: subscribe, next, error, completed and dispose, with the signal's name.
+///
+/// Three ways to turn it on, all off by default:
+///
+/// - for one signal: `signal.logEvents(to: logger)` (RAC's `logAll`);
+/// - for every subscription made from now on: `SignalLogging.logger = logger`;
+/// - the environment switch `REACTIVEUV_DEBUG_SIGNALS=1` (which also names the
+///   signals that constructors and operators make): without a logger set
+///   here, events go to standard error as `ReactiveUV: [name] next(1)`.
+///
+/// Values are logged at `.trace`; subscribe, error, completed and dispose at
+/// `.debug` (the logger's own level filters them). Every entry carries the
+/// metadata `signal` (the name, `signal` when the signal has none) and
+/// `event` (`subscribe`, `next`, `error`, `completed`, `dispose`). Names are
+/// empty unless set with `named(_:)` or the environment switch is on.
+///
+/// When off, a subscription pays one relaxed atomic load when it is made,
+/// and no event pays anything.
+///
+/// Thread rule: safe from any thread.
+public enum SignalLogging {
+    /// The logger every subscription made from now on logs its events to; nil (the default) is off.
+    ///
+    /// Subscriptions made while it was nil are not logged later, and ones made
+    /// while it was set keep logging to that logger after it changes.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var logger: Logger? {
+        get { configured.withLock { $0 } }
+        set {
+            // The flag is stored under the lock, so racing setters leave it matching the logger.
+            configured.withLock { logger in
+                logger = newValue
+                isOn.store(newValue != nil || DebugSignals.isEnabled, ordering: .relaxed)
+            }
+        }
+    }
+
+    private static let configured = LockedValue<Logger?>(nil)
+    /// `configured != nil || REACTIVEUV_DEBUG_SIGNALS`: written under `configured`'s lock,
+    /// read without it on every subscribe.
+    @usableFromInline static let isOn = Atomic<Bool>(DebugSignals.isEnabled)
+
+    /// Whether subscriptions log (a relaxed load: a subscription racing with the setter may miss a change).
+    @inlinable
+    package static var isActive: Bool { isOn.load(ordering: .relaxed) }
+
+    /// The logger for a new subscription: the configured one, else standard error under the environment switch.
+    static func subscriptionLogger() -> Logger? {
+        if let logger { return logger }
+        return DebugSignals.isEnabled ? standardErrorLogger : nil
+    }
+
+    /// `REACTIVEUV_DEBUG_SIGNALS` without a logger: every level, to standard error.
+    private static let standardErrorLogger: Logger = {
+        var logger = Logger(label: "ReactiveUV.signals", factory: { _ in StandardErrorSignalLogHandler() })
+        logger.logLevel = .trace
+        return logger
+    }()
+}
+
+/// Logs one subscription's events. Immutable once made.
+final class SignalEventLogger: Sendable {
+    let logger: Logger
+    let name: String
+
+    init(logger: Logger, name: String) {
+        self.logger = logger
+        self.name = name.isEmpty ? "signal" : name
+    }
+
+    func subscribed() {
+        write(.debug, "subscribe", "subscribe")
+    }
+
+    func disposed() {
+        write(.debug, "dispose", "dispose")
+    }
+
+    func log<Value>(_ event: Event<Value>) {
+        switch event {
+        case .next: write(.trace, "next", "\(event)")
+        case .error: write(.debug, "error", "\(event)")
+        case .completed: write(.debug, "completed", "completed")
+        }
+    }
+
+    private func write(_ level: Logger.Level, _ kind: String, _ text: @autoclosure () -> String) {
+        // The level check first, so a filtered entry builds no string.
+        guard logger.logLevel <= level else { return }
+        logger.log(level: level, "[\(name)] \(text())", metadata: ["signal": "\(name)", "event": "\(kind)"])
+    }
+}
+
+/// The environment switch's handler: `ReactiveUV: [name] next(1)` on standard error, as before swift-log.
+private struct StandardErrorSignalLogHandler: LogHandler {
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        reportMisuse("\(event.message)")
+    }
+}
+
+extension Signal {
+    /// `subscribe`'s logging path (kept out of line): logs subscribe, each event and dispose.
+    @usableFromInline
+    @inline(never)
+    func startLogging(_ sink: Sink<Value>, on subscription: Subscription) {
+        guard let logger = SignalLogging.subscriptionLogger() else {
+            start(sink, on: subscription)
+            return
+        }
+        let log = SignalEventLogger(logger: logger, name: name)
+        log.subscribed()
+        subscription.add(ActionDisposable { log.disposed() })
+        start(ClosureObserver(event: { event in
+            log.log(event)
+            sink.handle(event)
+        }), on: subscription)
+    }
+
+    /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).
+    ///
+    /// One log entry per event of each subscription, on the subscription's
+    /// home thread; values at `.trace`, the rest at `.debug`, each with the
+    /// metadata `signal` and `event` (see `SignalLogging`). Costs nothing to
+    /// signals that do not use it.
+    ///
+    /// - Parameters:
+    ///   - logger: Where the entries go (its level filters them).
+    ///   - name: The name to log; nil uses the signal's `name`.
+    /// - Returns: A signal with the same events.
+    ///
+    /// Thread rule: safe from any thread.
+    public func logEvents(to logger: Logger, name: String? = nil) -> Signal<Value> {
+        let label = name ?? self.name
+        return lift { downstream, subscription in
+            let log = SignalEventLogger(logger: logger, name: label)
+            log.subscribed()
+            subscription.add(ActionDisposable { log.disposed() })
+            return { event in
+                log.log(event)
+                downstream(event)
+            }
+        }.debugNamed("[\(self.name)] -logEvents")
+    }
+}

@@ -1,0 +1,29 @@
+/// What a signal of a loop-bound source attaches its subscribers to: how an I/O family (a
+/// stream's bytes, a file-system call) plugs into the one subscribe path, with no closure made
+/// per subscription.
+///
+/// Thread rule: `attach` runs on the subscription's home thread, as `Signal.attach` does.
+package protocol SignalSource<Value>: Sendable {
+    associatedtype Value
+    /// Connects `observer` to the source inside `subscription` (see `Signal.attach`); `signal`
+    /// holds this source, for what must keep it alive.
+    static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: SourceSignal<Self>)
+}
+
+/// A signal whose subscribers attach to `source`: the lane of the one subscribe path that
+/// loop-bound sources take (the source is stored inline: one object per signal).
+///
+/// Thread rule: safe from any thread (the source is immutable).
+package final class SourceSignal<Source: SignalSource>: Signal<Source.Value>, @unchecked Sendable {
+    // `source` is immutable.
+    package let source: Source
+
+    package init(_ source: Source) {
+        self.source = source
+        super.init()
+    }
+
+    override package func attach(_ observer: Observer<Source.Value>, to subscription: Subscription) {
+        Source.attach(observer, to: subscription, signal: self)
+    }
+}

@@ -1,0 +1,442 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A hot signal you send to by hand: RAC's `RACSubject`.
+///
+/// Every subscriber gets the events sent after it subscribed. Sends are safe
+/// from any thread: each subscriber receives them on its own subscription's
+/// home thread (a send made on another thread is hopped there, in order), so
+/// one subscriber never sees two events at once. A send made on the
+/// subscriber's home thread is delivered before `sendNext` returns. A
+/// disposed subscription leaves the subject at once and gets nothing more.
+/// A value sent from another thread than a subscriber's home is handed over
+/// to that thread; the compiler cannot see it, so a subject of non-Sendable
+/// values is sent to only on its subscribers' loop (or its values are not
+/// used by the sender afterwards).
+///
+/// Unlike RAC's subject, one that has ended remembers its terminal event and
+/// sends it to later subscribers (so nobody waits forever on a finished subject).
+///
+/// `ReplaySubject` and `BehaviorSubject` are subjects that also replay recent values.
+///
+/// Cost of a send: subscribers are read from an immutable snapshot, rebuilt
+/// only after the list changed. The first loop thread that sends becomes
+/// the subject's owner and then reads the snapshot with no lock and no
+/// atomic read-modify-write (its check is a thread-local read and two plain
+/// loads; with one subscriber it calls that subscriber directly); other
+/// threads take a short spin lock. Values go down fused operator chains as
+/// plain values. Nothing is allocated per send, and no subscriber is called
+/// with the lock held.
+///
+/// Thread rule: `send*` and subscribing are safe from any thread.
+public class Subject<Value>: Signal<Value>, @unchecked Sendable {
+    // `registry`, `snapshot` and `replay` are protected by `lockWord` (a spin lock held only to read or
+    // change them, never while calling out). `version` mirrors `registry.version` (written under the
+    // lock). `cacheOwner` is atomic; the `cached*`, `cacheDepth` and `retired` vars are touched only by
+    // the thread whose current scheduler won `cacheOwner`. `replayCapacity` and `subscriberType` are immutable.
+    @usableFromInline let lockWord = Atomic<Bool>(false)
+    @usableFromInline @exclusivity(unchecked) final var registry = SubjectRegistry()
+    @usableFromInline @exclusivity(unchecked) final var snapshot: SubjectSnapshot<Value>?
+    @usableFromInline @exclusivity(unchecked) final var replay: SubjectReplay<Value>
+    @usableFromInline let replayCapacity: Int
+    @usableFromInline let version = Atomic<UInt64>(0)
+    @usableFromInline let cacheOwner = Atomic<UInt>(0)
+    @usableFromInline @exclusivity(unchecked) final var cachedVersion: UInt64 = .max
+    @usableFromInline @exclusivity(unchecked) final var cachedSnapshot: Unmanaged<SubjectSnapshot<Value>>?
+    /// The cached snapshot's only subscriber when it has exactly one (the snapshot keeps it alive).
+    @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
+    @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
+    @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
+    /// Unregisters `abandonCache` from the owner loop's shutdown; written once by the owner thread as
+    /// it claims the cache, read by `deinit`.
+    @exclusivity(unchecked) final var ownerShutdownWatch: (any Disposable)?
+    /// `cacheOwner` once its loop shut down: no thread is this, so nobody uses or claims the cache again.
+    @usableFromInline static var abandonedOwner: UInt { 1 }
+    /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
+    private let subscriberType = Subscriber<Value>.self
+
+    /// Creates a subject with no subscribers.
+    ///
+    /// - Returns: A subject.
+    ///
+    /// Thread rule: safe from any thread.
+    public override init() {
+        replayCapacity = 0
+        replay = SubjectReplay(capacity: 0)
+        super.init()
+    }
+
+    /// For `ReplaySubject`/`BehaviorSubject`: a subject that keeps the last `replayCapacity` values.
+    init(replayCapacity: Int, initial: Value?) {
+        self.replayCapacity = replayCapacity
+        replay = SubjectReplay(capacity: replayCapacity)
+        if let initial { replay.record(initial) }
+        super.init()
+    }
+
+    deinit {
+        // Nobody is sending any more (a sender holds a reference), so the owner's cache can go.
+        cachedSnapshot?.release()
+        for snapshot in retired { snapshot.release() }
+        ownerShutdownWatch?.dispose()
+    }
+
+    /// Sends a value to every current subscriber.
+    ///
+    /// Ignored once the subject has ended.
+    ///
+    /// - Parameter value: The value.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public final func sendNext(_ value: Value) {
+        // The owner's check: a thread-local read and two plain loads. The owner is never
+        // claimed for a replaying subject, so this also rules those out.
+        let current = ThreadLocals.currentScheduler.value
+        if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current),
+           version.load(ordering: .acquiring) == cachedVersion {
+            sendOnOwnerThread(value, current: current)
+        } else {
+            sendOffOwnerPath(value, current: current)
+        }
+    }
+
+    /// The owner loop's path: the cached snapshot, current (its version was just checked).
+    @inlinable
+    final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
+        // A subscriber may change the list and re-enter here; the snapshot being
+        // walked is then retired, not released, until the outermost send is done.
+        if let single = cachedSingle {
+            cacheDepth &+= 1
+            single._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            cacheDepth &-= 1
+        } else if let snapshot = cachedSnapshot {
+            cacheDepth &+= 1
+            snapshot._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            cacheDepth &-= 1
+        } else {
+            return
+        }
+        if cacheDepth == 0, !retired.isEmpty { releaseRetired() }
+    }
+
+    /// Every send that is not the owner's with a current cache: a stale cache on the owner
+    /// thread, another thread, a replaying subject. Out of line, so the owner's path stays small.
+    @inlinable
+    @inline(never)
+    final func sendOffOwnerPath(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current) {
+            refreshCache()
+            sendOnOwnerThread(value, current: current)
+        } else {
+            sendLocked(value, current: current)
+        }
+    }
+
+    /// Any other thread's path (and every send to a replaying subject): the snapshot read under the lock.
+    @inlinable
+    final func sendLocked(_ value: Value, current: UnsafeMutableRawPointer?) {
+        lock()
+        if registry.terminated {
+            unlock()
+            return
+        }
+        if replayCapacity > 0 { replay.record(value) }
+        let snapshot = currentSnapshotLocked()
+        unlock()
+        if let current, replayCapacity == 0, cacheOwner.load(ordering: .relaxed) == 0,
+           cacheOwner.compareExchange(expected: 0, desired: UInt(bitPattern: current), ordering: .relaxed).exchanged {
+            // The first loop to send claims the lock-free path.
+            watchOwnerShutdown(current)
+        }
+        snapshot.send(.next(value), current: current)
+    }
+
+    /// The owner thread just claimed the cache: when its loop shuts down, the cache is let go.
+    ///
+    /// The cached snapshot holds the subscribers it listed until the owner sends again; a loop that
+    /// has shut down never does, so without this a subject outliving its sending loop would keep
+    /// subscribers that left, their subscriptions and their home loops for as long as it lives.
+    @usableFromInline
+    @inline(never)
+    final func watchOwnerShutdown(_ current: UnsafeMutableRawPointer) {
+        // A test scheduler's thread owns the cache until the subject goes; only a loop shuts down.
+        guard let loop = Unmanaged<Scheduler>.fromOpaque(current).takeUnretainedValue().loopLifecycle,
+              !loop.isShared else { return }
+        if let watch = loop.addShutdownObserver({ [weak self] in self?.abandonCache() }) {
+            ownerShutdownWatch = watch
+        } else {
+            // The loop already began closing (or never started): nothing fires later.
+            abandonCache()
+        }
+    }
+
+    /// The owner loop is shutting down (its thread): drops the cache for good; sends take the lock from now on.
+    final func abandonCache() {
+        cacheOwner.store(Self.abandonedOwner, ordering: .relaxed)
+        cachedVersion = .max
+        cachedSingle = nil
+        guard let old = cachedSnapshot else { return }
+        cachedSnapshot = nil
+        if cacheDepth > 0 { retired.append(old) } else { old.release() }
+    }
+
+    /// The snapshot of the registered subscribers, built on first use after a change. Lock held.
+    @inlinable
+    final func currentSnapshotLocked() -> SubjectSnapshot<Value> {
+        if let snapshot { return snapshot }
+        return rebuildSnapshotLocked()
+    }
+
+    @usableFromInline
+    final func rebuildSnapshotLocked() -> SubjectSnapshot<Value> {
+        let fresh = SubjectSnapshot<Value>(registry.subscribers)
+        snapshot = fresh
+        return fresh
+    }
+
+    @usableFromInline
+    final func refreshCache() {
+        lock()
+        let fresh = registry.terminated ? nil : Unmanaged.passRetained(currentSnapshotLocked())
+        let freshVersion = registry.version
+        unlock()
+        let old = cachedSnapshot
+        cachedSnapshot = fresh
+        cachedSingle = fresh.flatMap { $0._withUnsafeGuaranteedRef { $0.count == 1 ? $0.elements[0] : nil } }
+        cachedVersion = freshVersion
+        if let old {
+            if cacheDepth > 0 { retired.append(old) } else { old.release() }
+        }
+    }
+
+    @usableFromInline
+    final func releaseRetired() {
+        let list = retired
+        retired = []
+        for snapshot in list { snapshot.release() }
+    }
+
+    /// Ends the subject with an error: every subscriber gets it, and so will later ones.
+    ///
+    /// Ignored once the subject has ended.
+    ///
+    /// - Parameter error: The error.
+    ///
+    /// Thread rule: safe from any thread.
+    public final func sendError(_ error: any Error) {
+        terminate(.error(error))
+    }
+
+    /// Completes the subject: every subscriber gets completion, and so will later ones.
+    ///
+    /// Ignored once the subject has ended.
+    ///
+    /// Thread rule: safe from any thread.
+    public final func sendCompleted() {
+        terminate(.completed)
+    }
+
+    /// Sends any event (`next`, `error` or `completed`).
+    ///
+    /// - Parameter event: The event.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public final func send(_ event: Event<Value>) {
+        switch event {
+        case .next(let value): sendNext(value)
+        case .error(let error): sendError(error)
+        case .completed: sendCompleted()
+        }
+    }
+
+    /// The number of subscriptions currently registered (disposed ones leave at once).
+    ///
+    /// Thread rule: safe from any thread.
+    public final var subscriberCount: Int {
+        lock()
+        defer { unlock() }
+        return registry.subscribers.count
+    }
+
+    /// Whether the subject has ended (an error or completion was sent).
+    ///
+    /// Thread rule: safe from any thread.
+    public final var hasTerminated: Bool {
+        lock()
+        defer { unlock() }
+        return registry.terminated
+    }
+
+    private func terminate(_ event: Event<Value>) {
+        lock()
+        if registry.terminated {
+            unlock()
+            return
+        }
+        replay.terminal = event
+        let subscribers = registry.subscribers
+        registry.subscribers = []
+        registry.terminated = true
+        changedLocked()
+        unlock()
+        let current = ThreadLocals.currentScheduler.value
+        for subscriber in subscribers {
+            unsafeDowncast(subscriber, to: Subscriber<Value>.self).send(event, current: current)
+        }
+    }
+
+    /// Registers a gate holding `observer` (a `subscribe`'s sink itself, or an operator's closures).
+    @usableFromInline
+    package override final func attach(_ observer: Observer<Value>, to subscription: Subscription) {
+        let subscriber = subscriberType.init(observer: observer, subscription: subscription, subject: self)
+        subscription.attachRoot(subscriber)
+        if subscription.isDisposed { return }
+        if replayCapacity == 0 {
+            lock()
+            let ended = registry.terminated
+            if !ended {
+                registry.subscribers.append(subscriber)
+                changedLocked()
+            }
+            unlock()
+            if !ended {
+                // Leaves the list at teardown (`releaseObserver`, as the subscription's root): no
+                // child to add. Teardown runs after this on the home thread; only when the home loop
+                // is gone can it run elsewhere, so a disposal that raced the append leaves here.
+                if subscription.isDisposed { subscriber.leaveSubject() }
+                return
+            }
+        }
+        attachReplaying(subscriber, to: subscription)
+    }
+
+    /// Registers a subscriber of a replaying (or ended) subject and replays to it.
+    private func attachReplaying(_ subscriber: Subscriber<Value>, to subscription: Subscription) {
+        // Replayed values and registration are taken together, so each value is
+        // either replayed or sent live, never both and never missed.
+        lock()
+        let values = replay.buffer.elements
+        let terminal = replay.terminal
+        if terminal == nil {
+            registry.subscribers.append(subscriber)
+            changedLocked()
+        }
+        unlock()
+        if terminal == nil, subscription.isDisposed {
+            // Teardown leaves the list (see `attach`); this covers a disposal that raced the append.
+            subscriber.leaveSubject()
+        }
+        // On the home thread, so these are delivered now, before any send hopped here from elsewhere.
+        let current = ThreadLocals.currentScheduler.value
+        for value in values {
+            if subscription.isDisposed { return }
+            subscriber.send(.next(value), current: current)
+        }
+        if let terminal {
+            subscriber.send(terminal, current: current)
+        }
+    }
+
+    final func remove(_ subscriber: AnyObject) {
+        lock()
+        defer { unlock() }
+        // Newest last: a short-lived subscription is usually found at once.
+        var index = registry.subscribers.count - 1
+        if index >= 0, registry.subscribers[index] === subscriber {
+            // The newest: no elements to move.
+            registry.subscribers.removeLast()
+            changedLocked()
+            return
+        }
+        while index >= 0 {
+            if registry.subscribers[index] === subscriber {
+                registry.subscribers.remove(at: index)
+                changedLocked()
+                return
+            }
+            index -= 1
+        }
+    }
+
+    /// Records a change of the subscriber list (or the end) for senders. Lock held.
+    private func changedLocked() {
+        snapshot = nil
+        registry.version &+= 1
+        version.store(registry.version, ordering: .releasing)
+    }
+
+    /// The latest kept value (for `BehaviorSubject.value`).
+    final var latestReplayed: Value? {
+        lock()
+        defer { unlock() }
+        return replay.buffer.last
+    }
+
+    /// Takes the spin lock. Held only for a few instructions, never while calling out.
+    @inlinable
+    package final func lock() {
+        if !lockWord.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+            lockContended()
+        }
+    }
+
+    @inlinable
+    package final func unlock() {
+        lockWord.store(false, ordering: .releasing)
+    }
+
+    /// The lock is held by another thread for a few instructions: spin, then yield the CPU.
+    @usableFromInline
+    final func lockContended() {
+        var spins = 0
+        while true {
+            if !lockWord.load(ordering: .relaxed),
+               lockWord.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
+                return
+            }
+            spins += 1
+            if spins > 32 { sched_yield() }
+        }
+    }
+}
+
+/// The subscriber list of a subject, without its value type (so subscribing and leaving need no generic metadata).
+@usableFromInline
+struct SubjectRegistry {
+    // Only touched under the subject's lock.
+    /// The registered subscribers; all are `Subscriber<Value>` of the owning subject.
+    @usableFromInline var subscribers: ContiguousArray<AnyObject> = []
+    /// Counts changes to `subscribers` (and the end), so the owner thread knows its snapshot is stale.
+    @usableFromInline var version: UInt64 = 0
+    /// Whether the subject has ended.
+    @usableFromInline var terminated = false
+
+    init() {}
+}
+
+/// What a subject keeps for later subscribers: the last values (replaying subjects) and its end.
+@usableFromInline
+struct SubjectReplay<Value> {
+    // Only touched under the subject's lock.
+    @usableFromInline var terminal: Event<Value>?
+    /// How many values to keep: 0 for a plain subject, `Int.max` for unbounded replay.
+    @usableFromInline let capacity: Int
+    @usableFromInline var buffer = RingBuffer<Value>()
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    @usableFromInline
+    mutating func record(_ value: Value) {
+        if capacity == 0 { return }
+        if buffer.count >= capacity { _ = buffer.popFirst() }
+        buffer.append(value)
+    }
+}

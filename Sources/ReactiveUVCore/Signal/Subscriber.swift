@@ -1,0 +1,285 @@
+import Synchronization
+
+/// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
+///
+/// A signal made with `Signal { subscriber in ... }` sends to one; a subject
+/// keeps one per subscription and sends to it. It is the one gate of the
+/// core, and its rule (`enter` and `leave`, written once) is:
+/// - after the subscription is disposed, or after a terminal event passed,
+///   every event is dropped;
+/// - events reach the observer on the subscription's home thread: a send
+///   from another thread is hopped there through the home loop's queue, in
+///   the order that thread sent them, so events for one subscription are
+///   never concurrent;
+/// - a send made on the home thread has been delivered when it returns
+///   (synchronous, as in RAC). A subscriber that makes its own source send
+///   again (re-entrancy) gets the new event nested inside the current one,
+///   depth first;
+/// - a terminal event closes the gate, reaches the observer, then disposes
+///   the subscription.
+///
+/// It holds its `Observer` without ARC traffic per delivery, and lets go of
+/// it at the subscription's teardown (after the delivery in progress, if
+/// any), even while a sender still holds the subscriber.
+///
+/// Thread rule: `send*` and `isDisposed` are safe from any thread.
+public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
+    // `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and `depth`
+    // are touched only on the subscription's home thread (deliveries run there, sends from elsewhere
+    // are hopped there, teardown runs there); `subject` is set in init and taken once by
+    // `leaveSubject` (after `left`'s atomic exchange); `sourceFlowControl` is atomic.
+    @usableFromInline package let subscription: Subscription
+    /// `subscription.home`'s identity, compared with the thread's current scheduler without touching `home`
+    /// (the subscription keeps `home` alive, so the pointer stays valid).
+    @usableFromInline package let homeIdentity: UnsafeMutableRawPointer
+    /// Holds one reference to the observer until `releasedFlag` is set.
+    @usableFromInline let observer: Unmanaged<Observer<Value>>
+    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag`: one byte, so a value is gated by one test.
+    @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
+    /// Deliveries in progress (nested ones count), so teardown inside one waits for it to return.
+    @usableFromInline @exclusivity(unchecked) var depth = 0
+    /// The `Subject<Value>` this subscriber is registered with, if any; let go of on leaving (a
+    /// sending loop's cached snapshot may list this subscriber until that loop sends again).
+    /// Not an optional `Subject<Value>`: teardown, which runs unspecialized, then looked its
+    /// metadata up on every subscription (+600 instructions per subscribe and dispose); and
+    /// unmanaged, so leaving calls the subject without a retain around the call.
+    private var subject: Unmanaged<AnyObject>?
+    private let left = Atomic<Bool>(false)
+    /// The flow control the source registered, if any (set once, atomically): hops count against it.
+    package let sourceFlowControl = LazyObject<FlowControl>()
+
+    /// A terminal event passed.
+    @usableFromInline static var terminatedFlag: UInt8 { 1 }
+    /// The observer was released (teardown).
+    @usableFromInline static var releasedFlag: UInt8 { 2 }
+    /// Teardown came during a delivery: release when the outermost delivery returns.
+    @usableFromInline static var releasePendingFlag: UInt8 { 4 }
+
+    /// A gate for a source's `didSubscribe`, or (with `subject`) a subject's registration.
+    @usableFromInline
+    package init(observer: Observer<Value>, subscription: Subscription, subject: Subject<Value>? = nil) {
+        self.observer = Unmanaged.passRetained(observer)
+        self.subscription = subscription
+        self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
+        if let subject { self.subject = Unmanaged.passRetained(subject) }
+    }
+
+    deinit {
+        if flags & Self.releasedFlag == 0 { observer.release() }
+        subject?.release()
+    }
+
+    /// Sends a value.
+    ///
+    /// - Parameter value: The value.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendNext(_ value: Value) {
+        sendNext(value, current: ThreadLocals.currentScheduler.value)
+    }
+
+    /// Sends an error, ending the subscription.
+    ///
+    /// - Parameter error: The error.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendError(_ error: any Error) {
+        send(.error(error))
+    }
+
+    /// Sends completion, ending the subscription.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func sendCompleted() {
+        send(.completed)
+    }
+
+    /// Sends an event.
+    ///
+    /// - Parameter event: The event.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public func send(_ event: Event<Value>) {
+        send(event, current: ThreadLocals.currentScheduler.value)
+    }
+
+    /// Delivers now when `current` (the calling thread's current scheduler) is the home, else hops there.
+    @inlinable
+    func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
+            deliver(event)
+        } else {
+            hop(event)
+        }
+    }
+
+    /// `send(.next(value), current:)`, passing the value as a value.
+    @inlinable
+    package func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if current == homeIdentity {
+            deliverNext(value)
+        } else {
+            hop(.next(value))
+        }
+    }
+
+    /// The gate's rule, written once (with `leave`): whether an event may pass now. Home thread only.
+    ///
+    /// It may not after a terminal event passed, after teardown released the observer, or once the
+    /// subscription is disposed. A terminal event that passes closes the gate behind it.
+    /// `deliver` and `deliverNext` call the observer between `enter` and `leave`; they do not pass
+    /// the call in as a closure, which the optimizer left as an indirect call per value.
+    @inlinable
+    @inline(__always)
+    func enter(terminal: Bool) -> Bool {
+        guard flags & (Self.terminatedFlag | Self.releasedFlag) == 0, !subscription.isDisposed else { return false }
+        if terminal { flags |= Self.terminatedFlag }
+        depth &+= 1
+        return true
+    }
+
+    /// The rest of the rule, after the observer returned: a teardown that came meanwhile releases the
+    /// observer now (outermost delivery only), and a terminal event disposes the subscription.
+    @inlinable
+    @inline(__always)
+    func leave(terminal: Bool) {
+        depth &-= 1
+        if flags & Self.releasePendingFlag != 0 { releaseIfOutermost() }
+        if terminal { subscription.dispose() }
+    }
+
+    /// Delivers an event on the home thread, through the gate.
+    @inlinable
+    func deliver(_ event: Event<Value>) {
+        let terminal = event.isTerminating
+        guard enter(terminal: terminal) else { return }
+        observer._withUnsafeGuaranteedRef { $0.receive(event) }
+        leave(terminal: terminal)
+    }
+
+    /// Delivers a value on the home thread, through the gate. Also `sendNext` from a source that
+    /// knows it runs on the home thread (it compared its loop with `homeIdentity` once, when it
+    /// was subscribed). A terminal event sent from inside the observer (re-entrantly) passed the
+    /// gate itself and disposed the subscription already: nothing is left to end here.
+    @inlinable
+    package func deliverNext(_ value: Value) {
+        guard enter(terminal: false) else { return }
+        observer._withUnsafeGuaranteedRef { $0.receiveNext(value) }
+        leave(terminal: false)
+    }
+
+    /// Sends `values` in order, as `sendNext` would send each, but as one delivery on the home thread.
+    ///
+    /// For a source with many values in hand at once (a directory listing's batch): the gate is entered
+    /// once around them all and, when the observer is this subscription's own sink, so is the dispose
+    /// handshake (`DeliveryHandshake.enterDelivery`), instead of once per value. Each value still checks that
+    /// no terminal event, teardown or dispose came during the one before it, and stops the burst if one
+    /// did. Off the home thread each value hops there as `sendNext` would hop it.
+    ///
+    /// Thread rule: safe from any thread.
+    package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
+        guard ThreadLocals.currentScheduler.value == homeIdentity else {
+            for value in values { hop(.next(value)) }
+            return
+        }
+        guard enter(terminal: false) else { return }
+        let stopped = Self.terminatedFlag | Self.releasedFlag
+        observer._withUnsafeGuaranteedRef { observer in
+            if observer.kind == .sink, unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription {
+                let sink = unsafeDowncast(observer, to: Sink<Value>.self)
+                let entry = subscription.enterDelivery()
+                guard entry != .refused else { return }
+                for value in values {
+                    if flags & stopped != 0 || subscription.disposedFlag.load(ordering: .relaxed) { break }
+                    sink.handleNextInBurst(value)
+                }
+                subscription.leaveDelivery(entry)
+            } else {
+                for value in values {
+                    if flags & stopped != 0 || subscription.isDisposed { break }
+                    observer.receiveNext(value)
+                }
+            }
+        }
+        leave(terminal: false)
+    }
+
+    /// Teardown came during a delivery: release once the outermost one returned.
+    @usableFromInline
+    func releaseIfOutermost() {
+        if depth == 0 { releaseNow() }
+    }
+
+    @usableFromInline
+    func hop(_ event: Event<Value>) {
+        if subscription.isDisposed { return }
+        // Two boxes, not a tuple in one: see UncheckedSendable.
+        let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        let delivered: Bool
+        if let control = sourceFlowControl.load() {
+            control.willQueueValue()
+            // A home that is gone drops the work, and the count with it: nothing is left to pause for.
+            delivered = subscription.home.scheduleDroppingIfShutDown {
+                target.value.deliver(payload.value)
+                control.didDeliverQueuedValue()
+            }
+        } else {
+            delivered = subscription.home.scheduleDroppingIfShutDown { target.value.deliver(payload.value) }
+        }
+        // The home loop has shut down: nothing can reach the subscriber any more. Disposing stops the
+        // source (a timer or a connection on another loop would otherwise send into the void, and
+        // each value would be reported as a refused submission though nobody misused anything).
+        if !delivered { subscription.dispose() }
+    }
+
+    /// Whether the subscription is disposed (or has ended): a long-running
+    /// producer can stop early when this turns true.
+    ///
+    /// Thread rule: safe from any thread.
+    @inlinable
+    public var isDisposed: Bool { subscription.isDisposed }
+
+    /// The subscription's compound disposable: add what should be torn down with it.
+    ///
+    /// RAC's `didSubscribeWithDisposable:`. Teardown runs on the home thread.
+    ///
+    /// Thread rule: safe from any thread.
+    public var disposable: CompoundDisposable { subscription }
+
+    /// The scheduler whose thread this subscriber's events are delivered on.
+    ///
+    /// Thread rule: safe from any thread.
+    public var homeScheduler: Scheduler { subscription.home }
+
+    /// Takes this subscriber off its subject's list, once (a no-op for a source's subscriber).
+    @inline(__always)
+    func leaveSubject() {
+        guard !left.exchange(true, ordering: .acquiringAndReleasing), let subject = subject.take() else { return }
+        subject._withUnsafeGuaranteedRef { unsafeDowncast($0, to: Subject<Value>.self).remove(self) }
+        subject.release()
+    }
+
+    /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery
+    /// in progress if there is one). The subscriber is the subscription's root, not one of its
+    /// children, so this is the one place it leaves.
+    package func releaseObserver() {
+        leaveSubject()
+        if flags & Self.releasedFlag != 0 { return }
+        if depth > 0 {
+            flags |= Self.releasePendingFlag
+        } else {
+            releaseNow()
+        }
+    }
+
+    @usableFromInline
+    func releaseNow() {
+        if flags & Self.releasedFlag != 0 { return }
+        flags = (flags | Self.releasedFlag) & ~Self.releasePendingFlag
+        observer.release()
+    }
+}
