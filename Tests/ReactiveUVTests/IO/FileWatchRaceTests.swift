@@ -84,6 +84,29 @@ final class FileWatchRaceTests: XCTestCase {
         XCTAssertGreaterThan(swaps, 0, "the attacker swapped while new directories were taken in")
     }
 
+    /// A tree 80 levels deep, more than a scan holds descriptors for (32): every level is watched, a file made
+    /// at the bottom is reported, and no descriptor is left open on the tree once the watch started.
+    func testATreeDeeperThanTheHeldLevelsIsWatchedWhole() throws {
+        var bottom = directory + "/deep"
+        var relative: [String] = []
+        for level in 0..<80 {
+            relative.append("l\(level)")
+            bottom += "/l\(level)"
+        }
+        try FileManager.default.createDirectory(atPath: bottom, withIntermediateDirectories: true)
+        try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
+            let watch = try harness.record(FileWatch.changes(at: directory + "/deep", recursive: true))
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 81, "the root and 80 levels")
+            XCTAssertEqual(try openDescriptorTargets().filter { $0.hasPrefix(directory) }, [])
+            XCTAssertTrue(FileManager.default.createFile(atPath: bottom + "/made", contents: nil))
+            try watch.wait(for: "the file made at the bottom", timeout: .seconds(60)) { events in
+                events.contains { $0.value?.name == (relative + ["made"]).joined(separator: "/") }
+            }
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
     /// `box/d/sub0`...`box/d/sub29`, `box/link` pointing to `victim`, which holds `sub0/secret`...`sub29/secret`.
     /// Returns the inodes of the victim and its subdirectories.
     private func makeBoxAndVictim(box: String, victim: String) throws -> Set<UInt64> {
