@@ -105,8 +105,8 @@ public enum FileWatch {
     /// meanwhile), and watching goes on.
     ///
     /// - Parameters:
-    ///   - path: A file or directory; an empty path or one with a NUL byte fails with `EINVAL` before
-    ///     anything is watched.
+    ///   - path: A file or directory; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`,
+    ///     before anything is watched.
     ///   - recursive: Also watch subdirectories (only meaningful for a directory).
     ///   - followSymlinks: With `recursive`, also watch directories reached through symbolic links.
     ///   - loop: The loop that watches; nil for the subscription's home loop.
