@@ -165,8 +165,8 @@ final class TreeRemovalWalk: @unchecked Sendable {
         }
     }
 
-    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded
-    /// on the way down: a tree moved meanwhile puts another directory there, whose names are not the tree's.
+    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded when
+    /// its descriptor was closed: a tree moved meanwhile puts another directory there, whose names are not the tree's.
     private func reopenParent(of index: Int) throws(UVError) {
         let parentPath = frames[index - 1].path
         beforeOpening?(parentPath, true)
