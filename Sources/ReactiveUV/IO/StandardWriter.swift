@@ -69,7 +69,8 @@ extension StandardIO {
 /// writing more; then memory stays bounded however slow the reader.
 ///
 /// `close()` flushes and then closes the handle; the descriptor itself is
-/// never closed, and its flags (libuv makes a pipe non-blocking) are put back.
+/// never closed, and its flags (libuv makes a pipe non-blocking) are put back
+/// once no other `StandardIO` stream uses its open file description (see `StandardIO`).
 ///
 /// Thread rule: every method is safe from any thread; work is done on the
 /// writer's loop (calls made there run at once, others are queued there in order).
@@ -213,7 +214,8 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         return openedStream.load()?.queuedWriteByteCount ?? 0
     }
 
-    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its flags as before.
+    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its
+    /// flags as before once no other `StandardIO` stream shares its description.
     ///
     /// Later writes fail with `EPIPE`. The next `StandardIO.output`/`error` call makes a new writer.
     ///
