@@ -42,7 +42,8 @@ struct Options {
     }
 }
 
-/// Writes lines to standard output without letting its queue grow past `highWaterMark`.
+/// Writes lines to standard output, its queue kept near `highWaterMark` (past it by at most the
+/// lines of one input chunk, which are queued together).
 ///
 /// Each piece is sent without a result to wait for (the writer gathers small
 /// writes into one `write(2)` while earlier ones are on their way), except
