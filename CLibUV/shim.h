@@ -16,6 +16,10 @@
 /* glibc declares this only under _GNU_SOURCE, which an imported module cannot set. */
 extern int pthread_setname_np(pthread_t thread, const char *name);
 
+/* glibc (2.30 and later) declares this only under _GNU_SOURCE too. Files.removeTree reads a directory
+ * through the descriptor it unlinks relative to: no second descriptor for a DIR stream. */
+extern ssize_t getdents64(int fd, void *buffer, size_t length);
+
 /* Names the calling thread (at most 15 bytes are kept). */
 static inline void ruv_set_current_thread_name(const char *name) {
     (void)pthread_setname_np(pthread_self(), name);

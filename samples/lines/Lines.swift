@@ -42,30 +42,55 @@ struct Options {
     }
 }
 
-/// Writes lines to standard output without letting its queue grow past `highWaterMark`.
+/// Writes lines to standard output, its queue kept near `highWaterMark` (past it by at most the
+/// lines of one input chunk, which are queued together).
 ///
-/// A write is waited for when the queue is above the mark (the reader is
-/// slower than we are), and every `batch` writes in any case, so that the
-/// loop runs the finished writes' callbacks and a failed write (the reader
-/// went away: `EPIPE`) is seen soon. Confined to the loop's task.
+/// Each piece is sent without a result to wait for (the writer gathers small
+/// writes into one `write(2)` while earlier ones are on their way), except
+/// one now and then: once the queue is above the mark (the reader is slower
+/// than we are), or after `batch` pieces in any case, so that a failed write
+/// (the reader went away: `EPIPE`) is seen soon. The caller waits for that
+/// one (`settle()`) before it produces more. Confined to the loop's task.
 struct LineWriter {
     static let highWaterMark = 64 << 10
-    static let batch = 64
+    static let batch = 1024
     let output: StandardWriter
     private var writesSinceWait = 0
+    private var awaited: Signal<Void>?
     private(set) var mostQueued = 0
 
     init(output: StandardWriter) { self.output = output }
 
-    /// Queues `text`; returns the output's error, if it has failed.
-    mutating func emit(_ text: String) async -> (any Error)? {
-        let written = output.write(text)
-        let queued = output.queuedWriteByteCount
-        mostQueued = max(mostQueued, queued)
+    /// Whether the caller should `settle()` before producing more.
+    var mustSettle: Bool { awaited != nil }
+
+    /// Queues `piece`, marking it as the one to wait for when the queue is high or a batch has gone by.
+    mutating func emit(_ piece: [UInt8]) {
         writesSinceWait += 1
-        guard queued > LineWriter.highWaterMark || writesSinceWait >= LineWriter.batch else { return nil }
+        let queued = output.queuedWriteByteCount
+        mostQueued = max(mostQueued, queued + piece.count)
+        if awaited == nil, writesSinceWait >= LineWriter.batch || queued + piece.count > LineWriter.highWaterMark {
+            writesSinceWait = 0
+            awaited = output.write(piece)
+        } else {
+            output.send(piece)
+        }
+    }
+
+    /// Queues `text` and waits until it was written; returns the output's error, if it has failed.
+    mutating func emitAndWait(_ text: String) async -> (any Error)? {
+        if let error = await settle() { return error }
         writesSinceWait = 0
+        let written = output.write(text)
+        mostQueued = max(mostQueued, output.queuedWriteByteCount)
         return await written.waitUntilCompleted()
+    }
+
+    /// Waits for the write `emit` marked, if any; returns the output's error, if it has failed.
+    mutating func settle() async -> (any Error)? {
+        guard let awaited else { return nil }
+        self.awaited = nil
+        return await awaited.waitUntilCompleted()
     }
 }
 
@@ -84,23 +109,29 @@ func run(_ options: Options, on loop: EventLoop) async -> Int32 {
         return await readKeys(&writer, on: loop)
     }
     if let text = options.repeatText {
+        let line = Array(text.utf8) + [0x0A]
         while failure == nil {
             number += 1
-            failure = await writer.emit("\(number): \(text)\n")
+            writer.emit(Array("\(number): ".utf8) + line)
+            if writer.mustSettle { failure = await writer.settle() }
         }
     } else {
         let prompt = TTY.isTerminal(0) && TTY.isTerminal(1) ? "> " : ""
-        failure = await writer.emit(prompt)
+        var numberer = LineNumberer(prompt: Array(prompt.utf8))
+        failure = await writer.emitAndWait(prompt)
         do {
-            for try await line in StandardIO.input(on: loop).utf8Lines().values {
-                number += 1
-                failure = await writer.emit("\(number): \(line)\n\(prompt)")
+            // Chunks, not lines, cross into the task: the lines of each are numbered and queued at once.
+            for try await chunk in StandardIO.input(on: loop).values {
+                numberer.number(chunk) { writer.emit($0) }
+                if writer.mustSettle { failure = await writer.settle() }
                 if failure != nil { break }
             }
         } catch {
             inputFailure = error
         }
-        if failure == nil, !prompt.isEmpty { failure = await writer.emit("\n") }
+        if failure == nil, let last = numberer.finish() { writer.emit(last) }
+        number = numberer.number
+        if failure == nil, !prompt.isEmpty { failure = await writer.emitAndWait("\n") }
     }
     // Whatever is still queued goes out before the writer closes (unless the output already failed).
     if let error = await writer.output.close().waitUntilCompleted(), failure == nil { failure = error }
@@ -129,7 +160,7 @@ func readKeys(_ writer: inout LineWriter, on loop: EventLoop) async -> Int32 {
         printError("lines: --raw needs a terminal on standard input: \(error)")
         return 2
     }
-    var failure = await writer.emit("raw mode: press keys; Ctrl-D ends, Ctrl-C exits at once\n")
+    var failure = await writer.emitAndWait("raw mode: press keys; Ctrl-D ends, Ctrl-C exits at once\n")
     do {
         keys: for try await chunk in StandardIO.input(on: loop).values {
             if chunk.contains(3) {
@@ -138,7 +169,7 @@ func readKeys(_ writer: inout LineWriter, on loop: EventLoop) async -> Int32 {
                 exit(130)
             }
             if chunk.contains(4) { break keys }
-            failure = await writer.emit("key \(chunk.map(String.init).joined(separator: " "))\n")
+            failure = await writer.emitAndWait("key \(chunk.map(String.init).joined(separator: " "))\n")
             if failure != nil { break keys }
         }
     } catch {

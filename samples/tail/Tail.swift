@@ -9,6 +9,7 @@
 // file's first byte: a file renamed away is read until the name names a file again, however long
 // that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
 // FILE's directory may be missing too, or removed and made again: it is watched again when it is back.
+// A directory that takes FILE's name is said ("replaced with an untailable file") and waited out.
 // Without -F, FILE may also be a pipe (`/dev/stdin`), a FIFO, a device or a `/proc` file: one whose
 // size does not say where its end is is read through once, keeping only its last lines.
 import ReactiveUV
@@ -168,6 +169,12 @@ func isMissing(_ error: any Error) -> Bool {
     (error as? UVError)?.name == "ENOENT"
 }
 
+/// Whether a file of this type can be followed: not a directory or a block device (GNU tail's rule;
+/// reading a directory fails with `EISDIR`).
+func isTailable(_ info: FileInfo) -> Bool {
+    info.type != .directory && info.type != .blockDevice
+}
+
 /// Whether `error` is `EACCES` or `EPERM` (FILE may not be read).
 func isDenied(_ error: any Error) -> Bool {
     guard let name = (error as? UVError)?.name else { return false }
@@ -196,6 +203,8 @@ enum FileEnd {
     case removed
     /// FILE may not be read (a rotation made it for another user): try again at the next wake.
     case denied
+    /// FILE names something that cannot be tailed (a directory): try again at the next wake.
+    case untailable
     /// The wakes ended (the watch failed, or the loop is stopping).
     case stopped
 }
@@ -227,18 +236,21 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
     var isFirstFile = true
     var missingSaid = false
     var deniedSaid = false
+    var untailableSaid = false
     while true {
         let end: FileEnd
         do {
             end = try await FileSystem.withOpenFile(path, on: loop) { file in
                 let opened = try await file.stat().first()!
-                if deniedSaid {
+                guard isTailable(opened) else { return .untailable }
+                if deniedSaid || untailableSaid {
                     printError("tail: '\(path)' has become accessible")
                 } else if missingSaid {
                     printError("tail: '\(path)' has appeared;  following new file")
                 }
                 missingSaid = false
                 deniedSaid = false
+                untailableSaid = false
                 var offset = isFirstFile ? try await copier.startOfLastLines(options.lines, of: file, size: Int(opened.size)) : 0
                 isFirstFile = false
                 while true {
@@ -274,7 +286,8 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                     }
                     // The name has moved on: what the old file still holds goes out first.
                     _ = try await copier.copyToEnd(of: file, from: offset)
-                    return named == nil ? .removed : .replaced
+                    guard let named else { return .removed }
+                    return isTailable(named) ? .replaced : .untailable
                 }
             }
         } catch let error where isMissing(error) {
@@ -295,6 +308,7 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
                 printError("tail: cannot open '\(path)' for reading: Permission denied")
             }
         }
+        if end != .untailable { untailableSaid = false }
         switch end {
         case .replaced:
             // After "has become inaccessible" (the old file was followed meanwhile), the new file's
@@ -308,6 +322,21 @@ func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async thro
             // Wait for the next change before trying again.
             guard try await wakes.next() != nil else { return }
         case .denied:
+            guard try await wakes.next() != nil else { return }
+        case .untailable:
+            // A directory took the name (briefly, as a deploy's swap does): said once, and FILE is looked at
+            // again at each wake, as GNU tail -F does, until a file it can follow has the name.
+            if !untailableSaid {
+                untailableSaid = true
+                missingSaid = false
+                if isFirstFile {
+                    printError("tail: error reading '\(path)': Is a directory")
+                    printError("tail: \(path): cannot follow end of this type of file")
+                } else {
+                    printError("tail: '\(path)' has been replaced with an untailable file")
+                }
+                isFirstFile = false
+            }
             guard try await wakes.next() != nil else { return }
         case .stopped:
             return

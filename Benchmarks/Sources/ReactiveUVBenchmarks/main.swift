@@ -49,6 +49,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("TCP pump", { [IOScenarios.pump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.pump(total: (4 << 30) / UInt64(scale)) })] }),
     ("Unix-socket pump", { [IOScenarios.unixPump(total: (4 << 30) / UInt64(scale), ours: { IOOurs.unixPump(path: $0, total: (4 << 30) / UInt64(scale)) })] }),
     ("lines() over 80-byte lines", { [FramingScenarios.lines(megabytes: 1_024 / scale)] }),
+    ("lines sample vs nl and cat -n", { [SampleScenarios.lines(bytes: (1 << 30) / scale, rounds: quick ? 1 : 3)] }),
     ("spawn rate", { [ProcessScenarios.spawnRate(count: 2000 / scale, rounds: quick ? 3 : 5)] }),
     ("file read, 1 GiB in 64 KiB chunks", { [FileScenarios.read(size: (1 << 30) / scale, rounds: quick ? 1 : 5)] }),
     ("stat throughput", { [FileSystemScenarios.stat(count: 1_000_000 / scale, rounds: quick ? 3 : 5)] }),

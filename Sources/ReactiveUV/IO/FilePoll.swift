@@ -40,8 +40,8 @@ extension FileWatch {
     /// `current` and a nil `previous`. The signal never completes on its own.
     ///
     /// - Parameters:
-    ///   - path: A file or directory; an empty path or one with a NUL byte fails with `EINVAL` before
-    ///     anything is polled.
+    ///   - path: A file or directory; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`,
+    ///     before anything is polled.
     ///   - interval: Time between polls (at least 1 ms).
     ///   - loop: The loop that polls; nil for the subscription's home loop.
     /// - Returns: A signal of status changes.

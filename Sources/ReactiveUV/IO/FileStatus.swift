@@ -53,18 +53,13 @@ public struct FileStatus: Sendable, Hashable, CustomStringConvertible {
 
 /// Synchronous file-system queries made on the loop thread (`uv_fs_*` with no callback).
 ///
-/// Used to check a path before watching it and to walk a directory tree for
-/// the recursive watch: each call is one quick system call on a local file
-/// system, cheaper than a trip through the thread pool.
+/// Used to check a path before watching it and what it leads to since: each
+/// call is one quick system call on a local file system, cheaper than a trip
+/// through the thread pool.
 enum FileSystemQuery {
     /// `stat` (following symlinks) or `lstat`.
     static func status(of path: String, followLinks: Bool = true) throws(UVError) -> FileStatus {
         try status(ofCString: path, named: path, followLinks: followLinks)
-    }
-
-    /// `status(of:followLinks:)` of a path given as its bytes (a name read from a directory need not be UTF-8).
-    static func status(of path: BytePath, followLinks: Bool = true) throws(UVError) -> FileStatus {
-        try path.withCString { (cString) throws(UVError) in try status(ofCString: cString, named: path.description, followLinks: followLinks) }
     }
 
     private static func status(ofCString path: UnsafePointer<CChar>, named name: String, followLinks: Bool) throws(UVError) -> FileStatus {
@@ -73,34 +68,5 @@ enum FileSystemQuery {
         let result = followLinks ? uv_fs_stat(nil, &request, path, nil) : uv_fs_lstat(nil, &request, path, nil)
         try uvCheck(result, "stat \(name)")
         return FileStatus(request.statbuf)
-    }
-
-    /// The entries of a directory (no "." or ".."), each with whether it is a directory (symbolic links are
-    /// not followed: one is not a directory, whatever it points to) and whether `name` is exact.
-    ///
-    /// A name that is not valid UTF-8 (Linux names are bytes) is not exact: its `String` shows U+FFFD
-    /// for what is not, and names no file, so the caller can only report it. Whether it is a directory
-    /// is still read from its bytes.
-    static func entries(of path: String) throws(UVError) -> [(name: String, isDirectory: Bool, nameIsExact: Bool)] {
-        var request = uv_fs_t()
-        defer { uv_fs_req_cleanup(&request) }
-        try uvCheck(uv_fs_scandir(nil, &request, path, 0, nil), "scandir \(path)")
-        var result: [(name: String, isDirectory: Bool, nameIsExact: Bool)] = []
-        var entry = uv_dirent_t()
-        while uv_fs_scandir_next(&request, &entry) == 0 {
-            let exact = String(validatingCString: entry.name)
-            let name = exact ?? String(cString: entry.name)
-            switch entry.type {
-            case UV_DIRENT_DIR:
-                result.append((name, true, exact != nil))
-            case UV_DIRENT_UNKNOWN:
-                let entryPath = BytePath(path).appending(Array(UnsafeBufferPointer(start: entry.name, count: strlen(entry.name))))
-                let isDirectory = (try? status(of: entryPath, followLinks: false))?.isDirectory ?? false
-                result.append((name, isDirectory, exact != nil))
-            default:
-                result.append((name, false, exact != nil))
-            }
-        }
-        return result
     }
 }

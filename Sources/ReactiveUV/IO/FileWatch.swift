@@ -77,7 +77,10 @@ public enum FileWatch {
     /// A recursive watch does not follow symbolic links: a link to a directory
     /// (inside the tree or out of it) is reported as an entry, but what it
     /// points to is not watched, so a link cannot widen the watch beyond the
-    /// tree. Pass `followSymlinks: true` to watch linked directories too; each
+    /// tree, not even one swapped in for a directory while the watch takes it
+    /// in: each subdirectory is opened from its parent's descriptor and watched
+    /// through its own (`/proc/self/fd`; without `/proc` mounted a recursive
+    /// watch ends with `ENOSYS`). Pass `followSymlinks: true` to watch linked directories too; each
     /// directory (by device and inode) is then watched once, so a link cycle
     /// ends instead of recursing.
     ///
@@ -102,8 +105,8 @@ public enum FileWatch {
     /// meanwhile), and watching goes on.
     ///
     /// - Parameters:
-    ///   - path: A file or directory; an empty path or one with a NUL byte fails with `EINVAL` before
-    ///     anything is watched.
+    ///   - path: A file or directory; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`,
+    ///     before anything is watched.
     ///   - recursive: Also watch subdirectories (only meaningful for a directory).
     ///   - followSymlinks: With `recursive`, also watch directories reached through symbolic links.
     ///   - loop: The loop that watches; nil for the subscription's home loop.

@@ -10,6 +10,11 @@ struct FileID: Hashable {
         device = status.device
         inode = status.inode
     }
+
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }
 
 /// The watches of one `FileWatch.changes` subscription, on its loop's shared inotify instance:
@@ -20,6 +25,7 @@ struct FileID: Hashable {
 /// watched name gets a new descriptor and replaces the dead watch.
 final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable {
     // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
+    // What FileWatchSession+Tree.swift uses is internal, not private.
     private enum State {
         case starting
         case watching
@@ -29,26 +35,28 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
     }
 
     /// What one descriptor watches for this subscription.
-    private enum Role { case directory(String), file, parentOfFile }
+    enum Role { case directory(String), file, parentOfFile }
 
     /// What adding a directory's watch found.
-    private enum Added { case added, alreadyThere, reachedElsewhere }
+    enum Added { case added, alreadyThere, reachedElsewhere }
 
     /// How long a watched file's name may stay gone (an editor's save between two renames) before the watch ends.
     static let replacementGrace: Duration = .milliseconds(100)
 
     let loop: EventLoop
-    private let root: String
+    let root: String
     private let recursive: Bool
-    private let followSymlinks: Bool
-    private var subscriber: Subscriber<FileEvent>?
+    let followSymlinks: Bool
+    var subscriber: Subscriber<FileEvent>?
     private var state = State.starting
-    private var hub: InotifyHub?
+    var hub: InotifyHub?
     /// Every descriptor this subscription holds, with what it watches.
-    private var watches: [Int32: Role] = [:]
+    var watches: [Int32: Role] = [:]
     /// The descriptor of each watched directory, by path relative to the root ("" for the root).
-    private var directories: [String: Int32] = [:]
-    private var rootID: FileID?
+    var directories: [String: Int32] = [:]
+    var rootID: FileID?
+    /// The root directory's subdirectories, opened from it (a recursive watch of a directory).
+    var tree: WatchedTree?
     private var rootIsDirectory = false
     /// For a watched file: the descriptor and identity of the file that has the name now.
     private var file: (descriptor: Int32, id: FileID)?
@@ -69,8 +77,11 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         rootID = FileID(status)
         rootIsDirectory = status.isDirectory
         if rootIsDirectory {
-            _ = try watchDirectory("")
-            if recursive { try watchSubdirectories(of: "", announce: false, rescan: false) }
+            _ = try watchDirectory("", open: nil)
+            if recursive {
+                tree = WatchedTree(root: root, rootID: FileID(status), followsLinks: followSymlinks)
+                try watchSubdirectories(of: "", in: nil, announce: false, rescan: false)
+            }
         } else {
             try watchFile(status)
             try watchParentOfFile()
@@ -87,9 +98,14 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         return hub
     }
 
-    private func watchDirectory(_ relative: String) throws(UVError) -> Added {
-        let descriptor = try currentHub().addWatch(fullPath(relative), for: self, onlyDirectory: true,
-                                                   followLink: relative.isEmpty || followSymlinks)
+    /// Watches the directory `relative`: the root by its path, a subdirectory through its open descriptor.
+    func watchDirectory(_ relative: String, open directory: Int32?) throws(UVError) -> Added {
+        let hub = try currentHub()
+        let descriptor = if let directory {
+            try hub.addWatch(directory: directory, named: fullPath(relative), for: self)
+        } else {
+            try hub.addWatch(fullPath(relative), for: self, onlyDirectory: true, followLink: true)
+        }
         if case .directory(let watchedAs)? = watches[descriptor] {
             // Same device and inode: watched already, under this name or (through a link, a cycle) another.
             return watchedAs == relative ? .alreadyThere : .reachedElsewhere
@@ -101,87 +117,8 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         return .added
     }
 
-    /// A subdirectory's watch; nil when it is gone already or not a directory, or (reported) unreadable,
-    /// or (reported) named by bytes that are not UTF-8 (`nameIsExact` false: its `String` names no file,
-    /// so inotify could only answer `ENOENT`, which would read as "gone").
-    private func watchSubdirectory(_ relative: String, nameIsExact: Bool) throws(UVError) -> Added? {
-        guard nameIsExact else {
-            emit(.notWatched, relative)
-            return nil
-        }
-        do {
-            return try watchDirectory(relative)
-        } catch {
-            switch error.code {
-            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue, UV_ELOOP.rawValue:
-                try checkRootStillAtItsPath()
-                return nil  // gone, or no longer a directory: its parent's watch reports that
-            case UV_EACCES.rawValue, UV_EPERM.rawValue:
-                emit(.notWatched, relative)
-                return nil
-            default:
-                throw error  // ENOSPC (the watch limit) and anything unexpected end the signal
-            }
-        }
-    }
-
-    /// Watches every directory below `relative`; with `announce`, reports each entry found (it may be new).
-    /// With `rescan`, also looks inside directories watched already (after events were lost).
-    private func watchSubdirectories(of relative: String, announce: Bool, rescan: Bool) throws(UVError) {
-        let entries: [(name: String, isDirectory: Bool, nameIsExact: Bool)]
-        do {
-            entries = try FileSystemQuery.entries(of: fullPath(relative))
-        } catch {
-            switch error.code {
-            case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
-                try checkRootStillAtItsPath()
-                return  // gone already: its parent reports it
-            case UV_EACCES.rawValue, UV_EPERM.rawValue: emit(.notWatched, relative); return
-            default: throw error
-            }
-        }
-        for entry in entries {
-            guard subscriber != nil else { return }  // the subscriber may dispose while it hears of an entry
-            let name = relative.isEmpty ? entry.name : relative + "/" + entry.name
-            if announce { emit(.renamed, name) }
-            guard subscriber != nil, isDirectoryToWatch(name, listedAsDirectory: entry.isDirectory) else { continue }
-            switch try watchSubdirectory(name, nameIsExact: entry.nameIsExact) {
-            case .added?: try watchSubdirectories(of: name, announce: announce, rescan: rescan)
-            case .alreadyThere? where rescan: try watchSubdirectories(of: name, announce: false, rescan: true)
-            default: break
-            }
-        }
-    }
-
-    /// Ends the watch when the root's path no longer leads to the root: a directory above it was renamed or
-    /// removed, which inotify does not report (only the root's own move or deletion), so every path built
-    /// from the root is wrong from then on. Checked where a subdirectory could not be found by its path (a
-    /// rare failure, not each event): taken as gone, it was never watched, and its files went unreported.
-    private func checkRootStillAtItsPath() throws(UVError) {
-        guard let status = try? FileSystemQuery.status(of: root), FileID(status) == rootID else {
-            throw UVError(code: UV_ENOENT.rawValue,
-                          message: "the watched path no longer leads to the watched directory: a directory above it was renamed "
-                              + "or removed (or made unsearchable), so new subdirectories could not be watched by their paths",
-                          context: "watching \(root)")
-        }
-    }
-
-    /// Whether the entry is a directory to watch: never through a link unless links are followed.
-    private func isDirectoryToWatch(_ relative: String, listedAsDirectory: Bool) -> Bool {
-        if listedAsDirectory { return true }
-        guard followSymlinks else { return false }
-        // A link that leads nowhere (or nowhere readable) is not a directory to watch.
-        return (try? FileSystemQuery.status(of: fullPath(relative)))?.isDirectory ?? false
-    }
-
-    /// Drops the watches of `relative` and of every directory below it (deleted or moved away).
-    private func dropTree(_ relative: String) {
-        let prefix = relative + "/"
-        for (path, descriptor) in directories where path == relative || path.hasPrefix(prefix) { forget(descriptor) }
-    }
-
     /// Forgets a descriptor; unless the kernel dropped it already, gives up the watch.
-    private func forget(_ descriptor: Int32, droppedByKernel: Bool = false) {
+    func forget(_ descriptor: Int32, droppedByKernel: Bool = false) {
         guard let role = watches.removeValue(forKey: descriptor) else { return }
         if case .directory(let path) = role, directories[path] == descriptor { directories[path] = nil }
         if case .file = role, file?.descriptor == descriptor { file = nil }
@@ -307,25 +244,11 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         } else if event.has(IN_CREATE | IN_MOVED_TO),
                   event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
             do {
-                if case .added? = try watchSubdirectory(name, nameIsExact: event.nameIsExact) {
-                    try watchSubdirectories(of: name, announce: true, rescan: false)
-                }
+                try watchNewSubdirectory(name, nameIsExact: event.nameIsExact)
             } catch {
                 fail(error)
             }
         }
-    }
-
-    /// Whether `relative` still names the directory watched by `descriptor` (a watch of the path now gives that
-    /// descriptor back). A watch this added on another directory is given up again: that directory's own event adds it.
-    private func nameStillLeads(to descriptor: Int32, _ relative: String) -> Bool {
-        guard let hub, hub.isHandleOpen,
-              let current = try? hub.addWatch(fullPath(relative), for: self, onlyDirectory: true, followLink: followSymlinks) else {
-            return false
-        }
-        if current == descriptor { return true }
-        if watches[current] == nil { hub.removeWatch(current, for: self) }
-        return false
     }
 
     private func fileEvent(_ event: InotifyEvent) {
@@ -359,7 +282,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
                 return
             }
             if recursive {
-                do { try watchSubdirectories(of: "", announce: false, rescan: true) } catch { fail(error); return }
+                do { try watchSubdirectories(of: "", in: nil, announce: false, rescan: true) } catch { fail(error); return }
             }
         } else {
             checkName()
@@ -378,18 +301,18 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
                      context: "watching \(root)"))
     }
 
-    private func emit(_ kind: FileEvent.Kind, _ name: String) {
+    func emit(_ kind: FileEvent.Kind, _ name: String) {
         let path = !rootIsDirectory || name == "." ? root : fullPath(name)
         subscriber?.sendNext(FileEvent(kind: kind, name: name, path: path))
     }
 
     // MARK: - Paths
 
-    private func fullPath(_ relative: String) -> String {
+    func fullPath(_ relative: String) -> String {
         relative.isEmpty ? root : (root == "/" ? "/" : root + "/") + relative
     }
 
-    private func lastComponent(_ path: String) -> String {
+    func lastComponent(_ path: String) -> String {
         path.split(separator: "/").last.map(String.init) ?? path
     }
 

@@ -58,7 +58,8 @@ public enum Files {
     /// `chunks` or a stream instead.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is opened.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before anything
+    ///     is opened.
     ///   - maxSize: The most bytes to accept, 0 or more (default `defaultMaxReadSize`, 1 GiB). A larger
     ///     regular file fails with `EFBIG` before anything is read; a source that passes it while
     ///     being read (`/dev/zero`) fails with `EFBIG` as soon as it does. A negative size is `EINVAL`.
@@ -103,8 +104,8 @@ public enum Files {
     /// while it waits for data.
     ///
     /// - Parameters:
-    ///   - path: The file (or a FIFO or device: chunks then come as they are read); an empty path or one with a
-    ///     NUL byte fails with `EINVAL` before anything is opened.
+    ///   - path: The file (or a FIFO or device: chunks then come as they are read); an empty path fails with
+    ///     `ENOENT`, one with a NUL byte with `EINVAL`, before anything is opened.
     ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); outside that range the signal fails with `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of chunks.
@@ -138,8 +139,8 @@ public enum Files {
     ///
     /// - Parameters:
     ///   - bytes: The contents.
-    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is
-    ///     opened or created.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before
+    ///     anything is opened or created.
     ///   - append: Add to the end instead of replacing the contents.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal that completes once every byte was written.
@@ -166,8 +167,8 @@ public enum Files {
 }
 
 extension Files {
-    /// `EINVAL` for an empty path or one with a NUL byte, else nil: libuv takes a C string and would
-    /// read, write or create the file named by the part before the NUL.
+    /// `ENOENT` for an empty path (no file has that name), `EINVAL` for one with a NUL byte, else nil: libuv
+    /// takes a C string and would read, write or create the file named by the part before the NUL.
     static func pathRefusal(of path: String, in call: String) -> UVError? {
         refusal { () throws(UVError) in try FileSystemArguments.check(path, in: call) }
     }

@@ -117,7 +117,27 @@ final class InotifyHub: LoopHandle {
         var mask = Self.watchMask
         if onlyDirectory { mask |= UInt32(bitPattern: IN_ONLYDIR) }
         if !followLink { mask |= UInt32(bitPattern: IN_DONT_FOLLOW) }
-        let watch = inotify_add_watch(descriptor, path, mask)
+        return try addWatch(path, mask: mask, named: path, for: owner)
+    }
+
+    /// Watches the directory open as `directory` for `owner`, through its `/proc/self/fd` entry: the kernel
+    /// resolves no path of the tree again, so a component swapped for a symbolic link since the directory
+    /// was opened cannot lead the watch elsewhere. `path` names it in errors.
+    ///
+    /// - Throws: As `addWatch(_:for:onlyDirectory:followLink:)`; `ENOSYS` when `/proc` is not mounted.
+    func addWatch(directory: Int32, named path: String, for owner: any InotifyOwner) throws(UVError) -> Int32 {
+        do {
+            return try addWatch("/proc/self/fd/\(directory)", mask: Self.watchMask | UInt32(bitPattern: IN_ONLYDIR), named: path, for: owner)
+        } catch where error.code == UV_ENOENT.rawValue {
+            // The descriptor is open: only a missing /proc makes its entry missing.
+            throw UVError(code: UV_ENOSYS.rawValue,
+                          message: "cannot watch \(path) by its descriptor: /proc/self/fd is not there (a recursive watch needs /proc mounted)",
+                          context: "inotify_add_watch")
+        }
+    }
+
+    private func addWatch(_ target: String, mask: UInt32, named path: String, for owner: any InotifyOwner) throws(UVError) -> Int32 {
+        let watch = inotify_add_watch(descriptor, target, mask)
         guard watch >= 0 else {
             let code = errno
             if code == ENOSPC {

@@ -24,9 +24,13 @@ import Musl
 ///
 /// Descriptors 0, 1 and 2 are never closed: disposing closes only the libuv
 /// handle. libuv makes a pipe or socket non-blocking in place (a terminal it
-/// reopens first, so the shell's descriptor is left alone); the descriptor's
-/// original flags are put back when the handle closes, so code that reads or
-/// writes it directly afterwards (and a shell sharing a pipe) sees it as before.
+/// reopens first, so the shell's descriptor is left alone); the original flags
+/// are put back when the last of these handles on the same open file
+/// description closes (standard input and output are often one socket or
+/// terminal: inetd, socket activation, `prog <&3 >&3`, `2>&1`), so a writer
+/// still open never turns blocking under the loop, and code that reads or
+/// writes the descriptor directly afterwards (and a shell sharing a pipe) sees
+/// it as before.
 ///
 /// `SIGPIPE` is ignored for the whole process from the first use of any
 /// ReactiveUV stream (as libuv's users must: libuv does not do it), so a
@@ -240,21 +244,21 @@ enum DescriptorClaims {
     }
 }
 
-/// Owns a standard descriptor's stream while it is open: keeps the descriptor's flags as they were
-/// before libuv made it non-blocking, and gives the descriptor back (flags and claim) when the stream ends.
+/// Owns a standard descriptor's stream while it is open: counts it as a user of the descriptor's
+/// open file description (whose flags libuv makes non-blocking: `SharedDescriptions`), and gives
+/// the descriptor back (the count and the claim) when the stream ends.
 ///
 /// Thread rule: loop thread of the stream (created there, told there).
 final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
-    // `savedFlags` is immutable; `released` is only touched on the stream's loop thread.
+    // `descriptor` is immutable; `released` and `onEnd` are only touched on the stream's loop thread.
     let descriptor: Int32
-    private let savedFlags: Int32
     private var released = false
     /// Told (on the loop thread) once the stream ended, with why.
     var onEnd: ((StreamConnection.EndReason) -> Void)?
 
     init(descriptor: Int32) {
         self.descriptor = descriptor
-        savedFlags = fcntl(descriptor, F_GETFL)
+        SharedDescriptions.streamWillOpen(on: descriptor)
     }
 
     /// A stream on `descriptor` (already claimed in `DescriptorClaims`) owned by a new owner,
@@ -282,12 +286,12 @@ final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
         onEnd?(reason)
     }
 
-    /// Puts the descriptor's flags back (libuv set `O_NONBLOCK`) and frees the claim. Idempotent.
+    /// Uncounts the stream (the last one on the description puts its flags back: libuv set
+    /// `O_NONBLOCK`) and frees the claim. Idempotent.
     func release() {
         guard !released else { return }
         released = true
-        // Only 0, 1 and 2 outlive the handle (libuv closes the others with it).
-        if descriptor <= 2, savedFlags >= 0 { _ = fcntl(descriptor, F_SETFL, savedFlags) }
+        SharedDescriptions.streamDidClose(on: descriptor)
         DescriptorClaims.release(descriptor)
     }
 }

@@ -69,13 +69,14 @@ extension StandardIO {
 /// writing more; then memory stays bounded however slow the reader.
 ///
 /// `close()` flushes and then closes the handle; the descriptor itself is
-/// never closed, and its flags (libuv makes a pipe non-blocking) are put back.
+/// never closed, and its flags (libuv makes a pipe non-blocking) are put back
+/// once no other `StandardIO` stream uses its open file description (see `StandardIO`).
 ///
 /// Thread rule: every method is safe from any thread; work is done on the
 /// writer's loop (calls made there run at once, others are queued there in order).
 public final class StandardWriter: @unchecked Sendable, CustomStringConvertible {
-    // `descriptor`, `name`, `loop` and `limits` are immutable; `state`, `pendingWrites` and `closeWaiters`
-    // are confined to `loop`'s thread; `publishedQueue` and `ended` are atomics.
+    // `descriptor`, `name`, `loop` and `limits` are immutable; `state` and `closeWaiters` are confined
+    // to `loop`'s thread; `ended` is atomic and `openedStream` is set once (a compare-and-swap).
     private enum State {
         case unopened
         case stream(StreamConnection, StandardStreamOwner)
@@ -95,11 +96,9 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     let name: String
     private let limits: StreamBufferLimits
     @exclusivity(unchecked) private var state = State.unopened
-    /// Writes handed to the stream whose result has not come yet (`close()` waits for them).
-    @exclusivity(unchecked) private var pendingWrites = 0
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
-    /// `queuedWriteByteCount` as the loop last published it.
-    private let publishedQueue = Atomic<Int>(0)
+    /// The stream once opened, for `queuedWriteByteCount` on other threads (it publishes its queue).
+    private let openedStream = LazyObject<StreamConnection>()
     /// Set once the writer closed or failed: the registry then makes a new one.
     private let ended = Atomic<Bool>(false)
 
@@ -131,9 +130,34 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     /// Thread rule: safe from any thread.
     public var description: String { "\(name) on loop \(loop.name)" }
 
+    /// Queues `bytes` with no result to wait for: the cheap way to write many small pieces (a line at a time).
+    ///
+    /// Writes go out in call order, with those of `write(_:)` and
+    /// `send(_:completion:)`, and small ones made while earlier ones wait are
+    /// written together. A failure is not lost: the writer stays failed (a send
+    /// past `StreamBufferLimits.maxQueuedBytes` fails it with `ENOBUFS`, having
+    /// nobody else to tell), so the next write with a result, and `close()`,
+    /// report it. A producer should still wait now and then for a write's
+    /// result (one in every few hundred, or once `queuedWriteByteCount` is
+    /// high), which also bounds the queue when the reader is slow.
+    ///
+    /// - Parameter bytes: The bytes to write.
+    ///
+    /// Thread rule: safe from any thread.
+    public func send(_ bytes: [UInt8]) {
+        if loop.inEventLoop {
+            write(bytes, completion: nil)
+        } else {
+            // Refused only once the loop has shut down, which every later write and `close()` report too.
+            _ = loop.enqueue { self.write(bytes, completion: nil) }
+        }
+    }
+
     /// Queues `bytes` and calls `completion` on the writer's loop thread once they were written (nil) or failed.
     ///
-    /// The array is not copied. The errors are those listed on `StandardWriter`.
+    /// A small write made while earlier ones wait for the reader is copied into
+    /// one buffer with them (one `write(2)` for many); a larger one is not copied.
+    /// The errors are those listed on `StandardWriter`.
     ///
     /// - Parameters:
     ///   - bytes: The bytes to write.
@@ -157,7 +181,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     /// The write starts now, whether or not the result is subscribed; writes
     /// go out in call order. The result is replayed to every subscriber.
     ///
-    /// - Parameter bytes: The bytes to write (not copied).
+    /// - Parameter bytes: The bytes to write (a small write may be copied: see `send(_:completion:)`).
     /// - Returns: A signal that completes when written, or fails with the error.
     ///
     /// Thread rule: safe from any thread.
@@ -187,10 +211,11 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     /// Thread rule: safe from any thread; never blocks.
     public var queuedWriteByteCount: Int {
         if loop.inEventLoop, case .stream(let stream, _) = state { return stream.loopQueuedWriteByteCount }
-        return publishedQueue.load(ordering: .acquiring)
+        return openedStream.load()?.queuedWriteByteCount ?? 0
     }
 
-    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its flags as before.
+    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its
+    /// flags as before once no other `StandardIO` stream shares its description.
     ///
     /// Later writes fail with `EPIPE`. The next `StandardIO.output`/`error` call makes a new writer.
     ///
@@ -212,29 +237,29 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     // MARK: - loop thread
 
-    private func write(_ bytes: [UInt8], completion: @escaping ((any Error)?) -> Void) {
+    private func write(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         if case .unopened = state { open() }
         switch state {
         case .unopened, .closed:
-            completion(UVError(code: UV_EPIPE.rawValue, message: "the writer was closed", context: "write to \(name)"))
+            completion?(UVError(code: UV_EPIPE.rawValue, message: "the writer was closed", context: "write to \(name)"))
         case .failed(let error):
-            completion(error)
+            completion?(error)
         case .file:
-            completion(writeFile(bytes))
+            let error = writeFile(bytes)
+            completion?(error)
         case .stream(let stream, _):
-            pendingWrites += 1
+            guard let completion else {
+                stream.sendOnLoop(bytes, completion: nil)
+                return
+            }
             stream.sendOnLoop(bytes) { [self] error in
-                pendingWrites -= 1
-                publish()
                 // A write cancelled because an earlier one failed (EPIPE) reports that failure, which is what the caller needs.
                 if let error = error as? UVError, error.code == UV_ECANCELED.rawValue, case .failed(let cause) = state {
                     completion(cause)
                 } else {
                     completion(error)
                 }
-                if pendingWrites == 0, !closeWaiters.isEmpty { finishClose(error) }
             }
-            publish()
         }
     }
 
@@ -270,6 +295,10 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             return
         }
         owner.onEnd = { [self] reason in streamDidEnd(reason) }
+        // Sends without a result go through libuv's queue too, so that those made while one is
+        // on its way are written together (see `StreamCore+Coalescing.swift`).
+        stream.bits.batchesSends = true
+        _ = openedStream.storeIfNil(stream)
         state = .stream(stream, owner)
     }
 
@@ -297,14 +326,6 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
-    private func publish() {
-        if case .stream(let stream, _) = state {
-            publishedQueue.store(stream.loopQueuedWriteByteCount, ordering: .releasing)
-        } else {
-            publishedQueue.store(0, ordering: .releasing)
-        }
-    }
-
     /// The stream ended by itself (a failed write, the loop's shutdown) or because the writer closed it.
     private func streamDidEnd(_ reason: StreamConnection.EndReason) {
         switch reason {
@@ -312,7 +333,6 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         case .failed(let error): fail(error)
         case .shutDown: fail(EventLoopError.shutDown(loop: loop.name))
         }
-        publish()
     }
 
     private func fail(_ error: any Error) {
@@ -334,23 +354,23 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             state = .closed
             ended.store(true, ordering: .releasing)
             outcome.finish(nil)
-        case .stream:
+        case .stream(let stream, _):
             closeWaiters.append(outcome)
-            if pendingWrites == 0 { finishClose(nil) }
+            // Once every write was called back; a failure on the way fails the waiters first (`fail`).
+            if closeWaiters.count == 1 { stream.whenWritesFinished { [self] in finishClose() } }
         }
     }
 
-    /// Every write finished and someone asked to close: close the handle and tell them how the last write went.
-    private func finishClose(_ lastError: (any Error)?) {
+    /// Every write finished and someone asked to close: close the handle and tell them.
+    private func finishClose() {
         guard case .stream(let stream, let owner) = state else { return }
         state = .closed
         ended.store(true, ordering: .releasing)
         stream.end(.closed)
         owner.release()
-        publish()
         let waiters = closeWaiters
         closeWaiters = []
-        for waiter in waiters { waiter.finish(lastError) }
+        for waiter in waiters { waiter.finish(nil) }
     }
 }
 

@@ -29,6 +29,11 @@ extension StreamConnection {
     /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
     private func requestFIN(outcome: WriteOutcome?) -> UVError? {
         bits.writesShutDown = true
+        // The gathered writes go before the FIN (libuv sends it after the requests it holds).
+        if bits.coalescing {
+            startBatch(extras)
+            guard isHandleOpen else { return closedError("shutdown") }
+        }
         let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
             try request.start(uvStream)

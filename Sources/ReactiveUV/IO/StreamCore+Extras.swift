@@ -22,9 +22,9 @@ import Musl
 /// Thread rule: the fields marked loop thread only are touched on the stream's loop thread only;
 /// the atomics and `tcpAddresses` from any thread; `namedPeer` is written before the stream is handed out.
 final class StreamExtras: @unchecked Sendable {
-    // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`,
-    // `closeWaiters`, `fileSends`, `writableWatchers`, `isWritable`, `bulkChunk`,
-    // `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
+    // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`, `batch`,
+    // `lastBatchByteCount`, `requestsInFlight`, `flushWaiters`, `writeRequestsStarted`, `closeWaiters`, `fileSends`,
+    // `writableWatchers`, `isWritable`, `bulkChunk`, `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
     // only read after. The rest are atomics or lock their own state.
 
     /// Finished write requests kept for reuse (loop thread only): see `StreamConnection.keepForReuse`.
@@ -32,6 +32,17 @@ final class StreamExtras: @unchecked Sendable {
     @exclusivity(unchecked) var writePoolCount = 0
     /// What the queued writes cost in memory: each one's payload plus `perWriteOverhead` (loop thread only).
     @exclusivity(unchecked) var queuedWriteCost = 0
+    /// Small writes gathered while earlier ones are in libuv's hands (`StreamCore+Coalescing.swift`;
+    /// loop thread only, and only while the stream's `coalescing` bit is set).
+    @exclusivity(unchecked) var batch = WriteBatch()
+    /// The size of the last batch that went out, what the next one reserves (loop thread only).
+    @exclusivity(unchecked) var lastBatchByteCount = 0
+    /// This stream's `uv_write` requests libuv has not called back yet (loop thread only).
+    @exclusivity(unchecked) var requestsInFlight = 0
+    /// Who waits for every write queued so far to be called back (`whenWritesFinished`; loop thread only).
+    @exclusivity(unchecked) var flushWaiters: [() -> Void] = []
+    /// Every `uv_write` this stream started (loop thread only): what tests count writes by.
+    @exclusivity(unchecked) var writeRequestsStarted = 0
     /// Who waits for the graceful close (each `close()` call's result; loop thread only).
     @exclusivity(unchecked) var closeWaiters: [WriteOutcome] = []
     /// Files being sent (`sendFile`) and what waits behind them; nil until the first (loop thread only).

@@ -53,10 +53,11 @@ extension StreamConnection {
             return
         }
         var written = 0
-        if completion == nil, transport == .tcp || (transport == .pipe && !ipc) {
+        if completion == nil, !bits.coalescing, !bits.batchesSends, transport == .tcp || (transport == .pipe && !ipc) {
             // Nobody waits for this write's result: try it now. With nothing queued (libuv answers
-            // EAGAIN otherwise, so the order holds) the kernel usually takes all of it, and no
-            // request, callback or pooled object is involved; what it did not take is queued below.
+            // EAGAIN otherwise, and no batch is waiting, so the order holds) the kernel usually takes
+            // all of it, and no request, callback or pooled object is involved; what it did not take
+            // is queued below.
             switch tryWriting(bytes) {
             case .all:
                 noteActivityIfTracked()
@@ -71,17 +72,24 @@ extension StreamConnection {
         }
         // A write is queued: its cost and request live in the extras, made now if this is the first.
         let extras = self.extras
-        // `pooled` owns a reference: libuv keeps it while the write is pending (see `keepForReuse`).
-        let pooled: Unmanaged<WriteRequest>
-        if extras.writePoolCount > 0, let writePool = extras.writePool {
-            extras.writePoolCount -= 1
-            pooled = writePool[extras.writePoolCount]
-        } else {
-            pooled = Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        if joinsBatch(bytes.count - written, extras) {
+            addToBatch(bytes, from: written, cost: cost, completion: completion, extras)
+            return
         }
+        // A larger write follows the batch gathered before it.
+        if bits.coalescing {
+            startBatch(extras)
+            guard isHandleOpen else {
+                completion?(closedError("write"))
+                return
+            }
+        }
+        // `pooled` owns a reference: libuv keeps it while the write is pending (see `keepForReuse`).
+        let pooled = pooledRequest(extras)
         // Borrowed: the reference `pooled` owns keeps it alive; libuv never calls back inside uv_write.
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
+            request.cost = cost
             return request.startWrite(bytes, skipping: written, to: uvStream, handingOver: true, callback: streamWriteCallback)
         }
         if result < 0 {
@@ -92,12 +100,29 @@ extension StreamConnection {
             end(.failed(failure))
             return
         }
-        let queuedNow = Int(uvStream.pointee.write_queue_size)
-        extras.publishedWriteQueue.store(queuedNow, ordering: .relaxed)
+        extras.requestsInFlight += 1
+        extras.writeRequestsStarted += 1
         extras.queuedWriteCost += cost
+        didQueue(extras)
+    }
+
+    /// A write was queued (as a request or into the batch): publishes the queue and its cost,
+    /// and turns `writable` and reading off past the high-water mark.
+    func didQueue(_ extras: StreamExtras) {
+        let queuedNow = loopQueuedWriteByteCount
+        extras.publishedWriteQueue.store(queuedNow, ordering: .relaxed)
         extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         if extras.isWritable && extras.queuedWriteCost > limits.highWaterMark { setWritable(false) }
         if !bits.writeBackpressure && queuedNow > limits.highWaterMark { updateBackpressure() }
+    }
+
+    /// A request from the stream's pool, or a new one; the result owns a reference (see `keepForReuse`).
+    func pooledRequest(_ extras: StreamExtras) -> Unmanaged<WriteRequest> {
+        if extras.writePoolCount > 0, let writePool = extras.writePool {
+            extras.writePoolCount -= 1
+            return writePool[extras.writePoolCount]
+        }
+        return Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
     }
 
     private enum TryWrite {
@@ -133,32 +158,41 @@ extension StreamConnection {
 
     /// libuv called `write` back; `write` owns the reference libuv held (see `keepForReuse`).
     func writeDidFinish(_ write: Unmanaged<WriteRequest>, status: Int32) {
-        // The payload's size first: taking the completion forgets the payload.
-        let (byteCount, completion) = write._withUnsafeGuaranteedRef { ($0.payload.count, $0.takeCompletion()) }
+        // Taking the completions forgets the payload.
+        let (cost, completion, batched) = write._withUnsafeGuaranteedRef { ($0.cost, $0.takeCompletion(), $0.takeBatchCompletions()) }
         // Made when the write was queued (a write is only ever started by `send`, which makes them).
         let extras = self.extras
         keepForReuse(write, in: extras)
-        extras.queuedWriteCost -= byteCount + StreamConnection.perWriteOverhead
-        if isHandleOpen {
-            extras.publishedWriteQueue.store(Int(uvStream.pointee.write_queue_size), ordering: .relaxed)
-            extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
-        }
+        extras.queuedWriteCost -= cost
+        extras.requestsInFlight -= 1
         if status == 0 {
+            // The writes gathered behind this one go out before its callers hear of it.
+            if extras.requestsInFlight == 0, bits.coalescing, isHandleOpen { startBatch(extras) }
+            if isHandleOpen {
+                extras.publishedWriteQueue.store(loopQueuedWriteByteCount, ordering: .relaxed)
+                extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
+            }
             noteActivityIfTracked()
             if !extras.isWritable && extras.queuedWriteCost <= limits.lowWaterMark { setWritable(true) }
             completion?(nil)
+            for each in batched { each.body(nil) }
             if bits.writeBackpressure { updateBackpressure() }
             fileSends?.writeFinished()
+            if extras.requestsInFlight == 0, !isHandleOpen { cancelBatch(extras) }
+            runFlushWaitersIfFlushed(extras)
             return
         }
-        if status == UV_ECANCELED.rawValue {
-            completion?(UVError(code: status, message: "the connection closed before the bytes were flushed",
-                                context: "write to \(peerDescription)"))
-            return
+        if isHandleOpen {
+            extras.publishedWriteQueue.store(loopQueuedWriteByteCount, ordering: .relaxed)
+            extras.publishedWriteCost.store(extras.queuedWriteCost, ordering: .relaxed)
         }
-        let error = UVError(code: status, context: "write to \(peerDescription)")
+        let error = status == UV_ECANCELED.rawValue ? unflushedError() : UVError(code: status, context: "write to \(peerDescription)")
         completion?(error)
-        end(.failed(error))
+        for each in batched { each.body(error) }
+        if status != UV_ECANCELED.rawValue { end(.failed(error)) }
+        // libuv has called back every request the ended stream had: the batch behind them fails last.
+        if extras.requestsInFlight == 0, !isHandleOpen { cancelBatch(extras) }
+        runFlushWaitersIfFlushed(extras)
     }
 
     /// Puts a finished request (and the reference `write` owns) into the pool, or releases it when the pool is full or the stream closed.
@@ -167,7 +201,7 @@ extension StreamConnection {
     /// finished write and freed in `didClose()`. Each entry owns one reference, handed to libuv
     /// when the request starts and taken back in `streamWriteCallback`: no retain, release,
     /// or array bookkeeping per write.
-    private func keepForReuse(_ write: Unmanaged<WriteRequest>, in extras: StreamExtras) {
+    func keepForReuse(_ write: Unmanaged<WriteRequest>, in extras: StreamExtras) {
         guard isHandleOpen, extras.writePoolCount < StreamConnection.writePoolLimit else {
             write.release()
             return
@@ -188,7 +222,7 @@ extension StreamConnection {
 /// The stream is borrowed without a retain: `handle.data` holds the retain
 /// taken in `didOpen()` until the close callback, and libuv calls every
 /// pending write back (`ECANCELED` once closing) before that callback runs.
-private let streamWriteCallback: uv_write_cb = { request, status in
+let streamWriteCallback: uv_write_cb = { request, status in
     guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
     // The reference the stream handed over when it started the write (see `StreamConnection.keepForReuse`).
     let write = Unmanaged<WriteRequest>.fromOpaque(data)

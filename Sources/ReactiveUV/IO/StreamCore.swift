@@ -204,7 +204,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         didOpen()
     }
 
-    final var loopQueuedWriteByteCount: Int { isHandleOpen ? Int(uv_stream_get_write_queue_size(uvStream)) : 0 }
+    /// Bytes written and not yet taken by the kernel: libuv's queue and the batch gathered behind it.
+    final var loopQueuedWriteByteCount: Int { isHandleOpen ? Int(uv_stream_get_write_queue_size(uvStream)) + batchedByteCount : 0 }
 
     final func closedError(_ operation: String) -> UVError {
         UVError(code: UV_ENOTCONN.rawValue, message: "the connection is closed", context: "\(operation) on \(peerDescription)")
@@ -505,6 +506,9 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
 
     override func didClose() {
         if let extras = extrasIfMade {
+            // libuv called back every request before this: a batch still open had none in front of it.
+            cancelBatch(extras)
+            runFlushWaitersIfFlushed(extras)
             if let writePool = extras.writePool {
                 for index in 0..<extras.writePoolCount { writePool[index].release() }
                 writePool.deallocate()

@@ -1,4 +1,4 @@
-/// A stream's small states in sixteen bits: seven flags, where its reading stands and whether reads
+/// A stream's small states in sixteen bits: nine flags, where its reading stands and whether reads
 /// go into bulk arrays.
 ///
 /// As eleven one-byte fields they took every stream past a malloc size class (an idle server holds
@@ -17,6 +17,7 @@ struct StreamStateBits {
 
     private var raw: UInt16 = 0
 
+    private static let coalescingBit: UInt16 = 1 << 0
     private static let writeBackpressureBit: UInt16 = 1 << 1
     private static let consumerPausedBit: UInt16 = 1 << 2
     private static let readerIsHomeBit: UInt16 = 1 << 3
@@ -26,6 +27,7 @@ struct StreamStateBits {
     private static let peerEndedBit: UInt16 = 1 << 7
     private static let inputShift: UInt16 = 8
     private static let bulkReadsShift: UInt16 = 10
+    private static let batchesSendsBit: UInt16 = 1 << 12
     private static let twoBits: UInt16 = 0b11
 
     private func flag(_ bit: UInt16) -> Bool { raw & bit != 0 }
@@ -34,6 +36,12 @@ struct StreamStateBits {
         raw = on ? raw | bit : raw & ~bit
     }
 
+    /// Small writes are being gathered into a batch not yet handed to libuv (`StreamCore+Coalescing.swift`).
+    var coalescing: Bool { get { flag(Self.coalescingBit) } set { set(Self.coalescingBit, newValue) } }
+    /// A `send` without completion is queued as a request (written at once when nothing is
+    /// pending, as `uv_try_write` would), so that those made before its callback are gathered
+    /// into one batch: set for a writer of many small pieces (`StandardWriter`).
+    var batchesSends: Bool { get { flag(Self.batchesSendsBit) } set { set(Self.batchesSendsBit, newValue) } }
     /// The write queue passed the high-water mark and has not drained to the low-water mark yet.
     var writeBackpressure: Bool { get { flag(Self.writeBackpressureBit) } set { set(Self.writeBackpressureBit, newValue) } }
     /// The reader's consumer asked to pause.

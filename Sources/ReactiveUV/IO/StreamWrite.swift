@@ -29,6 +29,10 @@ final class WriteRequest: LoopRequest {
     @exclusivity(unchecked) private(set) var payload: [UInt8] = []
     /// Who waits for the result (`write(_:)`, `send(_:completion:)`); nil for `send(_:)`.
     @exclusivity(unchecked) var completion: (((any Error)?) -> Void)?
+    /// A coalesced request's waiters, in the order of their writes (`StreamCore+Coalescing.swift`); empty otherwise.
+    @exclusivity(unchecked) var batchCompletions: [WriteCompletion] = []
+    /// What the request counts in its stream's queue cost (`StreamConnection.perWriteOverhead` per write it carries).
+    @exclusivity(unchecked) var cost = 0
 
     init(loop: EventLoop, owner: (any StreamWriteOwner)?) {
         self.owner = owner
@@ -66,10 +70,11 @@ final class WriteRequest: LoopRequest {
         return result
     }
 
-    /// Forgets the payload and the completion, for reuse.
+    /// Forgets the payload and the completions, for reuse.
     func reset() {
         payload = []
         completion = nil
+        batchCompletions = []
     }
 
     /// Forgets the payload and hands the completion over (moved out, not copied), for reuse.
@@ -77,6 +82,13 @@ final class WriteRequest: LoopRequest {
         payload = []
         var taken: (((any Error)?) -> Void)? = nil
         swap(&taken, &completion)
+        return taken
+    }
+
+    /// Hands a coalesced request's completions over (moved out), leaving none.
+    func takeBatchCompletions() -> [WriteCompletion] {
+        var taken: [WriteCompletion] = []
+        swap(&taken, &batchCompletions)
         return taken
     }
 

@@ -221,10 +221,6 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "hello\n")
     }
 
-    /// `-F` on a name whose directory does not exist yet, then is made, removed and made again (a log
-    /// directory rotated away): the sample waits, and follows each new file. The watch of the directory
-    /// failed with ENOENT and the sample exited 1 ("ENOENT: no such file or directory (stat DIR)", and
-    /// "the watched path was deleted or moved away" for the removal) where GNU tail -F goes on.
     /// A directory inotify cannot watch (searchable, not readable: mode 0o311) holding a readable file:
     /// `-F` says so and follows the file by looking every `--interval`, as GNU tail reverts to polling.
     /// Before, the watch's `EACCES` ended the sample with status 1 after the first lines. (As root, the
@@ -277,6 +273,10 @@ final class TailSampleTests: XCTestCase {
         XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
     }
 
+    /// `-F` on a name whose directory does not exist yet, then is made, removed and made again (a log
+    /// directory rotated away): the sample waits, and follows each new file. The watch of the directory
+    /// failed with ENOENT and the sample exited 1 ("ENOENT: no such file or directory (stat DIR)", and
+    /// "the watched path was deleted or moved away" for the removal) where GNU tail -F goes on.
     func testFollowingAFileWhoseDirectoryIsMissingOrRemovedWaitsForIt() throws {
         let logs = directory + "/logs"
         let file = logs + "/app.log"
@@ -295,5 +295,36 @@ final class TailSampleTests: XCTestCase {
         sample.waitForOutput(containing: "third\n")
         XCTAssertEqual(interrupt(sample), 0, sample.standardError)
         XCTAssertEqual(sample.standardOutput, "first\nsecond\nthird\n")
+    }
+
+    /// The followed file swapped for a directory (`renameat2` `RENAME_EXCHANGE`, as a deploy's swap does), then
+    /// the directory swapped for a new file the same way: `-F` says "'FILE' has been replaced with an untailable
+    /// file", waits, and follows the new file from its start ("has become accessible"), as GNU `tail -F` does.
+    /// Before, reading the directory failed with `EISDIR` and the sample exited 1.
+    func testAFileBrieflyReplacedByADirectoryIsFollowedWhenAFileReturns() throws {
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else {
+            throw XCTSkip("this C library has no renameat2")
+        }
+        let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+        let swapped = directory + "/release"
+        try FileManager.default.createDirectory(atPath: swapped, withIntermediateDirectories: false)
+        try write("one\n")
+        let sample = try SampleProcess("tail", ["-F", "--interval", "100ms", path])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        sample.waitForOutput(containing: "one\n")
+        let exchange: UInt32 = 2  // RENAME_EXCHANGE
+        guard renameat2(AT_FDCWD, path, AT_FDCWD, swapped, exchange) == 0 else {
+            throw XCTSkip("this file system cannot exchange names (errno \(errno))")
+        }
+        waitForError(sample, containing: "tail: '\(path)' has been replaced with an untailable file")
+        // Exchanged again, so that the name never names nothing (which is said differently).
+        try write("two\n", to: directory + "/next.log")
+        XCTAssertEqual(renameat2(AT_FDCWD, directory + "/next.log", AT_FDCWD, path, exchange), 0)
+        sample.waitForOutput(containing: "two\n")
+        waitForError(sample, containing: "tail: '\(path)' has become accessible")
+        XCTAssertEqual(interrupt(sample), 0, sample.standardError)
+        XCTAssertEqual(sample.standardOutput, "one\ntwo\n")
+        XCTAssertFalse(sample.standardError.contains("EISDIR"), sample.standardError)
     }
 }

@@ -14,6 +14,21 @@ enum InotifyProbe {
         return processes.filter { $0.allSatisfy(\.isNumber) }.reduce(0) { $0 + watches(inFdinfoOf: $1) }
     }
 
+    /// The inode numbers this process's inotify watches are on now (the "ino:" of each "inotify wd:" line, hex).
+    static func watchedInodesOfThisProcess() -> Set<UInt64> {
+        let directory = "/proc/self/fdinfo"
+        var inodes: Set<UInt64> = []
+        for descriptor in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+            guard let text = try? String(contentsOfFile: directory + "/" + descriptor, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("inotify wd:") {
+                guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("ino:") }),
+                      let inode = UInt64(field.dropFirst(4), radix: 16) else { continue }
+                inodes.insert(inode)
+            }
+        }
+        return inodes
+    }
+
     private static func watches(inFdinfoOf process: String) -> Int {
         let directory = "/proc/\(process)/fdinfo"
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []

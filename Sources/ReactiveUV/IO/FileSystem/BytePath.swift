@@ -1,7 +1,6 @@
 /// A path as the kernel takes it: its bytes, NUL-terminated, which need not be UTF-8 (a name read
 /// from a directory is whatever bytes it was made with). Shown in messages as UTF-8, with what is
-/// not replaced (U+FFFD); only the bytes are ever passed to a call. Used by `Files.removeTree` and the
-/// recursive watch's directory scan.
+/// not replaced (U+FFFD); only the bytes are ever passed to a call. Used by `Files.removeTree`.
 ///
 /// Thread rule: a value type; safe from any thread.
 struct BytePath: Equatable, CustomStringConvertible {

@@ -113,8 +113,9 @@ final class DirectoryCreation {
 /// requests instead of holding a thread for all of it. What each entry is comes from its directory entry
 /// (or `lstat` where the file system does not say); only a real directory is descended into, and it is
 /// opened with `O_NOFOLLOW`, so a link to a directory is unlinked like any file and its target is never
-/// touched. Entries are reached relative to directory descriptors, so a tree deeper than `PATH_MAX` is
-/// removed too, and names are kept as bytes: one that is not UTF-8 is removed like any other.
+/// touched. Entries are reached one component at a time relative to directory descriptors, so a tree deeper
+/// than `PATH_MAX` is removed too and a swapped component never leads outside it; names are kept as bytes:
+/// one that is not UTF-8 is removed like any other.
 final class TreeRemoval {
     // Loop thread only, as its operation; the walk is the pool job's while one is out.
     private let operation: FileSystemOperation<Void>

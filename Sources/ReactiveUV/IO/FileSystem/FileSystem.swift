@@ -54,7 +54,7 @@ public enum FileSystem {
     /// `Files.read`: the whole file, as one array.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path or one with a NUL byte throws `EINVAL` before anything is opened.
+    ///   - path: The file; an empty path throws `ENOENT`, one with a NUL byte `EINVAL`, before anything is opened.
     ///   - maxSize: The most bytes to accept, 0 or more (default `Files.defaultMaxReadSize`, 1 GiB); a larger file
     ///     throws `EFBIG`, a negative size `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
@@ -72,7 +72,7 @@ public enum FileSystem {
     /// and the file is closed (after a read still on the pool finishes).
     ///
     /// - Parameters:
-    ///   - path: The file (or a FIFO or device); an empty path or one with a NUL byte throws `EINVAL`.
+    ///   - path: The file (or a FIFO or device); an empty path throws `ENOENT`, one with a NUL byte `EINVAL`.
     ///   - chunkSize: The largest chunk, 1...`Files.maxChunkSize` (default 64 KiB); others throw `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
     /// - Returns: The chunks; iterating throws the read's `UVError` (`ENOENT`, `EACCES`...) naming the path.
@@ -86,7 +86,7 @@ public enum FileSystem {
     ///
     /// - Parameters:
     ///   - bytes: The contents.
-    ///   - path: The file; an empty path or one with a NUL byte throws `EINVAL` before anything is created.
+    ///   - path: The file; an empty path throws `ENOENT`, one with a NUL byte `EINVAL`, before anything is created.
     ///   - append: Add to the end instead of replacing the contents.
     ///   - loop: The loop that runs the requests; nil for the calling loop thread's, else `EventLoop.shared`.
     /// - Throws: `UVError` (`ENOENT` below a missing directory, `EACCES`, `ENXIO` for a FIFO with no reader...)

@@ -337,7 +337,8 @@ enum FileSystemArguments {
     /// The largest mode: permission bits with set-user-ID, set-group-ID and sticky.
     static let largestMode: UInt32 = 0o7777
 
-    /// Refuses an empty path and one with a NUL byte (libuv takes C strings: it would act on the part before the NUL).
+    /// Refuses an empty path (`ENOENT`, as `stat(2)` and every path call answer it: no file has the empty
+    /// name) and one with a NUL byte (`EINVAL`: libuv takes C strings and would act on the part before the NUL).
     ///
     /// Inlined, with the refusal out of line: a path that passes costs the caller a test and the NUL search.
     @inline(__always)
@@ -349,7 +350,7 @@ enum FileSystemArguments {
     @inline(never)
     private static func refuse(_ path: String, _ role: String, in call: String) throws(UVError) {
         if path.isEmpty {
-            throw UVError(code: UVError.invalidArgumentCode, message: "the \(role) is empty", context: call)
+            throw UVError(code: UVError.noSuchFileCode, message: "the \(role) is empty", context: call)
         }
         if let offset = nulOffset(in: path) {
             throw UVError(code: UVError.invalidArgumentCode,

@@ -114,8 +114,11 @@ extension Files {
     /// completion writes it, removes the link: the slash would make the kernel follow it, so the name is looked
     /// at without it). An entry that vanishes meanwhile is fine; the first other failure (`EACCES`, `EBUSY`...)
     /// ends the signal, naming the path, with what was removed so far gone. A missing `path` is `ENOENT`.
-    /// Entries are reached through directory descriptors, so a tree deeper than a path can be long
-    /// (`PATH_MAX`) is removed too; it holds one descriptor per 16 levels of depth while it runs.
+    /// Below `path`, each directory is opened by its name relative to its parent's descriptor (never through a
+    /// link) and its entries removed relative to its own, so a directory swapped for a link while it is emptied
+    /// never leads the removal outside the tree. A tree deeper than a path can be long (`PATH_MAX`) is removed
+    /// too, holding at most 64 descriptors; a directory left while its parent's descriptor was closed must
+    /// still be in that parent, else the tree was moved during the removal: `EBUSY` ends it, what is left stays.
     ///
     /// As `rm -r` does, it refuses (`EINVAL`, nothing removed) the root directory and a path whose last
     /// component is `.` or `..`: at the door for `/`, `//`, `x/.`, `x/..`; and, for a path that only

@@ -36,7 +36,8 @@ extension Files {
     /// Everything `stat` says about the file at `path`, following symbolic links; one value, then completion.
     ///
     /// - Parameters:
-    ///   - path: The file (not empty, no NUL byte: those fail with `EINVAL` before any request).
+    ///   - path: The file (an empty path fails with `ENOENT`, as `stat(2)` answers it, and one with a NUL byte
+    ///     with `EINVAL`, before any request).
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
     /// - Returns: A signal of one `FileInfo`; `ENOENT`, `EACCES`, `ENOTDIR`... name the path.
     ///
@@ -102,7 +103,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func exists(_ path: String, on loop: EventLoop? = nil) -> Signal<Bool> {
-        operation("exists", on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "exists") }) { operation in
+        // An empty path names no file: `access` answers `ENOENT`, which is `false` here.
+        operation("exists", on: loop, checks: { () throws(UVError) in
+            if !path.isEmpty { try FileSystemArguments.check(path, in: "exists") }
+        }) { operation in
             let uvLoop = operation.loop.uvLoop
             operation.step("access \(path)", { uv_fs_access(uvLoop, $0, path, 0, $1) }, failed: { error in
                 if error.code == UVError.noSuchFileCode {

@@ -70,7 +70,8 @@ extension Files {
     /// positional I/O: on a FIFO or socket its reads and writes fail with `ESPIPE`.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path or one with a NUL byte fails with `EINVAL` before anything is opened.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before anything
+    ///     is opened.
     ///   - mode: `.read` (default), `.readWrite` or `.write`.
     ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with
     ///     `.read`, or `exclusive` without `create`, fail with `EINVAL`.
@@ -117,8 +118,8 @@ extension Files {
     /// - Parameters:
     ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` or a NUL byte fails
     ///     with `EINVAL`.
-    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one (it is not `/`) or
-    ///     one with a NUL byte fails with `EINVAL`.
+    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one (it is not `/`)
+    ///     fails with `ENOENT`, one with a NUL byte with `EINVAL`.
     ///   - loop: The loop that owns the file; nil for the subscription's home loop.
     /// - Returns: A signal of one `OpenFile`, as `open`'s.
     ///

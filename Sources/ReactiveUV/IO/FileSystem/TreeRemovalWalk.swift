@@ -1,3 +1,4 @@
+internal import CLibUV
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -7,16 +8,20 @@ import Musl
 /// The pool side of `Files.removeTree` below its root: a depth-first walk that removes what it finds,
 /// a bounded number of system calls per pool job, never following a symbolic link.
 ///
-/// Why directory descriptors (`openat`, `unlinkat`, `fdopendir`) and not paths: a tree can be deeper
-/// than a path can be long (`PATH_MAX`, 4,096 bytes: a copy made inside its own source reaches it
-/// at a few dozen levels), and every path call below that depth fails with `ENAMETOOLONG`, leaving
-/// the tree half removed where `rm -r` removes it. Each entry is reached relative to an anchor: the
-/// working directory near the root, else a descriptor opened on a directory above it, so no path given
-/// to the kernel passes `anchorLimit` bytes or `anchorLevels` levels. The kernel resolves a path one
-/// component at a time, so short paths also keep each call cheap (2,000 levels from one anchor cost
-/// about 300 µs per `openat`). The walk holds one descriptor per `anchorLevels` levels of depth.
+/// Every call below the root names one component relative to a descriptor of the directory holding it
+/// (`openat(parent, name, O_NOFOLLOW)`, `unlinkat(parent, name)`): a path of several components would be
+/// resolved again by the kernel at each call, so a directory swapped for a link to elsewhere after it was
+/// read would lead the removal out of the tree (Rust's CVE-2022-21658, the old `rm -r` races fts closed).
+/// A directory opened with `O_NOFOLLOW` is the one that had the name; what it holds is removed through
+/// its descriptor wherever it is moved meanwhile.
 ///
-/// Messages still name each entry by its full path (kept as bytes: a name need not be UTF-8).
+/// A tree can be deeper than a path can be long (`PATH_MAX`) or than descriptors can be held: at most
+/// `descriptorLimit` directories are held open, the deepest ones. Going back up to a directory whose
+/// descriptor was closed opens it again as `..` of its child and checks its device and inode against what
+/// was recorded before its descriptor was closed: a mismatch means the tree was moved during the removal, which then ends
+/// with `EBUSY` rather than remove names in whatever directory `..` is now.
+///
+/// Messages name each entry by its full path (kept as bytes: a name need not be UTF-8).
 final class TreeRemovalWalk: @unchecked Sendable {
     // Used by one pool job at a time: the loop queues the next job only after the previous one called
     // back (libuv's queue mutex orders the two), and `close()` runs on the loop once no job is out.
@@ -24,35 +29,47 @@ final class TreeRemovalWalk: @unchecked Sendable {
     /// What a job did: the whole tree is gone, or there is more to remove.
     enum Progress: Sendable { case more, done }
 
-    /// One directory being emptied.
-    private struct Frame {
-        /// The index in `anchors` of the directory `relative` starts from.
-        let anchor: Int
-        /// The directory's path from its anchor (bytes, no NUL).
-        let relative: [CChar]
-        /// The full path, for messages.
-        let path: BytePath
-        /// Its entries not yet removed; nil until it was read.
-        var entries: [(name: [CChar], type: FileType)]?
-        /// How many components `relative` has.
-        let levels: Int
-        /// A descriptor on this directory, opened once its entries' paths from `anchor` would be too long.
-        var childAnchor: Int?
+    /// A directory's device and inode.
+    private struct Identity: Equatable {
+        let device: UInt64
+        let inode: UInt64
     }
 
-    /// Relative paths stay below this many bytes (with a 255-byte name: half of `PATH_MAX`).
-    static let anchorLimit = 2048
-    /// Relative paths below the root have at most this many components.
-    static let anchorLevels = 16
+    /// One directory being emptied (a class: frames are updated in place, never copied).
+    private final class Frame {
+        /// Its name in its parent (bytes, no NUL); the root's path as given for the root.
+        let name: [CChar]
+        /// The full path, for messages.
+        let path: BytePath
+        /// Its descriptor while held open.
+        var descriptor: Int32?
+        /// Recorded when its descriptor is closed, to recognise it when it is opened again through `..`.
+        var identity: Identity?
+        /// Its entries not yet removed; nil until it was read.
+        var entries: [(name: [CChar], type: FileType)]?
 
-    /// The anchors' descriptors: the working directory first, then one per directory opened as an anchor,
-    /// in the order of the frames that opened them (so the deepest anchor closes first).
-    private var anchors: [Int32] = [AT_FDCWD]
+        init(name: [CChar], path: BytePath) {
+            self.name = name
+            self.path = path
+        }
+    }
+
+    /// The most directory descriptors a walk holds at once (at least 2: a directory and its parent).
+    let descriptorLimit: Int
+    /// Told each directory's path before it is opened, and whether it is a parent opened again as `..`
+    /// (tests count descriptors there, and move the tree).
+    private let beforeOpening: ((BytePath, _ reopening: Bool) -> Void)?
+    /// The directories from the root down to the one being emptied; the open ones are the deepest.
     private var frames: [Frame]
+    /// How many frames hold a descriptor.
+    private var openCount = 0
+    private let reader = DirectoryReader()
 
     /// A walk that removes the directory `root` (known to be a directory, not a link) and all below it.
-    init(root: String) {
-        frames = [Frame(anchor: 0, relative: Array(root.utf8).map { CChar(bitPattern: $0) }, path: BytePath(root), levels: 1)]
+    init(root: String, descriptorLimit: Int = 64, beforeOpening: ((BytePath, _ reopening: Bool) -> Void)? = nil) {
+        self.descriptorLimit = max(descriptorLimit, 2)
+        self.beforeOpening = beforeOpening
+        frames = [Frame(name: Array(root.utf8).map { CChar(bitPattern: $0) }, path: BytePath(root))]
     }
 
     /// Removes entries until `budget` system calls were made, `stop` is set, or the root itself is gone.
@@ -69,60 +86,46 @@ final class TreeRemovalWalk: @unchecked Sendable {
             if let entry = frames[top].entries!.popLast() {
                 try remove(entry, in: top)
             } else {
-                try removeDirectory(frames.removeLast())
+                try removeDirectory(top)
             }
         }
         return frames.isEmpty ? .done : .more
     }
 
-    /// Reads the entries of the deepest directory; one that is no longer a directory is removed as a file.
+    /// Opens and reads the deepest directory; one that is gone or no longer a directory is dealt with in its parent.
     private func read(_ index: Int) throws(UVError) {
         let frame = frames[index]
-        let descriptor = open(frame.relative, from: frame.anchor)
+        try makeRoomForADescriptor()
+        beforeOpening?(frame.path, false)
+        // The parent is open: the open frames are the deepest, and at least two may be.
+        let descriptor = DirectoryReader.openDirectory(frame.name, in: index > 0 ? frames[index - 1].descriptor! : AT_FDCWD)
         guard descriptor >= 0 else {
-            let code = errno
-            if index > 0 && code == ENOENT {
-                frames.removeLast()  // gone already
-            } else if index > 0 && (code == ELOOP || code == ENOTDIR) {
-                // Replaced by a link or a file since its parent was read: removed, never followed.
-                frames.removeLast()
-                try unlink(frame.relative, from: frame.anchor, named: frame.path)
-            } else {
-                throw UVError(code: -code, context: "scandir \(frame.path)")
-            }
+            guard index > 0 else { throw UVError(code: descriptor, context: "scandir \(frame.path)") }
+            frames.removeLast()
+            if descriptor == -ENOENT { return }  // gone already
+            // Replaced by a link or a file since its parent was read: removed, never followed.
+            guard descriptor == -ELOOP || descriptor == -ENOTDIR else { throw UVError(code: descriptor, context: "scandir \(frame.path)") }
+            try unlink(frame.name, in: index - 1, named: frame.path)
             return
         }
-        guard let stream = fdopendir(descriptor) else {
-            let code = errno
-            _ = Glibc.close(descriptor)
-            throw UVError(code: -code, context: "scandir \(frame.path)")
+        frame.descriptor = descriptor
+        openCount += 1
+        do {
+            frame.entries = try reader.entries(of: descriptor)
+        } catch {
+            throw UVError(code: error.code, context: "scandir \(frame.path)")
         }
-        defer { closedir(stream) }
-        var entries: [(name: [CChar], type: FileType)] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                if errno != 0 { throw UVError(code: -errno, context: "scandir \(frame.path)") }
-                break
-            }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                Array(raw.bindMemory(to: CChar.self).prefix { $0 != 0 })
-            }
-            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
-            entries.append((name, FileType(direntType: entry.pointee.d_type)))
-        }
-        frames[index].entries = entries
     }
 
-    /// Removes one entry of the directory at `index`: a directory is descended into, anything else unlinked.
+    /// Removes one entry of the directory at `index` (the deepest, open): a directory is descended into,
+    /// anything else unlinked.
     private func remove(_ entry: (name: [CChar], type: FileType), in index: Int) throws(UVError) {
-        let (anchor, relative, levels) = try location(of: entry.name, in: index)
         let path = frames[index].path.appending(entry.name)
         var type = entry.type
         if type == .unknown {
             // The file system's entries do not say: look without following a link.
             var status = Glibc.stat()
-            let result = relative.withNULTerminated { fstatat(anchors[anchor], $0, &status, AT_SYMLINK_NOFOLLOW) }
+            let result = entry.name.withNULTerminated { fstatat(frames[index].descriptor!, $0, &status, AT_SYMLINK_NOFOLLOW) }
             guard result == 0 else {
                 let code = errno
                 if code == ENOENT { return }
@@ -130,41 +133,85 @@ final class TreeRemovalWalk: @unchecked Sendable {
             }
             type = FileType(mode: UInt32(status.st_mode))
         }
-        if type == .directory {
-            frames.append(Frame(anchor: anchor, relative: relative, path: path, levels: levels))
-        } else {
-            try unlink(relative, from: anchor, named: path)
+        if type != .directory {
+            do {
+                try unlink(entry.name, in: index, named: path)
+                return
+            } catch let error where error.code == -EISDIR {
+                // Made a directory since it was read: emptied like any other.
+            }
         }
+        frames.append(Frame(name: entry.name, path: path))
     }
 
-    /// Where an entry of the directory at `index` is reached from: that directory's own anchor with the
-    /// path joined, or (when that path would be too long) a descriptor opened on the directory.
-    private func location(of name: [CChar], in index: Int) throws(UVError) -> (anchor: Int, relative: [CChar], levels: Int) {
-        if let anchor = frames[index].childAnchor { return (anchor, name, 1) }
-        let frame = frames[index]
-        if frame.relative.count + 1 + name.count < Self.anchorLimit && frame.levels < Self.anchorLevels {
-            return (frame.anchor, frame.relative + [CChar(UInt8(ascii: "/"))] + name, frame.levels + 1)
+    /// Removes the emptied deepest directory from its parent (the root by its path); a vanished one below
+    /// the root is fine, the root's absence is an error.
+    private func removeDirectory(_ index: Int) throws(UVError) {
+        guard index > 0 else {
+            let root = frames.removeLast()
+            closeDescriptor(of: root)
+            let result = root.name.withNULTerminated { unlinkat(AT_FDCWD, $0, AT_REMOVEDIR) }
+            guard result == 0 else { throw UVError(code: -errno, context: "rmdir \(root.path)") }
+            return
         }
-        let descriptor = open(frame.relative, from: frame.anchor)
-        guard descriptor >= 0 else { throw UVError(code: -errno, context: "open \(frame.path)") }
-        anchors.append(descriptor)
-        frames[index].childAnchor = anchors.count - 1
-        return (anchors.count - 1, name, 1)
-    }
-
-    /// Removes an emptied directory (the root's absence is an error, a vanished one below it is not).
-    private func removeDirectory(_ frame: Frame) throws(UVError) {
-        if frame.childAnchor != nil, let descriptor = anchors.popLast() { _ = Glibc.close(descriptor) }
-        let result = frame.relative.withNULTerminated { unlinkat(anchors[frame.anchor], $0, AT_REMOVEDIR) }
+        if frames[index - 1].descriptor == nil { try reopenParent(of: index) }
+        let directory = frames.removeLast()
+        closeDescriptor(of: directory)
+        let result = directory.name.withNULTerminated { unlinkat(frames[index - 1].descriptor!, $0, AT_REMOVEDIR) }
         guard result == 0 else {
             let code = errno
-            if code == ENOENT && !frames.isEmpty { return }
-            throw UVError(code: -code, context: "rmdir \(frame.path)")
+            if code == ENOENT { return }
+            throw UVError(code: -code, context: "rmdir \(directory.path)")
         }
     }
 
-    private func unlink(_ relative: [CChar], from anchor: Int, named path: BytePath) throws(UVError) {
-        let result = relative.withNULTerminated { unlinkat(anchors[anchor], $0, 0) }
+    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded when
+    /// its descriptor was closed: a tree moved meanwhile puts another directory there, whose names are not the tree's.
+    private func reopenParent(of index: Int) throws(UVError) {
+        let parentPath = frames[index - 1].path
+        beforeOpening?(parentPath, true)
+        let descriptor = openat(frames[index].descriptor!, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw UVError(code: -errno, context: "open \(parentPath)") }
+        var status = Glibc.stat()
+        guard fstat(descriptor, &status) == 0 else {
+            let code = errno
+            _ = Glibc.close(descriptor)
+            throw UVError(code: -code, context: "open \(parentPath)")
+        }
+        guard Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino)) == frames[index - 1].identity else {
+            _ = Glibc.close(descriptor)
+            throw UVError(code: UV_EBUSY.rawValue,
+                          message: "the tree was moved during the removal: the directory above \(frames[index].path) is no longer "
+                              + "\(parentPath), so nothing more is removed (what is left stays where it was moved)",
+                          context: "removeTree \(frames[0].path)")
+        }
+        // The child's descriptor closes next: the count of open descriptors does not grow.
+        frames[index - 1].descriptor = descriptor
+        openCount += 1
+    }
+
+    /// Closes the shallowest descriptor held when the walk holds as many as it may (before the deepest
+    /// frame, not open yet, is opened: the open frames are the ones just above it).
+    /// Its identity is recorded first, to recognise it when it is opened again.
+    private func makeRoomForADescriptor() throws(UVError) {
+        guard openCount >= descriptorLimit else { return }
+        let shallowest = frames[frames.count - 1 - openCount]
+        var status = Glibc.stat()
+        guard fstat(shallowest.descriptor!, &status) == 0 else { throw UVError(code: -errno, context: "stat \(shallowest.path)") }
+        shallowest.identity = Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        closeDescriptor(of: shallowest)
+    }
+
+    private func closeDescriptor(of frame: Frame) {
+        guard let descriptor = frame.descriptor else { return }
+        _ = Glibc.close(descriptor)
+        frame.descriptor = nil
+        openCount -= 1
+    }
+
+    /// Unlinks `name` from the open directory at `index`; one gone already is fine.
+    private func unlink(_ name: [CChar], in index: Int, named path: BytePath) throws(UVError) {
+        let result = name.withNULTerminated { unlinkat(frames[index].descriptor!, $0, 0) }
         guard result == 0 else {
             let code = errno
             if code == ENOENT { return }
@@ -172,14 +219,9 @@ final class TreeRemovalWalk: @unchecked Sendable {
         }
     }
 
-    /// Opens a directory to read or to anchor paths at, never through a symbolic link.
-    private func open(_ relative: [CChar], from anchor: Int) -> Int32 {
-        relative.withNULTerminated { openat(anchors[anchor], $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-    }
-
-    /// Closes the anchors left open (the walk ended early). Loop thread, once no job is out.
+    /// Closes the descriptors left open (the walk ended early). Loop thread, once no job is out.
     func close() {
-        while anchors.count > 1, let descriptor = anchors.popLast() { _ = Glibc.close(descriptor) }
+        for frame in frames { closeDescriptor(of: frame) }
         frames.removeAll()
     }
 }

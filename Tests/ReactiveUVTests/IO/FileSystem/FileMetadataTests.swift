@@ -250,8 +250,8 @@ final class FileMetadataTests: FileSystemTestCase {
         XCTAssertEqual(try systemStat(file).st_size, 20)
     }
 
-    /// An empty path and a path with a NUL byte are EINVAL with a message, before any request: nothing is made at
-    /// the part before the NUL (libuv takes C strings and would have acted on it).
+    /// A path with a NUL byte is EINVAL with a message, an empty path ENOENT, before any request: nothing is made
+    /// at the part before the NUL (libuv takes C strings and would have acted on it).
     func testEmptyPathsAndNULBytesAreRefusedAtTheDoor() throws {
         let cut = path("cut")
         try checked { harness in
@@ -262,7 +262,7 @@ final class FileMetadataTests: FileSystemTestCase {
             XCTAssertFalse(FileManager.default.fileExists(atPath: cut), "nothing was created at the part before the NUL")
 
             let empty = try failure(harness, Files.stat(""))
-            XCTAssertEqual(empty.name, "EINVAL")
+            XCTAssertEqual(empty.name, "ENOENT")
             XCTAssertEqual(empty.message, "the path is empty")
 
             let file = try makeFile("source")
@@ -272,7 +272,49 @@ final class FileMetadataTests: FileSystemTestCase {
             XCTAssertEqual(try failure(harness, Files.symbolicLink(at: cut, pointingTo: "")).message, "the target is empty")
             XCTAssertEqual(try failure(harness, Files.makeTemporaryDirectory(prefix: "a\0b")).name, "EINVAL")
             XCTAssertEqual(try failure(harness, Files.list("\0")).name, "EINVAL")
-            XCTAssertEqual(try failure(harness, Files.setTimes("", access: .zero, modification: .zero)).name, "EINVAL")
+            XCTAssertEqual(try failure(harness, Files.setTimes("", access: .zero, modification: .zero)).name, "ENOENT")
+        }
+    }
+
+    /// An empty path is `ENOENT`, as `stat(2)` answers it (POSIX: no file has the empty name), in every path call,
+    /// with a message naming the empty argument and a context naming the call; `exists` says `false`, as for any
+    /// `ENOENT`. Before, each was `EINVAL`, which reads as a bad argument of another kind.
+    func testAnEmptyPathIsENOENTAsStatSaysInEveryCall() async throws {
+        var status = Glibc.stat()
+        XCTAssertEqual(fstatat(AT_FDCWD, "", &status, 0), -1)
+        XCTAssertEqual(errno, ENOENT, "the kernel's answer this matches")
+        let file = try makeFile("file")
+        let calls: [(String, Signal<Void>)] = [
+            ("stat", Files.stat("").map { _ in () }), ("lstat", Files.lstat("").map { _ in () }),
+            ("access", Files.access("", .read)), ("chmod", Files.chmod("", 0o644)), ("chown", Files.chown("", user: 0)),
+            ("lchown", Files.lchown("", user: 0)), ("utimensat", Files.setTimes("", access: .zero, modification: .zero)),
+            ("utimensat", Files.setLinkTimes("", access: .zero, modification: .zero)), ("truncate", Files.truncate("", to: 0)),
+            ("mkdir", Files.createDirectory("")), ("mkdir", Files.createDirectory("", withParents: true)),
+            ("rmdir", Files.removeDirectory("")), ("unlink", Files.remove("")), ("removeTree", Files.removeTree("")),
+            ("opendir", Files.list("").map { _ in () }), ("rename", Files.rename(from: "", to: file)),
+            ("rename", Files.rename(from: file, to: "")), ("copyfile", Files.copy(from: "", to: path("copy"))),
+            ("copyfile", Files.copy(from: file, to: "")), ("link", Files.link(at: "", pointingTo: file)),
+            ("link", Files.link(at: path("hard"), pointingTo: "")), ("symlink", Files.symbolicLink(at: "", pointingTo: file)),
+            ("symlink", Files.symbolicLink(at: path("soft"), pointingTo: "")), ("readlink", Files.readLink("").map { _ in () }),
+            ("realpath", Files.realPath("").map { _ in () }), ("open", Files.open("").map { _ in () }),
+            ("mkstemp", Files.makeTemporaryFile(in: "").map { _ in () }), ("Files.read", Files.read("").map { _ in () }),
+            ("Files.chunks", Files.chunks("").map { _ in () }), ("Files.write", Files.write([1], to: "")),
+            ("FileWatch.changes", FileWatch.changes(at: "").map { _ in () }),
+            ("FileWatch.poll", FileWatch.poll(at: "").map { _ in () }),
+        ]
+        try checked { harness in
+            for (call, signal) in calls {
+                let error = try failure(harness, signal)
+                XCTAssertEqual(error.name, "ENOENT", "\(call): \(error)")
+                XCTAssertTrue(error.message.hasPrefix("the ") && error.message.hasSuffix(" is empty"), "\(call): \(error)")
+                XCTAssertTrue(error.context.hasPrefix(call), "\(call): \(error)")
+            }
+            XCTAssertEqual(try completes(harness, Files.exists("")), [false])
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["file"], "nothing was made")
+        await withCheckedHarness { harness in
+            let thrown = try await thrownError { try await FileSystem.stat("", on: harness.loop) }
+            XCTAssertEqual(thrown.name, "ENOENT")
         }
     }
 }

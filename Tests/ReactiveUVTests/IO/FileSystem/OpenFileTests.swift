@@ -445,11 +445,11 @@ final class OpenFileTests: XCTestCase {
         }
     }
 
-    /// A path with a NUL byte, or an empty one, is refused with `EINVAL` by `Files.open`, `read`, `chunks`, `write`
-    /// and `makeTemporaryFile` (its directory and prefix), before anything is opened. libuv takes C strings:
+    /// A path with a NUL byte is refused with `EINVAL`, an empty one with `ENOENT`, by `Files.open`, `read`, `chunks`,
+    /// `write` and `makeTemporaryFile` (its directory and prefix), before anything is opened. libuv takes C strings:
     /// each used to act on the part before the NUL (`made\0junk` created `made`, a read of it read `made`, a
     /// template `XXXXXX\0b` made a file with a random name), and an empty directory made the file in `/`.
-    func testNULBytesAndEmptyPathsAreEINVALBeforeAnythingIsOpened() throws {
+    func testNULBytesAreEINVALAndEmptyPathsENOENTBeforeAnythingIsOpened() throws {
         let cut = directory + "/made"
         try checked { harness in
             let calls: [(String, Signal<Void>)] = [
@@ -469,11 +469,11 @@ final class OpenFileTests: XCTestCase {
             for (call, signal) in [("open", Files.open("").map { _ in () }), ("Files.write", Files.write([1], to: "")),
                                    ("Files.read", Files.read("").map { _ in () }), ("Files.chunks", Files.chunks("").map { _ in () })] {
                 let error = try XCTUnwrap(try harness.record(signal).waitForTermination().error as? UVError, call)
-                XCTAssertEqual(error.name, "EINVAL", call)
+                XCTAssertEqual(error.name, "ENOENT", call)
                 XCTAssertEqual(error.message, "the path is empty", call)
             }
             let noDirectory = try XCTUnwrap(try harness.record(Files.makeTemporaryFile(in: "")).waitForTermination().error as? UVError)
-            XCTAssertEqual(noDirectory.name, "EINVAL")
+            XCTAssertEqual(noDirectory.name, "ENOENT")
             XCTAssertEqual(noDirectory.message, "the directory is empty")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [], "nothing was created")
