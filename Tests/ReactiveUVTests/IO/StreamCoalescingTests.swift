@@ -1,6 +1,7 @@
 import CLibUV
 import Foundation
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 #if canImport(Glibc)

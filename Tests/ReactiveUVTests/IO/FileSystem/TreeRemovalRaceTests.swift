@@ -1,5 +1,6 @@
 import Foundation
 @testable import ReactiveUV
+@testable import ReactiveUVCore
 import ReactiveUVTesting
 import XCTest
 
