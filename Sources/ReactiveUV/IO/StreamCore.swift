@@ -232,7 +232,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         switch subscriber {
         case .sink(let sink):
             // No gate at the sink's root: the stream takes that place, and is told at teardown.
-            assert(sink.subscription.root == nil, "a sink reader's subscription already has a root")
+            assert(!sink.subscription.hasRoot, "a sink reader's subscription already has a root")
             sink.subscription.attachRoot(self)
             return nil
         case .subscriber:
@@ -295,7 +295,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         subscriber.setFlowControl(
             pause: { self.setConsumerPaused(true) },
             resume: { self.setConsumerPaused(false) })
-        return subscriber.sourceFlowControl.load()
+        return subscriber.registeredFlowControl
     }
 
     package final func makeFlowControl(for subscription: Subscription) -> FlowControl? {

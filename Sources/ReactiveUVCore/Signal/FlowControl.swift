@@ -157,7 +157,7 @@ extension Subscriber {
     /// before the source sends; only the first registration counts.
     public func setFlowControl(pause: sending @escaping () -> Void, resume: sending @escaping () -> Void) {
         let control = FlowControl(sourceScheduler: Scheduler.current ?? subscription.home, pause: pause, resume: resume)
-        guard sourceFlowControl.storeIfNil(control) === control else { return }
+        guard registerFlowControl(control) else { return }
         if subscription.home.isCurrent {
             subscription.flowControl = control
         } else {

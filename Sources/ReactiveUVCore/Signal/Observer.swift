@@ -21,7 +21,7 @@
 package class Observer<Value> {
     // `kind` is immutable; subclasses document their own state.
     /// Which subclass this is.
-    @usableFromInline let kind: ObserverKind
+    @usableFromInline package let kind: ObserverKind
 
     @usableFromInline
     init(kind: ObserverKind) {
@@ -67,7 +67,7 @@ package class Observer<Value> {
 
 /// The kinds of `Observer`.
 @usableFromInline
-enum ObserverKind: UInt8 {
+package enum ObserverKind: UInt8 {
     /// A `ClosureObserver` with a value shortcut (a fused operator, or a sink's handlers).
     case values
     /// A `ClosureObserver` that takes every event through `event` (other operators).

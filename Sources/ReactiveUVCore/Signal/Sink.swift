@@ -66,13 +66,13 @@ package final class Sink<Value>: Observer<Value> {
     /// `handle(.completed)`, without building the event (an `Event` of a large value is copied
     /// about: a stat's is 145 bytes).
     @inlinable
-    func handleCompleted() {
+    package func handleCompleted() {
         handleEnd(failure: nil)
     }
 
     /// `handle(.error(failure))`, without building the event.
     @inlinable
-    func handleError(_ failure: any Error) {
+    package func handleError(_ failure: any Error) {
         handleEnd(failure: failure)
     }
 
@@ -92,7 +92,7 @@ package final class Sink<Value>: Observer<Value> {
 
     /// `handle(.next(value))`, without building the event: the value's delivery through the dispose handshake.
     @inlinable
-    func handleNext(_ value: Value) {
+    package func handleNext(_ value: Value) {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         next?(value)

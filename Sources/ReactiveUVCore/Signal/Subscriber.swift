@@ -45,8 +45,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// unmanaged, so leaving calls the subject without a retain around the call.
     private var subject: Unmanaged<AnyObject>?
     private let left = Atomic<Bool>(false)
-    /// The flow control the source registered, if any (set once, atomically): hops count against it.
-    package let sourceFlowControl = LazyObject<FlowControl>()
+    /// The flow control the source registered, if any (set once, atomically, retained): hops count against it.
+    private let sourceFlowControl = Atomic<Unmanaged<FlowControl>?>(nil)
 
     /// A terminal event passed.
     @usableFromInline static var terminatedFlag: UInt8 { 1 }
@@ -67,6 +67,24 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     deinit {
         if flags & Self.releasedFlag == 0 { observer.release() }
         subject?.release()
+        sourceFlowControl.load(ordering: .acquiring)?.release()
+    }
+
+    /// The flow control the source registered, if any.
+    ///
+    /// Thread rule: safe from any thread.
+    package var registeredFlowControl: FlowControl? {
+        sourceFlowControl.load(ordering: .acquiring)?.takeUnretainedValue()
+    }
+
+    /// Registers `control` unless the source registered one already; true when `control` is it now.
+    func registerFlowControl(_ control: FlowControl) -> Bool {
+        let retained = Unmanaged.passRetained(control)
+        guard sourceFlowControl.compareExchange(expected: nil, desired: retained, ordering: .acquiringAndReleasing).exchanged else {
+            retained.release()
+            return false
+        }
+        return true
     }
 
     /// Sends a value.
@@ -220,7 +238,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         // Two boxes, not a tuple in one: see UncheckedSendable.
         let target = UncheckedSendable(self), payload = UncheckedSendable(event)
         let delivered: Bool
-        if let control = sourceFlowControl.load() {
+        if let control = registeredFlowControl {
             control.willQueueValue()
             // A home that is gone drops the work, and the count with it: nothing is left to pause for.
             delivered = subscription.home.scheduleDroppingIfShutDown {

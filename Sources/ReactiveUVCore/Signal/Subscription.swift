@@ -28,7 +28,9 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
     /// only: see `DeliveryHandshake`).
     @usableFromInline package let delivering = Atomic<UInt>(0)
     /// The source's subscriber; its observer chain is released at teardown. Set by `attachRoot`.
-    package private(set) var root: (any ObserverReleasing)?
+    private(set) var root: (any ObserverReleasing)?
+    /// Whether a root was attached (and not yet released).
+    package var hasRoot: Bool { root != nil }
     /// Set by a source that can pause (home thread only); see `FlowControl`. A source on the home
     /// thread may instead name what makes it (`deferFlowControl(to:)`): it is then made on the
     /// first request, so a reader nobody pauses costs no flow-control object.
@@ -51,7 +53,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
     @exclusivity(unchecked) private var flowControlSlot: AnyObject?
 
     /// The flow control, if one was made or set; unlike `flowControl`, never makes one.
-    var flowControlIfMade: FlowControl? { flowControlSlot as? FlowControl }
+    package var flowControlIfMade: FlowControl? { flowControlSlot as? FlowControl }
 
     /// Lets `maker` make this subscription's flow control when a consumer first asks for it.
     /// Home thread only, and only for a source that runs on the home thread.

@@ -21,7 +21,7 @@
 ///
 /// Thread rule: `sendNext`, `sendCompleted`, `sendError` and `isDisposed` are safe from any thread
 /// for `.subscriber`; a `.sink` is only ever made for, and called on, its home loop's thread.
-package enum HomeGate<Value> {
+enum HomeGate<Value> {
     case subscriber(Subscriber<Value>)
     case sink(Sink<Value>)
 
@@ -32,7 +32,7 @@ package enum HomeGate<Value> {
     /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
     /// Inlined: across a call, the sink it returns would be retained, then released.
     @inline(__always)
-    package static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: Scheduler) -> Sink<Value>? {
+    static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: Scheduler) -> Sink<Value>? {
         guard observer.kind == .sink else { return nil }
         let home = subscription.home
         // The calling thread's loop is the home, and it is the source's loop.
@@ -46,7 +46,7 @@ package enum HomeGate<Value> {
     }
 
     /// The subscription the events go to.
-    package var subscription: Subscription {
+    var subscription: Subscription {
         switch self {
         case .subscriber(let subscriber): subscriber.subscription
         case .sink(let sink): sink.subscription
@@ -54,7 +54,7 @@ package enum HomeGate<Value> {
     }
 
     /// `subscription.home`'s identity, as `Subscriber.homeIdentity`.
-    package var homeIdentity: UnsafeMutableRawPointer {
+    var homeIdentity: UnsafeMutableRawPointer {
         switch self {
         case .subscriber(let subscriber): subscriber.homeIdentity
         case .sink(let sink): Unmanaged.passUnretained(sink.subscription.home).toOpaque()
@@ -62,10 +62,10 @@ package enum HomeGate<Value> {
     }
 
     /// Whether the subscription is disposed (or has ended).
-    package var isDisposed: Bool { subscription.isDisposed }
+    var isDisposed: Bool { subscription.isDisposed }
 
     /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
-    package func sendNext(_ value: Value) {
+    func sendNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
         case .sink(let sink): sink.handleNext(value)
@@ -73,7 +73,7 @@ package enum HomeGate<Value> {
     }
 
     /// Sends a value on the home thread (the caller checked it once, as `Subscriber.deliverNext`'s callers do).
-    package func deliverNext(_ value: Value) {
+    func deliverNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.deliverNext(value)
         case .sink(let sink): sink.handleNext(value)
@@ -81,7 +81,7 @@ package enum HomeGate<Value> {
     }
 
     /// Sends values in order as one delivery where the gate can (`Subscriber.sendNexts`).
-    package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
+    func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNexts(values)
         case .sink(let sink): for value in values { sink.handleNext(value) }
@@ -89,7 +89,7 @@ package enum HomeGate<Value> {
     }
 
     /// Sends completion, ending the subscription.
-    package func sendCompleted() {
+    func sendCompleted() {
         switch self {
         case .subscriber(let subscriber): subscriber.sendCompleted()
         case .sink(let sink): sink.handleCompleted()
@@ -97,7 +97,7 @@ package enum HomeGate<Value> {
     }
 
     /// Sends an error, ending the subscription.
-    package func sendError(_ error: any Error) {
+    func sendError(_ error: any Error) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendError(error)
         case .sink(let sink): sink.handleError(error)
@@ -106,9 +106,9 @@ package enum HomeGate<Value> {
 
     /// The flow control the source registered for this reader, if any: the gate's (which counts the
     /// values it hopped), or, for a sink, the one its subscription made when a consumer asked.
-    package var registeredFlowControl: FlowControl? {
+    var registeredFlowControl: FlowControl? {
         switch self {
-        case .subscriber(let subscriber): subscriber.sourceFlowControl.load()
+        case .subscriber(let subscriber): subscriber.registeredFlowControl
         case .sink(let sink): sink.subscription.flowControlIfMade
         }
     }
