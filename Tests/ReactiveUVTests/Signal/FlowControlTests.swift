@@ -127,7 +127,7 @@ final class FlowControlTests: XCTestCase {
         waitUntil("the source to pause for its busy home loop") {
             onLoop(sourceLoop) { producer.current?.paused ?? false } ?? false
         }
-        let control = onLoop(sourceLoop) { UncheckedBox(producer.current?.subscriber.sourceFlowControl.load()) }?.value
+        let control = onLoop(sourceLoop) { UncheckedBox(producer.current?.subscriber.registeredFlowControl) }?.value
         guard let control else { return XCTFail("the source registered no flow control") }
         func sourceState() -> (paused: Bool, sent: Int) {
             onLoop(sourceLoop) { (producer.current?.paused ?? false, producer.current?.next ?? -1) } ?? (false, -1)
