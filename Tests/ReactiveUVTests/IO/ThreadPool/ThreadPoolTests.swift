@@ -3,44 +3,7 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Factories built on libuv requests: DNS, the thread pool (files: FilesTests.swift).
-final class DNSTests: XCTestCase {
-    func testResolvesLocalhostAndNumericHosts() throws {
-        try checked { harness in
-            let localhost = try harness.record(DNS.resolve("localhost", port: 80))
-            XCTAssertTrue(try localhost.waitForTermination().isCompleted)
-            let addresses = try XCTUnwrap(localhost.values.first)
-            XCTAssertTrue(addresses.contains(try SocketAddress(host: "127.0.0.1", port: 80)), "\(addresses)")
-            XCTAssertTrue(addresses.allSatisfy { $0.port == 80 })
-
-            let numeric = try harness.record(DNS.resolve("::1", port: 5))
-            XCTAssertEqual(try numeric.waitForValues(1), [[try SocketAddress(host: "::1", port: 5)]])
-            XCTAssertEqual(numeric.values.first?.first?.description, "[::1]:5")
-        }
-    }
-
-    func testAnUnknownHostIsAnError() throws {
-        try checked { harness in
-            let lookup = try harness.record(DNS.resolve("no-such-host.invalid"))
-            let error = try XCTUnwrap(try lookup.waitForTermination().error as? UVError)
-            XCTAssertTrue(error.name.hasPrefix("EAI_"), "\(error)")
-            XCTAssertTrue(error.description.contains("no-such-host.invalid"), error.description)
-        }
-    }
-
-    func testSocketAddressRejectsNamesAndBadPorts() {
-        XCTAssertThrowsError(try SocketAddress(host: "localhost", port: 80)) { XCTAssertEqual(($0 as? UVError)?.name, "EINVAL") }
-        XCTAssertThrowsError(try SocketAddress(host: "127.0.0.1", port: 65_536)) { XCTAssertEqual(($0 as? UVError)?.name, "EINVAL") }
-        XCTAssertEqual(try SocketAddress(host: "10.1.2.3", port: 8080).description, "10.1.2.3:8080")
-        XCTAssertEqual(try SocketAddress(host: "::1", port: 1).family, .ipv6)
-    }
-
-    private func checked(_ body: (LoopHarness) throws -> Void) throws {
-        let report = LoopHarness.run(body)
-        XCTAssertTrue(report.isClean, "\(report.problems)")
-    }
-}
-
+/// `ThreadPool.run`: work on libuv's pool, its result delivered on the loop.
 final class ThreadPoolTests: XCTestCase {
     /// The pool's size: libuv's default unless the environment changed it.
     private let poolSize = Int(ProcessInfo.processInfo.environment["UV_THREADPOOL_SIZE"] ?? "") ?? 4
