@@ -5,34 +5,31 @@ import Glibc
 import Musl
 #endif
 
-/// One `Files.list`: the directory opened by libuv (`uv_fs_opendir`), its entries read in batches by
-/// pool jobs that call `readdir(3)`, the stream closed (`uv_fs_closedir`) once no job can still use it.
+/// One `Files.list`: the directory opened by libuv (`uv_fs_opendir`), its entries read in batches by pool
+/// jobs that call `readdir(3)`, the stream closed once no job can still use it.
 ///
-/// Why pool jobs and not `uv_fs_readdir`: that call copies each name with `strdup` on the pool, and
-/// leaves the loop thread to make the `String` and to free the copy. A job makes the entries where it
-/// reads them, so the loop only delivers them: the loop's time per entry adds to the kernel's
-/// `getdents` (one in four batches waits on it), so what the loop does not do is time saved.
+/// Why jobs and not `uv_fs_readdir`: that call copies each name with `strdup` on the pool and leaves the
+/// loop thread to make the `String` and free the copy; a job makes the entries where it reads them, so the
+/// loop only delivers them.
 ///
-/// One batch is read ahead: the next job runs while the batch in hand is delivered. A consumer that
-/// pauses gets the rest of the batch in hand; the batch read ahead is held until it resumes, and no
-/// further job starts: at most two batches are in memory.
+/// One batch is read ahead: the next job runs while the batch in hand is delivered. A consumer that pauses
+/// gets the rest of the batch in hand; the batch read ahead is held until it resumes, and no further job
+/// starts: at most two batches are in memory.
 final class DirectoryListing: @unchecked Sendable {
-    // Loop thread only, as its operation (the flow control's closures run on the thread that registered them);
-    // the stream is used on the pool by the one job running, and closed on the loop only after that job ended.
-    private let operation: FileSystemOperation<DirectoryEntry>
+    // Loop thread only, as its operation (the flow control's closures run on the thread that registered
+    // them); the stream is used on the pool by the one job out, and closed only once that job ended.
+    private let operation: FileOperation<DirectoryEntry>
     private let path: String
     private let batchSize: Int
     private let afterEachBatch: ((Int) -> Void)?
     private let afterEachRead: ((Int) -> Void)?
     /// The directory stream, once open.
     private var directory: UnsafeMutablePointer<uv_dir_t>?
-    /// The jobs reading batches, one at a time; the stream closes once the operation ended and no job is out.
-    private lazy var jobs = SequentialFileJobs<[DirectoryEntry]>(loop: operation.loop) { [self] in closeDirectory() }
     private var paused = false
     /// A batch that arrived while paused (empty: the end), delivered on resume.
     private var held: [DirectoryEntry]?
 
-    init(operation: FileSystemOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?,
+    init(operation: FileOperation<DirectoryEntry>, path: String, batchSize: Int, afterEachBatch: ((Int) -> Void)?,
          afterEachRead: ((Int) -> Void)?) {
         self.operation = operation
         self.path = path
@@ -45,71 +42,39 @@ final class DirectoryListing: @unchecked Sendable {
         // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
         operation.subscriber?.setFlowControl(pause: { [self] in paused = true }, resume: { [self] in
             paused = false
-            if let batch = held, operation.isRunning {
-                held = nil
-                deliver(batch)
-            }
+            if let batch = held.take(), operation.isRunning { deliver(batch) }
         })
-        // A paused listing has no request pending, so the loop's shutdown would not reach it through one.
-        let owner = operation
-        if let token = operation.loop.shutdownObservers.add({ owner.finish(EventLoopError.shutDown(loop: owner.loop.name)) }) {
-            operation.onEnd { token.dispose() }
-        }
-        let uvLoop = operation.loop.uvLoop
-        operation.step("opendir \(path)", { uv_fs_opendir(uvLoop, $0, self.path, $1) }, read: { _, fs in
+        // A paused listing has no step pending, so the loop's shutdown would not reach it through one.
+        guard operation.followShutdown() else { return }
+        operation.request("opendir \(path)", { uv_fs_opendir($0, $1, path, $2) }, read: { _, fs in
             fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self)
         }, discard: { fs in
             DirectoryListing.close(fs.pointee.ptr.assumingMemoryBound(to: uv_dir_t.self))
         }) { [self] directory in
             self.directory = directory
-            operation.onEnd { [self] in jobs.operationEnded() }
+            operation.onEnd { DirectoryListing.close(directory) }
             read()
         }
     }
 
-    /// Starts the job that reads the next batch. Only one is ever out: it starts from `deliver`, which runs
-    /// when the previous one has called back, or on resume with the batch it brought.
+    /// Starts the job that reads the next batch: from `deliver`, once the previous one called back, or on
+    /// resume with the batch it brought; so only one is ever out.
     private func read() {
-        guard let directory, !jobs.hasJobOut, operation.isRunning else { return }
-        guard operation.loop.acceptsNewRequests else {
-            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
-            return
-        }
+        guard let directory, !operation.isPending else { return }
         let stream = UncheckedSendable(directory)
-        let path = self.path, count = batchSize
-        jobs.run("readdir \(path)", work: { _ in
-            try DirectoryListing.readBatch(stream.value, count: count, path: path)
-        }, failed: { [self] in operation.finish($0) }) { [self] result in
-            switch result {
-            case .success(let batch):
-                afterEachRead?(batch.count)
-                if paused {
-                    held = batch
-                } else {
-                    deliver(batch)
-                }
-            case .failure(let error):
-                operation.finish(error)
-            }
+        let (path, count) = (self.path, batchSize)
+        operation.job("readdir \(path)", { _ in try DirectoryListing.readBatch(stream.value, count: count, path: path) }) { [self] batch in
+            afterEachRead?(batch.count)
+            if paused { held = batch } else { deliver(batch) }
         }
     }
 
     /// Reads the next batch ahead, then sends this one (an empty batch is the end).
     private func deliver(_ batch: [DirectoryEntry]) {
-        if batch.isEmpty {
-            operation.finish()
-            return
-        }
+        if batch.isEmpty { return operation.finish() }
         read()
         operation.send(contentsOf: batch)
-        guard operation.isRunning else { return }
-        afterEachBatch?(batch.count)
-    }
-
-    private func closeDirectory() {
-        guard let directory else { return }
-        self.directory = nil
-        DirectoryListing.close(directory)
+        if operation.isRunning { afterEachBatch?(batch.count) }
     }
 
     /// Where `d_name` starts in a `dirent` (a stored field of a C struct: its offset always exists).
@@ -136,8 +101,7 @@ final class DirectoryListing: @unchecked Sendable {
     }
 
     /// The `String` of an entry's name (validated as UTF-8, as `String(cString:)` does, a bad byte
-    /// repaired to U+FFFD). Copied in with its length known: 88 instructions for a short name where
-    /// `String(cString:)` took 144, a third of the pool's work per entry.
+    /// repaired to U+FFFD), copied in with its length known.
     private static func makeName(_ name: UnsafePointer<CChar>) -> String {
         let length = strlen(name)
         if length == 0 { return "" }

@@ -7,46 +7,33 @@ import Musl
 
 /// `Files.createDirectory(_:mode:withParents: true)`: `mkdir -p`, one `mkdir` request per missing level.
 ///
-/// It tries the deepest directory first; `ENOENT` (a parent is missing) pushes
-/// the parent and tries that, and so on up, then makes each pushed level on the
-/// way back down (`ENOTDIR` goes up the same way, to name the parent that is
-/// not a directory). `EEXIST` is fine when what exists is a directory (checked
-/// with `stat`, which follows a link to a directory as `mkdir -p` does), and an
-/// error naming what is in the way otherwise.
+/// The deepest directory is tried first; `ENOENT` (a parent is missing) or `ENOTDIR` pushes the parent, and
+/// so on up, then each pushed level is made on the way back down. `EEXIST` is fine when what exists is a
+/// directory (`stat` follows a link to one, as `mkdir -p` does), and an error naming what is in the way otherwise.
 final class DirectoryCreation {
     // Loop thread only, as its operation.
-    private let operation: FileSystemOperation<Void>
+    private let operation: FileOperation<Void>
     private let target: String
     private let mode: Int32
     /// Levels still to make, the deepest first; the last is being made.
     private var levels: [String]
 
-    init(operation: FileSystemOperation<Void>, path: String, mode: Int32) {
+    init(operation: FileOperation<Void>, path: String, mode: Int32) {
         self.operation = operation
         self.target = path
         self.mode = mode
         levels = [path]
     }
 
-    func start() { makeLevel() }
-
-    private func makeLevel() {
-        guard let level = levels.last else {
-            operation.finish()
-            return
-        }
-        // Parents get owner write and search whatever `mode` says: the next level must be made inside.
+    func makeLevel() {
+        guard let level = levels.last else { return operation.finish() }
+        // Parents get owner write and search whatever `mode` says: the next level is made inside.
         let mode = level == target ? self.mode : self.mode | 0o300
-        let uvLoop = operation.loop.uvLoop
-        operation.step("mkdir \(level)", { uv_fs_mkdir(uvLoop, $0, level, mode, $1) }, failed: { [self] error in
+        operation.request("mkdir \(level)", { uv_fs_mkdir($0, $1, level, mode, $2) }, failed: { [self] error in
             switch error.code {
             case UV_EEXIST.rawValue: checkExisting(level)
             case UV_ENOENT.rawValue, UV_ENOTDIR.rawValue:
-                // A parent is missing, or one is not a directory: go up until a level exists (and is checked).
-                guard let parent = DirectoryCreation.parent(of: level) else {
-                    operation.finish(error)
-                    return
-                }
+                guard let parent = DirectoryCreation.parent(of: level) else { return operation.finish(error) }
                 levels.append(parent)
                 makeLevel()
             default: operation.finish(error)
@@ -59,27 +46,16 @@ final class DirectoryCreation {
 
     /// `level` exists: fine if it is a directory, else an error naming it.
     private func checkExisting(_ level: String) {
-        let uvLoop = operation.loop.uvLoop
-        operation.step("stat \(level)", { uv_fs_stat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs) },
-                       failed: { [self] error in
-            // `mkdir` said it exists, `stat` that it does not: a symbolic link to nothing, which `stat`'s own
-            // ENOENT would not name as the obstacle.
-            guard error.code == UV_ENOENT.rawValue else {
-                operation.finish(error)
-                return
+        operation.request("stat \(level)", { uv_fs_stat($0, $1, level, $2) }, read: { _, fs in FileInfo(statOf: fs).type },
+                          failed: { [self] error in
+            // `mkdir` said it exists, `stat` that it does not: a link to nothing, which ENOENT would not name.
+            guard error.code == UV_ENOENT.rawValue else { return operation.finish(error) }
+            operation.request("lstat \(level)", { uv_fs_lstat($0, $1, level, $2) }, read: { _, fs in FileInfo(statOf: fs).type }) { [self] type in
+                // Removed meanwhile: made again.
+                if type == .symbolicLink { refuse(level, "a symbolic link to a path that does not exist") } else { makeLevel() }
             }
-            operation.step("lstat \(level)", { uv_fs_lstat(uvLoop, $0, level, $1) }, read: { _, fs in FileInfo(statOf: fs).type }) { [self] type in
-                guard type == .symbolicLink else {
-                    makeLevel()  // it was removed meanwhile: make it
-                    return
-                }
-                refuse(level, "a symbolic link to a path that does not exist")
-            }
-        }) { [self] info in
-            guard info.type == .directory else {
-                refuse(level, "a \(info.type)")
-                return
-            }
+        }) { [self] type in
+            guard type == .directory else { return refuse(level, "a \(type)") }
             levels.removeLast()
             makeLevel()
         }
@@ -88,8 +64,7 @@ final class DirectoryCreation {
     /// Ends with `EEXIST` (`level` is the path asked for) or `ENOTDIR` (a parent), saying what is in the way.
     private func refuse(_ level: String, _ what: String) {
         operation.finish(UVError(code: level == target ? UV_EEXIST.rawValue : UV_ENOTDIR.rawValue,
-                                 message: "\(level) exists and is \(what), not a directory",
-                                 context: "mkdir -p \(target)"))
+                                 message: "\(level) exists and is \(what), not a directory", context: "mkdir -p \(target)"))
     }
 
     /// The directory containing `path`, or nil at the top (`/`, or a relative name with no `/`: the working
@@ -107,82 +82,62 @@ final class DirectoryCreation {
 
 /// `Files.removeTree`: depth first, never following a symbolic link.
 ///
-/// The root is looked at with `uv_fs_*` requests on the loop (its trailing slashes, what it is, whether it
-/// is `/`); a root that is a directory is then emptied and removed by `TreeRemovalWalk` in pool jobs of at
-/// most `callsPerJob` system calls each, one job at a time, so a large tree shares the pool with other
-/// requests instead of holding a thread for all of it. What each entry is comes from its directory entry
-/// (or `lstat` where the file system does not say); only a real directory is descended into, and it is
-/// opened with `O_NOFOLLOW`, so a link to a directory is unlinked like any file and its target is never
-/// touched. Entries are reached one component at a time relative to directory descriptors, so a tree deeper
-/// than `PATH_MAX` is removed too and a swapped component never leads outside it; names are kept as bytes:
-/// one that is not UTF-8 is removed like any other.
+/// The root is looked at with requests on the loop (its trailing slashes, what it is, whether it is `/`);
+/// a root that is a directory is then emptied and removed by `TreeRemovalWalk` in pool jobs of at most
+/// `callsPerJob` system calls each, one at a time, so a large tree shares the pool with other requests.
 final class TreeRemoval {
     // Loop thread only, as its operation; the walk is the pool job's while one is out.
-    private let operation: FileSystemOperation<Void>
+    private let operation: FileOperation<Void>
     private let root: BytePath
     private let rootPath: String
-    /// The root as given, without its trailing slashes (nil when it has none).
-    private let rootWithoutSlashes: String?
-    /// The walk below the root, once it started.
-    private var walk: TreeRemovalWalk?
-    /// The jobs advancing the walk, one at a time; its descriptors close once the operation ended and no job is out.
-    private lazy var jobs = SequentialFileJobs<TreeRemovalWalk.Progress>(loop: operation.loop) { [self] in closeWalk() }
 
     /// System calls per pool job: a few milliseconds of unlinking, then the pool serves other requests.
     static let callsPerJob = 256
 
-    init(operation: FileSystemOperation<Void>, root: String) {
+    init(operation: FileOperation<Void>, root: String) {
         self.operation = operation
         self.root = BytePath(root)
         rootPath = root
-        var trimmed = Substring(root)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
-        rootWithoutSlashes = trimmed.count < root.count ? String(trimmed) : nil
     }
 
     func start() {
-        guard let named = rootWithoutSlashes else {
-            removeRoot()
-            return
-        }
-        // A trailing slash makes the kernel follow a symbolic link at the end of the path (`lstat("link/")`
-        // describes the directory it points to, whose entries would then be removed): the name is looked at
-        // without it, and a link is unlinked, its target left alone, as for a root named without the slash.
-        let uvLoop = operation.loop.uvLoop
-        operation.step("lstat \(named)", { uv_fs_lstat(uvLoop, $0, named, $1) }, read: { _, fs in FileInfo(statOf: fs).type },
-                       failed: { [self] _ in removeRoot() }) { [self] type in
-            guard type == .symbolicLink else {
-                removeRoot()
-                return
-            }
-            operation.step("unlink \(named)", { uv_fs_unlink(uvLoop, $0, named, $1) }) { [self] in
-                operation.finish()
-            }
+        var trimmed = Substring(rootPath)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard trimmed.count < rootPath.count else { return removeRoot() }
+        // A trailing slash makes the kernel follow a link at the end of the path (`lstat("link/")` describes
+        // its target, whose entries would then be removed): the name is looked at without it, and a link is
+        // unlinked, its target left alone.
+        let named = String(trimmed)
+        operation.request("lstat \(named)", { uv_fs_lstat($0, $1, named, $2) }, read: { _, fs in FileInfo(statOf: fs).type },
+                          failed: { [self] _ in removeRoot() }) { [self] type in
+            guard type == .symbolicLink else { return removeRoot() }
+            operation.request("unlink \(named)", { uv_fs_unlink($0, $1, named, $2) }) { [self] in operation.finish() }
         }
     }
 
     /// Removes the root as named: what it is (a link followed by a trailing slash included) decides how.
     private func removeRoot() {
-        let uvLoop = operation.loop.uvLoop
         let root = self.root
-        operation.step("lstat \(root)", { request, callback in root.withCString { uv_fs_lstat(uvLoop, request, $0, callback) } },
-                       read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
+        operation.request("lstat \(root)", { loop, request, callback in root.withCString { uv_fs_lstat(loop, request, $0, callback) } },
+                          read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
             guard info.type == .directory else {
-                operation.step("unlink \(root)", { request, callback in root.withCString { uv_fs_unlink(uvLoop, request, $0, callback) } }) { [self] in
-                    operation.finish()
-                }
+                operation.request("unlink \(root)", { loop, request, callback in
+                    root.withCString { uv_fs_unlink(loop, request, $0, callback) }
+                }) { [self] in operation.finish() }
                 return
             }
-            // The door refused `/` by name; a path that only resolves to it (a trailing slash after a
-            // link to it, a bind mount of it) is caught by the directory's identity, before any removal.
-            operation.step("stat /", { uv_fs_stat(uvLoop, $0, "/", $1) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] rootDirectory in
-                if Self.isSameFile(info, rootDirectory) {
-                    operation.finish(UVError(code: UVError.invalidArgumentCode,
-                                             message: "refusing to remove the root directory ('\(root)' is '/')",
-                                             context: "removeTree \(root)"))
-                } else {
-                    startWalk()
+            // The door refused `/` by name; a path that only resolves to it (a trailing slash after a link to
+            // it, a bind mount of it) is caught by the directory's identity, before any removal.
+            operation.request("stat /", { uv_fs_stat($0, $1, "/", $2) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] rootDirectory in
+                guard !Self.isSameFile(info, rootDirectory) else {
+                    return operation.finish(UVError(code: UVError.invalidArgumentCode,
+                                                    message: "refusing to remove the root directory ('\(root)' is '/')",
+                                                    context: "removeTree \(root)"))
                 }
+                let walk = TreeRemovalWalk(root: rootPath)
+                // Its descriptors close once no job can still use them.
+                operation.onEnd { walk.close() }
+                advance(walk)
             }
         }
     }
@@ -193,8 +148,7 @@ final class TreeRemoval {
         var trimmed = Substring(path)
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
         if trimmed == "/" {
-            return UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory",
-                           context: "removeTree \(path)")
+            return UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory", context: "removeTree \(path)")
         }
         let last = trimmed.split(separator: "/", omittingEmptySubsequences: false).last ?? trimmed
         guard last == "." || last == ".." else { return nil }
@@ -208,35 +162,10 @@ final class TreeRemoval {
         one.device == other.device && one.inode == other.inode
     }
 
-    /// Empties and removes the root directory in pool jobs; its descriptors close when the operation ends.
-    private func startWalk() {
-        walk = TreeRemovalWalk(root: rootPath)
-        operation.onEnd { [self] in jobs.operationEnded() }
-        advance()
-    }
-
     /// Queues the job that makes the next `callsPerJob` system calls of the walk.
-    private func advance() {
-        guard let walk, operation.isRunning else { return }
-        guard operation.loop.acceptsNewRequests else {
-            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
-            return
+    private func advance(_ walk: TreeRemovalWalk) {
+        operation.job("removeTree \(rootPath)", { stop in try walk.advance(budget: Self.callsPerJob, stop: stop) }) { [self] progress in
+            if progress == .done { operation.finish() } else { advance(walk) }
         }
-        jobs.run("removeTree \(rootPath)", work: { stop in
-            try walk.advance(budget: Self.callsPerJob, stop: stop)
-        }, onShutdown: { [self] in
-            operation.finish(EventLoopError.shutDown(loop: operation.loop.name))
-        }, failed: { [self] in operation.finish($0) }) { [self] result in
-            switch result {
-            case .success(.done): operation.finish()
-            case .success(.more): advance()
-            case .failure(let error): operation.finish(error)
-            }
-        }
-    }
-
-    private func closeWalk() {
-        walk?.close()
-        walk = nil
     }
 }

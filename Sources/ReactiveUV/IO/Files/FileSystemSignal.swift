@@ -1,20 +1,18 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
 
-/// A cold file-system signal: each subscriber gets a `FileSystemOperation` on the loop thread.
-///
-/// A source of its own (not `Signal { ... }`) so that subscribing on the loop thread, the common case,
-/// makes no closures: the operation is made and started right in `attach`; only from another thread does
-/// the subscription hop to the loop (`LoopBinding`). A call its checks refuse is not one of these
-/// (`Files.refused`: a signal that fails each subscriber).
+/// A cold file-system signal: each subscriber gets a `FileOperation` on the loop thread.
 typealias FileSystemSignal<Value> = SourceSignal<FileSystemSource<Value>>
 
 /// What a file-system signal runs for each subscriber: one request, or a body of steps.
+///
+/// A one-request signal subscribed with `subscribe(next:error:completed:)` on its loop takes the
+/// sink lane (`HomeGate`): its operation sends to the subscription's own sink and is the subscription's
+/// root, with no `Subscriber`. Every other subscriber gets a gate, hopped to the loop (`LoopBinding`).
 ///
 /// Thread rule: safe from any thread (immutable); `attach` on the subscription's home thread.
 struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
@@ -23,71 +21,66 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
     /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
     typealias Read = (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
-    /// Undoes a successful result that arrived after the operation ended.
-    typealias Discard = (UnsafeMutablePointer<uv_fs_t>) -> Void
 
-    let explicitLoop: EventLoop?
-    /// The call (its name, for messages), and a one-request signal's path(s): read by its operations,
-    /// which hold the signal, with `singleStart`, `singleRead` and `singleDiscard`.
-    let singleContext: FileCallContext
-    let singleStart: Start?
-    let singleRead: Read?
-    let singleDiscard: Discard?
+    let loop: EventLoop?
+    /// The call and its path(s), which a `start` with no captures reads.
+    let context: FileCallContext
+    let start: Start?
+    let read: Read?
+    /// Undoes a successful result that came after the operation ended.
+    let discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?
     /// Starts a longer operation's steps (nil for a one-request signal).
-    let body: ((FileSystemOperation<Value>) -> Void)?
+    let body: ((FileOperation<Value>) -> Void)?
 
-    /// A source of one request.
-    init(on loop: EventLoop?, context: FileCallContext, start: @escaping Start, read: @escaping Read, discard: Discard?) {
-        explicitLoop = loop
-        singleContext = context
-        singleStart = start
-        singleRead = read
-        singleDiscard = discard
-        body = nil
-    }
-
-    /// A source of steps that `body` starts.
-    init(call: StaticString, on loop: EventLoop?, body: @escaping (FileSystemOperation<Value>) -> Void) {
-        explicitLoop = loop
-        singleContext = FileCallContext(call, "")
-        singleStart = nil
-        singleRead = nil
-        singleDiscard = nil
-        self.body = body
-    }
-
-    // Generic, called through the signal's vtable: specialized for the hot case (stat throughput),
-    // where each subscriber would look up the metadata of `Subscriber<Value>` and the operation.
+    // Called through the signal's vtable, so generic: specialized for the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
     static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: FileSystemSignal<Value>) {
+        if signal.source.body == nil,
+           let sink = HomeGate.directSink(for: observer, in: subscription, on: signal.source.loop ?? subscription.home) {
+            // The calling thread's loop is the home (`directSink` checked it).
+            let operation = FileOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), output: .gate(.sink(sink)))
+            subscription.attachRoot(operation)
+            operation.single(signal)
+            return
+        }
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
-        // As the base signal's attach: a subscription disposed before it attached starts no request.
+        // As the base signal's attach: a subscription disposed before it attached starts nothing.
         if subscription.isDisposed { return }
-        subscription.add(subscribed(subscriber, signal: signal))
+        let loop = signal.source.loop
+        subscription.add(LoopBinding.open(on: loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
+            let operation = FileOperation(loop: loop, subscriber: subscriber)
+            if let body = signal.source.body { body(operation) } else { operation.single(signal) }
+            return operation
+        })
+    }
+}
+
+/// What a file-system call is doing, for its errors and labels: `"stat /tmp/x"`, `"rename a -> b"`.
+/// Kept as its parts and written out only for an error or a message.
+///
+/// Thread rule: a value type; safe from any thread.
+struct FileCallContext: Sendable, CustomStringConvertible {
+    /// The system call's name (`"stat"`).
+    let call: StaticString
+    let path: String
+    /// The second path of a two-path call (the destination of `rename`), if any.
+    let other: String?
+
+    init(_ call: StaticString, _ path: String, _ other: String? = nil) {
+        self.call = call
+        self.path = path
+        self.other = other
     }
 
-    private static func subscribed(_ subscriber: Subscriber<Value>, signal: FileSystemSignal<Value>) -> (any Disposable)? {
-        let source = signal.source
-        // On the loop already: start now (what LoopBinding.open would do, without its closure).
-        if let loop = source.explicitLoop ?? (subscriber.homeScheduler as? EventLoop), loop.inEventLoop, loop.acceptsNewHandles {
-            return begin(on: loop, for: subscriber, signal: signal)
-        }
-        return LoopBinding.open(on: source.explicitLoop, for: subscriber, what: "Files.\(source.singleContext.call)") { loop in
-            begin(on: loop, for: subscriber, signal: signal)
-        }
-    }
-
-    private static func begin(on loop: EventLoop, for subscriber: Subscriber<Value>, signal: FileSystemSignal<Value>) -> any Disposable {
-        let operation = FileSystemOperation(loop: loop, subscriber: subscriber)
-        if let body = signal.source.body { body(operation) } else { operation.single(signal) }
-        return operation
+    var description: String {
+        if let other { return "\(call) \(path) -> \(other)" }
+        return "\(call) \(path)"
     }
 }
 
 extension Files {
-    /// The checks' refusal, if any (they run when the signal is made): the one way every `Files` call
-    /// turns its door checks into an error to send.
+    /// The error `checks` throw, if any: how every `Files` call turns its door checks into an error to send.
     static func refusal(_ checks: () throws(UVError) -> Void) -> UVError? {
         do {
             try checks()
@@ -97,48 +90,90 @@ extension Files {
         }
     }
 
-    /// A cold file-system signal: the checks run when it is made (an error there ends each subscriber before any
-    /// request), then `body` starts the operation's first step on the loop thread.
-    static func operation<Value>(
-        _ call: StaticString,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ body: @escaping (FileSystemOperation<Value>) -> Void
-    ) -> Signal<Value> {
-        if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(FileSystemSource(call: call, on: loop, body: body)).debugNamed("+Files.\(call)")
+    /// `ENOENT` for an empty path, `EINVAL` for one with a NUL byte, else nil.
+    static func pathRefusal(of path: String, in call: String) -> UVError? {
+        refusal { () throws(UVError) in try FileSystemArguments.check(path, in: call) }
+    }
+
+    /// A cold file-system signal: `checks` run when it is made (their error fails each subscriber before
+    /// any request), then `body` starts the operation's first step on the loop thread.
+    static func operation<Value>(_ call: StaticString, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                                 _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
+        if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
+        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), start: nil, read: nil,
+                                                 discard: nil, body: body)).debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that sends what `read` makes of its result, then completes.
     ///
-    /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use) and the callback.
-    /// `context` is consumed: the signal stores the caller's strings (borrowed, each path was retained and released once more).
+    /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use)
+    /// and the callback.
     static func single<Value>(
-        _ call: StaticString,
-        context: consuming FileCallContext,
+        _ context: consuming FileCallContext,
         on loop: EventLoop?,
         checks: () throws(UVError) -> Void,
         _ start: @escaping FileSystemSource<Value>.Start,
-        read: @escaping FileSystemSource<Value>.Read,
-        discard: FileSystemSource<Value>.Discard? = nil
+        read: @escaping FileSystemSource<Value>.Read
     ) -> Signal<Value> {
-        if let refusal = refusal(checks) { return refused(call, refusal) }
-        return FileSystemSignal(FileSystemSource(on: loop, context: context, start: start, read: read, discard: discard)).debugNamed("+Files.\(call)")
+        let call = context.call
+        if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
+        return FileSystemSignal(FileSystemSource(loop: loop, context: context, start: start, read: read, discard: nil, body: nil))
+            .debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
-    static func single(
-        _ call: StaticString,
-        context: consuming FileCallContext,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ start: @escaping FileSystemSource<Void>.Start
-    ) -> Signal<Void> {
-        single(call, context: context, on: loop, checks: checks, start, read: { _, _ in () })
+    static func single(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                       _ start: @escaping FileSystemSource<Void>.Start) -> Signal<Void> {
+        single(context, on: loop, checks: checks, start, read: { _, _ in () })
+    }
+}
+
+/// Checks at the door of every file-system signal, before any request.
+enum FileSystemArguments {
+    /// Refuses an empty path (`ENOENT`, as `stat(2)` answers it) and one with a NUL byte (`EINVAL`:
+    /// libuv takes C strings and would act on the part before the NUL).
+    ///
+    /// Inlined, with the refusal out of line: a path that passes costs the caller a test and the NUL search.
+    @inline(__always)
+    static func check(_ path: String, _ role: String = "path", in call: String) throws(UVError) {
+        if path.isEmpty || nulOffset(in: path) != nil { try refuse(path, role, in: call) }
     }
 
-    /// What a call its checks refused is: a signal that fails each subscriber with `refusal`, before any request.
-    private static func refused<Value>(_ call: StaticString, _ refusal: UVError) -> Signal<Value> {
-        Signal<Value>.error(refusal).debugNamed("+Files.\(call)")
+    @inline(never)
+    private static func refuse(_ path: String, _ role: String, in call: String) throws(UVError) {
+        if path.isEmpty {
+            throw UVError(code: UVError.noSuchFileCode, message: "the \(role) is empty", context: call)
+        }
+        if let offset = nulOffset(in: path) {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "the \(role) contains a NUL byte (at byte \(offset)), which no file name can hold",
+                          context: "\(call) \(path.replacingNULs)")
+        }
+    }
+
+    /// Where the first NUL byte of `path` is, if it has one.
+    private static func nulOffset(in path: String) -> Int? {
+        let found: Int?? = path.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, let hit = memchr(base, 0, bytes.count) else { return nil }
+            return UnsafeRawPointer(hit) - UnsafeRawPointer(base)
+        }
+        if let found { return found }
+        return path.utf8.firstIndex(of: 0).map { path.utf8.distance(from: path.utf8.startIndex, to: $0) }
+    }
+
+    /// Refuses a mode beyond 0o7777 (file type bits or garbage: chmod would silently drop them).
+    static func check(mode: UInt32, in call: String) throws(UVError) {
+        guard mode <= 0o7777 else {
+            throw UVError(code: UVError.invalidArgumentCode,
+                          message: "mode 0o\(String(mode, radix: 8)) has bits beyond 0o7777 (permissions, set-ID and sticky)",
+                          context: call)
+        }
+    }
+}
+
+extension String {
+    /// The string with each NUL shown as `\0`, for messages.
+    var replacingNULs: String {
+        String(decoding: utf8.flatMap { $0 == 0 ? Array("\\0".utf8) : [$0] }, as: UTF8.self)
     }
 }

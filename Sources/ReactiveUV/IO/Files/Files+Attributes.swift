@@ -16,7 +16,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func chmod(_ path: String, _ mode: UInt32, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("chmod", context: FileCallContext("chmod", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("chmod", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chmod")
             try FileSystemArguments.check(mode: mode, in: "chmod \(path)")
         }, { uv_fs_chmod($0, $1, path, Int32(mode), $3) })
@@ -36,7 +36,7 @@ extension Files {
     public static func chown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         // -1 (all bits set) is "leave it" to chown(2).
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
-        return single("chown", context: FileCallContext("chown", path), on: loop, checks: { () throws(UVError) in
+        return single(FileCallContext("chown", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chown")
         }, { uv_fs_chown($0, $1, path, uid, gid, $3) })
     }
@@ -53,16 +53,15 @@ extension Files {
     /// Thread rule: safe from any thread.
     public static func lchown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
-        return single("lchown", context: FileCallContext("lchown", path), on: loop, checks: { () throws(UVError) in
+        return single(FileCallContext("lchown", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lchown")
         }, { uv_fs_lchown($0, $1, path, uid, gid, $3) })
     }
 
     /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond.
     ///
-    /// libuv 1.44's `uv_fs_utime` takes seconds as a `Double` and keeps only microseconds, so this calls
-    /// `utimensat(2)` on libuv's thread pool instead (a `ThreadPool.run` job): what `stat` reads back is
-    /// exactly what was set, where the file system keeps nanoseconds.
+    /// libuv 1.44's `uv_fs_utime` keeps only microseconds, so this calls `utimensat(2)` in a pool job instead:
+    /// what `stat` reads back is exactly what was set, where the file system keeps nanoseconds.
     ///
     /// A time beyond ±2^63 seconds (what `timespec` holds) fails with `EINVAL` before any call. Within it, the
     /// kernel clamps a time the file system cannot store to its range without saying so (ext4 keeps
@@ -95,22 +94,20 @@ extension Files {
         setTimes(path, access: access, modification: modification, followLinks: false, call: "setLinkTimes", on: loop)
     }
 
-    private static func setTimes(_ path: String, access: Duration, modification: Duration, followLinks: Bool, call: String,
+    private static func setTimes(_ path: String, access: Duration, modification: Duration, followLinks: Bool, call: StaticString,
                                  on loop: EventLoop?) -> Signal<Void> {
         let context = "utimensat \(path)"
-        let times: [timespec]
-        do {
+        var times: [timespec] = []
+        return operation(call, on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "utimensat")
             times = [try timeSpec(access, "access", context: context), try timeSpec(modification, "modification", context: context)]
-        } catch {
-            return Signal.error(error)
+        }) { operation in
+            let times = times
+            operation.job(context, { _ in
+                let result = times.withUnsafeBufferPointer { utimensat(AT_FDCWD, path, $0.baseAddress, followLinks ? 0 : AT_SYMLINK_NOFOLLOW) }
+                if result != 0 { throw systemCallError(context) }
+            }) { operation.finish() }
         }
-        return ThreadPool.run(on: loop) { () throws in
-            let result = times.withUnsafeBufferPointer {
-                utimensat(AT_FDCWD, path, $0.baseAddress, followLinks ? 0 : AT_SYMLINK_NOFOLLOW)
-            }
-            if result != 0 { throw UVError(code: -errno, context: context) }
-        }.ignoreValues().debugNamed("+Files.\(call)")
     }
 
     /// The times a `timespec` holds: from `Int64.min` seconds to just under `Int64.max + 1` seconds after the epoch.
@@ -154,58 +151,20 @@ extension Files {
                 throw UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "truncate \(path)")
             }
         }) { operation in
-            FileTruncation(operation: operation, path: path, size: size).start()
-        }
-    }
-}
-
-/// One `Files.truncate`: open, ftruncate, close, each a request; the descriptor never outlives the operation.
-final class FileTruncation {
-    // Loop thread only, as its operation.
-    private let operation: FileSystemOperation<Void>
-    private let path: String
-    private let size: Int64
-    /// The open descriptor, or -1.
-    private var file: uv_file = -1
-
-    init(operation: FileSystemOperation<Void>, path: String, size: Int64) {
-        self.operation = operation
-        self.path = path
-        self.size = size
-    }
-
-    func start() {
-        let uvLoop = operation.loop.uvLoop
-        operation.step("open \(path)", { uv_fs_open(uvLoop, $0, self.path, O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0, $1) },
-                       read: { result, _ in uv_file(truncatingIfNeeded: result) },
-                       discard: { fs in FileTruncation.closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }) { [self] file in
-            self.file = file
-            operation.onEnd { [self] in
-                if self.file >= 0 { FileTruncation.closeNow(self.file) }
-                self.file = -1
-            }
-            operation.step("ftruncate \(path)", { uv_fs_ftruncate(uvLoop, $0, file, self.size, $1) }) { [self] in
-                close()
+            // The descriptor, once open: closed by the close step, or at the end if that never ran.
+            var file: uv_file = -1
+            operation.request("open \(path)", { uv_fs_open($0, $1, path, O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0, $2) },
+                              read: { result, _ in uv_file(truncatingIfNeeded: result) },
+                              discard: { fs in closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }) { opened in
+                file = opened
+                operation.onEnd { if file >= 0 { closeNow(file) } }
+                operation.request("ftruncate \(path)", { uv_fs_ftruncate($0, $1, opened, size, $2) }) {
+                    // A close that ran released the descriptor, whatever its result; one cancelled before it ran did not.
+                    operation.request("close \(path)", { uv_fs_close($0, $1, opened, $2) }, onResult: { result in
+                        if result != Int(UVError.cancelledCode) { file = -1 }
+                    }) { operation.finish() }
+                }
             }
         }
-    }
-
-    private func close() {
-        let uvLoop = operation.loop.uvLoop
-        let file = self.file
-        // A close that ran (whatever its result) released the descriptor; one cancelled before it ran did not,
-        // and the operation's release closes it then.
-        operation.step("close \(path)", { uv_fs_close(uvLoop, $0, file, $1) }, onResult: { [self] result in
-            if result != Int(UVError.cancelledCode) { self.file = -1 }
-        }) { [self] in
-            operation.finish()
-        }
-    }
-
-    /// Closes `file` now, on the loop thread (a close of a local file does not block).
-    static func closeNow(_ file: uv_file) {
-        var request = uv_fs_t()
-        uvCheckReporting(uv_fs_close(nil, &request, file, nil), "close")
-        uv_fs_req_cleanup(&request)
     }
 }

@@ -39,13 +39,9 @@ public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension Files {
-    /// Entries read per pool job (one batch) by `list`.
-    ///
-    /// 1,024: about what one `getdents` call of glibc's 32 KiB buffer brings for short names, so a
-    /// job rarely waits on a second call, and a batch delivered in one go keeps the loop for a
-    /// fraction of a millisecond. A listing holds at most two batches. With 256, each listing
-    /// paid four pool round trips per `getdents`: 100,000 entries took about 20 % longer, for C's
-    /// `uv_fs_readdir` with the same buffer too, and ours fell behind C's (BENCHMARKS.md, #15).
+    /// Entries read per pool job (one batch) by `list`: about what one `getdents` call of glibc's 32 KiB
+    /// buffer brings for short names, so a job rarely waits on a second call, and a batch delivered in one
+    /// go keeps the loop for a fraction of a millisecond. A listing holds at most two batches.
     ///
     /// Thread rule: safe from any thread.
     public static let listBatchSize = 1024
@@ -71,10 +67,9 @@ extension Files {
             try FileSystemArguments.check(mode: mode, in: "mkdir \(path)")
         }) { operation in
             if withParents {
-                DirectoryCreation(operation: operation, path: path, mode: Int32(mode)).start()
+                DirectoryCreation(operation: operation, path: path, mode: Int32(mode)).makeLevel()
             } else {
-                let uvLoop = operation.loop.uvLoop
-                operation.step("mkdir \(path)", { uv_fs_mkdir(uvLoop, $0, path, Int32(mode), $1) }) { operation.finish() }
+                operation.request("mkdir \(path)", { uv_fs_mkdir($0, $1, path, Int32(mode), $2) }) { operation.finish() }
             }
         }
     }
@@ -88,7 +83,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func removeDirectory(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("removeDirectory", context: FileCallContext("rmdir", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("rmdir", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "rmdir")
         }, { uv_fs_rmdir($0, $1, path, $3) })
     }
@@ -102,7 +97,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func remove(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("remove", context: FileCallContext("unlink", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("unlink", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "unlink")
         }, { uv_fs_unlink($0, $1, path, $3) })
     }
@@ -156,18 +151,14 @@ extension Files {
         return operation("makeTemporaryDirectory", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
         }) { operation in
-            let uvLoop = operation.loop.uvLoop
-            operation.step("mkdtemp \(template)", { uv_fs_mkdtemp(uvLoop, $0, template, $1) }, read: { _, fs in
+            operation.request("mkdtemp \(template)", { uv_fs_mkdtemp($0, $1, template, $2) }, read: { _, fs in
                 String(cString: fs.pointee.path)
             }, discard: { fs in
                 removeUnwantedDirectory(String(cString: fs.pointee.path))
             }) { made in
                 // Disposed on another thread while the request ran: the subscription is marked at once, its
                 // teardown (which ends this operation) comes later, and the value sent now would be dropped.
-                if operation.subscriber?.isDisposed ?? true {
-                    removeUnwantedDirectory(made)
-                    return
-                }
+                if operation.isUnwanted { return removeUnwantedDirectory(made) }
                 operation.send(made)
                 operation.finish()
             }

@@ -19,7 +19,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func rename(from source: String, to destination: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("rename", context: FileCallContext("rename", source, destination), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("rename", source, destination), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "rename")
             try FileSystemArguments.check(destination, "destination", in: "rename")
         }, { uv_fs_rename($0, $1, source, destination, $3) })
@@ -44,22 +44,21 @@ extension Files {
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
-        let checks = { () throws(UVError) in
+        let context = "copyfile \(source) -> \(destination)"
+        return operation("copy", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "copyfile")
             try FileSystemArguments.check(destination, "destination", in: "copyfile")
+        }) { operation in
+            // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what
+            // it holds would become an empty copy without a word, so it is looked at first; so is a destination
+            // it would replace.
+            operation.job(context, { _ in
+                try checkCopySource(source, context: context)
+                if overwrite { try checkCopyDestination(destination, context: context) }
+            }) {
+                operation.request(context, { uv_fs_copyfile($0, $1, source, destination, flags, $2) }) { operation.finish() }
+            }
         }
-        let copying: Signal<Void> = single("copy", context: FileCallContext("copyfile", source, destination), on: loop,
-                                           checks: checks, { uv_fs_copyfile($0, $1, source, destination, flags, $3) })
-        // A path the checks refuse: the copy signal refuses it at the door, with no pool job first.
-        if refusal(checks) != nil { return copying }
-        let context = "copyfile \(source) -> \(destination)"
-        // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what it
-        // holds would become an empty copy without a word, so it is looked at first, on the pool; so is a
-        // destination it would replace.
-        return ThreadPool.run(on: loop) { () throws in
-            try checkCopySource(source, context: context)
-            if overwrite { try checkCopyDestination(destination, context: context) }
-        }.ignoreValues().concat(copying)
     }
 
     /// Refuses (pool thread) an existing destination that is not a regular file. libuv's copy opens it for
@@ -120,7 +119,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func link(at path: String, pointingTo existing: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("link", context: FileCallContext("link", path, existing), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("link", path, existing), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "link")
             try FileSystemArguments.check(existing, "target", in: "link")
         }, { uv_fs_link($0, $1, existing, path, $3) })
@@ -137,7 +136,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func symbolicLink(at path: String, pointingTo target: String, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("symbolicLink", context: FileCallContext("symlink", path, target), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("symlink", path, target), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "symlink")
             try FileSystemArguments.check(target, "target", in: "symlink")
         }, { uv_fs_symlink($0, $1, target, path, 0, $3) })
@@ -176,9 +175,8 @@ extension Files {
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32
     ) -> Signal<String> {
         operation(name, on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "\(call)") }) { operation in
-            let uvLoop = operation.loop.uvLoop
             let context = "\(call) \(path)"
-            operation.step(context, { start(uvLoop, $0, $1) }, read: { _, fs in
+            operation.request(context, start, read: { _, fs in
                 String(validatingCString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self))
             }) { answer in
                 guard let answer else {

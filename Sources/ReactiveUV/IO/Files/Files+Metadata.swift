@@ -4,31 +4,19 @@ internal import CLibUV
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct FileAccess: OptionSet, Sendable, Hashable {
-    /// The bits `access(2)` takes (`R_OK`, `W_OK`, `X_OK`; none is `F_OK`).
-    ///
-    /// Thread rule: safe from any thread.
+    /// The bits `access(2)` takes (`R_OK`, `W_OK`, `X_OK`; none is `F_OK`). Thread rule: safe from any thread.
     public let rawValue: Int32
 
-    /// An access mode from `access(2)`'s bits.
-    ///
-    /// Thread rule: safe from any thread.
+    /// An access mode from `access(2)`'s bits. Thread rule: safe from any thread.
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
-    /// Permission to read (`R_OK`).
-    ///
-    /// Thread rule: safe from any thread.
+    /// Permission to read (`R_OK`). Thread rule: safe from any thread.
     public static let read = FileAccess(rawValue: 4)
-    /// Permission to write (`W_OK`).
-    ///
-    /// Thread rule: safe from any thread.
+    /// Permission to write (`W_OK`). Thread rule: safe from any thread.
     public static let write = FileAccess(rawValue: 2)
-    /// Permission to execute a file or search a directory (`X_OK`).
-    ///
-    /// Thread rule: safe from any thread.
+    /// Permission to execute a file or search a directory (`X_OK`). Thread rule: safe from any thread.
     public static let execute = FileAccess(rawValue: 1)
-    /// Only that the path exists (`F_OK`, no bits).
-    ///
-    /// Thread rule: safe from any thread.
+    /// Only that the path exists (`F_OK`, no bits). Thread rule: safe from any thread.
     public static let exists: FileAccess = []
 }
 
@@ -43,10 +31,10 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func stat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single("stat", context: FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "stat")
         }, { loop, request, context, callback in
-            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
+            // withCString lends a native string's own bytes; passing `path` would copy it into an array.
             context.path.withCString { uv_fs_stat(loop, request, $0, callback) }
         }, read: { _, fs in FileInfo(statOf: fs) })
     }
@@ -60,10 +48,9 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func lstat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single("lstat", context: FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lstat")
         }, { loop, request, context, callback in
-            // withCString lends a native string's own bytes; passing `path` as an argument would copy it into an array.
             context.path.withCString { uv_fs_lstat(loop, request, $0, callback) }
         }, read: { _, fs in FileInfo(statOf: fs) })
     }
@@ -82,7 +69,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func access(_ path: String, _ mode: FileAccess, on loop: EventLoop? = nil) -> Signal<Void> {
-        single("access", context: FileCallContext("access", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("access", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "access")
             guard mode.rawValue & ~7 == 0 else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "access mode \(mode.rawValue) is not a combination of read, write and execute",
@@ -107,18 +94,13 @@ extension Files {
         operation("exists", on: loop, checks: { () throws(UVError) in
             if !path.isEmpty { try FileSystemArguments.check(path, in: "exists") }
         }) { operation in
-            let uvLoop = operation.loop.uvLoop
-            operation.step("access \(path)", { uv_fs_access(uvLoop, $0, path, 0, $1) }, failed: { error in
-                if error.code == UVError.noSuchFileCode {
-                    operation.send(false)
-                    operation.finish()
-                } else {
-                    operation.finish(error)
-                }
-            }) {
-                operation.send(true)
+            let answer = { (exists: Bool) in
+                operation.send(exists)
                 operation.finish()
             }
+            operation.request("access \(path)", { uv_fs_access($0, $1, path, 0, $2) }, failed: { error in
+                if error.code == UVError.noSuchFileCode { answer(false) } else { operation.finish(error) }
+            }) { answer(true) }
         }
     }
 }

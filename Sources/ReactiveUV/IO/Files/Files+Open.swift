@@ -83,27 +83,22 @@ extension Files {
     /// Thread rule: safe from any thread.
     public static func open(_ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
                             permissions: UInt32 = 0o644, on loop: EventLoop? = nil) -> Signal<OpenFile> {
-        Signal { subscriber in
-            let flags: Int32
-            do {
-                // libuv takes a C string: a NUL would open (or create) the file named by the part before it.
-                try FileSystemArguments.check(path, in: "open")
-                flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
-            } catch {
-                subscriber.sendError(error)
-                return nil
+        var flags: Int32 = 0
+        return operation("open", on: loop, checks: { () throws(UVError) in
+            // libuv takes a C string: a NUL would open (or create) the file named by the part before it.
+            try FileSystemArguments.check(path, in: "open")
+            flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
+        }) { operation in
+            let flags = flags
+            openFile(operation, "open \(path)", removeIfUnwanted: false) {
+                var request = uv_fs_t()
+                defer { uv_fs_req_cleanup(&request) }
+                let result = uv_fs_open(nil, &request, path, flags, Int32(bitPattern: permissions), nil)
+                guard result >= 0 else { throw UVError(code: result, context: "open \(path)") }
+                Files.setBlocking(result)
+                return (result, path)
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.open") { loop in
-                OpenFileSource.start(loop: loop, path: path, subscriber: subscriber) { _ in
-                    var request = uv_fs_t()
-                    defer { uv_fs_req_cleanup(&request) }
-                    let result = uv_fs_open(nil, &request, path, flags, Int32(bitPattern: permissions), nil)
-                    guard result >= 0 else { throw UVError(code: result, context: "open \(path)") }
-                    Files.clearNonBlocking(result)
-                    return (result, path)
-                }
-            }
-        }.debugNamed("+Files.open(\(path))")
+        }
     }
 
     /// Creates a new file with a unique name (`mkstemp`: `prefix` and six random characters, in
@@ -126,35 +121,26 @@ extension Files {
     /// Thread rule: safe from any thread.
     public static func makeTemporaryFile(prefix: String = "reactiveuv-", in directory: String? = nil,
                                          on loop: EventLoop? = nil) -> Signal<OpenFile> {
-        Signal { subscriber in
-            let folder = directory ?? temporaryDirectory()
+        let folder = directory ?? temporaryDirectory()
+        let template = (folder.hasSuffix("/") ? folder : folder + "/") + prefix + "XXXXXX"
+        return operation("makeTemporaryFile", on: loop, checks: { () throws(UVError) in
             guard !prefix.contains("/") else {
-                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
-                                             message: "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)"))
-                return nil
+                throw UVError(code: UVError.invalidArgumentCode, message: "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)")
             }
-            let template = (folder.hasSuffix("/") ? folder : folder + "/") + prefix + "XXXXXX"
-            do {
-                // An empty directory would put the file in `/`; a NUL would cut the template (libuv takes a C
-                // string), so the file could be made elsewhere than asked, or under another name.
-                try FileSystemArguments.check(folder, "directory", in: "mkstemp")
-                try FileSystemArguments.check(template, "prefix", in: "mkstemp")
-            } catch {
-                subscriber.sendError(error)
-                return nil
+            // An empty directory would put the file in `/`; a NUL would cut the template (libuv takes a C
+            // string), so the file could be made elsewhere than asked, or under another name.
+            try FileSystemArguments.check(folder, "directory", in: "mkstemp")
+            try FileSystemArguments.check(template, "prefix", in: "mkstemp")
+        }) { operation in
+            openFile(operation, "open \(template)", removeIfUnwanted: true) {
+                var request = uv_fs_t()
+                defer { uv_fs_req_cleanup(&request) }
+                let result = uv_fs_mkstemp(nil, &request, template, nil)
+                guard result >= 0 else { throw UVError(code: result, context: "mkstemp \(template)") }
+                // libuv fills the X's of its copy of the template in.
+                return (result, request.path.map { String(cString: $0) } ?? template)
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.makeTemporaryFile") { loop in
-                OpenFileSource.start(loop: loop, path: template, subscriber: subscriber, removeIfUnwanted: true) { _ in
-                    var request = uv_fs_t()
-                    defer { uv_fs_req_cleanup(&request) }
-                    let result = uv_fs_mkstemp(nil, &request, template, nil)
-                    guard result >= 0 else { throw UVError(code: result, context: "mkstemp \(template)") }
-                    // libuv fills the X's of its copy of the template in.
-                    let made = request.path.map { String(cString: $0) } ?? template
-                    return (result, made)
-                }
-            }
-        }.debugNamed("+Files.makeTemporaryFile(\(prefix))")
+        }
     }
 
     /// `$TMPDIR`, else `/tmp`.
@@ -190,106 +176,37 @@ extension Files {
         return flags
     }
 
-    /// Clears `O_NONBLOCK` after the open (it only kept a FIFO's open from waiting).
-    static func clearNonBlocking(_ descriptor: Int32) {
-        let flags = fcntl(descriptor, F_GETFL)
-        if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
-    }
-}
-
-/// The subscription of `Files.open` / `makeTemporaryFile`: the open job, then the file it owns.
-final class OpenFileSource: LoopDisposable, @unchecked Sendable {
-    // `state` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
-    private enum State {
-        case opening(FileJob<OpenedDescriptor>)
-        case open(OpenFile)
-        case ended
-    }
-
-    /// A descriptor just opened on the pool, and the path it names. It is a plain pair of values.
-    struct OpenedDescriptor: Sendable {
-        let descriptor: Int32
-        let path: String
-    }
-
-    let loop: EventLoop
-    let disposedFlag = Atomic<Bool>(false)
-    private var state = State.ended
-
-    private init(loop: EventLoop) { self.loop = loop }
-
-    /// Queues `open` (it returns the descriptor and its path, on a pool thread) and sends the file it opens.
-    ///
-    /// With `removeIfUnwanted` (a temporary file, which `open` made under a name nobody else knows), a
-    /// file opened for a subscriber that is gone is removed as well as closed.
-    static func start(loop: EventLoop, path: String, subscriber: Subscriber<OpenFile>, removeIfUnwanted: Bool = false,
-                      _ open: @escaping @Sendable (JobStopFlag) throws -> (Int32, String)) -> (any Disposable)? {
-        let source = OpenFileSource(loop: loop)
-        let discard = { (opened: OpenedDescriptor) in
-            var request = uv_fs_t()
-            _ = uv_fs_close(nil, &request, opened.descriptor, nil)
-            uv_fs_req_cleanup(&request)
+    /// Runs `open` (it returns the descriptor and its path) in a pool job and sends the file it opened; the
+    /// operation then owns the file until it is closed. With `removeIfUnwanted` (a temporary file, named by
+    /// nobody else), a file opened for a subscriber that is gone is removed as well as closed.
+    private static func openFile(_ operation: FileOperation<OpenFile>, _ context: String, removeIfUnwanted: Bool,
+                                 _ open: @escaping @Sendable () throws -> (Int32, String)) {
+        let discard = { (opened: (Int32, String)) in
+            closeNow(opened.0)
             if removeIfUnwanted {
-                uvCheckReporting(uv_fs_unlink(nil, &request, opened.path, nil), "unlink \(opened.path)")
+                var request = uv_fs_t()
+                uvCheckReporting(uv_fs_unlink(nil, &request, opened.1, nil), "unlink \(opened.1)")
                 uv_fs_req_cleanup(&request)
             }
         }
-        let job = FileJob<OpenedDescriptor>(loop: loop, context: "open \(path)", work: { stop in
-            let (descriptor, name) = try open(stop)
-            return OpenedDescriptor(descriptor: descriptor, path: name)
-        }) { [source] result in
-            // Disposed on another thread while the job ran: the subscription is marked at once, `abandon()`
-            // comes later, and the file sent now would be dropped (a temporary one left on disk).
-            if case .success(let opened) = result, subscriber.isDisposed {
-                source.state = .ended
-                discard(opened)
-                return
-            }
-            source.opened(result, subscriber: subscriber)
-        }
-        // Opened after a dispose or a shutdown: nobody will own it, so close it here.
-        job.onDiscard = discard
-        job.onShutdown = { subscriber.sendError(EventLoopError.shutDown(loop: loop.name)) }
-        source.state = .opening(job)
-        return LoopBinding.started(source, for: subscriber) { try job.queue() }
-    }
-
-    private func opened(_ result: Result<OpenedDescriptor, any Error>, subscriber: Subscriber<OpenFile>) {
-        switch result {
-        case .success(let opened):
-            let file = OpenFile(loop: loop, path: opened.path, descriptor: opened.descriptor)
-            if file.isClosed {
-                // The loop began shutting down while the file opened: it is closed already.
-                state = .ended
-                subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
-                return
-            }
-            state = .open(file)
-            file.onClose = { [weak self] closer in
-                self?.state = .ended
+        operation.job(context, { _ in try open() }, discard: discard) { opened in
+            // Disposed on another thread while the job ran: the file sent now would be dropped.
+            if operation.isUnwanted { return discard(opened) }
+            let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)
+            // The loop began shutting down while the file opened: it is closed already.
+            if file.isClosed { return operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
+            file.onClose = { closer in
                 switch closer {
-                case .close: subscriber.sendCompleted()
-                case .shutdown: subscriber.sendError(EventLoopError.shutDown(loop: file.loop.name))
+                case .close: operation.finish()
+                case .shutdown: operation.finish(EventLoopError.shutDown(loop: file.loop.name))
                 case .dispose, .open: break
                 }
             }
-            subscriber.sendNext(file)
-        case .failure(let error):
-            state = .ended
-            subscriber.sendError(error)
+            operation.onEnd {
+                file.onClose = nil
+                file.requestClose(by: .dispose)
+            }
+            operation.send(file)
         }
-    }
-
-    func abandon() {
-        switch state {
-        case .opening(let job):
-            job.abandon()
-        case .open(let file):
-            file.onClose = nil
-            file.requestClose(by: .dispose)
-        case .ended:
-            break
-        }
-        state = .ended
     }
 }

@@ -74,21 +74,14 @@ public enum Files {
     /// `read(_:maxSize:on:)` with the bytes per read system call and a test seam told after each one (on the pool thread).
     static func read(_ path: String, maxSize: Int, on loop: EventLoop?, readSize: Int,
                      afterEachRead: (@Sendable (Int) -> Void)?) -> Signal<[UInt8]> {
-        Signal { subscriber in
-            if let refusal = pathRefusal(of: path, in: "Files.read") {
-                subscriber.sendError(refusal)
-                return nil
-            }
+        operation("read", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "Files.read")
             guard maxSize >= 0 else {
-                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
-                                             message: "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)"))
-                return nil
+                throw UVError(code: UVError.invalidArgumentCode, message: "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)")
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.read") { loop in
-                WholeFileRead.start(WholeFileRead(loop: loop, path: path, maxSize: maxSize, readSize: readSize,
-                                                  subscriber: subscriber, afterEachRead: afterEachRead), for: subscriber)
-            }
-        }.debugNamed("+Files.read(\(path))")
+        }) { operation in
+            WholeFileRead(operation: operation, path: path, maxSize: maxSize, readSize: readSize, afterEachRead: afterEachRead).start()
+        }
     }
 
     /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
@@ -112,21 +105,20 @@ public enum Files {
     ///
     /// Thread rule: safe from any thread.
     public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
-        Signal { subscriber in
-            if let refusal = pathRefusal(of: path, in: "Files.chunks") {
-                subscriber.sendError(refusal)
-                return nil
-            }
+        operation("chunks", on: loop, checks: { () throws(UVError) in
+            try FileSystemArguments.check(path, in: "Files.chunks")
             guard (1...maxChunkSize).contains(chunkSize) else {
-                subscriber.sendError(UVError(code: UVError.invalidArgumentCode,
-                                             message: "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
-                                             context: "Files.chunks \(path)"))
-                return nil
+                throw UVError(code: UVError.invalidArgumentCode, message: "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
+                              context: "Files.chunks \(path)")
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.chunks") { loop in
-                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .stream(chunkSize: chunkSize), subscriber: subscriber))
+        }) { operation in
+            // O_NONBLOCK: opening a FIFO must not wait for its other end on a pool thread.
+            operation.request("open \(path)", { uv_fs_open($0, $1, path, O_RDONLY | O_NONBLOCK, 0, $2) },
+                              read: { result, _ in Int32(truncatingIfNeeded: result) },
+                              discard: { fs in closeNow(Int32(truncatingIfNeeded: fs.pointee.result)) }) { file in
+                ChunkReading(operation: operation, path: path, file: file, chunkSize: chunkSize, openedHere: true).examine()
             }
-        }.debugNamed("+Files.chunks(\(path))")
+        }
     }
 
     /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents, then completes.
@@ -150,32 +142,32 @@ public enum Files {
         write(.array(bytes), to: path, append: append, on: loop)
     }
 
-    /// `write(_:to:append:on:)` for any bytes the transfer holds, with the largest request (tests make it small).
+    /// `write(_:to:append:on:)` for any bytes, with the largest request (tests make it small).
     static func write(_ bytes: WriteBytes, to path: String, append: Bool = false, on loop: EventLoop? = nil,
-                      largestRequest: Int = FileTransfer.largestWriteRequest) -> Signal<Void> {
-        Signal { subscriber in
-            if let refusal = pathRefusal(of: path, in: "Files.write") {
-                subscriber.sendError(refusal)
-                return nil
+                      largestRequest: Int = largestWriteRequest) -> Signal<Void> {
+        operation("write", on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "Files.write") }) { operation in
+            let flags = O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC)
+            operation.request("open \(path)", { uv_fs_open($0, $1, path, flags, 0o644, $2) }, read: { result, _ in Int32(truncatingIfNeeded: result) },
+                              discard: { fs in closeNow(Int32(truncatingIfNeeded: fs.pointee.result)) }, failed: { error in
+                guard error.code == UV_ENXIO.rawValue else { return operation.finish(error) }
+                operation.finish(UVError(code: error.code, message: "the FIFO has no reader (it is opened without waiting for one)", context: error.context))
+            }) { file in
+                operation.onEnd { closeNow(file) }
+                // Writes to a FIFO whose reader exists wait for room, as the caller expects.
+                setBlocking(file)
+                operation.job("write \(path)", { stop in
+                    try OpenFile.writeAll(bytes, to: file, at: nil, largestRequest: largestRequest, stop: stop, context: "write \(path)")
+                }) { _ in operation.finish() }
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Files.write") { loop in
-                FileTransfer.start(FileTransfer(loop: loop, path: path, mode: .write(bytes, append: append, largestRequest: largestRequest),
-                                                subscriber: subscriber))
-            }
-        }.debugNamed("+Files.write(\(path))")
+        }
     }
-}
 
-extension Files {
-    /// `ENOENT` for an empty path (no file has that name), `EINVAL` for one with a NUL byte, else nil: libuv
-    /// takes a C string and would read, write or create the file named by the part before the NUL.
-    static func pathRefusal(of path: String, in call: String) -> UVError? {
-        refusal { () throws(UVError) in try FileSystemArguments.check(path, in: call) }
-    }
+    /// The most bytes one write system call is given: Linux writes at most 2 GiB − 4 KiB per call anyway.
+    static let largestWriteRequest = 1 << 30
 }
 
 /// The bytes of a `Files.write`: the caller's array, or memory the caller keeps alive and unchanged until the
-/// signal ends (tests pass sizes no array could hold cheaply). The transfer holds it until its last request.
+/// signal ends (tests pass sizes no array could hold cheaply).
 enum WriteBytes: @unchecked Sendable {
     // An array is a value; `raw` is only read (by libuv on a pool thread) while the caller keeps it alive.
     case array([UInt8])
@@ -188,10 +180,10 @@ enum WriteBytes: @unchecked Sendable {
         }
     }
 
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch self {
-        case .array(let bytes): bytes.withUnsafeBytes(body)
-        case .raw(let bytes): body(bytes)
+        case .array(let bytes): try bytes.withUnsafeBytes(body)
+        case .raw(let bytes): try body(bytes)
         }
     }
 }

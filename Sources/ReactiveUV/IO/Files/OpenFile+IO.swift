@@ -79,7 +79,7 @@ extension OpenFile {
     ///
     /// Thread rule: safe from any thread.
     public func write(_ bytes: [UInt8], at offset: Int) -> Signal<Int> {
-        write(bytes, at: offset, largestRequest: FileTransfer.largestWriteRequest)
+        write(bytes, at: offset, largestRequest: Files.largestWriteRequest)
     }
 
     /// `write(_:at:)` with the largest request (tests make it small).
@@ -89,7 +89,7 @@ extension OpenFile {
             return .error(error)
         }
         return operation("write") { descriptor, stop in
-            try OpenFile.writeBytes(bytes, to: descriptor, at: offset, largestRequest: largestRequest, stop: stop, context: "write \(path)")
+            try OpenFile.writeAll(.array(bytes), to: descriptor, at: offset, largestRequest: largestRequest, stop: stop, context: "write \(path)")
         }
     }
 
@@ -115,8 +115,8 @@ extension OpenFile {
                 let append = QueuedAppend(file: self, subscriber: subscriber) { descriptor, stop in
                     var status = Glibc.stat()
                     guard fstat(descriptor, &status) == 0 else { throw systemCallError("append \(path)") }
-                    return try OpenFile.writeBytes(bytes, to: descriptor, at: Int(status.st_size),
-                                                   largestRequest: FileTransfer.largestWriteRequest, stop: stop, context: "append \(path)")
+                    return try OpenFile.writeAll(.array(bytes), to: descriptor, at: Int(status.st_size),
+                                                 largestRequest: Files.largestWriteRequest, stop: stop, context: "append \(path)")
                 }
                 enqueueAppend(append.start)
                 return append
@@ -306,16 +306,19 @@ extension OpenFile {
         }
     }
 
-    /// Writes all of `bytes` at `offset` in calls of at most `largestRequest` bytes (pool thread).
-    static func writeBytes(_ bytes: [UInt8], to descriptor: Int32, at offset: Int, largestRequest: Int,
-                           stop: JobStopFlag, context: String) throws -> Int {
-        try bytes.withUnsafeBytes { all in
+    /// Writes all of `bytes` at `offset` (`pwrite`), or at the descriptor's position (`write`: a FIFO, a device,
+    /// an append) when it is nil, in calls of at most `largestRequest` bytes, stopping between them (pool thread).
+    static func writeAll(_ bytes: WriteBytes, to descriptor: Int32, at offset: Int?, largestRequest: Int,
+                         stop: JobStopFlag, context: String) throws -> Int {
+        try bytes.withBytes { all in
             var done = 0
             while done < all.count {
                 if stop.isSet {
                     throw UVError(code: UVError.cancelledCode, message: "disposed after \(done) of \(all.count) bytes", context: context)
                 }
-                let put = pwrite(descriptor, all.baseAddress! + done, min(all.count - done, largestRequest), off_t(offset + done))
+                let length = min(all.count - done, largestRequest)
+                let put = offset.map { pwrite(descriptor, all.baseAddress! + done, length, off_t($0 + done)) }
+                    ?? Glibc.write(descriptor, all.baseAddress! + done, length)
                 if put < 0 {
                     if errno == EINTR { continue }
                     let code = errno

@@ -21,7 +21,7 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     private var deliverOffset: Int
     private var subscriber: Subscriber<[UInt8]>?
     /// Reads in flight, by offset.
-    private var inFlight: [Int: FileJob<[UInt8]>] = [:]
+    private var inFlight: [Int: FileOperation<[UInt8]>] = [:]
     /// Reads done but not yet delivered (a later offset finished first), by offset.
     private var ready: [Int: Result<[UInt8], any Error>] = [:]
     /// The consumer asked to pause: no new read starts until it resumes.
@@ -139,7 +139,7 @@ final class QueuedAppend: LoopDisposable, @unchecked Sendable {
     private let file: OpenFile
     private let work: @Sendable (Int32, JobStopFlag) throws -> Int
     private var subscriber: Subscriber<Int>?
-    private var job: FileJob<Int>?
+    private var job: FileOperation<Int>?
 
     init(file: OpenFile, subscriber: Subscriber<Int>, work: @escaping @Sendable (Int32, JobStopFlag) throws -> Int) {
         self.loop = file.loop
@@ -172,11 +172,7 @@ final class QueuedAppend: LoopDisposable, @unchecked Sendable {
             return
         }
         // The next append starts when this job has ended, also when it was disposed while running.
-        let fileEnd = job.onEnd
-        job.onEnd = { [file] in
-            fileEnd?()
-            file.appendEnded()
-        }
+        job.onEnd { [file] in file.appendEnded() }
     }
 
     func abandon() {

@@ -68,7 +68,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     private var state: State
     private let closedBy = Atomic<UInt8>(Closer.open.rawValue)
     /// Jobs queued or running with the descriptor (by identity).
-    private var jobs: [ObjectIdentifier: any StoppableJob] = [:]
+    private var jobs: [ObjectIdentifier: FileSystemRequest] = [:]
     private var closeWaiters: [(UVError?) -> Void] = []
     private var shutdownRegistration: (any Disposable)?
     /// Appends waiting for the one in flight (each starts the next when it ends).
@@ -121,36 +121,31 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
 
     /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread.
     ///
-    /// - Returns: The job (the operation's disposable), or nil after `completion` got the failure to start it.
+    /// - Returns: The job's operation (the caller's disposable), or nil after `completion` got the failure to start it.
     @discardableResult
     func run<Value: Sendable>(_ operation: String,
                               _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
-                              completion: @escaping (Result<Value, any Error>) -> Void) -> FileJob<Value>? {
+                              completion: @escaping (Result<Value, any Error>) -> Void) -> FileOperation<Value>? {
         guard case .open(let descriptor) = state else {
             completion(.failure(closedError(operation) ?? UVError(code: UV_EBADF.rawValue, context: "\(operation) \(path)")))
             return nil
         }
-        let job = FileJob(loop: loop, context: "\(operation) \(path)", work: { stop in try work(descriptor, stop) }) { [self] result in
+        let job = FileOperation<Value>(loop: loop, output: .handler { [self] result in
             // Cancelled by a close before it ran: say who closed the file.
             if case .failure(let error as UVError) = result, error.code == UVError.cancelledCode, let closed = closedError(operation) {
                 completion(.failure(UVError(code: closed.code, message: "\(closed.message) (\(error.message))", context: closed.context)))
             } else {
                 completion(result)
             }
-        }
+        })
         let key = ObjectIdentifier(job)
-        job.onEnd = { [self] in jobEnded(key) }
-        job.onShutdown = { completion(.failure(EventLoopError.shutDown(loop: self.loop.name))) }
-        do {
-            try job.queue()
-        } catch {
-            job.onEnd = nil
-            job.onShutdown = nil
-            completion(.failure(error))
-            return nil
-        }
         jobs[key] = job
-        return job
+        job.onEnd { [self] in jobEnded(key) }
+        job.job("\(operation) \(path)", { stop in try work(descriptor, stop) }) { [job] value in
+            job.send(value)
+            job.finish()
+        }
+        return job.isRunning ? job : nil
     }
 
     private func jobEnded(_ key: ObjectIdentifier) {

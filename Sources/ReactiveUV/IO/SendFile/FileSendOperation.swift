@@ -47,7 +47,7 @@ final class FileSendOperation: @unchecked Sendable {
     private var sent = 0
     private var phase = Phase.queued
     private var duplicate: Int32 = -1
-    private var job: FileJob<Step>?
+    private var job: FileOperation<Step>?
     private var poll: (any Disposable)?
     private var pollFailure: (any Error)?
     /// Told once when the transfer ended (its stream's `FileSends` releases what waited behind it).
@@ -103,7 +103,7 @@ final class FileSendOperation: @unchecked Sendable {
                     throw FileSendOperation.notSendable("the file says its size is 0 but holds bytes (a /proc or /sys file)", context)
                 }
             }
-            let offer = min(wanted, FileTransfer.largestWriteRequest)
+            let offer = min(wanted, Files.largestWriteRequest)
             guard offer > 0 else { return Step(sent: 0, wanted: wanted, blocked: false) }
             var position = off_t(offset)
             while true {
@@ -138,11 +138,7 @@ final class FileSendOperation: @unchecked Sendable {
         }
         if let job {
             // The duplicate closes only after the last call that uses it.
-            let fileEnd = job.onEnd
-            job.onEnd = { [self] in
-                fileEnd?()
-                if phase == .ended { closeDuplicate() }
-            }
+            job.onEnd { [self] in if phase == .ended { closeDuplicate() } }
         }
     }
 

@@ -181,9 +181,7 @@ public enum StandardIO {
             subscriber.sendError(UVError(code: -errno, context: "dup of \(name)"))
             return nil
         }
-        return FileTransfer.startReading(FileTransfer(loop: loop, path: name, mode: .stream(chunkSize: ReadBuffer.size),
-                                                      subscriber: subscriber),
-                                         descriptor: duplicate, pausable: subscriber)
+        return Files.readChunks(of: duplicate, name: name, chunkSize: ReadBuffer.size, on: loop, into: subscriber)
     }
 }
 
