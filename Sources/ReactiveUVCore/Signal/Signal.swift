@@ -71,9 +71,10 @@ public class Signal<Value>: @unchecked Sendable {
     }
 
     /// Names the signal only when debug naming is on, so the string is never built otherwise.
-    @usableFromInline
+    /// Final and inlinable: off, it is one flag test where a signal is made, not a call.
+    @inlinable
     @discardableResult
-    package func debugNamed(_ name: @autoclosure () -> String) -> Self {
+    package final func debugNamed(_ name: @autoclosure () -> String) -> Self {
         if DebugSignals.isEnabled { self.name = name() }
         return self
     }

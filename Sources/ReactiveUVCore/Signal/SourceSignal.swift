@@ -18,7 +18,10 @@ package final class SourceSignal<Source: SignalSource>: Signal<Source.Value>, @u
     // `source` is immutable.
     package let source: Source
 
-    package init(_ source: Source) {
+    // Inlinable and consuming: made where the source's type is known, the source is moved in, not
+    // copied through its value witnesses and destroyed again.
+    @inlinable
+    package init(_ source: consuming Source) {
         self.source = source
         super.init()
     }

@@ -84,7 +84,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
     @exclusivity(unchecked) private var output: Output
     @exclusivity(unchecked) private var pending = Pending.none
     /// The pending (or last) step's call, for labels.
-    @exclusivity(unchecked) private var stepContext = ""
+    @exclusivity(unchecked) private var stepContext: String?
     /// What to undo at the end, newest last.
     @exclusivity(unchecked) private var releases: [() -> Void] = []
     @exclusivity(unchecked) private var poolWork: (() -> Void)?
@@ -101,7 +101,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
 
     override var label: String {
         if case .single(let signal) = pending { return signal.source.context.description }
-        return stepContext
+        return stepContext ?? ""
     }
 
     /// Whether the operation has not ended.
@@ -239,10 +239,10 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
 
     /// Runs the request of a one-request signal: sends what its `read` makes of the result, then completes.
     func single(_ signal: FileSystemSignal<Value>) {
-        guard mayStart(), let start = signal.source.start else { return }
+        guard mayStart() else { return }
         pending = .single(signal)
         let uvLoop = loop.uvLoop
-        begin({ start(uvLoop, $0, signal.source.context, fileSystemRequestCallback) }, failed: nil)
+        begin({ signal.source.start(uvLoop, $0) }, failed: nil)
     }
 
     /// Runs one request step.
@@ -348,8 +348,9 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
         if case .job(let completion) = consume pending { completion(status) }
     }
 
-    // Called through the vtable, so generic: specialized for the hot case (stat throughput).
+    // Called through the vtable, so generic: specialized for the one-request signals' values.
     @_specialize(exported: false, where Value == FileInfo)
+    @_specialize(exported: false, where Value == Void)
     override func requestFinished() {
         didFinish()
         let fs = pointer(as: uv_fs_t.self)
@@ -377,18 +378,24 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
         var taken = Output.ended
         swap(&taken, &output)
         guard case .gate(let gate) = consume taken else {
-            if result >= 0, let discard = signal.source.discard { discard(fs) }
             uv_fs_req_cleanup(fs)
             return runReleases()
         }
-        guard result >= 0, let read = signal.source.read else {
+        guard result >= 0, case .request(_, let sendsStat) = signal.source.work else {
             uv_fs_req_cleanup(fs)
             endAfterOutput()
             return gate.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.source.context.description))
         }
-        let value = read(result, fs)
-        uv_fs_req_cleanup(fs)
-        gate.sendNext(value)
+        // `Value` is `FileInfo` or `Void`: casts the specializations remove.
+        if sendsStat {
+            // Read in place, before cleanup.
+            let info = FileInfo(statOf: fs)
+            uv_fs_req_cleanup(fs)
+            gate.sendNext(info as! Value)
+        } else {
+            uv_fs_req_cleanup(fs)
+            gate.sendNext(() as! Value)
+        }
         // The value's callback may have disposed the subscription, which disposed the operation.
         if disposedFlag.load(ordering: .acquiring) { return }
         endAfterOutput()

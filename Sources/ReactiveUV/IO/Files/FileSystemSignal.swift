@@ -10,8 +10,8 @@ typealias FileSystemSignal<Value> = SourceSignal<FileSystemSource<Value>>
 
 /// What a file-system signal runs for each subscriber: one request, or a body of steps.
 ///
-/// A one-request signal subscribed with `subscribe(next:error:completed:)` on its loop takes the
-/// sink lane (`HomeGate`): its operation sends to the subscription's own sink and is the subscription's
+/// A one-request signal subscribed with `subscribe(next:error:completed:)` on its loop takes the sink
+/// lane (`HomeGate`'s rules): its operation sends to the subscription's own sink and is the subscription's
 /// root, with no `Subscriber`. Every other subscriber gets a gate, hopped to the loop (`LoopBinding`).
 ///
 /// Thread rule: safe from any thread (immutable); `attach` on the subscription's home thread.
@@ -19,26 +19,26 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     // Every stored property is immutable; the closures run on the loop thread only.
     /// Starts a one-request signal's `uv_fs_*` call with the loop, the request, the context and the callback.
     typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
-    /// Reads a successful result from the `uv_fs_t` (loop thread, before cleanup).
-    typealias Read = (Int, UnsafeMutablePointer<uv_fs_t>) -> Value
+
+    enum Work {
+        /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`: `Value` is `FileInfo`), or only completes.
+        case request(start: Start, sendsStat: Bool)
+        /// A longer operation, whose first step `body` starts.
+        case steps((FileOperation<Value>) -> Void)
+    }
 
     let loop: EventLoop?
     /// The call and its path(s), which a `start` with no captures reads.
     let context: FileCallContext
-    let start: Start?
-    let read: Read?
-    /// Undoes a successful result that came after the operation ended.
-    let discard: ((UnsafeMutablePointer<uv_fs_t>) -> Void)?
-    /// Starts a longer operation's steps (nil for a one-request signal).
-    let body: ((FileOperation<Value>) -> Void)?
+    let work: Work
 
     // Called through the signal's vtable, so generic: specialized for the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
     static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: FileSystemSignal<Value>) {
-        if signal.source.body == nil,
-           let sink = HomeGate.directSink(for: observer, in: subscription, on: signal.source.loop ?? subscription.home) {
-            // The calling thread's loop is the home (`directSink` checked it).
-            let operation = FileOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self), output: .gate(.sink(sink)))
+        if case .request = signal.source.work, takesSinkLane(observer, subscription, signal.source.loop) {
+            // The home is the calling thread's loop, and the observer the subscription's own sink.
+            let operation = FileOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self),
+                                          output: .gate(.sink(unsafeDowncast(observer, to: Sink<Value>.self))))
             subscription.attachRoot(operation)
             operation.single(signal)
             return
@@ -47,12 +47,30 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
         subscription.attachRoot(subscriber)
         // As the base signal's attach: a subscription disposed before it attached starts nothing.
         if subscription.isDisposed { return }
-        let loop = signal.source.loop
-        subscription.add(LoopBinding.open(on: loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
+        subscription.add(LoopBinding.open(on: signal.source.loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
             let operation = FileOperation(loop: loop, subscriber: subscriber)
-            if let body = signal.source.body { body(operation) } else { operation.single(signal) }
+            if case .steps(let body) = signal.source.work { body(operation) } else { operation.single(signal) }
             return operation
         })
+    }
+
+    /// Whether the operation may send to the subscription's own sink with no gate (`HomeGate`'s rules): the
+    /// observer is that sink (callbacks, no operator), on the thread of the home loop, which is the signal's loop.
+    @inline(__always)
+    private static func takesSinkLane(_ observer: Observer<Value>, _ subscription: Subscription, _ explicit: EventLoop?) -> Bool {
+        guard observer.kind == .sink, let current = ThreadLocals.currentLoop.value,
+              current == Unmanaged.passUnretained(subscription.home).toOpaque() else { return false }
+        // Only a loop's thread names its loop there: the home is that loop.
+        let loop = unsafeDowncast(subscription.home, to: EventLoop.self)
+        guard explicit == nil || explicit === loop, loop.acceptsNewHandles, !subscription.isDisposed else { return false }
+        return unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription
+    }
+
+    /// Starts a one-request signal's request.
+    @inline(__always)
+    func start(_ loop: UnsafeMutablePointer<uv_loop_t>, _ request: UnsafeMutablePointer<uv_fs_t>) -> Int32 {
+        guard case .request(let start, _) = work else { return UVError.invalidArgumentCode }
+        return start(loop, request, context, fileSystemRequestCallback)
     }
 }
 
@@ -100,31 +118,29 @@ extension Files {
     static func operation<Value>(_ call: StaticString, on loop: EventLoop?, checks: () throws(UVError) -> Void,
                                  _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), start: nil, read: nil,
-                                                 discard: nil, body: body)).debugNamed("+Files.\(call)")
+        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(body))).debugNamed("+Files.\(call)")
     }
 
-    /// A signal of one request that sends what `read` makes of its result, then completes.
-    ///
-    /// `start` is given the loop, the request, `context` (whose paths a closure with no captures can use)
-    /// and the callback.
-    static func single<Value>(
-        _ context: consuming FileCallContext,
-        on loop: EventLoop?,
-        checks: () throws(UVError) -> Void,
-        _ start: @escaping FileSystemSource<Value>.Start,
-        read: @escaping FileSystemSource<Value>.Read
-    ) -> Signal<Value> {
+    /// A signal of one request: `start` is given the loop, the request, `context` (whose paths a closure with
+    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result.
+    private static func single<Value>(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                                      sendsStat: Bool, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
         let call = context.call
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: context, start: start, read: read, discard: nil, body: nil))
+        return FileSystemSignal(FileSystemSource(loop: loop, context: context, work: .request(start: start, sendsStat: sendsStat)))
             .debugNamed("+Files.\(call)")
+    }
+
+    /// A signal of one `stat`-like request that sends the `FileInfo` it reads, then completes.
+    static func statRequest(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                            _ start: @escaping FileSystemSource<FileInfo>.Start) -> Signal<FileInfo> {
+        single(context, on: loop, checks: checks, sendsStat: true, start)
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
     static func single(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
                        _ start: @escaping FileSystemSource<Void>.Start) -> Signal<Void> {
-        single(context, on: loop, checks: checks, start, read: { _, _ in () })
+        single(context, on: loop, checks: checks, sendsStat: false, start)
     }
 }
 

@@ -31,12 +31,12 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func stat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single(FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
+        statRequest(FileCallContext("stat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "stat")
-        }, { loop, request, context, callback in
+        }) { loop, request, context, callback in
             // withCString lends a native string's own bytes; passing `path` would copy it into an array.
             context.path.withCString { uv_fs_stat(loop, request, $0, callback) }
-        }, read: { _, fs in FileInfo(statOf: fs) })
+        }
     }
 
     /// `stat` without following a final symbolic link: a link is described itself (`type == .symbolicLink`).
@@ -48,11 +48,11 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func lstat(_ path: String, on loop: EventLoop? = nil) -> Signal<FileInfo> {
-        single(FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
+        statRequest(FileCallContext("lstat", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "lstat")
-        }, { loop, request, context, callback in
+        }) { loop, request, context, callback in
             context.path.withCString { uv_fs_lstat(loop, request, $0, callback) }
-        }, read: { _, fs in FileInfo(statOf: fs) })
+        }
     }
 
     /// Checks that the calling process may access `path` as `mode` says (`access(2)`); completes if it may, fails
