@@ -1,64 +1,35 @@
 extension FileSystem {
-    /// Opens the file at `path`, runs `body` with it, closes it, and returns what `body` returned.
+    /// Opens the file at `path` (as ``Files/open(_:mode:options:permissions:on:)``), runs `body` with it, closes it
+    /// (after its running operations end) and returns what `body` returned; `body` may close it itself.
     ///
-    /// The scoped form of `Files.open` for async code: the file stays open for as long as
-    /// `body` runs (`try await Files.open(...).first()` cannot do that: taking the first
-    /// value ends the subscription, and the subscription owns the file).
-    ///
-    /// - When `body` returns, the file is closed (after its operations still running end)
-    ///   and the close's error (`EIO`), if any, is thrown instead of the result.
-    /// - When `body` throws, the file is closed and `body`'s error is rethrown.
-    /// - Closing it inside `body` is fine.
-    ///
-    /// - Parameters: As `Files.open`'s; `loop` nil means the calling task's loop (`EventLoop.shared`
-    ///   for a task that runs on no loop). `isolation`: the caller's, where `body` runs (leave the default).
-    /// - Returns: What `body` returned.
-    /// - Throws: `Files.open`'s errors, `body`'s error, the close's error, or `CancellationError`
-    ///   (the task was cancelled before the file was open). Once `body` has run, what it returned is
-    ///   returned (or its error rethrown) in a cancelled task too, after the close; a cancelled task
-    ///   waits for the close only while no operation runs on the pool (one blocked on a device or a
-    ///   FIFO holds a close for as long as it blocks; the file is then closed when it ends).
+    /// - Throws: `open`'s errors, `body`'s error (after the close), the close's error (`EIO`) in place of the
+    ///   result, or `CancellationError` when the task was cancelled before the file was open. A cancelled task
+    ///   stops waiting for a close held by an operation blocked on the pool; the file closes when it ends.
     ///
     /// Thread rule: safe from any task; `body` runs in the caller's isolation.
-    public static func withOpenFile<Result>(
-        _ path: String,
-        mode: OpenFile.Mode = .read,
-        options: OpenFile.Options = [],
-        permissions: UInt32 = 0o644,
-        on loop: EventLoop? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        _ body: (OpenFile) async throws -> Result
-    ) async throws -> Result {
+    public static func withOpenFile<Result>(_ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
+                                            permissions: UInt32 = 0o644, on loop: EventLoop? = nil,
+                                            isolation: isolated (any Actor)? = #isolation,
+                                            _ body: (OpenFile) async throws -> Result) async throws -> Result {
         try await withScopedFile(Files.open(path, mode: mode, options: options, permissions: permissions, on: self.loop(for: loop)),
                                  isolation: isolation, body)
     }
 
-    /// Makes a temporary file (`Files.makeTemporaryFile`), runs `body` with it, closes it and returns what
-    /// `body` returned. The file is not removed: its `path` names it.
-    ///
-    /// - Parameters: As `Files.makeTemporaryFile`'s, and `withOpenFile`'s `isolation` and `body`.
-    /// - Returns: What `body` returned.
-    /// - Throws: `mkstemp`'s errors, `body`'s error, the close's error, or `CancellationError` (as `withOpenFile`'s).
+    /// Makes a temporary file (as ``Files/makeTemporaryFile(prefix:in:on:)``), runs `body` with it and closes it,
+    /// as `withOpenFile` does; the file is not removed (its `path` names it).
     ///
     /// Thread rule: safe from any task; `body` runs in the caller's isolation.
-    public static func withTemporaryFile<Result>(
-        prefix: String = "reactiveuv-",
-        in directory: String? = nil,
-        on loop: EventLoop? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        _ body: (OpenFile) async throws -> Result
-    ) async throws -> Result {
+    public static func withTemporaryFile<Result>(prefix: String = "reactiveuv-", in directory: String? = nil, on loop: EventLoop? = nil,
+                                                 isolation: isolated (any Actor)? = #isolation,
+                                                 _ body: (OpenFile) async throws -> Result) async throws -> Result {
         try await withScopedFile(Files.makeTemporaryFile(prefix: prefix, in: directory, on: self.loop(for: loop)),
                                  isolation: isolation, body)
     }
 }
 
-/// The scoped file of `withOpenFile` / `withTemporaryFile`: the subscription owns the file while `body` runs.
-func withScopedFile<Result>(
-    _ opening: Signal<OpenFile>,
-    isolation: isolated (any Actor)?,
-    _ body: (OpenFile) async throws -> Result
-) async throws -> Result {
+/// The scoped forms' body: the subscription owns the file while `body` runs.
+func withScopedFile<Result>(_ opening: Signal<OpenFile>, isolation: isolated (any Actor)?,
+                            _ body: (OpenFile) async throws -> Result) async throws -> Result {
     let ownership = ValuesChannel(signal: opening, policy: .default)
     // Cancelling the subscription closes the file if nothing else did (a cancelled task, a failed close).
     defer { ownership.cancel() }
@@ -77,16 +48,8 @@ func withScopedFile<Result>(
     return result
 }
 
-/// Closes `file` and waits for the close to end, even in a task that is cancelled, unless it waits
-/// for operations still running on the pool: the scoped forms promise a closed file when they
-/// return, and `body`'s result once it has one.
-///
-/// (Awaited with `waitUntilCompleted()`, a task cancelled while `body` ran had the wait end at once
-/// with `CancellationError`: `withOpenFile` threw it in place of what `body` returned, and returned
-/// with the file often still open, its close's error unheard.) With no operation running the close
-/// is done on the loop thread at once. An operation can hold it for ever (a read blocked on a
-/// device, a write to a FIFO nobody reads): a cancelled task stops waiting then, and the file is
-/// closed when the operation ends.
+/// Closes `file` and waits for the close, even in a cancelled task (the scoped forms promise a closed file and
+/// `body`'s result), unless operations on the pool hold the close: a cancelled task stops waiting then.
 ///
 /// - Returns: The close's error (`EventLoopError.shutDown` from a loop that has shut down), or nil.
 private func closeAndWait(_ file: OpenFile, isolation: isolated (any Actor)?) async -> (any Error)? {
@@ -109,8 +72,7 @@ private func closeAndWait(_ file: OpenFile, isolation: isolated (any Actor)?) as
     }
 }
 
-/// One `closeAndWait`: its continuation is resumed once, by the close's end or by a cancellation
-/// that finds the close waiting for operations on the pool.
+/// One `closeAndWait`: resumed once, by the close's end or by a cancellation while operations hold the close.
 private final class CloseWait: @unchecked Sendable {
     // Everything is protected by `lock`; the continuation is resumed after unlocking.
     private let lock = SpinLock()
@@ -129,9 +91,6 @@ private final class CloseWait: @unchecked Sendable {
         if let ready { continuation.resume(returning: ready) }
     }
 
-    /// The close ended (loop thread, or the caller when the loop refused the work).
-    func finish(_ error: (any Error)?) { end(with: error) }
-
     /// `requestClose` returned: if the close has not ended, operations on the pool hold it.
     func requestReturned() {
         let giveUp: Bool = lock.withLock {
@@ -139,7 +98,7 @@ private final class CloseWait: @unchecked Sendable {
             operationsRunning = true
             return cancelled
         }
-        if giveUp { end(with: nil) }
+        if giveUp { finish(nil) }
     }
 
     func cancel() {
@@ -147,10 +106,11 @@ private final class CloseWait: @unchecked Sendable {
             cancelled = true
             return operationsRunning
         }
-        if giveUp { end(with: nil) }
+        if giveUp { finish(nil) }
     }
 
-    private func end(with error: (any Error)?) {
+    /// The wait is over: the close ended (loop thread, or the caller when the loop refused the work), or gave up.
+    func finish(_ error: (any Error)?) {
         let taken: CheckedContinuation<(any Error)?, Never>? = lock.withLock {
             if outcome != nil { return nil }
             outcome = .some(error)
