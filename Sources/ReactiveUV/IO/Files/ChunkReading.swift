@@ -121,14 +121,38 @@ extension Files {
 
     /// Closes `file` now, on the loop thread (a close of a local file does not block).
     static func closeNow(_ file: uv_file) {
+        runNow("close") { uv_fs_close(nil, $0, file, nil) }
+    }
+
+    /// Runs a `uv_fs_*` call synchronously, reporting a failure: for cleanup nobody waits on.
+    static func runNow(_ context: @autoclosure () -> String, _ call: (UnsafeMutablePointer<uv_fs_t>) -> Int32) {
         var request = uv_fs_t()
-        uvCheckReporting(uv_fs_close(nil, &request, file, nil), "close")
+        uvCheckReporting(call(&request), context())
         uv_fs_req_cleanup(&request)
+    }
+
+    /// Runs a `uv_fs_*` call synchronously (pool thread), throwing its failure; `read` reads the finished request.
+    static func callNow<Result>(_ context: @autoclosure () -> String, _ call: (UnsafeMutablePointer<uv_fs_t>) -> Int32,
+                                read: (Int32, UnsafeMutablePointer<uv_fs_t>) -> Result) throws(UVError) -> Result {
+        var request = uv_fs_t()
+        defer { uv_fs_req_cleanup(&request) }
+        let result = call(&request)
+        guard result >= 0 else { throw UVError(code: result, context: context()) }
+        return read(result, &request)
     }
 
     /// Clears `O_NONBLOCK`, which only kept an `open` from waiting for a FIFO's other end.
     static func setBlocking(_ descriptor: Int32) {
         let flags = fcntl(descriptor, F_GETFL)
         if flags >= 0 && flags & O_NONBLOCK != 0 { _ = fcntl(descriptor, F_SETFL, flags & ~O_NONBLOCK) }
+    }
+}
+
+extension FileOperation {
+    /// Opens `path` with a `uv_fs_open` request and continues with the descriptor; one opened after the operation
+    /// ended is closed.
+    func open(_ path: String, flags: Int32, mode: Int32 = 0, failed: ((UVError) -> Void)? = nil, then: @escaping (uv_file) -> Void) {
+        request("open \(path)", { uv_fs_open($0, $1, path, flags, mode, $2) }, read: { result, _ in uv_file(truncatingIfNeeded: result) },
+                discard: { fs in Files.closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }, failed: failed, then: then)
     }
 }

@@ -147,7 +147,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func makeTemporaryDirectory(prefix: String = "reactiveuv-", on loop: EventLoop? = nil) -> Signal<String> {
-        let template = temporaryTemplate(prefix: prefix)
+        let template = prefix.contains("/") ? prefix + "XXXXXX" : temporaryTemplate(prefix, in: temporaryDirectory())
         return operation("makeTemporaryDirectory", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(template, "prefix", in: "mkdtemp")
         }) { operation in
@@ -167,18 +167,7 @@ extension Files {
 
     /// Removes a temporary directory made for a subscriber that is gone: nobody will ever remove it otherwise.
     private static func removeUnwantedDirectory(_ path: String) {
-        var request = uv_fs_t()
-        uvCheckReporting(uv_fs_rmdir(nil, &request, path, nil), "rmdir \(path)")
-        uv_fs_req_cleanup(&request)
-    }
-
-    /// `prefix` + "XXXXXX", in `$TMPDIR` (or /tmp) unless it has a `/`.
-    static func temporaryTemplate(prefix: String) -> String {
-        if prefix.contains("/") { return prefix + "XXXXXX" }
-        var directory = getenv("TMPDIR").map { String(cString: $0) } ?? ""
-        if directory.isEmpty { directory = "/tmp" }
-        if !directory.hasSuffix("/") { directory += "/" }
-        return directory + prefix + "XXXXXX"
+        runNow("rmdir \(path)") { uv_fs_rmdir(nil, $0, path, nil) }
     }
 
     /// The entries of a directory (not `.` and `..`), streamed in batches of `listBatchSize`, then completion.

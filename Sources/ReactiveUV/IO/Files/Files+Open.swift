@@ -11,17 +11,11 @@ extension OpenFile {
     ///
     /// Thread rule: a value type; safe from any thread.
     public enum Mode: Sendable, Hashable {
-        /// `O_RDONLY`: writes fail with `EBADF`.
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_RDONLY`: writes fail with `EBADF`. Thread rule: safe from any thread.
         case read
-        /// `O_RDWR`.
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_RDWR`. Thread rule: safe from any thread.
         case readWrite
-        /// `O_WRONLY`: reads fail with `EBADF`.
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_WRONLY`: reads fail with `EBADF`. Thread rule: safe from any thread.
         case write
     }
 
@@ -29,28 +23,18 @@ extension OpenFile {
     ///
     /// Thread rule: a value type; safe from any thread.
     public struct Options: OptionSet, Sendable, Hashable {
-        /// The bits.
-        ///
-        /// Thread rule: safe from any thread.
+        /// The bits. Thread rule: safe from any thread.
         public let rawValue: UInt8
         /// Makes an option set from its bits. Thread rule: safe from any thread.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
 
-        /// `O_CREAT`: create the file (with `permissions`) if it does not exist.
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_CREAT`: create the file (with `permissions`) if it does not exist. Thread rule: safe from any thread.
         public static let create = Options(rawValue: 1)
-        /// `O_TRUNC`: empty the file when it is opened (needs a mode that writes).
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_TRUNC`: empty the file when it is opened (needs a mode that writes). Thread rule: safe from any thread.
         public static let truncate = Options(rawValue: 2)
-        /// `O_APPEND`: every write lands at the end, whatever its offset (needs a mode that writes).
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_APPEND`: every write lands at the end, whatever its offset (needs a mode that writes). Thread rule: safe from any thread.
         public static let append = Options(rawValue: 4)
-        /// `O_EXCL` with `create`: fail with `EEXIST` if the path exists (needs `create`).
-        ///
-        /// Thread rule: safe from any thread.
+        /// `O_EXCL` with `create`: fail with `EEXIST` if the path exists (needs `create`). Thread rule: safe from any thread.
         public static let exclusive = Options(rawValue: 8)
     }
 }
@@ -58,20 +42,14 @@ extension OpenFile {
 extension Files {
     /// Opens the file at `path` and sends it as an `OpenFile`, then stays subscribed.
     ///
-    /// The subscription owns the file: disposing it closes the file (once operations
-    /// running on pool threads end). The signal completes when the file is closed by
-    /// its `close()`, and fails with `EventLoopError.shutDown` when its loop shuts down
-    /// (which closes it too). Take the file with `subscribe(next:)` and keep the
-    /// disposable, or use the scoped form `FileSystem.withOpenFile`.
-    ///
-    /// The file is opened on a pool thread with `O_CLOEXEC` and `O_NONBLOCK` (so a FIFO
-    /// never holds a pool thread waiting for its other end; a FIFO opened for writing with
-    /// no reader fails with `ENXIO`), then put back in blocking mode. An open file is for
-    /// positional I/O: on a FIFO or socket its reads and writes fail with `ESPIPE`.
+    /// The subscription owns the file: disposing it closes the file (once running operations end). The signal
+    /// completes when `close()` closes the file, and fails with `EventLoopError.shutDown` when its loop shuts down.
+    /// Keep the disposable, or use the scoped `FileSystem.withOpenFile`. The file is opened with `O_NONBLOCK` (a
+    /// FIFO for writing with no reader fails with `ENXIO`), then made blocking; on a FIFO or socket its positional
+    /// reads and writes fail with `ESPIPE`.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before anything
-    ///     is opened.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
     ///   - mode: `.read` (default), `.readWrite` or `.write`.
     ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with
     ///     `.read`, or `exclusive` without `create`, fail with `EINVAL`.
@@ -85,36 +63,29 @@ extension Files {
                             permissions: UInt32 = 0o644, on loop: EventLoop? = nil) -> Signal<OpenFile> {
         var flags: Int32 = 0
         return operation("open", on: loop, checks: { () throws(UVError) in
-            // libuv takes a C string: a NUL would open (or create) the file named by the part before it.
             try FileSystemArguments.check(path, in: "open")
             flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
         }) { operation in
             let flags = flags
             openFile(operation, "open \(path)", removeIfUnwanted: false) {
-                var request = uv_fs_t()
-                defer { uv_fs_req_cleanup(&request) }
-                let result = uv_fs_open(nil, &request, path, flags, Int32(bitPattern: permissions), nil)
-                guard result >= 0 else { throw UVError(code: result, context: "open \(path)") }
-                Files.setBlocking(result)
-                return (result, path)
+                let file = try Files.callNow("open \(path)", { uv_fs_open(nil, $0, path, flags, Int32(bitPattern: permissions), nil) }) { result, _ in result }
+                Files.setBlocking(file)
+                return (file, path)
             }
         }
     }
 
-    /// Creates a new file with a unique name (`mkstemp`: `prefix` and six random characters, in
-    /// `directory`), opened for reading and writing with mode 0600, and sends it; then as `open`.
+    /// Creates a new file with a unique name (`mkstemp`: `prefix` and six random characters, in `directory`),
+    /// opened for reading and writing with mode 0600, and sends it; then as `open`.
     ///
-    /// The file's `path` is the name made. The file is not removed when it is closed: remove it
-    /// when you are done with it. A file made for a subscriber that was disposed (on any thread) before
-    /// it was sent is closed and removed again, since nobody else knows its name; one already sent to a
-    /// subscriber whose home is another loop (`loop` given) is dropped in flight by a dispose, as any
-    /// value is, and only closed.
+    /// The file's `path` is the name made; closing does not remove it. A file made for a subscriber disposed
+    /// before it was sent is closed and removed (nobody else knows its name); one dropped in flight to another
+    /// loop's subscriber is only closed.
     ///
     /// - Parameters:
-    ///   - prefix: The start of the name, without `/` (default `"reactiveuv-"`); a `/` or a NUL byte fails
-    ///     with `EINVAL`.
-    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one (it is not `/`)
-    ///     fails with `ENOENT`, one with a NUL byte with `EINVAL`.
+    ///   - prefix: The start of the name (default `"reactiveuv-"`); a `/` or a NUL byte fails with `EINVAL`.
+    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one fails with `ENOENT`, one
+    ///     with a NUL byte with `EINVAL`.
     ///   - loop: The loop that owns the file; nil for the subscription's home loop.
     /// - Returns: A signal of one `OpenFile`, as `open`'s.
     ///
@@ -122,23 +93,20 @@ extension Files {
     public static func makeTemporaryFile(prefix: String = "reactiveuv-", in directory: String? = nil,
                                          on loop: EventLoop? = nil) -> Signal<OpenFile> {
         let folder = directory ?? temporaryDirectory()
-        let template = (folder.hasSuffix("/") ? folder : folder + "/") + prefix + "XXXXXX"
+        let template = temporaryTemplate(prefix, in: folder)
         return operation("makeTemporaryFile", on: loop, checks: { () throws(UVError) in
             guard !prefix.contains("/") else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)")
             }
-            // An empty directory would put the file in `/`; a NUL would cut the template (libuv takes a C
-            // string), so the file could be made elsewhere than asked, or under another name.
+            // An empty directory would put the file in `/`; a NUL would cut the template elsewhere than asked.
             try FileSystemArguments.check(folder, "directory", in: "mkstemp")
             try FileSystemArguments.check(template, "prefix", in: "mkstemp")
         }) { operation in
             openFile(operation, "open \(template)", removeIfUnwanted: true) {
-                var request = uv_fs_t()
-                defer { uv_fs_req_cleanup(&request) }
-                let result = uv_fs_mkstemp(nil, &request, template, nil)
-                guard result >= 0 else { throw UVError(code: result, context: "mkstemp \(template)") }
                 // libuv fills the X's of its copy of the template in.
-                return (result, request.path.map { String(cString: $0) } ?? template)
+                try Files.callNow("mkstemp \(template)", { uv_fs_mkstemp(nil, $0, template, nil) }) { result, fs in
+                    (result, fs.pointee.path.map { String(cString: $0) } ?? template)
+                }
             }
         }
     }
@@ -147,6 +115,11 @@ extension Files {
     static func temporaryDirectory() -> String {
         if let value = getenv("TMPDIR"), value.pointee != 0 { return String(cString: value) }
         return "/tmp"
+    }
+
+    /// The `mkstemp`/`mkdtemp` template: `prefix` and six X's in `directory`.
+    static func temporaryTemplate(_ prefix: String, in directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + prefix + "XXXXXX"
     }
 
     /// The `open(2)` flags for a mode and options, or `EINVAL` for a combination that makes no sense.
@@ -176,18 +149,13 @@ extension Files {
         return flags
     }
 
-    /// Runs `open` (it returns the descriptor and its path) in a pool job and sends the file it opened; the
-    /// operation then owns the file until it is closed. With `removeIfUnwanted` (a temporary file, named by
-    /// nobody else), a file opened for a subscriber that is gone is removed as well as closed.
+    /// Runs `open` (it returns the descriptor and its path) in a pool job and sends the file, which the operation
+    /// owns until it is closed. With `removeIfUnwanted` (a temporary file) an unwanted file is removed too.
     private static func openFile(_ operation: FileOperation<OpenFile>, _ context: String, removeIfUnwanted: Bool,
                                  _ open: @escaping @Sendable () throws -> (Int32, String)) {
         let discard = { (opened: (Int32, String)) in
             closeNow(opened.0)
-            if removeIfUnwanted {
-                var request = uv_fs_t()
-                uvCheckReporting(uv_fs_unlink(nil, &request, opened.1, nil), "unlink \(opened.1)")
-                uv_fs_req_cleanup(&request)
-            }
+            if removeIfUnwanted { runNow("unlink \(opened.1)") { uv_fs_unlink(nil, $0, opened.1, nil) } }
         }
         operation.job(context, { _ in try open() }, discard: discard) { opened in
             // Disposed on another thread while the job ran: the file sent now would be dropped.

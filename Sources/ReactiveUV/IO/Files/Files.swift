@@ -6,63 +6,34 @@ import Glibc
 import Musl
 #endif
 
-/// Reading and writing files through libuv's file requests (`uv_fs_*` on the thread pool).
+/// Files through libuv's file requests (`uv_fs_*` on the thread pool): reading, writing, metadata, directories,
+/// names and links, attributes; `FileSystem` has each as an `async throws` function.
 ///
-/// Beside `read`, `chunks` and `write`: metadata (`stat`, `lstat`, `access`, `exists`), directories
-/// (`createDirectory`, `list`, `removeDirectory`, `remove`, `removeTree`, `makeTemporaryDirectory`), names and
-/// links (`rename`, `copy`, `link`, `symbolicLink`, `readLink`, `realPath`) and attributes (`chmod`, `chown`,
-/// `lchown`, `setTimes`, `setLinkTimes`, `truncate`); `FileSystem` has each as an `async throws` function.
-///
-/// Each signal opens the file when a subscriber arrives and closes it when
-/// it ends or is disposed. Errors (`ENOENT`, `EACCES`, `EISDIR`, `ENOSPC`...)
-/// end the signal with a `UVError` naming the call and the path; so do sizes
-/// out of range (`EINVAL`) and files larger than `read`'s `maxSize` (`EFBIG`).
-///
-/// Files are opened with `O_NONBLOCK`, so opening a FIFO never waits for its
-/// other end on a pool thread (libuv's pool has 4 threads for the whole
-/// process: file requests, DNS lookups and `ThreadPool.run`). A FIFO opened
-/// for reading is then read on the loop (epoll), never on the pool; a FIFO
+/// Each signal does its work when a subscriber arrives and closes what it opened when it ends or is disposed.
+/// Errors end it with a `UVError` naming the call and the path. Files are opened with `O_NONBLOCK`, so opening a
+/// FIFO never holds a pool thread waiting for its other end: a FIFO is then read on the loop (epoll), and one
 /// opened for writing with no reader fails at once with `ENXIO`.
 ///
 /// Thread rule: safe from any thread.
 public enum Files {
-    /// The default `maxSize` of `read(_:maxSize:on:)`: 1 GiB.
-    ///
-    /// `read` holds the whole file in one array, so the limit is about memory:
-    /// above any file a program sensibly loads whole (configurations, assets,
-    /// data sets of hundreds of megabytes), below what a mistaken path to an
-    /// endless source (`/dev/zero`, a growing log, a FIFO that never closes)
-    /// may take from the process before it gets an error. Pass a larger
-    /// `maxSize` when you mean it, or stream with `chunks`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// The default `maxSize` of `read(_:maxSize:on:)`: 1 GiB, so a mistaken path to an endless source
+    /// (`/dev/zero`, a FIFO that never closes) fails before it takes the memory. Thread rule: safe from any thread.
     public static let defaultMaxReadSize = 1 << 30
 
-    /// The largest `chunkSize` of `chunks(_:chunkSize:on:)`: 1 GiB.
-    ///
-    /// A chunk is one read request into one buffer of that size (libuv's
-    /// buffers count in 32 bits, Linux reads at most 2 GiB − 4 KiB at a time).
-    ///
-    /// Thread rule: safe from any thread.
+    /// The largest `chunkSize` of `chunks(_:chunkSize:on:)`: 1 GiB (one read into one buffer; libuv counts a
+    /// buffer in 32 bits). Thread rule: safe from any thread.
     public static let maxChunkSize = 1 << 30
 
     /// Reads the whole file and sends it as one array, then completes.
     ///
-    /// The file is read on a pool thread straight into the array sent (its
-    /// size is known from `fstat` first), so the loop thread does no work in
-    /// proportion to the file. A source of unknown size (a device, a `/proc`
-    /// file) is read until it ends. A FIFO is read on the loop without a pool
-    /// thread until its last writer closes it; with no writer yet it waits for
-    /// one, and disposing stops it. A device that blocks (a terminal with no
-    /// input) holds one pool thread until it has data: read those with
-    /// `chunks` or a stream instead.
+    /// A regular file is read on a pool thread straight into the array sent; a source of unknown size (a device,
+    /// a `/proc` file) until it ends; a FIFO on the loop until its last writer closes it. A device that blocks
+    /// holds a pool thread until it has data: read those with `chunks`.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before anything
-    ///     is opened.
-    ///   - maxSize: The most bytes to accept, 0 or more (default `defaultMaxReadSize`, 1 GiB). A larger
-    ///     regular file fails with `EFBIG` before anything is read; a source that passes it while
-    ///     being read (`/dev/zero`) fails with `EFBIG` as soon as it does. A negative size is `EINVAL`.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
+    ///   - maxSize: The most bytes to accept, 0 or more (default 1 GiB): a larger file, or a source that passes it
+    ///     while read, fails with `EFBIG`; a negative size with `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of one array.
     ///
@@ -86,20 +57,13 @@ public enum Files {
 
     /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
     ///
-    /// A regular file is read as `OpenFile.chunks` reads it: a few reads ahead
-    /// on the pool (at most 3 chunks in flight or waiting), delivered in order,
-    /// paused by a consumer that cannot keep up (such as a full `values`
-    /// buffer); the file is closed when the signal ends or is disposed (after a
-    /// read still on the pool finishes). A FIFO is read on the loop without a
-    /// pool thread, through the same stream core as sockets and pipes (chunks
-    /// of at most 64 KiB then, as they come, paused the same way); a device is
-    /// read one request at a time, and one that blocks holds one pool thread
-    /// while it waits for data.
+    /// A regular file is read as `OpenFile.chunks` reads it (a few reads ahead, in order, paused by a consumer
+    /// that cannot keep up); a FIFO on the loop as a stream (chunks of at most 64 KiB, as they come); a device one
+    /// read at a time. The file is closed when the signal ends or is disposed.
     ///
     /// - Parameters:
-    ///   - path: The file (or a FIFO or device: chunks then come as they are read); an empty path fails with
-    ///     `ENOENT`, one with a NUL byte with `EINVAL`, before anything is opened.
-    ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); outside that range the signal fails with `EINVAL`.
+    ///   - path: The file, FIFO or device; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
+    ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); others fail with `EINVAL`.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal of chunks.
     ///
@@ -112,10 +76,7 @@ public enum Files {
                               context: "Files.chunks \(path)")
             }
         }) { operation in
-            // O_NONBLOCK: opening a FIFO must not wait for its other end on a pool thread.
-            operation.request("open \(path)", { uv_fs_open($0, $1, path, O_RDONLY | O_NONBLOCK, 0, $2) },
-                              read: { result, _ in Int32(truncatingIfNeeded: result) },
-                              discard: { fs in closeNow(Int32(truncatingIfNeeded: fs.pointee.result)) }) { file in
+            operation.open(path, flags: O_RDONLY | O_NONBLOCK) { file in
                 ChunkReading(operation: operation, path: path, file: file, chunkSize: chunkSize, openedHere: true).examine()
             }
         }
@@ -123,16 +84,12 @@ public enum Files {
 
     /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents, then completes.
     ///
-    /// Any size is written: libuv counts a buffer in 32 bits, so the bytes go
-    /// out in requests of at most 1 GiB each, one after the other. A FIFO
-    /// with no reader fails with `ENXIO` (instead of holding a pool thread
-    /// until a reader comes); one with a reader is written on the pool and
-    /// holds a pool thread while the pipe is full.
+    /// Any size is written, in requests of at most 1 GiB. A FIFO with no reader fails with `ENXIO`; one with a
+    /// reader holds a pool thread while the pipe is full.
     ///
     /// - Parameters:
     ///   - bytes: The contents.
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`, before
-    ///     anything is opened or created.
+    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
     ///   - append: Add to the end instead of replacing the contents.
     ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
     /// - Returns: A signal that completes once every byte was written.
@@ -147,8 +104,7 @@ public enum Files {
                       largestRequest: Int = largestWriteRequest) -> Signal<Void> {
         operation("write", on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "Files.write") }) { operation in
             let flags = O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC)
-            operation.request("open \(path)", { uv_fs_open($0, $1, path, flags, 0o644, $2) }, read: { result, _ in Int32(truncatingIfNeeded: result) },
-                              discard: { fs in closeNow(Int32(truncatingIfNeeded: fs.pointee.result)) }, failed: { error in
+            operation.open(path, flags: flags, mode: 0o644, failed: { error in
                 guard error.code == UV_ENXIO.rawValue else { return operation.finish(error) }
                 operation.finish(UVError(code: error.code, message: "the FIFO has no reader (it is opened without waiting for one)", context: error.context))
             }) { file in
@@ -162,12 +118,11 @@ public enum Files {
         }
     }
 
-    /// The most bytes one write system call is given: Linux writes at most 2 GiB − 4 KiB per call anyway.
+    /// The most bytes one write call is given (Linux writes at most 2 GiB − 4 KiB per call).
     static let largestWriteRequest = 1 << 30
 }
 
-/// The bytes of a `Files.write`: the caller's array, or memory the caller keeps alive and unchanged until the
-/// signal ends (tests pass sizes no array could hold cheaply).
+/// The bytes of a `Files.write`: the caller's array, or memory the caller keeps alive until the signal ends (tests).
 enum WriteBytes: @unchecked Sendable {
     // An array is a value; `raw` is only read (by libuv on a pool thread) while the caller keeps it alive.
     case array([UInt8])
