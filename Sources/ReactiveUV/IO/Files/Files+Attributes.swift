@@ -29,8 +29,7 @@ extension Files {
     ///   - user: The new owner's user ID; nil leaves it.
     ///   - group: The new group ID; nil leaves it.
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; `EPERM` unless the caller may (root, or the owner
-    ///   giving the file to one of its groups).
+    /// - Returns: A signal that completes with no value; `EPERM` unless the caller may.
     ///
     /// Thread rule: safe from any thread.
     public static func chown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
@@ -58,14 +57,10 @@ extension Files {
         }, { uv_fs_lchown($0, $1, path, uid, gid, $3) })
     }
 
-    /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond.
+    /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond
+    /// (`utimensat(2)` in a pool job: libuv's `uv_fs_utime` keeps microseconds).
     ///
-    /// libuv 1.44's `uv_fs_utime` keeps only microseconds, so this calls `utimensat(2)` in a pool job instead:
-    /// what `stat` reads back is exactly what was set, where the file system keeps nanoseconds.
-    ///
-    /// A time beyond ±2^63 seconds (what `timespec` holds) fails with `EINVAL` before any call. Within it, the
-    /// kernel clamps a time the file system cannot store to its range without saying so (ext4 keeps
-    /// 1901...2446), so `stat` then reads back the clamped time.
+    /// A time beyond ±2^63 seconds fails with `EINVAL`; the kernel clamps one the file system cannot store.
     ///
     /// - Parameters:
     ///   - path: The file.
@@ -79,8 +74,7 @@ extension Files {
         setTimes(path, access: access, modification: modification, followLinks: true, call: "setTimes", on: loop)
     }
 
-    /// `setTimes` of a symbolic link itself (`utimensat` with `AT_SYMLINK_NOFOLLOW`, as `uv_fs_lutime`): what it
-    /// points to keeps its times.
+    /// `setTimes` of a symbolic link itself (`AT_SYMLINK_NOFOLLOW`): what it points to keeps its times.
     ///
     /// - Parameters:
     ///   - path: The link (or any file: then as `setTimes`).
@@ -110,12 +104,11 @@ extension Files {
         }
     }
 
-    /// The times a `timespec` holds: from `Int64.min` seconds to just under `Int64.max + 1` seconds after the epoch.
+    /// The times a `timespec` holds.
     private static let timeSpecRange = Duration.seconds(Int64.min)..<(Duration.seconds(Int64.max) + .seconds(1))
 
-    /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9, seconds rounded down for negative times),
-    /// or `EINVAL` for one no `timespec` holds (a `Duration` reaches about ±5.4e21 years: its `components`
-    /// would trap on seconds beyond `Int64`, and so would the step down from `Int64.min`).
+    /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9), or `EINVAL` for one it cannot hold
+    /// (`components` would trap on seconds beyond `Int64`).
     private static func timeSpec(_ time: Duration, _ which: String, context: String) throws(UVError) -> timespec {
         guard timeSpecRange.contains(time) else {
             throw UVError(code: UVError.invalidArgumentCode,
@@ -132,10 +125,8 @@ extension Files {
         return timespec(tv_sec: Int(wholeSeconds), tv_nsec: Int(nanoseconds))
     }
 
-    /// Sets the size of the file at `path` (`truncate(2)`): cut, or extended with zeros (a sparse hole).
-    ///
-    /// libuv has only `ftruncate`, so this is three requests: open (write only, no create), ftruncate, close.
-    /// The descriptor is closed however the signal ends.
+    /// Sets the size of the file at `path` (`truncate(2)`): cut, or extended with zeros (a sparse hole); libuv has
+    /// only `ftruncate`, so it opens, truncates and closes the file.
     ///
     /// - Parameters:
     ///   - path: The file (a missing one is `ENOENT`, a directory `EISDIR`).
@@ -153,9 +144,7 @@ extension Files {
         }) { operation in
             // The descriptor, once open: closed by the close step, or at the end if that never ran.
             var file: uv_file = -1
-            operation.request("open \(path)", { uv_fs_open($0, $1, path, O_WRONLY | O_NONBLOCK | O_CLOEXEC, 0, $2) },
-                              read: { result, _ in uv_file(truncatingIfNeeded: result) },
-                              discard: { fs in closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }) { opened in
+            operation.open(path, flags: O_WRONLY | O_NONBLOCK | O_CLOEXEC) { opened in
                 file = opened
                 operation.onEnd { if file >= 0 { closeNow(file) } }
                 operation.request("ftruncate \(path)", { uv_fs_ftruncate($0, $1, opened, size, $2) }) {

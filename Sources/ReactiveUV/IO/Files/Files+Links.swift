@@ -6,10 +6,8 @@ import Musl
 #endif
 
 extension Files {
-    /// Renames (moves) `source` to `destination` on the same file system (`rename(2)`): a file or directory at
-    /// `destination` is replaced as `rename` does it (atomically; a non-empty directory is `ENOTEMPTY`).
-    ///
-    /// Across file systems this fails with `EXDEV`: copy, then remove, to move there.
+    /// Renames (moves) `source` to `destination` on the same file system (`rename(2)`), replacing what is there
+    /// atomically (a non-empty directory is `ENOTEMPTY`); across file systems it fails with `EXDEV`.
     ///
     /// - Parameters:
     ///   - source: The existing path.
@@ -25,18 +23,15 @@ extension Files {
         }, { uv_fs_rename($0, $1, source, destination, $3) })
     }
 
-    /// Copies the file `source` to `destination` (`uv_fs_copyfile`): a clone sharing the blocks where the file
-    /// system can (`FICLONE`: Btrfs, XFS), else a copy of the bytes in the kernel; the mode is copied too.
+    /// Copies the file `source` to `destination` (`uv_fs_copyfile`), with its mode: a clone sharing the blocks
+    /// where the file system can (`FICLONE`), else a copy in the kernel.
     ///
     /// - Parameters:
-    ///   - source: The file to copy (a directory is `EISDIR`). A FIFO, socket or device, or a file whose
-    ///     size is 0 but which holds bytes (`/proc`, `/sys`), fails with `EINVAL` before anything is made:
-    ///     the copy sends as many bytes as the source's size says, so it would be empty.
+    ///   - source: The file to copy (a directory is `EISDIR`). A FIFO, socket or device, or a file whose size
+    ///     is 0 but which holds bytes (`/proc`), fails with `EINVAL`: the copy would be empty.
     ///   - destination: The new file.
-    ///   - overwrite: Replace an existing `destination`; without it (the default) one that exists is `EEXIST`
-    ///     and left as it was. An existing destination (or what a link there leads to) that is not a regular
-    ///     file (a device such as `/dev/null`, a FIFO, a socket) fails with `EINVAL` and is left alone:
-    ///     libuv's copy truncates the destination and, when that fails, removes it.
+    ///   - overwrite: Replace an existing `destination` (without it, one that exists is `EEXIST`). One that is not
+    ///     a regular file (`/dev/null`, a FIFO) fails with `EINVAL` and is left alone (libuv's copy would remove it).
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
     /// - Returns: A signal that completes with no value; errors name both paths.
     ///
@@ -49,9 +44,7 @@ extension Files {
             try FileSystemArguments.check(source, "source", in: "copyfile")
             try FileSystemArguments.check(destination, "destination", in: "copyfile")
         }) { operation in
-            // libuv's copy sends as many bytes as `stat` gives the source: a source whose size does not say what
-            // it holds would become an empty copy without a word, so it is looked at first; so is a destination
-            // it would replace.
+            // libuv's copy sends as many bytes as `stat` gives the source: look at both ends first.
             operation.job(context, { _ in
                 try checkCopySource(source, context: context)
                 if overwrite { try checkCopyDestination(destination, context: context) }
@@ -61,11 +54,8 @@ extension Files {
         }
     }
 
-    /// Refuses (pool thread) an existing destination that is not a regular file. libuv's copy opens it for
-    /// writing (a FIFO with no reader held a pool thread in that `open` until one came), truncates it, and
-    /// when that fails (`EINVAL` for a device or a FIFO) removes it: `copy(to: "/dev/null", overwrite: true)`
-    /// run as root deleted `/dev/null`. A destination that does not exist, or that `stat` fails on
-    /// otherwise, is left to the copy, which reports it.
+    /// Refuses (pool thread) an existing destination that is not a regular file: libuv's copy truncates it and,
+    /// when that fails, removes it (`/dev/null` as root). What `stat` fails on is left to the copy to report.
     private static func checkCopyDestination(_ destination: String, context: String) throws(UVError) {
         var status = Glibc.stat()
         guard fstatat(AT_FDCWD, destination, &status, 0) == 0 else { return }
@@ -77,10 +67,8 @@ extension Files {
                       context: context)
     }
 
-    /// Refuses (pool thread) a source `uv_fs_copyfile` would copy wrongly: anything but a regular file or a
-    /// directory (a FIFO held a pool thread in its `open` until a writer came, then was copied as an empty file;
-    /// a device's size is 0), and a regular file whose size is 0 but which holds bytes (a `/proc` or `/sys` file).
-    /// Whatever `stat` or `open` fails on is left to the copy, which reports it.
+    /// Refuses (pool thread) a source `uv_fs_copyfile` would copy as empty: anything but a regular file or a
+    /// directory, and a regular file whose size is 0 but which holds bytes. What fails here is left to the copy.
     private static func checkCopySource(_ source: String, context: String) throws(UVError) {
         var status = Glibc.stat()
         guard fstatat(AT_FDCWD, source, &status, 0) == 0 else { return }
@@ -125,8 +113,8 @@ extension Files {
         }, { uv_fs_link($0, $1, existing, path, $3) })
     }
 
-    /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`): the target is not checked, and a
-    /// relative target is resolved from the link's directory when the link is followed.
+    /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`), unchecked (a relative target is
+    /// resolved from the link's directory).
     ///
     /// - Parameters:
     ///   - path: The new link (one that exists is `EEXIST`).
@@ -147,8 +135,8 @@ extension Files {
     /// - Parameters:
     ///   - path: The link; anything else is `EINVAL`.
     ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of one string; a target that is not valid UTF-8 (Linux names are bytes)
-    ///   fails with `EILSEQ`, since a `String` would change it into a path that names nothing.
+    /// - Returns: A signal of one string; a target that is not valid UTF-8 fails with `EILSEQ` (a `String` would
+    ///   change it).
     ///
     /// Thread rule: safe from any thread.
     public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
@@ -168,8 +156,7 @@ extension Files {
         pathAnswer("realPath", "realpath", path, on: loop) { uv_fs_realpath($0, $1, path, $2) }
     }
 
-    /// A call whose answer is a path (`readlink`, `realpath`): sent if it is valid UTF-8, else `EILSEQ`
-    /// naming the call (what is not UTF-8 cannot be held exactly by a `String`).
+    /// A call whose answer is a path (`readlink`, `realpath`): sent if it is valid UTF-8, else `EILSEQ`.
     private static func pathAnswer(
         _ name: StaticString, _ call: StaticString, _ path: String, on loop: EventLoop?,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32
@@ -180,10 +167,8 @@ extension Files {
                 String(validatingCString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self))
             }) { answer in
                 guard let answer else {
-                    operation.finish(UVError(code: UV_EILSEQ.rawValue,
-                                             message: "the answer is not valid UTF-8, so a String cannot hold it exactly",
-                                             context: context))
-                    return
+                    return operation.finish(UVError(code: UV_EILSEQ.rawValue, message: "the answer is not valid UTF-8, so a String cannot hold it exactly",
+                                                    context: context))
                 }
                 operation.send(answer)
                 operation.finish()

@@ -8,15 +8,11 @@ import Musl
 
 extension OpenFile {
     /// The largest `count` of `read(at:count:)` and `chunkSize` of `chunks(from:chunkSize:)`: 1 GiB
-    /// (`Files.maxChunkSize`; one array per read).
-    ///
-    /// Thread rule: safe from any thread.
+    /// (`Files.maxChunkSize`). Thread rule: safe from any thread.
     public static let maxReadCount = Files.maxChunkSize
 
-    /// Reads up to `count` bytes at `offset` and sends them, then completes.
-    ///
-    /// Fewer bytes come only at the end of the file; none at or after it. The bytes are
-    /// read on a pool thread straight into the array sent.
+    /// Reads up to `count` bytes at `offset` and sends them, then completes: fewer only at the end of the file,
+    /// none at or after it.
     ///
     /// - Parameters:
     ///   - offset: Where to read, 0 or more; a negative offset fails with `EINVAL`.
@@ -36,13 +32,9 @@ extension OpenFile {
 
     /// Reads from `offset` to the end of the file in chunks of at most `chunkSize` bytes, then completes.
     ///
-    /// Up to 3 reads are in flight on pool threads (the next chunks are read while
-    /// the loop delivers one), each straight into the array sent; chunks arrive in
-    /// order. A consumer that pauses (a full `values` buffer) holds new reads until
-    /// it resumes (at most 3 chunks wait meanwhile). A file that grows while it is
-    /// read is read on until a read finds nothing more. Disposing drops the reads
-    /// in flight (their pool calls finish; nothing more is delivered). A source without an end
-    /// (`/dev/zero`) is read up to the largest offset, `Int.max`, and completes there.
+    /// Up to 3 reads are in flight on the pool; chunks arrive in order, and a consumer that pauses holds new
+    /// reads. A file that grows is read until a read finds nothing more; a source without an end (`/dev/zero`)
+    /// up to offset `Int.max`. Disposing drops the reads in flight.
     ///
     /// - Parameters:
     ///   - offset: Where to start, 0 or more (default 0); a negative offset fails with `EINVAL`.
@@ -54,23 +46,15 @@ extension OpenFile {
         if let error = checkRange(offset: offset, count: chunkSize, limit: Self.maxReadCount, "chunks", countMinimum: 1) {
             return .error(error)
         }
-        return Signal { [self] subscriber in
-            if let error = closedError("read") {
-                subscriber.sendError(error)
-                return nil
-            }
-            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.chunks") { [self] _ in
-                ChunkedFileRead(file: self, offset: offset, chunkSize: chunkSize, subscriber: subscriber).start()
-            }
-        }.debugNamed("+OpenFile.chunks(\(path))")
+        return onLoop("chunks", closedAs: "read") { [self] subscriber in
+            ChunkedFileRead(file: self, offset: offset, chunkSize: chunkSize, subscriber: subscriber).start()
+        }
     }
 
     /// Writes all of `bytes` at `offset`, then sends how many were written (`bytes.count`) and completes.
     ///
-    /// The bytes go out in requests of at most 1 GiB, one after the other, on a pool
-    /// thread; disposing stops between two of them (the file then holds part of the bytes).
-    /// Writing past the end extends the file (the gap reads as zeros). A file opened with
-    /// the `append` option writes at its end whatever the offset (Linux's `pwrite`).
+    /// The bytes go out in requests of at most 1 GiB; disposing stops between two (the file then holds part of
+    /// them). Past the end the file grows (the gap reads as zeros); with the `append` option it goes at the end.
     ///
     /// - Parameters:
     ///   - bytes: The bytes.
@@ -95,10 +79,8 @@ extension OpenFile {
 
     /// Writes all of `bytes` at the end of the file, then sends how many were written and completes.
     ///
-    /// The end is taken (`fstat`) when the append starts; appends through this
-    /// `OpenFile` run one after another, so they never overwrite each other. A writer
-    /// elsewhere (another descriptor, another process) can still race: open with the
-    /// `append` option for appends the kernel places.
+    /// The end is taken (`fstat`) when the append starts; appends through this `OpenFile` run one after another.
+    /// A writer elsewhere can still race: open with the `append` option for appends the kernel places.
     ///
     /// - Parameter bytes: The bytes.
     /// - Returns: A signal of one count.
@@ -106,22 +88,16 @@ extension OpenFile {
     /// Thread rule: safe from any thread.
     public func append(_ bytes: [UInt8]) -> Signal<Int> {
         let path = self.path
-        return Signal { [self] subscriber in
-            if let error = closedError("append") {
-                subscriber.sendError(error)
-                return nil
+        return onLoop("append") { [self] subscriber in
+            let append = QueuedAppend(file: self, subscriber: subscriber) { descriptor, stop in
+                var status = Glibc.stat()
+                guard fstat(descriptor, &status) == 0 else { throw systemCallError("append \(path)") }
+                return try OpenFile.writeAll(.array(bytes), to: descriptor, at: Int(status.st_size),
+                                             largestRequest: Files.largestWriteRequest, stop: stop, context: "append \(path)")
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.append") { [self] _ in
-                let append = QueuedAppend(file: self, subscriber: subscriber) { descriptor, stop in
-                    var status = Glibc.stat()
-                    guard fstat(descriptor, &status) == 0 else { throw systemCallError("append \(path)") }
-                    return try OpenFile.writeAll(.array(bytes), to: descriptor, at: Int(status.st_size),
-                                                 largestRequest: Files.largestWriteRequest, stop: stop, context: "append \(path)")
-                }
-                enqueueAppend(append.start)
-                return append
-            }
-        }.debugNamed("+OpenFile.append(\(path))")
+            enqueueAppend(append.start)
+            return append
+        }
     }
 
     /// Sends what `fstat` says about the file, then completes.
@@ -130,11 +106,7 @@ extension OpenFile {
     public func stat() -> Signal<FileInfo> {
         let path = self.path
         return operation("fstat") { descriptor, _ in
-            var request = uv_fs_t()
-            defer { uv_fs_req_cleanup(&request) }
-            let result = uv_fs_fstat(nil, &request, descriptor, nil)
-            guard result >= 0 else { throw UVError(code: result, context: "fstat \(path)") }
-            return FileInfo(request.statbuf)
+            try Files.callNow("fstat \(path)", { uv_fs_fstat(nil, $0, descriptor, nil) }) { _, fs in FileInfo(statOf: fs) }
         }
     }
 
@@ -184,52 +156,51 @@ extension OpenFile {
         }.ignoreValues()
     }
 
-    /// Closes the file, then completes (or fails with the close's error, such as `EIO`).
-    ///
-    /// Operations running on pool threads end first; queued ones fail with `EBADF`.
-    /// The `Files.open` signal completes. A file already closed (by `close()`, a dispose
-    /// or its loop's shutdown) fails with `EBADF` saying so.
+    /// Closes the file, then completes, or fails with the close's error (`EIO`), once the operations running on
+    /// the pool end (queued ones fail with `EBADF`); the `Files.open` signal completes. A file already closed
+    /// fails with `EBADF` saying how.
     ///
     /// Thread rule: safe from any thread.
     public func close() -> Signal<Void> {
-        Signal { [self] subscriber in
+        onLoop("close") { [self] subscriber in
             if let error = closedError("close") {
                 subscriber.sendError(error)
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.close") { [self] _ in
-                if let error = closedError("close") {
-                    subscriber.sendError(error)
-                    return nil
-                }
-                requestClose(by: .close) { error in
-                    if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
-                }
-                return nil
+            requestClose(by: .close) { error in
+                if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
             }
-        }.debugNamed("+OpenFile.close(\(path))")
+            return nil
+        }
     }
 
     // MARK: - helpers
 
     /// A signal that runs `work` with the descriptor on the pool and sends its value.
     func operation<Value: Sendable>(_ name: String, _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
+        onLoop(name) { [self] subscriber in
+            run(name, work) { result in
+                switch result {
+                case .success(let value):
+                    subscriber.sendNext(value)
+                    subscriber.sendCompleted()
+                case .failure(let error):
+                    subscriber.sendError(error)
+                }
+            }
+        }
+    }
+
+    /// A signal whose subscriber `start` gets on the file's loop thread; a closed file fails it first with `EBADF`
+    /// naming `closedAs` (default: `name`).
+    private func onLoop<Value>(_ name: String, closedAs: String? = nil,
+                               _ start: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) -> Signal<Value> {
         Signal { [self] subscriber in
-            if let error = closedError(name) {
+            if let error = closedError(closedAs ?? name) {
                 subscriber.sendError(error)
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.\(name)") { [self] _ in
-                run(name, work) { result in
-                    switch result {
-                    case .success(let value):
-                        subscriber.sendNext(value)
-                        subscriber.sendCompleted()
-                    case .failure(let error):
-                        subscriber.sendError(error)
-                    }
-                }
-            }
+            return LoopBinding.open(on: loop, for: subscriber, what: "OpenFile.\(name)") { _ in start(subscriber) }
         }.debugNamed("+OpenFile.\(name)(\(path))")
     }
 
@@ -259,8 +230,7 @@ extension OpenFile {
                 if status.st_size > 0 {
                     capacity = min(count, max(0, Int(status.st_size) - offset))
                 } else {
-                    // A /proc or /sys file says 0 and holds bytes (taken at its word, it read as empty):
-                    // read what comes, then keep only that.
+                    // A /proc or /sys file says 0 and holds bytes: read what comes, then keep only that.
                     sizeSaidNothing = true
                 }
             }
@@ -287,9 +257,8 @@ extension OpenFile {
         return bytes
     }
 
-    /// `EBADF` saying which mode the file was opened with, when that mode forbids `what` (a read of a file
-    /// opened `.write`; a write or truncate of one opened `.read`), else nil. Called after a call failed
-    /// (pool thread): the kernel says only "bad file descriptor", or `EINVAL` for `ftruncate`.
+    /// `EBADF` naming the mode the file was opened with when it forbids `what`, else nil; after a failed call
+    /// (pool thread), since the kernel says only "bad file descriptor" (or `EINVAL` for `ftruncate`).
     static func accessModeError(_ descriptor: Int32, _ what: String, context: String) -> UVError? {
         let flags = fcntl(descriptor, F_GETFL)
         guard flags >= 0 else { return nil }

@@ -6,33 +6,20 @@ import Glibc
 import Musl
 #endif
 
-/// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes,
-/// `fstat`, sync, truncate and close, each as a cold signal that runs on libuv's thread pool,
-/// and as an `async throws` function on `FileSystem` that takes the file first
-/// (`try await FileSystem.read(file, at: 0, count: 512)`; `FileSystem.withOpenFile` opens one for a scope).
+/// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes, `fstat`, sync,
+/// truncate and close, each a cold signal run on libuv's thread pool (and an `async throws` function on
+/// `FileSystem` that takes the file first).
 ///
-/// The file belongs to the subscription that opened it and to that subscription's loop
-/// (`loop`): disposing the subscription closes it, as does `close()` and the loop's
-/// shutdown, exactly once. Operations hop to the file's loop, so they may be started
-/// from any thread; their events arrive on the subscriber's home loop.
-///
-/// - Operations are positional (`pread`/`pwrite`): several may be in flight at once on
-///   one file, and none moves a shared offset. `append` writes at the end as it is when
-///   the append starts; appends through one `OpenFile` run one after another.
-/// - A close (by any of the three) waits for the operations already running on pool
-///   threads before the descriptor is closed, so a descriptor number is never reused
-///   under a running read (a dispose or a shutdown also stops a long write between its
-///   requests); operations still queued never run, and they and the operations started
-///   after the close fail with `EBADF` naming who closed the file.
-/// - The file stays what was opened: if the path is renamed over or deleted meanwhile,
-///   the open file keeps reading and writing the old inode (as any Unix descriptor does).
-///   Reopen the path to follow the name.
+/// The file belongs to the subscription that opened it and to its `loop`: disposing the subscription, `close()`
+/// or the loop's shutdown closes it, once. Operations may start from any thread and run at once (`pread`,
+/// `pwrite`: no shared offset); appends run one after another. A close waits for the operations running on the
+/// pool (a descriptor is never reused under them); queued and later ones fail with `EBADF` naming who closed
+/// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
 ///
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
-    // `path`, `loop` and `context` are immutable; `closedBy` is atomic (read from any thread to refuse an
-    // operation early); everything in `State`, `jobs`, `closeWaiters`, `appends` and `onClose` is loop
-    // thread only (operations hop there through `LoopBinding`).
+    // `path` and `loop` are immutable; `closedBy` is atomic (read from any thread); the rest is loop thread only
+    // (operations hop there through `LoopBinding`).
 
     /// Who closed a file: named in the `EBADF` of later operations.
     enum Closer: UInt8 {
@@ -55,14 +42,10 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         case closed(Closer)
     }
 
-    /// The path the file was opened at (for a temporary file: the name `mkstemp` made).
-    ///
-    /// Thread rule: safe from any thread.
+    /// The path the file was opened at (for a temporary file: the name made). Thread rule: safe from any thread.
     public let path: String
 
-    /// The loop whose thread runs the file's requests and owns its descriptor.
-    ///
-    /// Thread rule: safe from any thread.
+    /// The loop whose thread runs the file's requests and owns its descriptor. Thread rule: safe from any thread.
     public let loop: EventLoop
 
     private var state: State
@@ -100,13 +83,10 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// `OpenFile(<path>)`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// `OpenFile(<path>)`. Thread rule: safe from any thread.
     public var description: String { "OpenFile(\(path))" }
 
     /// Whether the file has been closed (or its close has begun), by `close()`, a dispose or a shutdown.
-    ///
     /// Thread rule: safe from any thread.
     public var isClosed: Bool { closedBy.load(ordering: .acquiring) != Closer.open.rawValue }
 
@@ -181,7 +161,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    /// Closes synchronously on the loop thread (closing a local file does not block).
+    /// Closes now on the loop thread (closing a local file does not block).
     private func closeNow(_ descriptor: Int32, by closer: Closer) {
         state = .closed(closer)
         var request = uv_fs_t()
