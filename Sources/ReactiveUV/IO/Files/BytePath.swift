@@ -1,6 +1,5 @@
-/// A path as the kernel takes it: its bytes, NUL-terminated, which need not be UTF-8 (a name read
-/// from a directory is whatever bytes it was made with). Shown in messages as UTF-8, with what is
-/// not replaced (U+FFFD); only the bytes are ever passed to a call. Used by `Files.removeTree`.
+/// A path as the kernel takes it: NUL-terminated bytes, which need not be UTF-8; shown in messages as UTF-8
+/// (bad bytes as U+FFFD). Used by `Files.removeTree`.
 ///
 /// Thread rule: a value type; safe from any thread.
 struct BytePath: Equatable, CustomStringConvertible {

@@ -5,13 +5,11 @@ import Glibc
 import Musl
 #endif
 
-/// What `Files.chunks` opened, or a file or device handed over as standard input, read by what it is:
-/// a FIFO on the loop by the stream core (`FIFOStream`), a regular file opened here by `OpenFile.chunks`'s
-/// reader with its reads ahead (`ChunkedFileRead`), anything else one read at a time in pool jobs, from the
-/// descriptor's current offset (as a shell expects of standard input), paused by the consumer.
+/// What `Files.chunks` opened, or a file or device handed over as standard input, read by what it is: a FIFO
+/// as a stream (`FIFOStream`), a regular file opened here by `ChunkedFileRead`, anything else one read at a
+/// time in pool jobs from the descriptor's current offset (as a shell expects of standard input).
 final class ChunkReading: @unchecked Sendable {
-    // Loop thread only, as its operation; the buffer is the pool job's while one is out, and freed at
-    // the end, once no job can still use it.
+    // Loop thread only, as its operation; the buffer is the pool job's while one is out, freed once none can be.
     private let operation: FileOperation<[UInt8]>
     private let path: String
     private let chunkSize: Int
@@ -77,8 +75,7 @@ final class ChunkReading: @unchecked Sendable {
         if let reading { operation.onEnd { reading.dispose() } }
     }
 
-    /// Hands the regular file and the subscriber to `OpenFile.chunks`'s reader, which keeps reads ahead on
-    /// the pool; the file closes when the subscription ends.
+    /// Hands the regular file and the subscriber to `OpenFile.chunks`'s reader; the file closes at the end.
     private func readRegularFile() {
         guard let reader = operation.subscriber else { return }
         let opened = OpenFile(loop: operation.loop, path: path, descriptor: file)

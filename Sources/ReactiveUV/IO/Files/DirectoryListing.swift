@@ -5,19 +5,13 @@ import Glibc
 import Musl
 #endif
 
-/// One `Files.list`: the directory opened by libuv (`uv_fs_opendir`), its entries read in batches by pool
-/// jobs that call `readdir(3)`, the stream closed once no job can still use it.
+/// One `Files.list`: the directory opened by `uv_fs_opendir`, its entries read in batches by pool jobs that
+/// call `readdir(3)` and make the entries there (`uv_fs_readdir` would leave the loop to make each `String`).
 ///
-/// Why jobs and not `uv_fs_readdir`: that call copies each name with `strdup` on the pool and leaves the
-/// loop thread to make the `String` and free the copy; a job makes the entries where it reads them, so the
-/// loop only delivers them.
-///
-/// One batch is read ahead: the next job runs while the batch in hand is delivered. A consumer that pauses
-/// gets the rest of the batch in hand; the batch read ahead is held until it resumes, and no further job
-/// starts: at most two batches are in memory.
+/// The next batch is read while one is delivered; a paused consumer gets the rest of the batch in hand and the
+/// batch read ahead is held until it resumes, so at most two are in memory.
 final class DirectoryListing: @unchecked Sendable {
-    // Loop thread only, as its operation (the flow control's closures run on the thread that registered
-    // them); the stream is used on the pool by the one job out, and closed only once that job ended.
+    // Loop thread only, as its operation; the stream is used on the pool by the one job out, closed after it.
     private let operation: FileOperation<DirectoryEntry>
     private let path: String
     private let batchSize: Int
@@ -57,8 +51,7 @@ final class DirectoryListing: @unchecked Sendable {
         }
     }
 
-    /// Starts the job that reads the next batch: from `deliver`, once the previous one called back, or on
-    /// resume with the batch it brought; so only one is ever out.
+    /// Starts the job that reads the next batch, once the previous one called back: only one is ever out.
     private func read() {
         guard let directory, !operation.isPending else { return }
         let stream = UncheckedSendable(directory)
@@ -100,8 +93,7 @@ final class DirectoryListing: @unchecked Sendable {
         return entries
     }
 
-    /// The `String` of an entry's name (validated as UTF-8, as `String(cString:)` does, a bad byte
-    /// repaired to U+FFFD), copied in with its length known.
+    /// The `String` of an entry's name (bad UTF-8 repaired to U+FFFD), copied in with its length known.
     private static func makeName(_ name: UnsafePointer<CChar>) -> String {
         let length = strlen(name)
         if length == 0 { return "" }

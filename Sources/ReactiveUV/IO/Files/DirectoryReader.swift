@@ -5,10 +5,8 @@ import Glibc
 import Musl
 #endif
 
-/// Reads directories through descriptors the caller holds (`getdents64`), for the walks that must stay inside
-/// a tree: `Files.removeTree` and the recursive watch open each directory relative to its parent, one
-/// component at a time, and read and act relative to that descriptor, never through a path the kernel would
-/// resolve again (a component swapped for a symbolic link in between would lead elsewhere).
+/// Reads directories through descriptors the caller holds (`getdents64`), for the walks that must stay inside a
+/// tree (`Files.removeTree`, the recursive watch): never through a path the kernel would resolve again.
 ///
 /// Thread rule: one thread at a time (it owns one buffer).
 final class DirectoryReader {
@@ -20,9 +18,8 @@ final class DirectoryReader {
 
     deinit { buffer.deallocate() }
 
-    /// Opens the directory `name` (one component) inside the open directory `parent` (or `AT_FDCWD` and
-    /// a path for a tree's root), never through a symbolic link: a link there fails with `ELOOP`, a file with
-    /// `ENOTDIR`. Returns the descriptor, or the negative `errno`.
+    /// Opens the directory `name` inside the open directory `parent` (or `AT_FDCWD`), never through a link (`ELOOP`;
+    /// a file is `ENOTDIR`). Returns the descriptor, or the negative `errno`.
     static func openDirectory(_ name: UnsafePointer<CChar>, in parent: Int32) -> Int32 {
         let descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         return descriptor >= 0 ? descriptor : -errno
@@ -33,8 +30,7 @@ final class DirectoryReader {
         (name + [0]).withUnsafeBufferPointer { openDirectory($0.baseAddress!, in: parent) }
     }
 
-    /// Every entry of the open directory `descriptor` from where it is positioned (its start, once opened),
-    /// but `.` and `..`. Throws the negative `errno` of a failed read.
+    /// Every entry but `.` and `..` of `descriptor` from its position; throws the negative `errno` of a failed read.
     func entries(of descriptor: Int32) throws(ErrorNumber) -> [Entry] {
         var entries: [Entry] = []
         while true {

@@ -7,9 +7,8 @@ import Musl
 
 /// `Files.createDirectory(_:mode:withParents: true)`: `mkdir -p`, one `mkdir` request per missing level.
 ///
-/// The deepest directory is tried first; `ENOENT` (a parent is missing) or `ENOTDIR` pushes the parent, and
-/// so on up, then each pushed level is made on the way back down. `EEXIST` is fine when what exists is a
-/// directory (`stat` follows a link to one, as `mkdir -p` does), and an error naming what is in the way otherwise.
+/// The deepest level is tried first; `ENOENT` or `ENOTDIR` pushes its parent, and the pushed levels are made on
+/// the way back down. `EEXIST` is fine for a directory (or a link to one), an error naming what is there otherwise.
 final class DirectoryCreation {
     // Loop thread only, as its operation.
     private let operation: FileOperation<Void>
@@ -67,14 +66,11 @@ final class DirectoryCreation {
                                  message: "\(level) exists and is \(what), not a directory", context: "mkdir -p \(target)"))
     }
 
-    /// The directory containing `path`, or nil at the top (`/`, or a relative name with no `/`: the working
-    /// directory, which exists).
+    /// The directory containing `path`, or nil at the top (`/`, or a relative name: the working directory).
     static func parent(of path: String) -> String? {
-        var trimmed = Substring(path)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let trimmed = Substring(path).droppingTrailingSlashes
         guard let slash = trimmed.lastIndex(of: "/") else { return nil }
-        var parent = trimmed[..<slash]
-        while parent.count > 1 && parent.hasSuffix("/") { parent = parent.dropLast() }
+        let parent = trimmed[..<slash].droppingTrailingSlashes
         if parent.isEmpty { return trimmed.hasPrefix("/") && trimmed.count > 1 ? "/" : nil }
         return parent == Substring(path) ? nil : String(parent)
     }
@@ -82,16 +78,15 @@ final class DirectoryCreation {
 
 /// `Files.removeTree`: depth first, never following a symbolic link.
 ///
-/// The root is looked at with requests on the loop (its trailing slashes, what it is, whether it is `/`);
-/// a root that is a directory is then emptied and removed by `TreeRemovalWalk` in pool jobs of at most
-/// `callsPerJob` system calls each, one at a time, so a large tree shares the pool with other requests.
+/// The root is looked at with requests on the loop (trailing slashes, what it is, whether it is `/`); a directory
+/// is then emptied by `TreeRemovalWalk` in pool jobs of at most `callsPerJob` calls, so it shares the pool.
 final class TreeRemoval {
     // Loop thread only, as its operation; the walk is the pool job's while one is out.
     private let operation: FileOperation<Void>
     private let root: BytePath
     private let rootPath: String
 
-    /// System calls per pool job: a few milliseconds of unlinking, then the pool serves other requests.
+    /// System calls per pool job, before the pool serves other requests.
     static let callsPerJob = 256
 
     init(operation: FileOperation<Void>, root: String) {
@@ -101,12 +96,9 @@ final class TreeRemoval {
     }
 
     func start() {
-        var trimmed = Substring(rootPath)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let trimmed = Substring(rootPath).droppingTrailingSlashes
         guard trimmed.count < rootPath.count else { return removeRoot() }
-        // A trailing slash makes the kernel follow a link at the end of the path (`lstat("link/")` describes
-        // its target, whose entries would then be removed): the name is looked at without it, and a link is
-        // unlinked, its target left alone.
+        // A trailing slash makes the kernel follow a final link: look at the name without it, and unlink a link.
         let named = String(trimmed)
         operation.request("lstat \(named)", { uv_fs_lstat($0, $1, named, $2) }, read: { _, fs in FileInfo(statOf: fs).type },
                           failed: { [self] _ in removeRoot() }) { [self] type in
@@ -126,8 +118,7 @@ final class TreeRemoval {
                 }) { [self] in operation.finish() }
                 return
             }
-            // The door refused `/` by name; a path that only resolves to it (a trailing slash after a link to
-            // it, a bind mount of it) is caught by the directory's identity, before any removal.
+            // The door refused `/` by name; a path that only resolves to it (a bind mount) is caught by identity.
             operation.request("stat /", { uv_fs_stat($0, $1, "/", $2) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] rootDirectory in
                 guard !Self.isSameFile(info, rootDirectory) else {
                     return operation.finish(UVError(code: UVError.invalidArgumentCode,
@@ -142,11 +133,10 @@ final class TreeRemoval {
         }
     }
 
-    /// What `Files.removeTree` refuses at the door, as `rm -r` does: the root directory named as such
-    /// (`/`, `//`), and a path whose last component is `.` or `..` (`x/.`, `..`, `/tmp/..`); nil for any other.
+    /// What `Files.removeTree` refuses at the door, as `rm -r` does: the root directory named as such (`/`, `//`),
+    /// and a path whose last component is `.` or `..`; nil for any other.
     static func refusal(of path: String) -> UVError? {
-        var trimmed = Substring(path)
-        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let trimmed = Substring(path).droppingTrailingSlashes
         if trimmed == "/" {
             return UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory", context: "removeTree \(path)")
         }
@@ -167,5 +157,14 @@ final class TreeRemoval {
         operation.job("removeTree \(rootPath)", { stop in try walk.advance(budget: Self.callsPerJob, stop: stop) }) { [self] progress in
             if progress == .done { operation.finish() } else { advance(walk) }
         }
+    }
+}
+
+extension Substring {
+    /// The path without its trailing slashes (but `/` itself).
+    var droppingTrailingSlashes: Substring {
+        var trimmed = self
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        return trimmed
     }
 }

@@ -2,29 +2,16 @@ import Synchronization
 
 /// Reads a FIFO (named pipe) on the loop through the stream core, for `Files.read` and `Files.chunks`.
 ///
-/// A FIFO read on the thread pool blocks a pool thread until a writer comes
-/// (in `open`, then in every `read`), and with four such reads every file
-/// request, DNS lookup and `ThreadPool.run` in the process waits. So the file
-/// is opened with `O_NONBLOCK` (which never waits for a writer) and, once
-/// `fstat` says it is a FIFO, its descriptor is handed to a `StreamConnection`
-/// (transport `.fifo`: a `uv_pipe_t` opened with `uv_pipe_open`): libuv waits
-/// for data with epoll on the loop, and no pool thread is involved. Reading,
-/// pausing for a consumer that cannot keep up, EOF, read errors, the loop's
-/// shutdown and closing are the stream core's, as for every other stream.
-/// Linux reports neither data nor hang-up on a FIFO until a writer has come,
-/// so a reader that opened first waits for the writer; the end is the last
-/// writer closing (EOF), which completes the reader and closes the handle.
+/// Read on the pool, a FIFO would hold a pool thread until a writer comes (four such reads stall every file
+/// request, DNS lookup and `ThreadPool.run`). Opened with `O_NONBLOCK`, its descriptor goes to a
+/// `StreamConnection` (`.fifo`, a `uv_pipe_t`): epoll waits for data, and pausing, EOF (the last writer
+/// closing), errors, shutdown and closing are the stream core's.
 ///
 /// Thread rule: loop thread only.
 enum FIFOStream {
-    /// Takes over `descriptor` (a FIFO's read end) and reads it into `reader` in chunks of at most `chunkLimit` bytes.
+    /// Takes over `descriptor` (a FIFO's read end, closed exactly once) and reads it into `reader` in chunks of at
+    /// most `chunkLimit` bytes; `path` and `what` ("Files.chunks") name it in messages. A failure goes to `reader`.
     ///
-    /// The descriptor is closed exactly once: with the handle (libuv closes it), or here when no
-    /// handle could take it. A failure to open or start is sent to `reader`.
-    ///
-    /// - Parameters:
-    ///   - path: The FIFO's path, for messages and leak reports.
-    ///   - what: Who reads it ("Files.chunks"), for leak reports.
     /// - Returns: What stops the reading and closes the FIFO, or nil when `reader` was already answered.
     static func read(descriptor: Int32, path: String, chunkLimit: Int, what: String, on loop: EventLoop,
                      into reader: Subscriber<[UInt8]>) -> (any Disposable)? {

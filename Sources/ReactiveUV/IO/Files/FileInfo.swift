@@ -21,9 +21,7 @@ public enum FileType: Sendable, Hashable, CustomStringConvertible {
     /// A type this library does not name (or, in a listing, one the file system did not say).
     case unknown
 
-    /// The type named by the `S_IFMT` bits of `mode`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// The type named by the `S_IFMT` bits of `mode`. Thread rule: safe from any thread.
     public init(mode: UInt32) {
         switch mode & 0o170000 {
         case 0o100000: self = .regular
@@ -37,9 +35,7 @@ public enum FileType: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// `"regular file"`, `"directory"`, `"symbolic link"`...
-    ///
-    /// Thread rule: safe from any thread.
+    /// `"regular file"`, `"directory"`, `"symbolic link"`... Thread rule: safe from any thread.
     public var description: String {
         switch self {
         case .regular: "regular file"
@@ -54,11 +50,7 @@ public enum FileType: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Everything `stat`, `lstat` and `fstat` say about a file.
-///
-/// Times are since the Unix epoch, with the nanoseconds the file system keeps.
-/// `FileStatus` (what a watcher compares) is the part of this that changes
-/// when a file's content does.
+/// Everything `stat`, `lstat` and `fstat` say about a file; times are since the Unix epoch, to the nanosecond.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
@@ -95,8 +87,7 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
     /// Creation, where the file system records it (`statx`'s birth time), else 0.
     public var creationTime: Duration { creation.duration }
 
-    // The four times as the kernel gave them: a `Duration` is made only when one is read (making
-    // all four at once was about 100 instructions of 128-bit arithmetic on every stat).
+    // The times as the kernel gave them: a `Duration` (128-bit arithmetic) is made only when one is read.
     private let access: Timestamp
     private let modification: Timestamp
     private let statusChange: Timestamp
@@ -106,10 +97,8 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
         self = withUnsafePointer(to: stat) { FileInfo($0) }
     }
 
-    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds (read in place: no copy of its 160 bytes).
-    ///
-    /// Inlined, with the reading below: written straight into the caller's result (built in a
-    /// temporary and returned from a closure, the 145 bytes were copied once more per stat).
+    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds, read in place; inlined so it is
+    /// written straight into the caller's result.
     @inline(__always)
     init(statOf request: UnsafeMutablePointer<uv_fs_t>) {
         self.init(UnsafePointer(request.pointer(to: \.statbuf)!))
@@ -137,8 +126,7 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
         self.creation = Timestamp(pointer.pointee.st_birthtim)
     }
 
-    /// A time as `stat` gives it: seconds and nanoseconds since the epoch (nanoseconds below 10⁹, so
-    /// two are equal exactly when their durations are).
+    /// A time as `stat` gives it (nanoseconds below 10⁹, so two are equal exactly when their durations are).
     private struct Timestamp: Sendable, Hashable {
         let seconds: Int64
         let nanoseconds: Int64
@@ -151,16 +139,12 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
         var duration: Duration { .seconds(seconds) + .nanoseconds(nanoseconds) }
     }
 
-    /// The parts a watcher compares (size, modification time, mode, inode, device).
-    ///
-    /// Thread rule: safe from any thread.
+    /// The parts a watcher compares (size, modification time, mode, inode, device). Thread rule: safe from any thread.
     public var status: FileStatus {
         FileStatus(size: size, modificationTime: modificationTime, mode: mode, inode: inode, device: device)
     }
 
-    /// `"regular file, 12 bytes, mode 644, inode 1234 on device 2049"`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// `"regular file, 12 bytes, mode 644, inode 1234 on device 2049"`. Thread rule: safe from any thread.
     public var description: String {
         "\(type), \(size) bytes, mode \(String(permissions, radix: 8)), inode \(inode) on device \(device)"
     }

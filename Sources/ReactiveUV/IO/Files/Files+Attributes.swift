@@ -6,15 +6,8 @@ import Musl
 #endif
 
 extension Files {
-    /// Sets the permission bits of `path` (`chmod(2)`, following symbolic links).
-    ///
-    /// - Parameters:
-    ///   - path: The file.
-    ///   - mode: 0...0o7777 (permissions, set-user-ID, set-group-ID, sticky); more is `EINVAL` before any request.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; `EPERM` when the caller does not own the file.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Sets the permission bits of `path` to `mode` (`chmod(2)`, following links), then completes; a mode beyond
+    /// 0o7777 fails with `EINVAL`, a file the caller does not own with `EPERM`. Thread rule: safe from any thread.
     public static func chmod(_ path: String, _ mode: UInt32, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("chmod", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chmod")
@@ -22,16 +15,8 @@ extension Files {
         }, { uv_fs_chmod($0, $1, path, Int32(mode), $3) })
     }
 
-    /// Changes the owner and/or group of `path` (`chown(2)`, following symbolic links).
-    ///
-    /// - Parameters:
-    ///   - path: The file.
-    ///   - user: The new owner's user ID; nil leaves it.
-    ///   - group: The new group ID; nil leaves it.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; `EPERM` unless the caller may.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Changes the owner (`user`) and/or group (`group`) of `path` (`chown(2)`, following links; nil leaves one),
+    /// then completes; `EPERM` unless the caller may. Thread rule: safe from any thread.
     public static func chown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         // -1 (all bits set) is "leave it" to chown(2).
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
@@ -41,14 +26,6 @@ extension Files {
     }
 
     /// `chown` of a symbolic link itself (`lchown(2)`): what it points to keeps its owner.
-    ///
-    /// - Parameters:
-    ///   - path: The link (or any file: then as `chown`).
-    ///   - user: The new owner's user ID; nil leaves it.
-    ///   - group: The new group ID; nil leaves it.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
     /// Thread rule: safe from any thread.
     public static func lchown(_ path: String, user: UInt32? = nil, group: UInt32? = nil, on loop: EventLoop? = nil) -> Signal<Void> {
         let uid = user ?? UInt32.max, gid = group ?? UInt32.max
@@ -57,33 +34,15 @@ extension Files {
         }, { uv_fs_lchown($0, $1, path, uid, gid, $3) })
     }
 
-    /// Sets the access and modification times of `path` (following symbolic links), to the nanosecond
-    /// (`utimensat(2)` in a pool job: libuv's `uv_fs_utime` keeps microseconds).
-    ///
-    /// A time beyond ±2^63 seconds fails with `EINVAL`; the kernel clamps one the file system cannot store.
-    ///
-    /// - Parameters:
-    ///   - path: The file.
-    ///   - access: The new access time, since the Unix epoch (negative for before 1970).
-    ///   - modification: The new modification time, since the Unix epoch.
-    ///   - loop: The loop that runs the job; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
+    /// Sets the access and modification times of `path` (since the Unix epoch; following links), to the
+    /// nanosecond (`utimensat(2)` in a pool job: `uv_fs_utime` keeps microseconds), then completes. A time beyond
+    /// ±2^63 seconds fails with `EINVAL`; the kernel clamps one the file system cannot store.
     /// Thread rule: safe from any thread.
     public static func setTimes(_ path: String, access: Duration, modification: Duration, on loop: EventLoop? = nil) -> Signal<Void> {
         setTimes(path, access: access, modification: modification, followLinks: true, call: "setTimes", on: loop)
     }
 
-    /// `setTimes` of a symbolic link itself (`AT_SYMLINK_NOFOLLOW`): what it points to keeps its times.
-    ///
-    /// - Parameters:
-    ///   - path: The link (or any file: then as `setTimes`).
-    ///   - access: The new access time, since the Unix epoch.
-    ///   - modification: The new modification time, since the Unix epoch.
-    ///   - loop: The loop that runs the job; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
-    /// Thread rule: safe from any thread.
+    /// `setTimes` of a symbolic link itself: what it points to keeps its times. Thread rule: safe from any thread.
     public static func setLinkTimes(_ path: String, access: Duration, modification: Duration, on loop: EventLoop? = nil) -> Signal<Void> {
         setTimes(path, access: access, modification: modification, followLinks: false, call: "setLinkTimes", on: loop)
     }
@@ -125,15 +84,8 @@ extension Files {
         return timespec(tv_sec: Int(wholeSeconds), tv_nsec: Int(nanoseconds))
     }
 
-    /// Sets the size of the file at `path` (`truncate(2)`): cut, or extended with zeros (a sparse hole); libuv has
-    /// only `ftruncate`, so it opens, truncates and closes the file.
-    ///
-    /// - Parameters:
-    ///   - path: The file (a missing one is `ENOENT`, a directory `EISDIR`).
-    ///   - size: The new size, 0 or more (a negative one is `EINVAL` before any request).
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
+    /// Sets the size of the file at `path` (`truncate(2)`: cut, or extended with zeros), then completes; a
+    /// negative size fails with `EINVAL`. libuv has only `ftruncate`: the file is opened, truncated and closed.
     /// Thread rule: safe from any thread.
     public static func truncate(_ path: String, to size: Int64, on loop: EventLoop? = nil) -> Signal<Void> {
         operation("truncate", on: loop, checks: { () throws(UVError) in

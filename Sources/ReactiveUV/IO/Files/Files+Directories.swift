@@ -32,17 +32,11 @@ extension Files {
     /// holds at most two batches. Thread rule: safe from any thread.
     public static let listBatchSize = 1024
 
-    /// Creates a directory; completes when it exists.
+    /// Creates the directory `path` with `mode` (0...0o7777, less the umask), then completes.
     ///
-    /// - Parameters:
-    ///   - path: The directory to create.
-    ///   - mode: Its permissions (0...0o7777, less the process's umask); default 0o755.
-    ///   - withParents: Like `mkdir -p`: create missing parents too (with owner write and search added) and
-    ///     succeed when `path` is a directory; a component that is not one fails with `EEXIST` (the path) or
-    ///     `ENOTDIR` (a parent). Without it, a missing parent is `ENOENT` and an existing `path` `EEXIST`.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
+    /// With `withParents`, like `mkdir -p`: missing parents are made too (with owner write and search added), and a
+    /// directory already at `path` is fine; a component that is not a directory fails with `EEXIST` (the path) or
+    /// `ENOTDIR` (a parent). Without it, a missing parent is `ENOENT` and an existing `path` `EEXIST`.
     /// Thread rule: safe from any thread.
     public static func createDirectory(_ path: String, mode: UInt32 = 0o755, withParents: Bool = false,
                                        on loop: EventLoop? = nil) -> Signal<Void> {
@@ -58,13 +52,7 @@ extension Files {
         }
     }
 
-    /// Removes an empty directory (`rmdir`); one with entries fails with `ENOTEMPTY`.
-    ///
-    /// - Parameters:
-    ///   - path: The directory.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
+    /// Removes an empty directory (`rmdir`), then completes; one with entries fails with `ENOTEMPTY`.
     /// Thread rule: safe from any thread.
     public static func removeDirectory(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("rmdir", path), on: loop, checks: { () throws(UVError) in
@@ -72,21 +60,15 @@ extension Files {
         }, { uv_fs_rmdir($0, $1, path, $3) })
     }
 
-    /// Removes a file, a symbolic link (not what it points to) or another non-directory (`unlink`).
-    ///
-    /// - Parameters:
-    ///   - path: The file; a directory fails with `EISDIR`.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Removes a file, a symbolic link (not what it points to) or another non-directory (`unlink`), then
+    /// completes; a directory fails with `EISDIR`. Thread rule: safe from any thread.
     public static func remove(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("unlink", path), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "unlink")
         }, { uv_fs_unlink($0, $1, path, $3) })
     }
 
-    /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`).
+    /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`), then completes.
     ///
     /// Symbolic links are never followed: a link is unlinked, also `path` itself with a trailing slash (`link/`).
     /// Each directory is opened relative to its parent's descriptor, so one swapped for a link never leads the
@@ -94,12 +76,6 @@ extension Files {
     /// `PATH_MAX` is removed too. An entry that vanishes meanwhile is fine; the first other failure ends the
     /// signal, naming the path. As `rm -r`, it refuses (`EINVAL`, nothing removed) the root directory (also
     /// through a link or a bind mount) and a path whose last component is `.` or `..`.
-    ///
-    /// - Parameters:
-    ///   - path: The file or directory.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value once all of it is gone.
-    ///
     /// Thread rule: safe from any thread.
     public static func removeTree(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
         operation("removeTree", on: loop, checks: { () throws(UVError) in
@@ -110,16 +86,9 @@ extension Files {
         }
     }
 
-    /// Creates a new, empty directory with a unique name (`mkdtemp`, mode 0o700) and sends its path.
-    ///
-    /// - Parameters:
-    ///   - prefix: The start of the name, before six random characters: a bare name goes in `$TMPDIR` (else
-    ///     `/tmp`), a prefix with a `/` is used as it is (`"/var/tmp/build-"`).
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of the new directory's path; one made for a subscriber disposed before it was sent is
-    ///   removed again.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Creates a new, empty directory (`mkdtemp`, mode 0o700) named `prefix` and six random characters, and sends
+    /// its path: a bare prefix goes in `$TMPDIR` (else `/tmp`), one with a `/` is used as it is (`"/var/tmp/build-"`).
+    /// A directory made for a subscriber disposed before it was sent is removed again. Thread rule: safe from any thread.
     public static func makeTemporaryDirectory(prefix: String = "reactiveuv-", on loop: EventLoop? = nil) -> Signal<String> {
         let template = prefix.contains("/") ? prefix + "XXXXXX" : temporaryTemplate(prefix, in: temporaryDirectory())
         return operation("makeTemporaryDirectory", on: loop, checks: { () throws(UVError) in
@@ -143,16 +112,10 @@ extension Files {
         runNow("rmdir \(path)") { uv_fs_rmdir(nil, $0, path, nil) }
     }
 
-    /// The entries of a directory (not `.` and `..`), in its order, streamed in batches of `listBatchSize` read
-    /// by pool jobs, then completion. At most two batches are in memory; a consumer that pauses stops the reading
-    /// after the batch read ahead. Entries added or removed meanwhile may or may not appear.
-    ///
-    /// - Parameters:
-    ///   - path: The directory; a file fails with `ENOTDIR`.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal of entries.
-    ///
-    /// Thread rule: safe from any thread.
+    /// The entries of the directory `path` (not `.` and `..`), in its order, streamed in batches of `listBatchSize`
+    /// read by pool jobs, then completion; a file fails with `ENOTDIR`. At most two batches are in memory: a consumer
+    /// that pauses stops the reading after the batch read ahead. Entries added or removed meanwhile may or may not
+    /// appear. Thread rule: safe from any thread.
     public static func list(_ path: String, on loop: EventLoop? = nil) -> Signal<DirectoryEntry> {
         list(path, batchSize: listBatchSize, on: loop, afterEachBatch: nil)
     }

@@ -6,16 +6,9 @@ import Musl
 #endif
 
 extension Files {
-    /// Renames (moves) `source` to `destination` on the same file system (`rename(2)`), replacing what is there
-    /// atomically (a non-empty directory is `ENOTEMPTY`); across file systems it fails with `EXDEV`.
-    ///
-    /// - Parameters:
-    ///   - source: The existing path.
-    ///   - destination: The new path.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; errors name both paths.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Renames (moves) `source` to `destination` on one file system (`rename(2)`), replacing what is there
+    /// atomically (a non-empty directory is `ENOTEMPTY`), then completes; across file systems it fails with `EXDEV`.
+    /// Errors name both paths. Thread rule: safe from any thread.
     public static func rename(from source: String, to destination: String, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("rename", source, destination), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(source, "source", in: "rename")
@@ -23,19 +16,13 @@ extension Files {
         }, { uv_fs_rename($0, $1, source, destination, $3) })
     }
 
-    /// Copies the file `source` to `destination` (`uv_fs_copyfile`), with its mode: a clone sharing the blocks
-    /// where the file system can (`FICLONE`), else a copy in the kernel.
+    /// Copies the file `source` to `destination` with its mode (`uv_fs_copyfile`: a clone sharing the blocks where
+    /// the file system can, else a copy in the kernel), then completes; errors name both paths.
     ///
-    /// - Parameters:
-    ///   - source: The file to copy (a directory is `EISDIR`). A FIFO, socket or device, or a file whose size
-    ///     is 0 but which holds bytes (`/proc`), fails with `EINVAL`: the copy would be empty.
-    ///   - destination: The new file.
-    ///   - overwrite: Replace an existing `destination` (without it, one that exists is `EEXIST`). One that is not
-    ///     a regular file (`/dev/null`, a FIFO) fails with `EINVAL` and is left alone (libuv's copy would remove it).
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; errors name both paths.
-    ///
-    /// Thread rule: safe from any thread.
+    /// A directory is `EISDIR`. A FIFO, socket or device, or a file whose size is 0 but which holds bytes (`/proc`),
+    /// fails with `EINVAL`: the copy would be empty. An existing `destination` is `EEXIST` unless `overwrite`; one
+    /// that is not a regular file (`/dev/null`, a FIFO) fails with `EINVAL` and is left alone (libuv's copy would
+    /// remove it). Thread rule: safe from any thread.
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)
@@ -97,15 +84,8 @@ extension Files {
         }
     }
 
-    /// Makes a hard link: `path` becomes another name of the existing file `existing` (`link(2)`).
-    ///
-    /// - Parameters:
-    ///   - path: The new name (one that exists is `EEXIST`).
-    ///   - existing: The file (a directory is `EPERM`; another file system is `EXDEV`).
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; errors name both paths.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Makes `path` another name (a hard link) of the existing file `existing` (`link(2)`), then completes: an
+    /// existing `path` is `EEXIST`, a directory `EPERM`, another file system `EXDEV`. Thread rule: safe from any thread.
     public static func link(at path: String, pointingTo existing: String, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("link", path, existing), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "link")
@@ -113,16 +93,8 @@ extension Files {
         }, { uv_fs_link($0, $1, existing, path, $3) })
     }
 
-    /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`), unchecked (a relative target is
-    /// resolved from the link's directory).
-    ///
-    /// - Parameters:
-    ///   - path: The new link (one that exists is `EEXIST`).
-    ///   - target: What it points to.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal that completes with no value; errors name both paths.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Makes a symbolic link at `path` whose content is `target` (`symlink(2)`, unchecked; a relative target is
+    /// resolved from the link's directory), then completes; an existing `path` is `EEXIST`. Thread rule: safe from any thread.
     public static func symbolicLink(at path: String, pointingTo target: String, on loop: EventLoop? = nil) -> Signal<Void> {
         single(FileCallContext("symlink", path, target), on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "symlink")
@@ -130,28 +102,14 @@ extension Files {
         }, { uv_fs_symlink($0, $1, target, path, 0, $3) })
     }
 
-    /// What the symbolic link at `path` contains (`readlink(2)`), as it was written: not resolved.
-    ///
-    /// - Parameters:
-    ///   - path: The link; anything else is `EINVAL`.
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of one string; a target that is not valid UTF-8 fails with `EILSEQ` (a `String` would
-    ///   change it).
-    ///
-    /// Thread rule: safe from any thread.
+    /// Sends what the symbolic link at `path` contains (`readlink(2)`), unresolved; anything else is `EINVAL`, and a
+    /// target that is not valid UTF-8 fails with `EILSEQ` (a `String` would change it). Thread rule: safe from any thread.
     public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
         pathAnswer("readLink", "readlink", path, on: loop) { uv_fs_readlink($0, $1, path, $2) }
     }
 
-    /// The absolute path of `path` with every symbolic link, `.` and `..` resolved (`realpath(3)`).
-    ///
-    /// - Parameters:
-    ///   - path: An existing path (a missing one is `ENOENT`).
-    ///   - loop: The loop that runs the request; nil for the subscription's home loop.
-    /// - Returns: A signal of one string; a resolved path that is not valid UTF-8 fails with `EILSEQ`,
-    ///   as for `readLink(_:on:)`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Sends the absolute path of `path` with every link, `.` and `..` resolved (`realpath(3)`); a missing path is
+    /// `ENOENT`, one that is not valid UTF-8 `EILSEQ`. Thread rule: safe from any thread.
     public static func realPath(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
         pathAnswer("realPath", "realpath", path, on: loop) { uv_fs_realpath($0, $1, path, $2) }
     }

@@ -49,14 +49,13 @@ extension Files {
     /// reads and writes fail with `ESPIPE`.
     ///
     /// - Parameters:
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
+    ///   - path: The file.
     ///   - mode: `.read` (default), `.readWrite` or `.write`.
-    ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with
-    ///     `.read`, or `exclusive` without `create`, fail with `EINVAL`.
-    ///   - permissions: The mode of a file that `create` makes, 0...0o7777 (default 0o644; the
-    ///     process umask applies); others fail with `EINVAL`.
+    ///   - options: `create`, `truncate`, `append`, `exclusive`. `truncate` or `append` with `.read`, or `exclusive`
+    ///     without `create`, fail with `EINVAL`.
+    ///   - permissions: The mode of a file that `create` makes, 0...0o7777 (default 0o644, less the umask); others
+    ///     fail with `EINVAL`.
     ///   - loop: The loop that owns the file and runs its requests; nil for the subscription's home loop.
-    /// - Returns: A signal of one `OpenFile`, which does not complete while the file is open.
     ///
     /// Thread rule: safe from any thread.
     public static func open(_ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
@@ -75,21 +74,13 @@ extension Files {
         }
     }
 
-    /// Creates a new file with a unique name (`mkstemp`: `prefix` and six random characters, in `directory`),
-    /// opened for reading and writing with mode 0600, and sends it; then as `open`.
+    /// Creates a new file named `prefix` (default `"reactiveuv-"`; a `/` fails with `EINVAL`) and six random
+    /// characters in `directory` (nil: `$TMPDIR`, else `/tmp`), opened for reading and writing with mode 0600
+    /// (`mkstemp`), and sends it; then as `open`.
     ///
-    /// The file's `path` is the name made; closing does not remove it. A file made for a subscriber disposed
-    /// before it was sent is closed and removed (nobody else knows its name); one dropped in flight to another
-    /// loop's subscriber is only closed.
-    ///
-    /// - Parameters:
-    ///   - prefix: The start of the name (default `"reactiveuv-"`); a `/` or a NUL byte fails with `EINVAL`.
-    ///   - directory: Where the file goes; nil for `$TMPDIR`, else `/tmp`. An empty one fails with `ENOENT`, one
-    ///     with a NUL byte with `EINVAL`.
-    ///   - loop: The loop that owns the file; nil for the subscription's home loop.
-    /// - Returns: A signal of one `OpenFile`, as `open`'s.
-    ///
-    /// Thread rule: safe from any thread.
+    /// The file's `path` is the name made; closing does not remove it. A file made for a subscriber disposed before
+    /// it was sent is closed and removed (nobody else knows its name); one dropped in flight to another loop's
+    /// subscriber is only closed. Thread rule: safe from any thread.
     public static func makeTemporaryFile(prefix: String = "reactiveuv-", in directory: String? = nil,
                                          on loop: EventLoop? = nil) -> Signal<OpenFile> {
         let folder = directory ?? temporaryDirectory()

@@ -9,10 +9,10 @@ import Musl
 /// Files through libuv's file requests (`uv_fs_*` on the thread pool): reading, writing, metadata, directories,
 /// names and links, attributes; `FileSystem` has each as an `async throws` function.
 ///
-/// Each signal does its work when a subscriber arrives and closes what it opened when it ends or is disposed.
-/// Errors end it with a `UVError` naming the call and the path. Files are opened with `O_NONBLOCK`, so opening a
-/// FIFO never holds a pool thread waiting for its other end: a FIFO is then read on the loop (epoll), and one
-/// opened for writing with no reader fails at once with `ENXIO`.
+/// Each signal does its work when a subscriber arrives, on `loop` (nil: the subscription's home loop), and closes
+/// what it opened when it ends or is disposed. Errors end it with a `UVError` naming the call and the path; an
+/// empty path fails with `ENOENT` and one with a NUL byte with `EINVAL`, before any request. Files are opened with
+/// `O_NONBLOCK`, so opening a FIFO never holds a pool thread waiting for its other end.
 ///
 /// Thread rule: safe from any thread.
 public enum Files {
@@ -26,16 +26,10 @@ public enum Files {
 
     /// Reads the whole file and sends it as one array, then completes.
     ///
-    /// A regular file is read on a pool thread straight into the array sent; a source of unknown size (a device,
-    /// a `/proc` file) until it ends; a FIFO on the loop until its last writer closes it. A device that blocks
-    /// holds a pool thread until it has data: read those with `chunks`.
-    ///
-    /// - Parameters:
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
-    ///   - maxSize: The most bytes to accept, 0 or more (default 1 GiB): a larger file, or a source that passes it
-    ///     while read, fails with `EFBIG`; a negative size with `EINVAL`.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal of one array.
+    /// A regular file is read on a pool thread straight into the array sent; a source of unknown size (a device, a
+    /// `/proc` file) until it ends; a FIFO on the loop until its last writer closes it. A device that blocks holds a
+    /// pool thread until it has data: read those with `chunks`. A file larger than `maxSize` (0 or more, default
+    /// 1 GiB), or a source that passes it while read, fails with `EFBIG`; a negative `maxSize` with `EINVAL`.
     ///
     /// Thread rule: safe from any thread.
     public static func read(_ path: String, maxSize: Int = defaultMaxReadSize, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
@@ -55,17 +49,12 @@ public enum Files {
         }
     }
 
-    /// Streams the file in chunks of at most `chunkSize` bytes, then completes at its end.
+    /// Streams the file in chunks of at most `chunkSize` bytes (1...`maxChunkSize`, else `EINVAL`; default 64 KiB),
+    /// then completes at its end.
     ///
-    /// A regular file is read as `OpenFile.chunks` reads it (a few reads ahead, in order, paused by a consumer
-    /// that cannot keep up); a FIFO on the loop as a stream (chunks of at most 64 KiB, as they come); a device one
-    /// read at a time. The file is closed when the signal ends or is disposed.
-    ///
-    /// - Parameters:
-    ///   - path: The file, FIFO or device; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
-    ///   - chunkSize: The largest chunk, 1...`maxChunkSize` (default 64 KiB); others fail with `EINVAL`.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal of chunks.
+    /// A regular file is read as `OpenFile.chunks` reads it (a few reads ahead, in order, paused by a consumer that
+    /// cannot keep up); a FIFO on the loop as a stream (chunks as they come); a device one read at a time. The file
+    /// is closed when the signal ends or is disposed.
     ///
     /// Thread rule: safe from any thread.
     public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
@@ -82,17 +71,9 @@ public enum Files {
         }
     }
 
-    /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents, then completes.
-    ///
-    /// Any size is written, in requests of at most 1 GiB. A FIFO with no reader fails with `ENXIO`; one with a
-    /// reader holds a pool thread while the pipe is full.
-    ///
-    /// - Parameters:
-    ///   - bytes: The contents.
-    ///   - path: The file; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`.
-    ///   - append: Add to the end instead of replacing the contents.
-    ///   - loop: The loop that runs the requests; nil for the subscription's home loop.
-    /// - Returns: A signal that completes once every byte was written.
+    /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents (adding to them with
+    /// `append`), then completes. Any size is written, in requests of at most 1 GiB. A FIFO with no reader fails with
+    /// `ENXIO`; one with a reader holds a pool thread while the pipe is full.
     ///
     /// Thread rule: safe from any thread.
     public static func write(_ bytes: [UInt8], to path: String, append: Bool = false, on loop: EventLoop? = nil) -> Signal<Void> {

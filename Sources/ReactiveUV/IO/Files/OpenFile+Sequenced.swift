@@ -1,11 +1,7 @@
 import Synchronization
 
-/// `OpenFile.chunks`: reads from an offset to the end, `depth` reads ahead on the pool, delivered in order
-/// and paused by the consumer's flow control.
-///
-/// Why read ahead: one read at a time spends most of each chunk's time handing the request to a pool
-/// thread and the result back (two thread wake-ups). With the next reads already queued, a pool thread
-/// reads while the loop delivers; at most `depth` chunks are in flight or waiting, so memory stays bounded.
+/// `OpenFile.chunks`: reads from an offset to the end, `depth` reads ahead on the pool (a pool thread reads
+/// while the loop delivers), delivered in order and paused by the consumer's flow control.
 final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     // Everything but `disposedFlag` (atomic) and the immutable settings is loop thread only (`dispose()` hops there).
     /// Reads in flight or waiting for delivery, at most.
@@ -26,8 +22,7 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
     private var ready: [Int: Result<[UInt8], any Error>] = [:]
     /// The consumer asked to pause: no new read starts until it resumes.
     private var paused = false
-    /// Tells the subscriber of the loop's shutdown: a reader with no read in flight (paused, or waiting
-    /// on nothing) would otherwise never hear of it (the file's close by the shutdown tells nobody).
+    /// Tells the subscriber of the loop's shutdown, which a reader with no read in flight would not hear of.
     private var shutdownRegistration: (any Disposable)?
 
     init(file: OpenFile, offset: Int, chunkSize: Int, subscriber: Subscriber<[UInt8]>) {
@@ -41,9 +36,8 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
 
     /// Registers the flow control and starts the first reads (loop thread); returns self as the disposable.
     func start() -> (any Disposable)? {
-        // Strong captures, as the stream's: the cycle ends when the subscription's teardown drops the flow control.
+        // Strong captures: the subscription's teardown drops the flow control, `finish()` the registration.
         subscriber?.setFlowControl(pause: { self.paused = true }, resume: { self.resume() })
-        // Strong, as the flow control's: `finish()` drops the registration.
         shutdownRegistration = loop.shutdownObservers.add { self.loopShutDown() }
         if shutdownRegistration == nil {
             loopShutDown()
@@ -83,8 +77,7 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
             }
             if let job, ready[offset] == nil, subscriber != nil { inFlight[offset] = job }
         }
-        // Every byte up to the largest offset was delivered: no file has one at or past it, and no read
-        // could start there, so the reader would otherwise wait for ever.
+        // Every byte up to the largest offset was delivered: no read can start past it.
         if let subscriber, !paused, deliverOffset == Int.max, inFlight.isEmpty, ready.isEmpty {
             finish()
             subscriber.sendCompleted()

@@ -5,26 +5,17 @@ import Glibc
 import Musl
 #endif
 
-/// The pool side of `Files.removeTree` below its root: a depth-first walk that removes what it finds,
-/// a bounded number of system calls per pool job, never following a symbolic link.
+/// The pool side of `Files.removeTree` below its root: a depth-first walk that removes what it finds, a bounded
+/// number of system calls per pool job, never following a symbolic link.
 ///
-/// Every call below the root names one component relative to a descriptor of the directory holding it
-/// (`openat(parent, name, O_NOFOLLOW)`, `unlinkat(parent, name)`): a path of several components would be
-/// resolved again by the kernel at each call, so a directory swapped for a link to elsewhere after it was
-/// read would lead the removal out of the tree (Rust's CVE-2022-21658, the old `rm -r` races fts closed).
-/// A directory opened with `O_NOFOLLOW` is the one that had the name; what it holds is removed through
-/// its descriptor wherever it is moved meanwhile.
-///
-/// A tree can be deeper than a path can be long (`PATH_MAX`) or than descriptors can be held: at most
-/// `descriptorLimit` directories are held open, the deepest ones. Going back up to a directory whose
-/// descriptor was closed opens it again as `..` of its child and checks its device and inode against what
-/// was recorded before its descriptor was closed: a mismatch means the tree was moved during the removal, which then ends
-/// with `EBUSY` rather than remove names in whatever directory `..` is now.
-///
-/// Messages name each entry by its full path (kept as bytes: a name need not be UTF-8).
+/// Every call names one component relative to its directory's descriptor (`openat(O_NOFOLLOW)`, `unlinkat`):
+/// a longer path would be resolved again, and a directory swapped for a link would lead the removal out of the
+/// tree (Rust's CVE-2022-21658). At most `descriptorLimit` directories, the deepest, are held open; one whose
+/// descriptor was closed is opened again as `..` of its child and must have the device and inode recorded, or
+/// the tree was moved and the walk ends with `EBUSY`. Messages name entries by full path, kept as bytes.
 final class TreeRemovalWalk: @unchecked Sendable {
-    // Used by one pool job at a time: the loop queues the next job only after the previous one called
-    // back (libuv's queue mutex orders the two), and `close()` runs on the loop once no job is out.
+    // Used by one pool job at a time (the next is queued after the previous one called back; libuv's queue
+    // mutex orders them); `close()` runs on the loop once no job is out.
 
     /// What a job did: the whole tree is gone, or there is more to remove.
     enum Progress: Sendable { case more, done }
@@ -33,6 +24,13 @@ final class TreeRemovalWalk: @unchecked Sendable {
     private struct Identity: Equatable {
         let device: UInt64
         let inode: UInt64
+
+        /// The open directory's, or `fstat`'s error naming `context`.
+        init(of descriptor: Int32, context: @autoclosure () -> String) throws(UVError) {
+            var status = Glibc.stat()
+            guard fstat(descriptor, &status) == 0 else { throw UVError(code: -errno, context: context()) }
+            (device, inode) = (UInt64(status.st_dev), UInt64(status.st_ino))
+        }
     }
 
     /// One directory being emptied (a class: frames are updated in place, never copied).
@@ -56,8 +54,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
 
     /// The most directory descriptors a walk holds at once (at least 2: a directory and its parent).
     let descriptorLimit: Int
-    /// Told each directory's path before it is opened, and whether it is a parent opened again as `..`
-    /// (tests count descriptors there, and move the tree).
+    /// Told each directory's path before it is opened, and whether it is a parent opened again as `..` (tests).
     private let beforeOpening: ((BytePath, _ reopening: Bool) -> Void)?
     /// The directories from the root down to the one being emptied; the open ones are the deepest.
     private var frames: [Frame]
@@ -126,11 +123,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
             // The file system's entries do not say: look without following a link.
             var status = Glibc.stat()
             let result = entry.name.withNULTerminated { fstatat(frames[index].descriptor!, $0, &status, AT_SYMLINK_NOFOLLOW) }
-            guard result == 0 else {
-                let code = errno
-                if code == ENOENT { return }
-                throw UVError(code: -code, context: "lstat \(path)")
-            }
+            guard try succeeded(result, "lstat", path) else { return }
             type = FileType(mode: UInt32(status.st_mode))
         }
         if type != .directory {
@@ -158,27 +151,22 @@ final class TreeRemovalWalk: @unchecked Sendable {
         let directory = frames.removeLast()
         closeDescriptor(of: directory)
         let result = directory.name.withNULTerminated { unlinkat(frames[index - 1].descriptor!, $0, AT_REMOVEDIR) }
-        guard result == 0 else {
-            let code = errno
-            if code == ENOENT { return }
-            throw UVError(code: -code, context: "rmdir \(directory.path)")
-        }
+        _ = try succeeded(result, "rmdir", directory.path)
     }
 
-    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded when
-    /// its descriptor was closed: a tree moved meanwhile puts another directory there, whose names are not the tree's.
+    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded when its
+    /// descriptor was closed (a tree moved meanwhile puts another there).
     private func reopenParent(of index: Int) throws(UVError) {
         let parentPath = frames[index - 1].path
         beforeOpening?(parentPath, true)
         let descriptor = openat(frames[index].descriptor!, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { throw UVError(code: -errno, context: "open \(parentPath)") }
-        var status = Glibc.stat()
-        guard fstat(descriptor, &status) == 0 else {
-            let code = errno
+        let identity: Identity
+        do { identity = try Identity(of: descriptor, context: "open \(parentPath)") } catch {
             _ = Glibc.close(descriptor)
-            throw UVError(code: -code, context: "open \(parentPath)")
+            throw error
         }
-        guard Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino)) == frames[index - 1].identity else {
+        guard identity == frames[index - 1].identity else {
             _ = Glibc.close(descriptor)
             throw UVError(code: UV_EBUSY.rawValue,
                           message: "the tree was moved during the removal: the directory above \(frames[index].path) is no longer "
@@ -190,15 +178,12 @@ final class TreeRemovalWalk: @unchecked Sendable {
         openCount += 1
     }
 
-    /// Closes the shallowest descriptor held when the walk holds as many as it may (before the deepest
-    /// frame, not open yet, is opened: the open frames are the ones just above it).
-    /// Its identity is recorded first, to recognise it when it is opened again.
+    /// Closes the shallowest descriptor held when the walk holds as many as it may (before the deepest frame is
+    /// opened), recording its identity to recognise it when it is opened again.
     private func makeRoomForADescriptor() throws(UVError) {
         guard openCount >= descriptorLimit else { return }
         let shallowest = frames[frames.count - 1 - openCount]
-        var status = Glibc.stat()
-        guard fstat(shallowest.descriptor!, &status) == 0 else { throw UVError(code: -errno, context: "stat \(shallowest.path)") }
-        shallowest.identity = Identity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        shallowest.identity = try Identity(of: shallowest.descriptor!, context: "stat \(shallowest.path)")
         closeDescriptor(of: shallowest)
     }
 
@@ -211,12 +196,15 @@ final class TreeRemovalWalk: @unchecked Sendable {
 
     /// Unlinks `name` from the open directory at `index`; one gone already is fine.
     private func unlink(_ name: [CChar], in index: Int, named path: BytePath) throws(UVError) {
-        let result = name.withNULTerminated { unlinkat(frames[index].descriptor!, $0, 0) }
-        guard result == 0 else {
-            let code = errno
-            if code == ENOENT { return }
-            throw UVError(code: -code, context: "unlink \(path)")
-        }
+        _ = try succeeded(name.withNULTerminated { unlinkat(frames[index].descriptor!, $0, 0) }, "unlink", path)
+    }
+
+    /// Whether a call below the root succeeded: false when its entry was gone already; other failures are thrown.
+    private func succeeded(_ result: Int32, _ call: String, _ path: BytePath) throws(UVError) -> Bool {
+        if result == 0 { return true }
+        let code = errno
+        if code == ENOENT { return false }
+        throw UVError(code: -code, context: "\(call) \(path)")
     }
 
     /// Closes the descriptors left open (the walk ended early). Loop thread, once no job is out.

@@ -5,17 +5,11 @@ import Glibc
 import Musl
 #endif
 
-/// `Files.read`: the whole file, read in one pool job straight into the array that is delivered.
+/// `Files.read`: the whole file, read in one pool job straight into the array delivered (no regrowth copies).
 ///
-/// Growing an array on the loop thread chunk by chunk would copy everything read so far at each regrowth.
-/// The job opens the file with `O_NONBLOCK` (so a FIFO never blocks it), `fstat`s it, and:
-/// - a regular file of known size larger than `maxSize` is refused (`EFBIG`) before anything is read;
-///   otherwise it is read into an array of that size, `readSize` bytes per system call with a stop check
-///   between calls, then read on in case it grew meanwhile;
-/// - a source of unknown size (a device, a `/proc` file) is appended to until EOF, and refused with `EFBIG`
-///   once more than `maxSize` bytes came;
-/// - a FIFO's descriptor goes back to the loop, which reads it through the stream core (`FIFOStream`: epoll,
-///   no pool thread) and joins the chunks once, at EOF.
+/// A regular file larger than `maxSize` is refused (`EFBIG`) before any read, else read into an array of its
+/// size and on in case it grew; a source of unknown size is appended to until EOF or past `maxSize`; a FIFO's
+/// descriptor goes back to the loop, which reads it as a stream (`FIFOStream`) and joins the chunks at EOF.
 final class WholeFileRead: @unchecked Sendable {
     // The settings are immutable (the job reads them on the pool); the FIFO's chunks are loop thread only.
     private enum Outcome {
@@ -23,7 +17,7 @@ final class WholeFileRead: @unchecked Sendable {
         case fifo(Int32)
     }
 
-    /// Bytes per read system call by default: a 1 GiB file takes 128 calls, and a stop is seen within one.
+    /// Bytes per read system call by default; a stop is seen between two.
     static let defaultReadSize = 8 << 20
 
     private let operation: FileOperation<[UInt8]>
@@ -142,8 +136,8 @@ final class WholeFileRead: @unchecked Sendable {
 
     // MARK: - loop thread
 
-    /// Reads the FIFO through the stream core on this loop (we are on its thread, so it is the reading's
-    /// home and chunks arrive without a hop), counting them against `maxSize`.
+    /// Reads the FIFO through the stream core on this loop (its thread: chunks arrive without a hop), counting
+    /// them against `maxSize`.
     private func readFIFO(_ descriptor: Int32) {
         let (path, loop) = (self.path, operation.loop)
         let reading = Signal<[UInt8]> { reader in
@@ -159,7 +153,6 @@ final class WholeFileRead: @unchecked Sendable {
         }, error: { [self] error in
             operation.finish(error)
         }, completed: { [self] in
-            // The one copy of a FIFO's bytes on the loop thread, at its end.
             var contents: [UInt8] = []
             contents.reserveCapacity(fifoTotal)
             for chunk in fifoChunks { contents.append(contentsOf: chunk) }
