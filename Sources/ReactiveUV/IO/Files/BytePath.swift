@@ -1,6 +1,4 @@
-/// A path as the kernel takes it: NUL-terminated bytes, which need not be UTF-8; shown in messages as UTF-8
-/// (bad bytes as U+FFFD). Used by `Files.removeTree`.
-///
+/// A path as the kernel takes it: NUL-terminated bytes, which need not be UTF-8 (shown with U+FFFD for bad bytes).
 /// Thread rule: a value type; safe from any thread.
 struct BytePath: Equatable, CustomStringConvertible {
     /// The path's bytes and a final NUL.

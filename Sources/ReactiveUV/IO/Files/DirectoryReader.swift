@@ -6,9 +6,7 @@ import Musl
 #endif
 
 /// Reads directories through descriptors the caller holds (`getdents64`), for the walks that must stay inside a
-/// tree (`Files.removeTree`, the recursive watch): never through a path the kernel would resolve again.
-///
-/// Thread rule: one thread at a time (it owns one buffer).
+/// tree (`Files.removeTree`, the recursive watch). Thread rule: one thread at a time (it owns one buffer).
 final class DirectoryReader {
     /// One entry as read: its name's bytes (no NUL) and what the directory entry says it is.
     typealias Entry = (name: [CChar], type: FileType)

@@ -5,9 +5,7 @@ import Synchronization
 /// Read on the pool, a FIFO would hold a pool thread until a writer comes (four such reads stall every file
 /// request, DNS lookup and `ThreadPool.run`). Opened with `O_NONBLOCK`, its descriptor goes to a
 /// `StreamConnection` (`.fifo`, a `uv_pipe_t`): epoll waits for data, and pausing, EOF (the last writer
-/// closing), errors, shutdown and closing are the stream core's.
-///
-/// Thread rule: loop thread only.
+/// closing), errors, shutdown and closing are the stream core's. Thread rule: loop thread only.
 enum FIFOStream {
     /// Takes over `descriptor` (a FIFO's read end, closed exactly once) and reads it into `reader` in chunks of at
     /// most `chunkLimit` bytes; `path` and `what` ("Files.chunks") name it in messages. A failure goes to `reader`.
@@ -43,8 +41,7 @@ enum FIFOStream {
 
 /// One FIFO being read: owns its stream (which only holds it weakly) and ends it at EOF or on disposal.
 final class FIFOReading: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
-    // `stream` is immutable; `reading` is set once on the loop thread before this is handed out,
-    // then only read there (`abandon` runs there); `disposedFlag` is atomic.
+    // `reading` is set on the loop thread before this is handed out, then used only there; `disposedFlag` is atomic.
     private let stream: StreamConnection
     /// The reader's subscription to the stream (its token).
     fileprivate var reading: (any Disposable)?

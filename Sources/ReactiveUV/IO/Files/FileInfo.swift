@@ -1,8 +1,6 @@
 internal import CLibUV
 
-/// What a file is, from its mode bits (`st_mode & S_IFMT`).
-///
-/// Thread rule: a value type; safe from any thread.
+/// What a file is, from its mode bits (`st_mode & S_IFMT`). Thread rule: a value type; safe from any thread.
 public enum FileType: Sendable, Hashable, CustomStringConvertible {
     /// A regular file.
     case regular
@@ -51,7 +49,6 @@ public enum FileType: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Everything `stat`, `lstat` and `fstat` say about a file; times are since the Unix epoch, to the nanosecond.
-///
 /// Thread rule: a value type; safe from any thread.
 public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
     /// What the file is.
@@ -97,8 +94,7 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
         self = withUnsafePointer(to: stat) { FileInfo($0) }
     }
 
-    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds, read in place; inlined so it is
-    /// written straight into the caller's result.
+    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds, read in place into the caller's result.
     @inline(__always)
     init(statOf request: UnsafeMutablePointer<uv_fs_t>) {
         self.init(UnsafePointer(request.pointer(to: \.statbuf)!))

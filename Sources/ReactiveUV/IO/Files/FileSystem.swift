@@ -7,9 +7,7 @@ internal import CLibUV
 /// (default: the calling loop thread's loop, else `EventLoop.shared`; an open file's operations on the file's
 /// loop) and returns the signal's one value or throws its error. Cancelling the task disposes the signal. The
 /// streamed forms (`list`, `chunks`) are the signal's `values`. They live in their own namespace because an
-/// `async` overload beside a signal of the same name would be picked by context alone.
-///
-/// Thread rule: safe from any task.
+/// `async` overload beside a signal of the same name would be picked by context alone. Thread rule: safe from any task.
 public enum FileSystem {
     /// The loop an async call runs on: `loop`, else the calling loop thread's loop, else `EventLoop.shared`.
     static func loop(for loop: EventLoop?) -> EventLoop {

@@ -69,11 +69,8 @@ extension Files {
     /// A time since the epoch as a `timespec` (nanoseconds in 0..<1e9), or `EINVAL` for one it cannot hold
     /// (`components` would trap on seconds beyond `Int64`).
     private static func timeSpec(_ time: Duration, _ which: String, context: String) throws(UVError) -> timespec {
-        guard timeSpecRange.contains(time) else {
-            throw UVError(code: UVError.invalidArgumentCode,
-                          message: "the \(which) time \(time) is outside what a timespec holds (\(Int64.min) to \(Int64.max) seconds from 1970)",
-                          context: context)
-        }
+        try FileSystemArguments.require(timeSpecRange.contains(time), "the \(which) time \(time) is outside what a timespec holds "
+                                            + "(\(Int64.min) to \(Int64.max) seconds from 1970)", context: context)
         let (seconds, attoseconds) = time.components
         var nanoseconds = attoseconds / 1_000_000_000
         var wholeSeconds = seconds
@@ -90,9 +87,7 @@ extension Files {
     public static func truncate(_ path: String, to size: Int64, on loop: EventLoop? = nil) -> Signal<Void> {
         operation("truncate", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "truncate")
-            guard size >= 0 else {
-                throw UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "truncate \(path)")
-            }
+            try FileSystemArguments.require(size >= 0, "the size must be 0 or more, not \(size)", context: "truncate \(path)")
         }) { operation in
             // The descriptor, once open: closed by the close step, or at the end if that never ran.
             var file: uv_file = -1

@@ -7,7 +7,6 @@ import Musl
 #endif
 
 /// One entry of a directory listing: its name and what the directory says it is.
-///
 /// Thread rule: a value type; safe from any thread.
 public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
     /// The entry's name in its directory (never `.` or `..`). A name that is not valid UTF-8 shows U+FFFD for
@@ -32,12 +31,10 @@ extension Files {
     /// holds at most two batches. Thread rule: safe from any thread.
     public static let listBatchSize = 1024
 
-    /// Creates the directory `path` with `mode` (0...0o7777, less the umask), then completes.
-    ///
-    /// With `withParents`, like `mkdir -p`: missing parents are made too (with owner write and search added), and a
-    /// directory already at `path` is fine; a component that is not a directory fails with `EEXIST` (the path) or
-    /// `ENOTDIR` (a parent). Without it, a missing parent is `ENOENT` and an existing `path` `EEXIST`.
-    /// Thread rule: safe from any thread.
+    /// Creates the directory `path` with `mode` (0...0o7777, less the umask), then completes. With `withParents`,
+    /// like `mkdir -p`: missing parents are made too (with owner write and search added) and a directory at `path` is
+    /// fine; a component that is not a directory fails with `EEXIST` (the path) or `ENOTDIR` (a parent). Without it, a
+    /// missing parent is `ENOENT` and an existing `path` `EEXIST`. Thread rule: safe from any thread.
     public static func createDirectory(_ path: String, mode: UInt32 = 0o755, withParents: Bool = false,
                                        on loop: EventLoop? = nil) -> Signal<Void> {
         operation("createDirectory", on: loop, checks: { () throws(UVError) in
@@ -69,14 +66,10 @@ extension Files {
     }
 
     /// Removes `path` and, if it is a directory, everything in it, depth first (`rm -r`), then completes.
-    ///
-    /// Symbolic links are never followed: a link is unlinked, also `path` itself with a trailing slash (`link/`).
-    /// Each directory is opened relative to its parent's descriptor, so one swapped for a link never leads the
-    /// removal out of the tree; a tree moved during the removal ends it with `EBUSY`. A tree deeper than
-    /// `PATH_MAX` is removed too. An entry that vanishes meanwhile is fine; the first other failure ends the
-    /// signal, naming the path. As `rm -r`, it refuses (`EINVAL`, nothing removed) the root directory (also
-    /// through a link or a bind mount) and a path whose last component is `.` or `..`.
-    /// Thread rule: safe from any thread.
+    /// Symbolic links are never followed (`link/` unlinks the link) and never lead the removal out of the tree; a tree
+    /// moved meanwhile ends it with `EBUSY`. A vanished entry is fine; another failure ends it, naming the path. As
+    /// `rm -r`, it refuses (`EINVAL`) the root directory, also through a link or a bind mount, and a path ending in `.`
+    /// or `..`. Thread rule: safe from any thread.
     public static func removeTree(_ path: String, on loop: EventLoop? = nil) -> Signal<Void> {
         operation("removeTree", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "removeTree")
@@ -126,9 +119,7 @@ extension Files {
                      afterEachRead: ((Int) -> Void)? = nil) -> Signal<DirectoryEntry> {
         operation("list", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "opendir")
-            guard batchSize > 0 else {
-                throw UVError(code: UVError.invalidArgumentCode, message: "batch size must be positive, not \(batchSize)", context: "opendir \(path)")
-            }
+            try FileSystemArguments.require(batchSize > 0, "batch size must be positive, not \(batchSize)", context: "opendir \(path)")
         }) { operation in
             DirectoryListing(operation: operation, path: path, batchSize: batchSize, afterEachBatch: afterEachBatch,
                              afterEachRead: afterEachRead).start()

@@ -17,12 +17,10 @@ extension Files {
     }
 
     /// Copies the file `source` to `destination` with its mode (`uv_fs_copyfile`: a clone sharing the blocks where
-    /// the file system can, else a copy in the kernel), then completes; errors name both paths.
-    ///
-    /// A directory is `EISDIR`. A FIFO, socket or device, or a file whose size is 0 but which holds bytes (`/proc`),
-    /// fails with `EINVAL`: the copy would be empty. An existing `destination` is `EEXIST` unless `overwrite`; one
-    /// that is not a regular file (`/dev/null`, a FIFO) fails with `EINVAL` and is left alone (libuv's copy would
-    /// remove it). Thread rule: safe from any thread.
+    /// the file system can), then completes; errors name both paths. A directory is `EISDIR`; a FIFO, socket, device
+    /// or `/proc` file fails with `EINVAL` (the copy would be empty). An existing `destination` is `EEXIST` unless
+    /// `overwrite`; one that is not a regular file (`/dev/null`) fails with `EINVAL` and is left alone.
+    /// Thread rule: safe from any thread.
     public static func copy(from source: String, to destination: String, overwrite: Bool = false,
                             on loop: EventLoop? = nil) -> Signal<Void> {
         let flags = UV_FS_COPYFILE_FICLONE | (overwrite ? 0 : UV_FS_COPYFILE_EXCL)

@@ -7,9 +7,7 @@ import Musl
 #endif
 
 extension OpenFile {
-    /// What an open file may do: read, write, or both.
-    ///
-    /// Thread rule: a value type; safe from any thread.
+    /// What an open file may do: read, write, or both. Thread rule: a value type; safe from any thread.
     public enum Mode: Sendable, Hashable {
         /// `O_RDONLY`: writes fail with `EBADF`. Thread rule: safe from any thread.
         case read
@@ -19,9 +17,7 @@ extension OpenFile {
         case write
     }
 
-    /// How `Files.open` treats the path.
-    ///
-    /// Thread rule: a value type; safe from any thread.
+    /// How `Files.open` treats the path. Thread rule: a value type; safe from any thread.
     public struct Options: OptionSet, Sendable, Hashable {
         /// The bits. Thread rule: safe from any thread.
         public let rawValue: UInt8
@@ -32,7 +28,7 @@ extension OpenFile {
         public static let create = Options(rawValue: 1)
         /// `O_TRUNC`: empty the file when it is opened (needs a mode that writes). Thread rule: safe from any thread.
         public static let truncate = Options(rawValue: 2)
-        /// `O_APPEND`: every write lands at the end, whatever its offset (needs a mode that writes). Thread rule: safe from any thread.
+        /// `O_APPEND`: every write lands at the end (needs a mode that writes). Thread rule: safe from any thread.
         public static let append = Options(rawValue: 4)
         /// `O_EXCL` with `create`: fail with `EEXIST` if the path exists (needs `create`). Thread rule: safe from any thread.
         public static let exclusive = Options(rawValue: 8)
@@ -40,13 +36,10 @@ extension OpenFile {
 }
 
 extension Files {
-    /// Opens the file at `path` and sends it as an `OpenFile`, then stays subscribed.
-    ///
-    /// The subscription owns the file: disposing it closes the file (once running operations end). The signal
-    /// completes when `close()` closes the file, and fails with `EventLoopError.shutDown` when its loop shuts down.
-    /// Keep the disposable, or use the scoped `FileSystem.withOpenFile`. The file is opened with `O_NONBLOCK` (a
-    /// FIFO for writing with no reader fails with `ENXIO`), then made blocking; on a FIFO or socket its positional
-    /// reads and writes fail with `ESPIPE`.
+    /// Opens the file at `path` and sends it as an `OpenFile`, then stays subscribed: the subscription owns the file
+    /// (disposing it closes the file once running operations end). It completes when `close()` closes the file, and
+    /// fails with `EventLoopError.shutDown` when its loop shuts down; `FileSystem.withOpenFile` is the scoped form.
+    /// The file is opened with `O_NONBLOCK` (a FIFO for writing with no reader fails with `ENXIO`), then made blocking.
     ///
     /// - Parameters:
     ///   - path: The file.
@@ -74,21 +67,16 @@ extension Files {
         }
     }
 
-    /// Creates a new file named `prefix` (default `"reactiveuv-"`; a `/` fails with `EINVAL`) and six random
-    /// characters in `directory` (nil: `$TMPDIR`, else `/tmp`), opened for reading and writing with mode 0600
-    /// (`mkstemp`), and sends it; then as `open`.
-    ///
-    /// The file's `path` is the name made; closing does not remove it. A file made for a subscriber disposed before
-    /// it was sent is closed and removed (nobody else knows its name); one dropped in flight to another loop's
-    /// subscriber is only closed. Thread rule: safe from any thread.
+    /// Creates a new file named `prefix` (a `/` fails with `EINVAL`) and six random characters in `directory` (nil:
+    /// `$TMPDIR`, else `/tmp`), opened for reading and writing with mode 0600 (`mkstemp`), and sends it; then as `open`.
+    /// Its `path` is the name made; closing does not remove it, but a file made for a subscriber disposed before it
+    /// was sent is removed. Thread rule: safe from any thread.
     public static func makeTemporaryFile(prefix: String = "reactiveuv-", in directory: String? = nil,
                                          on loop: EventLoop? = nil) -> Signal<OpenFile> {
         let folder = directory ?? temporaryDirectory()
         let template = temporaryTemplate(prefix, in: folder)
         return operation("makeTemporaryFile", on: loop, checks: { () throws(UVError) in
-            guard !prefix.contains("/") else {
-                throw UVError(code: UVError.invalidArgumentCode, message: "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)")
-            }
+            try FileSystemArguments.require(!prefix.contains("/"), "the prefix is a name, without '/': \(prefix)", context: "mkstemp \(folder)")
             // An empty directory would put the file in `/`; a NUL would cut the template elsewhere than asked.
             try FileSystemArguments.check(folder, "directory", in: "mkstemp")
             try FileSystemArguments.check(template, "prefix", in: "mkstemp")
@@ -115,24 +103,17 @@ extension Files {
 
     /// The `open(2)` flags for a mode and options, or `EINVAL` for a combination that makes no sense.
     static func openFlags(mode: OpenFile.Mode, options: OpenFile.Options, permissions: UInt32, path: String) throws(UVError) -> Int32 {
-        func invalid(_ message: String) -> UVError {
-            UVError(code: UVError.invalidArgumentCode, message: message, context: "Files.open \(path)")
-        }
-        guard permissions <= 0o7777 else {
-            throw invalid("permissions must be 0...0o7777, not 0o\(String(permissions, radix: 8))")
-        }
+        let context = "Files.open \(path)"
+        try FileSystemArguments.require(permissions <= 0o7777, "permissions must be 0...0o7777, not 0o\(String(permissions, radix: 8))", context: context)
         var flags: Int32 = O_NONBLOCK
         switch mode {
         case .read: flags |= O_RDONLY
         case .readWrite: flags |= O_RDWR
         case .write: flags |= O_WRONLY
         }
-        if mode == .read && !options.isDisjoint(with: [.truncate, .append]) {
-            throw invalid("truncate and append need a mode that writes (.write or .readWrite), not .read")
-        }
-        if options.contains(.exclusive) && !options.contains(.create) {
-            throw invalid("exclusive needs create")
-        }
+        try FileSystemArguments.require(mode != .read || options.isDisjoint(with: [.truncate, .append]),
+                                        "truncate and append need a mode that writes (.write or .readWrite), not .read", context: context)
+        try FileSystemArguments.require(!options.contains(.exclusive) || options.contains(.create), "exclusive needs create", context: context)
         if options.contains(.create) { flags |= O_CREAT }
         if options.contains(.truncate) { flags |= O_TRUNC }
         if options.contains(.append) { flags |= O_APPEND }

@@ -24,14 +24,10 @@ public enum Files {
     /// buffer in 32 bits). Thread rule: safe from any thread.
     public static let maxChunkSize = 1 << 30
 
-    /// Reads the whole file and sends it as one array, then completes.
-    ///
-    /// A regular file is read on a pool thread straight into the array sent; a source of unknown size (a device, a
-    /// `/proc` file) until it ends; a FIFO on the loop until its last writer closes it. A device that blocks holds a
-    /// pool thread until it has data: read those with `chunks`. A file larger than `maxSize` (0 or more, default
-    /// 1 GiB), or a source that passes it while read, fails with `EFBIG`; a negative `maxSize` with `EINVAL`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Reads the whole file and sends it as one array, then completes: a regular file on a pool thread straight into
+    /// the array sent, a source of unknown size until it ends, a FIFO on the loop until its last writer closes it (a
+    /// device that blocks holds a pool thread: read those with `chunks`). A file larger than `maxSize` (default 1 GiB),
+    /// or a source that passes it, fails with `EFBIG`; a negative `maxSize` with `EINVAL`. Thread rule: safe from any thread.
     public static func read(_ path: String, maxSize: Int = defaultMaxReadSize, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
         read(path, maxSize: maxSize, on: loop, readSize: WholeFileRead.defaultReadSize, afterEachRead: nil)
     }
@@ -41,29 +37,20 @@ public enum Files {
                      afterEachRead: (@Sendable (Int) -> Void)?) -> Signal<[UInt8]> {
         operation("read", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "Files.read")
-            guard maxSize >= 0 else {
-                throw UVError(code: UVError.invalidArgumentCode, message: "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)")
-            }
+            try FileSystemArguments.require(maxSize >= 0, "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)")
         }) { operation in
             WholeFileRead(operation: operation, path: path, maxSize: maxSize, readSize: readSize, afterEachRead: afterEachRead).start()
         }
     }
 
-    /// Streams the file in chunks of at most `chunkSize` bytes (1...`maxChunkSize`, else `EINVAL`; default 64 KiB),
-    /// then completes at its end.
-    ///
-    /// A regular file is read as `OpenFile.chunks` reads it (a few reads ahead, in order, paused by a consumer that
-    /// cannot keep up); a FIFO on the loop as a stream (chunks as they come); a device one read at a time. The file
-    /// is closed when the signal ends or is disposed.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Streams the file in chunks of at most `chunkSize` bytes (1...`maxChunkSize`, else `EINVAL`), then completes at
+    /// its end: a regular file as `OpenFile.chunks` reads it (a few reads ahead, in order, paused by a slow consumer),
+    /// a FIFO on the loop as a stream, a device one read at a time. Thread rule: safe from any thread.
     public static func chunks(_ path: String, chunkSize: Int = 65_536, on loop: EventLoop? = nil) -> Signal<[UInt8]> {
         operation("chunks", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "Files.chunks")
-            guard (1...maxChunkSize).contains(chunkSize) else {
-                throw UVError(code: UVError.invalidArgumentCode, message: "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
-                              context: "Files.chunks \(path)")
-            }
+            try FileSystemArguments.require((1...maxChunkSize).contains(chunkSize), "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
+                                            context: "Files.chunks \(path)")
         }) { operation in
             operation.open(path, flags: O_RDONLY | O_NONBLOCK) { file in
                 ChunkReading(operation: operation, path: path, file: file, chunkSize: chunkSize, openedHere: true).examine()
@@ -71,11 +58,9 @@ public enum Files {
         }
     }
 
-    /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents (adding to them with
-    /// `append`), then completes. Any size is written, in requests of at most 1 GiB. A FIFO with no reader fails with
-    /// `ENXIO`; one with a reader holds a pool thread while the pipe is full.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Writes `bytes` to the file, creating it (mode 0644) or replacing its contents (adding to them with `append`),
+    /// in requests of at most 1 GiB, then completes. A FIFO with no reader fails with `ENXIO`; one with a reader holds
+    /// a pool thread while the pipe is full. Thread rule: safe from any thread.
     public static func write(_ bytes: [UInt8], to path: String, append: Bool = false, on loop: EventLoop? = nil) -> Signal<Void> {
         write(.array(bytes), to: path, append: append, on: loop)
     }
@@ -121,5 +106,12 @@ enum WriteBytes: @unchecked Sendable {
         case .array(let bytes): try bytes.withUnsafeBytes(body)
         case .raw(let bytes): try body(bytes)
         }
+    }
+}
+
+extension FileSystemArguments {
+    /// Refuses with `EINVAL` and `message` unless `condition` holds.
+    static func require(_ condition: Bool, _ message: @autoclosure () -> String, context: @autoclosure () -> String) throws(UVError) {
+        guard condition else { throw UVError(code: UVError.invalidArgumentCode, message: message(), context: context()) }
     }
 }

@@ -11,14 +11,8 @@ extension OpenFile {
     /// (`Files.maxChunkSize`). Thread rule: safe from any thread.
     public static let maxReadCount = Files.maxChunkSize
 
-    /// Reads up to `count` bytes at `offset` and sends them, then completes: fewer only at the end of the file,
-    /// none at or after it.
-    ///
-    /// - Parameters:
-    ///   - offset: Where to read, 0 or more; a negative offset fails with `EINVAL`.
-    ///   - count: The most bytes, 0...`maxReadCount`; others fail with `EINVAL`.
-    /// - Returns: A signal of one array.
-    ///
+    /// Reads up to `count` bytes (0...`maxReadCount`) at `offset` (0 or more) and sends them, then completes: fewer
+    /// only at the end of the file, none past it. A bad offset or count fails with `EINVAL`.
     /// Thread rule: safe from any thread.
     public func read(at offset: Int, count: Int) -> Signal<[UInt8]> {
         let path = self.path
@@ -30,18 +24,10 @@ extension OpenFile {
         }
     }
 
-    /// Reads from `offset` to the end of the file in chunks of at most `chunkSize` bytes, then completes.
-    ///
-    /// Up to 3 reads are in flight on the pool; chunks arrive in order, and a consumer that pauses holds new
-    /// reads. A file that grows is read until a read finds nothing more; a source without an end (`/dev/zero`)
-    /// up to offset `Int.max`. Disposing drops the reads in flight.
-    ///
-    /// - Parameters:
-    ///   - offset: Where to start, 0 or more (default 0); a negative offset fails with `EINVAL`.
-    ///   - chunkSize: The largest chunk, 1...`maxReadCount` (default 64 KiB); others fail with `EINVAL`.
-    /// - Returns: A signal of chunks.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Reads from `offset` (0 or more) to the end of the file in chunks of at most `chunkSize` bytes
+    /// (1...`maxReadCount`; others fail with `EINVAL`), then completes. Up to 3 reads are in flight on the pool; chunks
+    /// arrive in order, and a paused consumer holds new reads. A growing file is read until a read finds nothing; a
+    /// source without an end up to offset `Int.max`. Thread rule: safe from any thread.
     public func chunks(from offset: Int = 0, chunkSize: Int = 65_536) -> Signal<[UInt8]> {
         if let error = checkRange(offset: offset, count: chunkSize, limit: Self.maxReadCount, "chunks", countMinimum: 1) {
             return .error(error)
@@ -51,17 +37,9 @@ extension OpenFile {
         }
     }
 
-    /// Writes all of `bytes` at `offset`, then sends how many were written (`bytes.count`) and completes.
-    ///
-    /// The bytes go out in requests of at most 1 GiB; disposing stops between two (the file then holds part of
-    /// them). Past the end the file grows (the gap reads as zeros); with the `append` option it goes at the end.
-    ///
-    /// - Parameters:
-    ///   - bytes: The bytes.
-    ///   - offset: Where to write, 0 or more; a negative offset fails with `EINVAL`.
-    /// - Returns: A signal of one count.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Writes all of `bytes` at `offset` (0 or more, else `EINVAL`), then sends the count written and completes. The
+    /// bytes go out in requests of at most 1 GiB; disposing stops between two. Past the end the file grows (the gap
+    /// reads as zeros); with the `append` option the bytes go at the end. Thread rule: safe from any thread.
     public func write(_ bytes: [UInt8], at offset: Int) -> Signal<Int> {
         write(bytes, at: offset, largestRequest: Files.largestWriteRequest)
     }
@@ -77,15 +55,9 @@ extension OpenFile {
         }
     }
 
-    /// Writes all of `bytes` at the end of the file, then sends how many were written and completes.
-    ///
-    /// The end is taken (`fstat`) when the append starts; appends through this `OpenFile` run one after another.
-    /// A writer elsewhere can still race: open with the `append` option for appends the kernel places.
-    ///
-    /// - Parameter bytes: The bytes.
-    /// - Returns: A signal of one count.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Writes all of `bytes` at the end of the file as it is when the append starts, then sends the count written
+    /// and completes. Appends through this `OpenFile` run one after another; for appends the kernel places against
+    /// other writers, open with the `append` option. Thread rule: safe from any thread.
     public func append(_ bytes: [UInt8]) -> Signal<Int> {
         let path = self.path
         return onLoop("append") { [self] subscriber in
@@ -100,9 +72,7 @@ extension OpenFile {
         }
     }
 
-    /// Sends what `fstat` says about the file, then completes.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Sends what `fstat` says about the file, then completes. Thread rule: safe from any thread.
     public func stat() -> Signal<FileInfo> {
         let path = self.path
         return operation("fstat") { descriptor, _ in
@@ -110,38 +80,32 @@ extension OpenFile {
         }
     }
 
-    /// Sends the file's size in bytes (`fstat`), then completes.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Sends the file's size in bytes (`fstat`), then completes. Thread rule: safe from any thread.
     public func size() -> Signal<UInt64> {
         stat().map(\.size)
     }
 
-    /// Flushes the file's data and metadata to the device (`fsync`), then completes.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Flushes the file's data and metadata to the device (`fsync`), then completes. Thread rule: safe from any thread.
     public func sync() -> Signal<Void> {
-        let path = self.path
-        return operation("fsync") { descriptor, _ in
-            guard fsync(descriptor) == 0 else { throw systemCallError("fsync \(path)") }
-        }.ignoreValues()
+        flush("fsync") { fsync($0) }
     }
 
-    /// Flushes the file's data, and only the metadata needed to read it back (`fdatasync`), then completes.
-    ///
+    /// Flushes the file's data and the metadata needed to read it back (`fdatasync`), then completes.
     /// Thread rule: safe from any thread.
     public func dataSync() -> Signal<Void> {
+        flush("fdatasync") { fdatasync($0) }
+    }
+
+    /// `sync` or `dataSync`: `call` with the descriptor on the pool.
+    private func flush(_ name: String, _ call: @escaping @Sendable (Int32) -> Int32) -> Signal<Void> {
         let path = self.path
-        return operation("fdatasync") { descriptor, _ in
-            guard fdatasync(descriptor) == 0 else { throw systemCallError("fdatasync \(path)") }
+        return operation(name) { descriptor, _ in
+            guard call(descriptor) == 0 else { throw systemCallError("\(name) \(path)") }
         }.ignoreValues()
     }
 
-    /// Cuts the file to `size` bytes, or extends it with zeros (`ftruncate`), then completes.
-    ///
-    /// - Parameter size: The new size, 0 or more; a negative size fails with `EINVAL`.
-    ///
-    /// Thread rule: safe from any thread.
+    /// Cuts the file to `size` bytes, or extends it with zeros (`ftruncate`), then completes; a negative size fails
+    /// with `EINVAL`. Thread rule: safe from any thread.
     public func truncate(to size: Int) -> Signal<Void> {
         let path = self.path
         guard size >= 0 else {
@@ -158,9 +122,7 @@ extension OpenFile {
 
     /// Closes the file, then completes, or fails with the close's error (`EIO`), once the operations running on
     /// the pool end (queued ones fail with `EBADF`); the `Files.open` signal completes. A file already closed
-    /// fails with `EBADF` saying how.
-    ///
-    /// Thread rule: safe from any thread.
+    /// fails with `EBADF` saying how. Thread rule: safe from any thread.
     public func close() -> Signal<Void> {
         onLoop("close") { [self] subscriber in
             if let error = closedError("close") {
@@ -206,17 +168,13 @@ extension OpenFile {
 
     /// `EINVAL` for a negative offset, a count outside `countMinimum...limit`, or an end past `Int.max`.
     private func checkRange(offset: Int, count: Int, limit: Int, _ operation: String, countMinimum: Int = 0) -> UVError? {
-        let context = "\(operation) \(path)"
-        if offset < 0 {
-            return UVError(code: UVError.invalidArgumentCode, message: "the offset must be 0 or more, not \(offset)", context: context)
+        Files.refusal { () throws(UVError) in
+            let context = "\(operation) \(path)"
+            try FileSystemArguments.require(offset >= 0, "the offset must be 0 or more, not \(offset)", context: context)
+            try FileSystemArguments.require(count >= countMinimum && count <= limit, "the count must be \(countMinimum)...\(limit), not \(count)",
+                                            context: context)
+            try FileSystemArguments.require(offset <= Int.max - count, "offset \(offset) + count \(count) passes the largest file offset", context: context)
         }
-        if count < countMinimum || count > limit {
-            return UVError(code: UVError.invalidArgumentCode, message: "the count must be \(countMinimum)...\(limit), not \(count)", context: context)
-        }
-        if offset > Int.max - count {
-            return UVError(code: UVError.invalidArgumentCode, message: "offset \(offset) + count \(count) passes the largest file offset", context: context)
-        }
-        return nil
     }
 
     /// Reads up to `count` bytes at `offset` into a new array (pool thread); short only at the end of the file.

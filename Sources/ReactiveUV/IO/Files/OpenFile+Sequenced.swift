@@ -39,11 +39,7 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
         // Strong captures: the subscription's teardown drops the flow control, `finish()` the registration.
         subscriber?.setFlowControl(pause: { self.paused = true }, resume: { self.resume() })
         shutdownRegistration = loop.shutdownObservers.add { self.loopShutDown() }
-        if shutdownRegistration == nil {
-            loopShutDown()
-            return self
-        }
-        fill()
+        if shutdownRegistration == nil { loopShutDown() } else { fill() }
         return self
     }
 

@@ -15,7 +15,6 @@ import Musl
 /// `pwrite`: no shared offset); appends run one after another. A close waits for the operations running on the
 /// pool (a descriptor is never reused under them); queued and later ones fail with `EBADF` naming who closed
 /// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
-///
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     // `path` and `loop` are immutable; `closedBy` is atomic (read from any thread); the rest is loop thread only
@@ -65,16 +64,12 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         self.loop = loop
         self.path = path
         self.state = .open(descriptor)
-        let registration = loop.shutdownObservers.add { [self] in
+        shutdownRegistration = loop.shutdownObservers.add { [self] in
             shutdownRegistration = nil
             requestClose(by: .shutdown)
         }
-        if let registration {
-            shutdownRegistration = registration
-        } else {
-            // The loop is already closing its handles: nothing else will close this.
-            requestClose(by: .shutdown)
-        }
+        // The loop is already closing its handles: nothing else will close this.
+        if shutdownRegistration == nil { requestClose(by: .shutdown) }
     }
 
     deinit {
@@ -99,9 +94,8 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - jobs (loop thread)
 
-    /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread.
-    ///
-    /// - Returns: The job's operation (the caller's disposable), or nil after `completion` got the failure to start it.
+    /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread. Returns the
+    /// job's operation (the caller's disposable), or nil after `completion` got the failure to start it.
     @discardableResult
     func run<Value: Sendable>(_ operation: String,
                               _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
@@ -137,8 +131,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
 
     // MARK: - closing (loop thread)
 
-    /// Closes the descriptor now, or once the running jobs end; `waiter` learns the close's outcome.
-    /// A second close is a no-op for the descriptor (`waiter` gets nil at once, or with the first close).
+    /// Closes the descriptor now, or once the running jobs end; `waiter` learns the outcome (nil for a second close).
     func requestClose(by closer: Closer, waiter: ((UVError?) -> Void)? = nil) {
         switch state {
         case .open(let descriptor):
@@ -150,8 +143,8 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
                 closeNow(descriptor, by: closer)
             } else {
                 state = .closing(descriptor, closer)
-                // Jobs still queued never run; running ones end soon and the last one closes the descriptor.
-                // A dispose or a shutdown also stops a long write between its requests; close() lets it finish.
+                // Queued jobs never run; the last running one closes the descriptor. A dispose or a shutdown also
+                // stops a long write between its requests; close() lets it finish.
                 for job in Array(jobs.values) { job.cancel(stopping: closer != .close) }
             }
         case .closing:
@@ -164,14 +157,10 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     /// Closes now on the loop thread (closing a local file does not block).
     private func closeNow(_ descriptor: Int32, by closer: Closer) {
         state = .closed(closer)
-        var request = uv_fs_t()
-        let result = uv_fs_close(nil, &request, descriptor, nil)
-        uv_fs_req_cleanup(&request)
-        let error = result < 0 ? UVError(code: result, context: "close \(path)") : nil
+        let error = Files.refusal { () throws(UVError) in try Files.callNow("close \(path)", { uv_fs_close(nil, $0, descriptor, nil) }) { _, _ in } }
         let waiters = closeWaiters
         closeWaiters = []
-        let onClose = self.onClose
-        self.onClose = nil
+        let onClose = self.onClose.take()
         if let error, waiters.isEmpty {
             // Nobody asked for the close's outcome (a dispose or a shutdown): say it somewhere.
             reportMisuse("closing \(path) failed (\(closer.phrase)): \(error)")
