@@ -107,8 +107,7 @@ final class ChunkReading: @unchecked Sendable {
 }
 
 extension Files {
-    /// Reads `descriptor` (a file or device handed over as standard input, which this takes over and closes)
-    /// into `subscriber`, in chunks of at most `chunkSize` bytes, from its current offset.
+    /// Reads `descriptor` (standard input's file or device, taken over) into `subscriber` from its current offset.
     static func readChunks(of descriptor: Int32, name: String, chunkSize: Int, on loop: EventLoop,
                            into subscriber: Subscriber<[UInt8]>) -> any Disposable {
         let operation = FileOperation(loop: loop, subscriber: subscriber)
@@ -146,8 +145,7 @@ extension Files {
 }
 
 extension FileOperation {
-    /// Opens `path` with a `uv_fs_open` request and continues with the descriptor; one opened after the operation
-    /// ended is closed.
+    /// Opens `path` with a `uv_fs_open` request, then `then`; one opened after the operation ended is closed.
     func open(_ path: String, flags: Int32, mode: Int32 = 0, failed: ((UVError) -> Void)? = nil, then: @escaping (uv_file) -> Void) {
         request("open \(path)", { uv_fs_open($0, $1, path, flags, mode, $2) }, read: { result, _ in uv_file(truncatingIfNeeded: result) },
                 discard: { fs in Files.closeNow(uv_file(truncatingIfNeeded: fs.pointee.result)) }, failed: failed, then: then)

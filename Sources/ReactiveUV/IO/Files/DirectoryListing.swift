@@ -105,9 +105,7 @@ final class DirectoryListing: @unchecked Sendable {
 
     /// Closes a directory stream now, on the loop thread (`closedir` does not block).
     static func close(_ directory: UnsafeMutablePointer<uv_dir_t>) {
-        var request = uv_fs_t()
-        uvCheckReporting(uv_fs_closedir(nil, &request, directory, nil), "closedir")
-        uv_fs_req_cleanup(&request)
+        Files.runNow("closedir") { uv_fs_closedir(nil, $0, directory, nil) }
     }
 }
 

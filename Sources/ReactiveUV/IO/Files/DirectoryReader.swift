@@ -16,16 +16,10 @@ final class DirectoryReader {
 
     deinit { buffer.deallocate() }
 
-    /// Opens the directory `name` inside the open directory `parent` (or `AT_FDCWD`), never through a link (`ELOOP`;
-    /// a file is `ENOTDIR`). Returns the descriptor, or the negative `errno`.
+    /// Opens the directory `name` in `parent` (or `AT_FDCWD`) never through a link: the descriptor, or `-errno`.
     static func openDirectory(_ name: UnsafePointer<CChar>, in parent: Int32) -> Int32 {
         let descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         return descriptor >= 0 ? descriptor : -errno
-    }
-
-    /// `openDirectory` of a name given as bytes without a NUL.
-    static func openDirectory(_ name: [CChar], in parent: Int32) -> Int32 {
-        (name + [0]).withUnsafeBufferPointer { openDirectory($0.baseAddress!, in: parent) }
     }
 
     /// Every entry but `.` and `..` of `descriptor` from its position; throws the negative `errno` of a failed read.

@@ -113,16 +113,14 @@ final class TreeRemoval {
         operation.request("lstat \(root)", { loop, request, callback in root.withCString { uv_fs_lstat(loop, request, $0, callback) } },
                           read: { _, fs in FileInfo(statOf: fs) }) { [self] info in
             guard info.type == .directory else {
-                operation.request("unlink \(root)", { loop, request, callback in
+                return operation.request("unlink \(root)", { loop, request, callback in
                     root.withCString { uv_fs_unlink(loop, request, $0, callback) }
                 }) { [self] in operation.finish() }
-                return
             }
             // The door refused `/` by name; a path that only resolves to it (a bind mount) is caught by identity.
             operation.request("stat /", { uv_fs_stat($0, $1, "/", $2) }, read: { _, fs in FileInfo(statOf: fs) }) { [self] rootDirectory in
                 guard !Self.isSameFile(info, rootDirectory) else {
-                    return operation.finish(UVError(code: UVError.invalidArgumentCode,
-                                                    message: "refusing to remove the root directory ('\(root)' is '/')",
+                    return operation.finish(UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory ('\(root)' is '/')",
                                                     context: "removeTree \(root)"))
                 }
                 let walk = TreeRemovalWalk(root: rootPath)
@@ -133,18 +131,15 @@ final class TreeRemoval {
         }
     }
 
-    /// What `Files.removeTree` refuses at the door, as `rm -r` does: the root directory named as such (`/`, `//`),
-    /// and a path whose last component is `.` or `..`; nil for any other.
+    /// What `Files.removeTree` refuses at the door, as `rm -r`: `/` (`//`) and a path ending in `.` or `..`.
     static func refusal(of path: String) -> UVError? {
         let trimmed = Substring(path).droppingTrailingSlashes
-        if trimmed == "/" {
-            return UVError(code: UVError.invalidArgumentCode, message: "refusing to remove the root directory", context: "removeTree \(path)")
-        }
         let last = trimmed.split(separator: "/", omittingEmptySubsequences: false).last ?? trimmed
-        guard last == "." || last == ".." else { return nil }
-        return UVError(code: UVError.invalidArgumentCode,
-                       message: "refusing to remove a path ending in '.' or '..' (name the directory itself)",
-                       context: "removeTree \(path)")
+        return Files.refusal { () throws(UVError) in
+            try FileSystemArguments.require(trimmed != "/", "refusing to remove the root directory", context: "removeTree \(path)")
+            try FileSystemArguments.require(last != "." && last != "..",
+                                            "refusing to remove a path ending in '.' or '..' (name the directory itself)", context: "removeTree \(path)")
+        }
     }
 
     /// Whether two `stat` results describe one file (the same device and inode).

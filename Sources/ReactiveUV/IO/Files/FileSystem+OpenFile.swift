@@ -1,11 +1,7 @@
 extension FileSystem {
-    /// Opens the file at `path` (as ``Files/open(_:mode:options:permissions:on:)``), runs `body` with it, closes it
-    /// (after its running operations end) and returns what `body` returned; `body` may close it itself.
-    ///
-    /// - Throws: `open`'s errors, `body`'s error (after the close), the close's error (`EIO`) in place of the
-    ///   result, or `CancellationError` when the task was cancelled before the file was open. A cancelled task
-    ///   stops waiting for a close held by an operation blocked on the pool; the file closes when it ends.
-    ///
+    /// Opens the file at `path` (as ``Files/open(_:mode:options:permissions:on:)``), runs `body` with it in the caller's
+    /// isolation, closes it (after its running operations end) and returns what `body` returned, or throws `body`'s
+    /// error, the close's (`EIO`), or `CancellationError` when the task was cancelled before the file was open.
     /// Thread rule: safe from any task; `body` runs in the caller's isolation.
     public static func withOpenFile<Result>(_ path: String, mode: OpenFile.Mode = .read, options: OpenFile.Options = [],
                                             permissions: UInt32 = 0o644, on loop: EventLoop? = nil,
@@ -15,10 +11,8 @@ extension FileSystem {
                                  isolation: isolation, body)
     }
 
-    /// Makes a temporary file (as ``Files/makeTemporaryFile(prefix:in:on:)``), runs `body` with it and closes it,
-    /// as `withOpenFile` does; the file is not removed (its `path` names it).
-    ///
-    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    /// Makes a temporary file (as ``Files/makeTemporaryFile(prefix:in:on:)``), runs `body` with it and closes it, as
+    /// `withOpenFile` does; the file is not removed. Thread rule: safe from any task; `body` runs in the caller's isolation.
     public static func withTemporaryFile<Result>(prefix: String = "reactiveuv-", in directory: String? = nil, on loop: EventLoop? = nil,
                                                  isolation: isolated (any Actor)? = #isolation,
                                                  _ body: (OpenFile) async throws -> Result) async throws -> Result {
@@ -48,10 +42,8 @@ func withScopedFile<Result>(_ opening: Signal<OpenFile>, isolation: isolated (an
     return result
 }
 
-/// Closes `file` and waits for the close, even in a cancelled task (the scoped forms promise a closed file and
-/// `body`'s result), unless operations on the pool hold the close: a cancelled task stops waiting then.
-///
-/// - Returns: The close's error (`EventLoopError.shutDown` from a loop that has shut down), or nil.
+/// Closes `file` and returns the close's error, or nil, waiting even in a cancelled task (the scoped forms promise a
+/// closed file) unless operations on the pool hold the close: a cancelled task stops waiting then.
 private func closeAndWait(_ file: OpenFile, isolation: isolated (any Actor)?) async -> (any Error)? {
     let wait = CloseWait()
     return await withTaskCancellationHandler {

@@ -1,5 +1,4 @@
-/// The `async throws` forms of an `OpenFile`'s operations and of `StreamConnection.sendFile`: they take the
-/// file first (see `FileSystem`) and run on the file's (or the connection's) loop.
+/// The async forms of an `OpenFile`'s operations and of `StreamConnection.sendFile`: the file first (see `FileSystem`).
 extension FileSystem {
     /// The async form of ``OpenFile/read(at:count:)``. Thread rule: safe from any task.
     public static func read(_ file: OpenFile, at offset: Int, count: Int) async throws -> [UInt8] {

@@ -1,13 +1,10 @@
 internal import CLibUV
 
-/// The file-system calls of `Files` as `async throws` functions (`try await FileSystem.stat(path)`), and the
-/// operations of an `OpenFile` and `StreamConnection.sendFile`, which take the file first.
-///
-/// Each is a thin bridge over the signal of the same name, which documents the behaviour: it runs on `loop`
-/// (default: the calling loop thread's loop, else `EventLoop.shared`; an open file's operations on the file's
-/// loop) and returns the signal's one value or throws its error. Cancelling the task disposes the signal. The
-/// streamed forms (`list`, `chunks`) are the signal's `values`. They live in their own namespace because an
-/// `async` overload beside a signal of the same name would be picked by context alone. Thread rule: safe from any task.
+/// The `async throws` forms of `Files`' calls, of `OpenFile`'s operations (the file first) and of
+/// `StreamConnection.sendFile`. Each is a thin bridge over the signal of the same name, which documents the
+/// behaviour: it runs on `loop` (nil: the calling loop thread's loop, else `EventLoop.shared`) and returns the one
+/// value or throws the error; cancelling the task disposes the signal. They live apart from the signals because
+/// an `async` overload beside a signal would be picked by context alone. Thread rule: safe from any task.
 public enum FileSystem {
     /// The loop an async call runs on: `loop`, else the calling loop thread's loop, else `EventLoop.shared`.
     static func loop(for loop: EventLoop?) -> EventLoop {

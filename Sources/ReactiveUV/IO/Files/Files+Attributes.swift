@@ -72,13 +72,10 @@ extension Files {
         try FileSystemArguments.require(timeSpecRange.contains(time), "the \(which) time \(time) is outside what a timespec holds "
                                             + "(\(Int64.min) to \(Int64.max) seconds from 1970)", context: context)
         let (seconds, attoseconds) = time.components
-        var nanoseconds = attoseconds / 1_000_000_000
-        var wholeSeconds = seconds
-        if nanoseconds < 0 {
-            nanoseconds += 1_000_000_000
-            wholeSeconds -= 1
-        }
-        return timespec(tv_sec: Int(wholeSeconds), tv_nsec: Int(nanoseconds))
+        let nanoseconds = attoseconds / 1_000_000_000
+        // A negative time's nanoseconds are below zero: borrow a second.
+        return nanoseconds < 0 ? timespec(tv_sec: Int(seconds - 1), tv_nsec: Int(nanoseconds + 1_000_000_000))
+                               : timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
     }
 
     /// Sets the size of the file at `path` (`truncate(2)`: cut, or extended with zeros), then completes; a

@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

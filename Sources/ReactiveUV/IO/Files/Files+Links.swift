@@ -45,11 +45,10 @@ extension Files {
         var status = Glibc.stat()
         guard fstatat(AT_FDCWD, destination, &status, 0) == 0 else { return }
         let type = FileType(mode: UInt32(status.st_mode))
-        guard type != .regular && type != .directory else { return }  // a directory: the copy says EISDIR
-        throw UVError(code: UVError.invalidArgumentCode,
-                      message: "the destination is a \(type), not a regular file; copy truncates what it replaces and "
-                          + "removes it when that fails, so it is left alone: write to it with Files.write or an OpenFile",
-                      context: context)
+        // A directory: the copy says EISDIR.
+        try FileSystemArguments.require(type == .regular || type == .directory, "the destination is a \(type), not a regular file; copy "
+            + "truncates what it replaces and removes it when that fails, so it is left alone: write to it with Files.write or an OpenFile",
+                                        context: context)
     }
 
     /// Refuses (pool thread) a source `uv_fs_copyfile` would copy as empty: anything but a regular file or a
@@ -58,28 +57,18 @@ extension Files {
         var status = Glibc.stat()
         guard fstatat(AT_FDCWD, source, &status, 0) == 0 else { return }
         let type = FileType(mode: UInt32(status.st_mode))
-        switch type {
-        case .directory:
-            return  // the copy says EISDIR
-        case .regular where status.st_size > 0:
-            return
-        case .regular:
-            // O_NONBLOCK: the name may have become a FIFO since the stat.
-            let descriptor = Glibc.open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            guard descriptor >= 0 else { return }
-            defer { Glibc.close(descriptor) }
-            var byte: UInt8 = 0
-            guard pread(descriptor, &byte, 1, 0) == 1 else { return }
-            throw UVError(code: UVError.invalidArgumentCode,
-                          message: "the source says its size is 0 but holds bytes (a /proc or /sys file); copy sends the size "
-                              + "the file system gives, so the copy would be empty: read it with Files.read and write it with Files.write",
-                          context: context)
-        default:
-            throw UVError(code: UVError.invalidArgumentCode,
-                          message: "the source is a \(type), not a regular file; copy sends the size the file system gives "
-                              + "(0 for it), so the copy would be empty: stream it with Files.chunks instead",
-                          context: context)
-        }
+        // A directory: the copy says EISDIR.
+        try FileSystemArguments.require(type == .regular || type == .directory, "the source is a \(type), not a regular file; copy sends "
+            + "the size the file system gives (0 for it), so the copy would be empty: stream it with Files.chunks instead", context: context)
+        guard type == .regular, status.st_size <= 0 else { return }
+        // O_NONBLOCK: the name may have become a FIFO since the stat.
+        let descriptor = Glibc.open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { Glibc.close(descriptor) }
+        var byte: UInt8 = 0
+        try FileSystemArguments.require(pread(descriptor, &byte, 1, 0) != 1, "the source says its size is 0 but holds bytes (a /proc or /sys "
+            + "file); copy sends the size the file system gives, so the copy would be empty: read it with Files.read and write it with Files.write",
+                                        context: context)
     }
 
     /// Makes `path` another name (a hard link) of the existing file `existing` (`link(2)`), then completes: an
@@ -123,8 +112,8 @@ extension Files {
                 String(validatingCString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self))
             }) { answer in
                 guard let answer else {
-                    return operation.finish(UVError(code: UV_EILSEQ.rawValue, message: "the answer is not valid UTF-8, so a String cannot hold it exactly",
-                                                    context: context))
+                    let message = "the answer is not valid UTF-8, so a String cannot hold it exactly"
+                    return operation.finish(UVError(code: UV_EILSEQ.rawValue, message: message, context: context))
                 }
                 operation.send(answer)
                 operation.finish()

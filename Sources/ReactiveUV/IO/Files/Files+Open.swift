@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -60,7 +59,8 @@ extension Files {
         }) { operation in
             let flags = flags
             openFile(operation, "open \(path)", removeIfUnwanted: false) {
-                let file = try Files.callNow("open \(path)", { uv_fs_open(nil, $0, path, flags, Int32(bitPattern: permissions), nil) }) { result, _ in result }
+                let file = try Files.callNow("open \(path)", { uv_fs_open(nil, $0, path, flags, Int32(bitPattern: permissions), nil) },
+                                             read: { result, _ in result })
                 Files.setBlocking(file)
                 return (file, path)
             }
@@ -104,7 +104,8 @@ extension Files {
     /// The `open(2)` flags for a mode and options, or `EINVAL` for a combination that makes no sense.
     static func openFlags(mode: OpenFile.Mode, options: OpenFile.Options, permissions: UInt32, path: String) throws(UVError) -> Int32 {
         let context = "Files.open \(path)"
-        try FileSystemArguments.require(permissions <= 0o7777, "permissions must be 0...0o7777, not 0o\(String(permissions, radix: 8))", context: context)
+        try FileSystemArguments.require(permissions <= 0o7777, "permissions must be 0...0o7777, not 0o\(String(permissions, radix: 8))",
+                                        context: context)
         var flags: Int32 = O_NONBLOCK
         switch mode {
         case .read: flags |= O_RDONLY

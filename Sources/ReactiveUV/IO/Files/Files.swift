@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -93,13 +92,6 @@ enum WriteBytes: @unchecked Sendable {
     // An array is a value; `raw` is only read (by libuv on a pool thread) while the caller keeps it alive.
     case array([UInt8])
     case raw(UnsafeRawBufferPointer)
-
-    var count: Int {
-        switch self {
-        case .array(let bytes): bytes.count
-        case .raw(let bytes): bytes.count
-        }
-    }
 
     func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch self {

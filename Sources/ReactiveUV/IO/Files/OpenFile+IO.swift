@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -16,9 +15,7 @@ extension OpenFile {
     /// Thread rule: safe from any thread.
     public func read(at offset: Int, count: Int) -> Signal<[UInt8]> {
         let path = self.path
-        if let error = checkRange(offset: offset, count: count, limit: Self.maxReadCount, "read") {
-            return .error(error)
-        }
+        if let error = checkRange(offset: offset, count: count, limit: Self.maxReadCount, "read") { return .error(error) }
         return operation("read") { descriptor, _ in
             try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
         }
@@ -29,9 +26,7 @@ extension OpenFile {
     /// arrive in order, and a paused consumer holds new reads. A growing file is read until a read finds nothing; a
     /// source without an end up to offset `Int.max`. Thread rule: safe from any thread.
     public func chunks(from offset: Int = 0, chunkSize: Int = 65_536) -> Signal<[UInt8]> {
-        if let error = checkRange(offset: offset, count: chunkSize, limit: Self.maxReadCount, "chunks", countMinimum: 1) {
-            return .error(error)
-        }
+        if let error = checkRange(offset: offset, count: chunkSize, limit: Self.maxReadCount, "chunks", countMinimum: 1) { return .error(error) }
         return onLoop("chunks", closedAs: "read") { [self] subscriber in
             ChunkedFileRead(file: self, offset: offset, chunkSize: chunkSize, subscriber: subscriber).start()
         }
@@ -47,9 +42,7 @@ extension OpenFile {
     /// `write(_:at:)` with the largest request (tests make it small).
     func write(_ bytes: [UInt8], at offset: Int, largestRequest: Int) -> Signal<Int> {
         let path = self.path
-        if let error = checkRange(offset: offset, count: bytes.count, limit: Int.max, "write") {
-            return .error(error)
-        }
+        if let error = checkRange(offset: offset, count: bytes.count, limit: Int.max, "write") { return .error(error) }
         return operation("write") { descriptor, stop in
             try OpenFile.writeAll(.array(bytes), to: descriptor, at: offset, largestRequest: largestRequest, stop: stop, context: "write \(path)")
         }
@@ -141,20 +134,11 @@ extension OpenFile {
     /// A signal that runs `work` with the descriptor on the pool and sends its value.
     func operation<Value: Sendable>(_ name: String, _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
         onLoop(name) { [self] subscriber in
-            run(name, work) { result in
-                switch result {
-                case .success(let value):
-                    subscriber.sendNext(value)
-                    subscriber.sendCompleted()
-                case .failure(let error):
-                    subscriber.sendError(error)
-                }
-            }
+            run(name, work) { result in subscriber.sendOnce(result) }
         }
     }
 
-    /// A signal whose subscriber `start` gets on the file's loop thread; a closed file fails it first with `EBADF`
-    /// naming `closedAs` (default: `name`).
+    /// A signal whose subscriber `start` gets on the loop thread; a closed file fails it with `EBADF` first.
     private func onLoop<Value>(_ name: String, closedAs: String? = nil,
                                _ start: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) -> Signal<Value> {
         Signal { [self] subscriber in
@@ -173,7 +157,8 @@ extension OpenFile {
             try FileSystemArguments.require(offset >= 0, "the offset must be 0 or more, not \(offset)", context: context)
             try FileSystemArguments.require(count >= countMinimum && count <= limit, "the count must be \(countMinimum)...\(limit), not \(count)",
                                             context: context)
-            try FileSystemArguments.require(offset <= Int.max - count, "offset \(offset) + count \(count) passes the largest file offset", context: context)
+            try FileSystemArguments.require(offset <= Int.max - count, "offset \(offset) + count \(count) passes the largest file offset",
+                                            context: context)
         }
     }
 
@@ -215,8 +200,7 @@ extension OpenFile {
         return bytes
     }
 
-    /// `EBADF` naming the mode the file was opened with when it forbids `what`, else nil; after a failed call
-    /// (pool thread), since the kernel says only "bad file descriptor" (or `EINVAL` for `ftruncate`).
+    /// `EBADF` naming the open mode when it forbids `what`, else nil: the kernel says only "bad file descriptor".
     static func accessModeError(_ descriptor: Int32, _ what: String, context: String) -> UVError? {
         let flags = fcntl(descriptor, F_GETFL)
         guard flags >= 0 else { return nil }
@@ -233,8 +217,7 @@ extension OpenFile {
         }
     }
 
-    /// Writes all of `bytes` at `offset` (`pwrite`), or at the descriptor's position (`write`: a FIFO, a device,
-    /// an append) when it is nil, in calls of at most `largestRequest` bytes, stopping between them (pool thread).
+    /// Writes all of `bytes` at `offset` (nil: at the descriptor's position) in calls of at most `largestRequest`.
     static func writeAll(_ bytes: WriteBytes, to descriptor: Int32, at offset: Int?, largestRequest: Int,
                          stop: JobStopFlag, context: String) throws -> Int {
         try bytes.withBytes { all in
@@ -258,6 +241,19 @@ extension OpenFile {
                 done += put
             }
             return done
+        }
+    }
+}
+
+extension Subscriber {
+    /// Sends a one-value operation's result: the value and completion, or the error.
+    func sendOnce(_ result: Result<Value, any Error>) {
+        switch result {
+        case .success(let value):
+            sendNext(value)
+            sendCompleted()
+        case .failure(let error):
+            sendError(error)
         }
     }
 }

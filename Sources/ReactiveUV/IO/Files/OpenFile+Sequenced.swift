@@ -139,27 +139,13 @@ final class QueuedAppend: LoopDisposable, @unchecked Sendable {
 
     /// Runs the append (its turn came); the file's next append starts when it ends.
     func start() {
-        guard subscriber != nil else {
-            file.appendEnded()
-            return
-        }
+        guard subscriber != nil else { return file.appendEnded() }
         job = file.run("append", work) { [self] result in
             job = nil
-            let subscriber = self.subscriber
-            self.subscriber = nil
-            switch result {
-            case .success(let count):
-                subscriber?.sendNext(count)
-                subscriber?.sendCompleted()
-            case .failure(let error):
-                subscriber?.sendError(error)
-            }
+            subscriber.take()?.sendOnce(result)
         }
-        guard let job else {
-            // It failed to start (the completion told the subscriber).
-            file.appendEnded()
-            return
-        }
+        // It failed to start (the completion told the subscriber).
+        guard let job else { return file.appendEnded() }
         // The next append starts when this job has ended, also when it was disposed while running.
         job.onEnd { [file] in file.appendEnded() }
     }
@@ -184,11 +170,6 @@ extension OpenFile {
 
     /// The running append ended: the next queued one starts (loop thread).
     func appendEnded() {
-        guard !appends.isEmpty else {
-            appendRunning = false
-            return
-        }
-        let next = appends.removeFirst()
-        next()
+        if appends.isEmpty { appendRunning = false } else { appends.removeFirst()() }
     }
 }

@@ -17,8 +17,7 @@ import Musl
 /// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
-    // `path` and `loop` are immutable; `closedBy` is atomic (read from any thread); the rest is loop thread only
-    // (operations hop there through `LoopBinding`).
+    // `path` and `loop` are immutable, `closedBy` atomic; the rest is loop thread only (operations hop there).
 
     /// Who closed a file: named in the `EBADF` of later operations.
     enum Closer: UInt8 {
@@ -95,7 +94,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     // MARK: - jobs (loop thread)
 
     /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread. Returns the
-    /// job's operation (the caller's disposable), or nil after `completion` got the failure to start it.
+    /// job (the caller's disposable), or nil after `completion` got the failure.
     @discardableResult
     func run<Value: Sendable>(_ operation: String,
                               _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
@@ -143,8 +142,7 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
                 closeNow(descriptor, by: closer)
             } else {
                 state = .closing(descriptor, closer)
-                // Queued jobs never run; the last running one closes the descriptor. A dispose or a shutdown also
-                // stops a long write between its requests; close() lets it finish.
+                // Queued jobs never run; the last running one closes the descriptor (a dispose or a shutdown stops a long write).
                 for job in Array(jobs.values) { job.cancel(stopping: closer != .close) }
             }
         case .closing:

@@ -14,8 +14,7 @@ import Musl
 /// descriptor was closed is opened again as `..` of its child and must have the device and inode recorded, or
 /// the tree was moved and the walk ends with `EBUSY`. Messages name entries by full path, kept as bytes.
 final class TreeRemovalWalk: @unchecked Sendable {
-    // Used by one pool job at a time (the next is queued after the previous one called back; libuv's queue
-    // mutex orders them); `close()` runs on the loop once no job is out.
+    // Used by one pool job at a time (each queued after the previous one called back); `close()` once none is out.
 
     /// What a job did: the whole tree is gone, or there is more to remove.
     enum Progress: Sendable { case more, done }
@@ -69,8 +68,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         frames = [Frame(name: Array(root.utf8).map { CChar(bitPattern: $0) }, path: BytePath(root))]
     }
 
-    /// Removes entries until `budget` system calls were made, `stop` is set, or the root itself is gone.
-    /// An entry below the root that vanished meanwhile is fine; any other failure is thrown, naming the path.
+    /// Removes entries until `budget` calls were made, `stop` is set, or the root is gone; throws a failure.
     func advance(budget: Int, stop: JobStopFlag) throws(UVError) -> Progress {
         var calls = 0
         while calls < budget && !stop.isSet {
@@ -95,7 +93,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         try makeRoomForADescriptor()
         beforeOpening?(frame.path, false)
         // The parent is open: the open frames are the deepest, and at least two may be.
-        let descriptor = DirectoryReader.openDirectory(frame.name, in: index > 0 ? frames[index - 1].descriptor! : AT_FDCWD)
+        let descriptor = frame.name.withNULTerminated { DirectoryReader.openDirectory($0, in: index > 0 ? frames[index - 1].descriptor! : AT_FDCWD) }
         guard descriptor >= 0 else {
             guard index > 0 else { throw UVError(code: descriptor, context: "scandir \(frame.path)") }
             frames.removeLast()
@@ -114,8 +112,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         }
     }
 
-    /// Removes one entry of the directory at `index` (the deepest, open): a directory is descended into,
-    /// anything else unlinked.
+    /// Removes one entry of the deepest directory: a directory is descended into, anything else unlinked.
     private func remove(_ entry: (name: [CChar], type: FileType), in index: Int) throws(UVError) {
         let path = frames[index].path.appending(entry.name)
         var type = entry.type
@@ -137,8 +134,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         frames.append(Frame(name: entry.name, path: path))
     }
 
-    /// Removes the emptied deepest directory from its parent (the root by its path); a vanished one below
-    /// the root is fine, the root's absence is an error.
+    /// Removes the emptied deepest directory from its parent (the root by its path, which must exist).
     private func removeDirectory(_ index: Int) throws(UVError) {
         guard index > 0 else {
             let root = frames.removeLast()
@@ -154,8 +150,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         _ = try succeeded(result, "rmdir", directory.path)
     }
 
-    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded when its
-    /// descriptor was closed (a tree moved meanwhile puts another there).
+    /// Opens the parent of the directory at `index` again as its `..`, which must be the directory recorded.
     private func reopenParent(of index: Int) throws(UVError) {
         let parentPath = frames[index - 1].path
         beforeOpening?(parentPath, true)
@@ -178,8 +173,7 @@ final class TreeRemovalWalk: @unchecked Sendable {
         openCount += 1
     }
 
-    /// Closes the shallowest descriptor held when the walk holds as many as it may (before the deepest frame is
-    /// opened), recording its identity to recognise it when it is opened again.
+    /// Closes the shallowest descriptor held, recording its identity, when the walk holds as many as it may.
     private func makeRoomForADescriptor() throws(UVError) {
         guard openCount >= descriptorLimit else { return }
         let shallowest = frames[frames.count - 1 - openCount]

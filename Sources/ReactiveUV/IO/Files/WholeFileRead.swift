@@ -136,8 +136,7 @@ final class WholeFileRead: @unchecked Sendable {
 
     // MARK: - loop thread
 
-    /// Reads the FIFO through the stream core on this loop (its thread: chunks arrive without a hop), counting
-    /// them against `maxSize`.
+    /// Reads the FIFO through the stream core on this loop, counting the chunks against `maxSize`.
     private func readFIFO(_ descriptor: Int32) {
         let (path, loop) = (self.path, operation.loop)
         let reading = Signal<[UInt8]> { reader in
@@ -150,9 +149,7 @@ final class WholeFileRead: @unchecked Sendable {
                                                 context: "read \(path)"))
             }
             fifoChunks.append(chunk)
-        }, error: { [self] error in
-            operation.finish(error)
-        }, completed: { [self] in
+        }, error: { [self] in operation.finish($0) }, completed: { [self] in
             var contents: [UInt8] = []
             contents.reserveCapacity(fifoTotal)
             for chunk in fifoChunks { contents.append(contentsOf: chunk) }
