@@ -12,7 +12,7 @@ extension Signal {
     /// (a `@MainActor` property, an actor's state) or captures a non-Sendable
     /// object the caller keeps using. Keep such state on the loop (`LoopBound`,
     /// an actor on the loop's executor), hop back (`Task { @MainActor in ... }`),
-    /// or read `values` in a task: README, "Callbacks and Swift 6 isolation".
+    /// or read `values` in a task (docs/guides/async.md, "Callbacks and isolation").
     ///
     /// - Parameters:
     ///   - next: Called with each value.
