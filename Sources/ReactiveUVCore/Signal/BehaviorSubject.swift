@@ -4,7 +4,7 @@
 ///
 /// Thread rule: `send*`, `value` and subscribing are safe from any thread.
 public final class BehaviorSubject<Value>: Subject<Value>, @unchecked Sendable {
-    // No stored state of its own: the current value lives in `Subject.state`, under its mutex.
+    // No state of its own: the current value is `Subject.replay`'s, under the subject's lock.
 
     /// Creates a subject whose current value is `initial`.
     ///
