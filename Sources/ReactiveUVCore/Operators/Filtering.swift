@@ -1,9 +1,7 @@
 /// Operators that let some values through and drop others, or end the signal early.
 ///
-/// The one-input ones are fused (`lift`; `filter` uses `fuse`, which also passes
-/// values along as plain values): no lock and no allocation per value.
-/// `take(until:)` and `skip(until:)` subscribe their trigger in a child
-/// subscription on the same home.
+/// The one-input ones are fused, with no lock; `take(until:)` and `skip(until:)` subscribe their
+/// trigger as a child subscription on the same home.
 extension Signal {
     /// Sends only the values that pass `isIncluded` (RAC's `-filter:`).
     ///
@@ -174,10 +172,8 @@ extension Signal {
 
     /// Sends values until `trigger` sends a value or completes, then completes (RAC's `-takeUntil:`).
     ///
-    /// The trigger is subscribed first, so a trigger that fires at once
-    /// completes the result without subscribing to this signal. An error from
-    /// the trigger is ignored (the trigger stops; this signal continues), as in
-    /// RAC. Both are disposed when the result ends.
+    /// The trigger is subscribed first, so one that fires at once completes the result without
+    /// subscribing to this signal. An error from the trigger is ignored, as in RAC.
     ///
     /// - Parameter trigger: The signal whose first value or completion ends this one.
     /// - Returns: The signal.
@@ -202,9 +198,8 @@ extension Signal {
 
     /// Drops values until `trigger` sends a value or completes, then sends every value.
     ///
-    /// The trigger is subscribed first and disposed once it fired. An error from
-    /// the trigger is ignored (values stay dropped). This signal's error and
-    /// completion are forwarded at any time.
+    /// The trigger is subscribed first and disposed once it fired; an error from it is ignored
+    /// (values stay dropped). This signal's error and completion are forwarded at any time.
     ///
     /// - Parameter trigger: The signal whose first value or completion opens the gate.
     /// - Returns: The signal.
@@ -244,8 +239,8 @@ extension Signal where Value: Equatable {
 
     /// Drops each value equal to the one sent just before it (RAC's `-distinctUntilChanged`).
     ///
-    /// The first value is always sent. `==` runs on the subscription's home
-    /// loop thread, so it may not be isolated to an actor (`SendableMetatype`).
+    /// The first value is always sent. `==` runs on the home thread, so it may not be isolated
+    /// to an actor (`SendableMetatype`).
     ///
     /// - Returns: The signal.
     ///

@@ -1,8 +1,8 @@
 /// Operators that run code as events pass (`doNext`, `doError`, `doCompleted`,
 /// `initially`, `finally`) and `repeat()`.
 ///
-/// The side-effect operators are fused (`lift`); their blocks run on the
-/// subscription's home thread, before the event is passed on (RAC's order).
+/// The side-effect operators are fused (`lift`); their blocks run on the home thread, before the
+/// event is passed on (RAC's order).
 extension Signal {
     /// Runs `action` with each value before passing it on (RAC's `-doNext:`).
     ///
@@ -88,9 +88,8 @@ extension Signal {
 
     /// Re-subscribes each time the signal completes, forever; an error ends it (RAC's `-repeat`).
     ///
-    /// Re-subscription uses a trampoline, so a source that completes
-    /// synchronously does not grow the stack (it does keep the home thread
-    /// busy: pair it with `take` or a trigger).
+    /// A source that completes synchronously does not grow the stack (a trampoline), but keeps
+    /// the home thread busy: pair it with `take` or a trigger.
     ///
     /// - Returns: The repeating signal.
     ///
