@@ -10,7 +10,6 @@ extension Signal {
     /// the result and `next` is never subscribed.
     ///
     /// - Parameter next: The signal that follows.
-    /// - Returns: The concatenation.
     ///
     /// Thread rule: safe from any thread.
     public func concat(_ next: Signal<Value>) -> Signal<Value> {
@@ -22,7 +21,6 @@ extension Signal {
     /// `next` is called only when this signal completes. An error from this signal is forwarded.
     ///
     /// - Parameter next: Makes the signal that follows.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func then<U>(_ next: @escaping @Sendable () -> Signal<U>) -> Signal<U> {
@@ -90,7 +88,6 @@ extension Signal {
     /// Completes when both have completed; an error from either ends the result.
     ///
     /// - Parameter other: The other signal.
-    /// - Returns: The merged signal.
     ///
     /// Thread rule: safe from any thread.
     public func merge(with other: Signal<Value>) -> Signal<Value> {
@@ -151,7 +148,6 @@ extension Signal {
     /// Completes when all have completed; an error from any ends the result. No inputs: completes at once.
     ///
     /// - Parameter signals: The inputs.
-    /// - Returns: The merged signal.
     ///
     /// Thread rule: safe from any thread.
     public static func merge(_ signals: [Signal<Value>]) -> Signal<Value> {
@@ -184,7 +180,6 @@ extension Signal {
     /// when either signal ends, with its error or completion.
     ///
     /// - Parameter sampler: The signal whose values trigger a sample.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func sample<Trigger>(_ sampler: Signal<Trigger>) -> Signal<Value> {

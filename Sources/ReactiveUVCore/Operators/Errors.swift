@@ -16,7 +16,6 @@ extension Signal {
     /// replacement is subscribed.
     ///
     /// - Parameter handler: Makes the replacement signal, on the home thread.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func `catch`(_ handler: @escaping @Sendable (any Error) -> Signal<Value>) -> Signal<Value> {
@@ -45,7 +44,6 @@ extension Signal {
     /// On error, switches to `replacement` (RAC's `-catchTo:`).
     ///
     /// - Parameter replacement: The signal subscribed after an error.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func catchTo(_ replacement: Signal<Value>) -> Signal<Value> {
@@ -58,7 +56,6 @@ extension Signal {
     /// Unlike RAC, 0 does not mean "forever": use `retry()` for that.
     ///
     /// - Parameter count: How many times to re-subscribe.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func retry(_ count: Int) -> Signal<Value> {
@@ -97,7 +94,6 @@ extension Signal {
     ///   - delay: The wait before the first retry; not negative.
     ///   - backoff: What each wait is multiplied by for the next; at least 1 (1 keeps it constant).
     ///   - shouldRetry: Called with each error on the home thread; false forwards it at once.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func retry(

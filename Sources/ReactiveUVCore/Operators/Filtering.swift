@@ -6,7 +6,6 @@ extension Signal {
     /// Sends only the values that pass `isIncluded` (RAC's `-filter:`).
     ///
     /// - Parameter isIncluded: Called with each value on the home thread; true keeps it.
-    /// - Returns: The filtered signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -50,7 +49,6 @@ extension Signal {
     /// `take(0)` (or a negative count) completes at once without subscribing to the source.
     ///
     /// - Parameter count: How many values to let through.
-    /// - Returns: The shortened signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -78,7 +76,6 @@ extension Signal {
     /// Keeps at most `count` values per subscription. An error is forwarded and the kept values dropped.
     ///
     /// - Parameter count: How many of the last values to send; 0 or less sends none.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -105,7 +102,6 @@ extension Signal {
     /// Drops the first `count` values (RAC's `-skip:`).
     ///
     /// - Parameter count: How many values to drop.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -125,7 +121,6 @@ extension Signal {
     /// Sends values while `predicate` holds; the first value that fails it completes the signal (RAC's `-takeWhileBlock:`).
     ///
     /// - Parameter predicate: Called with each value until it returns false.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -153,7 +148,6 @@ extension Signal {
     /// Drops values while `predicate` holds, then sends every value from the first that fails it (RAC's `-skipWhileBlock:`).
     ///
     /// - Parameter predicate: Called with each value until it returns false.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -176,7 +170,6 @@ extension Signal {
     /// subscribing to this signal. An error from the trigger is ignored, as in RAC.
     ///
     /// - Parameter trigger: The signal whose first value or completion ends this one.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func take<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
@@ -202,7 +195,6 @@ extension Signal {
     /// (values stay dropped). This signal's error and completion are forwarded at any time.
     ///
     /// - Parameter trigger: The signal whose first value or completion opens the gate.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func skip<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
@@ -229,7 +221,6 @@ extension Signal where Value: Equatable {
     /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter value: The value to drop.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -242,8 +233,6 @@ extension Signal where Value: Equatable {
     /// The first value is always sent. `==` runs on the home thread, so it may not be isolated
     /// to an actor (`SendableMetatype`).
     ///
-    /// - Returns: The signal.
-    ///
     /// Thread rule: safe from any thread.
     @inlinable
     public func distinctUntilChanged() -> Signal<Value> where Value: SendableMetatype {
@@ -255,7 +244,6 @@ extension Signal {
     /// Drops each value that `isEquivalent` says equals the one sent just before it.
     ///
     /// - Parameter isEquivalent: Compares the previous sent value with the new one.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable

@@ -20,7 +20,6 @@ extension Signal {
     ///
     /// - Parameter makeBinding: Called once per subscription; returns the binding
     ///   `(value, &stop) -> Signal<U>?`.
-    /// - Returns: The bound signal.
     ///
     /// Thread rule: safe from any thread; the binding runs on the subscription's home thread.
     public func bind<U>(_ makeBinding: @escaping @Sendable () -> (Value, inout Bool) -> Signal<U>?) -> Signal<U> {
@@ -55,7 +54,6 @@ extension Signal {
     /// - Parameters:
     ///   - maxConcurrent: How many inner signals may run at once; 0 (or less) means no limit.
     ///   - transform: Makes the inner signal for a value.
-    /// - Returns: The flattened signal.
     ///
     /// Thread rule: safe from any thread.
     public func flatMap<U>(maxConcurrent: Int, _ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
@@ -88,7 +86,6 @@ extension Signal {
     /// Completes when this signal and every inner have completed; an error from any ends it.
     ///
     /// - Parameter maxConcurrent: How many inner signals may run at once; 0 (the default) means no limit.
-    /// - Returns: The flattened signal.
     ///
     /// Thread rule: safe from any thread.
     public func flatten<U>(maxConcurrent: Int = 0) -> Signal<U> where Value == Signal<U> {
@@ -99,8 +96,6 @@ extension Signal {
     ///
     /// The next inner signal is subscribed only when the previous one completed.
     ///
-    /// - Returns: The concatenated signal.
-    ///
     /// Thread rule: safe from any thread.
     public func concat<U>() -> Signal<U> where Value == Signal<U> {
         flattening(maxConcurrent: 1) { $0 }.debugNamed("[\(name)] -concat")
@@ -109,8 +104,6 @@ extension Signal {
     /// Sends the events of the latest signal this signal sent, disposing the previous one (RAC's `-switchToLatest`).
     ///
     /// Completes when this signal and the latest inner have completed; an error from either ends it.
-    ///
-    /// - Returns: The switching signal.
     ///
     /// Thread rule: safe from any thread.
     public func switchToLatest<U>() -> Signal<U> where Value == Signal<U> {

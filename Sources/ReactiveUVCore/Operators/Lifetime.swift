@@ -91,7 +91,6 @@ extension Signal {
     /// Combine: `prefix(untilOutputFrom:)`.
     ///
     /// - Parameter lifetime: The lifetime that bounds the subscription.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func take(during lifetime: Lifetime) -> Signal<Value> {

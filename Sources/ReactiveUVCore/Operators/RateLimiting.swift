@@ -19,7 +19,6 @@ extension Signal {
     ///   - interval: The window: at most one value is sent per `interval`; must be positive.
     ///   - latest: Whether the newest value of a window is sent at its end (true) or dropped (false).
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The rate-limited signal.
     ///
     /// Thread rule: safe from any thread.
     public func throttle(_ interval: Duration, latest: Bool, on scheduler: Scheduler? = nil) -> Signal<Value> {

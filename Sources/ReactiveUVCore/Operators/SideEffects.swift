@@ -7,7 +7,6 @@ extension Signal {
     /// Runs `action` with each value before passing it on (RAC's `-doNext:`).
     ///
     /// - Parameter action: Called with each value.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -23,7 +22,6 @@ extension Signal {
     /// Runs `action` with the error before passing it on (RAC's `-doError:`).
     ///
     /// - Parameter action: Called with the error.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -39,7 +37,6 @@ extension Signal {
     /// Runs `action` on completion before passing it on (RAC's `-doCompleted:`).
     ///
     /// - Parameter action: Called on completion.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -73,7 +70,6 @@ extension Signal {
     /// Not run when the subscription is disposed without a terminal event (as in RAC).
     ///
     /// - Parameter action: Called once on error or completion.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -90,8 +86,6 @@ extension Signal {
     ///
     /// A source that completes synchronously does not grow the stack (a trampoline), but keeps
     /// the home thread busy: pair it with `take` or a trigger.
-    ///
-    /// - Returns: The repeating signal.
     ///
     /// Thread rule: safe from any thread.
     public func `repeat`() -> Signal<Value> {

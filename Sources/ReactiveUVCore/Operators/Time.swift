@@ -18,7 +18,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The quiet time a value must survive; negative counts as zero.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The debounced signal.
     ///
     /// Thread rule: safe from any thread.
     public func throttle(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -40,7 +39,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The quiet time a value must survive; must be positive.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The debounced signal.
     ///
     /// Thread rule: safe from any thread.
     public func debounce(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -61,7 +59,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The delay; negative counts as zero.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The delayed signal.
     ///
     /// Thread rule: safe from any thread.
     public func delay(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -84,7 +81,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The time allowed; zero or negative times out on the next turn of the scheduler.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func timeout(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -108,7 +104,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The longest quiet time allowed; must be positive.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func timeout(idle interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {

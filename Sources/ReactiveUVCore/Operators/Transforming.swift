@@ -64,7 +64,6 @@ extension Signal {
     /// The constant is `Sendable`: every subscription sends it, possibly on several loops at once.
     ///
     /// - Parameter replacement: The value sent for every value of this signal.
-    /// - Returns: The signal of constants.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -219,7 +218,6 @@ extension Signal {
     /// Sends `value` first, then this signal's events (RAC's `-startWith:`).
     ///
     /// - Parameter value: The value sent at once on subscription.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func startWith(_ value: Value) -> Signal<Value> {

@@ -9,7 +9,6 @@ public final class BehaviorSubject<Value>: Subject<Value>, @unchecked Sendable {
     /// Creates a subject whose current value is `initial`.
     ///
     /// - Parameter initial: The value sent to subscribers until another is sent.
-    /// - Returns: A behavior subject.
     ///
     /// Thread rule: safe from any thread.
     public init(initial: Value) {

@@ -92,8 +92,6 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
     /// Rx: `autoConnect()` (RxJava, which never disconnects); Combine:
     /// `autoconnect()` (which reconnects, as `refCount()` does).
     ///
-    /// - Returns: The auto-connecting signal.
-    ///
     /// Thread rule: safe from any thread.
     public func autoconnect() -> Signal<Value> {
         sharing(reconnecting: false).debugNamed("[\(source.name)] -autoconnect")
@@ -106,8 +104,6 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
     ///
     /// RAC: none (RAC 2.5's `-autoconnect` does not reconnect); Rx:
     /// `refCount()`; Combine: `autoconnect()`.
-    ///
-    /// - Returns: The reference-counted signal.
     ///
     /// Thread rule: safe from any thread.
     public func refCount() -> Signal<Value> {
@@ -158,7 +154,6 @@ extension Signal {
     /// `ReplaySubject.defaultCapacity` values by default; `replayUnbounded()` keeps all.
     ///
     /// - Parameter capacity: How many of the newest values to keep.
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replay(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {
@@ -169,8 +164,6 @@ extension Signal {
 
     /// Subscribes now and replays every value to every subscriber (RAC's `-replay`); memory grows with each value.
     ///
-    /// - Returns: The shared, replaying signal.
-    ///
     /// Thread rule: safe from any thread.
     public func replayUnbounded() -> Signal<Value> {
         let connection = multicast(ReplaySubject.unbounded())
@@ -179,8 +172,6 @@ extension Signal {
     }
 
     /// Subscribes now and replays the latest value to every subscriber (RAC's `-replayLast`).
-    ///
-    /// - Returns: The shared signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLast() -> Signal<Value> {
@@ -194,7 +185,6 @@ extension Signal {
     /// The source stays connected after subscribers leave (as in RAC), so late subscribers still get the replay.
     ///
     /// - Parameter capacity: How many of the newest values to keep.
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLazily(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {
@@ -206,8 +196,6 @@ extension Signal {
     }
 
     /// Like `replayLazily(capacity:)`, keeping every value; memory grows with each value.
-    ///
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLazilyUnbounded() -> Signal<Value> {

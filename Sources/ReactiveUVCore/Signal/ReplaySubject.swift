@@ -18,7 +18,6 @@ public final class ReplaySubject<Value>: Subject<Value>, @unchecked Sendable {
     /// A negative capacity is reported on standard error and treated as 0.
     ///
     /// - Parameter capacity: How many of the newest values to keep.
-    /// - Returns: A replay subject.
     ///
     /// Thread rule: safe from any thread.
     public init(capacity: Int) {
@@ -32,8 +31,6 @@ public final class ReplaySubject<Value>: Subject<Value>, @unchecked Sendable {
     /// A subject that replays every value it was ever sent (RAC's `[RACReplaySubject subject]`).
     ///
     /// Its memory grows with every value for as long as it lives: prefer `init(capacity:)`.
-    ///
-    /// - Returns: An unbounded replay subject.
     ///
     /// Thread rule: safe from any thread.
     public static func unbounded() -> ReplaySubject<Value> {

@@ -96,7 +96,6 @@ extension Signal {
     /// The returned disposable is added to `subscriber`'s subscription, and torn down with it.
     ///
     /// - Parameter subscriber: The subscriber to forward to.
-    /// - Returns: The forwarding subscription.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

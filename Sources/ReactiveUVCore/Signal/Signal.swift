@@ -28,7 +28,6 @@ public class Signal<Value>: @unchecked Sendable {
     /// (or nil); it is disposed when the subscriber disposes or the signal ends.
     ///
     /// - Parameter didSubscribe: Called once per subscription, on its home thread.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
@@ -53,7 +52,6 @@ public class Signal<Value>: @unchecked Sendable {
 
     /// Sets the debug name and returns the signal, for chaining.
     ///
-    /// - Parameter name: The name.
     /// - Returns: `self`.
     ///
     /// Thread rule: safe from any thread.

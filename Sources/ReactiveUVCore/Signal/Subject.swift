@@ -48,8 +48,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     /// Creates a subject with no subscribers.
     ///
-    /// - Returns: A subject.
-    ///
     /// Thread rule: safe from any thread.
     public override init() {
         replayCapacity = 0
@@ -75,8 +73,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     /// Sends a value to every current subscriber.
     ///
     /// Ignored once the subject has ended.
-    ///
-    /// - Parameter value: The value.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -208,8 +204,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     ///
     /// Ignored once the subject has ended.
     ///
-    /// - Parameter error: The error.
-    ///
     /// Thread rule: safe from any thread.
     public final func sendError(_ error: any Error) {
         terminate(.error(error))
@@ -225,8 +219,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// Sends any event (`next`, `error` or `completed`).
-    ///
-    /// - Parameter event: The event.
     ///
     /// Thread rule: safe from any thread.
     @inlinable

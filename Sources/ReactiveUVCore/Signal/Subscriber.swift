@@ -74,8 +74,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// Sends a value.
     ///
-    /// - Parameter value: The value.
-    ///
     /// Thread rule: safe from any thread.
     @inlinable
     public func sendNext(_ value: Value) {
@@ -83,8 +81,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// Sends an error, ending the subscription.
-    ///
-    /// - Parameter error: The error.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -101,8 +97,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// Sends an event.
-    ///
-    /// - Parameter event: The event.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
