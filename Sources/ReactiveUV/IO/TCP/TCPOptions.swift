@@ -29,14 +29,9 @@ public struct TCPOptions: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var limits: StreamBufferLimits {
-        get {
-            var limits = bufferLimits
-            limits.allowsHalfOpen = allowHalfOpen
-            return limits
-        }
-        set { bufferLimits = newValue }
+        get { common.limits }
+        set { common.bufferLimits = newValue }
     }
-    private var bufferLimits: StreamBufferLimits
     /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
     ///
     /// By default a connection whose peer half-closed closes itself once the
@@ -45,7 +40,7 @@ public struct TCPOptions: Sendable, Hashable {
     /// after the peer's EOF, later than that.
     ///
     /// Thread rule: safe from any thread.
-    public var allowHalfOpen: Bool
+    public var allowHalfOpen: Bool { get { common.allowHalfOpen } set { common.allowHalfOpen = newValue } }
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and reset at once
@@ -55,7 +50,7 @@ public struct TCPOptions: Sendable, Hashable {
     /// before anything is bound). A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var maxConnections: Int?
+    public var maxConnections: Int? { get { common.maxConnections } set { common.maxConnections = newValue } }
     /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
     ///
     /// Activity is a byte crossing the socket either way: data the kernel received from
@@ -71,7 +66,7 @@ public struct TCPOptions: Sendable, Hashable {
     /// longer than 2^32 ms (~49 days) counts as 2^32 ms. A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var idleTimeout: Duration?
+    public var idleTimeout: Duration? { get { common.idleTimeout } set { common.idleTimeout = newValue } }
 
     /// Creates options.
     ///
@@ -89,9 +84,12 @@ public struct TCPOptions: Sendable, Hashable {
                 maxConnections: Int? = nil, allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
         self.noDelay = noDelay
         self.keepAlive = keepAlive
-        self.bufferLimits = limits
-        self.allowHalfOpen = allowHalfOpen
-        self.maxConnections = maxConnections
-        self.idleTimeout = idleTimeout
+        common = StreamSocketOptions(bufferLimits: limits, allowHalfOpen: allowHalfOpen, maxConnections: maxConnections,
+                                     idleTimeout: idleTimeout)
     }
+
+    /// What TCP shares with Unix-domain sockets' options, read by the server (`ServerOptions`).
+    var common: StreamSocketOptions
 }
+
+extension TCPOptions: ServerOptions {}

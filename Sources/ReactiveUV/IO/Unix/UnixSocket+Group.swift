@@ -16,18 +16,11 @@ extension UnixSocket {
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
-    public static func listen(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<UnixConnection> {
-        groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
-                            drain: drain) { event, subscriber in
-            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)), on: group)")
+    public static func listen(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                              on group: EventLoopGroup, onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
+                              drain: Signal<DrainRequest>? = nil) -> Signal<UnixConnection> {
+        onGroup(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendConnection).debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)), on: group)")
     }
 
     /// Serves `path` on every loop of `group`: the group's first loop accepts, and hands each
@@ -76,38 +69,23 @@ extension UnixSocket {
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
-    public static func serve(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<Event> {
-        groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
-                            drain: drain) { event, subscriber in
-            subscriber.sendNext(event)
-        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
+    public static func serve(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                             on group: EventLoopGroup, onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
+                             drain: Signal<DrainRequest>? = nil) -> Signal<Event> {
+        onGroup(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendEvent).debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
     }
 
-    /// A signal that opens a `UnixGroupListener` (a `UnixListener` per loop) per subscription.
-    private static func groupListenerSignal<Value>(
+    /// A server on every loop of `group`: a `GroupServer` whose first loop accepts for all.
+    private static func onGroup<Value>(
         path: String, backlog: Int32?, options: UnixSocketOptions, group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)?,
-        drain: Signal<DrainRequest>?,
+        onAccepted: (@Sendable (UnixConnection) -> Void)?, drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        Signal { subscriber in
-            // The first loop binds and accepts.
-            LoopBinding.open(on: group.loops[0], for: subscriber, what: "UnixSocket.serve(on: group)") { _ in
-                let listener = UnixGroupListener(
-                    group: group, path: path, backlog: ListenBacklog(backlog), options: options, onAccepted: onAccepted,
-                    output: GroupServerOutput(subscriber, send: send))
-                // Followed first, as `TCPServer.serve(on: group)` does: a request sent on `.listening` is not lost.
-                if let drain { listener.follow(drain) }
-                listener.start()
-                return listener
-            }
+        ServerSignal.onGroup("UnixSocket.serve(on: group)", group: group, options: options, backlog: backlog,
+                             context: "UnixSocket.serve(on: group)(\(UnixSocketPath.display(path)))", onAccepted: onAccepted,
+                             drain: drain, send: send) {
+            UnixListeningSocket.startShares(of: $0, path: path)
         }
     }
 }

@@ -12,14 +12,9 @@ public struct UnixSocketOptions: Sendable, Hashable {
     ///
     /// Thread rule: safe from any thread.
     public var limits: StreamBufferLimits {
-        get {
-            var limits = bufferLimits
-            limits.allowsHalfOpen = allowHalfOpen
-            return limits
-        }
-        set { bufferLimits = newValue }
+        get { common.limits }
+        set { common.bufferLimits = newValue }
     }
-    private var bufferLimits: StreamBufferLimits
     /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
     ///
     /// By default a connection whose peer half-closed closes itself once the
@@ -28,7 +23,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// after the peer's EOF, later than that.
     ///
     /// Thread rule: safe from any thread.
-    public var allowHalfOpen: Bool
+    public var allowHalfOpen: Bool { get { common.allowHalfOpen } set { common.allowHalfOpen = newValue } }
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and closed at once (the
@@ -37,7 +32,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var maxConnections: Int?
+    public var maxConnections: Int? { get { common.maxConnections } set { common.maxConnections = newValue } }
     /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
     ///
     /// Activity is a byte crossing the socket either way: data read from the peer, or
@@ -55,7 +50,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// `EINVAL`). A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var idleTimeout: Duration?
+    public var idleTimeout: Duration? { get { common.idleTimeout } set { common.idleTimeout = newValue } }
     /// For a server on a file path: remove a socket file found at the path if nobody listens on it.
     ///
     /// A server that ended without disposing its listener (a crash, `kill
@@ -101,12 +96,15 @@ public struct UnixSocketOptions: Sendable, Hashable {
     public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
                 removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false,
                 allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
-        self.bufferLimits = limits
-        self.allowHalfOpen = allowHalfOpen
-        self.idleTimeout = idleTimeout
-        self.maxConnections = maxConnections
+        common = StreamSocketOptions(bufferLimits: limits, allowHalfOpen: allowHalfOpen, maxConnections: maxConnections,
+                                     idleTimeout: idleTimeout)
         self.removeStaleSocketFile = removeStaleSocketFile
         self.permissions = permissions
         self.ipc = ipc
     }
+
+    /// What Unix-domain sockets share with TCP's options, read by the server (`ServerOptions`).
+    var common: StreamSocketOptions
 }
+
+extension UnixSocketOptions: ServerOptions {}
