@@ -52,7 +52,7 @@ final class Listener<Socket: ListeningSocket>: LoopDisposable, @unchecked Sendab
     /// The refusal of options that cannot be served (a timeout that is not positive, a limit below 1,
     /// what the transport refuses, a backlog below 1), or nil: checked before anything is bound.
     static func refusal(of options: Socket.Options, backlog: ListenBacklog, context: String) -> UVError? {
-        let name = Socket.optionsName
+        let name = "\(Socket.Options.self)"
         return ListenerIdleCheck.refusal(of: options.common.idleTimeout, option: "\(name).idleTimeout", context: context)
             ?? ConnectionBudget.refusal(of: options.common.maxConnections, option: "\(name).maxConnections", context: context)
             ?? Socket.transportRefusal(of: options, context: context)
@@ -162,7 +162,7 @@ final class Listener<Socket: ListeningSocket>: LoopDisposable, @unchecked Sendab
     private func startIdleTimer() {
         guard let timeout = socket.options.common.idleTimeout, idleTimer == nil else { return }
         idleTimer = ListenerIdleCheck.start(
-            on: loop, timeout: timeout, option: "\(Socket.optionsName).idleTimeout",
+            on: loop, timeout: timeout, option: "\(Socket.Options.self).idleTimeout",
             marginMilliseconds: Socket.idleMarginMilliseconds,
             listener: { [weak self] in self.map { ($0.accepted, $0.socket.origin) } },
             idleMilliseconds: { Socket.idleMilliseconds(of: $0) })

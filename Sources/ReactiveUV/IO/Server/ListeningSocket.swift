@@ -21,8 +21,6 @@ protocol ListeningSocket: AnyObject, SendableMetatype {
     /// What the server was given (`TCPOptions`, `UnixSocketOptions`).
     associatedtype Options: ServerOptions
 
-    /// The options type's name, for messages ("TCPOptions").
-    static var optionsName: String { get }
     /// Added to the idle timeout before a connection counts as idle: how early `idleMilliseconds` may err.
     static var idleMarginMilliseconds: UInt64 { get }
     /// How long `connection` moved no byte, in milliseconds; nil when that cannot be read (it is kept).

@@ -11,7 +11,7 @@ import Musl
 /// the group bound for it with `SO_REUSEPORT` (TCPListeningSocket+Group.swift).
 ///
 /// Thread rule: loop thread only, except the immutable settings.
-final class TCPListeningSocket: LoopHandle, ListeningSocket {
+final class TCPListeningSocket: ListeningHandle<TCPListeningSocket>, ListeningSocket {
     /// Where the listening socket comes from.
     enum Source {
         /// Resolve the host, then bind and listen through libuv (a server on one loop).
@@ -20,14 +20,9 @@ final class TCPListeningSocket: LoopHandle, ListeningSocket {
         case descriptor(Int32, SocketAddress)
     }
 
-    static let optionsName = "TCPOptions"
     /// `TCP_INFO` counts in jiffies, up to 10 ms each.
     static let idleMarginMilliseconds: UInt64 = 10
 
-    weak var listener: Listener<TCPListeningSocket>?
-    let options: TCPOptions
-    let backlog: ListenBacklog
-    let origin: String
     let accepts = true
     private let source: Source
     /// The host lookup, while one is pending.
@@ -40,8 +35,7 @@ final class TCPListeningSocket: LoopHandle, ListeningSocket {
 
     init(loop: EventLoop, source: Source, backlog: ListenBacklog, options: TCPOptions) {
         self.source = source
-        self.backlog = backlog
-        self.options = options
+        let origin: String
         switch source {
         case .bind:
             origin = "TCPServer.listen"
@@ -50,7 +44,7 @@ final class TCPListeningSocket: LoopHandle, ListeningSocket {
             unadopted = descriptor
             address = bound
         }
-        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_TCP), options: options, backlog: backlog, origin: origin)
     }
 
     override var label: String {
@@ -127,14 +121,8 @@ final class TCPListeningSocket: LoopHandle, ListeningSocket {
     }
 
     func accept() throws(UVError) -> TCPConnection {
-        let connection = TCPConnection(loop: loop, transport: .tcp, limits: options.limits, originLabel: acceptedOrigin)
-        do throws(UVError) {
-            try connection.open()
-            try uvCheck(uv_accept(pointer(as: uv_stream_t.self), connection.uvStream), "uv_accept")
-        } catch {
-            connection.end(.closed)
-            throw error
-        }
+        let connection = try acceptPending(into: TCPConnection(loop: loop, transport: .tcp, limits: options.limits,
+                                                                originLabel: acceptedOrigin))
         connection.didConnectTCP(options: options)
         return connection
     }
@@ -167,14 +155,6 @@ final class TCPListeningSocket: LoopHandle, ListeningSocket {
         }
         sharedOrigin = origin
         return origin
-    }
-
-    override func closeForShutdown() {
-        if let listener { listener.loopDidShutDown() } else { close() }
-    }
-
-    override func didClose() {
-        listener?.socketDidClose()
     }
 
     /// How long since the connection last received or sent a byte, by the kernel's record

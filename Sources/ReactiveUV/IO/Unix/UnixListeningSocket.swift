@@ -13,15 +13,10 @@ import Musl
 /// connections handed to them.
 ///
 /// Thread rule: loop thread only, except the immutable settings.
-final class UnixListeningSocket: LoopHandle, ListeningSocket {
-    static let optionsName = "UnixSocketOptions"
+final class UnixListeningSocket: ListeningHandle<UnixListeningSocket>, ListeningSocket {
     /// A stamp is the loop time at the start of the iteration that moved the bytes, a little early.
     static let idleMarginMilliseconds: UInt64 = 2
 
-    weak var listener: Listener<UnixListeningSocket>?
-    let options: UnixSocketOptions
-    let backlog: ListenBacklog
-    let origin: String
     let context: String
     /// Whether it binds and listens (else a group's share that only homes connections).
     let accepts: Bool
@@ -47,11 +42,9 @@ final class UnixListeningSocket: LoopHandle, ListeningSocket {
          inGroup: Bool) {
         self.accepts = accepts
         self.path = path
-        self.backlog = backlog
-        self.options = options
-        origin = inGroup ? "UnixSocket.listen(on: group) on loop '\(loop.name)'" : "UnixSocket.listen"
         context = "\(what)(\(UnixSocketPath.display(path)))"
-        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE), options: options, backlog: backlog,
+                   origin: inGroup ? "UnixSocket.listen(on: group) on loop '\(loop.name)'" : "UnixSocket.listen")
     }
 
     override var label: String { "unix socket listener on \(place) from \(origin)" }
@@ -93,15 +86,7 @@ final class UnixListeningSocket: LoopHandle, ListeningSocket {
     }
 
     func accept() throws(UVError) -> UnixConnection {
-        let connection = makeConnection()
-        do throws(UVError) {
-            try connection.open()
-            try uvCheck(uv_accept(pointer(as: uv_stream_t.self), connection.uvStream), "uv_accept")
-        } catch {
-            connection.end(.closed)
-            throw error
-        }
-        return connection
+        try acceptPending(into: makeConnection())
     }
 
     /// A new connection homed here (not opened yet), its activity stamped now (its accept) when the
@@ -144,14 +129,6 @@ final class UnixListeningSocket: LoopHandle, ListeningSocket {
         // After the file: until it is gone, another server must not probe or bind the path.
         pathLock?.release()
         pathLock = nil
-    }
-
-    override func closeForShutdown() {
-        if let listener { listener.loopDidShutDown() } else { close() }
-    }
-
-    override func didClose() {
-        listener?.socketDidClose()
     }
 
     /// How long the connection moved no byte, by its loop-time stamps, counting bytes the kernel holds

@@ -11,10 +11,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// How much unflushed written data each connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.
-    public var limits: StreamBufferLimits {
-        get { common.limits }
-        set { common.bufferLimits = newValue }
-    }
+    public var limits: StreamBufferLimits { get { common.limits } set { common.bufferLimits = newValue } }
     /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
     ///
     /// By default a connection whose peer half-closed closes itself once the
