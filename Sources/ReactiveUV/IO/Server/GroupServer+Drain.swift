@@ -80,7 +80,7 @@ extension GroupServer {
     }
 
     /// Hands `request` to each share on its loop. `handled` runs once per share: on the first request
-    /// once its socket is closed (before its drain can finish), on a later one once it has run.
+    /// once its socket is closed (before its drain can finish), else once the share has run it.
     ///
     /// A loop that refuses (it shut down) has no connections left and no socket, so its share counts
     /// as drained. A share the drain does not wait for (its loop's shutdown ended it) is not asked: its
@@ -95,9 +95,15 @@ extension GroupServer {
         }
         for share in waitedFor {
             let work: @Sendable () -> Void = { [self] in
-                share.drain(request, announce: announcing ? handled.map { handled in { _ in handled() } } : nil,
-                            done: { [self] in shareDrained(share) })
-                if !announcing { handled?() }
+                // A share that stops accepting now says so before its drain can finish; one that had
+                // ended already (its loop shutting down meanwhile) says so after.
+                var told = false
+                let announce: ((Int) -> Void)? = announcing ? { _ in
+                    told = true
+                    handled?()
+                } : nil
+                share.drain(request, announce: announce, done: { [self] in shareDrained(share) })
+                if !told { handled?() }
             }
             if !run(work, on: share.loop) {
                 handled?()

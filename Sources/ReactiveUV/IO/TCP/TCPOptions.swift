@@ -50,17 +50,13 @@ public struct TCPOptions: Sendable, Hashable {
     public var maxConnections: Int? { get { common.maxConnections } set { common.maxConnections = newValue } }
     /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
     ///
-    /// Activity is a byte crossing the socket either way: data the kernel received from
-    /// the peer (read by the application or still buffered) or data it sent to the peer.
-    /// A connection whose writes wait on a peer that does not read, and which receives
-    /// nothing, is idle. The server reads the kernel's own record of the last data sent
-    /// and received (`TCP_INFO`), so traffic costs nothing extra: one timer per loop
-    /// checks the connections every quarter of the timeout, and a connection is closed
-    /// no sooner than the timeout after its last activity and at most about a quarter
-    /// later. A connection closed for idleness ends: its `bytes` fails with a `UVError`
-    /// of code `ETIMEDOUT` whose message names the idle time, and its queued writes
-    /// (if any) are dropped. Must be positive (else the server fails with `EINVAL`);
-    /// longer than 2^32 ms (~49 days) counts as 2^32 ms. A client's options ignore it.
+    /// Activity is a byte crossing the socket either way, by the kernel's own record (`TCP_INFO`):
+    /// data received (read or still buffered) or sent. A connection whose writes wait on a peer
+    /// that does not read, and which receives nothing, is idle. One timer per loop checks every
+    /// quarter of the timeout, so a connection closes between the timeout and about 1.25 times it
+    /// after its last byte: its `bytes` fails with `ETIMEDOUT` naming the idle time, and its queued
+    /// writes are dropped. Must be positive (else the server fails with `EINVAL`); past 2^32 ms
+    /// (about 49 days) counts as 2^32 ms. A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
     public var idleTimeout: Duration? { get { common.idleTimeout } set { common.idleTimeout = newValue } }

@@ -120,38 +120,25 @@ public enum TCPServer {
     /// bound to the same address with `SO_REUSEPORT`, and the kernel spreads the clients over them.
     ///
     /// Where things happen:
-    /// - Each connection is accepted by one loop and lives there: its `TCPConnection`'s
-    ///   `bytes`, sends and closing run on that loop's thread (`connection.loop`).
-    /// - `onAccepted` is called on that loop's thread with each connection, before
-    ///   `.accepted` is sent: a subscription to `connection.bytes` made there has that loop
-    ///   as its home, so each connection is served on its own loop, and the server uses
-    ///   every loop of the group (`EventLoop.current` there is `connection.loop`).
-    /// - `.accepted` and `.refused` are sent from the loop that took the connection;
-    ///   `.listening` from the group's first loop, once every loop's socket is bound and
-    ///   listening. The subscriber receives them on its home loop, as every subscriber does:
-    ///   at once when its home is the sending loop, else hopped there. So a subscriber whose
-    ///   home is one loop sees every event on that loop, `.listening` first, then the
-    ///   connections of each loop in the order that loop accepted them (no order between
-    ///   two loops); and work it starts there for a connection (such as subscribing to its
-    ///   `bytes`) runs on its home, one core, with each chunk hopped from the connection's
-    ///   loop. Start per-connection work in `onAccepted` instead.
+    /// - A connection lives on the loop that accepted it: its `bytes`, sends and closing run on
+    ///   `connection.loop`'s thread.
+    /// - `onAccepted` runs there, before `.accepted` is sent: start per-connection work in it
+    ///   (a subscription to `connection.bytes` made there is homed on that loop), so every loop
+    ///   of the group serves. Work started in the subscriber runs on the subscriber's home loop.
+    /// - `.accepted` and `.refused` come from the loop that took the connection, `.listening` from
+    ///   the first loop once every socket listens; the subscriber receives them on its home loop,
+    ///   `.listening` first, then each loop's connections in that loop's order (none between loops).
     ///
-    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s: `.listening` once with the bound
-    /// address (the port chosen when 0 was asked, the same on every loop), `maxConnections`
-    /// counted across the group (`.refused` names the count), bind errors end the signal.
-    /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
-    /// has `SO_REUSEPORT` (a second group server on the same port would otherwise take part
-    /// of the clients silently). A loop of the group that has shut down, or has been asked to
-    /// (or never started), fails the subscription with `EventLoopError.shutDown` (or
-    /// `couldNotStart`) naming it, before anything is bound: a socket bound for it would have
-    /// its queued clients reset by that shutdown.
+    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s, with `maxConnections` counted
+    /// across the group. A port any other socket listens on fails with `EADDRINUSE`, even one with
+    /// `SO_REUSEPORT` (it would take part of the clients silently). A loop that has shut down, been
+    /// asked to, or never started fails the subscription (`EventLoopError.shutDown` or
+    /// `couldNotStart`, naming it) before anything is bound.
     ///
-    /// Disposing stops every loop's listening and closes every connection the server
-    /// accepted (on each connection's loop). A loop of the group that shuts down while the
-    /// server runs ends only its share: its socket closes (Linux resets the clients queued on
-    /// it and not yet accepted), its connections end as at any loop shutdown, and new
-    /// clients go to the other loops; when the last loop has shut down the signal ends with
-    /// `EventLoopError.shutDown` naming it.
+    /// Disposing stops every loop's listening and closes every connection, each on its loop. A
+    /// loop that shuts down while the server runs ends only its share (Linux resets the clients
+    /// queued on its socket); new clients go to the other loops, and the last loop's shutdown ends
+    /// the signal with `EventLoopError.shutDown` naming it.
     ///
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve.
