@@ -1,7 +1,8 @@
 internal import CLibUV
 
-/// What the libuv listening sockets (`TCPListeningSocket`, `UnixListeningSocket`) share: the handle
-/// that owns the socket, what the server was given, and the listener it tells.
+/// libuv's side of the seam, as both libuv listening sockets (`TCPListeningSocket`,
+/// `UnixListeningSocket`) have it: the handle that owns the socket, what the server was given, the
+/// listener it tells, and taking a pending client into a connection.
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 class ListeningHandle<Socket: ListeningSocket>: LoopHandle {

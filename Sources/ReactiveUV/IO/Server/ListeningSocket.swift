@@ -12,6 +12,8 @@
 ///
 /// An implementation tells its `listener` what happened: a pending client (`acceptPending()`), that
 /// it listens (`tell(.listening(...))`), an error (`fail(_:)`), its loop's shutdown (`loopDidShutDown()`).
+/// For a group it also supplies the start that makes and starts the shares (`startShares(of:...)`,
+/// handed to `ServerSignal.onGroup`), since binding for a group is the transport's choice.
 ///
 /// Thread rule: instance members run on the socket's loop thread, except the immutable `accepts`
 /// (read by the group server from any thread); static members are safe from any thread.
