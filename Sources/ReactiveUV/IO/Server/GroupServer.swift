@@ -3,14 +3,12 @@ import Synchronization
 /// One server subscription served by a share (a `Listener`) on every loop of a group, whatever the
 /// transport.
 ///
-/// Every loop's share is kept here, in `state`: what stops the server (dispose, a share's error, a
-/// drain, the loops shutting down) reaches them all from one place. The shares count against one
-/// `ConnectionBudget`, so the connection limit holds across the group. The transport makes and starts
-/// the shares (`start(_:)`'s closure): TCP binds a `SO_REUSEPORT` socket per loop, so every share
-/// accepts; a Unix socket is bound once, and the first loop's share accepts for all and hands the
-/// connections over. Which shares accept (`ListeningSocket.accepts`) is all the rest needs to know:
-/// a loop's shutdown ends only its share, and ends the server once no share accepts any more; a drain
-/// goes to the accepting shares first (GroupServer+Drain.swift). See docs/INTERNALS.md, "Serving on a group".
+/// Every share is kept in `state`, so what stops the server (dispose, a share's error, a drain, the
+/// loops shutting down) reaches them all from one place; they count against one `ConnectionBudget`.
+/// The transport makes and starts the shares (`start(_:)`'s closure); all the rest needs to know is
+/// which of them accept (`ListeningSocket.accepts`): a loop's shutdown ends only its share, and the
+/// server once no share accepts any more, and a drain reaches the accepting shares first
+/// (GroupServer+Drain.swift). See docs/INTERNALS.md, "Serving on a group".
 ///
 /// Thread rule: `dispose()` and `isDisposed` are safe from any thread; `start(_:)` and `follow(_:)`
 /// run on the coordinator's (the group's first loop's) thread; each share's callbacks run on its own
