@@ -91,7 +91,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
     /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
-    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandleList>()
+    @exclusivity(unchecked) var openHandleList = OpenHandleList()
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
     @exclusivity(unchecked) var requests = IntrusiveList<LoopRequestList>()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).

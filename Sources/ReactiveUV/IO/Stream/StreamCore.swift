@@ -75,7 +75,7 @@ extension StreamConnectionOwner {
 ///
 /// Thread rule: every method is safe from any thread; work is done on the
 /// connection's loop (calls made there run at once, others are queued there in order).
-public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing,
+public class StreamConnection: LoopHandleOwner, StreamShutdownOwner, SingleReaderSource, FlowControlMaker, ObserverReleasing,
                                CustomStringConvertible, @unchecked Sendable {
     // Loop thread only (the public methods hop there first), except `streamKind` and `originLabel`
     // (immutable), the atomic `openState` (written on the loop, read anywhere) and `extrasSlot`
@@ -96,6 +96,9 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     // padding does not grow every connection (an idle server holds one of these per client). The
     // transport and the sixteen state bits end at 52 and `openState` at 56, so the fields end at
     // 104 bytes, a 112-byte malloc block: one more byte here would pad every stream by eight.
+    /// The connection's libuv handle, then where its life stands.
+    final let handleCell: LoopHandleCell
+    @exclusivity(unchecked) final var handleState = LoopHandleState.unopened
     /// The transport and whether it passes descriptors (immutable: read from any thread).
     final let streamKind: StreamKind
     /// The stream's flags, where its reading stands and its bulk-read state, packed (see `StreamStateBits`).
@@ -150,8 +153,17 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
             ? originLabel
             : StreamOrigin(originLabel.text, limits: limits, readChunkLimit: originLabel.readChunkLimit,
                            peerName: originLabel.peerName, tracksActivity: originLabel.tracksActivity)
-        super.init(loop: loop, byteCount: uv_handle_size(transport.handleType))
+        handleCell = LoopHandleCell(loop: loop, byteCount: uv_handle_size(transport.handleType))
     }
+
+    deinit { ownerWillDie() }
+
+    /// The loop the connection's socket lives on: its thread runs the connection's work.
+    ///
+    /// Thread rule: safe from any thread (immutable).
+    public final var loop: EventLoop { handleCell.loop }
+
+    static var closeCallback: uv_close_cb { streamCloseCallback }
 
     /// How much unflushed written data the stream holds, and when reading pauses (kept in `originLabel`).
     final var limits: StreamBufferLimits { originLabel.limits }
@@ -181,7 +193,7 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
     /// Thread rule: safe from any thread.
     public var description: String { "\(transport) connection with \(peerDescription)" }
 
-    override var label: String {
+    var label: String {
         switch transport {
         case .tcp: "tcp connection\(peerDescription == "peer" ? "" : " with \(peerDescription)") \(origin)"
         case .pipe: "unix socket connection on \(peerDescription) \(origin)"
@@ -495,16 +507,16 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         return loop.spareReadChunk
     }
 
-    override func willClose() {
+    func willClose() {
         // A close without `end` (a failed open) ended it as `.closed`.
         if openState.load(ordering: .relaxed) >= OpenState.openCode { recordEnd(.closed) }
     }
 
-    override func closeForShutdown() {
+    func closeForShutdown() {
         end(.shutDown)
     }
 
-    override func didClose() {
+    func didClose() {
         if let extras = extrasIfMade {
             // libuv called back every request before this: a batch still open had none in front of it.
             cancelBatch(extras)
@@ -522,6 +534,8 @@ public class StreamConnection: LoopHandle, StreamShutdownOwner, SingleReaderSour
         ownerLink = nil
     }
 }
+
+private let streamCloseCallback: uv_close_cb = { StreamConnection.finishClose($0) }
 
 // Both callbacks borrow the stream without a retain: `data` holds the retain
 // taken in `didOpen()`, released only in the close callback, which libuv runs
