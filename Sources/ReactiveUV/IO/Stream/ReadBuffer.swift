@@ -21,11 +21,11 @@ enum ReadBuffer {
     static let size = 65_536
 
     /// Copies `count` bytes read into `base` out into an array: the one copy a read chunk costs.
-    static func copy(_ base: UnsafeMutablePointer<CChar>?, count: Int) -> [UInt8] {
+    static func copy(_ base: UnsafeRawPointer?, count: Int) -> [UInt8] {
         guard let base, count > 0 else { return [] }
         // Half the instructions of `[UInt8](unsafeUninitializedCapacity:)`, whose allocation path
         // looks the array storage's metadata up on every call.
-        return Array(UnsafeBufferPointer(start: UnsafeRawPointer(base).assumingMemoryBound(to: UInt8.self), count: count))
+        return Array(UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: count))
     }
 }
 
@@ -37,9 +37,6 @@ let readBufferAllocate: uv_alloc_cb = { handle, _, buffer in
     let base = Unmanaged<LoopHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
     buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
 }
-
-/// libuv's `UV_EOF` as an `Int` (read callbacks report it through `nread`).
-let endOfFileCode = Int(UV_EOF.rawValue)
 
 /// Ignores `SIGPIPE` once per process: writing to a reset socket or a closed
 /// pipe must become an `EPIPE` error on the write, not kill the process.

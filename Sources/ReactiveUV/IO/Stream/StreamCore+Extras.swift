@@ -169,7 +169,7 @@ extension StreamConnection {
     /// (`StreamOrigin.tracksActivity`): the others pay one load and a branch per read or write.
     /// Loop thread only.
     private func noteActivity() {
-        extras.lastActivity = uv_now(loop.uvLoop)
+        extras.lastActivity = loop.loopTimeMilliseconds
     }
 
     /// `noteActivity()` for a stream whose origin tracks activity; one load and a branch for the others
@@ -181,7 +181,7 @@ extension StreamConnection {
 
     /// The loop time (ms) since `noteActivity()` last stamped it. Loop thread only.
     var idleMilliseconds: UInt64 {
-        let now = uv_now(loop.uvLoop)
+        let now = loop.loopTimeMilliseconds
         let last = extrasIfMade?.lastActivity ?? now
         return now > last ? now - last : 0
     }
@@ -197,10 +197,7 @@ extension StreamConnection {
     /// the timeout after them. A peer blocked on a full socket moves nothing and is idle, as a TCP
     /// peer facing a zero window is. A method, not a property: it stamps. Loop thread only.
     func idleMillisecondsCountingUnreadBytes() -> UInt64 {
-        var descriptor = uv_os_fd_t()
-        var unread: Int32 = 0
-        if uv_fileno(handle, &descriptor) == 0,
-           withUnsafeMutablePointer(to: &unread, { ioctl(descriptor, UInt(FIONREAD), $0) }) == 0 {
+        if let unread = io.unreadByteCount {
             let extras = self.extras
             if unread != extras.unreadAtLastCheck && unread > 0 { noteActivity() }
             extras.unreadAtLastCheck = unread

@@ -90,7 +90,7 @@ extension StreamConnection {
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
             request.cost = cost
-            return request.startWrite(bytes, skipping: written, to: uvStream, handingOver: true, callback: streamWriteCallback)
+            return io.write(bytes, skipping: written, with: request)
         }
         if result < 0 {
             pooled._withUnsafeGuaranteedRef { $0.reset() }
@@ -122,7 +122,7 @@ extension StreamConnection {
             extras.writePoolCount -= 1
             return writePool[extras.writePoolCount]
         }
-        return Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        return Unmanaged.passRetained(WriteRequest(loop: loop))
     }
 
     private enum TryWrite {
@@ -136,12 +136,7 @@ extension StreamConnection {
 
     /// `uv_try_write`: writes what the kernel takes now, only when nothing is queued.
     private func tryWriting(_ bytes: [UInt8]) -> TryWrite {
-        // `bytes` is not empty and at most `Int.max`; libuv's length is a size_t.
-        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
-            var slice = uv_buf_t(base: UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                                 len: buffer.count)
-            return uv_try_write(uvStream, &slice, 1)
-        }
+        let result = io.tryWrite(bytes)
         if result == UV_EAGAIN.rawValue { return .some(0) }
         if result < 0 { return .failed(UVError(code: result, context: "write to \(peerDescription)")) }
         // uv_try_write returns an int: a write larger than Int32.max is taken in parts, the rest queued.
@@ -215,17 +210,4 @@ extension StreamConnection {
         pool[extras.writePoolCount] = write
         extras.writePoolCount += 1
     }
-}
-
-/// A stream write's callback: straight to the stream, found through the request's handle.
-///
-/// The stream is borrowed without a retain: `handle.data` holds the retain
-/// taken in `didOpen()` until the close callback, and libuv calls every
-/// pending write back (`ECANCELED` once closing) before that callback runs.
-let streamWriteCallback: uv_write_cb = { request, status in
-    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamConnection.keepForReuse`).
-    let write = Unmanaged<WriteRequest>.fromOpaque(data)
-    write._withUnsafeGuaranteedRef { $0.didFinish() }
-    Unmanaged<StreamConnection>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
 }
