@@ -29,15 +29,6 @@ enum ReadBuffer {
     }
 }
 
-/// The allocation callback of every ReactiveUV stream: the loop's read buffer.
-let readBufferAllocate: uv_alloc_cb = { handle, _, buffer in
-    guard let data = handle?.pointee.data, let buffer else { return }
-    // `data` is the open LoopHandle, borrowed: it holds a retain until the close callback (see
-    // LoopHandle.didOpen), and libuv only reads from handles that are not closed.
-    let base = Unmanaged<LoopHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
-    buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
-}
-
 /// Ignores `SIGPIPE` once per process: writing to a reset socket or a closed
 /// pipe must become an `EPIPE` error on the write, not kill the process.
 let ignoreBrokenPipeSignalOnce: Void = {
