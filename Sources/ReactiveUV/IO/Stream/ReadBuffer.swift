@@ -12,8 +12,7 @@ import Musl
 /// returning; so one buffer per loop serves every connection on it, however
 /// many there are (a buffer per connection would cost 64 KiB per idle client).
 /// The loop owns it (`EventLoop.readBuffer`, allocated on first use, freed
-/// with the loop): reaching it is two loads from the handle, where a
-/// thread-local key cost a `pthread_getspecific` and a `swift_once` per read.
+/// with the loop): two loads from the handle reach it, with no thread-local lookup.
 ///
 /// Thread rule: loop threads only, each on its own loop's buffer.
 enum ReadBuffer {
@@ -23,8 +22,8 @@ enum ReadBuffer {
     /// Copies `count` bytes read into `base` out into an array: the one copy a read chunk costs.
     static func copy(_ base: UnsafeRawPointer?, count: Int) -> [UInt8] {
         guard let base, count > 0 else { return [] }
-        // Half the instructions of `[UInt8](unsafeUninitializedCapacity:)`, whose allocation path
-        // looks the array storage's metadata up on every call.
+        // Cheaper than `[UInt8](unsafeUninitializedCapacity:)`, whose allocation path looks the
+        // array storage's metadata up on every call.
         return Array(UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: count))
     }
 }
@@ -37,12 +36,12 @@ let ignoreBrokenPipeSignalOnce: Void = {
 
 extension StreamConnection {
     /// Whether the next read goes into a fresh array handed to the reader (a bulk transfer) or into the
-    /// loop's shared buffer, copied out (requests, messages). One byte, in the place of a Bool.
+    /// loop's shared buffer, copied out (requests, messages).
     ///
     /// A read that fills half a buffer turns bulk reads on. One shorter read leaves them on for one
     /// more, a second in a row turns them off: a bulk sender's writes reach the reader as full reads
-    /// and a shorter tail (a Unix-socket pump of 64 KiB writes reads 64, 36, 64, 64, 64, 28 KiB and again),
-    /// and turning bulk reads off at the tail made the next full read a 64 KiB copy, one read in eight.
+    /// with a shorter tail now and then, and turning bulk reads off at each tail would make the next
+    /// full read a copy.
     enum BulkReads: UInt8 {
         case off
         /// The last read was short: the next one is bulk, and turns them off if it is short too.

@@ -11,7 +11,7 @@ import Musl
 /// An idle server holds one `StreamConnection` per client, and most of them never queue a write,
 /// send a file, watch `writable`, wait for a graceful close, pass descriptors, send from another
 /// thread or name their addresses. Their state lives here, so an idle connection carries one
-/// empty slot for it instead of about 100 bytes of fields (issue 18's idle memory).
+/// empty slot for it instead of all these fields.
 ///
 /// Made from any thread (`StreamConnection.extras`, a compare-and-swap): the loop thread makes it on
 /// the first queued write (and for the other loop-thread uses), a sending thread on its first send

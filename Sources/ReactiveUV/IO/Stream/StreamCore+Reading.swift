@@ -223,7 +223,7 @@ extension StreamConnection {
             } else if bits.readerIsHome, count <= StreamConnection.spareChunkLimit, let base {
                 // Only for a reader on this thread: a chunk hopped to another loop is released there,
                 // and the thread sanitizer cannot see the runtime's ordering between that release
-                // and a refill here (a reader elsewhere gets a fresh array per read, as before).
+                // and a refill here (a reader elsewhere gets a fresh array per read).
                 if let reader = readers.reader { reader.deliver(smallChunk(UnsafeRawBufferPointer(start: base, count: count)), from: self, home: true) }
             } else if let reader = readers.reader {
                 reader.deliver(ReadBuffer.copy(base, count: count), from: self, home: bits.readerIsHome)

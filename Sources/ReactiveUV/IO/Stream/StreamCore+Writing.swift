@@ -2,14 +2,10 @@ internal import CLibUV
 
 // Writing: the pooled write requests, the queue's cost and its limit, backpressure and `writable`.
 extension StreamConnection {
-    /// What one queued write costs beyond its payload, counted against `StreamBufferLimits`.
-    ///
-    /// Measured: 100,000 queued 40-byte `send`s (fresh arrays, a peer that does not read)
-    /// hold 400 live heap bytes each (`mallinfo2`, the tests' `ruv_test_live_heap_bytes`): the
-    /// array's storage (32-byte header + payload, rounded by malloc to 80), the `uv_write_t`
-    /// (`uv_req_size(UV_WRITE)` 192, allocated 16-aligned) and the `WriteRequest` object around
-    /// it. 400 - 40 = 360. A send from another thread costs its hop's closure instead of the
-    /// request until the loop queues it: counted the same.
+    /// What one queued write holds beyond its payload, counted against `StreamBufferLimits`: the
+    /// array's header, the `uv_write_t` and the `WriteRequest` around it, as the live heap shows
+    /// (`StreamMemoryBoundTests`). A send from another thread holds its hop's closure instead
+    /// until the loop queues it: counted the same.
     static let perWriteOverhead = 360
 
     /// Pauses reading above the high-water mark and resumes at or below the low-water mark.

@@ -304,7 +304,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
 
     /// `EMSGSIZE` naming the size and the limit when no datagram to `address` can carry `count` bytes, else nil.
     ///
-    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload used to trap converting it to 32 bits).
+    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload would trap converting it to 32 bits).
     static func payloadSizeError(_ count: Int, to address: SocketAddress) -> UVError? {
         let limit = address.family == .ipv4 ? largestIPv4Payload : largestIPv6Payload
         guard count > limit else { return nil }
