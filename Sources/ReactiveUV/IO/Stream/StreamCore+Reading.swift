@@ -250,15 +250,10 @@ extension StreamConnection {
 
     /// Copies a small read into the loop's `spareReadChunk` and returns it, without allocating when possible.
     ///
-    /// A chunk's array is handed to the reader, which usually lets go of it
-    /// before the next read (or forwards it to a write that has finished by
-    /// then). The loop keeps a reference, and the next small read of any of
-    /// its streams refills that storage in place: Array's copy-on-write checks
-    /// that the reference is the only one and makes a new array when it is
-    /// not, so no chunk a reader still holds ever changes. A request/response
-    /// exchange of small messages then costs no allocation per read, and a
-    /// connection keeps no chunk of its own between reads (one per loop, not
-    /// up to 4 KiB per connection that once read).
+    /// The loop keeps a reference to the chunk it handed out last, and the next small read of any of
+    /// its streams refills that storage in place once the reader has let go of it (Array's
+    /// copy-on-write makes a new array otherwise, so no chunk a reader holds ever changes): small
+    /// request/response reads allocate nothing, and a connection keeps no chunk between reads.
     private func smallChunk(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         let loop = self.loop
         if bytes.count == loop.spareReadChunk.count {
