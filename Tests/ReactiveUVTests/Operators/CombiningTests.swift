@@ -5,7 +5,7 @@ import XCTest
 final class CombiningTests: XCTestCase {
     // MARK: concat
 
-    /// Seed 003: `[signal concat:signals]` where signal sends 1 and signals sends 2, 3, 6.
+    /// RAC's `[signal concat:signals]` where signal sends 1 and signals sends 2, 3, 6.
     func testSeedConcatOfOneThenTwoThreeSix() {
         let test = TestScheduler()
         let first = TestSource<Int>(events((10, .next(1)), (20, .completed)))
@@ -54,7 +54,7 @@ final class CombiningTests: XCTestCase {
 
     // MARK: zip
 
-    /// Seed 003: zipWith pairs 1...5 with A...D by index; 5 has no partner and is dropped.
+    /// RAC's zipWith pairs 1...5 with A...D by index; 5 has no partner and is dropped.
     func testSeedZipOfOneToFiveWithAToDDropsFive() {
         let numbers = Signal.from([1, 2, 3, 4, 5])
         let letters = Signal.from(["A", "B", "C", "D"])
@@ -90,7 +90,7 @@ final class CombiningTests: XCTestCase {
 
     // MARK: combineLatest
 
-    /// Seed 002: the first combination is sent only once every input has sent a value.
+    /// The first combination is sent only once every input has sent a value.
     func testSeedCombineLatestFirstEmission() {
         let test = TestScheduler()
         let a = TestSource<Int>(events((10, .next(1)), (20, .next(2)), (50, .next(3)), (60, .completed)))
@@ -101,7 +101,7 @@ final class CombiningTests: XCTestCase {
     }
 
     func testCombineLatestOfObservedValuesEmitsOnSubscription() {
-        // Seed 002's RACObserve case: inputs that send their current value at once make a value at once.
+        // RACObserve's case: inputs that send their current value at once make a value at once.
         let left = BehaviorSubject(initial: 1), right = BehaviorSubject(initial: "a")
         let test = TestScheduler()
         let recorder = test.record(Signal<Any>.combineLatest([left.map { $0 as Any }, right.map { $0 as Any }]).map { "\($0[0])\($0[1])" })

@@ -187,7 +187,7 @@ extension StreamConnection {
     }
 
     /// `idleMilliseconds` for a Unix socket, where bytes that reached the socket but were not read
-    /// count as activity too (as the kernel's record does for TCP, `TCPListener.idleMilliseconds`).
+    /// count as activity too (as the kernel's record does for TCP, `TCPListeningSocket.idleMilliseconds`).
     ///
     /// A reader that is paused, or a server that never reads a connection, reads nothing, so its
     /// stamps alone would call a peer that keeps sending idle. So each check asks the kernel how
