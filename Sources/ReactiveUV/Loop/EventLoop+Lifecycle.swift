@@ -337,8 +337,8 @@ extension EventLoop {
         shutdownObservers.fireAll()
         cancelAllTimers()
         var rounds = 0
-        while let handle = openHandleList.first, rounds < 1_000_000 {
-            handle.closeForShutdown()
+        while let owner = openHandleList.first, rounds < 1_000_000 {
+            owner.closeForShutdown()
             rounds += 1
             if openHandleList.isEmpty { runQueuedWork() }
         }

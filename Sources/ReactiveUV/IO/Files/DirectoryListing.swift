@@ -136,8 +136,8 @@ final class DirectoryListing: @unchecked Sendable {
     }
 
     /// The `String` of an entry's name (validated as UTF-8, as `String(cString:)` does, a bad byte
-    /// repaired to U+FFFD). Copied in with its length known: 88 instructions for a short name where
-    /// `String(cString:)` took 144, a third of the pool's work per entry.
+    /// repaired to U+FFFD). Copied in with its length known, which `String(cString:)` would measure
+    /// again: making names is a large share of the pool's work per entry.
     private static func makeName(_ name: UnsafePointer<CChar>) -> String {
         let length = strlen(name)
         if length == 0 { return "" }

@@ -95,8 +95,8 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
     /// Creation, where the file system records it (`statx`'s birth time), else 0.
     public var creationTime: Duration { creation.duration }
 
-    // The four times as the kernel gave them: a `Duration` is made only when one is read (making
-    // all four at once was about 100 instructions of 128-bit arithmetic on every stat).
+    // The four times as the kernel gave them: a `Duration` (128-bit arithmetic) is made only when
+    // one is read, not four on every stat.
     private let access: Timestamp
     private let modification: Timestamp
     private let statusChange: Timestamp
@@ -106,10 +106,10 @@ public struct FileInfo: Sendable, Hashable, CustomStringConvertible {
         self = withUnsafePointer(to: stat) { FileInfo($0) }
     }
 
-    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds (read in place: no copy of its 160 bytes).
+    /// The `stat` result a finished `uv_fs_stat`/`lstat`/`fstat` request holds (read in place, not copied).
     ///
-    /// Inlined, with the reading below: written straight into the caller's result (built in a
-    /// temporary and returned from a closure, the 145 bytes were copied once more per stat).
+    /// Inlined, with the reading below: written straight into the caller's result (a temporary
+    /// returned from a closure would be copied once more per stat).
     @inline(__always)
     init(statOf request: UnsafeMutablePointer<uv_fs_t>) {
         self.init(UnsafePointer(request.pointer(to: \.statbuf)!))

@@ -94,8 +94,8 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     /// Set by the first `dispose()`, and by the operation's own end (a `dispose()` after that has nothing to do).
     let disposedFlag = Atomic<Bool>(false)
     // Unchecked exclusivity: these are touched on the loop thread only, never across a call that
-    // could reach them again while one is being modified (a stat paid two dynamic checks, about 130
-    // instructions, in `end()` alone).
+    // could reach them again while one is being modified (dynamic checks would sit on every stat's
+    // path).
     @exclusivity(unchecked) private var state: State
     @exclusivity(unchecked) private var pending = PendingStep.none
     /// The pending (or last) step's call, for labels.
@@ -283,7 +283,7 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
     }
 
     // Called through the vtable, so generic: a stat's result would otherwise look up the metadata of
-    // `Event<FileInfo>` (about 300 instructions) at each send; `FileInfo` is the hot case (stat throughput).
+    // `Event<FileInfo>` at each send; `FileInfo` is the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
     override func requestFinished() {
         didFinish()
@@ -309,7 +309,7 @@ final class FileSystemOperation<Value>: FileSystemRequest, LoopDisposable, @unch
                 return
             }
             // Bound by pattern, not `unsafelyUnwrapped` (through Optional's generic accessor the closure
-            // was rewrapped in a reabstraction thunk, an allocation per call).
+            // is rewrapped in a reabstraction thunk, an allocation per call).
             guard result >= 0, let read = signal.source.singleRead else {
                 uv_fs_req_cleanup(fs)
                 endAfterState()

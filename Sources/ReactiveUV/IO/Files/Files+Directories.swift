@@ -41,11 +41,9 @@ public struct DirectoryEntry: Sendable, Hashable, CustomStringConvertible {
 extension Files {
     /// Entries read per pool job (one batch) by `list`.
     ///
-    /// 1,024: about what one `getdents` call of glibc's 32 KiB buffer brings for short names, so a
-    /// job rarely waits on a second call, and a batch delivered in one go keeps the loop for a
-    /// fraction of a millisecond. A listing holds at most two batches. With 256, each listing
-    /// paid four pool round trips per `getdents`: 100,000 entries took about 20 % longer, for C's
-    /// `uv_fs_readdir` with the same buffer too, and ours fell behind C's (BENCHMARKS.md, #15).
+    /// About what one `getdents` call of glibc's 32 KiB buffer brings for short names: a job rarely
+    /// waits on a second call, fewer make more pool round trips per call, and a batch delivered in
+    /// one go keeps the loop only briefly. A listing holds at most two batches.
     ///
     /// Thread rule: safe from any thread.
     public static let listBatchSize = 1024
