@@ -3,6 +3,7 @@
 import ReactiveUV
 import Glibc
 
+// PROGRAM-MAIN-BEGIN
 let port = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 7000
 let group = EventLoopGroup()  // one loop per core
 let server = TCPServer.serve(port: port, on: group, onAccepted: { connection in
@@ -12,3 +13,4 @@ let server = TCPServer.serve(port: port, on: group, onAccepted: { connection in
         if case .listening(let address) = event { print("listening on \(address)"); fflush(nil) }
     })
 exit(Program.run(server, shuttingDown: group))
+// PROGRAM-MAIN-END
