@@ -225,6 +225,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     /// Whether a `uv_loop_init` has succeeded in this process (libuv's one-time global setup is done).
+    /// Loops running on threads of their own, the shared loop aside (for `run()`'s note on a program waiting for nothing).
+    static let threadLoopsRunning = Atomic<Int>(0)
+
     private static let libuvGlobalsReady = Atomic<Bool>(false)
 
     /// Before the first `uv_loop_init`: libuv 1.44 aborts the process when its one-time

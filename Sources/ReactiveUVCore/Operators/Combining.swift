@@ -27,6 +27,16 @@ extension Signal {
         followed(by: next, values: nil).debugNamed("[\(name)] -then:")
     }
 
+    /// Ignores this signal's values and, once it completed, sends the events of `next` (RAC's `-then:`
+    /// given a signal): the same as `then { next }`; `next` is subscribed only then.
+    ///
+    /// - Parameter next: The signal that follows.
+    ///
+    /// Thread rule: safe from any thread.
+    public func then<U>(_ next: Signal<U>) -> Signal<U> {
+        followed(by: { next }, values: nil).debugNamed("[\(name)] -then: \(next.name)")
+    }
+
     private func followed<U>(by makeNext: @escaping @Sendable () -> Signal<U>, values: (@Sendable (Value) -> U)?) -> Signal<U> {
         operatorSignal { downstream, subscription in
             let state = OperatorState(downstream)

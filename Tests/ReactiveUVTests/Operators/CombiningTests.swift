@@ -52,6 +52,24 @@ final class CombiningTests: XCTestCase {
         assertPropagatesErrorAndDisposal("then") { $0.then { Signal<Int>.never } }
     }
 
+    /// `then` given a signal (the form RAC's `-then:` reads like) subscribes it only once the first completed.
+    func testThenWithASignalSubscribesItOnlyOnCompletion() {
+        let test = TestScheduler()
+        let subscribed = Locked(0)
+        let next = Signal<String> { subscriber in
+            subscribed.withLock { $0 += 1 }
+            subscriber.sendNext("a")
+            subscriber.sendCompleted()
+            return nil
+        }
+        let recorder = test.record(TestSource<Int>(events((10, .next(1)), (20, .completed))).signal.then(next))
+        XCTAssertEqual(subscribed.current, 0, "the signal given to then is subscribed only when the first completes")
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(a)@20", "completed@20"])
+        XCTAssertEqual(subscribed.current, 1)
+        assertPropagatesErrorAndDisposal("then(signal)") { $0.then(Signal<Int>.never) }
+    }
+
     // MARK: zip
 
     /// RAC's zipWith pairs 1...5 with A...D by index; 5 has no partner and is dropped.

@@ -153,6 +153,15 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
+    /// Queues `text` as UTF-8 (no newline is added), as `send(_:)` does bytes: nothing to subscribe to.
+    ///
+    /// - Parameter text: The text.
+    ///
+    /// Thread rule: safe from any thread.
+    public func send(_ text: String) {
+        send(Array(text.utf8))
+    }
+
     /// Queues `bytes` and calls `completion` on the writer's loop thread once they were written (nil) or failed.
     ///
     /// A small write made while earlier ones wait for the reader is copied into
