@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "timer", targets: ["timer"]),
         .executable(name: "echo", targets: ["echo"]),
         .executable(name: "echo-async", targets: ["echo-async"]),
+        .executable(name: "server", targets: ["server"]),
         .executable(name: "filewatch", targets: ["filewatch"]),
         .executable(name: "lines", targets: ["lines"]),
         .executable(name: "tail", targets: ["tail"]),
@@ -61,6 +62,7 @@ let package = Package(
         // The echo server's logic, shared by the `echo` executable and the tests.
         .target(name: "EchoServerKit", dependencies: ["ReactiveUV"], path: "samples/EchoServerKit"),
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
+        .executableTarget(name: "server", dependencies: ["ReactiveUV"], path: "samples/server"),
         .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),

@@ -1,5 +1,5 @@
 /* The cost of the idle timeout's per-connection check (docs/INTERNALS.md, "Idle timeout"): one
- * getsockopt(TCP_INFO) on a loopback TCP socket, and one ioctl(FIONREAD) on a Unix socket (stop 28).
+ * getsockopt(TCP_INFO) on a loopback TCP socket, and one ioctl(FIONREAD) on a Unix socket.
  * gcc -O2 scripts/tcp-info-cost.c -o /tmp/tcp-info-cost && /tmp/tcp-info-cost */
 #include <stdio.h>
 #include <sys/socket.h>

@@ -4,9 +4,9 @@ import ServiceLifecycle
 /// An event loop as a swift-service-lifecycle `Service`: a `ServiceGroup` keeps it
 /// running and shuts it down at graceful shutdown (SIGTERM, say) or cancellation.
 ///
-/// Importing this module gives `EventLoop` an `async throws` `run()` beside the
-/// synchronous `run()` of owner-thread loops; in async code the async one is
-/// chosen, so drive an owner-thread loop with `run()` from synchronous code.
+/// Importing this module gives `EventLoop` an `async throws` `run()` beside the synchronous one
+/// of owner-thread loops; async code picks the async one, so drive an owner-thread loop from
+/// synchronous code.
 extension EventLoop: Service {
     /// Waits, without blocking a thread, until graceful shutdown is triggered, the task is
     /// cancelled or the loop is shut down by someone else; then shuts the loop down with
@@ -19,8 +19,8 @@ extension EventLoop: Service {
     /// - An owner-thread loop (`EventLoop.onCurrentThread()`) has no thread of its
     ///   own for the service to keep: `run()` throws `EventLoopServiceError.ownerThreadLoop` at once.
     ///
-    /// A `ServiceGroup` shuts its services down in reverse order, so list the
-    /// loop before the services that use it: they stop first, the loop last.
+    /// A `ServiceGroup` shuts its services down in reverse order, so list the loop before the
+    /// services that use it.
     ///
     /// - Throws: `EventLoopServiceError`, or the `EventLoopError` of the shutdown
     ///   (`.calledOnLoopThread` from a task running on this loop, `.loopCloseFailed`).
@@ -41,9 +41,8 @@ extension EventLoopGroup: Service {
     /// cancelled or one of the loops is shut down by someone else; then shuts every loop
     /// down with `shutdownGracefully()` and returns.
     ///
-    /// A group whose loops have all shut down returns at once. List the group
-    /// before the services that use it in a `ServiceGroup` (which shuts
-    /// services down in reverse order), so it stops last.
+    /// A group whose loops have all shut down returns at once. List the group before the
+    /// services that use it in a `ServiceGroup`, so it stops last.
     ///
     /// - Throws: The first `EventLoopError` of the shutdown, after every loop was shut down
     ///   (`.couldNotStart` for a loop that never started, `.calledOnLoopThread` from a

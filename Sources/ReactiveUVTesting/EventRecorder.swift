@@ -3,8 +3,7 @@ import ReactiveUV
 
 /// Subscribes to a signal and records every event with its time and the scheduler it arrived on.
 ///
-/// Use the recorded history to assert a signal's whole behaviour (values,
-/// terminal event, and when each happened), and the `wait` methods to wait
+/// Assert a signal's whole history (values, terminal event, and when each happened), and wait
 /// for events with a deadline instead of sleeping.
 ///
 /// Thread rule: safe from any thread.
@@ -46,8 +45,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
 
     /// Subscribes to `signal` from the calling thread and starts recording.
     ///
-    /// The subscription's home is the calling thread's current scheduler
-    /// (loop or test scheduler), else `EventLoop.shared`.
+    /// The subscription's home is the calling thread's current scheduler, else `EventLoop.shared`.
     ///
     /// - Parameters:
     ///   - signal: The signal to record.
@@ -69,8 +67,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
                              event: event,
                              loopName: EventLoop.current?.name,
                              onHomeThread: home.map { $0.isCurrent } ?? (EventLoop.current === EventLoop.shared))
-        // Another thread inside a delivery means two events overlapped; the same
-        // thread nesting is a re-entrant send, which is allowed.
+        // Another thread inside a delivery means two events overlapped; nesting on the same thread
+        // is a re-entrant send, which is allowed.
         let me = pthread_self()
         lock.lock()
         if let other = state.deliveringThread, pthread_equal(other, me) == 0 { state.overlapped = true }

@@ -2,10 +2,8 @@ import Foundation
 
 /// A value behind a lock, shareable between a test's thread, loop threads and client threads.
 ///
-/// The lock is an `NSLock` (a pthread mutex the thread sanitizer understands;
-/// `Synchronization.Mutex` is invisible to it on Linux). Never call out to a
-/// subscriber or a loop from inside `withLock`: keep the body to reading or
-/// changing the value.
+/// An `NSLock`, which the thread sanitizer sees (`Synchronization.Mutex` is invisible to it on
+/// Linux). Keep `withLock`'s body to reading or changing the value: never call out from it.
 ///
 /// Thread rule: safe from any thread.
 public final class Locked<Value>: @unchecked Sendable {

@@ -23,10 +23,8 @@ public final class LoopHarness: @unchecked Sendable {
     /// The default deadline for waits.
     public let timeout: Duration
 
-    /// The deadline every wait of the testing library takes unless told otherwise: 60 seconds.
-    ///
-    /// A hang guard, not a measurement: long enough that a machine busy with other work never
-    /// reaches it when the awaited thing does happen, so a test fails only on a real hang.
+    /// The deadline every wait of the testing library takes unless told otherwise: 60 seconds, a
+    /// hang guard long enough that a busy machine never reaches it when the awaited thing happens.
     ///
     /// Thread rule: safe from any thread.
     public static let defaultTimeout: Duration = .seconds(60)

@@ -63,7 +63,6 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
 
     /// Queues `work` at the current virtual time.
     ///
-    /// - Parameter work: The work.
     /// - Returns: A disposable that cancels it.
     ///
     /// Thread rule: safe from any thread.

@@ -1,12 +1,9 @@
 import Foundation
 import ReactiveUV
 
-/// A wait that reached its deadline: the harness's name for ReactiveUV's
-/// `TimeoutError`, the one timeout error the library, its operators and these
-/// waits share (so `catch let error as TimeoutError` catches all of them).
-///
-/// Its `operation` names what the test was waiting for ("3 value(s) from
-/// ticks"), `timeout` how long, and `observed` what had happened by the deadline.
+/// A wait that reached its deadline: the harness's name for `TimeoutError`, which the library,
+/// its operators and these waits share. Its `operation` names what the test waited for ("3
+/// value(s) from ticks"), `timeout` how long, and `observed` what had happened by the deadline.
 ///
 /// Thread rule: a value type; safe from any thread.
 public typealias WaitTimeout = TimeoutError
@@ -74,7 +71,7 @@ final class Notifier: @unchecked Sendable {
             let now = SchedulerInstant.now
             if now >= deadline { return check() }
             let remaining = deadline - now
-            // Bounded slices so a missed broadcast costs at most 10 ms, never a hang.
+            // Bounded slices, so a missed broadcast delays the check and never hangs it.
             let slice = min(remaining, .milliseconds(10))
             let seconds = Double(slice.components.seconds) + Double(slice.components.attoseconds) / 1e18
             _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))

@@ -95,8 +95,7 @@ final class Copier {
     /// Where the last `count` lines of the file's first `size` bytes begin: read backwards one window
     /// at a time from the end, each byte once, until enough line ends were seen (a final LF ends the
     /// last line). Windows grow from 64 KiB to 8 MiB, so a file with few line ends is scanned in few
-    /// reads while memory stays bounded (the whole file in windows that grew without limit took 1 GiB
-    /// and failed past `OpenFile.maxReadCount` on a larger file with few lines).
+    /// reads while memory stays bounded (and no read passes `OpenFile.maxReadCount`).
     func startOfLastLines(_ count: Int, of file: OpenFile, size: Int) async throws -> Int {
         if count == 0 || size == 0 { return size }
         var window = 64 << 10

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-/* Issue 18's server scenarios (connection churn, idle connections): the raw libuv C echo
+/* The server scenarios (connection churn, idle connections): the raw libuv C echo
  * server, the idle client, and readers of another process's CPU time, resident memory and
  * open descriptors, so every contender's server can run in a process of its own. */
 

@@ -112,7 +112,7 @@ case "echo":
         _ = connection.bytes.subscribeNext { connection.send($0) }
     }
 case "echo-async":
-    // As `echo`, but the server echoes from a task that prefers the loop, as the README's async
+    // As `echo`, but the server echoes from a task that prefers the loop, as the async guide's
     // echo does: `for try await chunk in connection.bytes.values { connection.send(chunk) }`.
     profileEchoOnOneLoop(count: count) { connection in
         Task(executorPreference: loop) {

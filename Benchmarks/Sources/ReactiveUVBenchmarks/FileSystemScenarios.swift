@@ -2,7 +2,7 @@ import CBaselines
 import Foundation
 import ReactiveUV
 
-/// Issue 17's file-system scenarios: stat throughput with 32 requests in flight, and listing a
+/// The file-system scenarios: stat throughput with 32 requests in flight, and listing a
 /// directory of 100,000 entries. Ours, raw libuv C and Node run interleaved, `rounds` times each;
 /// each reports its median round (the thread pool's cost swings with what else the machine runs).
 enum FileSystemScenarios {

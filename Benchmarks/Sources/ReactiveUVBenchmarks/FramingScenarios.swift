@@ -2,7 +2,7 @@ import CBaselines
 import Foundation
 import ReactiveUV
 
-/// `lines()` against a hand-written C memchr splitter over the same chunks (issue 16's framing target),
+/// `lines()` against a hand-written C memchr splitter over the same chunks (the framing target),
 /// and against the same splitter handing out an owned copy of each line, as `lines()` does.
 enum FramingScenarios {
     static let lineLength = 80

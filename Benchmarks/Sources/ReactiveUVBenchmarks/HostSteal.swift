@@ -3,11 +3,10 @@ import Foundation
 /// CPU time the hypervisor gave to others while this machine's CPUs were ready to run: "steal",
 /// the eighth figure of `/proc/stat`'s `cpu` line, in clock ticks summed over the CPUs.
 ///
-/// On a virtual machine whose host is busy, steal comes in bursts of seconds (stop 35 saw a host
-/// take a quarter of both CPUs for 15 s, then nothing). A run that meets one measures the host:
-/// `Profile stat 1000000` took 6.05 s with 4.7 s stolen, then the C child 2.03 s with none. So the
-/// stat scenario runs a contender again when the host stole more than `limit` of the machine
-/// during its run, and prints what it stole and how often it ran again, for every contender alike.
+/// On a virtual machine whose host is busy, steal comes in bursts of seconds, and a run that meets
+/// one measures the host rather than the contender. So the stat scenario runs a contender again
+/// when the host stole more than `limit` of the machine during its run, and prints what it stole
+/// and how often it ran again, for every contender alike.
 enum HostSteal {
     /// Clock ticks of steal since boot, or nil where `/proc/stat` has no such figure.
     static func ticks() -> UInt64? {

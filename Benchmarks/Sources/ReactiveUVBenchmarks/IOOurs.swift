@@ -5,7 +5,7 @@ import ReactiveUV
 /// Our side of the I/O scenarios, with the same workloads as the C baselines.
 enum IOOurs {
     /// TCP echo ping-pong: the server and the client each on a loop of their own (pinned like the C baseline).
-    /// With `async`, the server echoes as the README's async echo does: a task that prefers the server's
+    /// With `async`, the server echoes as the async guide's echo server does: a task that prefers the server's
     /// loop runs `for try await chunk in connection.bytes.values { connection.send(chunk) }`.
     static func echo(size: Int, warmup: Int, measure: Int, serverCPU: Int?, clientCPU: Int?, async: Bool = false) -> EchoFigures? {
         let serverLoop = ReactiveUV.EventLoop(name: "echo-server")

@@ -5,7 +5,7 @@ import NIOPosix
 import ReactiveUV
 import Synchronization
 
-/// Issue 18's scaling scenario: one server on one loop against the same server on two loops
+/// The scaling scenario: one server on one loop against the same server on two loops
 /// of a group, beside SwiftNIO's `MultiThreadedEventLoopGroup` and Node's `cluster`.
 ///
 /// Each contender serves 64 connections of one C client (`rawc_scaling_client`: one libuv
@@ -180,7 +180,7 @@ enum ScalingScenarios {
     /// Connections per second through our group server (an echo per connection), one C client
     /// loop keeping `inFlight` connections going: connect, 64 bytes there and back, close. The
     /// measure behind the choice of the group design (docs/INTERNALS.md, "Serving on a group");
-    /// issue 18's full churn scenario (against raw C, NIO and Node) comes later.
+    /// the churn scenario against raw C, NIO and Node is `ServerScenarios`'.
     static func churn(warmup: Int, measure: Int) -> ScenarioResult {
         let one = oursChurn(loops: 1, warmup: warmup, measure: measure)
         let two = oursChurn(loops: 2, warmup: warmup, measure: measure)

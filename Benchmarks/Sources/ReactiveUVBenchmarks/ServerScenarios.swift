@@ -1,7 +1,7 @@
 import CBaselines
 import Foundation
 
-/// Issue 18's server scenarios: connection churn (libuv's `tcp4_pound` shape) and the memory
+/// The server scenarios: connection churn (libuv's `tcp4_pound` shape) and the memory
 /// of idle connections, ours against raw libuv C, SwiftNIO and Node.
 ///
 /// Every contender's echo server runs in a process of its own (`ServeBenchServer ours|rawc|nio`,

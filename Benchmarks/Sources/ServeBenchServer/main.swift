@@ -1,4 +1,4 @@
-// The echo servers of issue 18's server scenarios (connection churn, idle connections), each
+// The echo servers of the server scenarios (connection churn, idle connections), each
 // in a process of its own so that its CPU time and resident memory are its own:
 //
 //   ServeBenchServer ours|ours-bytes|rawc|nio [--exit-at-stdin-eof]

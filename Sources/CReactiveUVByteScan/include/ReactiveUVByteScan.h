@@ -5,7 +5,7 @@
 // `split(separator:)` find their separators (`SingleByteCut` in DelimiterSplitter.swift); and the
 // copy of a short line into the storage it reuses (`Array.init(framed:reusing:)` in Framing.swift).
 //
-// Why not `memchr` once per separator: for an 80-byte line, memchr's call and setup cost as much
+// Why not `memchr` once per separator: for a short line, memchr's call and setup cost as much
 // as its search. Here the bytes are compared 64 at a time into a bit mask (AVX2 when the CPU has
 // it, else SSE2, baseline on x86-64; a portable loop elsewhere) and the mask's set bits written
 // out as offsets, so one call finds dozens of separators. Swift's SIMD types have no equivalent
@@ -42,7 +42,7 @@ long reactiveuv_find_byte(const uint8_t *bytes, long from, long count, uint8_t b
 
 /// Copies `count` bytes (0 or more) from `source` to `destination`, which do not overlap: up to 128
 /// bytes inline with SSE2 (the first and the last 16, 32 or 64 bytes, overlapping in the middle),
-/// more with `memcpy`. What `lines()` copies each line with: for an 80-byte line the call to
+/// more with `memcpy`. What `lines()` copies each line with: for a short line the call to
 /// `memcpy`, its arguments and its size dispatch cost more than the copy itself.
 static inline __attribute__((always_inline)) void reactiveuv_copy_bytes(uint8_t *destination, const uint8_t *source, long count) {
 #if defined(__SSE2__)

@@ -6,7 +6,7 @@
 // C `__thread` variables rather than pthread keys: every send on a loop thread
 // asks "which scheduler is current here?", and reading a `__thread` variable
 // inlines to a load relative to the thread pointer (%fs on x86_64), where
-// `pthread_getspecific` is a call of about 20 instructions. Each variable is
+// `pthread_getspecific` is a function call. Each variable is
 // written only by its own thread, so no synchronisation is needed. The owner of
 // a value clears it before the object can die, so the pointer is never stale.
 

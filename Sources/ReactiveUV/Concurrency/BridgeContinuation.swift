@@ -2,8 +2,7 @@
 ///
 /// Each bridge resumes its continuation exactly once: whoever resumes it takes it out of the
 /// bridge's state under the bridge's lock first. So release builds use an unsafe continuation: a
-/// checked one allocates its checker for every wait (about 1,500 loop-thread instructions per chunk
-/// of an async echo). Debug builds, where the tests and the sanitizers run, use a checked one:
+/// checked one allocates its checker for every wait. Debug builds, where the tests and the sanitizers run, use a checked one:
 /// a misuse traps there, and the thread sanitizer sees its synchronization. An unsafe continuation
 /// resumed from another thread before its task reached the await is ordered by an atomic inside
 /// the (uninstrumented) concurrency runtime, which the sanitizer cannot see: it reported the

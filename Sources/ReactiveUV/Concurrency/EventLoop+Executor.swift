@@ -53,9 +53,8 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     /// this loop) asks for nonisolated code on this loop: it runs with this loop as
     /// its task executor and no serial executor, so every nonisolated async call and
     /// every return from an `await` in that task continues inline. (Run isolated to
-    /// the loop's serial executor as well, each of them went through the loop's queue
-    /// once more: 1,339 instead of 436 instructions per awaited nonisolated call, and
-    /// eight trips through the queue per `FileSystem.stat`.) An actor's job
+    /// the loop's serial executor as well, each of them would go through the loop's
+    /// queue once more.) An actor's job
     /// (`LoopSerialExecutor`) runs isolated to the loop's serial executor with no task
     /// executor, as Swift runs actors' jobs, so actors on one loop call each other
     /// inline; a task that prefers the loop enters such an actor through the queue and

@@ -3,8 +3,7 @@ extension Signal {
     /// Subscribes with plain callbacks for the async bridges; returns the subscription.
     ///
     /// The callbacks go to the sink as they come: each bridge's callbacks capture only its own box or
-    /// channel, so none allocates a context (wrapping one `terminal` closure in an error and a
-    /// completion closure cost two allocations per await).
+    /// channel, so none allocates a context per await.
     func subscribeForValues(
         next: @escaping (Value) -> Void, error: @escaping (any Error) -> Void, completed: @escaping () -> Void
     ) -> Subscription {

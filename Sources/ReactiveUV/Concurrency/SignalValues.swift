@@ -160,18 +160,12 @@ final class ValuesIteratorLifetime<Value>: Sendable {
 /// The buffer between one subscription and one iterating task.
 ///
 /// Its methods run unspecialized for a value type from another module (the channel is internal),
-/// and there every use of a type built on `Value` looks its metadata up (about 330 instructions
-/// each). So nothing on a value's way is such a type but the buffer and the `handoff` slot: the
-/// waiting task's continuation carries nothing (a continuation of `Value?` and a `Result` of it
-/// were looked up at every wait), `takeReady` answers through an inout value. Byte chunks, what
-/// every stream, pipe and file sends, and directory entries (`FileSystem.list`) are the hot cases:
-/// the methods a value passes through are also specialized for `[UInt8]` and `DirectoryEntry`
-/// (`@_specialize`; the generic entry points dispatch to them; an async listing of 20,000 entries,
-/// `Profile async-list`, went from 135 to 57 million loop-thread instructions with it, the signal
-/// listing taking 2.5 million: what remains is the runtime's cost of one async call per entry). Per
-/// chunk of an async echo (`Profile echo-async`) that went from 28,363 loop-thread instructions to
-/// 9,080 (the signal echo: 2,659); per value of another type (`Profile async-values`), from 16,522 to
-/// 6,067 (stop 29).
+/// where every use of a type built on `Value` looks its metadata up. So nothing on a value's way
+/// is such a type but the buffer and the `handoff` slot: the waiting task's continuation carries
+/// nothing, and `takeReady` answers through an inout value. Byte chunks (every stream, pipe and
+/// file) and directory entries (`FileSystem.list`) are the hot cases: the methods a value passes
+/// through are also specialized for `[UInt8]` and `DirectoryEntry` (`@_specialize`; the generic
+/// entry points dispatch to them).
 final class ValuesChannel<Value>: @unchecked Sendable {
     // Everything mutable is in `state`, protected by `lock`; continuations are resumed after unlocking.
     private struct State {

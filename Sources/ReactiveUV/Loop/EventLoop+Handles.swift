@@ -56,8 +56,8 @@ extension EventLoop {
 
     func collectOpenHandles() -> [OpenHandle] {
         assertInEventLoop()
-        var ours: [UnsafeMutableRawPointer: LoopHandle] = [:]
-        for handle in openHandleList { ours[handle.raw] = handle }
+        var ours: [UnsafeMutableRawPointer: any LoopHandleOwner] = [:]
+        for owner in openHandleList.owners { ours[UnsafeMutableRawPointer(owner.handle)] = owner }
         var walk = HandleWalk(loop: self, ours: ours)
         withUnsafeMutablePointer(to: &walk) { pointer in
             uv_walk(uvLoop, { handle, argument in
@@ -141,7 +141,7 @@ private final class ResumeOnce<T: Sendable>: @unchecked Sendable {
 /// State for one `uv_walk` listing open handles.
 private struct HandleWalk {
     unowned(unsafe) let loop: EventLoop
-    let ours: [UnsafeMutableRawPointer: LoopHandle]
+    let ours: [UnsafeMutableRawPointer: any LoopHandleOwner]
     var found: [OpenHandle] = []
 
     mutating func visit(_ handle: UnsafeMutablePointer<uv_handle_t>) {

@@ -35,8 +35,10 @@ extension EventLoop {
         ThreadLocals.currentScheduler.set(me)
         ruv_set_current_thread_name(String(decoding: "uv-\(name)".utf8.prefix(15), as: UTF8.self))
         startMetricsProbe()
+        if !isShared { EventLoop.threadLoopsRunning.add(1, ordering: .relaxed) }
         // Returns only once the loop has closed: its own thread has nothing else to do.
         drive()
+        if !isShared { EventLoop.threadLoopsRunning.subtract(1, ordering: .relaxed) }
     }
 
     // MARK: - owner-thread loops
@@ -68,9 +70,25 @@ extension EventLoop {
         case .idle, .closeRequested, .closingHandles, .draining:
             break
         }
+        warnIfNothingToRun()
         // Time spent outside run() is neither lag nor busy time: each run starts a fresh interval.
         startMetricsProbe()
         drive()
+    }
+
+    /// Says why `run()` is about to return at once (see `nothingToRunNote`).
+    private func warnIfNothingToRun() {
+        if let note = nothingToRunNote() { reportMisuse(note) }
+    }
+
+    /// Why `run()` would return at once: nothing is scheduled on this loop while loops on threads of
+    /// their own run. The program's work lives there, and `run()` does not wait for it. Nil otherwise.
+    func nothingToRunNote() -> String? {
+        let others = EventLoop.threadLoopsRunning.load(ordering: .relaxed)
+        guard others > 0, !uvIsAlive, localQueue.isEmpty, withInbox({ $0.items.isEmpty }) else { return nil }
+        return "EventLoop '\(name)'.run() has nothing to do and returns at once, while \(others) loop(s) on threads of "
+            + "their own run: it does not wait for work on other loops. To wait for a server on a group, use "
+            + "Program.run(server, shuttingDown: group) (or server.waitUntilCompleted())"
     }
 
     /// Makes `run()` return after the current callback (owner-thread loops).
@@ -337,8 +355,8 @@ extension EventLoop {
         shutdownObservers.fireAll()
         cancelAllTimers()
         var rounds = 0
-        while let handle = openHandleList.first, rounds < 1_000_000 {
-            handle.closeForShutdown()
+        while let owner = openHandleList.first, rounds < 1_000_000 {
+            owner.closeForShutdown()
             rounds += 1
             if openHandleList.isEmpty { runQueuedWork() }
         }

@@ -27,8 +27,8 @@ import Musl
 /// Thread rule: `execute`, `schedule`, `inEventLoop`, `shutdown` are safe from any
 /// thread; the handle-level internals are loop thread only.
 public final class EventLoop: Scheduler, @unchecked Sendable {
-    // Synchronization: `inboxLock` (a spin lock: every critical section is a few
-    // instructions, never a call out) guards `inbox`, everything other threads touch.
+    // Synchronization: `inboxLock` (a spin lock: every critical section is short and never
+    // calls out) guards `inbox`, everything other threads touch.
     // Every other stored var is confined to the loop thread, or written before
     // the loop thread starts (ordered by pthread_create) and never again.
 
@@ -91,7 +91,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
     /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
-    @exclusivity(unchecked) var openHandleList = IntrusiveList<LoopHandleList>()
+    @exclusivity(unchecked) var openHandleList = OpenHandleList()
     /// Pending libuv requests (loop thread only), cancelled by shutdown.
     @exclusivity(unchecked) var requests = IntrusiveList<LoopRequestList>()
     /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
@@ -225,6 +225,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     /// Whether a `uv_loop_init` has succeeded in this process (libuv's one-time global setup is done).
+    /// Loops running on threads of their own, the shared loop aside (for `run()`'s note on a program waiting for nothing).
+    static let threadLoopsRunning = Atomic<Int>(0)
+
     private static let libuvGlobalsReady = Atomic<Bool>(false)
 
     /// Before the first `uv_loop_init`: libuv 1.44 aborts the process when its one-time

@@ -1,4 +1,9 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A fixed set of event loops, each on its own thread, handed out round robin.
 ///
@@ -14,17 +19,22 @@ public final class EventLoopGroup: Sendable {
     /// Starts `loopCount` loops.
     ///
     /// - Parameters:
-    ///   - loopCount: How many loops; values below 1 are raised to 1.
+    ///   - loopCount: How many loops (default one per online core); values below 1 are raised to 1.
     ///   - name: A prefix for the loops' names ("group-0", "group-1", ...).
     ///   - metrics: Whether each loop reports metrics (see `LoopMetrics`), each
     ///     with its own name as the `loop` dimension; nil uses `LoopMetrics.default`.
     /// - Returns: A group of running loops; call `shutdown()` when done.
     ///
     /// Thread rule: safe from any thread.
-    public init(loopCount: Int, name: String = "group", metrics: LoopMetrics? = nil) {
+    public init(loopCount: Int = EventLoopGroup.onlineCoreCount, name: String = "group", metrics: LoopMetrics? = nil) {
         let count = max(1, loopCount)
         loops = (0..<count).map { EventLoop(name: "\(name)-\($0)", metrics: metrics) }
     }
+
+    /// The number of online cores (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1): a server's loop count.
+    ///
+    /// Thread rule: safe from any thread.
+    public static var onlineCoreCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// The next loop, round robin.
     ///

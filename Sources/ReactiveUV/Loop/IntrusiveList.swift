@@ -23,10 +23,9 @@ struct IntrusiveLinks<Element: AnyObject> {
 
 /// Which links of its elements an `IntrusiveList` uses: an object can be in one list per membership.
 ///
-/// A caseless enum names each list kind: `LoopHandleList` and `LoopRequestList` (the loop's own lists,
-/// through `listLinks`), `AcceptedStreamList` (a listener's open connections, through a stream's
-/// `acceptedLinks`, beside the loop's list the same stream is in). The list calls these statically,
-/// so each kind is specialized: no key path, no witness table at run time.
+/// A caseless enum names each list kind: `LoopRequestList` (the loop's pending requests, through
+/// `listLinks`), `AcceptedStreamList` (a listener's open connections, through a stream's
+/// `acceptedLinks`). The list calls these statically, so each kind is specialized.
 protocol IntrusiveListMembership {
     associatedtype Element: AnyObject
     /// Runs `body` on `element`'s links for this kind of list.
@@ -35,9 +34,8 @@ protocol IntrusiveListMembership {
 
 /// A doubly linked list whose links live in its elements: O(1) insert and remove, no allocation.
 ///
-/// The loop keeps its open handles (`LoopHandle`) and its pending requests
-/// (`LoopRequest`) in one each, so shutdown can reach every one of them; a
-/// listener keeps its open connections in one. The list does not retain its
+/// The loop keeps its pending requests (`LoopRequest`) in one, so shutdown can reach every one
+/// of them; a listener keeps its open connections in one. The list does not retain its
 /// elements: each must be removed before it dies, and iterating while
 /// elements are removed needs a snapshot (`Array(list)`).
 ///

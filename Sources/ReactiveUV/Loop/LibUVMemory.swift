@@ -7,10 +7,8 @@ import Musl
 /// Memory for one libuv handle or request (`LoopHandle`, `LoopRequest`).
 ///
 /// Straight from `malloc`, which aligns to 16 bytes on the 64-bit Linux platforms we build for
-/// (glibc's and musl's `MALLOC_ALIGNMENT`; libuv's own allocations rely on it too). Swift's
-/// `UnsafeMutableRawPointer.allocate(byteCount:alignment:)` sends any alignment it does not
-/// treat as the default through `posix_memalign`, about 80 instructions more per allocation:
-/// a TCP connection made three of them.
+/// (glibc's and musl's `MALLOC_ALIGNMENT`; libuv's own allocations rely on it too), where
+/// `UnsafeMutableRawPointer.allocate(byteCount:alignment:)` would take the slower `posix_memalign`.
 ///
 /// Thread rule: safe from any thread.
 enum LibUVMemory {

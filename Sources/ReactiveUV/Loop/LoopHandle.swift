@@ -1,140 +1,235 @@
 internal import CLibUV
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
-/// Owns the memory of one libuv handle and keeps itself alive while libuv may touch it.
+/// One libuv handle as the object that owns it stores it: its memory and its loop. A value in
+/// the owner (`LoopHandleOwner`), beside the handle's `LoopHandleState`, as a NIO channel owns its
+/// socket: no object of its own.
 ///
 /// The life of a handle:
-/// 1. `init` allocates `uv_handle_size(type)` bytes (on any thread).
-/// 2. On the loop thread the subclass calls `uv_<type>_init`, then `didOpen()`,
-///    which stores `Unmanaged.passRetained(self)` in `handle.data` and links the
-///    handle into the loop's list of open handles.
-/// 3. `closeHandle()` calls `uv_close`; libuv calls back later and only then is the
-///    memory freed, the retain released, and `didClose()` called.
+/// 1. `init` allocates the memory (on any thread): the handle's links in the loop's list of
+///    open handles (`OpenHandleList`), then `uv_handle_size(type)` bytes for libuv.
+/// 2. On the loop thread the owner calls `uv_<type>_init`, then `didOpen()`, which stores the
+///    retained owner in `handle.data` and links the handle into `loop.openHandleList`.
+/// 3. `closeHandle()` calls `uv_close`; only in libuv's close callback is the memory freed, the
+///    retain released, and the owner's `didClose()` called.
 ///
-/// `deinit` asserts the handle was closed (or never opened): an object that
-/// dies while libuv still points into its memory is a bug we want to see.
+/// The handle families' common backend seam: a second backend keeps its own record of a handle
+/// here and answers `didOpen`, `closeHandle` and the close callback for it.
 ///
-/// Public only because the public connections (`StreamConnection` and its subclasses) are its
-/// subclasses: it is the runtime's base for objects that own a libuv handle, and has no public
-/// members for users beyond `loop`, and no public initializer.
-///
-/// Thread rule: loop thread only, except `init` and `loop` (safe from any thread).
-public class LoopHandle {
-    // Everything below is confined to `loop`'s thread once `didOpen()` ran.
-    private enum State { case unopened, open, closing, closed }
+/// Thread rule: immutable; safe from any thread (the memory is the loop thread's once opened).
+struct LoopHandleCell {
+    /// The loop the handle lives on (kept alive by the handle).
+    let loop: EventLoop
+    /// The links, then libuv's handle; freed in the close callback.
+    let memory: UnsafeMutableRawPointer
 
-    /// The loop this handle's libuv handle lives on (kept alive by the handle): for a connection,
-    /// the loop its socket lives on.
-    ///
-    /// Thread rule: safe from any thread (immutable).
-    public let loop: EventLoop
-    /// The handle memory; freed in the close callback.
-    let raw: UnsafeMutableRawPointer
-    /// This handle's place in the loop's list of open handles (`loop.openHandleList`).
-    @exclusivity(unchecked) final var listLinks = IntrusiveLinks<LoopHandle>()
-    // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
-    @exclusivity(unchecked) private var state = State.unopened
-
-    /// Allocates memory for a handle of `type`.
+    /// Memory for a handle of `byteCount` bytes on `loop`.
     init(loop: EventLoop, byteCount: Int) {
+        self.memory = LibUVMemory.allocate(OpenHandleList.linksSize + byteCount)
         self.loop = loop
-        self.raw = LibUVMemory.allocate(byteCount)
     }
 
-    /// `loop` as `EventLoop.inEventLoop` compares it (the handle keeps the loop alive).
+    /// The handle as libuv's base type.
+    var handle: UnsafeMutablePointer<uv_handle_t> {
+        (memory + OpenHandleList.linksSize).assumingMemoryBound(to: uv_handle_t.self)
+    }
+}
+
+/// Where a handle's life stands (`LoopHandleOwner.handleState`). Loop thread only.
+enum LoopHandleState: UInt8 {
+    case unopened, open, closing, closed
+}
+
+/// An object that owns one libuv handle (`handleCell`): a connection, a listener, a signal's source.
+///
+/// The loop reaches its owners through `OpenHandleList`: to close them at shutdown and to name them
+/// in `openHandles()`. Everything else is the protocol extension's, specialized for each owner.
+///
+/// Thread rule: loop thread only, except `loop`.
+protocol LoopHandleOwner: AnyObject {
+    /// The handle, stored in the owner (immutable: its loop is read without a retain).
+    var handleCell: LoopHandleCell { get }
+    /// Where the handle's life stands, stored in the owner after its `handleCell`.
+    var handleState: LoopHandleState { get set }
+    /// What created the handle, for leak reports ("timer from schedule(after: 3600s)").
+    var label: String { get }
+    /// Called once, just before `uv_close`: stop whatever the handle was doing.
+    func willClose()
+    /// Called by the loop's shutdown for a handle still open; it must leave the handle closing.
+    /// Owners behind a signal tell their subscriber the loop went away first.
+    func closeForShutdown()
+    /// Called once, after libuv released the handle: drop callbacks and captured state.
+    func didClose()
+    /// The `uv_close` callback, `finishClose(_:)` for this owner's type (a C callback is not generic).
+    static var closeCallback: uv_close_cb { get }
+}
+
+extension LoopHandleOwner {
+    /// The loop the handle lives on.
     ///
-    /// Computed, not stored: eight bytes fewer in every handle (an idle server holds one per client).
+    /// Thread rule: safe from any thread (immutable).
+    @inline(__always)
+    var loop: EventLoop { handleCell.loop }
+
+    /// `loop` as `EventLoop.inEventLoop` compares it, without a retain.
     ///
     /// Thread rule: safe from any thread.
-    final var loopIdentity: UnsafeMutableRawPointer { Unmanaged.passUnretained(loop).toOpaque() }
+    @inline(__always)
+    var loopIdentity: UnsafeMutableRawPointer { Unmanaged.passUnretained(handleCell.loop).toOpaque() }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
     ///
     /// Thread rule: safe from any thread.
-    final var onLoopThread: Bool {
-        ThreadLocals.currentLoop.value == loopIdentity
-    }
-
-    deinit {
-        assert(state == .closed || state == .unopened,
-               "a \(kind) handle was released while libuv still owned it (state \(state)): it must be closed first")
-        if state == .unopened { LibUVMemory.free(raw) }
-    }
+    @inline(__always)
+    var onLoopThread: Bool { ThreadLocals.currentLoop.value == loopIdentity }
 
     /// The handle as libuv's base type.
-    final var handle: UnsafeMutablePointer<uv_handle_t> {
-        raw.assumingMemoryBound(to: uv_handle_t.self)
-    }
+    @inline(__always)
+    var handle: UnsafeMutablePointer<uv_handle_t> { handleCell.handle }
 
     /// The handle as a concrete libuv type.
-    final func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
-        raw.assumingMemoryBound(to: T.self)
+    @inline(__always)
+    func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
+        UnsafeMutableRawPointer(handleCell.handle).assumingMemoryBound(to: T.self)
     }
 
-    /// libuv's name for this handle's type ("timer", "tcp"), once opened.
-    final var kind: String {
-        guard state != .unopened else { return "unopened" }
+    /// libuv's name for the handle's type ("timer", "tcp"), once opened.
+    var kind: String {
+        guard handleState != .unopened else { return "unopened" }
         return String(cString: uv_handle_type_name(handle.pointee.type))
     }
 
-    /// What created this handle, for leak reports ("timer from schedule(after: 3600s)").
-    var label: String { kind }
-
     /// Whether the handle is open (initialized and not yet closing).
-    final var isHandleOpen: Bool { state == .open }
+    @inline(__always)
+    var isHandleOpen: Bool { handleState == .open }
 
-    /// Marks the handle initialized: retains self in `handle.data` and registers it with the loop.
-    ///
+    /// What the owner's `deinit` calls: a handle libuv still points into must not die with its owner.
+    func ownerWillDie() {
+        assert(handleState == .closed || handleState == .unopened,
+               "\(label) was released while libuv still owned its handle (\(handleState)): it must be closed first")
+        if handleState == .unopened { LibUVMemory.free(handleCell.memory) }
+    }
+
+    /// Marks the handle initialized: retains the owner in `handle.data` and lists it with the loop.
     /// Call right after `uv_<type>_init` succeeded.
-    final func didOpen() {
+    func didOpen() {
         assertInEventLoop()
-        assert(state == .unopened, "didOpen() called twice")
+        assert(handleState == .unopened, "didOpen() called twice")
         handle.pointee.data = Unmanaged.passRetained(self).toOpaque()
-        state = .open
-        loop.openHandleList.insert(self)
+        handleState = .open
+        loop.openHandleList.insert(handleCell.memory)
     }
 
     /// Starts closing the handle; the memory is freed when libuv calls back. Idempotent.
-    final func closeHandle() {
+    func closeHandle() {
         assertInEventLoop()
-        guard state == .open else { return }
-        state = .closing
-        loop.openHandleList.remove(self)
+        guard handleState == .open else { return }
+        handleState = .closing
+        loop.openHandleList.remove(handleCell.memory)
         willClose()
-        uv_close(handle, loopHandleCloseCallback)
+        uv_close(handle, Self.closeCallback)
     }
 
-    /// Called once, just before `uv_close`: stop whatever the handle was doing.
+    /// The close callback's body: the handle is libuv's no more.
+    static func finishClose(_ handle: UnsafeMutablePointer<uv_handle_t>?) {
+        guard let data = handle?.pointee.data else { return }
+        // Balances the retain in `didOpen()`: after this the owner may die.
+        let owner = Unmanaged<Self>.fromOpaque(data).takeRetainedValue()
+        owner.handleState = .closed
+        LibUVMemory.free(owner.handleCell.memory)
+        owner.didClose()
+    }
+}
+
+/// The loop's list of open handles (`EventLoop.openHandleList`), linked through the first
+/// `linksSize` bytes of each handle's memory: any owner type, and no field for it in the owner.
+///
+/// Thread rule: confined to its loop's thread.
+struct OpenHandleList {
+    /// A handle's neighbours: the memory of the handles opened just after and just before it.
+    private struct Links {
+        var next: UnsafeMutableRawPointer?
+        var previous: UnsafeMutableRawPointer?
+    }
+
+    /// Bytes before libuv's handle; a multiple of 16, so the handle keeps malloc's alignment.
+    static let linksSize = 16
+
+    private var head: UnsafeMutableRawPointer?
+
+    init() {}
+
+    var isEmpty: Bool { head == nil }
+
+    private static func links(_ memory: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Links> {
+        memory.assumingMemoryBound(to: Links.self)
+    }
+
+    /// The owner of the handle in `memory` (its `data`, set by `didOpen()`).
+    private static func owner(_ memory: UnsafeMutableRawPointer) -> (any LoopHandleOwner)? {
+        let handle = (memory + linksSize).assumingMemoryBound(to: uv_handle_t.self)
+        guard let data = handle.pointee.data else { return nil }
+        return Unmanaged<AnyObject>.fromOpaque(data).takeUnretainedValue() as? any LoopHandleOwner
+    }
+
+    /// Links a handle (in no list) at the front.
+    mutating func insert(_ memory: UnsafeMutableRawPointer) {
+        Self.links(memory).initialize(to: Links(next: head, previous: nil))
+        if let head { Self.links(head).pointee.previous = memory }
+        head = memory
+    }
+
+    /// Unlinks a handle that is in the list.
+    mutating func remove(_ memory: UnsafeMutableRawPointer) {
+        let links = Self.links(memory).pointee
+        if let previous = links.previous { Self.links(previous).pointee.next = links.next } else { head = links.next }
+        if let next = links.next { Self.links(next).pointee.previous = links.previous }
+        Self.links(memory).pointee = Links()
+    }
+
+    /// The owner of the most recently opened handle.
+    var first: (any LoopHandleOwner)? { head.flatMap(Self.owner) }
+
+    /// Every owner, most recent first (the list must not change meanwhile).
+    var owners: [any LoopHandleOwner] {
+        var found: [any LoopHandleOwner] = []
+        var cursor = head
+        while let memory = cursor {
+            if let owner = Self.owner(memory) { found.append(owner) }
+            cursor = Self.links(memory).pointee.next
+        }
+        return found
+    }
+}
+
+/// An object that owns a handle and nothing more of it: the base of the handle sources that are
+/// not connections (listeners, a signal's handle, the inotify hub, a child process).
+///
+/// Thread rule: loop thread only, except `init` and `loop`.
+class LoopHandle: LoopHandleOwner {
+    final let handleCell: LoopHandleCell
+    // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
+    @exclusivity(unchecked) final var handleState = LoopHandleState.unopened
+
+    /// Allocates memory for a handle of `byteCount` bytes.
+    init(loop: EventLoop, byteCount: Int) {
+        handleCell = LoopHandleCell(loop: loop, byteCount: byteCount)
+    }
+
+    deinit { ownerWillDie() }
+
+    /// What created this handle, for leak reports.
+    var label: String { kind }
+
     func willClose() {}
 
-    /// Called by the loop's shutdown for a handle still open: by default just `closeHandle()`.
-    ///
-    /// Handles behind a signal override it to tell their subscriber the loop
-    /// went away (an error) before closing. It must leave the handle closed.
     func closeForShutdown() { closeHandle() }
 
-    /// Called once, after libuv released the handle: drop callbacks and captured state.
     func didClose() {}
 
-    /// The close callback's entry point.
-    fileprivate final func finishClose() {
-        state = .closed
-        LibUVMemory.free(raw)
-        didClose()
-    }
+    static var closeCallback: uv_close_cb { loopHandleCloseCallback }
 }
 
-/// The one close callback for every handle ReactiveUV opens.
-private let loopHandleCloseCallback: uv_close_cb = { handle in
-    guard let handle, let data = handle.pointee.data else { return }
-    // Balances the passRetained in didOpen(): after this the handle may die.
-    let owner = Unmanaged<LoopHandle>.fromOpaque(data).takeRetainedValue()
-    owner.finishClose()
-}
+private let loopHandleCloseCallback: uv_close_cb = { LoopHandle.finishClose($0) }
 
 /// A description of a handle that is open on a loop.
 ///
@@ -155,12 +250,5 @@ public struct OpenHandle: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         let name = label ?? "\(kind) (not opened by ReactiveUV)"
         return isActive ? "\(name) (active)" : name
-    }
-}
-
-/// The loop's list of open handles (`EventLoop.openHandleList`), through `LoopHandle.listLinks`.
-enum LoopHandleList: IntrusiveListMembership {
-    static func withLinks<Result>(of element: LoopHandle, _ body: (inout IntrusiveLinks<LoopHandle>) -> Result) -> Result {
-        body(&element.listLinks)
     }
 }

@@ -8,8 +8,7 @@ internal import CLibUV
 /// pending. So each is tracked here, mirroring `LoopHandle`:
 /// 1. `init` allocates `uv_req_size(type)` bytes (on any thread). A file-system request made on
 ///    its loop's thread takes the memory of one that ended there instead, if the loop kept one
-///    (`EventLoop.spareFSRequests`): a stat then pays no malloc and free for it (about 100
-///    instructions of the ~4,000 its loop thread runs).
+///    (`EventLoop.spareFSRequests`), so a stat pays no malloc and free.
 /// 2. On the loop thread the subclass calls `willStart()`, which stores
 ///    `Unmanaged.passRetained(self)` in `req.data` and links the request into
 ///    the loop's list of pending ones, then the `uv_*` function that starts it
@@ -24,12 +23,9 @@ internal import CLibUV
 /// handles are closed), then keeps running the loop until each one has called
 /// back; no request may start once shutdown began (`loop.acceptsNewRequests`).
 ///
-/// Write requests are not linked into the list (`tracked: false`): each one
-/// belongs to an open stream handle, which the loop's handle list already
-/// tracks, and closing that handle makes libuv call every pending write back
-/// (with `ECANCELED`) before the handle's close callback, so shutdown waits
-/// for them through the handle; cancelling does nothing for them anyway.
-/// That keeps two list updates off every write.
+/// Write requests are not linked into the list (`tracked: false`), which keeps two list updates
+/// off every write: closing their stream's handle calls each back (`ECANCELED`) before its
+/// close callback, so shutdown waits for them through the handle.
 ///
 /// Thread rule: loop thread only, except `init`.
 class LoopRequest {
@@ -65,8 +61,8 @@ class LoopRequest {
         self.loop = loop
     }
 
-    /// `init(loop:type: UV_FS)`, with what the type decides written in: the general one, out of line,
-    /// ran its switch and comparisons on every stat (inlined everywhere instead, it grew a stream's send).
+    /// `init(loop:type: UV_FS)` with what the type decides written in, so a stat runs no switch over
+    /// the type (and the general one stays out of line, off a stream's send).
     init(fileSystemOn loop: EventLoop) {
         usesPool = true
         isTracked = true

@@ -46,12 +46,12 @@ extension EventLoop {
     }
 }
 
-extension LoopHandle {
+extension LoopHandleOwner {
     /// `loop.assertInEventLoop` naming this handle ("tcp connection with 127.0.0.1:80 ...: close()").
     ///
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
-    final func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
+    func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
                                  file: StaticString = #fileID, line: UInt = #line) {
         #if DEBUG
         if !onLoopThread { loop.assertInEventLoop("\(label): \(operation())", file: file, line: line) }

@@ -2,9 +2,8 @@ import Synchronization
 
 /// Runs an action exactly once, on the first `dispose()`.
 ///
-/// The action is released right after it ran, so whatever it captured is freed.
-/// Two threads disposing at the same instant still run it once: an atomic
-/// exchange picks the winner and the loser returns at once (no lock).
+/// The action is released right after it ran, freeing what it captured. Two threads disposing
+/// at once still run it once: an atomic exchange picks the winner.
 ///
 /// Thread rule: safe from any thread; the action runs on the thread that
 /// disposes first (a subscription always disposes on its home loop).

@@ -84,12 +84,9 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         disposeChildren()
     }
 
-    /// Disposes every child, then waits for each (`Disposable.disposeAndWait()`): for a child
-    /// subscription, until a callback it is running on another thread has returned.
-    ///
-    /// All children are disposed before the first wait, so none goes on starting callbacks
-    /// while another is waited for. A compound already disposed has let go of its children and
-    /// returns at once.
+    /// Disposes every child, then waits for each (`Disposable.disposeAndWait()`). All are
+    /// disposed before the first wait, so none goes on starting callbacks meanwhile. A compound
+    /// already disposed has let go of its children and returns at once.
     ///
     /// Thread rule: safe from any task; blocks no thread.
     public func disposeAndWait() async {
@@ -118,17 +115,15 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     /// Takes the children out under the lock and disposes them outside it.
     final func disposeChildren() {
         let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]?) in
-            // `first` is nil only when there are no children (`add` and `remove` keep it so):
-            // nothing to take, and no empty array to swap in.
-            // Moved out, not copied and cleared (a retain and release each); an empty `rest`, the
-            // common case, is not touched, nor is an empty array handed out (a release more).
+            // `first` is nil only when there are no children (`add` and `remove` keep it so).
+            // Moved out, not copied, and an empty `rest` (the common case) is left untouched.
             guard let taken = first.take() else { return (nil, nil) }
             if rest.isEmpty { return (taken, nil) }
             var more: [any Disposable] = []
             swap(&more, &rest)
             return (taken, more)
         }
-        // Consumed: a child disposed through a borrowed binding was retained and released around the call.
+        // Consumed: a borrowed binding would retain and release the child around the call.
         switch consume taken {
         case .some(let child): child.dispose()
         case .none: return

@@ -1,33 +1,25 @@
 /// Something that can be torn down: a subscription, a scheduled piece of work, an open handle.
 ///
-/// `dispose()` is idempotent: the first call does the work, later calls do
-/// nothing. `isDisposed` becomes true once `dispose()` has been called.
-///
-/// `dispose()` never blocks, on any thread. For a subscription: once it has
-/// returned, no callback of that subscription *begins*; one already running
-/// on another thread may finish there. `disposeAndWait()` also waits for that
-/// callback to return, suspending the task instead of blocking a thread.
+/// `dispose()` is idempotent and never blocks, on any thread. For a subscription: once it has
+/// returned, no callback *begins*; one already running on another thread may finish there, and
+/// `disposeAndWait()` suspends (blocking no thread) until it has.
 ///
 /// Thread rule: every conformance in ReactiveUV is safe from any thread.
 public protocol Disposable: AnyObject, Sendable {
     /// Tears the resource down; later calls do nothing. Never blocks.
     ///
-    /// For a subscription: once this returns, no callback of it begins; one already
-    /// running on another thread may still be finishing (await `disposeAndWait()` to know
-    /// it has). The teardown runs on the subscription's home loop thread.
+    /// For a subscription: once this returns, no callback of it begins (one already running
+    /// elsewhere may be finishing); the teardown runs on its home loop thread.
     ///
     /// Thread rule: safe from any thread.
     func dispose()
 
-    /// Disposes, then suspends until a callback of the subscription already running on
-    /// another thread has returned. Returns at once when none runs, and when awaited from
-    /// inside one of the subscription's own callbacks (it would wait for itself).
+    /// Disposes, then suspends until a callback of the subscription already running on another
+    /// thread has returned: at once when none runs, or from inside one of its own callbacks.
     ///
-    /// It blocks no thread: the task waits for the home loop to finish the callback it is
-    /// running (a job queued behind it), or, for a callback on another thread (`deliver(on:)`),
-    /// looks again after short sleeps. Cancelling the task does not cut the wait short. The
-    /// default implementation, for disposables that run no callbacks of their own, disposes
-    /// and returns; compounds, serial and scoped disposables wait for what they hold.
+    /// It blocks no thread, and cancelling the task does not cut the wait short. Disposables
+    /// that run no callbacks dispose and return; compound, serial and scoped ones wait for what
+    /// they hold.
     ///
     /// Thread rule: safe from any task, including one on a loop's executor.
     func disposeAndWait() async

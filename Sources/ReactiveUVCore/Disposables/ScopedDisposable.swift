@@ -10,7 +10,6 @@ public final class ScopedDisposable: Disposable {
     /// Wraps `inner`, disposing it when this object is released.
     ///
     /// - Parameter inner: The disposable to own.
-    /// - Returns: The scoped wrapper.
     ///
     /// Thread rule: safe from any thread.
     public init(_ inner: any Disposable) {

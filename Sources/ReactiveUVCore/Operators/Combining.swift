@@ -1,19 +1,15 @@
 /// Operators that combine several signals into one.
 ///
-/// Each input is subscribed in a child subscription on the result's home, so
-/// the combining state is touched on one thread and needs no lock. An input
-/// delivering on another thread (after `deliver(on:)`/`subscribe(on:)`) is
-/// hopped back to the home, so the result always delivers on its home.
-/// Disposing the result disposes every input; a finished input is removed
-/// from the subscription at once.
+/// Each input is a child subscription on the result's home, where its events are handled (hopped
+/// back if the input delivers elsewhere), so the combining state needs no lock. Disposing the
+/// result disposes every input.
 extension Signal {
     /// Sends this signal's values, then, once it completed, subscribes to `next` and sends its events (RAC's `-concat:`).
     ///
-    /// `next` is subscribed only after this signal completed (seed 003). An
-    /// error from this signal ends the result and `next` is never subscribed.
+    /// `next` is subscribed only after this signal completed; an error from this signal ends
+    /// the result and `next` is never subscribed.
     ///
     /// - Parameter next: The signal that follows.
-    /// - Returns: The concatenation.
     ///
     /// Thread rule: safe from any thread.
     public func concat(_ next: Signal<Value>) -> Signal<Value> {
@@ -25,11 +21,20 @@ extension Signal {
     /// `next` is called only when this signal completes. An error from this signal is forwarded.
     ///
     /// - Parameter next: Makes the signal that follows.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func then<U>(_ next: @escaping @Sendable () -> Signal<U>) -> Signal<U> {
         followed(by: next, values: nil).debugNamed("[\(name)] -then:")
+    }
+
+    /// Ignores this signal's values and, once it completed, sends the events of `next` (RAC's `-then:`
+    /// given a signal): the same as `then { next }`; `next` is subscribed only then.
+    ///
+    /// - Parameter next: The signal that follows.
+    ///
+    /// Thread rule: safe from any thread.
+    public func then<U>(_ next: Signal<U>) -> Signal<U> {
+        followed(by: { next }, values: nil).debugNamed("[\(name)] -then: \(next.name)")
     }
 
     private func followed<U>(by makeNext: @escaping @Sendable () -> Signal<U>, values: (@Sendable (Value) -> U)?) -> Signal<U> {
@@ -57,10 +62,9 @@ extension Signal {
 
     /// Pairs this signal's values with `other`'s by index (RAC's `-zipWith:`).
     ///
-    /// The n-th value of each side make the n-th pair, so values wait for
-    /// their partner. The result completes as soon as one side has completed
-    /// and has no value left waiting: an unpaired value of the other side is
-    /// dropped (seed 003: zipping 1...5 with A...D drops 5). An error from
+    /// The n-th values of both sides make the n-th pair, so values wait for their partner. The
+    /// result completes as soon as one side has completed with no value left waiting; the other
+    /// side's unpaired values are dropped (zipping 1...5 with A...D drops 5). An error from
     /// either side ends the result.
     ///
     /// - Parameter other: The other side.
@@ -75,11 +79,9 @@ extension Signal {
 
     /// Combines the latest value of this signal and of `other` (RAC's `-combineLatestWith:`).
     ///
-    /// The first pair is sent once both sides have sent a value (seed 002);
-    /// after that, every value of either side sends a new pair. Completes when
-    /// both sides have completed, or as soon as one side completes without
-    /// ever sending a value (no pair can be made then). An error from either
-    /// side ends the result.
+    /// The first pair is sent once both sides have sent a value; after that, every value of
+    /// either side sends a new pair. Completes when both have completed, or as soon as one
+    /// completes without a value. An error from either side ends the result.
     ///
     /// - Parameter other: The other side.
     /// - Returns: A signal of pairs.
@@ -96,7 +98,6 @@ extension Signal {
     /// Completes when both have completed; an error from either ends the result.
     ///
     /// - Parameter other: The other signal.
-    /// - Returns: The merged signal.
     ///
     /// Thread rule: safe from any thread.
     public func merge(with other: Signal<Value>) -> Signal<Value> {
@@ -105,10 +106,9 @@ extension Signal {
 
     /// Pairs each signal's values by index (RAC's `+zip:`).
     ///
-    /// The n-th value of every input make the n-th array. Completes as soon as
-    /// one input has completed with no value left waiting; the other inputs'
-    /// unpaired values are dropped. An error from any input ends the result.
-    /// No inputs: completes at once.
+    /// The n-th values of every input make the n-th array. Completes as soon as one input has
+    /// completed with no value left waiting; unpaired values are dropped. An error from any
+    /// input ends the result. No inputs: completes at once.
     ///
     /// - Parameter signals: The inputs, in order.
     /// - Returns: A signal of arrays, one element per input.
@@ -120,11 +120,10 @@ extension Signal {
 
     /// Combines the latest value of every signal (RAC's `+combineLatest:`).
     ///
-    /// The first array is sent once every input has sent a value (seed 002);
-    /// after that, every value of any input sends a new array. Completes when
-    /// every input has completed, or as soon as one completes without ever
-    /// sending a value. An error from any input ends the result. No inputs:
-    /// completes at once.
+    /// The first array is sent once every input has sent a value; after that, every value of
+    /// any input sends a new array. Completes when every input has completed, or as soon as one
+    /// completes without a value. An error from any input ends the result. No inputs: completes
+    /// at once.
     ///
     /// - Parameter signals: The inputs, in order.
     /// - Returns: A signal of arrays, one element per input.
@@ -159,7 +158,6 @@ extension Signal {
     /// Completes when all have completed; an error from any ends the result. No inputs: completes at once.
     ///
     /// - Parameter signals: The inputs.
-    /// - Returns: The merged signal.
     ///
     /// Thread rule: safe from any thread.
     public static func merge(_ signals: [Signal<Value>]) -> Signal<Value> {
@@ -188,12 +186,10 @@ extension Signal {
 
     /// Sends this signal's latest value each time `sampler` sends a value (RAC's `-sample:`).
     ///
-    /// Nothing is sent for a sampler value that comes before this signal's
-    /// first value. The result ends when either signal ends (an error from
-    /// either is forwarded; completion of either completes it).
+    /// Nothing is sent for a sampler value before this signal's first value. The result ends
+    /// when either signal ends, with its error or completion.
     ///
     /// - Parameter sampler: The signal whose values trigger a sample.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func sample<Trigger>(_ sampler: Signal<Trigger>) -> Signal<Value> {
@@ -228,11 +224,9 @@ extension Signal {
 extension Signal {
     /// Pairs each value of this signal with the latest value of `other`.
     ///
-    /// `other` is subscribed first, so a value it sends at once is there for
-    /// this signal's first value. A value of this signal that comes before
-    /// `other` has sent one is dropped. `other`'s values alone send nothing,
-    /// and its completion only freezes its latest value; an error from either
-    /// signal ends the result. The result completes when this signal does.
+    /// `other` is subscribed first, so a value it sends at once is there for this signal's first.
+    /// A value that comes before `other` sent one is dropped; `other`'s completion only freezes its
+    /// latest value. An error from either ends the result; it completes when this signal does.
     ///
     /// RAC: none (`-combineLatestWith:` then `-sample:` comes close;
     /// ReactiveSwift: `withLatest(from:)`); Rx: `withLatestFrom`; Combine:
@@ -351,7 +345,7 @@ private final class ZipState<Value>: IndexedInputsState<Value> {
         }
     }
 
-    /// Seed 003's rule: done once some input has completed and has nothing left to pair.
+    /// Done once some input has completed and has nothing left to pair.
     private func completeIfExhausted() {
         for i in queues.indices where completed[i] && queues[i].isEmpty {
             finish(.completed)

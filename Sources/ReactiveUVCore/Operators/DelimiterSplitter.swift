@@ -7,10 +7,8 @@ import Musl
 
 /// A piece of a byte stream that a framer found, handed to the operator to send.
 ///
-/// `borrowed` points into the chunk being fed (or the framer's own buffer) and
-/// is valid only during the call; `owned` is an array the framer gives away.
-/// Borrowing lets a line that lies inside one chunk become its `[UInt8]` (or
-/// its `String`) with one allocation, the line's own.
+/// `borrowed` points into the chunk being fed (or the framer's own buffer) and is valid only
+/// during the call, so a piece is made straight from the chunk; `owned` is an array given away.
 enum FramedBytes {
     case borrowed(UnsafeBufferPointer<UInt8>)
     case owned([UInt8])
@@ -28,11 +26,9 @@ enum FramerStep<Output> {
 
 /// The work of one framing operator for one subscription: chunks in, pieces out, one at a time.
 ///
-/// The operator (`FramingDriver`) asks for the next piece in the chunk being
-/// cut, from `offset`, until the framer says it needs more; then the end of the
-/// stream. The framer's state (and `offset`) has moved past a piece before the
-/// piece is sent on, so a downstream that makes the source send again
-/// (re-entrantly) finds the framer ready to go on where it stopped.
+/// `FramingDriver` asks for the next piece from `offset` until the framer needs more, then for
+/// the end. The framer moves past a piece before it is sent, so a re-entrant send finds it
+/// ready to go on.
 protocol ByteFramer {
     /// The next piece in `chunk` from `offset` (moved past what was used), or `.needMore` once the chunk is used up.
     ///
@@ -44,33 +40,23 @@ protocol ByteFramer {
     mutating func finish<Output: FramedOutput>() -> Result<Output?, FramingError>
     /// Frees the buffered bytes (the stream ended, or failed).
     mutating func releaseBuffer()
-    /// When the framer cuts at one byte and holds no unfinished piece: how to find the pieces that
-    /// lie wholly inside a chunk, so the driver cuts them in a tight loop of its own; else nil.
+    /// When the framer cuts at one byte and holds no unfinished piece: how the driver finds the
+    /// pieces wholly inside a chunk in a tight loop of its own; else nil.
     var singleByteCut: SingleByteCut? { get }
 }
 
-/// How to find the pieces that lie wholly inside a chunk and end at one separator byte (`lines`,
-/// `split(separator:)` with one byte), one after another: the separators' offsets are found many
-/// at a time (`reactiveuv_find_byte`: 64 bytes compared at once into a bit mask, its set bits
-/// written out), and each piece ends at the next one, the CR before it dropped if asked.
-///
-/// Why not `memchr` per piece: for an 80-byte line its call and setup cost as much as its search;
-/// one call here finds dozens of separators. The bytes are read once each and never past the
-/// chunk's end. The offsets are written to a buffer on the driver loop's stack (`start(at:into:)`),
-/// so the scan's state is that loop's own: a nested call (an event sent from inside a delivery)
-/// cuts with a scan of its own.
-///
-/// The framer hands it out (`ByteFramer.singleByteCut`) only while it holds no unfinished piece;
-/// the driver asks it for the pieces in order until no separator is left in the chunk, or a piece
-/// is too long, and leaves that rest to the framer's `next`, which sees the same bytes and decides.
+/// Finds, one after another, the pieces wholly inside a chunk that end at one separator byte
+/// (`lines`, one-byte `split`). The separators' offsets are found many at a time
+/// (`reactiveuv_find_byte`), since a `memchr` call per short line costs as much as its search.
+/// The offsets go to a buffer on the driver loop's stack, so a nested call scans on its own.
+/// What is left (no separator, a piece too long) goes back to the framer's `next`.
 struct SingleByteCut {
     let separator: UInt8
     /// The longest piece the framer accepts: a longer one is left to `next`, which fails the stream.
     let maxLength: Int
     let dropsCarriageReturn: Bool
-    /// `maxLength`, or less for a huge one: a piece at most this long (before its CR is dropped) is
-    /// sent at once, and any longer one is checked on the slow path, where the end of `found` is
-    /// noticed too (its sentinel is always further than this from where a piece starts).
+    /// `maxLength`, or less for a huge one: a piece at most this long is sent at once; a longer
+    /// one (or the sentinel, always further) takes the slow path.
     private let fastLimit: Int
     /// Separator offsets found and not yet cut at: `found[nextFound..<foundCount]`, each from
     /// `foundBase`, then `Self.sentinel`.
@@ -81,15 +67,12 @@ struct SingleByteCut {
     /// How far the chunk was searched: every separator before it is in `found`, or was cut at.
     private var scanned = 0
 
-    /// How many offsets the buffer of `start(at:into:)` holds, the sentinel after the last one
-    /// included: 1 KiB, on the stack (a larger temporary allocation asks the runtime whether the
-    /// stack has room, once per chunk); room for four blocks' worth, so the search goes on two
-    /// blocks at a time while fewer than 128 were found.
+    /// How many offsets the buffer of `start(at:into:)` holds, the sentinel included: small
+    /// enough that the temporary allocation stays on the stack without asking the runtime.
     static let foundCapacity = 256
 
-    /// What follows the last offset found: as far from `foundBase` as an offset can be, so a piece
-    /// that would end there is longer than `fastLimit` (a piece starts at most
-    /// `REACTIVEUV_FIND_BYTE_SPAN` after `foundBase`), and the fast path needs no count check.
+    /// What follows the last offset found: so far from `foundBase` that a piece ending there is
+    /// longer than `fastLimit`, so the fast path needs no count check.
     private static let sentinel = Int32.max
 
     init(separator: UInt8, maxLength: Int, dropsCarriageReturn: Bool) {
@@ -111,11 +94,9 @@ struct SingleByteCut {
         scanned = offset
     }
 
-    /// The next piece, from `offset` (where the one before ended, or `start(at:into:)`) to the
-    /// first separator in `base[offset..<count]`: its length (without the separator, nor a CR
-    /// before it when `dropsCarriageReturn`) and the offset after the separator; nil when no
-    /// separator lies there, or the piece is longer than `maxLength` (the framer's `next` then
-    /// decides). `base` and `count` are the same chunk's on every call.
+    /// The next piece from `offset` to the first separator: its length (without the separator,
+    /// nor a CR when `dropsCarriageReturn`) and the offset after the separator; nil when no
+    /// separator lies there or the piece is too long. The same chunk on every call.
     @inline(__always)
     mutating func piece(in base: UnsafePointer<UInt8>, from offset: Int, count: Int) -> (length: Int, next: Int)? {
         let found = self.found.unsafelyUnwrapped  // set by `start(at:into:)`
@@ -144,18 +125,15 @@ struct SingleByteCut {
 
 /// Splits a byte stream at a separator: the framer of `split(separator:maxLength:)` and `lines(maxLength:)`.
 ///
-/// Pieces that lie inside one chunk are found with `memchr` (or, for a one-byte
-/// separator with nothing pending, by the driver with `SingleByteCut`) and made
-/// into the output straight from the chunk: no intermediate copy. Only the unfinished piece
-/// at a chunk's end is copied, into `pending`, and joined with the next chunk's
-/// head. `pending` never holds more than `pendingLimit` bytes: past that, the
-/// piece is too long whatever follows, and the stream fails at once.
+/// Pieces inside one chunk are made straight from it (found with `memchr`, or by the driver
+/// with `SingleByteCut`); only the unfinished piece at a chunk's end is copied into `pending`.
+/// Past `pendingLimit` the piece is too long whatever follows, and the stream fails at once.
 struct DelimiterSplitter: ByteFramer {
     /// The bytes that end a piece; never empty.
     private let separator: [UInt8]
     /// The separator's first byte (what `memchr` looks for).
     private let separatorHead: UInt8
-    /// `separator.count`, kept so the per-piece path reads no array header.
+    /// `separator.count`, kept so the per-piece path reads no array.
     private let separatorWidth: Int
     /// The longest piece sent.
     private let maxLength: Int
@@ -167,8 +145,7 @@ struct DelimiterSplitter: ByteFramer {
     /// The unfinished piece carried from one chunk to the next.
     private var pending: [UInt8] = []
 
-    /// Pending buffers at most this large keep their storage between pieces (so a stream of pieces
-    /// that straddle chunks does not allocate twice per piece); larger ones give it back.
+    /// Pending buffers at most this large keep their storage between pieces; larger ones give it back.
     private static let keptCapacity = 4_096
 
     init(separator: [UInt8], maxLength: Int, dropsCarriageReturn: Bool) {
@@ -182,7 +159,7 @@ struct DelimiterSplitter: ByteFramer {
         self.pendingLimit = maxLength > Int.max - slack ? Int.max : maxLength + slack
     }
 
-    @inline(__always)  // into the driver's loop: the per-piece path is a few instructions around `memchr`
+    @inline(__always)  // into the driver's loop
     mutating func next<Output: FramedOutput>(
         in chunk: UnsafeBufferPointer<UInt8>, at offset: inout Int, reusing spare: inout Output?
     ) -> FramerStep<Output> {
@@ -261,8 +238,7 @@ struct DelimiterSplitter: ByteFramer {
 
     /// The offset of the first separator in `base[from..<count]`, if one lies wholly inside it.
     ///
-    /// `mutating` although it changes nothing: inlined into `next`, a non-mutating call would
-    /// copy the whole struct to the stack for every piece.
+    /// `mutating` although it changes nothing: a non-mutating call, inlined, copied the struct per piece.
     @inline(__always)
     private mutating func findSeparator(_ base: UnsafePointer<UInt8>, from: Int, count: Int) -> Int? {
         guard let found = memchr(base + from, Int32(separatorHead), count - from) else { return nil }
@@ -291,8 +267,7 @@ struct DelimiterSplitter: ByteFramer {
     /// For a separator of several bytes: how many of its bytes open `chunk` (from `offset`) when the
     /// rest of it ends `pending` (the earliest such separator), or nil.
     ///
-    /// `pending` holds no whole separator (it would have ended a piece), so a separator that
-    /// starts in it comes before any that lies in the chunk.
+    /// `pending` holds no whole separator, so one that starts in it comes before any in the chunk.
     private func separatorStraddling(into chunk: UnsafeBufferPointer<UInt8>, at offset: Int) -> Int? {
         let width = separatorWidth
         guard width > 1 else { return nil }

@@ -6,18 +6,16 @@ import Musl
 
 /// Operators that recover from errors: `catch`, `catchTo`, `retry`, `retry(upTo:delay:backoff:while:)`.
 ///
-/// Re-subscription (here and in `repeat()`) goes through a trampoline: a
-/// source that fails synchronously while it is being subscribed is
-/// re-subscribed by the loop that subscribed it, not from inside its own
-/// error callback, so a million synchronous failures use constant stack.
+/// Re-subscription (here and in `repeat()`) goes through a trampoline: a source that fails
+/// while being subscribed is re-subscribed by the loop that subscribed it, not from inside its
+/// error callback, so synchronous failures use constant stack.
 extension Signal {
     /// On error, switches to the signal `handler` makes from the error (RAC's `-catch:`).
     ///
-    /// Values sent before the error are kept; the failed subscription is
-    /// disposed before the replacement is subscribed.
+    /// Values sent before the error are kept; the failed subscription is disposed before the
+    /// replacement is subscribed.
     ///
     /// - Parameter handler: Makes the replacement signal, on the home thread.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func `catch`(_ handler: @escaping @Sendable (any Error) -> Signal<Value>) -> Signal<Value> {
@@ -46,7 +44,6 @@ extension Signal {
     /// On error, switches to `replacement` (RAC's `-catchTo:`).
     ///
     /// - Parameter replacement: The signal subscribed after an error.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func catchTo(_ replacement: Signal<Value>) -> Signal<Value> {
@@ -59,7 +56,6 @@ extension Signal {
     /// Unlike RAC, 0 does not mean "forever": use `retry()` for that.
     ///
     /// - Parameter count: How many times to re-subscribe.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func retry(_ count: Int) -> Signal<Value> {
@@ -77,16 +73,12 @@ extension Signal {
 
     /// Re-subscribes after an error, at most `count` times, after a delay that grows by `backoff`, while `shouldRetry` says yes.
     ///
-    /// The n-th retry (from 0) waits `delay × backoff^n` on the subscription's
-    /// home (virtual time on a `TestScheduler`): with `delay: .seconds(1),
-    /// backoff: 2` the waits are 1, 2, 4, 8... seconds (capped at about 292
-    /// years, so no wait overflows). A zero delay re-subscribes at once, on a
-    /// trampoline (a source that fails synchronously uses constant stack).
-    /// An error that `shouldRetry` rejects, or the error after the last retry,
-    /// is forwarded. Values from every attempt are forwarded. Disposing
-    /// during a wait cancels it. A negative `count` or `delay`, or a `backoff`
-    /// below 1 (or not finite), ends the signal at once with a `UVError`
-    /// (`EINVAL`).
+    /// The n-th retry (from 0) waits `delay × backoff^n` on the home's clock (virtual time on a
+    /// `TestScheduler`): with `delay: .seconds(1), backoff: 2`, 1, 2, 4, 8... seconds, capped so
+    /// no wait overflows. A zero delay re-subscribes at once. An error that `shouldRetry` rejects,
+    /// or the one after the last retry, is forwarded; so are the values of every attempt.
+    /// Disposing during a wait cancels it. A negative `count` or `delay`, or a `backoff` below 1
+    /// (or not finite), ends the signal at once with a `UVError` (`EINVAL`).
     ///
     /// ```swift
     /// // Up to 5 retries, 100 ms apart and doubling, but a missing file is final.
@@ -102,7 +94,6 @@ extension Signal {
     ///   - delay: The wait before the first retry; not negative.
     ///   - backoff: What each wait is multiplied by for the next; at least 1 (1 keeps it constant).
     ///   - shouldRetry: Called with each error on the home thread; false forwards it at once.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func retry(
@@ -153,8 +144,8 @@ final class ResubscribeState<Value>: OperatorState<Value> {
         super.init(downstream)
     }
 
-    /// Subscribes the source; when called from inside a subscription in progress
-    /// (a synchronous failure), only asks the trampoline to go round again.
+    /// Subscribes the source; from inside a subscription in progress (a synchronous failure),
+    /// only asks the trampoline to go round again.
     func subscribeSource() {
         trampoline.run { [self] in
             if isDone { return }
@@ -213,7 +204,7 @@ struct RetryPolicy {
     let backoff: Double
     let shouldRetry: @Sendable (any Error) -> Bool
 
-    /// The longest wait: `Int64.max` nanoseconds (about 292 years), so `delay × backoff^n` never overflows.
+    /// The longest wait, `Int64.max` nanoseconds, so `delay × backoff^n` never overflows.
     static let longestWaitNanoseconds = Double(Int64.max)
 
     /// The wait before retry number `retry` (from 0): `delay × backoff^retry`, capped.
@@ -221,15 +212,14 @@ struct RetryPolicy {
         let (seconds, attoseconds) = delay.components
         let base = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
         let grown = Swift.min(base * pow(backoff, Double(retry)), Self.longestWaitNanoseconds)
-        // `grown` is finite and at most Int64.max (as a Double, which rounds up to 2^63: hence the check).
+        // As a Double, Int64.max rounds up to 2^63, which would not convert: hence the check.
         return .nanoseconds(grown >= Self.longestWaitNanoseconds ? Int64.max : Int64(grown))
     }
 }
 
 /// The state of one `retry(upTo:delay:backoff:while:)` subscription: the retries made, the wait's timer, the trampoline.
 ///
-/// Its scheduler is the subscription's home, so it can be the root: every
-/// event, the timer and teardown run on that one thread.
+/// Its scheduler is the home, so it can be the root: events, timer and teardown share a thread.
 private final class DelayedRetryState<Value>: TimedState<Value, Value>, @unchecked Sendable {
     // Home thread only (the timer's scheduler is the home).
     private let source: Signal<Value>

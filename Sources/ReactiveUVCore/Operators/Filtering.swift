@@ -1,14 +1,11 @@
 /// Operators that let some values through and drop others, or end the signal early.
 ///
-/// The one-input ones are fused (`lift`; `filter` uses `fuse`, which also passes
-/// values along as plain values): no lock and no allocation per value.
-/// `take(until:)` and `skip(until:)` subscribe their trigger in a child
-/// subscription on the same home.
+/// The one-input ones are fused, with no lock; `take(until:)` and `skip(until:)` subscribe their
+/// trigger as a child subscription on the same home.
 extension Signal {
     /// Sends only the values that pass `isIncluded` (RAC's `-filter:`).
     ///
     /// - Parameter isIncluded: Called with each value on the home thread; true keeps it.
-    /// - Returns: The filtered signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -52,7 +49,6 @@ extension Signal {
     /// `take(0)` (or a negative count) completes at once without subscribing to the source.
     ///
     /// - Parameter count: How many values to let through.
-    /// - Returns: The shortened signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -80,7 +76,6 @@ extension Signal {
     /// Keeps at most `count` values per subscription. An error is forwarded and the kept values dropped.
     ///
     /// - Parameter count: How many of the last values to send; 0 or less sends none.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -107,7 +102,6 @@ extension Signal {
     /// Drops the first `count` values (RAC's `-skip:`).
     ///
     /// - Parameter count: How many values to drop.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -127,7 +121,6 @@ extension Signal {
     /// Sends values while `predicate` holds; the first value that fails it completes the signal (RAC's `-takeWhileBlock:`).
     ///
     /// - Parameter predicate: Called with each value until it returns false.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -155,7 +148,6 @@ extension Signal {
     /// Drops values while `predicate` holds, then sends every value from the first that fails it (RAC's `-skipWhileBlock:`).
     ///
     /// - Parameter predicate: Called with each value until it returns false.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -174,13 +166,10 @@ extension Signal {
 
     /// Sends values until `trigger` sends a value or completes, then completes (RAC's `-takeUntil:`).
     ///
-    /// The trigger is subscribed first, so a trigger that fires at once
-    /// completes the result without subscribing to this signal. An error from
-    /// the trigger is ignored (the trigger stops; this signal continues), as in
-    /// RAC. Both are disposed when the result ends.
+    /// The trigger is subscribed first, so one that fires at once completes the result without
+    /// subscribing to this signal. An error from the trigger is ignored, as in RAC.
     ///
     /// - Parameter trigger: The signal whose first value or completion ends this one.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func take<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
@@ -202,12 +191,10 @@ extension Signal {
 
     /// Drops values until `trigger` sends a value or completes, then sends every value.
     ///
-    /// The trigger is subscribed first and disposed once it fired. An error from
-    /// the trigger is ignored (values stay dropped). This signal's error and
-    /// completion are forwarded at any time.
+    /// The trigger is subscribed first and disposed once it fired; an error from it is ignored
+    /// (values stay dropped). This signal's error and completion are forwarded at any time.
     ///
     /// - Parameter trigger: The signal whose first value or completion opens the gate.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func skip<Trigger>(until trigger: Signal<Trigger>) -> Signal<Value> {
@@ -234,7 +221,6 @@ extension Signal where Value: Equatable {
     /// subscription, so this needs `Sendable` values.
     ///
     /// - Parameter value: The value to drop.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -244,10 +230,8 @@ extension Signal where Value: Equatable {
 
     /// Drops each value equal to the one sent just before it (RAC's `-distinctUntilChanged`).
     ///
-    /// The first value is always sent. `==` runs on the subscription's home
-    /// loop thread, so it may not be isolated to an actor (`SendableMetatype`).
-    ///
-    /// - Returns: The signal.
+    /// The first value is always sent. `==` runs on the home thread, so it may not be isolated
+    /// to an actor (`SendableMetatype`).
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -260,7 +244,6 @@ extension Signal {
     /// Drops each value that `isEquivalent` says equals the one sent just before it.
     ///
     /// - Parameter isEquivalent: Compares the previous sent value with the new one.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     @inlinable

@@ -1,15 +1,13 @@
 /// Operators that turn values into signals and flatten them: `bind`, `flatMap`,
 /// `flatten(maxConcurrent:)`, `concat()`, `switchToLatest()`.
 ///
-/// The outer signal and every inner signal are subscribed in child
-/// subscriptions on the result's home; a finished inner is removed from the
-/// subscription at once, so a long-lived flatMap does not grow. Inner
-/// signals that complete synchronously are drained in a loop, not by
-/// recursion, so a long run of them uses constant stack.
+/// The outer and inner signals are child subscriptions on the result's home; a finished inner
+/// is removed at once, so a long-lived flatMap does not grow. Inners that complete synchronously
+/// are drained in a loop, not by recursion, so the stack stays flat.
 extension Signal {
     /// RAC's `-bind:`, the primitive the other flattening operators are built on.
     ///
-    /// The six rules (seeds 000 and 003):
+    /// The six rules:
     /// 1. subscribing the result subscribes this signal (and calls `makeBinding` once, for this subscription);
     /// 2. each value is transformed by the binding into a signal;
     /// 3. that signal is subscribed at once and its values are forwarded;
@@ -22,7 +20,6 @@ extension Signal {
     ///
     /// - Parameter makeBinding: Called once per subscription; returns the binding
     ///   `(value, &stop) -> Signal<U>?`.
-    /// - Returns: The bound signal.
     ///
     /// Thread rule: safe from any thread; the binding runs on the subscription's home thread.
     public func bind<U>(_ makeBinding: @escaping @Sendable () -> (Value, inout Bool) -> Signal<U>?) -> Signal<U> {
@@ -41,8 +38,8 @@ extension Signal {
 
     /// Maps each value to a signal and merges their values (RAC's `-flattenMap:`).
     ///
-    /// Every inner signal runs at once, concurrently; the result completes when
-    /// this signal and every inner signal have completed. An error from any ends it.
+    /// Every inner signal runs at once; the result completes when this signal and every inner
+    /// have completed. An error from any ends it.
     ///
     /// - Parameter transform: Makes the inner signal for a value.
     /// - Returns: The merged signal of inner values.
@@ -57,7 +54,6 @@ extension Signal {
     /// - Parameters:
     ///   - maxConcurrent: How many inner signals may run at once; 0 (or less) means no limit.
     ///   - transform: Makes the inner signal for a value.
-    /// - Returns: The flattened signal.
     ///
     /// Thread rule: safe from any thread.
     public func flatMap<U>(maxConcurrent: Int, _ transform: @escaping @Sendable (Value) -> Signal<U>) -> Signal<U> {
@@ -86,12 +82,10 @@ extension Signal {
 extension Signal {
     /// Merges the signals this signal sends, at most `maxConcurrent` at a time (RAC's `-flatten:`).
     ///
-    /// Inner signals beyond the limit wait in a queue, in arrival order, and
-    /// start as running ones complete. Completes when this signal and every
-    /// inner signal have completed; an error from any ends the result.
+    /// Inner signals beyond the limit wait in arrival order and start as running ones complete.
+    /// Completes when this signal and every inner have completed; an error from any ends it.
     ///
     /// - Parameter maxConcurrent: How many inner signals may run at once; 0 (the default) means no limit.
-    /// - Returns: The flattened signal.
     ///
     /// Thread rule: safe from any thread.
     public func flatten<U>(maxConcurrent: Int = 0) -> Signal<U> where Value == Signal<U> {
@@ -102,8 +96,6 @@ extension Signal {
     ///
     /// The next inner signal is subscribed only when the previous one completed.
     ///
-    /// - Returns: The concatenated signal.
-    ///
     /// Thread rule: safe from any thread.
     public func concat<U>() -> Signal<U> where Value == Signal<U> {
         flattening(maxConcurrent: 1) { $0 }.debugNamed("[\(name)] -concat")
@@ -111,10 +103,7 @@ extension Signal {
 
     /// Sends the events of the latest signal this signal sent, disposing the previous one (RAC's `-switchToLatest`).
     ///
-    /// Completes when this signal has completed and the latest inner signal
-    /// has completed; an error from either ends the result.
-    ///
-    /// - Returns: The switching signal.
+    /// Completes when this signal and the latest inner have completed; an error from either ends it.
     ///
     /// Thread rule: safe from any thread.
     public func switchToLatest<U>() -> Signal<U> where Value == Signal<U> {
@@ -184,8 +173,7 @@ final class FlattenState<Inner>: OperatorState<Inner> {
     }
 
     private func drain() {
-        // Inners that complete synchronously call back in here; the loop below picks up
-        // the next one instead of recursing, so the stack stays flat.
+        // Inners that complete synchronously call back in here: the loop picks up the next instead.
         if draining { return }
         draining = true
         while !isDone, maxConcurrent == 0 || running < maxConcurrent, let next = queued.popFirst() {

@@ -13,20 +13,13 @@ import CReactiveUVByteScan
 ///     .utf8Lines()
 /// ```
 ///
-/// All are fused (`fuse`): one piece of state per subscription on its home
-/// thread, no lock, and the source's subscription is the operator's, so
-/// disposal reaches the source and a source that can pause (a TCP
-/// connection) can still be paused by the consumer (`values`). The work is in
-/// a framer per operator (`DelimiterSplitter`, `LengthPrefixDecoder`) that
-/// `FramingDriver` feeds; a piece that lies inside one chunk costs at most one
-/// allocation, the piece's own: none for a `String` line of up to 15 bytes, and
-/// none for a `[UInt8]` piece written into the storage of the one sent before,
-/// which the subscriber let go of.
+/// All are fused: their state lives on the home thread with no lock, and they share the
+/// source's subscription, so disposal reaches the source and a consumer can still pause it.
+/// Each has a framer (`DelimiterSplitter`, `LengthPrefixDecoder`) that `FramingDriver` feeds.
 ///
-/// Every operator bounds its memory: a piece longer than `maxLength` ends the
-/// signal with a `FramingError` as soon as the bytes prove it, and the source is
-/// disposed. A `maxLength` that is not positive (or an empty separator) ends
-/// the signal at once with a `UVError` (`EINVAL`), without subscribing.
+/// Every operator bounds its memory: a piece longer than `maxLength` ends the signal with a
+/// `FramingError` as soon as the bytes prove it, and the source is disposed. A `maxLength` that
+/// is not positive (or an empty separator) ends the signal at once with a `UVError` (`EINVAL`).
 extension Signal where Value == [UInt8] {
     /// The default `maxLength` of `lines` and `split`: 64 KiB.
     ///
@@ -40,21 +33,15 @@ extension Signal where Value == [UInt8] {
 
     /// Splits the bytes into lines, each sent without its terminator.
     ///
-    /// A line ends at LF; a CR right before the LF is removed too (CRLF). A
-    /// final line without LF is sent when the signal completes (its CR, if it
-    /// ends with one, removed as well); an empty final piece is not a line, so
-    /// `"a\n"` is one line and `"a\n\n"` two (the second empty). A terminator
-    /// split across chunks (`"\r"` | `"\n"`) is handled.
+    /// A line ends at LF; a CR right before it is removed too (CRLF), also across chunks. A final
+    /// line without LF is sent at completion; an empty final piece is not a line, so `"a\n"` is
+    /// one line and `"a\n\n"` two (the second empty).
     ///
-    /// A line longer than `maxLength` bytes (terminator not counted) ends the
-    /// signal with `FramingError.lineTooLong(limit:)` as soon as that many bytes
-    /// arrived without an LF, and disposes the source: a peer that never sends
-    /// a newline costs at most about `maxLength` bytes. The lines before it are
-    /// sent. Lines are bytes: use `utf8Lines(maxLength:)` for `String`s.
+    /// A line longer than `maxLength` bytes (terminator not counted) ends the signal with
+    /// `FramingError.lineTooLong(limit:)` as soon as that many bytes arrived without an LF, after
+    /// the lines before it, and disposes the source. Use `utf8Lines(maxLength:)` for `String`s.
     ///
-    /// Each line is an array of its own; a subscriber that lets go of a line
-    /// (does not keep it past its `next`) lets the next line of about its
-    /// length reuse its storage, so such a pipeline allocates nothing per line.
+    /// A subscriber that does not keep a line past its `next` lets the next line reuse its storage.
     ///
     /// RAC, Rx, Combine: none (Foundation: `AsyncSequence.lines`; NIO: `LineBasedFrameDecoder`).
     ///
@@ -69,10 +56,8 @@ extension Signal where Value == [UInt8] {
 
     /// `lines(maxLength:)` decoded as UTF-8: each line as a `String`.
     ///
-    /// Bytes that are not valid UTF-8 become U+FFFD (the replacement
-    /// character), as `String(decoding:as:)` does: a peer sending garbage gets
-    /// garbage lines, never a crash. Everything else is `lines(maxLength:)`'s
-    /// (`maxLength` counts bytes, not characters).
+    /// Invalid UTF-8 becomes U+FFFD, as `String(decoding:as:)` does, never a crash. The rest is
+    /// `lines(maxLength:)`'s (`maxLength` counts bytes).
     ///
     /// - Parameter maxLength: The longest line accepted, in bytes; must be positive.
     /// - Returns: A signal of lines as strings.
@@ -85,13 +70,9 @@ extension Signal where Value == [UInt8] {
 
     /// Splits the bytes at every occurrence of `separator`, each piece sent without it.
     ///
-    /// Every separator ends a piece, so two in a row send an empty piece; what
-    /// follows the last separator is sent at completion when it is not empty.
-    /// A separator split across chunks is found.
-    ///
-    /// A piece longer than `maxLength` bytes ends the signal with
-    /// `FramingError.lineTooLong(limit:)` as soon as the bytes prove it, and
-    /// disposes the source. `lines(maxLength:)` is this with `"\n"`, removing a CR before it.
+    /// Every separator ends a piece (two in a row send an empty one); what follows the last is
+    /// sent at completion when not empty. A piece longer than `maxLength` ends the signal with
+    /// `FramingError.lineTooLong(limit:)` and disposes the source.
     ///
     /// - Parameters:
     ///   - separator: The byte that ends a piece.
@@ -105,10 +86,9 @@ extension Signal where Value == [UInt8] {
 
     /// Splits the bytes at every occurrence of a separator of several bytes (`"\r\n\r\n"`, a NUL pair).
     ///
-    /// As `split(separator:maxLength:)` with one byte: the earliest occurrence
-    /// ends a piece, and the search goes on after it (so in `"aaa"` split at
-    /// `"aa"` the piece is `""`, then `"a"` at completion). An empty separator ends
-    /// the signal at once with a `UVError` (`EINVAL`).
+    /// The earliest occurrence ends a piece and the search goes on after it (`"aaa"` split at
+    /// `"aa"` gives `""`, then `"a"` at completion). An empty separator ends the signal at once
+    /// with a `UVError` (`EINVAL`).
     ///
     /// - Parameters:
     ///   - separator: The bytes that end a piece; not empty.
@@ -126,14 +106,11 @@ extension Signal where Value == [UInt8] {
 
     /// Cuts the bytes into length-prefixed frames, each sent as its payload (the prefix removed).
     ///
-    /// Each frame is a length in `lengthPrefix`'s width and byte order, then
-    /// that many bytes; a frame may be empty. A prefix announcing more than
-    /// `maxLength` bytes ends the signal at once with
-    /// `FramingError.frameTooLong(length:limit:)`, before anything is allocated
-    /// for it. A signal that completes inside a frame (its prefix or its
-    /// payload) ends with `FramingError.truncatedFrame(received:missing:prefixComplete:)`
-    /// instead of completing, saying how many bytes were missing. Build
-    /// frames to send with `LengthPrefix.frame(_:)`.
+    /// Each frame is a length in `lengthPrefix`'s width and byte order, then that many bytes (maybe
+    /// none). A prefix announcing more than `maxLength` ends the signal at once with
+    /// `FramingError.frameTooLong(length:limit:)`; a source that completes inside a frame ends it
+    /// with `FramingError.truncatedFrame(received:missing:prefixComplete:)`. Build frames to send
+    /// with `LengthPrefix.frame(_:)`.
     ///
     /// - Parameters:
     ///   - lengthPrefix: How the length is written (`.uint32BigEndian`, `.uint16BigEndian`, `.uint8`, ...).
@@ -171,14 +148,11 @@ extension Signal where Value == [UInt8] {
 
 /// What a framing operator sends: made from the bytes of one piece.
 protocol FramedOutput: Sendable {
-    /// Whether the driver keeps this piece, once sent, for the next piece to reuse (`spare`): only
-    /// small ones, so an idle subscription holds at most a few KiB (a 1 MiB frame is let go at once).
+    /// Whether the driver keeps this piece, once sent, for the next to reuse: only small ones, so
+    /// an idle subscription does not hold a large frame.
     var isWorthKeeping: Bool { get }
-    /// The piece made of `framed`; it may take `spare`'s storage (written in place when no one else
-    /// holds it), else lets `spare` go.
-    ///
-    /// `spare` is consumed, not `inout`: the caller's variable is known empty afterwards, so storing
-    /// the next spare into it releases nothing.
+    /// The piece made of `framed`, in `spare`'s storage when it fits. `spare` is consumed so the
+    /// caller's variable is known empty afterwards.
     init(framed: FramedBytes, reusing spare: consuming Self?)
 }
 
@@ -188,8 +162,8 @@ extension Array: FramedOutput where Element == UInt8 {
 
     var isWorthKeeping: Bool { capacity <= Self.keptCapacity }
 
-    /// Whether storage of `capacity` fits a piece of `count` bytes closely: it holds it, with at most
-    /// an eighth and 16 bytes over (one unsigned comparison: a capacity below `count` wraps around).
+    /// Whether storage of `capacity` fits `count` bytes closely (a capacity below `count` wraps
+    /// around in the unsigned comparison).
     @inline(__always)
     static func fitsClosely(_ count: Int, capacity: Int) -> Bool {
         UInt(bitPattern: capacity &- count) <= UInt(bitPattern: 16 &+ count >> 3)
@@ -208,15 +182,9 @@ extension Array: FramedOutput where Element == UInt8 {
         return storage
     }
 
-    /// A borrowed piece is copied into `spare`'s storage when its capacity fits the piece closely
-    /// (at most an eighth and 16 bytes over: about what malloc rounds up anyway), else into a new
-    /// array of the exact size.
-    ///
-    /// `spare` is the piece sent before: when the subscriber let it go, its storage is unique and
-    /// the piece is written in place (its count set first, only when it differs, then one memcpy),
-    /// with no allocation; when the subscriber kept it, copy-on-write gives the piece storage of its
-    /// own (one allocation, as without `spare`, plus a copy of the kept bytes that the piece then
-    /// overwrites), and the kept line is never touched.
+    /// A borrowed piece is copied into `spare`'s storage when it fits closely, else into a new
+    /// array. `spare` is the piece sent before: written in place when the subscriber let it go,
+    /// copied on write when it kept it, so a kept line is never touched.
     @inline(__always)
     init(framed: FramedBytes, reusing spare: consuming [UInt8]?) {
         switch framed {
@@ -224,13 +192,10 @@ extension Array: FramedOutput where Element == UInt8 {
             self = bytes
         case .borrowed(let bytes):
             let count = bytes.count
-            // A spare of the piece's very count was made (or reused) for that count: it fits as a new one would.
+            // A spare of the piece's very count fits as a new array would.
             if var storage = consume spare, storage.count == count || Self.fitsClosely(count, capacity: storage.capacity) {
-                // Lines of a stream are mostly of one length: the count changes only when it differs,
-                // out of line (so `storage` is not kept in memory for the calls that change it).
+                // Lines are mostly of one length: resizing is the slow path, out of line.
                 if _slowPath(storage.count != count) { storage = Self.resized(storage, to: count) }
-                // Unique (the subscriber let it go): written in place; else copied first (copy on write).
-                // Inline for a short piece (`reactiveuv_copy_bytes`), not a call to `memcpy`.
                 storage.withUnsafeMutableBufferPointer { target in
                     if let source = bytes.baseAddress, let destination = target.baseAddress {
                         reactiveuv_copy_bytes(destination, source, count)
@@ -263,19 +228,13 @@ extension String: FramedOutput {
 
 /// Runs one framer for one subscription: hands it the chunks, sends its pieces, ends the stream.
 ///
-/// Re-entrancy: a downstream that makes the source send again while a chunk is
-/// being cut (a subscriber feeding the subject it reads from) is delivered
-/// depth first, as everywhere in the library, but a byte stream cannot be cut
-/// depth first: the new bytes come after the rest of the current chunk. So
-/// every event goes through a queue, and whichever call is innermost cuts the
-/// rest of the current chunk, then the queued events, in order, before it
-/// returns; the outer call then finds nothing left. The framer and `offset`
-/// have moved past a piece before it is sent, so the inner call goes on where
-/// the outer one stopped. A re-entrant completion is thus finished (last piece,
-/// then `completed`) before the source's gate disposes the subscription.
+/// Re-entrancy: a byte stream cannot be cut depth first, since bytes sent from inside a
+/// delivery come after the rest of the current chunk. So events are queued, and the innermost
+/// call cuts the rest of the chunk and the queue in order; the framer and `offset` move past a
+/// piece before it is sent, so an inner call goes on where the outer one stopped.
 final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     // Every stored var is touched only on the subscription's home thread, one event at a time
-    // or nested in one (see above); `@exclusivity(unchecked)` as `OperatorVar`.
+    // or nested in one; `@exclusivity(unchecked)` as `OperatorVar`.
     @exclusivity(unchecked) private var framer: Framer
     /// The chunk being cut, and how far.
     @exclusivity(unchecked) private var current: [UInt8]?
@@ -289,8 +248,8 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private let downstream: (Event<Output>) -> Void
     /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
     private let downstreamNext: ((Output) -> Void)?
-    /// The subscription's own sink, when it is the downstream (`fuseBursting`): a piece is handed to
-    /// it inside the drain's delivery, without the closure and the handshake per piece.
+    /// The subscription's own sink, when it is the downstream (`fuseBursting`): pieces go to it
+    /// inside the drain's one delivery.
     private let sink: Sink<Output>?
     private let subscription: Subscription
 
@@ -303,15 +262,14 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         self.subscription = subscription
     }
 
-    /// Sends a piece, inside the drain's delivery: to the sink itself, else through the value
-    /// shortcut, else as an event. `next?(piece)`, not `if let`: binding the closure would retain
-    /// and release it per piece.
+    /// Sends a piece inside the drain's delivery: to the sink, else through the value shortcut,
+    /// else as an event. `next?(piece)`, not `if let`, which would retain the closure per piece.
     @inline(__always)
     private static func send(
         _ piece: Output, sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
     ) {
         if let sink {
-            // Unmanaged: the driver holds the sink (and its subscription the driver), so no retain per piece.
+            // Unmanaged: the driver holds the sink, so no retain per piece.
             sink._withUnsafeGuaranteedRef { $0.handleNextInBurst(piece) }
         } else if downstreamNext != nil {
             downstreamNext?(piece)
@@ -350,11 +308,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     }
 
     /// Cuts the current chunk, then each queued event, until nothing is left or the stream ended.
-    ///
-    /// The whole drain is one delivery for the dispose handshake (`DeliveryHandshake.enterDelivery`): the
-    /// pieces of a chunk are sent as a burst, and a sink on the same subscription joins it instead
-    /// of publishing its thread (a sequentially consistent store) per piece. `disposeAndWait()`
-    /// from another thread then waits for the burst, as for one callback.
+    /// The drain is one delivery for the dispose handshake, which the sink joins per piece.
     private func drain() {
         let entry = subscription.enterDelivery()
         if entry == .refused {
@@ -364,7 +318,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         defer { subscription.leaveDelivery(entry) }
         while !isDone {
             if let chunk = current {
-                // One retain of the chunk and of the downstream per chunk, not per piece.
+                // Retained once per chunk, not per piece.
                 let downstream = self.downstream
                 let downstreamNext = self.downstreamNext
                 let sink = self.sink.map { Unmanaged.passUnretained($0) }
@@ -374,8 +328,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
                            cutInPlace(bytes, with: cut, sink: sink, downstream: downstream, downstreamNext: downstreamNext) {
                             return
                         }
-                        // One step the framer's own way: a piece that straddles chunks, a frame, a
-                        // failure, the chunk's tail.
+                        // One step the framer's own way: a piece across chunks, a frame, a failure, the tail.
                         switch framer.next(in: bytes, at: &offset, reusing: &spare) {
                         case .piece(let piece):
                             Self.send(piece, sink: sink, downstream: downstream, downstreamNext: downstreamNext)
@@ -419,31 +372,24 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         }
     }
 
-    /// The tight loop for a framer that cuts at one byte (`lines`): sends every piece that lies
-    /// wholly inside the chunk from `offset`, found with `cut`, without a round trip through the
-    /// framer per piece. Stops at the chunk's unfinished tail or at a piece that is too long, both
-    /// left to the framer's `next` (which sees the same bytes); returns true when the drain of this
-    /// chunk is over (a nested call cut the rest, the stream ended, or the subscription was disposed).
-    ///
-    /// The spare piece is held in a local for the loop, so the compiler sees it is empty once taken
-    /// and storing the piece sent into it releases nothing. A nested call meanwhile finds no spare
-    /// and makes its pieces anew.
+    /// The tight loop for a framer that cuts at one byte (`lines`): sends every piece wholly inside
+    /// the chunk from `offset`, leaving the tail and a piece too long to the framer's `next`.
+    /// Returns true when this chunk's drain is over (a nested call cut the rest, the stream ended,
+    /// or the subscription was disposed). The spare is held in a local, so a nested call finds none.
     @inline(__always)
     private func cutInPlace(
         _ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut,
         sink: Unmanaged<Sink<Output>>?, downstream: (Event<Output>) -> Void, downstreamNext: ((Output) -> Void)?
     ) -> Bool {
-        // One loop per way of sending, so the loop to the sink keeps nothing else live across its calls.
+        // One loop per way of sending, so the loop to the sink keeps nothing else live across calls.
         if let sink {
-            // The sink's callback itself: `handleNextInBurst` is the disposed flag of this very
-            // subscription, then the callback, and `cutPieces` reads that flag before every piece.
+            // The callback itself: `cutPieces` checks the disposed flag before every piece.
             return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.next?(piece) } }
         }
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }
 
-    /// `cutInPlace`'s loop, sending each piece with `send`. The separators' offsets are found
-    /// into a buffer on this call's stack (`SingleByteCut.start(at:into:)`).
+    /// `cutInPlace`'s loop; the separators' offsets are found into a buffer on this call's stack.
     @inline(__always)
     private func cutPieces(_ bytes: UnsafeBufferPointer<UInt8>, with cut: SingleByteCut, send: (Output) -> Void) -> Bool {
         guard let base = bytes.baseAddress else { return false }
@@ -454,8 +400,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
             cut.start(at: position, into: found.baseAddress.unsafelyUnwrapped)
             var spare = self.spare.take()
             while let (length, next) = cut.piece(in: base, from: position, count: count) {
-                // Before every piece (so `send` need not): disposed from inside the delivery before,
-                // or from another thread meanwhile.
+                // Before every piece, so `send` need not.
                 if subscription.isDisposed {
                     end(nil)
                     return true

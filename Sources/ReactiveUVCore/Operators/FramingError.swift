@@ -1,10 +1,8 @@
 /// Why a framing operator (`lines(maxLength:)`, `split(separator:maxLength:)`,
 /// `frames(lengthPrefix:maxLength:)`) ended its signal, or why a frame could not be encoded.
 ///
-/// Each is a peer's (or a program's) bad input, reported through the signal's
-/// error event; the source is disposed at once, and the operator holds no more
-/// than about `maxLength` bytes on the way there, so a peer that never sends a
-/// newline (or announces a 4 GiB frame) cannot grow memory without bound.
+/// Each is a peer's (or a program's) bad input, sent as the signal's error; the source is
+/// disposed at once, and the operator never buffered much more than `maxLength` bytes.
 ///
 /// ```swift
 /// connection.bytes.lines().subscribe(next: handle, error: { error in
@@ -16,18 +14,15 @@
 public enum FramingError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A line (`lines`), or a piece between separators (`split`), longer than `limit` bytes.
     ///
-    /// Sent as soon as the bytes received prove it: the piece's terminator has
-    /// not to arrive first, so the operator never buffers more than about `limit` bytes.
+    /// Sent as soon as the bytes received prove it, without waiting for the terminator.
     case lineTooLong(limit: Int)
     /// A length prefix announced a frame of `length` bytes, more than `limit`
     /// (`frames`: its `maxLength`; `LengthPrefix.frame(_:)`: the most the prefix can state).
     case frameTooLong(length: Int, limit: Int)
     /// The signal completed inside a length-prefixed frame.
     ///
-    /// `received` counts the unfinished frame's bytes that arrived, its prefix
-    /// included; `missing` is how many more were needed. When even the prefix
-    /// was incomplete, the payload's length was never known: `missing` then
-    /// counts only the prefix's missing bytes (at least that many were missing).
+    /// `received` counts the unfinished frame's bytes, prefix included; `missing` how many more
+    /// were needed, or, when the prefix itself was incomplete, only the prefix's missing bytes.
     case truncatedFrame(received: Int, missing: Int, prefixComplete: Bool)
 
     /// A sentence saying what went wrong: `"a line longer than 65536 bytes (the limit)"`.

@@ -2,13 +2,11 @@
 /// `collect(count:)` (also spelled `buffer(count:)`) and `groupBy`.
 ///
 /// Both are fused (`lift`): state per subscription, on its home thread, no lock.
-/// (`collect()` and `buffer(every:)` are in Transforming.swift and Time.swift.)
 extension Signal {
     /// Sends the values in arrays of `count`; completion sends the last, shorter array if it is not empty.
     ///
-    /// An error is forwarded and the values of the unfinished array are
-    /// dropped. A count that is not positive ends the signal at once with a
-    /// `UVError` (`EINVAL`), without subscribing to this one.
+    /// An error is forwarded and the unfinished array dropped. A count that is not positive ends
+    /// the signal at once with a `UVError` (`EINVAL`), without subscribing to this one.
     ///
     /// RAC: none (ReactiveSwift: `collect(count:)`); Rx: `buffer(count:)`
     /// (RxJS; RxSwift: `buffer(timeSpan:count:scheduler:)`); Combine: `collect(_:)`.
@@ -70,14 +68,11 @@ extension Signal {
 
     /// Splits the values into one signal per key, each value transformed (RAC's `-groupBy:transform:`).
     ///
-    /// The first value with a new key sends a new `GroupedSignal` (a subject
-    /// with that `key`) and then the transformed value to it, so a subscriber
-    /// that subscribes to the group when it arrives, on the home thread, gets
-    /// every value of its key (a later subscriber gets those sent after it
-    /// subscribed). When this signal completes every group completes, and an
-    /// error reaches every group, before the outer signal ends. Disposing the
-    /// outer subscription disposes this signal and completes every group, so
-    /// no group is left open with nothing behind it (RAC leaves them silent).
+    /// The first value with a new key sends a new `GroupedSignal` (a subject with that `key`),
+    /// then the transformed value to it, so a subscriber that subscribes to the group when it
+    /// arrives gets every value of its key. This signal's completion or error reaches every
+    /// group before the outer signal ends. Disposing the outer subscription completes every
+    /// group, so none is left open with nothing behind it (RAC leaves them silent).
     ///
     /// RAC: `-groupBy:transform:`; Rx: `groupBy` (where groups keep the source
     /// alive after the outer subscriber left); Combine: none.
@@ -94,8 +89,8 @@ extension Signal {
     ) -> Signal<GroupedSignal<Key, Grouped>> {
         lift { downstream, subscription in
             let groups = GroupTable<Key, Grouped>()
-            // Teardown runs on the home thread (or once the home has closed): it ends what a terminal event did not.
-            // `groups` is shared with the observer below, on the same (home) thread: boxed for the hand-over.
+            // Teardown ends what a terminal event did not. `groups` is shared with the observer
+            // below on the home thread: boxed for the hand-over.
             let groupsAtTeardown = UncheckedSendable(groups)
             subscription.add(ActionDisposable { groupsAtTeardown.value.endAll(.completed) })
             return { event in
@@ -124,8 +119,8 @@ extension Signal {
 
 /// The values of one key of `groupBy`: a subject with its key (RAC's `RACGroupedSignal`).
 ///
-/// It ends when the grouped signal ends (or its subscription is disposed). Subscribe
-/// to it when it arrives to get every value of its key.
+/// It ends when the grouped signal ends (or its subscription is disposed). Subscribe to it when
+/// it arrives to get every value of its key.
 ///
 /// Thread rule: safe from any thread.
 public final class GroupedSignal<Key: Hashable, Value>: Subject<Value>, @unchecked Sendable {

@@ -1,9 +1,7 @@
 /// Cuts a byte stream into length-prefixed frames: the framer of `frames(lengthPrefix:maxLength:)`.
 ///
-/// A frame that lies inside one chunk is lent out straight from it. One that
-/// straddles chunks is gathered into an array reserved at its announced length
-/// (checked against `maxLength` first, so a peer announcing 4 GiB gets an error,
-/// not an allocation) and given away whole: one allocation per frame either way.
+/// A frame inside one chunk is lent out straight from it; one that straddles chunks is gathered
+/// into an array reserved at its announced length, checked against `maxLength` first.
 struct LengthPrefixDecoder: ByteFramer {
     private let prefix: LengthPrefix
     private let maxLength: Int

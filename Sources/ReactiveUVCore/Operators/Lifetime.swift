@@ -12,10 +12,9 @@ extension Signal {
     ///   with the error, `completed` on completion (RAC's `-doNext:`,
     ///   `-doError:`, `-doCompleted:`);
     /// - `interrupted`: when the subscription is disposed before an error or completion;
-    /// - `terminated`: once, after `failed`, `completed` or `interrupted` (RAC's `-finally:`, which
-    ///   misses an interruption);
-    /// - `disposed`: when the subscription is disposed, for whatever reason
-    ///   (an error or completion disposes it too): the last block to run.
+    /// - `terminated`: once, after `failed`, `completed` or `interrupted` (RAC's `-finally:`,
+    ///   which misses an interruption);
+    /// - `disposed`: when the subscription is disposed for any reason: the last block to run.
     ///
     /// RAC: `-initially:`, `-doNext:`, `-doError:`, `-doCompleted:`,
     /// `-finally:` (ReactiveSwift: `on(...)`); Rx: `do(onNext:onError:onCompleted:onSubscribe:onSubscribed:onDispose:)`;
@@ -66,9 +65,8 @@ extension Signal {
                 downstream(received)
             }), to: subscription)
             if interrupted != nil || terminated != nil || disposed != nil {
-                // Added after the source's own disposables, so it runs after them at teardown (on the
-                // home thread, or once the home has closed); disposes at once if the source already ended.
-                // `ended` is shared with the observer above, on the same (home) thread: boxed for the hand-over.
+                // Added after the source's disposables, so it runs after them at teardown. `ended`
+                // is shared with the observer above on the home thread: boxed for the hand-over.
                 let ended = UncheckedSendable(ended)
                 subscription.add(ActionDisposable {
                     if !ended.value.isSet {
@@ -85,16 +83,14 @@ extension Signal {
 
     /// Sends values until `lifetime` ends, then completes and disposes this signal.
     ///
-    /// A lifetime that has already ended completes the result at once,
-    /// without subscribing to this signal. Errors and completion of this
-    /// signal pass through.
+    /// A lifetime that has already ended completes the result at once, without subscribing to
+    /// this signal. Errors and completion of this signal pass through.
     ///
     /// RAC: `-takeUntil:` with `-rac_willDeallocSignal` (ReactiveSwift:
     /// `take(during:)`); Rx: `take(until:)` with a dispose bag's signal;
     /// Combine: `prefix(untilOutputFrom:)`.
     ///
     /// - Parameter lifetime: The lifetime that bounds the subscription.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func take(during lifetime: Lifetime) -> Signal<Value> {
@@ -104,8 +100,8 @@ extension Signal {
 
 /// How long something lives: it ends when its `Token` is released or disposed (ReactiveSwift's `Lifetime`).
 ///
-/// Keep the token in the object whose life it measures; hand the lifetime to
-/// `take(during:)` so subscriptions end with the object.
+/// Keep the token in the object whose life it measures; hand the lifetime to `take(during:)` so
+/// subscriptions end with the object.
 ///
 /// ```swift
 /// final class Screen {

@@ -1,10 +1,8 @@
 /// A signal whose subscribers run `body`: the building block of operators with several inputs.
 ///
-/// `body` runs once per subscription, on its home thread, with the
-/// downstream observer. It subscribes its inputs in child subscriptions
-/// (`Subscription.attachChild`) and keeps its state in an `OperatorState`
-/// made per subscription, so every input's events are handled on the home
-/// thread and the state needs no lock.
+/// `body` runs once per subscription, on its home thread. It subscribes its inputs as children
+/// (`Subscription.attachChild`), whose events come to the home thread, so its `OperatorState`
+/// needs no lock.
 @usableFromInline
 final class OperatorSignal<Value>: Signal<Value>, @unchecked Sendable {
     // `body` is immutable.
@@ -25,9 +23,8 @@ final class OperatorSignal<Value>: Signal<Value>, @unchecked Sendable {
 
 /// The per-subscription state of an operator with several inputs or its own timers.
 ///
-/// Holds the downstream observer and forwards to it until the first terminal
-/// event, then drops it (so a finished pipeline frees its closures). It is the
-/// subscription's `root`, so teardown releases the downstream too.
+/// Forwards to the downstream until the first terminal event, then drops it, so a finished
+/// pipeline frees its closures. As the subscription's `root`, teardown releases it too.
 class OperatorState<Value>: ObserverReleasing {
     // Every stored var is touched only on the subscription's home thread
     // (inputs arriving elsewhere are hopped there by `attachChild`).
@@ -77,10 +74,9 @@ class OperatorState<Value>: ObserverReleasing {
 extension Subscription {
     /// Subscribes `signal` in a new child subscription of this one; `observer` gets its events on this home thread.
     ///
-    /// An input whose events arrive on another thread (after `deliver(on:)` or
-    /// `subscribe(on:)`) is hopped back to the home thread first, in order, so
-    /// the operator's state stays confined to one thread. The observer receives
-    /// the child, so it can end it with `endChild` when the input terminates.
+    /// Events arriving on another thread (after `deliver(on:)`) are hopped back to the home, in
+    /// order, so the operator's state stays on one thread. The observer gets the child, to
+    /// `endChild` it when the input ends.
     ///
     /// Home thread only.
     func attachChild<Input>(_ signal: Signal<Input>, _ observer: @escaping (Event<Input>, Subscription) -> Void) -> Subscription {
@@ -100,9 +96,8 @@ extension Subscription {
         return child
     }
 
-    /// Ends a child that terminated (or is no longer wanted): forgets it, then disposes it.
-    ///
-    /// Removing it keeps a long-lived parent (a flatMap over a long stream) from growing.
+    /// Ends a child that terminated (or is no longer wanted): forgets it, so a long-lived parent
+    /// does not grow, then disposes it.
     func endChild(_ child: Subscription) {
         remove(child)
         child.dispose()
@@ -120,9 +115,8 @@ extension Signal {
 
 /// The mutable state of one fused operator in one subscription (a running total, a count).
 ///
-/// A class with an unchecked property rather than a captured `var`: a
-/// captured `var` costs a dynamic exclusivity check on every access, on the
-/// path every value takes.
+/// A class with an unchecked property rather than a captured `var`, which would take a dynamic
+/// exclusivity check on every access.
 @usableFromInline
 final class OperatorVar<Value> {
     // Touched only by the closure that owns it, which runs for one event at a time

@@ -1,39 +1,31 @@
 /// The rate limiter: `throttle(_:latest:on:)`, at most one value per interval.
 ///
-/// Not to be confused with RAC 2's `throttle(_:on:)`, which is a debounce
-/// (`debounce(_:on:)`, in Time.swift). Timers run as the other time
-/// operators' do (Time.swift's `TimedState`).
+/// Not RAC 2's `throttle(_:on:)`, which is a debounce. Timers run as the other time operators'
+/// do (`TimedState`).
 extension Signal {
     /// Sends at most one value per `interval`: the first value at once, then, with `latest`, the newest value of each window at its end.
     ///
-    /// A value that arrives while no window is open is sent at once and opens
-    /// a window of `interval`. Values arriving in the window are dropped
-    /// (`latest: false`), or the newest of them is kept (`latest: true`) and
-    /// sent when the window ends, which opens the next window. Completion with
-    /// a kept value waits for the window's end, sends the value, then
-    /// completes (the rate holds to the end); otherwise it is forwarded at
-    /// once. An error is forwarded at once and discards the kept value. An
-    /// interval that is not positive ends the signal at once with a `UVError`
-    /// (`EINVAL`).
+    /// A value that arrives while no window is open is sent at once and opens a window of
+    /// `interval`. Values in the window are dropped (`latest: false`), or the newest is kept and
+    /// sent when the window ends, opening the next (`latest: true`). Completion with a kept value
+    /// waits for the window's end, sends it, then completes. An error is forwarded at once and
+    /// discards the kept value. An interval that is not positive ends the signal with a
+    /// `UVError` (`EINVAL`).
     ///
-    /// RAC: none (RAC 2's `-throttle:` is a debounce, here `throttle(_:on:)`
-    /// and `debounce(_:on:)`); Rx: `throttle(_:latest:scheduler:)` (RxSwift;
-    /// RxJava: `throttleFirst`, `throttleLatest`); Combine:
-    /// `throttle(for:scheduler:latest:)`.
+    /// RAC: none (its `-throttle:` is a debounce); Rx: `throttle(_:latest:scheduler:)` (RxJava:
+    /// `throttleFirst`, `throttleLatest`); Combine: `throttle(for:scheduler:latest:)`.
     ///
     /// - Parameters:
     ///   - interval: The window: at most one value is sent per `interval`; must be positive.
     ///   - latest: Whether the newest value of a window is sent at its end (true) or dropped (false).
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The rate-limited signal.
     ///
     /// Thread rule: safe from any thread.
     public func throttle(_ interval: Duration, latest: Bool, on scheduler: Scheduler? = nil) -> Signal<Value> {
         guard interval > .zero else {
             return .invalidArgument("throttle interval must be positive, got \(interval)", in: "Signal.throttle(_:latest:on:)")
         }
-        // Not fused: with `latest`, the completion may wait for the window's end, after the
-        // source's own end, so the source gets a child subscription (as `delay`'s does).
+        // Not fused: with `latest`, the completion may wait for the window's end, after the source's own.
         return operatorSignal { downstream, subscription in
             let state = RateLimitState(downstream, scheduler: scheduler ?? subscription.home,
                                        subscription: subscription, interval: interval, keepsLatest: latest)

@@ -1,13 +1,12 @@
 /// Operators that run code as events pass (`doNext`, `doError`, `doCompleted`,
 /// `initially`, `finally`) and `repeat()`.
 ///
-/// The side-effect operators are fused (`lift`); their blocks run on the
-/// subscription's home thread, before the event is passed on (RAC's order).
+/// The side-effect operators are fused (`lift`); their blocks run on the home thread, before the
+/// event is passed on (RAC's order).
 extension Signal {
     /// Runs `action` with each value before passing it on (RAC's `-doNext:`).
     ///
     /// - Parameter action: Called with each value.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -23,7 +22,6 @@ extension Signal {
     /// Runs `action` with the error before passing it on (RAC's `-doError:`).
     ///
     /// - Parameter action: Called with the error.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -39,7 +37,6 @@ extension Signal {
     /// Runs `action` on completion before passing it on (RAC's `-doCompleted:`).
     ///
     /// - Parameter action: Called on completion.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -73,7 +70,6 @@ extension Signal {
     /// Not run when the subscription is disposed without a terminal event (as in RAC).
     ///
     /// - Parameter action: Called once on error or completion.
-    /// - Returns: The same events.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -88,11 +84,8 @@ extension Signal {
 
     /// Re-subscribes each time the signal completes, forever; an error ends it (RAC's `-repeat`).
     ///
-    /// Re-subscription uses a trampoline, so a source that completes
-    /// synchronously does not grow the stack (it does keep the home thread
-    /// busy: pair it with `take` or a trigger).
-    ///
-    /// - Returns: The repeating signal.
+    /// A source that completes synchronously does not grow the stack (a trampoline), but keeps
+    /// the home thread busy: pair it with `take` or a trigger.
     ///
     /// Thread rule: safe from any thread.
     public func `repeat`() -> Signal<Value> {

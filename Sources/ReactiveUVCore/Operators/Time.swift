@@ -1,30 +1,23 @@
-/// Operators that work with time: `throttle` and `debounce` (the same debounce), `delay`, `timeout`,
-/// `timeout(idle:)`, `buffer(every:)`. (The rate limiter `throttle(_:latest:)` is in RateLimiting.swift.)
+/// Operators that work with time: `throttle` and `debounce` (the same debounce), `delay`,
+/// `timeout`, `timeout(idle:)`, `buffer(every:)`.
 ///
-/// Timers run on the given scheduler, or on the subscription's home when it
-/// is nil (a loop's libuv timers, or virtual time on a `TestScheduler`). The
-/// operator's state lives on that scheduler's thread: events arriving on
-/// another thread are hopped there first, and the result delivers there.
-/// Each operator keeps at most one timer pending per subscription, and
-/// disposing the subscription cancels it. If the loop the timers run on shuts
-/// down first (or already has), the operator ends with `EventLoopError.shutDown`.
-/// (`Signal.interval(_:on:)` and `Signal.timer(after:on:)` are in Loop/Timers/TimerSignals.swift.)
+/// Timers run on the given scheduler, else on the subscription's home (a loop's timers, or a
+/// `TestScheduler`'s virtual time). The operator's state lives on that scheduler's thread, where
+/// events are hopped and the result delivers. Each keeps at most one timer pending, cancelled
+/// by disposal. If the timers' loop shuts down first, the operator ends with `EventLoopError.shutDown`.
 extension Signal {
-    /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only
-    /// after `interval` has passed without a newer value. `debounce(_:on:)`
-    /// is the same operator by the name the other libraries use; for a rate
-    /// limiter (at most one value per interval) use `throttle(_:latest:on:)`.
+    /// RAC 2's `-throttle:`, which is a **debounce**: a value is sent only after `interval` has
+    /// passed without a newer value. `debounce(_:on:)` is the same operator by the other
+    /// libraries' name; the rate limiter is `throttle(_:latest:on:)`.
     ///
-    /// A newer value replaces the pending one and restarts the wait.
-    /// Completion sends the pending value at once, then completes; an error
-    /// discards the pending value and is forwarded at once.
+    /// A newer value replaces the pending one and restarts the wait. Completion sends the
+    /// pending value, then completes; an error discards it and is forwarded at once.
     ///
     /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
     ///
     /// - Parameters:
     ///   - interval: The quiet time a value must survive; negative counts as zero.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The debounced signal.
     ///
     /// Thread rule: safe from any thread.
     public func throttle(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -37,19 +30,15 @@ extension Signal {
 
     /// Sends a value only after `interval` has passed without a newer value: RAC 2's `-throttle:` by its usual name.
     ///
-    /// A newer value replaces the pending one and restarts the wait.
-    /// Completion sends the pending value at once, then completes; an error
-    /// discards the pending value and is forwarded at once. Unlike
-    /// `throttle(_:on:)`, which counts a negative interval as zero, an
-    /// interval that is not positive ends the signal at once with a `UVError`
-    /// (`EINVAL`).
+    /// A newer value replaces the pending one and restarts the wait. Completion sends the
+    /// pending value, then completes; an error discards it and is forwarded at once. Unlike
+    /// `throttle(_:on:)`, an interval that is not positive ends the signal with a `UVError` (`EINVAL`).
     ///
     /// RAC: `-throttle:`; Rx: `debounce`; Combine: `debounce(for:scheduler:)`.
     ///
     /// - Parameters:
     ///   - interval: The quiet time a value must survive; must be positive.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The debounced signal.
     ///
     /// Thread rule: safe from any thread.
     public func debounce(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -70,12 +59,10 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The delay; negative counts as zero.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The delayed signal.
     ///
     /// Thread rule: safe from any thread.
     public func delay(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
-        // Not fused: the source's completion must end only the source, while the
-        // delayed completion is still to come, so the source gets a child subscription.
+        // Not fused: the source's completion ends only its child subscription, the delayed one comes later.
         operatorSignal { downstream, subscription in
             let state = DelayState(downstream, scheduler: scheduler ?? subscription.home,
                                    subscription: subscription, interval: interval)
@@ -94,7 +81,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The time allowed; zero or negative times out on the next turn of the scheduler.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func timeout(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -108,10 +94,9 @@ extension Signal {
 
     /// Fails with `TimeoutError.idleTimeoutOperator(after: interval)` when `interval` passes without an event: after subscription, and after each value.
     ///
-    /// A per-value (idle) timeout, where `timeout(_:on:)` is a deadline for
-    /// the whole signal: every value restarts the wait. Values pass through;
-    /// on timeout the source is disposed. An interval that is not positive
-    /// ends the signal at once with a `UVError` (`EINVAL`).
+    /// Every value restarts the wait, where `timeout(_:on:)` is a deadline for the whole signal.
+    /// On timeout the source is disposed. An interval that is not positive ends the signal at
+    /// once with a `UVError` (`EINVAL`).
     ///
     /// RAC: none (`-timeout:onScheduler:` is the whole-signal deadline); Rx:
     /// `timeout` (RxSwift, RxJS: per value); Combine: `timeout(_:scheduler:)`.
@@ -119,7 +104,6 @@ extension Signal {
     /// - Parameters:
     ///   - interval: The longest quiet time allowed; must be positive.
     ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func timeout(idle interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
@@ -136,10 +120,9 @@ extension Signal {
 
     /// Collects values into arrays sent every `interval` (RAC's `-bufferWithTime:onScheduler:`).
     ///
-    /// The window opens with the first value after a flush and is sent when
-    /// `interval` has passed; no empty arrays are sent. Completion sends what
-    /// is buffered, then completes; an error discards it. An interval that is
-    /// not positive ends the signal with a `UVError` (`EINVAL`).
+    /// A window opens with the first value after a flush and is sent `interval` later; no empty
+    /// arrays are sent. Completion sends what is buffered; an error discards it. An interval that
+    /// is not positive ends the signal with a `UVError` (`EINVAL`).
     ///
     /// - Parameters:
     ///   - interval: The window length; must be positive.
@@ -163,9 +146,8 @@ extension Signal {
 
 /// The shared part of the time operators: the scheduler, the one pending timer, the hop to the scheduler's thread.
 ///
-/// Not the subscription's root: teardown (which runs on the home thread)
-/// touches only `timer`, a thread-safe `SerialDisposable` added to the
-/// subscription, so the state itself stays on the scheduler's thread.
+/// Not the subscription's root: teardown (on the home thread) touches only `timer`, a
+/// thread-safe `SerialDisposable`, so the state stays on the scheduler's thread.
 class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
     // `scheduler`, `subscription`, `interval` and `timer` are immutable references (the last two thread-safe);
     // everything subclasses add is touched only on `scheduler`'s thread.
@@ -188,9 +170,8 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
     private func watchForShutdown() {
         guard let loop = scheduler.loopLifecycle else { return }
         let shutDown = loop.shutDownError
-        // Runs on the loop's thread, the scheduler's: the state's own thread. It holds the state
-        // strongly (no weak side table); the cycle through the loop's observer list is broken
-        // when the subscription ends (its token removes the observer) or the loop shuts down.
+        // Runs on the loop's thread, the state's own. It holds the state strongly; the cycle through
+        // the loop's observer list ends with the subscription (its token) or the loop's shutdown.
         let observer: @Sendable () -> Void = { [self] in
             guard !self.subscription.isDisposed else { return }
             self.finish(.error(shutDown))
@@ -248,8 +229,8 @@ private final class ThrottleState<Value>: TimedState<Value, Value>, @unchecked S
     override func handle(_ event: Event<Value>) {
         switch event {
         case .next(let value):
-            // One timer per quiet period: a newer value moves the deadline, and
-            // the timer re-arms for the rest instead of being replaced.
+            // One timer per quiet period: a newer value moves the deadline, and the timer re-arms
+            // for the rest instead of being replaced.
             pending = value
             due = scheduler.now + interval
             if !armed { arm(after: interval) }

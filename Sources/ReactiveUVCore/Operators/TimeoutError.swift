@@ -1,12 +1,8 @@
-/// A wait that ran out of time: what was waited for, for how long, and what
-/// had happened by then.
+/// A wait that ran out of time: what was waited for, for how long, and what had happened by then.
 ///
-/// The one timeout error of the library. The `timeout(_:on:)` operator sends
-/// it (`TimeoutError.timeoutOperator(after:)`), and `timeout(idle:on:)` too
-/// (`TimeoutError.idleTimeoutOperator(after:)`); the blocking `first(timeout:)`,
-/// `last(timeout:)` and `waitUntilCompleted(timeout:)` throw it (operation
-/// `"first()"`, ...); the test harness's waits (`ReactiveUVTesting`'s
-/// `WaitTimeout` is this type) throw it with what they had observed.
+/// The library's one timeout error: `timeout(_:on:)` and `timeout(idle:on:)` send it, the
+/// blocking `first(timeout:)`, `last(timeout:)` and `waitUntilCompleted(timeout:)` throw it, and
+/// so do the test harness's waits (`WaitTimeout` is this type), with what they observed.
 ///
 /// ```swift
 /// do { _ = try signal.first(timeout: .seconds(1)) }
@@ -67,18 +63,15 @@ public struct TimeoutError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The operators' timeout error under its old name; it is `TimeoutError` now.
-///
-/// `SignalError.timedOut(after: interval)` still builds (and, through `==` or
-/// a `catch` pattern, matches) what `timeout(_:on:)` sends; a `case
-/// .timedOut(let after)` binding pattern no longer compiles: read `timeout`.
+/// Deprecated: `TimeoutError`. `SignalError.timedOut(after:)` builds (and in a `catch` pattern
+/// matches) what `timeout(_:on:)` sends; read the interval from `timeout`.
 ///
 /// Thread rule: a value type; safe from any thread.
 @available(*, deprecated, renamed: "TimeoutError")
 public typealias SignalError = TimeoutError
 
 extension TimeoutError {
-    /// The error `timeout(_:on:)` sends, by its old spelling (`SignalError.timedOut(after:)`).
+    /// Deprecated: `timeoutOperator(after:)`, spelled `SignalError.timedOut(after:)`.
     ///
     /// - Parameter interval: The operator's interval.
     /// - Returns: `TimeoutError.timeoutOperator(after: interval)`.
@@ -89,7 +82,7 @@ extension TimeoutError {
         timeoutOperator(after: interval)
     }
 
-    /// The error a blocking wait throws, by its old spelling (`SignalWaitError.timedOut(operation:after:)`).
+    /// Deprecated: `init(operation:after:observed:)`, spelled `SignalWaitError.timedOut(operation:after:)`.
     ///
     /// - Parameters:
     ///   - operation: `"first()"`, `"last()"` or `"waitUntilCompleted()"`.
@@ -102,8 +95,7 @@ extension TimeoutError {
         TimeoutError(operation: operation, after: after)
     }
 
-    /// Matches any error equal to `pattern`, so `catch SignalWaitError.timedOut(operation: "first()", after: t)`
-    /// and `catch TimeoutError(operation: ..., after: ...)` work as they did with the old enums.
+    /// Matches any error equal to `pattern`, so `catch TimeoutError(operation: ..., after: ...)` works.
     ///
     /// - Parameters:
     ///   - pattern: The timeout error to match.

@@ -1,9 +1,7 @@
 /// Operators that turn each value (or the whole sequence) into something else.
 ///
-/// All of them are fused (`lift`, or `fuse` for `map` and `scan`, which also pass
-/// values along as plain values): they add a direct call to the subscription's
-/// chain, keep their state in the closure made per subscription, and take no
-/// lock and make no allocation per value.
+/// All are fused (`lift`, or `fuse` for those that pass plain values): each adds a direct call
+/// to the subscription's chain and keeps its state per subscription, with no lock.
 extension Signal {
     /// Transforms each value (RAC's `-map:`).
     ///
@@ -14,8 +12,7 @@ extension Signal {
     @inlinable
     public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Signal<U> {
         fuse { downstream, downstreamNext, _ in
-            // `if let`, not `Optional.map`: a closure through a generic function is reabstracted,
-            // and every value then pays for two thunks and a retain.
+            // `if let`, not `Optional.map`, which would reabstract the closure into thunks per value.
             var valueObserver: ((Value) -> Void)?
             if let next = downstreamNext {
                 valueObserver = { value in next(transform(value)) }
@@ -34,8 +31,7 @@ extension Signal {
 
     /// Transforms each value and drops those the transform turns into nil.
     ///
-    /// RAC: `-filter:` then `-map:` (ReactiveSwift: `compactMap`, once `filterMap`);
-    /// Rx: `compactMap` (RxSwift); Combine: `compactMap(_:)`.
+    /// RAC: `-filter:` then `-map:`; ReactiveSwift, RxSwift: `compactMap`; Combine: `compactMap(_:)`.
     ///
     /// - Parameter transform: Applied to each value, on the subscription's home thread; nil drops the value.
     /// - Returns: A signal of the non-nil results; errors and completion pass through.
@@ -68,7 +64,6 @@ extension Signal {
     /// The constant is `Sendable`: every subscription sends it, possibly on several loops at once.
     ///
     /// - Parameter replacement: The value sent for every value of this signal.
-    /// - Returns: The signal of constants.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -110,10 +105,8 @@ extension Signal {
 
     /// Sends a running combination of the values, starting from `start` (RAC's `-scanWithStart:reduce:`).
     ///
-    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
-    ///
-    /// For values v1, v2, ... it sends combine(start, v1), combine(that, v2), ...
-    /// The running state is kept per subscription.
+    /// For values v1, v2, ... it sends combine(start, v1), combine(that, v2), ..., with a running
+    /// state per subscription. `start` is `Sendable`: subscriptions on several loops share it.
     ///
     /// - Parameters:
     ///   - start: The state before the first value.
@@ -173,9 +166,8 @@ extension Signal {
 
     /// Folds every value into one result sent when the signal completes (RAC's `-aggregateWithStart:reduce:`).
     ///
-    /// `start` is `Sendable`: every subscription starts from it, possibly on several loops at once.
-    ///
-    /// An empty signal sends `start`. An error is forwarded and nothing is sent for the values before it.
+    /// An empty signal sends `start`. An error is forwarded and nothing is sent for the values
+    /// before it. `start` is `Sendable`: subscriptions on several loops share it.
     ///
     /// - Parameters:
     ///   - start: The initial result.
@@ -226,7 +218,6 @@ extension Signal {
     /// Sends `value` first, then this signal's events (RAC's `-startWith:`).
     ///
     /// - Parameter value: The value sent at once on subscription.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public func startWith(_ value: Value) -> Signal<Value> {

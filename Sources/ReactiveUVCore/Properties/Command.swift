@@ -2,21 +2,17 @@ import Synchronization
 
 /// An action triggered on demand, with observable state: RAC's `RACCommand`, bound to a loop instead of the main thread.
 ///
-/// `execute(_:)` starts the signal the command's block makes for an input,
-/// unless the command is disabled. The execution is subscribed on the
-/// command's scheduler (a loop) and shared: the returned signal replays
-/// every event of that execution to each subscriber. Meanwhile:
-/// - `executionSignals` sends each execution's signal (with its error replaced by completion);
+/// `execute(_:)` starts the signal the command's block makes for an input, unless the command
+/// is disabled. The execution is subscribed on the command's scheduler and shared: the returned
+/// signal replays all its events to each subscriber. Meanwhile:
+/// - `executionSignals` sends each execution's signal (its error replaced by completion);
 /// - `executing` sends whether an execution is running (current value first);
-/// - `enabled` sends whether `execute` would start one (current value first):
-///   the `enabledIf` signal's latest value (true until it sends) and, unless
-///   `allowsConcurrentExecution`, no execution running;
+/// - `enabled` sends whether `execute` would start one (current value first): `enabledIf`'s
+///   latest value (true until it sends) and, unless `allowsConcurrentExecution`, none running;
 /// - `errors` sends the error of each execution that fails.
 ///
-/// `executing` and `enabled` are recomputed on the command's scheduler;
-/// each subscriber gets them on its own home thread. They complete when the
-/// command is freed. `Output` is `Sendable`: an execution runs on the
-/// command's scheduler and is replayed to subscribers on their own threads.
+/// `executing` and `enabled` are recomputed on the command's scheduler and complete when the
+/// command is freed. `Output` is `Sendable`: executions are replayed on subscribers' threads.
 ///
 /// Thread rule: safe from any thread.
 public final class Command<Input, Output: Sendable>: @unchecked Sendable {
@@ -43,7 +39,6 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
     ///   - scheduler: Where executions are subscribed and state is recomputed; nil for the
     ///     calling thread's loop (or test scheduler), else `EventLoop.shared`.
     ///   - execute: Makes the signal of one execution.
-    /// - Returns: The command.
     ///
     /// Thread rule: safe from any thread.
     public init(enabledIf: Signal<Bool>? = nil, allowsConcurrentExecution: Bool = false, on scheduler: Scheduler? = nil,
@@ -71,8 +66,8 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
 
     /// Starts an execution for `input`, if the command is enabled.
     ///
-    /// The execution starts at once (it does not wait for a subscriber) and is
-    /// shared: the returned signal replays all of its events to each subscriber.
+    /// The execution starts at once, without waiting for a subscriber, and is shared: the
+    /// returned signal replays all its events to each subscriber.
     ///
     /// - Parameter input: The input for the command's block.
     /// - Returns: The execution's events; or, if the command is disabled, a
@@ -138,7 +133,7 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
 
     /// Sends the current `executing`/`enabled` values on the command's scheduler.
     ///
-    /// Each run reads the state as it is then, so however the runs interleave, the last values sent are the current ones.
+    /// Each run reads the state as it is then, so the last values sent are the current ones.
     private func publish() {
         if scheduler.isCurrent {
             publishNow()

@@ -1,14 +1,10 @@
 /// A value that can be observed: the Linux answer to RAC's `RACObserve`.
 ///
-/// `signal` sends the current value at once, then every change (seed 002:
-/// an observed property sends its initial value on subscription, which is
-/// why `combineLatest` of observed properties fires at once). Setting
-/// `value` sends it to every subscriber, each on its own home thread.
+/// `signal` sends the current value at once, then every change, so a `combineLatest` of
+/// properties fires at once. Setting `value` sends it to every subscriber, on its home thread.
 ///
-/// Bind a signal to it with `property <~ signal`: the binding lasts until the
-/// signal ends, the returned disposable is disposed, or the property is
-/// freed, whichever comes first. When the property is freed, its `signal`
-/// completes.
+/// `property <~ signal` binds a signal to it until the signal ends, the returned disposable is
+/// disposed, or the property is freed; then its `signal` completes.
 ///
 /// Thread rule: safe from any thread.
 public final class MutableProperty<Value>: @unchecked Sendable {
@@ -19,7 +15,6 @@ public final class MutableProperty<Value>: @unchecked Sendable {
     /// Creates a property holding `initial`.
     ///
     /// - Parameter initial: The first value.
-    /// - Returns: The property.
     ///
     /// Thread rule: safe from any thread.
     public init(_ initial: Value) {

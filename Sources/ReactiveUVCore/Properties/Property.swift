@@ -1,9 +1,8 @@
 /// A read-only observable value: a current `value` and a `signal` that sends it first, then every change.
 ///
-/// Made from a `MutableProperty`, a constant, or a signal with an initial
-/// value; `map` and `combineLatest(with:)` derive new properties whose
-/// signals also start with the current value (so a `combineLatest` of
-/// properties sends its first combination at once, as seed 002 explains).
+/// Made from a `MutableProperty`, a constant, or a signal with an initial value; `map` and
+/// `combineLatest(with:)` derive properties whose signals also start with the current value, so
+/// a `combineLatest` of properties sends its first combination at once.
 ///
 /// Thread rule: safe from any thread.
 public final class Property<Value>: @unchecked Sendable {
@@ -47,7 +46,6 @@ public final class Property<Value>: @unchecked Sendable {
     /// - Parameters:
     ///   - initial: The value until `source` sends one.
     ///   - source: The values that follow.
-    /// - Returns: The property.
     ///
     /// Thread rule: safe from any thread.
     public init(initial: Value, then source: Signal<Value>) {
@@ -73,7 +71,6 @@ public final class Property<Value>: @unchecked Sendable {
     /// `transform` runs on each read of `value` and for each value its signal sends.
     ///
     /// - Parameter transform: Maps a value of this property.
-    /// - Returns: The derived property.
     ///
     /// Thread rule: safe from any thread.
     public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Property<U> {
@@ -85,7 +82,6 @@ public final class Property<Value>: @unchecked Sendable {
     /// Its signal sends the current pair at once, then a new pair when either changes.
     ///
     /// - Parameter other: The other property.
-    /// - Returns: The combined property.
     ///
     /// Thread rule: safe from any thread.
     public func combineLatest<U>(with other: Property<U>) -> Property<(Value, U)> {

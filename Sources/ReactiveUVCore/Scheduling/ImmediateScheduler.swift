@@ -44,8 +44,7 @@ final class ImmediateScheduler: Scheduler, @unchecked Sendable {
     override func scheduleRecursive(
         _ action: @escaping @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void
     ) -> (any Disposable)? {
-        // A trampoline: each reschedule bumps a counter the loop below drains,
-        // so recursion depth stays at one however many times it reschedules.
+        // A trampoline: each reschedule bumps a counter the loop drains, so the depth stays at one.
         let remaining = TrampolineCounter()
         remaining.value = 1
         while remaining.value > 0 {
@@ -58,8 +57,8 @@ final class ImmediateScheduler: Scheduler, @unchecked Sendable {
 
 /// The trampoline's counter; captured by the reschedule closure.
 private final class TrampolineCounter: @unchecked Sendable {
-    // Only touched on the thread running ImmediateScheduler.scheduleRecursive; a reschedule
-    // from another thread after it returned has no effect, as with RAC.
+    // Only touched on the thread running `scheduleRecursive`; a reschedule from elsewhere after it
+    // returned has no effect, as in RAC.
     package var value = 0
 }
 

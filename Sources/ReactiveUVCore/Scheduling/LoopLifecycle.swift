@@ -1,8 +1,7 @@
 /// What the algebra needs of a scheduler that runs on an event loop's thread: the loop's life.
 ///
-/// The algebra knows no loop; a scheduler that runs on one (ReactiveUV's `EventLoop`, and the
-/// schedulers made on it) names it in `Scheduler.loopLifecycle`, and the operators, subjects and
-/// subscriptions that must follow a loop's shutdown ask it through this protocol.
+/// The algebra knows no loop: a scheduler that runs on one names it in `Scheduler.loopLifecycle`,
+/// and what must follow a loop's shutdown asks it through this protocol.
 ///
 /// Thread rule: every requirement is safe from any thread unless it says otherwise.
 package protocol LoopLifecycle: AnyObject, Sendable {
@@ -29,8 +28,8 @@ package protocol LoopLifecycle: AnyObject, Sendable {
 /// What the algebra needs of the runtime it runs in, found once by name: the scheduler a
 /// subscription made off every loop lives on, and the errors the algebra gives.
 ///
-/// ReactiveUV provides it (`ReactiveUV.LibUVRuntime`): the algebra never links against the loop,
-/// so it looks the provider up by its type name the first time it needs it.
+/// ReactiveUV provides it (`ReactiveUV.LibUVRuntime`); the algebra does not link against the
+/// loop, so it looks the provider up by type name on first use.
 package protocol AlgebraRuntime: Sendable {
     /// The scheduler of subscriptions made on a thread with no current scheduler (`EventLoop.shared`).
     static var defaultScheduler: Scheduler { get }

@@ -4,10 +4,8 @@ import Glibc
 import Musl
 #endif
 
-/// A point on the monotonic clock (`CLOCK_MONOTONIC`, the clock libuv's
-/// `uv_hrtime` reads), or on a test scheduler's virtual clock.
-///
-/// Never the wall clock: it does not jump when the system time is set.
+/// A point on the monotonic clock (`CLOCK_MONOTONIC`, which libuv's `uv_hrtime` reads), or on a
+/// test scheduler's virtual clock; never the wall clock, so it does not jump when the time is set.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
@@ -17,7 +15,6 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
     /// Creates an instant from nanoseconds since the clock's origin.
     ///
     /// - Parameter nanoseconds: Nanoseconds since the clock's origin.
-    /// - Returns: The instant.
     ///
     /// Thread rule: safe from any thread.
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
@@ -48,7 +45,6 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
     /// - Parameters:
     ///   - lhs: An instant.
     ///   - rhs: A duration.
-    /// - Returns: The later instant.
     ///
     /// Thread rule: safe from any thread.
     public static func + (lhs: SchedulerInstant, rhs: Duration) -> SchedulerInstant {
@@ -90,15 +86,14 @@ extension Duration {
     /// Thread rule: safe from any thread.
     @_spi(SchedulerImplementation)
     public var clampedNanoseconds: UInt64 {
-        // `attoseconds` (one Int128) is less than half the work of `components`.
         let attoseconds = self.attoseconds
         if attoseconds <= 0 { return 0 }
         let nanoseconds = attoseconds / 1_000_000_000
         return nanoseconds > Int128(UInt64.max) ? .max : UInt64(nanoseconds)
     }
 
-    /// Whole milliseconds, rounded up (libuv timers have millisecond resolution,
-    /// and a delay must never fire early), with negatives clamped to zero.
+    /// Whole milliseconds, rounded up (libuv timers have millisecond resolution, and a delay must
+    /// never fire early), with negatives clamped to zero.
     package var millisecondsRoundedUp: UInt64 {
         let nanoseconds = clampedNanoseconds
         if nanoseconds == .max { return .max / 1_000_000 }

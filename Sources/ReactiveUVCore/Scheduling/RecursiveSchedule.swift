@@ -2,9 +2,8 @@ import Synchronization
 
 /// The state of one `scheduleRecursive` on an asynchronous scheduler.
 ///
-/// Each reschedule submits one more run through the scheduler; the scheduler
-/// defers it (a loop queue, a timer heap, a virtual clock), so no run is ever
-/// nested inside another and the stack does not grow.
+/// Each reschedule submits one more run through the scheduler, which defers it, so no run is
+/// nested inside another.
 final class RecursiveSchedule: Disposable, @unchecked Sendable {
     // `scheduler` and `action` are immutable; `disposed` is atomic; `pending` is protected by `lock`.
     private let scheduler: Scheduler

@@ -1,27 +1,20 @@
 /// Where and when work runs: a loop (`loop.scheduler`), the calling thread
 /// (`Scheduler.immediate`), the subscription scheduler, or a test's virtual clock.
 ///
-/// This is RAC's `RACScheduler`: `schedule` variants return a `Disposable?`
-/// that cancels work not yet started; `now` reads the scheduler's monotonic
-/// clock. The scheduler running on the calling thread is `Scheduler.current`,
-/// read from a thread-local key set by loop threads and by a `TestScheduler`
-/// while it runs work.
-///
-/// Subclass it only to build a new kind of scheduler (ReactiveUVTesting's
-/// `TestScheduler` does); the base class schedules nothing itself.
+/// RAC's `RACScheduler`: `schedule` returns a `Disposable?` that cancels work not yet started;
+/// `now` reads the scheduler's monotonic clock; `Scheduler.current` is the one running on the
+/// calling thread. Subclass it only to build a new kind of scheduler (as `TestScheduler` does).
 ///
 /// Thread rule: every scheduler in ReactiveUV is safe from any thread.
 open class Scheduler: @unchecked Sendable {
     // `loopLifecycle` is written once, by a loop's initializer, before the scheduler is shared;
     // subclasses document their own synchronization.
 
-    /// The loop whose thread runs this scheduler's work, for what must follow its shutdown; nil
-    /// for a scheduler that runs on no loop. Unowned: a loop names itself here.
+    /// The loop whose thread runs this scheduler's work, for what must follow its shutdown; nil for
+    /// a scheduler on no loop. Unowned, since a loop names itself here.
     package unowned(unsafe) var loopLifecycle: (any LoopLifecycle)?
 
     /// Creates a scheduler; for subclasses.
-    ///
-    /// - Returns: A scheduler.
     ///
     /// Thread rule: safe from any thread.
     public init() {}
@@ -48,10 +41,8 @@ open class Scheduler: @unchecked Sendable {
         preconditionFailure("\(type(of: self)) must override Scheduler.schedule(_:)")
     }
 
-    /// Runs `work` as `schedule(_:)` does, except that a loop that has shut down drops it without
-    /// the message a refused submission writes: for the library's own bookkeeping hops (a flow
-    /// control's pause, resume and end), whose target may end first as a matter of course (a loop
-    /// shut down under a live `values` iteration) and where nothing is left to do for it.
+    /// `schedule(_:)`, except that a loop that has shut down drops the work without reporting a
+    /// refused submission: for the library's bookkeeping hops, whose target may end first.
     ///
     /// - Returns: False when the work was dropped (the loop has shut down).
     ///
@@ -81,11 +72,10 @@ open class Scheduler: @unchecked Sendable {
 
     /// Runs `work` first after `delay`, then every `interval`, until disposed.
     ///
-    /// Ticks do not drift: tick N is due at start + delay + N·interval, however
-    /// long each run of `work` takes. Ticks that fall due while the scheduler is
-    /// blocked are coalesced into one. `leeway` is accepted for RAC
-    /// compatibility; libuv timers do not coalesce, so it is not used. An
-    /// interval below the scheduler's resolution (1 ms on a loop) is raised to it.
+    /// Ticks do not drift: tick N is due at start + delay + N·interval, however long `work`
+    /// takes; ticks that fall due while the scheduler is blocked are coalesced into one. `leeway`
+    /// is accepted for RAC and unused by loops. An interval below the scheduler's resolution
+    /// (1 ms on a loop) is raised to it.
     ///
     /// - Parameters:
     ///   - delay: Time until the first run.
@@ -107,9 +97,8 @@ open class Scheduler: @unchecked Sendable {
 
     /// Runs `action` now-ish and again each time it calls the `reschedule` it is given.
     ///
-    /// RAC's `scheduleRecursiveBlock:`. Each reschedule goes back through the
-    /// scheduler instead of recursing, so a million reschedules use constant
-    /// stack. Calling `reschedule` k times schedules k more runs.
+    /// RAC's `scheduleRecursiveBlock:`. Each reschedule goes back through the scheduler instead
+    /// of recursing, so the stack stays flat; calling `reschedule` k times schedules k more runs.
     ///
     /// - Parameter action: The work; call `reschedule` to run it again.
     /// - Returns: A disposable that stops further runs.
@@ -143,27 +132,24 @@ open class Scheduler: @unchecked Sendable {
 
     /// Runs work synchronously on the calling thread (RAC's immediate scheduler).
     ///
-    /// `schedule(after:)` blocks the calling thread until the delay has passed,
-    /// as RAC's does; repeating schedules are not supported (they report a
-    /// message and return nil).
+    /// `schedule(after:)` blocks the calling thread until the delay has passed, as RAC's does;
+    /// repeating schedules are refused (a message, and nil).
     ///
     /// Thread rule: safe from any thread.
     public static let immediate: Scheduler = ImmediateScheduler()
 
     /// Runs work at once on a thread that has a current scheduler, else hands it to `EventLoop.shared`.
     ///
-    /// RAC's `subscriptionScheduler`: every `didSubscribe` runs through it, so a
-    /// subscription made on a loop starts synchronously on that loop, and one
-    /// made from a plain thread starts on the shared loop.
+    /// RAC's `subscriptionScheduler`: every `didSubscribe` runs through it, so a subscription made
+    /// on a loop starts synchronously there, and one made from a plain thread on the shared loop.
     ///
     /// Thread rule: safe from any thread.
     public static let subscription: Scheduler = SubscriptionScheduler()
 
     /// Runs `body` with this scheduler as `Scheduler.current` on the calling thread.
     ///
-    /// For scheduler implementations (a virtual-time scheduler marks itself
-    /// current while it runs work). Restores the previous current scheduler
-    /// afterwards.
+    /// For scheduler implementations (a virtual-time scheduler marks itself current while it
+    /// runs work). Restores the previous current scheduler afterwards.
     ///
     /// - Parameter body: The code to run.
     /// - Returns: What `body` returns.

@@ -2,13 +2,9 @@ import CReactiveUVThreadLocal
 
 /// One per-thread object pointer (unretained), held in a C `__thread` variable.
 ///
-/// Used for the loop-thread key behind `EventLoop.current` and
-/// `Scheduler.current` (the seeds' `currentScheduler`, with the thread
-/// dictionary replaced by a thread-local variable). Reading it inlines to one
-/// load relative to the thread pointer, so the hot paths (`Subject.sendNext`,
-/// `Subscriber.send`, `Scheduler.isCurrent`) can ask which scheduler is current
-/// on every event. The owner of the value must clear it before the object can
-/// die, so the pointer is never stale.
+/// The key behind `EventLoop.current` and `Scheduler.current`. A read inlines to one load, so
+/// the event paths can ask which scheduler is current on every event. The owner must clear it
+/// before the object can die, so the pointer is never stale.
 ///
 /// Thread rule: safe from any thread; each thread sees and sets only its own value.
 @usableFromInline

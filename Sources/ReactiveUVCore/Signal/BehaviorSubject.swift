@@ -4,12 +4,11 @@
 ///
 /// Thread rule: `send*`, `value` and subscribing are safe from any thread.
 public final class BehaviorSubject<Value>: Subject<Value>, @unchecked Sendable {
-    // No stored state of its own: the current value lives in `Subject.state`, under its mutex.
+    // No state of its own: the current value is `Subject.replay`'s, under the subject's lock.
 
     /// Creates a subject whose current value is `initial`.
     ///
     /// - Parameter initial: The value sent to subscribers until another is sent.
-    /// - Returns: A behavior subject.
     ///
     /// Thread rule: safe from any thread.
     public init(initial: Value) {

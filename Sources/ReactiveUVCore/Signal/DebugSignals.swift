@@ -7,10 +7,8 @@ import Musl
 /// Debug naming and event logging, off unless `REACTIVEUV_DEBUG_SIGNALS` is set
 /// (like RAC's `RAC_DEBUG_SIGNAL_NAMES`).
 ///
-/// When on, signals made by constructors and operators get names such as
-/// `"[+return: 1] -map:"`, and every subscription logs its events with its
-/// signal's name through swift-log (to `SignalLogging.logger` when set, else to
-/// standard error; see SignalLogging.swift). When off, no name string is built.
+/// When on, constructors and operators name their signals (`"[+return: 1] -map:"`) and every
+/// subscription logs its events (see `SignalLogging`). When off, no name string is built.
 @usableFromInline
 enum DebugSignals {
     /// Read once, at first use.

@@ -2,26 +2,21 @@ import Synchronization
 
 /// Lets a consumer pause and resume a source that supports it (a TCP connection's reads).
 ///
-/// A source registers one with `Subscriber.setFlowControl(pause:resume:)` in its
-/// `didSubscribe`; consumers at the end of the same (fused) chain find it on the
-/// subscription, so `map`/`filter` between them do not hide it. Consumers that
-/// buffer (such as `signal.values`) pause the source instead of growing memory.
+/// A source registers one with `Subscriber.setFlowControl(pause:resume:)`; consumers at the end
+/// of the same fused chain find it on the subscription, through `map`/`filter`. Buffering
+/// consumers (`signal.values`) pause the source instead of growing memory.
 ///
-/// A source paused for two reasons is resumed only when both are gone:
+/// The source is paused while either reason holds:
 /// - the consumer asked (`pause()` / `resume()`);
-/// - the subscription's home is another loop, and more than
-///   `FlowControl.transitHighWater` values sent by the source are still queued
-///   for it (the home loop is behind). The source is resumed once at most
-///   `FlowControl.transitLowWater` remain. So a source on one loop feeding a
-///   consumer on another cannot fill the home loop's queue without bound.
+/// - the home is another loop and more than `transitHighWater` of the source's values wait in
+///   its queue (until at most `transitLowWater` remain), so that queue cannot grow without bound.
 ///
 /// Thread rule: `pause()` and `resume()` are safe from any thread; the source's
 /// closures always run on the thread that registered them (the source's loop).
 public final class FlowControl: @unchecked Sendable {
     // `sourceScheduler`, the closures and `inTransit` are immutable or atomic; `consumerPaused`, `transitPaused`,
     // `sourcePaused` and `appliedRequest` are touched only on `sourceScheduler`'s thread.
-    /// The scheduler of the thread the source registered on (its loop), where the pause and resume
-    /// closures run; not the subscription's home, which may be another loop.
+    /// Where the source registered and its closures run; the home may be another loop.
     let sourceScheduler: Scheduler
     private let pauseBody: () -> Void
     private let resumeBody: () -> Void
@@ -32,8 +27,8 @@ public final class FlowControl: @unchecked Sendable {
     private var appliedRequest = 0
     /// Values hopped from the source's thread to the subscription's home and not yet delivered.
     private let inTransit = Atomic<Int>(0)
-    /// Set (on the home thread, as the end arrives) by a consumer that buffers values and says later
-    /// when its task took the end (`signal.values`): the source then waits for `endTaken()`.
+    /// Set on the home thread by a buffering consumer (`signal.values`) that reports later when its
+    /// task took the end: the source then waits for `endTaken()`.
     package let consumerTakesEndLater = Atomic<Bool>(false)
     /// What the source runs, on its thread, once the consumer has taken the end (see `whenEndTaken`).
     private var endTakenBody: (() -> Void)?
@@ -59,9 +54,8 @@ public final class FlowControl: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public func resume() { onSourceThread { $0.consumerPaused = false } }
 
-    /// A consumer's pause or resume, numbered by the consumer: requests may
-    /// reach the source out of order (a pause sent from the home thread, a
-    /// resume from the consuming task's thread), and only the newest counts.
+    /// A consumer's pause or resume, numbered: requests from the home thread and the consuming
+    /// task's thread may arrive out of order, and only the newest counts.
     package func setConsumerPaused(_ paused: Bool, request: Int) {
         onSourceThread { control in
             guard request > control.appliedRequest else { return }
@@ -70,11 +64,9 @@ public final class FlowControl: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` on the source's thread once the consumer has taken the end: at once when the
-    /// end has already reached a consumer that does not buffer, else when it calls `endTaken()`.
-    ///
-    /// Call on the source's thread after sending the completion. The check hops through the
-    /// subscription's home, behind the completion, so it sees what the consumer did with it.
+    /// Runs `body` on the source's thread once the consumer has taken the end: at once for a
+    /// consumer that does not buffer, else at `endTaken()`. Call on the source's thread after the
+    /// completion; the check hops to the home behind it, so it sees what the consumer did.
     package func whenEndTaken(home: Scheduler, _ body: @escaping () -> Void) {
         endTakenBody = body
         if home.isCurrent {
@@ -143,11 +135,9 @@ public final class FlowControl: @unchecked Sendable {
 extension Subscriber {
     /// Declares that this source can pause: consumers call `pause` and `resume`.
     ///
-    /// The closures run on the thread that registers them (the source's loop,
-    /// which may differ from the subscription's home); the registration itself
-    /// is published on the home thread, where consumers read it. When the home
-    /// is another loop, the source is also paused while too many of its values
-    /// wait in that loop's queue (see `FlowControl`).
+    /// The closures run on the thread that registers them (the source's loop, which may differ
+    /// from the home). When the home is another loop, the source is also paused while too many
+    /// of its values wait in that loop's queue (see `FlowControl`).
     ///
     /// - Parameters:
     ///   - pause: Stops producing (for a socket: stop reading).

@@ -2,18 +2,14 @@ import Synchronization
 
 /// Shares one subscription to a source among many subscribers, through a subject: RAC's `RACMulticastConnection`.
 ///
-/// Subscribe to `signal` (the subject) as often as you like; the source is
-/// subscribed when `connect()` is called, once, and its events are sent to
-/// the subject. Two signals connect for you:
-/// - `autoconnect()` (RAC 2.5's `-autoconnect`): connects on the first
-///   subscriber and disposes the connection when the last one leaves; it
-///   never connects again (the connection is made once, as `connect()`'s is).
-/// - `refCount()` (Rx's name; Combine's `autoconnect()` on a connectable
-///   publisher behaves so too): the same, but the next subscriber after a
-///   disconnect connects again, subscribing the source anew.
+/// Subscribe to `signal` (the subject) as often as you like; `connect()` subscribes the source,
+/// once, and sends its events to the subject. Two signals connect for you:
+/// - `autoconnect()` (RAC 2.5): connects on the first subscriber, disconnects when the last one
+///   leaves, and never connects again;
+/// - `refCount()` (Rx; Combine's `autoconnect()`): the same, but the next subscriber after a
+///   disconnect subscribes the source anew.
 ///
-/// Subscribers of both count together: the connection is disposed when the
-/// last subscriber of either leaves.
+/// Subscribers of both count together.
 ///
 /// Thread rule: safe from any thread.
 public final class MulticastConnection<Value>: @unchecked Sendable {
@@ -53,12 +49,9 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// Subscribes the subject to the source the first time it is called; every call returns that connection (RAC's `-connect`).
     ///
-    /// Connects once: a repeated call returns the same disposable and does
-    /// not subscribe the source again, also after the connection was disposed
-    /// (as in RAC 2.5; `refCount()` is the signal that reconnects). Disposing
-    /// it disconnects the source; the subject is not ended by that. The source
-    /// is subscribed from the calling thread (its home is that thread's loop,
-    /// else `EventLoop.shared`).
+    /// A repeated call returns the same disposable, also after it was disposed (as in RAC 2.5;
+    /// `refCount()` reconnects). Disposing it disconnects the source without ending the subject.
+    /// The source's home is the calling thread's loop, else `EventLoop.shared`.
     ///
     /// Rx: `connect()` (which reconnects after a dispose); Combine: `connect()`.
     ///
@@ -92,15 +85,12 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// A signal that connects when its first subscriber arrives and disconnects when the last one leaves, for good (RAC 2.5's `-autoconnect`).
     ///
-    /// Subscribers share the one connection `connect()` makes. After the last
-    /// subscriber leaves, the connection stays disposed: a later subscriber
-    /// gets only what the subject is still sent (its terminal event, if the
-    /// source ended before the disconnect). Use `refCount()` to connect again.
+    /// Subscribers share the connection `connect()` makes. After the last one leaves it stays
+    /// disposed: a later subscriber gets only the subject's terminal event, if the source ended
+    /// before. Use `refCount()` to connect again.
     ///
     /// Rx: `autoConnect()` (RxJava, which never disconnects); Combine:
     /// `autoconnect()` (which reconnects, as `refCount()` does).
-    ///
-    /// - Returns: The auto-connecting signal.
     ///
     /// Thread rule: safe from any thread.
     public func autoconnect() -> Signal<Value> {
@@ -109,15 +99,11 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// A signal that connects when its first subscriber arrives, disconnects when the last one leaves, and connects again for the next one (Rx's `refCount()`).
     ///
-    /// What `autoconnect()` did before it took RAC 2.5's meaning. Each
-    /// reconnection subscribes the source anew; the subject is shared
-    /// throughout, so a source that ended has ended it for every later
-    /// subscriber too.
+    /// Each reconnection subscribes the source anew; the subject is shared throughout, so a
+    /// source that ended has ended it for every later subscriber too.
     ///
     /// RAC: none (RAC 2.5's `-autoconnect` does not reconnect); Rx:
     /// `refCount()`; Combine: `autoconnect()`.
-    ///
-    /// - Returns: The reference-counted signal.
     ///
     /// Thread rule: safe from any thread.
     public func refCount() -> Signal<Value> {
@@ -164,12 +150,10 @@ extension Signal {
 
     /// Subscribes now and replays the last `capacity` values to every subscriber (RAC's `-replay`, bounded).
     ///
-    /// The source is subscribed at once, once. RAC's `-replay` keeps every
-    /// value; here the default keeps the newest `ReplaySubject.defaultCapacity`
-    /// values, and `replayUnbounded()` keeps all of them.
+    /// The source is subscribed at once, once. Unlike RAC's, it keeps the newest
+    /// `ReplaySubject.defaultCapacity` values by default; `replayUnbounded()` keeps all.
     ///
     /// - Parameter capacity: How many of the newest values to keep.
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replay(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {
@@ -180,8 +164,6 @@ extension Signal {
 
     /// Subscribes now and replays every value to every subscriber (RAC's `-replay`); memory grows with each value.
     ///
-    /// - Returns: The shared, replaying signal.
-    ///
     /// Thread rule: safe from any thread.
     public func replayUnbounded() -> Signal<Value> {
         let connection = multicast(ReplaySubject.unbounded())
@@ -190,8 +172,6 @@ extension Signal {
     }
 
     /// Subscribes now and replays the latest value to every subscriber (RAC's `-replayLast`).
-    ///
-    /// - Returns: The shared signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLast() -> Signal<Value> {
@@ -205,7 +185,6 @@ extension Signal {
     /// The source stays connected after subscribers leave (as in RAC), so late subscribers still get the replay.
     ///
     /// - Parameter capacity: How many of the newest values to keep.
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLazily(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {
@@ -217,8 +196,6 @@ extension Signal {
     }
 
     /// Like `replayLazily(capacity:)`, keeping every value; memory grows with each value.
-    ///
-    /// - Returns: The shared, replaying signal.
     ///
     /// Thread rule: safe from any thread.
     public func replayLazilyUnbounded() -> Signal<Value> {

@@ -1,22 +1,10 @@
-/// What a signal delivers events to: the one observer type of the core.
+/// What a signal delivers events to: a `Sink` (the end of `subscribe`) or a `ClosureObserver`
+/// (an operator's closures, with a value shortcut for fused operators).
 ///
-/// Every `Signal.attach(_:to:)` takes one, and every gate (`Subscriber`) holds
-/// one. It comes in two kinds, each a final subclass:
-/// - `Sink`: the end of `subscribe`, the user's `next`/`error`/`completed`
-///   (and the dispose handshake in front of them);
-/// - `ClosureObserver`: an operator's closures, `event` for every event and,
-///   for fused operators (`map`, `filter`, `scan`), `next`, the value
-///   shortcut, which does what `event(.next(value))` does without building
-///   the event.
+/// `receive` and `receiveNext` switch on `kind` instead of overriding: an override of a generic
+/// class's method runs unspecialized, while these inline into a client that knows the types.
 ///
-/// `receive` and `receiveNext` pick the subclass by `kind` and call it
-/// directly instead of overriding: both are `@inlinable`, so a client (or an
-/// I/O source of a concrete type) specializes the whole delivery; an override
-/// of a generic class's method, called through the base class, would run its
-/// unspecialized body (Swift does not specialize vtable entries per instance).
-///
-/// Home thread only (or the thread `deliver(on:)` and time operators with a
-/// scheduler move the events to), one event at a time.
+/// Home thread only (or the thread `deliver(on:)` moved the events to), one event at a time.
 @usableFromInline
 package class Observer<Value> {
     // `kind` is immutable; subclasses document their own state.
@@ -53,8 +41,7 @@ package class Observer<Value> {
     }
 
     /// This observer as an operator's downstream: closures, with the value shortcut if `values`
-    /// and the observer has one. A sink makes them now (`Sink.makeClosures`); a closure observer is
-    /// that already.
+    /// and the observer has one.
     @inlinable
     final func closures(values: Bool) -> ClosureObserver<Value> {
         if kind == .sink {
@@ -76,11 +63,8 @@ package enum ObserverKind: UInt8 {
     case sink
 }
 
-/// An operator's observer: the closures it made for one subscription.
-///
-/// Made on the home thread when the operator is attached; the closures share
-/// the operator's state for that subscription (`OperatorVar`) and must treat a
-/// value alike.
+/// An operator's observer: the closures it made for one subscription, on its home thread. They
+/// share the operator's state (`OperatorVar`) and must treat a value alike.
 @usableFromInline
 final class ClosureObserver<Value>: Observer<Value> {
     // Immutable.

@@ -1,9 +1,6 @@
 extension Signal {
     /// A signal that sends one value and completes (RAC's `+return:`).
     ///
-    /// - Parameter value: The value.
-    /// - Returns: The signal.
-    ///
     /// Thread rule: safe from any thread.
     public static func `return`(_ value: Value) -> Signal<Value> {
         let box = UncheckedSendable(value)
@@ -33,9 +30,6 @@ extension Signal {
 
     /// A signal that fails at once.
     ///
-    /// - Parameter error: The error.
-    /// - Returns: The signal.
-    ///
     /// Thread rule: safe from any thread.
     public static func error(_ error: any Error) -> Signal<Value> {
         Signal { subscriber in
@@ -47,7 +41,6 @@ extension Signal {
     /// A signal that sends each element of a sequence, then completes.
     ///
     /// - Parameter values: The values, sent in order.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public static func from<S: Sequence>(_ values: S) -> Signal<Value> where S.Element == Value {
@@ -65,7 +58,6 @@ extension Signal {
     /// A signal that calls `makeSignal` for each subscriber and forwards its events (RAC's `+defer:`).
     ///
     /// - Parameter makeSignal: Builds the signal to forward, at subscription time.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public static func `defer`(_ makeSignal: @escaping @Sendable () -> Signal<Value>) -> Signal<Value> {

@@ -1,18 +1,14 @@
 extension Signal {
     /// Subscribes with callbacks for each kind of event.
     ///
-    /// The subscription's home is the calling thread's loop (or current test
-    /// scheduler); from any other thread it is `EventLoop.shared`, and
-    /// `didSubscribe` runs there shortly after this returns. Callbacks run on
-    /// the home thread. After `error` or `completed`, or once the returned
-    /// disposable is disposed, no callback runs again.
+    /// The home is the calling thread's loop (or current test scheduler), else `EventLoop.shared`,
+    /// where `didSubscribe` runs shortly after this returns. Callbacks run on the home thread;
+    /// after `error` or `completed`, or once disposed, none runs again.
     ///
-    /// The callbacks are `sending`: they are handed over to the home thread,
-    /// so the compiler rejects one that touches the caller's isolated state
-    /// (a `@MainActor` property, an actor's state) or captures a non-Sendable
-    /// object the caller keeps using. Keep such state on the loop (`LoopBound`,
-    /// an actor on the loop's executor), hop back (`Task { @MainActor in ... }`),
-    /// or read `values` in a task: README, "Callbacks and Swift 6 isolation".
+    /// The callbacks are `sending` (handed over to the home thread), so the compiler rejects one
+    /// that touches the caller's isolated state or captures a non-Sendable object the caller keeps
+    /// using. Keep such state on the loop (`LoopBound`), hop back (`Task { @MainActor in ... }`),
+    /// or read `values` in a task (docs/guides/async.md, "Callbacks and isolation").
     ///
     /// - Parameters:
     ///   - next: Called with each value.
@@ -31,24 +27,19 @@ extension Signal {
         return subscribeSink(next: next, error: error, completed: completed)
     }
 
-    /// `subscribe(next:error:completed:)` once its callbacks were handed over (they may share state).
-    ///
-    /// The callbacks are taken owned: the sink stores them as they come (borrowed, each cost a retain
-    /// here and a release in the caller). Returns the subscription as itself: a consumer inside the
-    /// library that pauses what it reads (a child's output, a process run) takes the source's
-    /// `flowControl` from it, registered at once when subscribed on the home thread.
+    /// `subscribe(next:error:completed:)` once its callbacks were handed over. They are consumed,
+    /// since the sink stores them. Returns the `Subscription` itself, for library consumers that
+    /// take the source's `flowControl` from it.
     @inlinable
     package func subscribeSink(
         next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
     ) -> Subscription {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        // Event logging (SignalLogging.swift) is out of line, so this body stays small
-        // enough to inline; off (the default) it costs one relaxed load, nothing per event.
+        // Event logging is out of line, so this body stays small enough to inline.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
         } else {
-            // The sink is the observer: a gate holds it directly, and operators ask it for closures.
             start(sink, on: subscription)
         }
         return subscription
@@ -101,13 +92,10 @@ extension Signal {
 
     /// Forwards every event of this signal to another signal's subscriber (RAC's `subscribe:`).
     ///
-    /// For writing signals out of other signals:
-    /// `Signal { subscriber in other.subscribe(subscriber) }`.
-    /// The returned disposable is added to `subscriber`'s subscription, so it
-    /// is torn down with it.
+    /// For writing signals out of others: `Signal { subscriber in other.subscribe(subscriber) }`.
+    /// The returned disposable is added to `subscriber`'s subscription, and torn down with it.
     ///
     /// - Parameter subscriber: The subscriber to forward to.
-    /// - Returns: The forwarding subscription.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

@@ -2,23 +2,18 @@ import Synchronization
 
 /// A stream of values over time that ends with an error or completion: RAC's `RACSignal`.
 ///
-/// Cold: `didSubscribe` runs once per subscriber, when it subscribes, through
-/// `Scheduler.subscription`: at once on a loop thread, else on
-/// `EventLoop.shared`. The subscription belongs to that loop (its home);
-/// every event reaches the subscriber on the home thread, never two at once.
-/// Disposing the subscription stops delivery and tears down everything it
-/// created.
+/// Cold: `didSubscribe` runs once per subscriber, through `Scheduler.subscription` (at once
+/// on a loop thread, else on `EventLoop.shared`). That loop is the subscription's home: every
+/// event reaches the subscriber on its thread, never two at once. Disposing the subscription
+/// stops delivery and tears down what it created.
 ///
-/// Operators that transform one signal (`map`, `filter`, `scan`, ...) are
-/// fused: subscribing to a chain makes one subscription and one chain of
-/// direct calls, with no lock and no allocation per value.
+/// Operators that transform one signal (`map`, `filter`, `scan`...) are fused: a chain is one
+/// subscription and one chain of direct calls, with no lock on the way.
 ///
-/// Closures given to a signal run on the subscription's home thread, not in
-/// the caller's isolation: operator closures and `didSubscribe` are
-/// `@Sendable` (two subscriptions may run them on two loops at once), and
-/// `subscribe`'s callbacks are `sending` (handed over to the home thread).
-/// The values a signal sends need not be `Sendable`; the operators that hand
-/// them to another thread (`deliver(on:)`, `subscribe(on:)`) require it.
+/// Closures run on the home thread, not in the caller's isolation: operator closures and
+/// `didSubscribe` are `@Sendable` (subscriptions on two loops may run them at once), and
+/// `subscribe`'s callbacks are `sending`. Values need not be `Sendable`, except through the
+/// operators that hand them to another thread (`deliver(on:)`, `subscribe(on:)`).
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
@@ -29,13 +24,10 @@ public class Signal<Value>: @unchecked Sendable {
 
     /// Creates a cold signal that runs `didSubscribe` for each subscriber.
     ///
-    /// Send events to the subscriber (from any thread), and return a
-    /// disposable that tears down what you set up (or nil). It is disposed when
-    /// the subscriber disposes or the signal ends.
+    /// Send events to the subscriber (from any thread) and return what tears down your setup
+    /// (or nil); it is disposed when the subscriber disposes or the signal ends.
     ///
-    /// - Parameter didSubscribe: Called once per subscription, on its home thread; `@Sendable`
-    ///   because subscriptions on several loops may run it at once.
-    /// - Returns: The signal.
+    /// - Parameter didSubscribe: Called once per subscription, on its home thread.
     ///
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
@@ -49,8 +41,8 @@ public class Signal<Value>: @unchecked Sendable {
         self.didSubscribe = nil
     }
 
-    /// The debug name (RAC's `name`); empty unless set, or unless debug naming
-    /// is on (`REACTIVEUV_DEBUG_SIGNALS=1`), in which case operators name their results.
+    /// The debug name (RAC's `name`): empty unless set, or unless debug naming is on
+    /// (`REACTIVEUV_DEBUG_SIGNALS=1`) and an operator named its result.
     ///
     /// Thread rule: safe from any thread.
     public var name: String {
@@ -60,7 +52,6 @@ public class Signal<Value>: @unchecked Sendable {
 
     /// Sets the debug name and returns the signal, for chaining.
     ///
-    /// - Parameter name: The name.
     /// - Returns: `self`.
     ///
     /// Thread rule: safe from any thread.
@@ -80,17 +71,12 @@ public class Signal<Value>: @unchecked Sendable {
     }
 
     /// Connects `observer` to this signal inside `subscription`: the one way in. Home thread only.
-    ///
-    /// The base signal puts a gate (`Subscriber`) in front of the observer and
-    /// runs `didSubscribe` with it; subjects register such a gate; fused and
-    /// lifted signals attach their operator's observer upstream, in the same
-    /// subscription; operators with several inputs run their body.
+    /// Subclasses override it (subjects register a gate, fused operators attach upstream).
     @usableFromInline
     package func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
-        // A subscription disposed before it attached (a child made after its parent ended, a
-        // dispose from another thread that won the race) starts nothing, as a queued attach would not.
+        // A subscription disposed before it attached (its parent ended, a dispose won the race) starts nothing.
         if let didSubscribe, !subscription.isDisposed {
             subscription.add(didSubscribe(subscriber))
         }
@@ -106,7 +92,7 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
-    /// The off-home path, kept out of `start` so the common path never builds `PendingAttach<Value>`'s metadata.
+    /// The off-home path, out of line so the inlined `start` stays free of `PendingAttach`.
     @usableFromInline
     @inline(never)
     final func startElsewhere(_ observer: Observer<Value>, on subscription: Subscription) {
@@ -121,13 +107,9 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
-    /// `fuse` for an operator that sends many values out of one upstream event, as a burst: its
-    /// transform is also given the subscription's own sink when that is the downstream (nil
-    /// otherwise). Inside a delivery the operator entered with `subscription.enterDelivery()`, on
-    /// the thread it runs on, it may send values with `sink.handleNextInBurst` (see there).
-    ///
-    /// - Parameter transform: Makes the upstream observer from the downstream's closures and sink.
-    /// - Returns: The derived signal.
+    /// `fuse` for an operator that sends many values per upstream event: its transform also gets
+    /// the subscription's own sink when that is the downstream, to send a burst through
+    /// `Sink.handleNextInBurst` inside one `enterDelivery()`.
     @inlinable
     func fuseBursting<U>(
         _ transform: @escaping @Sendable (
@@ -138,14 +120,8 @@ public class Signal<Value>: @unchecked Sendable {
         BurstFusedSignal(upstream: self, transform: transform)
     }
 
-    /// A signal whose subscribers attach `transform(observer)` to this signal, in the same subscription.
-    ///
-    /// The building block of fused operators: `transform` runs once per
-    /// subscription on its home thread and returns the observer this signal
-    /// will feed, which forwards (some of) its events to `observer`.
-    ///
-    /// - Parameter transform: Makes the upstream observer from the downstream one.
-    /// - Returns: The derived signal.
+    /// A signal whose subscribers attach `transform(observer)` to this one, in the same subscription:
+    /// the building block of fused operators. `transform` runs once per subscription, on its home thread.
     @inlinable
     func lift<U>(
         _ transform: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
@@ -153,16 +129,9 @@ public class Signal<Value>: @unchecked Sendable {
         LiftedSignal(upstream: self, transform: transform)
     }
 
-    /// `lift` for operators that also pass values along as plain values (the value shortcut).
-    ///
-    /// `transform` runs once per subscription on its home thread with the
-    /// downstream's closure and, when the downstream has one, its value
-    /// shortcut; it returns the operator's `ClosureObserver`, with a value
-    /// shortcut of its own when it was given one. The two closures share the
-    /// operator's state and must treat a value alike.
-    ///
-    /// - Parameter transform: Makes the upstream observer from the downstream's closures.
-    /// - Returns: The derived signal.
+    /// `lift` for operators that also pass values as plain values (the value shortcut): `transform`
+    /// gets the downstream's shortcut when it has one, and its own event and value closures must
+    /// treat a value alike.
     @inlinable
     func fuse<U>(
         _ transform: @escaping @Sendable (
@@ -173,15 +142,11 @@ public class Signal<Value>: @unchecked Sendable {
     }
 }
 
-/// A subscription waiting to be attached on its home thread.
-///
-/// A class rather than a tuple in a generic box: Swift 6.3.1 over-releases a
-/// class reference taken out of a generic struct holding a tuple with a
-/// closure, when the struct is captured by an escaping closure (and its
-/// optimizer crashes on the same code). See `UncheckedSendable`.
+/// A subscription waiting to be attached on its home thread. A class, not a tuple in a generic
+/// box: the compiler over-releases the latter when an escaping closure captures it (see `UncheckedSendable`).
 @usableFromInline
 final class PendingAttach<Value>: @unchecked Sendable {
-    // Created on the subscribing thread, then used only on the home thread (handed over through the home's queue).
+    // Made on the subscribing thread, then used only on the home thread (handed over through its queue).
     let signal: Signal<Value>
     let observer: Observer<Value>
     package let subscription: Subscription
@@ -244,10 +209,8 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     }
 }
 
-/// `FusedSignal` for an operator that sends bursts of values out of one upstream event (the
-/// framing operators): its transform is also given the subscription's own sink, when that sink
-/// is its downstream, so that inside a delivery it entered (`DeliveryHandshake.enterDelivery`) it can
-/// hand each value to `Sink.handleNextInBurst` without a closure and a handshake per value.
+/// `FusedSignal` for an operator that sends bursts of values per upstream event (framing): it is
+/// also given the subscription's own sink, to send a burst inside one delivery (see `fuseBursting`).
 @usableFromInline
 final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Both stored properties are immutable.

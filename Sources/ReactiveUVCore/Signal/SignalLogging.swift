@@ -7,25 +7,19 @@ import Synchronization
 ///
 /// - for one signal: `signal.logEvents(to: logger)` (RAC's `logAll`);
 /// - for every subscription made from now on: `SignalLogging.logger = logger`;
-/// - the environment switch `REACTIVEUV_DEBUG_SIGNALS=1` (which also names the
-///   signals that constructors and operators make): without a logger set
-///   here, events go to standard error as `ReactiveUV: [name] next(1)`.
+/// - the environment switch `REACTIVEUV_DEBUG_SIGNALS=1`, which also names the signals that
+///   constructors and operators make; without a logger, events go to standard error as
+///   `ReactiveUV: [name] next(1)`.
 ///
-/// Values are logged at `.trace`; subscribe, error, completed and dispose at
-/// `.debug` (the logger's own level filters them). Every entry carries the
-/// metadata `signal` (the name, `signal` when the signal has none) and
-/// `event` (`subscribe`, `next`, `error`, `completed`, `dispose`). Names are
-/// empty unless set with `named(_:)` or the environment switch is on.
-///
-/// When off, a subscription pays one relaxed atomic load when it is made,
-/// and no event pays anything.
+/// Values are logged at `.trace`, the rest at `.debug`. Every entry carries the metadata
+/// `signal` (the name, or `signal`) and `event` (`subscribe`, `next`, `error`, `completed`,
+/// `dispose`).
 ///
 /// Thread rule: safe from any thread.
 public enum SignalLogging {
     /// The logger every subscription made from now on logs its events to; nil (the default) is off.
     ///
-    /// Subscriptions made while it was nil are not logged later, and ones made
-    /// while it was set keep logging to that logger after it changes.
+    /// A subscription keeps the logger (or none) it was made with.
     ///
     /// Thread rule: safe from any thread.
     public static var logger: Logger? {
@@ -40,8 +34,7 @@ public enum SignalLogging {
     }
 
     private static let configured = LockedValue<Logger?>(nil)
-    /// `configured != nil || REACTIVEUV_DEBUG_SIGNALS`: written under `configured`'s lock,
-    /// read without it on every subscribe.
+    /// `configured != nil || REACTIVEUV_DEBUG_SIGNALS`: written under `configured`'s lock, read without it.
     @usableFromInline static let isOn = Atomic<Bool>(DebugSignals.isEnabled)
 
     /// Whether subscriptions log (a relaxed load: a subscription racing with the setter may miss a change).
@@ -95,7 +88,7 @@ final class SignalEventLogger: Sendable {
     }
 }
 
-/// The environment switch's handler: `ReactiveUV: [name] next(1)` on standard error, as before swift-log.
+/// The environment switch's handler: `ReactiveUV: [name] next(1)` on standard error.
 private struct StandardErrorSignalLogHandler: LogHandler {
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace
@@ -130,10 +123,8 @@ extension Signal {
 
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).
     ///
-    /// One log entry per event of each subscription, on the subscription's
-    /// home thread; values at `.trace`, the rest at `.debug`, each with the
-    /// metadata `signal` and `event` (see `SignalLogging`). Costs nothing to
-    /// signals that do not use it.
+    /// One entry per event of each subscription, on its home thread; values at `.trace`, the
+    /// rest at `.debug`, with the metadata `signal` and `event` (see `SignalLogging`).
     ///
     /// - Parameters:
     ///   - logger: Where the entries go (its level filters them).

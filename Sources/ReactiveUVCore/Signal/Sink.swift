@@ -7,38 +7,22 @@ import Musl
 
 /// The end of a chain: the user's `next`/`error`/`completed`, behind the dispose handshake.
 ///
-/// The kind of `Observer` that `subscribe` makes. A gate (`Subscriber`) of a
-/// subject or a signal made with `Signal { ... }` holds the sink itself and
-/// calls it directly; operators call it through the closures it makes
-/// (`makeClosures`), which are built only when an operator asks for them.
-///
-/// The handshake (`DeliveryHandshake.enterDelivery`, written once there): the
-/// outermost delivery publishes its thread in `subscription.delivering`
-/// before it checks the disposed flag (both sequentially consistent), and
-/// `Subscription.dispose()` sets the flag first. So once `dispose()` has
-/// returned no callback begins; it never waits for one in progress (that is
-/// `disposeAndWait()`, which suspends instead: see `DeliveryHandshake`). A
-/// delivery on a thread that already published (a nested, re-entrant one, or
-/// one inside a burst an operator opened around many values, as the framing
-/// operators do per chunk) only checks the flag, and `disposeAndWait()`
-/// awaited from inside a callback does not wait for itself. It sits here, at the end, because
-/// the end may run on another thread than the source's gate (`deliver(on:)`,
-/// a time operator given a scheduler).
-///
-/// On a terminal event the subscription is disposed first and the callback
-/// runs after, as RAC's subscriber does; the callbacks are then released.
+/// Gates call it directly; operators call it through the closures it makes on request
+/// (`makeClosures`). The handshake (`DeliveryHandshake`) sits here, at the end, because the end
+/// may run on another thread than the source's gate (`deliver(on:)`, a time operator given a
+/// scheduler). On a terminal event the subscription is disposed first and the callback runs
+/// after, as in RAC.
 @usableFromInline
 package final class Sink<Value>: Observer<Value> {
-    // All stored vars are touched only on the thread the chain's end runs on (the home, or the
+    // Stored vars are touched only on the thread the chain's end runs on (the home, or the
     // scheduler `deliver(on:)` moved it to); the rest is immutable.
-    /// A `let` so a value is delivered without retaining the closure; it is freed with the sink at teardown.
+    /// A `let` so a value is delivered without retaining the closure.
     @usableFromInline let next: ((Value) -> Void)?
     @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
     @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?
     @usableFromInline package let subscription: Subscription
-    /// Makes the closures operators call this sink through (with the value shortcut when asked).
-    /// A function without captures (storing it allocates nothing), written here so it is
-    /// specialized where `subscribe` is, like the closures it makes.
+    /// Makes the closures operators call this sink through (with the value shortcut when asked);
+    /// built here so it is specialized where `subscribe` is.
     @usableFromInline let makeClosures: (_ sink: Sink<Value>, _ values: Bool) -> ClosureObserver<Value>
 
     @inlinable
@@ -63,8 +47,7 @@ package final class Sink<Value>: Observer<Value> {
         }
     }
 
-    /// `handle(.completed)`, without building the event (an `Event` of a large value is copied
-    /// about: a stat's is 145 bytes).
+    /// `handle(.completed)`, without building an `Event` (which would copy a large value about).
     @inlinable
     package func handleCompleted() {
         handleEnd(failure: nil)
@@ -99,9 +82,8 @@ package final class Sink<Value>: Observer<Value> {
         subscription.leaveDelivery(entry)
     }
 
-    /// `handleNext(value)` inside a delivery its caller entered on this sink's subscription, on
-    /// this thread (`DeliveryHandshake.enterDelivery`, not refused), as an operator does around a burst
-    /// of values: the handshake's joined path, so only the disposed flag, then the callback.
+    /// `handleNext(value)` inside a delivery the caller entered on this subscription and thread
+    /// (a burst): only the disposed flag is checked.
     @inlinable
     @inline(__always)
     func handleNextInBurst(_ value: Value) {

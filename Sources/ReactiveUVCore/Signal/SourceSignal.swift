@@ -11,7 +11,7 @@ package protocol SignalSource<Value>: Sendable {
 }
 
 /// A signal whose subscribers attach to `source`: the lane of the one subscribe path that
-/// loop-bound sources take (the source is stored inline: one object per signal).
+/// loop-bound sources take (the source is stored inline).
 ///
 /// Thread rule: safe from any thread (the source is immutable).
 package final class SourceSignal<Source: SignalSource>: Signal<Source.Value>, @unchecked Sendable {

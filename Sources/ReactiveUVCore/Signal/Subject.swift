@@ -7,30 +7,18 @@ import Musl
 
 /// A hot signal you send to by hand: RAC's `RACSubject`.
 ///
-/// Every subscriber gets the events sent after it subscribed. Sends are safe
-/// from any thread: each subscriber receives them on its own subscription's
-/// home thread (a send made on another thread is hopped there, in order), so
-/// one subscriber never sees two events at once. A send made on the
-/// subscriber's home thread is delivered before `sendNext` returns. A
-/// disposed subscription leaves the subject at once and gets nothing more.
-/// A value sent from another thread than a subscriber's home is handed over
-/// to that thread; the compiler cannot see it, so a subject of non-Sendable
-/// values is sent to only on its subscribers' loop (or its values are not
-/// used by the sender afterwards).
+/// Every subscriber gets the events sent after it subscribed, on its own home thread (a send
+/// from another thread is hopped there, in order); a send made on that thread is delivered
+/// before `sendNext` returns. A disposed subscription leaves at once and gets nothing more.
+/// The compiler cannot see a value handed to another thread, so send non-Sendable values only
+/// on the subscribers' loop (or stop using them after sending).
 ///
-/// Unlike RAC's subject, one that has ended remembers its terminal event and
-/// sends it to later subscribers (so nobody waits forever on a finished subject).
+/// Unlike RAC's subject, one that has ended sends its terminal event to later subscribers, so
+/// nobody waits forever on a finished subject. `ReplaySubject` and `BehaviorSubject` also
+/// replay recent values.
 ///
-/// `ReplaySubject` and `BehaviorSubject` are subjects that also replay recent values.
-///
-/// Cost of a send: subscribers are read from an immutable snapshot, rebuilt
-/// only after the list changed. The first loop thread that sends becomes
-/// the subject's owner and then reads the snapshot with no lock and no
-/// atomic read-modify-write (its check is a thread-local read and two plain
-/// loads; with one subscriber it calls that subscriber directly); other
-/// threads take a short spin lock. Values go down fused operator chains as
-/// plain values. Nothing is allocated per send, and no subscriber is called
-/// with the lock held.
+/// The first loop thread that sends becomes the owner and reads the subscriber list without a
+/// lock; other threads take a short spin lock, never held while calling a subscriber.
 ///
 /// Thread rule: `send*` and subscribing are safe from any thread.
 public class Subject<Value>: Signal<Value>, @unchecked Sendable {
@@ -51,17 +39,14 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
-    /// Unregisters `abandonCache` from the owner loop's shutdown; written once by the owner thread as
-    /// it claims the cache, read by `deinit`.
+    /// Unregisters `abandonCache` from the owner loop's shutdown; written once, by the owner thread.
     @exclusivity(unchecked) final var ownerShutdownWatch: (any Disposable)?
     /// `cacheOwner` once its loop shut down: no thread is this, so nobody uses or claims the cache again.
     @usableFromInline static var abandonedOwner: UInt { 1 }
-    /// Looked up once here, so subscribing (unspecialized generic code) does not search the runtime's metadata cache.
+    /// Looked up once, so subscribing (unspecialized) does not search the runtime's metadata cache.
     private let subscriberType = Subscriber<Value>.self
 
     /// Creates a subject with no subscribers.
-    ///
-    /// - Returns: A subject.
     ///
     /// Thread rule: safe from any thread.
     public override init() {
@@ -89,13 +74,10 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     ///
     /// Ignored once the subject has ended.
     ///
-    /// - Parameter value: The value.
-    ///
     /// Thread rule: safe from any thread.
     @inlinable
     public final func sendNext(_ value: Value) {
-        // The owner's check: a thread-local read and two plain loads. The owner is never
-        // claimed for a replaying subject, so this also rules those out.
+        // The owner's check. A replaying subject never has an owner, so this rules those out too.
         let current = ThreadLocals.currentScheduler.value
         if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current),
            version.load(ordering: .acquiring) == cachedVersion {
@@ -108,8 +90,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     /// The owner loop's path: the cached snapshot, current (its version was just checked).
     @inlinable
     final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
-        // A subscriber may change the list and re-enter here; the snapshot being
-        // walked is then retired, not released, until the outermost send is done.
+        // A subscriber may change the list and re-enter: the snapshot being walked is retired,
+        // not released, until the outermost send is done.
         if let single = cachedSingle {
             cacheDepth &+= 1
             single._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
@@ -156,11 +138,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         snapshot.send(.next(value), current: current)
     }
 
-    /// The owner thread just claimed the cache: when its loop shuts down, the cache is let go.
-    ///
-    /// The cached snapshot holds the subscribers it listed until the owner sends again; a loop that
-    /// has shut down never does, so without this a subject outliving its sending loop would keep
-    /// subscribers that left, their subscriptions and their home loops for as long as it lives.
+    /// The owner thread just claimed the cache: it is let go when that loop shuts down, since the
+    /// cached snapshot would otherwise keep departed subscribers (and their loops) alive.
     @usableFromInline
     @inline(never)
     final func watchOwnerShutdown(_ current: UnsafeMutableRawPointer) {
@@ -225,8 +204,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     ///
     /// Ignored once the subject has ended.
     ///
-    /// - Parameter error: The error.
-    ///
     /// Thread rule: safe from any thread.
     public final func sendError(_ error: any Error) {
         terminate(.error(error))
@@ -242,8 +219,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     }
 
     /// Sends any event (`next`, `error` or `completed`).
-    ///
-    /// - Parameter event: The event.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -306,9 +281,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             }
             unlock()
             if !ended {
-                // Leaves the list at teardown (`releaseObserver`, as the subscription's root): no
-                // child to add. Teardown runs after this on the home thread; only when the home loop
-                // is gone can it run elsewhere, so a disposal that raced the append leaves here.
+                // Teardown leaves the list (`releaseObserver`); this covers a disposal from a
+                // closed home that raced the append.
                 if subscription.isDisposed { subscriber.leaveSubject() }
                 return
             }
@@ -378,7 +352,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         return replay.buffer.last
     }
 
-    /// Takes the spin lock. Held only for a few instructions, never while calling out.
+    /// Takes the spin lock, held only to read or change the list, never while calling out.
     @inlinable
     package final func lock() {
         if !lockWord.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged {
@@ -391,7 +365,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         lockWord.store(false, ordering: .releasing)
     }
 
-    /// The lock is held by another thread for a few instructions: spin, then yield the CPU.
+    /// The lock is held by another thread, briefly: spin, then yield the CPU.
     @usableFromInline
     final func lockContended() {
         var spins = 0

@@ -2,47 +2,32 @@ import Synchronization
 
 /// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
 ///
-/// A signal made with `Signal { subscriber in ... }` sends to one; a subject
-/// keeps one per subscription and sends to it. It is the one gate of the
-/// core, and its rule (`enter` and `leave`, written once) is:
-/// - after the subscription is disposed, or after a terminal event passed,
-///   every event is dropped;
-/// - events reach the observer on the subscription's home thread: a send
-///   from another thread is hopped there through the home loop's queue, in
-///   the order that thread sent them, so events for one subscription are
-///   never concurrent;
-/// - a send made on the home thread has been delivered when it returns
-///   (synchronous, as in RAC). A subscriber that makes its own source send
-///   again (re-entrancy) gets the new event nested inside the current one,
-///   depth first;
-/// - a terminal event closes the gate, reaches the observer, then disposes
-///   the subscription.
+/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription. Its rule:
+/// - after the subscription is disposed, or a terminal event passed, every event is dropped;
+/// - events reach the observer on the subscription's home thread: a send from another thread
+///   is hopped there, in the order that thread sent, so one subscription's events never overlap;
+/// - a send made on the home thread has been delivered when it returns (as in RAC); a
+///   subscriber that makes its own source send again gets that event nested, depth first;
+/// - a terminal event closes the gate, reaches the observer, then disposes the subscription.
 ///
-/// It holds its `Observer` without ARC traffic per delivery, and lets go of
-/// it at the subscription's teardown (after the delivery in progress, if
-/// any), even while a sender still holds the subscriber.
+/// Teardown lets go of the observer even while a sender still holds the subscriber.
 ///
 /// Thread rule: `send*` and `isDisposed` are safe from any thread.
 public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     // `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and `depth`
-    // are touched only on the subscription's home thread (deliveries run there, sends from elsewhere
-    // are hopped there, teardown runs there); `subject` is set in init and taken once by
-    // `leaveSubject` (after `left`'s atomic exchange); `sourceFlowControl` is atomic.
+    // are touched only on the home thread (deliveries, hops and teardown run there); `subject` is
+    // taken once, after `left`'s atomic exchange; `sourceFlowControl` is atomic.
     @usableFromInline package let subscription: Subscription
-    /// `subscription.home`'s identity, compared with the thread's current scheduler without touching `home`
-    /// (the subscription keeps `home` alive, so the pointer stays valid).
+    /// `subscription.home`'s identity, to compare with the thread's current scheduler (the subscription keeps `home` alive).
     @usableFromInline package let homeIdentity: UnsafeMutableRawPointer
-    /// Holds one reference to the observer until `releasedFlag` is set.
+    /// Holds one reference to the observer until `releasedFlag` is set, without ARC traffic per delivery.
     @usableFromInline let observer: Unmanaged<Observer<Value>>
-    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag`: one byte, so a value is gated by one test.
+    /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag` in one byte, so a value is gated by one test.
     @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
     /// Deliveries in progress (nested ones count), so teardown inside one waits for it to return.
     @usableFromInline @exclusivity(unchecked) var depth = 0
-    /// The `Subject<Value>` this subscriber is registered with, if any; let go of on leaving (a
-    /// sending loop's cached snapshot may list this subscriber until that loop sends again).
-    /// Not an optional `Subject<Value>`: teardown, which runs unspecialized, then looked its
-    /// metadata up on every subscription (+600 instructions per subscribe and dispose); and
-    /// unmanaged, so leaving calls the subject without a retain around the call.
+    /// The `Subject<Value>` this subscriber is registered with, if any. Type-erased because teardown
+    /// runs unspecialized and would look up `Subject<Value>`'s metadata; unmanaged to call it without a retain.
     private var subject: Unmanaged<AnyObject>?
     private let left = Atomic<Bool>(false)
     /// The flow control the source registered, if any (set once, atomically, retained): hops count against it.
@@ -89,8 +74,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// Sends a value.
     ///
-    /// - Parameter value: The value.
-    ///
     /// Thread rule: safe from any thread.
     @inlinable
     public func sendNext(_ value: Value) {
@@ -98,8 +81,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// Sends an error, ending the subscription.
-    ///
-    /// - Parameter error: The error.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -116,8 +97,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// Sends an event.
-    ///
-    /// - Parameter event: The event.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -145,12 +124,9 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         }
     }
 
-    /// The gate's rule, written once (with `leave`): whether an event may pass now. Home thread only.
-    ///
-    /// It may not after a terminal event passed, after teardown released the observer, or once the
-    /// subscription is disposed. A terminal event that passes closes the gate behind it.
-    /// `deliver` and `deliverNext` call the observer between `enter` and `leave`; they do not pass
-    /// the call in as a closure, which the optimizer left as an indirect call per value.
+    /// The gate's rule, written once with `leave`: whether an event may pass now. Home thread only.
+    /// Callers call the observer between `enter` and `leave` rather than passing it in as a
+    /// closure, which the optimizer left as an indirect call.
     @inlinable
     @inline(__always)
     func enter(terminal: Bool) -> Bool {
@@ -160,8 +136,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         return true
     }
 
-    /// The rest of the rule, after the observer returned: a teardown that came meanwhile releases the
-    /// observer now (outermost delivery only), and a terminal event disposes the subscription.
+    /// After the observer returned: a teardown that came meanwhile releases the observer (outermost
+    /// delivery only), and a terminal event disposes the subscription.
     @inlinable
     @inline(__always)
     func leave(terminal: Bool) {
@@ -179,10 +155,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         leave(terminal: terminal)
     }
 
-    /// Delivers a value on the home thread, through the gate. Also `sendNext` from a source that
-    /// knows it runs on the home thread (it compared its loop with `homeIdentity` once, when it
-    /// was subscribed). A terminal event sent from inside the observer (re-entrantly) passed the
-    /// gate itself and disposed the subscription already: nothing is left to end here.
+    /// Delivers a value on the home thread, through the gate; also the send of a source that knows
+    /// it runs there. A terminal event sent re-entrantly passed the gate itself and ended the subscription.
     @inlinable
     package func deliverNext(_ value: Value) {
         guard enter(terminal: false) else { return }
@@ -190,13 +164,10 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         leave(terminal: false)
     }
 
-    /// Sends `values` in order, as `sendNext` would send each, but as one delivery on the home thread.
-    ///
-    /// For a source with many values in hand at once (a directory listing's batch): the gate is entered
-    /// once around them all and, when the observer is this subscription's own sink, so is the dispose
-    /// handshake (`DeliveryHandshake.enterDelivery`), instead of once per value. Each value still checks that
-    /// no terminal event, teardown or dispose came during the one before it, and stops the burst if one
-    /// did. Off the home thread each value hops there as `sendNext` would hop it.
+    /// Sends `values` in order as one delivery on the home thread (a directory listing's batch):
+    /// the gate, and for its own sink the dispose handshake, are entered once around them all.
+    /// Each value still stops the burst if a terminal event, teardown or dispose came during the
+    /// one before. Off the home thread each value hops as `sendNext` would.
     ///
     /// Thread rule: safe from any thread.
     package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
@@ -248,9 +219,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         } else {
             delivered = subscription.home.scheduleDroppingIfShutDown { target.value.deliver(payload.value) }
         }
-        // The home loop has shut down: nothing can reach the subscriber any more. Disposing stops the
-        // source (a timer or a connection on another loop would otherwise send into the void, and
-        // each value would be reported as a refused submission though nobody misused anything).
+        // The home loop has shut down and nothing can reach the subscriber: stop the source, which
+        // would otherwise go on sending into refused submissions.
         if !delivered { subscription.dispose() }
     }
 
@@ -282,8 +252,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery
-    /// in progress if there is one). The subscriber is the subscription's root, not one of its
-    /// children, so this is the one place it leaves.
+    /// in progress, if any). The subscriber is the subscription's root, so this is where it leaves.
     package func releaseObserver() {
         leaveSubject()
         if flags & Self.releasedFlag != 0 { return }

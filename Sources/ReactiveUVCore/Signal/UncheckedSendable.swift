@@ -1,14 +1,10 @@
 /// Carries a value to another thread where the type system cannot see why that is safe.
 ///
-/// Used only to hand an event or a closure to a subscription's home loop: the
-/// receiving side runs on that loop's thread, one event at a time, so the
-/// value is never used from two threads at once.
+/// Used only to hand an event or a closure to a subscription's home loop, whose thread then
+/// is the only one to use it.
 ///
-/// Never wrap a tuple that contains a closure: Swift 6.3.1 over-releases the
-/// tuple's other references when such a box is captured by an escaping
-/// closure and taken apart inside it (debug builds), and its optimizer
-/// crashes on the same code ("Found ownership error"). Box each part on its
-/// own, or use a small class.
+/// Never wrap a tuple that contains a closure: the compiler over-releases such a box captured
+/// by an escaping closure, and its optimizer crashes on it. Box each part, or use a small class.
 @usableFromInline
 package struct UncheckedSendable<Wrapped>: @unchecked Sendable {
     // Safe because every use hands the value to exactly one thread (the subscription's home loop).

@@ -5,15 +5,11 @@ import Glibc
 import Musl
 #endif
 
-// Why not `Synchronization.Mutex`: on Linux the thread sanitizer does not see
-// its lock and unlock (they happen in an uninstrumented library), so every
-// access it protects is reported as a race. These locks are built from what
-// the sanitizer does see: atomics compiled into this module, and pthread mutexes.
+// Not `Synchronization.Mutex`: on Linux the thread sanitizer does not see its lock and unlock
+// (an uninstrumented library), so it reports every access it protects as a race.
 
-/// A lock held for a few instructions and rarely contended: an atomic flag, spinning briefly then yielding.
-///
-/// Stored inline (no allocation), so per-subscription objects can have one for
-/// free. Never held while calling out.
+/// A lock held briefly and rarely contended: an atomic flag, spinning, then yielding.
+/// Stored inline, so per-subscription objects can have one. Never held while calling out.
 ///
 /// Thread rule: safe from any thread.
 @usableFromInline

@@ -4,8 +4,8 @@ import XCTest
 /// Callbacks that run on a loop thread cannot touch the caller's isolated state: the compiler says so.
 ///
 /// Each test compiles a small program against the modules just built and
-/// checks the diagnostics (issue 15: a `@MainActor` program that mutated its
-/// state from `next:` used to compile, and raced with the loop thread).
+/// checks the diagnostics (a `@MainActor` program that mutated its state from
+/// `next:` must not compile: it would race with the loop thread).
 final class SendabilityDiagnosticsTests: XCTestCase {
     /// Every line marked `// expect: TEXT` gets an error containing TEXT, and no other line gets one.
     private func assertDiagnostics(_ source: String, fileName: String = "snippet.swift",

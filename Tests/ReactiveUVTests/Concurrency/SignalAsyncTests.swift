@@ -163,8 +163,8 @@ final class SignalAsyncTests: XCTestCase {
     }
 
     /// A buffer limit below 1 is EINVAL at the first `next()`, and the signal is never subscribed
-    /// (`.bounded(-3)` used to fail with "more than -3 values were waiting", `.keepNewest(0)` to
-    /// drop every value the task was not already waiting for).
+    /// (taken as given, `.bounded(-3)` would fail with "more than -3 values were waiting", and
+    /// `.keepNewest(0)` drop every value the task was not already waiting for).
     func testABufferLimitBelowOneIsEINVALBeforeTheSignalIsSubscribed() async throws {
         let subscriptions = Locked(0)
         let source = Signal<Int> { subscriber in
@@ -264,9 +264,9 @@ final class SignalAsyncTests: XCTestCase {
 
     /// A task cancelled before it awaits `first()`, `last()`, `collect()`, `waitUntilCompleted()` or a
     /// `FileSystem` call gets `CancellationError` (or, from `waitUntilCompleted()`, returns it) without
-    /// subscribing: nothing is started. They used to subscribe and dispose at once, so the source ran
-    /// (here: four subscriptions), and a request a pool thread had already taken was carried out: a
-    /// cancelled `FileSystem.createDirectory` made its directory now and then.
+    /// subscribing: nothing is started. Subscribing and disposing at once would run the source (here:
+    /// four subscriptions), and carry out a request a pool thread had already taken (a cancelled
+    /// `FileSystem.createDirectory` would make its directory now and then).
     func testATaskCancelledBeforeItAwaitsStartsNothing() throws {
         let directory = NSTemporaryDirectory() + "reactiveuv-cancelled-" + UUID().uuidString
         let report = LoopHarness.run { harness in
@@ -348,8 +348,8 @@ final class SignalAsyncTests: XCTestCase {
 
     /// The home loop of a `Signal.async` or `Signal.from` subscription shuts down while its task
     /// waits: the subscriber gets `EventLoopError.shutDown` then (on the loop's thread, as it closes)
-    /// and the task is cancelled. It used to hear nothing: the task ran on as a late job, and what it
-    /// sent was refused by the closed loop (a line on standard error for each event).
+    /// and the task is cancelled, rather than running on as a late job whose sends the closed loop
+    /// refuses.
     func testHomeLoopShutdownEndsAsyncSignalsWithShutDownAndCancelsTheirTasks() throws {
         let cancelled = Locked(0)
         let (stream, continuation) = AsyncStream<Int>.makeStream()

@@ -6,7 +6,7 @@ import ReactiveUVTesting
 import XCTest
 
 /// Where loops meet each other and end: each test is one way a multi-loop program
-/// deadlocked, ran code on the wrong thread or lost a shutdown (issue 12's points 1–8).
+/// could deadlock, run code on the wrong thread or lose a shutdown.
 ///
 /// A deadlock would hang the test, so every wait has a generous deadline that turns
 /// a hang into a failure (it is never an assertion about speed).
@@ -284,7 +284,7 @@ final class LoopBoundaryTests: XCTestCase {
     }
 
     /// From a thread that is no loop's, `dispose()` returns while a `deliver(on:)` callback runs on
-    /// another loop (it used to wait for it); `disposeAndWait()` waits for it, though that loop is
+    /// another loop, without waiting for it; `disposeAndWait()` waits for it, though that loop is
     /// not the subscription's home (it polls: its hop to the home cannot tell).
     func testADisposeFromAThreadThatIsNoLoopsReturnsWhileADeliverOnCallbackRunsAndDisposeAndWaitWaitsForIt() throws {
         let home = EventLoop(name: "home"), target = EventLoop(name: "target")

@@ -5,7 +5,7 @@ import XCTest
 final class CombiningTests: XCTestCase {
     // MARK: concat
 
-    /// Seed 003: `[signal concat:signals]` where signal sends 1 and signals sends 2, 3, 6.
+    /// RAC's `[signal concat:signals]` where signal sends 1 and signals sends 2, 3, 6.
     func testSeedConcatOfOneThenTwoThreeSix() {
         let test = TestScheduler()
         let first = TestSource<Int>(events((10, .next(1)), (20, .completed)))
@@ -52,9 +52,27 @@ final class CombiningTests: XCTestCase {
         assertPropagatesErrorAndDisposal("then") { $0.then { Signal<Int>.never } }
     }
 
+    /// `then` given a signal (the form RAC's `-then:` reads like) subscribes it only once the first completed.
+    func testThenWithASignalSubscribesItOnlyOnCompletion() {
+        let test = TestScheduler()
+        let subscribed = Locked(0)
+        let next = Signal<String> { subscriber in
+            subscribed.withLock { $0 += 1 }
+            subscriber.sendNext("a")
+            subscriber.sendCompleted()
+            return nil
+        }
+        let recorder = test.record(TestSource<Int>(events((10, .next(1)), (20, .completed))).signal.then(next))
+        XCTAssertEqual(subscribed.current, 0, "the signal given to then is subscribed only when the first completes")
+        test.run()
+        XCTAssertEqual(recorder.timeline, ["next(a)@20", "completed@20"])
+        XCTAssertEqual(subscribed.current, 1)
+        assertPropagatesErrorAndDisposal("then(signal)") { $0.then(Signal<Int>.never) }
+    }
+
     // MARK: zip
 
-    /// Seed 003: zipWith pairs 1...5 with A...D by index; 5 has no partner and is dropped.
+    /// RAC's zipWith pairs 1...5 with A...D by index; 5 has no partner and is dropped.
     func testSeedZipOfOneToFiveWithAToDDropsFive() {
         let numbers = Signal.from([1, 2, 3, 4, 5])
         let letters = Signal.from(["A", "B", "C", "D"])
@@ -90,7 +108,7 @@ final class CombiningTests: XCTestCase {
 
     // MARK: combineLatest
 
-    /// Seed 002: the first combination is sent only once every input has sent a value.
+    /// The first combination is sent only once every input has sent a value.
     func testSeedCombineLatestFirstEmission() {
         let test = TestScheduler()
         let a = TestSource<Int>(events((10, .next(1)), (20, .next(2)), (50, .next(3)), (60, .completed)))
@@ -101,7 +119,7 @@ final class CombiningTests: XCTestCase {
     }
 
     func testCombineLatestOfObservedValuesEmitsOnSubscription() {
-        // Seed 002's RACObserve case: inputs that send their current value at once make a value at once.
+        // RACObserve's case: inputs that send their current value at once make a value at once.
         let left = BehaviorSubject(initial: 1), right = BehaviorSubject(initial: "a")
         let test = TestScheduler()
         let recorder = test.record(Signal<Any>.combineLatest([left.map { $0 as Any }, right.map { $0 as Any }]).map { "\($0[0])\($0[1])" })

@@ -5,7 +5,7 @@ import XCTest
 final class FlatteningTests: XCTestCase {
     // MARK: bind
 
-    /// Seeds 000/003: binding 1, 2, 3 to `return(value * 2)` sends 2, 4, 6 and completes.
+    /// RAC's `-bind:`: binding 1, 2, 3 to `return(value * 2)` sends 2, 4, 6 and completes.
     func testSeedBindDoublesOneTwoThree() {
         let signal = Signal<Int> { subscriber in
             subscriber.sendNext(1)

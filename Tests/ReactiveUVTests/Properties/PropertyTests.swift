@@ -3,7 +3,7 @@ import ReactiveUVTesting
 import XCTest
 
 final class PropertyTests: XCTestCase {
-    /// Seed 002: subscribing sends the current value first, then each change.
+    /// As RACObserve: subscribing sends the current value first, then each change.
     func testSubscribingSendsTheCurrentValueThenEachChange() {
         let test = TestScheduler()
         let property = MutableProperty(1)
@@ -19,7 +19,7 @@ final class PropertyTests: XCTestCase {
         XCTAssertEqual(property.readOnly.value, 4)
     }
 
-    /// Seed 002's question: combineLatest of observed values fires on subscription.
+    /// combineLatest of observed values fires on subscription, as RACObserve's does.
     func testCombineLatestOfPropertiesFiresAtOnce() {
         let test = TestScheduler()
         let a = MutableProperty(1), b = MutableProperty("x")

@@ -3,7 +3,7 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// The seeds' subscribe path: cold signals, the pass-through gate, teardown.
+/// The subscribe path: cold signals, the pass-through gate, teardown.
 final class SubscribeSemanticsTests: XCTestCase {
     func testEachSubscriberRunsDidSubscribeOnceAndGetsTheWholeSequence() {
         let subscriptions = Locked(0)

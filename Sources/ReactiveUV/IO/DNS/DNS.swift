@@ -91,7 +91,10 @@ enum HostResolution {
     }
 }
 
-/// One `uv_getaddrinfo` request.
+/// One `uv_getaddrinfo` request: the DNS family's backend seam (a second backend answers
+/// `start(socketType:)` with its own hosts, through the same completion).
+///
+/// Thread rule: loop thread only, except `dispose()`.
 final class AddressLookup: LoopRequest, LoopDisposable, @unchecked Sendable {
     // `completion` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic; the rest is immutable.
     private let host: String

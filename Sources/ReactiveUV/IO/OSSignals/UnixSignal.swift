@@ -35,7 +35,10 @@ extension Signal where Value == Int32 {
     }
 }
 
-/// One `uv_signal_t` feeding a subscriber.
+/// One `uv_signal_t` feeding a subscriber: the OS-signal family's backend seam (a second backend
+/// delivers its scripted signals to the same subscriber).
+///
+/// Thread rule: loop thread only, except `init` and `dispose()`.
 final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
     // `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
     private var number: Int32 = 0

@@ -144,7 +144,10 @@ public enum Poll {
     }
 }
 
-/// One `uv_poll_t` on a descriptor it does not own, feeding a subscriber.
+/// One `uv_poll_t` on a descriptor it does not own, feeding a subscriber: the poll family's
+/// backend seam (a second backend reports its own readiness to the same subscriber).
+///
+/// Thread rule: loop thread only, except `init` and `dispose()`.
 final class PollHandle: SubscriberHandle<PollEvents>, @unchecked Sendable {
     // `descriptor` is immutable; the rest is loop thread only (see `SubscriberHandle`).
     private let descriptor: Int32

@@ -108,13 +108,9 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
             opened[index] = pipe
         }
         let process = ProcessHandle(loop: loop, session: self, executable: executable)
-        let result = spawn(process, pipes: opened)
-        // uv_spawn initializes the handle even when it fails, so it must be closed either way.
-        process.didOpen()
-        if result < 0 {
-            process.closeHandle()
+        if let error = process.spawn(request, pipes: opened) {
             for pipe in opened { pipe?.end(.closed) }
-            finish(UVError(code: result, context: "spawn \(executable)"))
+            finish(error)
             return
         }
         let pid = process.pid
@@ -127,48 +123,6 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         pipes = opened
         let child = RunningChild(session: self, pid: pid, pipes: opened)
         subscriber?.sendNext(child)
-    }
-
-    /// `uv_spawn` with the request's arguments, environment and stdio choices.
-    private func spawn(_ process: ProcessHandle, pipes: [ChildPipe?]) -> Int32 {
-        var containers = [uv_stdio_container_t](repeating: uv_stdio_container_t(), count: 3)
-        for index in 0..<3 {
-            switch request.stdio[index] {
-            case .pipe:
-                // Readable/writable from the child's side: it reads its input, writes its output.
-                let direction = index == 0 ? UV_READABLE_PIPE.rawValue : UV_WRITABLE_PIPE.rawValue
-                containers[index].flags = uv_stdio_flags(UV_CREATE_PIPE.rawValue | direction)
-                containers[index].data.stream = pipes[index]?.uvStream
-            case .inherit:
-                containers[index].flags = UV_INHERIT_FD
-                containers[index].data.fd = Int32(index)
-            case .ignore:
-                containers[index].flags = UV_IGNORE
-            case .descriptor(let descriptor):
-                containers[index].flags = UV_INHERIT_FD
-                containers[index].data.fd = descriptor
-            }
-        }
-        let commandLine = CStringArray([executable] + request.arguments)
-        let environmentLines = request.environment.map { CStringArray($0.map { "\($0.key)=\($0.value)" }) }
-        let flags = request.detached ? UV_PROCESS_DETACHED.rawValue : 0
-        // The C strings must outlive uv_spawn, which reads them while it forks and execs.
-        return withExtendedLifetime((commandLine, environmentLines)) { containers.withUnsafeMutableBufferPointer { stdio in
-            executable.withCString { file in
-                withOptionalCString(request.workingDirectory) { directory in
-                    var options = uv_process_options_t()
-                    options.exit_cb = processExitCallback
-                    options.file = file
-                    options.args = commandLine.pointer
-                    options.env = environmentLines?.pointer
-                    options.cwd = directory
-                    options.flags = flags
-                    options.stdio_count = 3
-                    options.stdio = stdio.baseAddress
-                    return uv_spawn(loop.uvLoop, process.process, &options)
-                }
-            }
-        } }
     }
 
     // MARK: - signals to the child
@@ -188,7 +142,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
                                               context: context))
             }
             // The group's id stays taken while any member lives, even after the leader was reaped.
-            let result = uv_kill(-pid, number)
+            let result = ProcessHandle.signalGroup(pid, number)
             if result == UV_ESRCH.rawValue {
                 return outcome.finish(UVError(code: result, message: "no process is left in the child's group", context: context))
             }
@@ -196,7 +150,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         }
         switch life {
         case .running(let process, let pid):
-            let result = uv_process_kill(process.process, number)
+            let result = process.signal(number)
             outcome.finish(result < 0 ? UVError(code: result, context: "kill(signal: \(number)) of \(executable) (pid \(pid))") : nil)
         case .exited(let exit, let pid):
             // Never kill(2) a reaped pid: another process may have it by now.
@@ -214,7 +168,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
     // MARK: - events
 
     /// The child exited (libuv reaped it): report it now, whoever still holds its pipes.
-    fileprivate func processDidExit(status: Int64, signal: Int32) {
+    func processDidExit(status: Int64, signal: Int32) {
         guard case .running(let process, let pid) = life else { return }
         let exit = ProcessExit(status: status, signal: signal)
         life = .exited(exit, pid: pid)
@@ -260,15 +214,12 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
     }
 
     /// The loop is shutting down (the process handle or a pipe was told): kill a child that is not detached, tell everyone.
-    fileprivate func shutDown() {
+    func shutDown() {
         killTimer?.dispose()
         killTimer = nil
         if case .running(let process, let pid) = life {
-            if !request.detached { process.kill(SIGKILL) }
             life = .lost(pid: pid)
-            process.closeHandle()
-            // libuv reaps only the pids of open process handles: without this the killed child stays a zombie.
-            if !request.detached { ChildReaper.reap(pid) }
+            process.closeLosingChild(kill: !request.detached)
         }
         let error = EventLoopError.shutDown(loop: loop.name)
         exitSubject.sendError(error)
@@ -287,68 +238,4 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
             if case .running(let process, _) = life { process.kill(SIGKILL) }
         }
     }
-}
-
-/// The `uv_process_t` of a child.
-final class ProcessHandle: LoopHandle {
-    // Loop thread only. The session and its open handle reference each other until the handle closes.
-    let session: ProcessSession
-    private let executable: String
-
-    init(loop: EventLoop, session: ProcessSession, executable: String) {
-        self.session = session
-        self.executable = executable
-        super.init(loop: loop, byteCount: uv_handle_size(UV_PROCESS))
-    }
-
-    override var label: String { "process \(executable) (pid \(isHandleOpen ? pid : 0)) from ChildProcess.spawn" }
-
-    var process: UnsafeMutablePointer<uv_process_t> { pointer(as: uv_process_t.self) }
-
-    var pid: Int32 { uv_process_get_pid(process) }
-
-    /// Sends `number` to the child; a child that is already gone (ESRCH) is not an error.
-    func kill(_ number: Int32) {
-        guard isHandleOpen else { return }
-        let result = uv_process_kill(process, number)
-        if result != UV_ESRCH.rawValue { uvCheckReporting(result, "kill \(pid) with signal \(number)") }
-    }
-
-    override func closeForShutdown() {
-        session.shutDown()
-        closeHandle()
-    }
-
-    fileprivate func didExit(status: Int64, signal: Int32) {
-        session.processDidExit(status: status, signal: signal)
-    }
-}
-
-private let processExitCallback: uv_exit_cb = { process, status, signal in
-    guard let data = process?.pointee.data else { return }
-    Unmanaged<ProcessHandle>.fromOpaque(data).takeUnretainedValue().didExit(status: status, signal: signal)
-}
-
-/// A NULL-terminated array of C strings, freed with the object.
-private final class CStringArray {
-    // Immutable after init; used only inside one synchronous uv_spawn call.
-    let pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
-    private let count: Int
-
-    init(_ strings: [String]) {
-        count = strings.count
-        pointer = .allocate(capacity: strings.count + 1)
-        for (index, string) in strings.enumerated() { pointer[index] = strdup(string) }
-        pointer[strings.count] = nil
-    }
-
-    deinit {
-        for index in 0..<count { free(pointer[index]) }
-        pointer.deallocate()
-    }
-}
-
-private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let string else { return body(nil) }
-    return string.withCString { body($0) }
 }

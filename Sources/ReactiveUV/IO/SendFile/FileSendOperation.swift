@@ -9,9 +9,12 @@ import Musl
 /// One `StreamConnection.sendFile`: `sendfile(2)` calls on the pool against a duplicate of the
 /// socket's descriptor, and a writable-poll on the loop between them when the socket is full.
 ///
-/// Why a duplicate: the pool thread and the poll must not use the stream's own descriptor
-/// number, which the stream closes (and the process may reuse) whenever the connection ends;
-/// the duplicate is closed only once no call uses it.
+/// The send-file family's backend seam: `FileSends` orders it among the stream's writes and
+/// drives it only through `startWhenFlushed()`, `queueMayHaveDrained()`, `streamEnded(_:)` and
+/// `onEnd`; a second backend provides a transfer with these members.
+///
+/// A duplicate, because the stream closes its own descriptor (whose number the process may
+/// reuse) whenever the connection ends; the duplicate closes only once no call uses it.
 final class FileSendOperation: @unchecked Sendable {
     // Loop thread only (created there by `sendFile`, driven by its stream's `FileSends`; the poll's
     // subscriber is at home on that loop, so its callbacks run there too).
@@ -64,10 +67,8 @@ final class FileSendOperation: @unchecked Sendable {
 
     /// Starts once libuv's queue of earlier writes is empty (their bytes are in the kernel, in order).
     func startWhenFlushed() {
-        var descriptor = uv_os_fd_t()
-        let result = uv_fileno(stream.handle, &descriptor)
-        guard result == 0 else {
-            fail(UVError(code: result, context: context))
+        guard let descriptor = stream.io.descriptor else {
+            fail(UVError(code: UV_EBADF.rawValue, message: "the connection has no descriptor", context: context))
             return
         }
         duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)

@@ -93,8 +93,8 @@ final class FileSends {
     private var held: [Held] = []
     /// What the held writes cost, each its payload plus `StreamConnection.perWriteOverhead` as a queued
     /// write is counted: with the queue's cost, against the stream's `maxQueuedBytes` and its
-    /// high-water mark (`writable`). Payload alone let 40-byte writes behind a stalled file hold
-    /// three times the limit in memory.
+    /// high-water mark (`writable`). Counting payload alone would let small writes behind a stalled
+    /// file hold several times the limit in memory.
     private var heldCost = 0
 
     private init(stream: StreamConnection) { self.stream = stream }

@@ -1,4 +1,3 @@
-internal import CLibUV
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

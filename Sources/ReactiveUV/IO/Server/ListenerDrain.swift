@@ -1,26 +1,3 @@
-/// A listener that drains (see `TCPServer.DrainRequest`): the steps of a drain on the listener's
-/// loop, written once for any listener that keeps its connections in `AcceptedStreams`.
-///
-/// `TCPListener` and `UnixListener` (every share of a group server too) drain through these.
-///
-/// Thread rule: loop thread only (the conformer's), except `follow`'s request callback, which hops there.
-protocol DrainableListener: AnyObject, Sendable {
-    /// The loop whose thread runs the drain.
-    var loop: EventLoop { get }
-    /// The connections the drain waits for.
-    var accepted: AcceptedStreams { get }
-    /// Where the drain stands.
-    var drainState: DrainState { get set }
-    /// The subscription to a single-loop server's drain requests (nil for a group's share).
-    var drainRequests: (any Disposable)? { get set }
-    /// Whether the listener was disposed.
-    var isDisposed: Bool { get }
-    /// Stops accepting: closes the listening socket (the object and its connections stay).
-    func stopAccepting()
-    /// The drain finished (its last connection closed): release what only served the open connections.
-    func didFinishDrain()
-}
-
 /// Where a listener's drain stands. Loop thread only (the listener's).
 enum DrainState {
     /// Accepting (no drain asked yet).
@@ -31,7 +8,9 @@ enum DrainState {
     case drained
 }
 
-extension DrainableListener {
+/// The steps of a drain (see `TCPServer.DrainRequest`) on the listener's loop, the same for every
+/// transport, on one loop or as a group's share.
+extension Listener {
     /// Follows a single-loop server's drain requests: each is handled on the loop thread.
     ///
     /// Loop thread only.
@@ -42,7 +21,6 @@ extension DrainableListener {
         let box = UncheckedSendable((announce, done))
         drainRequests = requests.subscribeNext { [weak self] request in
             guard let self else { return }
-            let loop = self.loop
             if loop.inEventLoop {
                 drain(request, announce: box.value.0, done: box.value.1)
             } else {
@@ -51,22 +29,16 @@ extension DrainableListener {
         }
     }
 
-    /// Nothing to release by default.
-    func didFinishDrain() {}
-
-    /// Handles one drain request on the loop thread.
+    /// Handles one drain request.
     ///
-    /// `.graceful(timeout:)` (the first request only): stops accepting at once (a TCP listener's
-    /// clients connecting from now on are refused, and those queued in the kernel and not yet
-    /// accepted are reset; a Unix socket's file is removed), calls
-    /// `announce` with the connections still open, then calls `done` once the last of them
-    /// closed, or once `timeout` passed and the rest were reset. `.force`: the same with no
-    /// wait (the rest are reset now), also during a graceful drain. A request after the
-    /// drain finished does nothing.
+    /// `.graceful(timeout:)` (the first request only): stops accepting at once (the socket closes),
+    /// calls `announce` with the connections still open, then `done` once the last of them closed,
+    /// or once `timeout` passed and the rest were reset. `.force`: the same with no wait (the rest
+    /// are reset now), also during a graceful drain. A request after the drain finished does nothing.
     ///
     /// Loop thread only.
     func drain(_ request: TCPServer.DrainRequest, announce: ((Int) -> Void)?, done: @escaping () -> Void) {
-        loop.assertInEventLoop("DrainableListener.drain")
+        loop.assertInEventLoop("Listener.drain")
         switch drainState {
         case .drained:
             return
@@ -81,7 +53,7 @@ extension DrainableListener {
         case .graceful(let wait): timeout = max(wait, .zero)
         case .force: timeout = .zero
         }
-        stopAccepting()
+        socket.close()
         announce?(accepted.count)
         let deadline = timeout > .zero ? loop.schedule(after: timeout) { [weak self] in self?.forceDrain() } : nil
         drainState = .draining(deadline: deadline, done: done)
@@ -89,7 +61,6 @@ extension DrainableListener {
         if timeout == .zero { forceDrain() }
     }
 
-    /// Resets every connection still open (the drain's deadline, or `.force`).
     /// Ends any drain for good, as the listener shuts down: its deadline is cancelled, its requests are no
     /// longer followed, and its `done` is not called (the listener's end is reported instead).
     func abandonDrain() {
@@ -99,17 +70,19 @@ extension DrainableListener {
         drainRequests = nil
     }
 
+    /// Resets every connection still open (the drain's deadline, or `.force`).
     private func forceDrain() {
         guard case .draining = drainState else { return }
         accepted.endAll(.closed, reset: true)
     }
 
-    /// The last connection closed: stop the deadline and say so.
+    /// The last connection closed: stop the deadline and the idle check, and say so.
     private func finishDrain() {
         guard case .draining(let deadline, let done) = drainState else { return }
         drainState = .drained
         deadline?.dispose()
-        didFinishDrain()
+        idleTimer?.dispose()
+        idleTimer = nil
         done()
     }
 }

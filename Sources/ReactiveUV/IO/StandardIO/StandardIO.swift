@@ -77,39 +77,7 @@ public enum StandardIO {
 
     /// `kind(of:)` with the descriptor's name for messages ("standard input").
     static func kind(of descriptor: Int32, name: String) -> Result<Kind, UVError> {
-        if StandardDescriptors.wasClosedAtStart(descriptor) {
-            return .failure(UVError(code: UV_EBADF.rawValue,
-                                    message: "\(name) was not open when the process started (descriptor \(descriptor) was closed; ReactiveUV keeps /dev/null there so that no other file takes its number)",
-                                    context: "StandardIO on \(name)"))
-        }
-        var status = stat()
-        if fstat(descriptor, &status) != 0 {
-            let code = errno
-            if code == EBADF {
-                return .failure(UVError(code: UV_EBADF.rawValue,
-                                        message: "\(name) is not open (descriptor \(descriptor) is closed)",
-                                        context: "StandardIO on \(name)"))
-            }
-            return .failure(UVError(code: -code, context: "fstat of \(name)"))
-        }
-        if status.st_mode & S_IFMT == S_IFDIR {
-            return .failure(UVError(code: UV_EISDIR.rawValue,
-                                    message: "\(name) is a directory, not a byte stream",
-                                    context: "StandardIO on \(name)"))
-        }
-        switch uv_guess_handle(descriptor) {
-        case UV_TTY: return .success(.terminal)
-        case UV_NAMED_PIPE: return .success(.pipe)
-        case UV_TCP: return .success(.tcp)
-        case UV_FILE: return .success(.file)
-        case UV_UDP:
-            return .failure(UVError(code: UV_ENOTSUP.rawValue, message: "\(name) is a datagram socket, not a byte stream",
-                                    context: "StandardIO on \(name)"))
-        default:
-            return .failure(UVError(code: UV_ENOTSUP.rawValue,
-                                    message: "\(name) is neither a terminal, a pipe, a stream socket nor a file",
-                                    context: "StandardIO on \(name)"))
-        }
+        StandardDescriptors.kind(of: descriptor, name: name)
     }
 
     /// Standard input as a signal of chunks (at most 64 KiB each), completing at its end.
@@ -176,9 +144,11 @@ public enum StandardIO {
     /// A file or device on `descriptor`: read on the pool through a duplicate (the transfer closes the duplicate).
     private static func readFile(descriptor: Int32, name: String, on loop: EventLoop,
                                  _ subscriber: Subscriber<[UInt8]>) -> (any Disposable)? {
-        let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 3)
-        guard duplicate >= 0 else {
-            subscriber.sendError(UVError(code: -errno, context: "dup of \(name)"))
+        let duplicate: Int32
+        switch StandardDescriptors.duplicate(descriptor, name: name) {
+        case .success(let made): duplicate = made
+        case .failure(let error):
+            subscriber.sendError(error)
             return nil
         }
         return Files.readChunks(of: duplicate, name: name, chunkSize: ReadBuffer.size, on: loop, into: subscriber)
@@ -194,36 +164,6 @@ extension StandardIO.Kind {
         case .tcp: .tcp
         case .file: nil
         }
-    }
-}
-
-/// Descriptors 0, 1 and 2 that were closed when the process made its first loop.
-///
-/// A program started with standard input closed (`<&-`) would hand descriptor
-/// 0 to the next file it opens: the loop's epoll instance, say, which a read
-/// of "standard input" would then watch, and which libuv refuses to close at
-/// the end (it asserts that it never closes 0, 1 or 2). So, as Node does,
-/// each closed one is opened on `/dev/null` before the first loop takes any
-/// descriptor, and `StandardIO` reports it as not open (`EBADF`).
-enum StandardDescriptors {
-    /// Bit `n` set: descriptor `n` was closed and now holds `/dev/null`. Computed once, by the first `EventLoop`.
-    static let closedAtStart: Int = {
-        var mask = 0
-        for descriptor: Int32 in 0...2 where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
-            // `open` returns the lowest free number: this one (the lower ones are open by now).
-            let opened = open("/dev/null", O_RDWR)
-            if opened == descriptor {
-                mask |= 1 << Int(descriptor)
-            } else if opened >= 0 {
-                closeDescriptor(opened)
-            }
-        }
-        return mask
-    }()
-
-    /// Whether `descriptor` (0, 1 or 2) was closed at start and holds the `/dev/null` put there.
-    static func wasClosedAtStart(_ descriptor: Int32) -> Bool {
-        (0...2).contains(descriptor) && closedAtStart & (1 << Int(descriptor)) != 0
     }
 }
 

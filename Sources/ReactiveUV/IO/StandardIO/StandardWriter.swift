@@ -153,6 +153,15 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
+    /// Queues `text` as UTF-8 (no newline is added), as `send(_:)` does bytes: nothing to subscribe to.
+    ///
+    /// - Parameter text: The text.
+    ///
+    /// Thread rule: safe from any thread.
+    public func send(_ text: String) {
+        send(Array(text.utf8))
+    }
+
     /// Queues `bytes` and calls `completion` on the writer's loop thread once they were written (nil) or failed.
     ///
     /// A small write made while earlier ones wait for the reader is copied into
@@ -302,28 +311,11 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         state = .stream(stream, owner)
     }
 
-    /// Writes all of `bytes` to a file or device now; nil, or the error.
+    /// Writes all of `bytes` to a file or device now; nil, or the error (which fails the writer).
     private func writeFile(_ bytes: [UInt8]) -> (any Error)? {
-        bytes.withUnsafeBytes { buffer -> (any Error)? in
-            var offset = 0
-            while offset < buffer.count {
-                let written = writeDescriptor(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    let error = UVError(code: -errno, context: "write to \(name)")
-                    fail(error)
-                    return error
-                }
-                if written == 0 {
-                    let error = UVError(code: UV_EIO.rawValue, message: "the file accepted none of \(buffer.count - offset) bytes",
-                                        context: "write to \(name)")
-                    fail(error)
-                    return error
-                }
-                offset += written
-            }
-            return nil
-        }
+        guard let error = StandardDescriptors.writeAll(bytes, to: descriptor, name: name) else { return nil }
+        fail(error)
+        return error
     }
 
     /// The stream ended by itself (a failed write, the loop's shutdown) or because the writer closed it.
@@ -372,9 +364,4 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         closeWaiters = []
         for waiter in waiters { waiter.finish(nil) }
     }
-}
-
-/// `write(2)`, named apart from the writer's own `write` methods.
-private func writeDescriptor(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-    write(descriptor, bytes, count)
 }

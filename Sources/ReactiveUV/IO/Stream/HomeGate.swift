@@ -15,9 +15,8 @@
 /// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
 /// reader), and the teardown reaches it there, with no lock and no child list. A source that
 /// registers flow control finds the subscription in `subscription`; a home reader needs no hop
-/// counting. Anything else (another thread, an operator's observer, a subject) keeps the gate. What this spares is the `Subscriber` of every such subscription: 96 bytes and
-/// its gate's work per event. (A one-request file-system signal goes further: subscribed with
-/// callbacks on its loop, it is its own subscription, `FileSystemCall`.)
+/// counting. Anything else (another thread, an operator's observer, a subject) keeps the gate.
+/// What this spares is the `Subscriber` of every such subscription, and its gate's work per event.
 ///
 /// Thread rule: `sendNext`, `sendCompleted`, `sendError` and `isDisposed` are safe from any thread
 /// for `.subscriber`; a `.sink` is only ever made for, and called on, its home loop's thread.

@@ -12,8 +12,7 @@ import Musl
 /// returning; so one buffer per loop serves every connection on it, however
 /// many there are (a buffer per connection would cost 64 KiB per idle client).
 /// The loop owns it (`EventLoop.readBuffer`, allocated on first use, freed
-/// with the loop): reaching it is two loads from the handle, where a
-/// thread-local key cost a `pthread_getspecific` and a `swift_once` per read.
+/// with the loop): two loads from the handle reach it, with no thread-local lookup.
 ///
 /// Thread rule: loop threads only, each on its own loop's buffer.
 enum ReadBuffer {
@@ -21,25 +20,13 @@ enum ReadBuffer {
     static let size = 65_536
 
     /// Copies `count` bytes read into `base` out into an array: the one copy a read chunk costs.
-    static func copy(_ base: UnsafeMutablePointer<CChar>?, count: Int) -> [UInt8] {
+    static func copy(_ base: UnsafeRawPointer?, count: Int) -> [UInt8] {
         guard let base, count > 0 else { return [] }
-        // Half the instructions of `[UInt8](unsafeUninitializedCapacity:)`, whose allocation path
-        // looks the array storage's metadata up on every call.
-        return Array(UnsafeBufferPointer(start: UnsafeRawPointer(base).assumingMemoryBound(to: UInt8.self), count: count))
+        // Cheaper than `[UInt8](unsafeUninitializedCapacity:)`, whose allocation path looks the
+        // array storage's metadata up on every call.
+        return Array(UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: count))
     }
 }
-
-/// The allocation callback of every ReactiveUV stream: the loop's read buffer.
-let readBufferAllocate: uv_alloc_cb = { handle, _, buffer in
-    guard let data = handle?.pointee.data, let buffer else { return }
-    // `data` is the open LoopHandle, borrowed: it holds a retain until the close callback (see
-    // LoopHandle.didOpen), and libuv only reads from handles that are not closed.
-    let base = Unmanaged<LoopHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
-    buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
-}
-
-/// libuv's `UV_EOF` as an `Int` (read callbacks report it through `nread`).
-let endOfFileCode = Int(UV_EOF.rawValue)
 
 /// Ignores `SIGPIPE` once per process: writing to a reset socket or a closed
 /// pipe must become an `EPIPE` error on the write, not kill the process.
@@ -49,12 +36,12 @@ let ignoreBrokenPipeSignalOnce: Void = {
 
 extension StreamConnection {
     /// Whether the next read goes into a fresh array handed to the reader (a bulk transfer) or into the
-    /// loop's shared buffer, copied out (requests, messages). One byte, in the place of a Bool.
+    /// loop's shared buffer, copied out (requests, messages).
     ///
     /// A read that fills half a buffer turns bulk reads on. One shorter read leaves them on for one
     /// more, a second in a row turns them off: a bulk sender's writes reach the reader as full reads
-    /// and a shorter tail (a Unix-socket pump of 64 KiB writes reads 64, 36, 64, 64, 64, 28 KiB and again),
-    /// and turning bulk reads off at the tail made the next full read a 64 KiB copy, one read in eight.
+    /// with a shorter tail now and then, and turning bulk reads off at each tail would make the next
+    /// full read a copy.
     enum BulkReads: UInt8 {
         case off
         /// The last read was short: the next one is bulk, and turns them off if it is short too.

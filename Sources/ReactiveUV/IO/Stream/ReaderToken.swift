@@ -16,14 +16,14 @@ protocol SingleReaderSource: AnyObject, Sendable {
 /// Only a reader behind a gate (`Subscriber`) gets one. A reader that is its subscription's own sink on
 /// the source's loop (`HomeGate.sink`) has no gate at its subscription's root, so the source itself
 /// takes that place (`StreamConnection` as `ObserverReleasing`): the teardown that disposes the reader
-/// tells the source, and the reader costs no token (32 bytes per idle reading connection).
+/// tells the source, and the reader needs no token.
 ///
 /// Disposing the token of a reader that has already been replaced does not stop the reader
 /// after it (`ReaderSlot.currentReaderIsDisposed`).
 ///
-/// One word beside the object header (24 bytes, a 32-byte block; an idle server holds one per
-/// reading client): the source, retained, until the first `dispose()` takes it, so that word is
-/// also the disposed flag. What `LoopDisposable` does with a flag and a stored source, in one field.
+/// One word (an idle server holds a token per reading client): the source, retained, until the
+/// first `dispose()` takes it, so that word is also the disposed flag; `LoopDisposable`'s flag and
+/// stored source in one field.
 final class ReaderToken<Source: SingleReaderSource>: Disposable, @unchecked Sendable where Source.TokenSource == Source {
     // `sourceWord` is the only state, atomic: the retained source, or nil once disposed.
     private let sourceWord: Atomic<UnsafeMutableRawPointer?>

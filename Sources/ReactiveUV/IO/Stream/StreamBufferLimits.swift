@@ -12,8 +12,8 @@
 ///   socket buffers hold to an echo server before reading), would wait for a
 ///   peer that waits for it: turn `pausesReading` off there.
 /// - The queue's memory cost is each queued write's payload plus a fixed
-///   overhead for its request (360 bytes, measured: the array header, the
-///   `uv_write_t` and the request object around it). A write that would take a
+///   overhead for its request (360 bytes: the array header, the `uv_write_t`
+///   and the request object around it). A write that would take a
 ///   non-empty queue's cost above `maxQueuedBytes` is refused with `ENOBUFS`: the
 ///   returned signal of `write(_:)` fails, and for `send(_:)` (which has no
 ///   result) the connection ends with that error on `bytes`. A send from another
@@ -67,7 +67,7 @@ public struct StreamBufferLimits: Sendable, Hashable {
     }
 }
 
-/// The former name of `StreamBufferLimits`, from when only TCP had streams; it still works.
+/// Another name for `StreamBufferLimits`, kept for code written for TCP alone.
 ///
 /// Thread rule: a value type; safe from any thread.
 public typealias TCPBufferLimits = StreamBufferLimits

@@ -314,9 +314,8 @@ extension StreamConnection {
 }
 
 /// A stream's `bytes`: a source of its own so that a reader subscribed on the stream's loop with
-/// `subscribe(next:error:completed:)` reads through its sink, with no `Subscriber` (`HomeGate`:
-/// 96 bytes fewer per reading connection, and one call fewer per chunk). Every other reader
-/// goes the usual way: a gate, hopped to the loop through `LoopBinding`.
+/// `subscribe(next:error:completed:)` reads through its sink, with no `Subscriber` in between
+/// (`HomeGate`). Every other reader goes the usual way: a gate, hopped to the loop through `LoopBinding`.
 ///
 /// Thread rule: `attach` on the subscription's home thread; the stream's state is its loop's.
 struct StreamBytesSource: SignalSource {

@@ -34,9 +34,8 @@ extension StreamConnection {
             startBatch(extras)
             guard isHandleOpen else { return closedError("shutdown") }
         }
-        let request = ShutdownRequest(loop: loop, owner: self, outcome: outcome)
         do {
-            try request.start(uvStream)
+            try io.shutdown(ShutdownRequest(loop: loop, owner: self, outcome: outcome))
         } catch {
             return error
         }
@@ -77,7 +76,7 @@ extension StreamConnection {
         guard !bits.closesWhenFlushed else { return }
         bits.closesWhenFlushed = true
         // Nothing more is read: the reader ends now, as with an immediate close.
-        if bits.input == .reading { uvCheckReporting(uv_read_stop(uvStream), "uv_read_stop") }
+        if bits.input == .reading { io.stopReading() }
         bits.input = .ended
         readers.take()?.sendCompleted(from: self)
         guard isHandleOpen else { return }  // the reader's completion may have closed the connection
@@ -97,7 +96,7 @@ extension StreamConnection {
     /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
     /// cost a request, a system call and a loop turn to send the same FIN.
     private var closesAtOnce: Bool {
-        bits.peerEnded && !ipc && queuedWriteCost == 0 && uvStream.pointee.write_queue_size == 0
+        bits.peerEnded && !ipc && queuedWriteCost == 0 && io.queuedByteCount == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,
@@ -135,7 +134,7 @@ extension StreamConnection {
         let reader = readers.take()
         let owner = self.owner
         ownerLink = nil
-        if reset, transport == .tcp { lingerForReset() }
+        if reset, transport == .tcp { io.lingerForReset() }
         closeHandle()
         fileSends?.streamEnded(reason)
         endWritableWatchers()
@@ -157,15 +156,4 @@ extension StreamConnection {
         }
         owner?.streamDidEnd(self, reason: reason)
     }
-
-    /// Sets `SO_LINGER` 0 so that the close about to come sends RST (an abortive close) and drops unsent data.
-    private func lingerForReset() {
-        var descriptor = uv_os_fd_t()
-        if uv_fileno(handle, &descriptor) == 0 {
-            // Linger on with a zero timeout: close() sends RST and drops unsent data.
-            var option = linger(l_onoff: 1, l_linger: 0)
-            _ = setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
-        }
-    }
-
 }

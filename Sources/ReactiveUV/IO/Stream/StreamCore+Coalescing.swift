@@ -72,7 +72,7 @@ extension StreamConnection {
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.batchCompletions = batch.completions
             request.cost = batch.cost
-            return request.startWrite(batch.bytes, to: uvStream, handingOver: true, callback: streamWriteCallback)
+            return io.write(batch.bytes, with: request)
         }
         if result >= 0 {
             extras.requestsInFlight += 1

@@ -11,7 +11,7 @@ import Musl
 /// An idle server holds one `StreamConnection` per client, and most of them never queue a write,
 /// send a file, watch `writable`, wait for a graceful close, pass descriptors, send from another
 /// thread or name their addresses. Their state lives here, so an idle connection carries one
-/// empty slot for it instead of about 100 bytes of fields (issue 18's idle memory).
+/// empty slot for it instead of all these fields.
 ///
 /// Made from any thread (`StreamConnection.extras`, a compare-and-swap): the loop thread makes it on
 /// the first queued write (and for the other loop-thread uses), a sending thread on its first send
@@ -169,7 +169,7 @@ extension StreamConnection {
     /// (`StreamOrigin.tracksActivity`): the others pay one load and a branch per read or write.
     /// Loop thread only.
     private func noteActivity() {
-        extras.lastActivity = uv_now(loop.uvLoop)
+        extras.lastActivity = loop.loopTimeMilliseconds
     }
 
     /// `noteActivity()` for a stream whose origin tracks activity; one load and a branch for the others
@@ -181,13 +181,13 @@ extension StreamConnection {
 
     /// The loop time (ms) since `noteActivity()` last stamped it. Loop thread only.
     var idleMilliseconds: UInt64 {
-        let now = uv_now(loop.uvLoop)
+        let now = loop.loopTimeMilliseconds
         let last = extrasIfMade?.lastActivity ?? now
         return now > last ? now - last : 0
     }
 
     /// `idleMilliseconds` for a Unix socket, where bytes that reached the socket but were not read
-    /// count as activity too (as the kernel's record does for TCP, `TCPListener.idleMilliseconds`).
+    /// count as activity too (as the kernel's record does for TCP, `TCPListeningSocket.idleMilliseconds`).
     ///
     /// A reader that is paused, or a server that never reads a connection, reads nothing, so its
     /// stamps alone would call a peer that keeps sending idle. So each check asks the kernel how
@@ -197,10 +197,7 @@ extension StreamConnection {
     /// the timeout after them. A peer blocked on a full socket moves nothing and is idle, as a TCP
     /// peer facing a zero window is. A method, not a property: it stamps. Loop thread only.
     func idleMillisecondsCountingUnreadBytes() -> UInt64 {
-        var descriptor = uv_os_fd_t()
-        var unread: Int32 = 0
-        if uv_fileno(handle, &descriptor) == 0,
-           withUnsafeMutablePointer(to: &unread, { ioctl(descriptor, UInt(FIONREAD), $0) }) == 0 {
+        if let unread = io.unreadByteCount {
             let extras = self.extras
             if unread != extras.unreadAtLastCheck && unread > 0 { noteActivity() }
             extras.unreadAtLastCheck = unread

@@ -1,7 +1,7 @@
 /// The half-close default (Node's `allowHalfOpen: false`): a connection whose peer sent EOF closes
 /// itself, gracefully, once the application has had its turn with that EOF.
 ///
-/// The rule (README "Closing", docs/INTERNALS.md "Half-close"):
+/// The rule (docs/guides/streams.md "Closing and half-close", docs/INTERNALS.md "Half-close"):
 /// 1. EOF is read; the `bytes` reader completes after every chunk read before it.
 /// 2. The reader has taken the end: for a subscriber's observer, once its completion
 ///    handler ran (on its home loop); for `bytes.values`, once the iterating task saw the

@@ -98,10 +98,9 @@ extension StreamConnection {
 /// What made a stream, for its label and messages ("accepted by TCPServer.listen(127.0.0.1:80)"),
 /// and the buffer limits it was given.
 ///
-/// A listener makes one and every connection it accepts shares it, so an accepted connection
-/// carries no label and no limits of its own (32 bytes fewer per idle connection): the text is
-/// composed once per listener, and a connection's label (`StreamConnection.label`) is put together
-/// only when something asks for it.
+/// A listener makes one and every connection it accepts shares it, so an idle connection carries
+/// no label and no limits of its own; its label (`StreamConnection.label`) is put together only
+/// when something asks for it.
 ///
 /// Thread rule: immutable; safe from any thread.
 final class StreamOrigin: Sendable {
@@ -131,8 +130,8 @@ final class StreamOrigin: Sendable {
 }
 
 /// A stream's transport and whether it passes descriptors, in one immutable byte: read from any
-/// thread (`UnixConnection.isIPC`), so not among the loop's `StreamStateBits`, and one byte, as
-/// the transport alone was (a second one would pad every connection by eight bytes).
+/// thread (`UnixConnection.isIPC`), so not among the loop's `StreamStateBits`, and one byte so
+/// that the connection's small fields share a word.
 ///
 /// Thread rule: a value type; safe from any thread.
 struct StreamKind {
@@ -145,9 +144,9 @@ struct StreamKind {
 
     /// The transport.
     ///
-    /// A bit cast, not `init(rawValue:)`: the low bits were a `Transport`'s raw value, and a
-    /// payload-free enum is stored as its case's index, which its default raw values equal. The
-    /// checked form's switch cost TCP echo 28 instructions per round trip (the send path asks).
+    /// A bit cast, not `init(rawValue:)`, whose switch the send path would pay: the low bits are a
+    /// `Transport`'s raw value, and a payload-free enum is stored as its case's index, which its
+    /// default raw values equal.
     var transport: StreamConnection.Transport {
         unsafeBitCast(raw & ~Self.ipcBit, to: StreamConnection.Transport.self)
     }

@@ -2,14 +2,10 @@ internal import CLibUV
 
 // Writing: the pooled write requests, the queue's cost and its limit, backpressure and `writable`.
 extension StreamConnection {
-    /// What one queued write costs beyond its payload, counted against `StreamBufferLimits`.
-    ///
-    /// Measured: 100,000 queued 40-byte `send`s (fresh arrays, a peer that does not read)
-    /// hold 400 live heap bytes each (`mallinfo2`, the tests' `ruv_test_live_heap_bytes`): the
-    /// array's storage (32-byte header + payload, rounded by malloc to 80), the `uv_write_t`
-    /// (`uv_req_size(UV_WRITE)` 192, allocated 16-aligned) and the `WriteRequest` object around
-    /// it. 400 - 40 = 360. A send from another thread costs its hop's closure instead of the
-    /// request until the loop queues it: counted the same.
+    /// What one queued write holds beyond its payload, counted against `StreamBufferLimits`: the
+    /// array's header, the `uv_write_t` and the `WriteRequest` around it, as the live heap shows
+    /// (`StreamMemoryBoundTests`). A send from another thread holds its hop's closure instead
+    /// until the loop queues it: counted the same.
     static let perWriteOverhead = 360
 
     /// Pauses reading above the high-water mark and resumes at or below the low-water mark.
@@ -90,7 +86,7 @@ extension StreamConnection {
         let result = pooled._withUnsafeGuaranteedRef { request in
             request.completion = completion
             request.cost = cost
-            return request.startWrite(bytes, skipping: written, to: uvStream, handingOver: true, callback: streamWriteCallback)
+            return io.write(bytes, skipping: written, with: request)
         }
         if result < 0 {
             pooled._withUnsafeGuaranteedRef { $0.reset() }
@@ -122,7 +118,7 @@ extension StreamConnection {
             extras.writePoolCount -= 1
             return writePool[extras.writePoolCount]
         }
-        return Unmanaged.passRetained(WriteRequest(loop: loop, owner: nil))
+        return Unmanaged.passRetained(WriteRequest(loop: loop))
     }
 
     private enum TryWrite {
@@ -136,12 +132,7 @@ extension StreamConnection {
 
     /// `uv_try_write`: writes what the kernel takes now, only when nothing is queued.
     private func tryWriting(_ bytes: [UInt8]) -> TryWrite {
-        // `bytes` is not empty and at most `Int.max`; libuv's length is a size_t.
-        let result = bytes.withUnsafeBufferPointer { buffer -> Int32 in
-            var slice = uv_buf_t(base: UnsafeMutableRawPointer(mutating: buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                                 len: buffer.count)
-            return uv_try_write(uvStream, &slice, 1)
-        }
+        let result = io.tryWrite(bytes)
         if result == UV_EAGAIN.rawValue { return .some(0) }
         if result < 0 { return .failed(UVError(code: result, context: "write to \(peerDescription)")) }
         // uv_try_write returns an int: a write larger than Int32.max is taken in parts, the rest queued.
@@ -215,17 +206,4 @@ extension StreamConnection {
         pool[extras.writePoolCount] = write
         extras.writePoolCount += 1
     }
-}
-
-/// A stream write's callback: straight to the stream, found through the request's handle.
-///
-/// The stream is borrowed without a retain: `handle.data` holds the retain
-/// taken in `didOpen()` until the close callback, and libuv calls every
-/// pending write back (`ECANCELED` once closing) before that callback runs.
-let streamWriteCallback: uv_write_cb = { request, status in
-    guard let request, let data = request.pointee.data, let streamData = request.pointee.handle?.pointee.data else { return }
-    // The reference the stream handed over when it started the write (see `StreamConnection.keepForReuse`).
-    let write = Unmanaged<WriteRequest>.fromOpaque(data)
-    write._withUnsafeGuaranteedRef { $0.didFinish() }
-    Unmanaged<StreamConnection>.fromOpaque(streamData)._withUnsafeGuaranteedRef { $0.writeDidFinish(write, status: status) }
 }

@@ -87,7 +87,7 @@ enum StreamReaderTarget: SlotReader {
     }
 
     /// Sends a chunk `connection` read, on its loop thread: `home` says the reader's home is that loop.
-    /// Inlined into the read callback, as the gate's call was before the shared reader came.
+    /// Inlined into the read callback, the hot path of every read.
     @inline(__always)
     func deliver(_ chunk: [UInt8], from connection: StreamConnection, home: Bool) {
         switch self {

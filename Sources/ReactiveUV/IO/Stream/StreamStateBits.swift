@@ -1,9 +1,6 @@
 /// A stream's small states in sixteen bits: nine flags, where its reading stands and whether reads
-/// go into bulk arrays.
-///
-/// As eleven one-byte fields they took every stream past a malloc size class (an idle server holds
-/// one stream per client): packed, the stream's fields after `LoopHandle`'s end at 104 bytes, a
-/// 112-byte block instead of 128.
+/// go into bulk arrays. Packed, so an idle server's connections (one per client) stay in a smaller
+/// malloc block than eleven one-byte fields would take.
 ///
 /// Thread rule: loop thread only (a field of its stream).
 struct StreamStateBits {

@@ -1,5 +1,4 @@
 internal import CLibUV
-import Synchronization
 
 /// TCP clients.
 ///
@@ -50,31 +49,25 @@ public enum TCP {
 }
 
 /// One `TCP.connect` subscription: resolve, try each address, then own the connection.
-final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
-    let loop: EventLoop
+final class TCPConnectAttempt: ConnectionSubscription<TCPConnection>, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings.
     private let host: String
     private let port: Int
     private let options: TCPOptions
-    private var subscriber: Subscriber<TCPConnection>?
     private var lookup: (any Disposable)?
     private var timer: (any Disposable)?
     private var addresses: [SocketAddress] = []
     private var nextAddress = 0
     private var lastError: (any Error)?
-    private var stream: TCPConnection?
-    private var connected = false
-    let disposedFlag = Atomic<Bool>(false)
 
     /// "host:port", the host in brackets when it is an IPv6 literal ("[::1]:80", where "::1:80" would name another address).
     private var place: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     init(loop: EventLoop, host: String, port: Int, options: TCPOptions, subscriber: Subscriber<TCPConnection>) {
-        self.loop = loop
         self.host = host
         self.port = port
         self.options = options
-        self.subscriber = subscriber
+        super.init(loop: loop, subscriber: subscriber)
     }
 
     func start(timeout: Duration?) {
@@ -89,7 +82,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked
         }
         if let timeout {
             timer = loop.schedule(after: timeout) { [self] in
-                guard !connected else { return }
+                guard !sent else { return }
                 finish(UVError(code: UV_ETIMEDOUT.rawValue, message: "no connection after \(timeout)",
                                context: "TCP.connect(\(place))"))
             }
@@ -107,7 +100,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked
     }
 
     private func tryNextAddress() {
-        guard subscriber != nil else { return }
+        guard !hasEnded else { return }
         guard nextAddress < addresses.count else {
             finish(lastError ?? UVError(code: UV_ECONNREFUSED.rawValue, context: "TCP.connect(\(place))"))
             return
@@ -122,8 +115,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked
         let request = ConnectRequest(loop: loop, attempt: self, address: address)
         do {
             try stream.open()
-            stream.owner = self
-            self.stream = stream
+            own(stream)
             try request.start(stream)
         } catch {
             self.stream = nil
@@ -134,7 +126,7 @@ final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked
     }
 
     fileprivate func connectDidFinish(_ request: ConnectRequest, status: Int32) {
-        guard let stream, subscriber != nil else { return }
+        guard let stream, !hasEnded else { return }
         if status < 0 {
             self.stream = nil
             stream.end(.closed)
@@ -142,45 +134,18 @@ final class TCPConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked
             tryNextAddress()
             return
         }
-        connected = true
         timer?.dispose()
         timer = nil
         stream.didConnectTCP(options: options)
-        subscriber?.sendNext(stream)
+        send(stream)
     }
 
-    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
-        guard stream === self.stream else { return }
-        self.stream = nil
-        if case .shutDown = reason {
-            finish(EventLoopError.shutDown(loop: loop.name))
-        } else if connected {
-            finish(nil)
-        }
-        // Before connecting, a closed stream was ours to close: connectDidFinish or finish decides.
-    }
-
-    /// Ends the attempt: completes (nil) or fails, and releases everything.
-    private func finish(_ error: (any Error)?) {
-        let subscriber = self.subscriber
-        self.subscriber = nil
-        release()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
-    }
-
-    private func release() {
+    override func release() {
         timer?.dispose()
         timer = nil
         lookup?.dispose()
         lookup = nil
-        let stream = self.stream
-        self.stream = nil
-        stream?.end(.closed)
-    }
-
-    func abandon() {
-        subscriber = nil
-        release()
+        super.release()
     }
 }
 

@@ -28,15 +28,7 @@ public struct TCPOptions: Sendable, Hashable {
     /// How much unflushed written data a connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.
-    public var limits: StreamBufferLimits {
-        get {
-            var limits = bufferLimits
-            limits.allowsHalfOpen = allowHalfOpen
-            return limits
-        }
-        set { bufferLimits = newValue }
-    }
-    private var bufferLimits: StreamBufferLimits
+    public var limits: StreamBufferLimits { get { common.limits } set { common.bufferLimits = newValue } }
     /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
     ///
     /// By default a connection whose peer half-closed closes itself once the
@@ -45,7 +37,7 @@ public struct TCPOptions: Sendable, Hashable {
     /// after the peer's EOF, later than that.
     ///
     /// Thread rule: safe from any thread.
-    public var allowHalfOpen: Bool
+    public var allowHalfOpen: Bool { get { common.allowHalfOpen } set { common.allowHalfOpen = newValue } }
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and reset at once
@@ -55,23 +47,19 @@ public struct TCPOptions: Sendable, Hashable {
     /// before anything is bound). A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var maxConnections: Int?
+    public var maxConnections: Int? { get { common.maxConnections } set { common.maxConnections = newValue } }
     /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
     ///
-    /// Activity is a byte crossing the socket either way: data the kernel received from
-    /// the peer (read by the application or still buffered) or data it sent to the peer.
-    /// A connection whose writes wait on a peer that does not read, and which receives
-    /// nothing, is idle. The server reads the kernel's own record of the last data sent
-    /// and received (`TCP_INFO`), so traffic costs nothing extra: one timer per loop
-    /// checks the connections every quarter of the timeout, and a connection is closed
-    /// no sooner than the timeout after its last activity and at most about a quarter
-    /// later. A connection closed for idleness ends: its `bytes` fails with a `UVError`
-    /// of code `ETIMEDOUT` whose message names the idle time, and its queued writes
-    /// (if any) are dropped. Must be positive (else the server fails with `EINVAL`);
-    /// longer than 2^32 ms (~49 days) counts as 2^32 ms. A client's options ignore it.
+    /// Activity is a byte crossing the socket either way, by the kernel's own record (`TCP_INFO`):
+    /// data received (read or still buffered) or sent. A connection whose writes wait on a peer
+    /// that does not read, and which receives nothing, is idle. One timer per loop checks every
+    /// quarter of the timeout, so a connection closes between the timeout and about 1.25 times it
+    /// after its last byte: its `bytes` fails with `ETIMEDOUT` naming the idle time, and its queued
+    /// writes are dropped. Must be positive (else the server fails with `EINVAL`); past 2^32 ms
+    /// (about 49 days) counts as 2^32 ms. A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var idleTimeout: Duration?
+    public var idleTimeout: Duration? { get { common.idleTimeout } set { common.idleTimeout = newValue } }
 
     /// Creates options.
     ///
@@ -89,9 +77,12 @@ public struct TCPOptions: Sendable, Hashable {
                 maxConnections: Int? = nil, allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
         self.noDelay = noDelay
         self.keepAlive = keepAlive
-        self.bufferLimits = limits
-        self.allowHalfOpen = allowHalfOpen
-        self.maxConnections = maxConnections
-        self.idleTimeout = idleTimeout
+        common = StreamSocketOptions(bufferLimits: limits, allowHalfOpen: allowHalfOpen, maxConnections: maxConnections,
+                                     idleTimeout: idleTimeout)
     }
+
+    /// What TCP shares with Unix-domain sockets' options, read by the server (`ServerOptions`).
+    var common: StreamSocketOptions
 }
+
+extension TCPOptions: ServerOptions {}

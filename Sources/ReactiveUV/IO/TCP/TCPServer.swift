@@ -1,6 +1,3 @@
-internal import CLibUV
-import Synchronization
-
 /// TCP servers: a listening socket as a signal of accepted connections.
 ///
 /// Thread rule: safe from any thread.
@@ -69,19 +66,10 @@ public enum TCPServer {
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
-    public static func listen(
-        host: String = "127.0.0.1",
-        port: Int,
-        backlog: Int32? = nil,
-        options: TCPOptions = TCPOptions(),
-        on loop: EventLoop? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<TCPConnection> {
-        listenerSignal("TCPServer.listen", host: host, port: port, backlog: backlog, options: options, on: loop,
-                       drain: drain) { event, subscriber in
-            // `listen` sends the connections only.
-            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+TCPServer.listen(\(host):\(port))")
+    public static func listen(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                              on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil) -> Signal<TCPConnection> {
+        onLoop("TCPServer.listen", host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain,
+               send: Event.sendConnection).debugNamed("+TCPServer.listen(\(host):\(port))")
     }
 
     /// Like `listen`, but first sends `.listening(address)` with the bound address, then `.accepted` per client.
@@ -97,20 +85,10 @@ public enum TCPServer {
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread.
-    public static func serve(
-        host: String = "127.0.0.1",
-        port: Int,
-        backlog: Int32? = nil,
-        options: TCPOptions = TCPOptions(),
-        on loop: EventLoop? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<Event> {
-        // The same parameters as `listen` on purpose (two public spellings of one listener,
-        // `listenerSignal`): only what each sends differs.
-        listenerSignal("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop,
-                       drain: drain) { event, subscriber in
-            subscriber.sendNext(event)
-        }.debugNamed("+TCPServer.serve(\(host):\(port))")
+    public static func serve(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                             on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil) -> Signal<Event> {
+        onLoop("TCPServer.serve", host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain,
+               send: Event.sendEvent).debugNamed("+TCPServer.serve(\(host):\(port))")
     }
 
     /// Listens on `host:port` on every loop of `group` and sends each accepted connection.
@@ -131,57 +109,36 @@ public enum TCPServer {
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
-    public static func listen(
-        host: String = "127.0.0.1",
-        port: Int,
-        backlog: Int32? = nil,
-        options: TCPOptions = TCPOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<TCPConnection> {
-        groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
-                            onAccepted: onAccepted, drain: drain) { event, subscriber in
-            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+TCPServer.listen(\(host):\(port), on: group)")
+    public static func listen(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                              on group: EventLoopGroup, onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
+                              drain: Signal<DrainRequest>? = nil) -> Signal<TCPConnection> {
+        onGroup(host: host, port: port, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendConnection).debugNamed("+TCPServer.listen(\(host):\(port), on: group)")
     }
 
     /// Serves `host:port` on every loop of `group`: each loop listens on a socket of its own,
     /// bound to the same address with `SO_REUSEPORT`, and the kernel spreads the clients over them.
     ///
     /// Where things happen:
-    /// - Each connection is accepted by one loop and lives there: its `TCPConnection`'s
-    ///   `bytes`, sends and closing run on that loop's thread (`connection.loop`).
-    /// - `onAccepted` is called on that loop's thread with each connection, before
-    ///   `.accepted` is sent: a subscription to `connection.bytes` made there has that loop
-    ///   as its home, so each connection is served on its own loop, and the server uses
-    ///   every loop of the group (`EventLoop.current` there is `connection.loop`).
-    /// - `.accepted` and `.refused` are sent from the loop that took the connection;
-    ///   `.listening` from the group's first loop, once every loop's socket is bound and
-    ///   listening. The subscriber receives them on its home loop, as every subscriber does:
-    ///   at once when its home is the sending loop, else hopped there. So a subscriber whose
-    ///   home is one loop sees every event on that loop, `.listening` first, then the
-    ///   connections of each loop in the order that loop accepted them (no order between
-    ///   two loops); and work it starts there for a connection (such as subscribing to its
-    ///   `bytes`) runs on its home, one core, with each chunk hopped from the connection's
-    ///   loop. Start per-connection work in `onAccepted` instead.
+    /// - A connection lives on the loop that accepted it: its `bytes`, sends and closing run on
+    ///   `connection.loop`'s thread.
+    /// - `onAccepted` runs there, before `.accepted` is sent: start per-connection work in it
+    ///   (a subscription to `connection.bytes` made there is homed on that loop), so every loop
+    ///   of the group serves. Work started in the subscriber runs on the subscriber's home loop.
+    /// - `.accepted` and `.refused` come from the loop that took the connection, `.listening` from
+    ///   the first loop once every socket listens; the subscriber receives them on its home loop,
+    ///   `.listening` first, then each loop's connections in that loop's order (none between loops).
     ///
-    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s: `.listening` once with the bound
-    /// address (the port chosen when 0 was asked, the same on every loop), `maxConnections`
-    /// counted across the group (`.refused` names the count), bind errors end the signal.
-    /// A port in use by any other socket fails with `EADDRINUSE`, also when that other socket
-    /// has `SO_REUSEPORT` (a second group server on the same port would otherwise take part
-    /// of the clients silently). A loop of the group that has shut down, or has been asked to
-    /// (or never started), fails the subscription with `EventLoopError.shutDown` (or
-    /// `couldNotStart`) naming it, before anything is bound: a socket bound for it would have
-    /// its queued clients reset by that shutdown.
+    /// The rest is `serve(host:port:backlog:options:on:drain:)`'s, with `maxConnections` counted
+    /// across the group. A port any other socket listens on fails with `EADDRINUSE`, even one with
+    /// `SO_REUSEPORT` (it would take part of the clients silently). A loop that has shut down, been
+    /// asked to, or never started fails the subscription (`EventLoopError.shutDown` or
+    /// `couldNotStart`, naming it) before anything is bound.
     ///
-    /// Disposing stops every loop's listening and closes every connection the server
-    /// accepted (on each connection's loop). A loop of the group that shuts down while the
-    /// server runs ends only its share: its socket closes (Linux resets the clients queued on
-    /// it and not yet accepted), its connections end as at any loop shutdown, and new
-    /// clients go to the other loops; when the last loop has shut down the signal ends with
-    /// `EventLoopError.shutDown` naming it.
+    /// Disposing stops every loop's listening and closes every connection, each on its loop. A
+    /// loop that shuts down while the server runs ends only its share (Linux resets the clients
+    /// queued on its socket); new clients go to the other loops, and the last loop's shutdown ends
+    /// the signal with `EventLoopError.shutDown` naming it.
     ///
     /// - Parameters:
     ///   - host: A numeric address or a host name to resolve.
@@ -196,64 +153,39 @@ public enum TCPServer {
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
-    public static func serve(
-        host: String = "127.0.0.1",
-        port: Int,
-        backlog: Int32? = nil,
-        options: TCPOptions = TCPOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<Event> {
-        groupListenerSignal(host: host, port: port, backlog: backlog, options: options, group: group,
-                            onAccepted: onAccepted, drain: drain) { event, subscriber in
-            subscriber.sendNext(event)
-        }.debugNamed("+TCPServer.serve(\(host):\(port), on: group)")
+    public static func serve(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                             on group: EventLoopGroup, onAccepted: (@Sendable (TCPConnection) -> Void)? = nil,
+                             drain: Signal<DrainRequest>? = nil) -> Signal<Event> {
+        onGroup(host: host, port: port, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendEvent).debugNamed("+TCPServer.serve(\(host):\(port), on: group)")
     }
 
-    /// A signal that opens a `TCPListener` per subscription and hands each of its events to `send`.
-    private static func listenerSignal<Value>(
+    /// A server on one loop: a `Listener` over a `TCPListeningSocket` per subscription.
+    private static func onLoop<Value>(
         _ what: String, host: String, port: Int, backlog: Int32?, options: TCPOptions, on loop: EventLoop?,
-        drain: Signal<DrainRequest>?,
-        send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
+        drain: Signal<DrainRequest>?, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
-                let listener = TCPListener(
-                    loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog), options: options,
-                    budget: ConnectionBudget(limit: options.maxConnections),
-                    callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
-                // Drain requests are followed before the listener starts: a request sent as soon as
-                // `.listening` arrives (from another thread, or from the subscriber's own callback)
-                // must find the subscription there. One that comes first ends the server unbound.
-                if let drain {
-                    listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
-                                    done: { subscriber.sendCompleted() })
-                }
-                listener.start()
-                return listener
-            }
+        ServerSignal.onLoop(what, on: loop, drain: drain, send: send) { loop in
+            TCPListeningSocket(loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog), options: options)
         }
     }
 
-    /// A signal that opens a `GroupListener` (a `TCPListener` per loop) per subscription.
-    private static func groupListenerSignal<Value>(
+    /// A server on every loop of `group`: a `GroupServer` with a `SO_REUSEPORT` socket per loop.
+    private static func onGroup<Value>(
         host: String, port: Int, backlog: Int32?, options: TCPOptions, group: EventLoopGroup,
-        onAccepted: (@Sendable (TCPConnection) -> Void)?,
-        drain: Signal<DrainRequest>?,
+        onAccepted: (@Sendable (TCPConnection) -> Void)?, drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        Signal { subscriber in
-            // The first loop resolves and binds; each loop then adopts its own socket.
-            LoopBinding.open(on: group.loops[0], for: subscriber, what: "TCPServer.serve(on: group)") { _ in
-                let listener = GroupListener(
-                    group: group, host: host, port: port, backlog: ListenBacklog(backlog), options: options, onAccepted: onAccepted,
-                    output: GroupServerOutput(subscriber, send: send))
-                // Followed first, as a server on one loop does (`listenerSignal`).
-                if let drain { listener.follow(drain) }
-                listener.start()
-                return listener
-            }
+        ServerSignal.onGroup("TCPServer.serve(on: group)", group: group, options: options, backlog: backlog,
+                             context: "TCPServer.serve(on: group)", onAccepted: onAccepted, drain: drain, send: send) {
+            TCPListeningSocket.startShares(of: $0, host: host, port: port)
         }
+    }
+}
+
+extension TCPServer.Event: ServerEvent {
+    /// The connection of `.accepted`; nil for every other event.
+    var acceptedConnection: TCPConnection? {
+        if case .accepted(let connection) = self { connection } else { nil }
     }
 }

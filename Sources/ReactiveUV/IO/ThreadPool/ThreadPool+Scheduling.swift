@@ -16,14 +16,10 @@ extension ThreadPool {
         ///
         /// A pool thread woken by a loop's request competes with that loop for a CPU. On one CPU it
         /// can never run beside the loop, so switching the loop out to start that work at once buys
-        /// nothing and costs two context switches per request: there `.batch` took `stat`
-        /// throughput from 0.5× a raw libuv C program's to 1.1×, also with a CPU hog on the same
-        /// CPU. With more CPUs a woken pool thread should still take a CPU from another process at
-        /// once, which `.batch` forbids (two CPU hogs beside it made it 0.56–0.72×); a lower weight
-        /// only makes the loop win when the two meet on one CPU: `stat` throughput, idle, 1.00–1.42×
-        /// (median 1.23) where libuv's way measured 0.80–1.14× (median 0.98), and beside a package
-        /// build 1.01–1.26× where libuv's way measured 0.73–0.92× (one host's figures; they move
-        /// with the host: BENCHMARKS.md).
+        /// nothing and costs two context switches per request, so `.batch`. With more CPUs a woken
+        /// pool thread should still take a CPU from another process at once, which `.batch`
+        /// forbids; a lower weight only makes the loop win when the two meet on one CPU. The
+        /// figures behind both choices are in BENCHMARKS.md.
         ///
         /// Thread rule: safe from any thread.
         case automatic
@@ -50,7 +46,7 @@ extension ThreadPool {
         case inherited
 
         /// How far `.automatic` lowers the pool's threads on several CPUs: nice 5 weighs about a third
-        /// of nice 0. Measured: 3 changed little, 10 lost to libuv's way beside CPU hogs (0.70–0.74×).
+        /// of nice 0 (less changes little, more loses to libuv's way beside CPU hogs).
         static let automaticIncrement: Int32 = 5
 
         /// `"automatic"`, `"batch"`, `"lowered(by: 5)"` or `"inherited"`.

@@ -47,7 +47,14 @@ public enum ThreadPool {
     }
 }
 
-/// The part of a work request the C callbacks see (they cannot name a generic type).
+/// A request that runs on libuv's thread pool: the thread-pool family's backend seam.
+///
+/// `queueOnPool` runs `runOnPool()` on a pool thread, then `complete(status:)` on the loop thread;
+/// every pool job (`ThreadPool.run`, the file family's jobs) is one of these, and the C callbacks
+/// see only this non-generic base. A second backend runs the same two steps its own way. How
+/// many threads libuv starts, and how, is `PoolUse` and `PoolStartRequest`'s.
+///
+/// Thread rule: loop thread only, except `runOnPool()` (a pool thread).
 class PoolWorkBase: LoopRequest {
     /// Runs the work; called on a pool thread.
     func runOnPool() {}

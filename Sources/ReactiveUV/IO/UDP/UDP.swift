@@ -168,7 +168,11 @@ public final class UDPSocket: @unchecked Sendable {
     }
 }
 
-/// The `uv_udp_t` behind a `UDPSocket`.
+/// The `uv_udp_t` behind a `UDPSocket`: the UDP family's backend seam, with its send request
+/// (`UDPSendRequest`). `UDPSocket` asks it to bind, receive and send; a second backend provides
+/// a handle with these members over its in-memory network.
+///
+/// Thread rule: loop thread only, except `init` and `loop`.
 final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     /// `SingleReaderSource`'s name for this class.
     typealias TokenSource = UDPHandle
@@ -230,7 +234,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             return nil
         }
         do {
-            try uvCheck(uv_udp_recv_start(udp, readBufferAllocate, udpReceiveCallback), "uv_udp_recv_start")
+            try uvCheck(uv_udp_recv_start(udp, udpAllocate, udpReceiveCallback), "uv_udp_recv_start")
         } catch {
             subscriber.sendError(error)
             return nil
@@ -300,7 +304,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
 
     /// `EMSGSIZE` naming the size and the limit when no datagram to `address` can carry `count` bytes, else nil.
     ///
-    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload used to trap converting it to 32 bits).
+    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload would trap converting it to 32 bits).
     static func payloadSizeError(_ count: Int, to address: SocketAddress) -> UVError? {
         let limit = address.family == .ipv4 ? largestIPv4Payload : largestIPv6Payload
         guard count > limit else { return nil }
@@ -349,6 +353,14 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             handle.end(nil)
         }
     }
+}
+
+/// A datagram is read into the loop's read buffer, then copied out (`didReceive`).
+private let udpAllocate: uv_alloc_cb = { handle, _, buffer in
+    guard let data = handle?.pointee.data, let buffer else { return }
+    // Borrowed: `data` holds the handle's retain until its close callback.
+    let base = Unmanaged<UDPHandle>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.loop.readBuffer }
+    buffer.pointee = uv_buf_t(base: base.assumingMemoryBound(to: CChar.self), len: ReadBuffer.size)
 }
 
 private let udpReceiveCallback: uv_udp_recv_cb = { handle, count, buffer, address, flags in

@@ -13,7 +13,7 @@ public final class UnixConnection: StreamConnection, @unchecked Sendable {
     // `path` is written only before the connection is handed out (a received socket's once it is
     // accepted), then immutable; the stream core's state is confined to its loop thread. Stored, not
     // derived from the stream's names: those are display forms (an abstract name as `@name`), and
-    // a received socket's is read from it when it arrives. Sixteen bytes, on Unix connections only.
+    // a received socket's is read from it when it arrives.
 
     /// The socket's name: the server's path (or `"\0name"` for an abstract name), on both ends;
     /// empty for an unnamed socket (an end of `UnixSocket.pair()`, or a passed socket nobody bound).

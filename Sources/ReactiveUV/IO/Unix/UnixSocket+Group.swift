@@ -16,53 +16,36 @@ extension UnixSocket {
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
-    public static func listen(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<UnixConnection> {
-        groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
-                            drain: drain) { event, subscriber in
-            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)), on: group)")
+    public static func listen(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                              on group: EventLoopGroup, onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
+                              drain: Signal<DrainRequest>? = nil) -> Signal<UnixConnection> {
+        onGroup(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendConnection).debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)), on: group)")
     }
 
     /// Serves `path` on every loop of `group`: the group's first loop accepts, and hands each
     /// connection to a loop of the group in turn (round robin, itself included), where it lives.
     ///
     /// Where things happen:
-    /// - One socket is bound (`SO_REUSEPORT` does not exist for Unix sockets), and the group's
-    ///   first loop accepts. Each connection goes to the next loop in turn, skipping loops
-    ///   that are shutting down, and lives there: its `UnixConnection`'s `bytes`, sends and
-    ///   closing run on that loop's thread (`connection.loop`). Round robin rather than the
-    ///   least loaded loop: a loop's load is not known to the accepting loop without a hop
-    ///   or a shared count per connection event, and with many connections turns even out.
-    /// - `onAccepted` is called on that loop's thread with each connection, before
-    ///   `.accepted` is sent: work started there (a subscription to `connection.bytes`) runs on
-    ///   that loop, so the server uses every loop of the group (`EventLoop.current` there is
-    ///   `connection.loop`).
-    /// - `.listening` is sent from the first loop, once the socket listens; `.accepted` from
-    ///   the connection's loop; `.refused` and `.draining` from the first loop. The subscriber
-    ///   receives them on its home loop, as every subscriber does (at once when its home is the
-    ///   sending loop, else hopped there): `.listening` first, then the connections of each loop
-    ///   in the order that loop received them (no order between two loops).
+    /// - One socket is bound (Unix sockets have no `SO_REUSEPORT`) and the first loop accepts.
+    ///   Each connection goes to the next loop in turn, skipping loops that are shutting down
+    ///   (round robin: the accepting loop cannot know another's load without a hop), and lives
+    ///   there: its `bytes`, sends and closing run on `connection.loop`'s thread.
+    /// - `onAccepted` runs there, before `.accepted` is sent: start per-connection work in it, so
+    ///   every loop of the group serves.
+    /// - `.listening`, `.refused` and `.draining` come from the first loop, `.accepted` from the
+    ///   connection's loop; the subscriber receives them on its home loop, `.listening` first,
+    ///   then each loop's connections in that loop's order (none between loops).
     ///
-    /// The rest is `serve(path:backlog:options:on:drain:)`'s: the path's checks and errors,
-    /// the socket file removed when the server ends (not a file put there since),
-    /// `maxConnections` counted across the group (a client past it is closed at once by the
-    /// first loop, and `.refused` names the count). A loop of the group that has shut down,
-    /// been asked to, or never started fails the subscription with `EventLoopError.shutDown`
-    /// (or `couldNotStart`) naming it, before anything is bound.
+    /// The rest is `serve(path:backlog:options:on:drain:)`'s, with `maxConnections` counted across
+    /// the group (the first loop closes a client past it at once). A loop that has shut down, been
+    /// asked to, or never started fails the subscription (`EventLoopError.shutDown` or
+    /// `couldNotStart`, naming it) before anything is bound.
     ///
-    /// Disposing closes the socket (removing its file) and every connection the server
-    /// accepted, each on its own loop. Another loop that shuts down while the server runs
-    /// ends only the connections homed there; new connections go to the other loops (one
-    /// already on its way to that loop is closed: its client reads EOF). The first loop's
-    /// shutdown ends the server (nothing accepts any more): the signal fails with
-    /// `EventLoopError.shutDown` naming it, and every loop's connections close.
+    /// Disposing closes the socket (removing its file) and every connection, each on its loop.
+    /// Another loop's shutdown ends only the connections homed there (one on its way there is
+    /// closed: its client reads EOF); the first loop's ends the server, failing the signal with
+    /// `EventLoopError.shutDown` naming it.
     ///
     /// - Parameters:
     ///   - path: A file path, or `"\0name"` for a Linux abstract name.
@@ -76,38 +59,23 @@ extension UnixSocket {
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread; `onAccepted` runs on the connection's loop thread.
-    public static func serve(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<Event> {
-        groupListenerSignal(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted,
-                            drain: drain) { event, subscriber in
-            subscriber.sendNext(event)
-        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
+    public static func serve(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                             on group: EventLoopGroup, onAccepted: (@Sendable (UnixConnection) -> Void)? = nil,
+                             drain: Signal<DrainRequest>? = nil) -> Signal<Event> {
+        onGroup(path: path, backlog: backlog, options: options, group: group, onAccepted: onAccepted, drain: drain,
+                send: Event.sendEvent).debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
     }
 
-    /// A signal that opens a `UnixGroupListener` (a `UnixListener` per loop) per subscription.
-    private static func groupListenerSignal<Value>(
+    /// A server on every loop of `group`: a `GroupServer` whose first loop accepts for all.
+    private static func onGroup<Value>(
         path: String, backlog: Int32?, options: UnixSocketOptions, group: EventLoopGroup,
-        onAccepted: (@Sendable (UnixConnection) -> Void)?,
-        drain: Signal<DrainRequest>?,
+        onAccepted: (@Sendable (UnixConnection) -> Void)?, drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        Signal { subscriber in
-            // The first loop binds and accepts.
-            LoopBinding.open(on: group.loops[0], for: subscriber, what: "UnixSocket.serve(on: group)") { _ in
-                let listener = UnixGroupListener(
-                    group: group, path: path, backlog: ListenBacklog(backlog), options: options, onAccepted: onAccepted,
-                    output: GroupServerOutput(subscriber, send: send))
-                // Followed first, as `TCPServer.serve(on: group)` does: a request sent on `.listening` is not lost.
-                if let drain { listener.follow(drain) }
-                listener.start()
-                return listener
-            }
+        ServerSignal.onGroup("UnixSocket.serve(on: group)", group: group, options: options, backlog: backlog,
+                             context: "UnixSocket.serve(on: group)(\(UnixSocketPath.display(path)))", onAccepted: onAccepted,
+                             drain: drain, send: send) {
+            UnixListeningSocket.startShares(of: $0, path: path)
         }
     }
 }

@@ -73,17 +73,10 @@ public enum UnixSocket {
     /// - Returns: A signal of accepted connections.
     ///
     /// Thread rule: safe from any thread.
-    public static func listen(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on loop: EventLoop? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<UnixConnection> {
-        listenerSignal("UnixSocket.listen", path: path, backlog: backlog, options: options, on: loop,
-                       drain: drain) { event, subscriber in
-            if case .accepted(let connection) = event { subscriber.sendNext(connection) }
-        }.debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)))")
+    public static func listen(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                              on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil) -> Signal<UnixConnection> {
+        onLoop("UnixSocket.listen", path: path, backlog: backlog, options: options, on: loop, drain: drain,
+               send: Event.sendConnection).debugNamed("+UnixSocket.listen(\(UnixSocketPath.display(path)))")
     }
 
     /// Like `listen`, but first sends `.listening(path)`, then `.accepted` per client and `.refused` per client turned
@@ -100,17 +93,10 @@ public enum UnixSocket {
     /// - Returns: A signal of server events.
     ///
     /// Thread rule: safe from any thread.
-    public static func serve(
-        path: String,
-        backlog: Int32? = nil,
-        options: UnixSocketOptions = UnixSocketOptions(),
-        on loop: EventLoop? = nil,
-        drain: Signal<DrainRequest>? = nil
-    ) -> Signal<Event> {
-        listenerSignal("UnixSocket.serve", path: path, backlog: backlog, options: options, on: loop,
-                       drain: drain) { event, subscriber in
-            subscriber.sendNext(event)
-        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)))")
+    public static func serve(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                             on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil) -> Signal<Event> {
+        onLoop("UnixSocket.serve", path: path, backlog: backlog, options: options, on: loop, drain: drain,
+               send: Event.sendEvent).debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)))")
     }
 
     /// Connects to the server on `path` and sends the connection.
@@ -147,47 +133,37 @@ public enum UnixSocket {
         }.debugNamed("+UnixSocket.connect(\(UnixSocketPath.display(path)))")
     }
 
-    /// A signal that opens a `UnixListener` per subscription and hands each of its events to `send`.
-    private static func listenerSignal<Value>(
+    /// A server on one loop: a `Listener` over a `UnixListeningSocket` per subscription.
+    private static func onLoop<Value>(
         _ what: String, path: String, backlog: Int32?, options: UnixSocketOptions, on loop: EventLoop?,
-        drain: Signal<DrainRequest>?,
-        send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
+        drain: Signal<DrainRequest>?, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
-                let listener = UnixListener(
-                    loop: loop, role: .listens, path: path, backlog: ListenBacklog(backlog), options: options,
-                    budget: ConnectionBudget(limit: options.maxConnections), inGroup: false,
-                    callbacks: .init(onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }))
-                // Followed first, as `TCPServer.serve` does: a request sent on `.listening` is not lost.
-                if let drain {
-                    listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
-                                    done: { subscriber.sendCompleted() })
-                }
-                listener.start(what)
-                return listener
-            }
+        ServerSignal.onLoop(what, on: loop, drain: drain, send: send) { loop in
+            UnixListeningSocket(loop: loop, accepts: true, path: path, what: what, backlog: ListenBacklog(backlog), options: options,
+                                inGroup: false)
         }
     }
 }
 
+extension UnixSocket.Event: ServerEvent {
+    /// The connection of `.accepted`; nil for every other event.
+    var acceptedConnection: UnixConnection? {
+        if case .accepted(let connection) = self { connection } else { nil }
+    }
+}
+
 /// One `UnixSocket.connect` or `UnixSocket.open` subscription: get the socket, then own the connection.
-final class UnixConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` hops there), except the immutable settings and the atomic `disposedFlag`.
-    let loop: EventLoop
+final class UnixConnectAttempt: ConnectionSubscription<UnixConnection>, @unchecked Sendable {
+    // Loop thread only (`dispose()` hops there), except the immutable settings.
     private let path: String
     private let context: String
     private let options: UnixSocketOptions
-    private var subscriber: Subscriber<UnixConnection>?
-    private var stream: UnixConnection?
-    let disposedFlag = Atomic<Bool>(false)
 
     init(loop: EventLoop, path: String, context: String, options: UnixSocketOptions, subscriber: Subscriber<UnixConnection>) {
-        self.loop = loop
         self.path = path
         self.context = context
         self.options = options
-        self.subscriber = subscriber
+        super.init(loop: loop, subscriber: subscriber)
     }
 
     /// Gets the socket from `socket` (a connect is at once: a Unix socket's does not wait for the
@@ -213,35 +189,7 @@ final class UnixConnectAttempt: LoopDisposable, StreamConnectionOwner, @unchecke
             finish(error)
             return
         }
-        stream.owner = self
-        self.stream = stream
-        subscriber?.sendNext(stream)
-    }
-
-    func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
-        guard stream === self.stream else { return }
-        self.stream = nil
-        if case .shutDown = reason {
-            finish(EventLoopError.shutDown(loop: loop.name))
-        } else {
-            finish(nil)
-        }
-    }
-
-    /// Ends the attempt: completes (nil) or fails, and closes the connection.
-    private func finish(_ error: (any Error)?) {
-        let subscriber = self.subscriber
-        self.subscriber = nil
-        let stream = self.stream
-        self.stream = nil
-        stream?.end(.closed)
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
-    }
-
-    func abandon() {
-        subscriber = nil
-        let stream = self.stream
-        self.stream = nil
-        stream?.end(.closed)
+        own(stream)
+        send(stream)
     }
 }

@@ -8,20 +8,12 @@ import Musl
 /// The lock a Unix-socket server holds on its path: `flock` on a file beside the socket, named
 /// the socket's path plus `.lock` (`/run/app.sock.lock`).
 ///
-/// Binding a path is not one step: a server binds (the socket file appears), then listens, and
-/// one with `removeStaleSocketFile` first probes a file it finds there and unlinks it when the
-/// probe is refused. Two servers starting at once on one path could interleave these: the probe
-/// of one, between the other's bind and listen, is refused, and it unlinks the other's fresh
-/// file, so both say they listen and one serves a socket nobody can reach. So each server takes
-/// this lock before anything else and keeps it until its socket file is gone; the server that
-/// finds it taken fails with `EADDRINUSE`, touching nothing.
-///
-/// The lock file is created if missing (mode 0644 before the umask: any user may take the lock,
-/// which needs only read access) and removed by the server that holds the lock, after its socket
-/// file, when it stops listening (disposal, a drain's start, an error, the loop's shutdown). A
-/// server that died leaves it behind, harmlessly: the kernel released its lock, and the next
-/// server takes it and removes it in turn. An abstract name has no file and needs no lock (its
-/// bind is one step that refuses a second socket).
+/// Binding a path is several steps (probe a stale file and unlink it, bind, listen): two servers
+/// starting at once could interleave them, one unlinking the other's fresh file. So each server
+/// takes this lock first and keeps it until its socket file is gone; a server that finds it taken
+/// fails with `EADDRINUSE`, touching nothing. The holder removes the lock file after the socket
+/// file; one left by a server that died is harmless (the kernel released the lock). An abstract
+/// name needs no lock: its bind is one step.
 final class UnixSocketLock {
     // Immutable but for `descriptor`, which only `release()` changes: owned by one listener, on its loop thread.
     let path: String

@@ -11,15 +11,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// How much unflushed written data each connection holds (see `StreamBufferLimits`).
     ///
     /// Thread rule: safe from any thread.
-    public var limits: StreamBufferLimits {
-        get {
-            var limits = bufferLimits
-            limits.allowsHalfOpen = allowHalfOpen
-            return limits
-        }
-        set { bufferLimits = newValue }
-    }
-    private var bufferLimits: StreamBufferLimits
+    public var limits: StreamBufferLimits { get { common.limits } set { common.bufferLimits = newValue } }
     /// Keep a connection open for writing after the peer's EOF until `close()` (Node's `allowHalfOpen`); default false.
     ///
     /// By default a connection whose peer half-closed closes itself once the
@@ -28,7 +20,7 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// after the peer's EOF, later than that.
     ///
     /// Thread rule: safe from any thread.
-    public var allowHalfOpen: Bool
+    public var allowHalfOpen: Bool { get { common.allowHalfOpen } set { common.allowHalfOpen = newValue } }
     /// For a server: the most connections it keeps open at once, or nil for no limit (the default).
     ///
     /// A connection arriving at the limit is accepted and closed at once (the
@@ -37,25 +29,20 @@ public struct UnixSocketOptions: Sendable, Hashable {
     /// client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var maxConnections: Int?
+    public var maxConnections: Int? { get { common.maxConnections } set { common.maxConnections = newValue } }
     /// For a server: close a connection after this long with no bytes moving over it, or nil (the default) for never.
     ///
-    /// Activity is a byte crossing the socket either way: data read from the peer, or
-    /// data the kernel took to send to it (a connection whose writes wait on a peer that
-    /// does not read, and which receives nothing, is idle). The kernel keeps no such
-    /// record for a Unix socket, so each connection of such a server stamps the loop's
-    /// time when bytes move (the connections of a server without it do not); one timer
-    /// per loop checks them every quarter of the timeout (and counts bytes that reached a
-    /// connection nobody reads, or whose reader paused, as activity: the check asks the
-    /// kernel how many it holds unread, as TCP's record counts them), and a connection is closed no
-    /// sooner than the timeout after its last activity (or its accept) and at most about
-    /// a quarter later. A connection closed for idleness ends: its `bytes` fails with a
-    /// `UVError` of code `ETIMEDOUT` whose message names the idle time, and its queued
-    /// writes (if any) are dropped. Must be positive (else the server fails with
-    /// `EINVAL`). A client's options ignore it.
+    /// Activity is a byte crossing the socket either way: data read from the peer or still unread
+    /// in the kernel, or data the kernel took to send (a connection whose writes wait on a peer that
+    /// does not read, and which receives nothing, is idle). The kernel keeps no such record for a
+    /// Unix socket, so the connections of such a server stamp the loop's time when bytes move. One
+    /// timer per loop checks every quarter of the timeout, so a connection closes between the
+    /// timeout and about 1.25 times it after its last byte (or its accept): its `bytes` fails with
+    /// `ETIMEDOUT` naming the idle time, and its queued writes are dropped. Must be positive (else
+    /// the server fails with `EINVAL`). A client's options ignore it.
     ///
     /// Thread rule: safe from any thread.
-    public var idleTimeout: Duration?
+    public var idleTimeout: Duration? { get { common.idleTimeout } set { common.idleTimeout = newValue } }
     /// For a server on a file path: remove a socket file found at the path if nobody listens on it.
     ///
     /// A server that ended without disposing its listener (a crash, `kill
@@ -101,12 +88,15 @@ public struct UnixSocketOptions: Sendable, Hashable {
     public init(limits: StreamBufferLimits = StreamBufferLimits(), maxConnections: Int? = nil,
                 removeStaleSocketFile: Bool = false, permissions: mode_t? = nil, ipc: Bool = false,
                 allowHalfOpen: Bool = false, idleTimeout: Duration? = nil) {
-        self.bufferLimits = limits
-        self.allowHalfOpen = allowHalfOpen
-        self.idleTimeout = idleTimeout
-        self.maxConnections = maxConnections
+        common = StreamSocketOptions(bufferLimits: limits, allowHalfOpen: allowHalfOpen, maxConnections: maxConnections,
+                                     idleTimeout: idleTimeout)
         self.removeStaleSocketFile = removeStaleSocketFile
         self.permissions = permissions
         self.ipc = ipc
     }
+
+    /// What Unix-domain sockets share with TCP's options, read by the server (`ServerOptions`).
+    var common: StreamSocketOptions
 }
+
+extension UnixSocketOptions: ServerOptions {}

@@ -67,7 +67,10 @@ extension FileWatch {
     }
 }
 
-/// One `uv_fs_poll_t` feeding a subscriber.
+/// One `uv_fs_poll_t` feeding a subscriber: `FileWatch.poll`'s side of the watch family's backend
+/// seam (`InotifyHub` is `FileWatch.changes`'s).
+///
+/// Thread rule: loop thread only, except `init` and `dispose()`.
 final class FilePollHandle: SubscriberHandle<FileStatusChange>, @unchecked Sendable {
     // `last` is loop thread only, like the rest of the handle (see `SubscriberHandle`); `path` is immutable.
     private let path: String

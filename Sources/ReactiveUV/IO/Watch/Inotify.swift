@@ -30,7 +30,10 @@ protocol InotifyOwner: AnyObject {
     func inotifyEnded(_ error: any Error)
 }
 
-/// The inotify instance a loop's file watches share, read through a `uv_poll` handle.
+/// The inotify instance a loop's file watches share, read through a `uv_poll` handle:
+/// `FileWatch.changes`'s side of the watch family's backend seam (`FilePollHandle` is
+/// `FileWatch.poll`'s). `FileWatchSession` adds and removes watches here and hears events
+/// through `InotifyOwner`; it reads the file system itself (`FileSystemQuery`, `WatchedTree`).
 ///
 /// Why not `uv_fs_event`: libuv 1.44 drops `IN_Q_OVERFLOW` (events lost without
 /// notice) and names a watched directory's own events (`chmod`, deletion) like a

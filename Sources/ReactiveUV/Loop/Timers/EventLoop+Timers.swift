@@ -49,6 +49,9 @@ extension EventLoop {
         return overflow || overflow2 ? .max : sum
     }
 
+    /// libuv's loop time in milliseconds (`uv_now`: when the current iteration began). Loop thread only.
+    var loopTimeMilliseconds: UInt64 { uv_now(uvLoop) }
+
     /// Nanoseconds on the monotonic clock that a delay scheduled now counts from:
     /// libuv's loop time with `fromLoopTime` on the loop thread, else the clock now.
     func timerBase(fromLoopTime: Bool) -> UInt64 {

@@ -1,10 +1,8 @@
 /// The loop's timers: a 4-ary min-heap ordered by (deadline, submission order), driven by one libuv timer.
 ///
-/// Every scheduled item used to own a `uv_timer_t`: two allocations, libuv's
-/// pointer-linked heap, and a close callback per timer. Here an item is one
-/// small object and a 24-byte heap entry, the heap is a contiguous array, and
-/// a single `uv_timer_t` is armed for the earliest deadline. Cancelled items
-/// stay in the heap until they surface or until more than half the heap is
+/// One `uv_timer_t` armed for the earliest deadline serves every item, so an item is one small
+/// object and an entry in a contiguous array, with no handle or close callback of its own.
+/// Cancelled items stay in the heap until they surface or until more than half the heap is
 /// cancelled (then it is rebuilt).
 ///
 /// Thread rule: loop thread only.

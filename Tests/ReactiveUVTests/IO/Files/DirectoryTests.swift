@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `Files.createDirectory`, `list`, `removeDirectory`, `remove`, `removeTree`, `makeTemporaryDirectory` (issue 17).
+/// `Files.createDirectory`, `list`, `removeDirectory`, `remove`, `removeTree`, `makeTemporaryDirectory`.
 final class DirectoryTests: FileSystemTestCase {
     func testCreateDirectoryWithModeAndItsErrors() throws {
         let made = path("made")

@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `Files.stat`, `lstat`, `access`, `exists`, the attribute setters and the checks at the door (issue 17).
+/// `Files.stat`, `lstat`, `access`, `exists`, the attribute setters and the checks at the door.
 final class FileMetadataTests: FileSystemTestCase {
     /// stat agrees field by field with what Glibc's stat sees; lstat describes a link itself, stat its target.
     func testStatAndLstatSayWhatTheSystemSays() throws {

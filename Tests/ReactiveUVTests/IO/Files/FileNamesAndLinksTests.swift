@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `Files.rename`, `copy`, `link`, `symbolicLink`, `readLink`, `realPath`, and the async forms of `FileSystem` (issue 17).
+/// `Files.rename`, `copy`, `link`, `symbolicLink`, `readLink`, `realPath`, and the async forms of `FileSystem`.
 final class FileNamesAndLinksTests: FileSystemTestCase {
     func testRenameMovesAndNamesBothPathsInErrors() throws {
         let source = try makeFile("before", [4, 5, 6])

@@ -97,9 +97,9 @@ final class FilesTests: XCTestCase {
         }
     }
 
-    // MARK: - sizes (issue 13, point 5)
+    // MARK: - sizes
 
-    /// A chunk size of 4 GiB or more used to trap converting it to libuv's 32-bit length (after allocating it).
+    /// A chunk size of 4 GiB or more does not fit libuv's 32-bit length: EINVAL naming the limit, not a trap.
     func testAChunkSizeOutsideItsRangeIsEINVALNamingTheLimit() throws {
         let path = directory + "/small"
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: path))
@@ -117,8 +117,8 @@ final class FilesTests: XCTestCase {
         }
     }
 
-    /// 5 GiB written to /dev/null from memory that is mapped but never touched: the write used to trap
-    /// converting the length to 32 bits; now it goes out in requests of at most 1 GiB and completes.
+    /// 5 GiB written to /dev/null from memory that is mapped but never touched: the length does not fit
+    /// libuv's 32 bits, so it goes out in requests of at most 1 GiB and completes.
     func testAWriteOfFourGiBOrMoreGoesOutInSeveralRequests() throws {
         let count = 5 << 30
         // MAP_NORESERVE: no memory is committed; /dev/null never reads the pages.
@@ -387,11 +387,10 @@ final class FilesTests: XCTestCase {
         XCTAssertEqual(chunks.events.count, 1)
     }
 
-    /// `Files.chunks` of a FIFO reads through the stream core (issue 16): its handle is the core's
+    /// `Files.chunks` of a FIFO reads through the stream core: its handle is the core's
     /// `.fifo` stream, a consumer's pause stops libuv's reading (the handle goes inactive) and its
     /// resume restarts it, chunks keep the size asked for, EOF completes and closes the FIFO's
-    /// descriptor, and disposing a waiting read closes the descriptor too. The FIFO reader before
-    /// it registered no flow control and read on regardless.
+    /// descriptor, and disposing a waiting read closes the descriptor too.
     func testAFIFOIsReadByTheStreamCoreWhichPausesForItsConsumer() throws {
         let fifo = try makeFIFO("core")
         let releaser = FIFOReleaser([fifo])
@@ -505,7 +504,7 @@ final class FilesTests: XCTestCase {
 }
 
 /// Opens FIFOs from both ends without blocking, over and over on a thread of its own, from `start()` (at the
-/// end of a test's harness body) until `stop()`: code that opens FIFOs blocking on the pool (as before issue 13)
+/// end of a test's harness body) until `stop()`: code that would open FIFOs blocking on the pool
 /// then gets its pool threads back, so the test fails on its assertions instead of hanging the suite at teardown.
 private final class FIFOReleaser: @unchecked Sendable {
     // `fifos` is immutable; `stopped` is a semaphore signalled once.

@@ -4,9 +4,9 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// The `async throws` forms of `OpenFile`'s operations and of `StreamConnection.sendFile` on `FileSystem`
-/// (issue 17: "each as a cold signal and as an `async throws` function"): each returns what its signal
-/// sends and throws the `UVError` its signal fails with.
+/// The `async throws` forms of `OpenFile`'s operations and of `StreamConnection.sendFile` on `FileSystem`,
+/// thin bridges over the signals: each returns what its signal sends and throws the `UVError` its signal
+/// fails with.
 final class OpenFileAsyncTests: FileSystemTestCase {
     /// Writes, then reads back at offsets (short at the end, empty at and past it), size, stat, append,
     /// truncate (cut and extended), sync and dataSync; each value is the one its signal sends.

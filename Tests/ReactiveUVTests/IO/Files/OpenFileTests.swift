@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `Files.open`, `OpenFile` and `Files.makeTemporaryFile` (issue 17, part 2).
+/// `Files.open`, `OpenFile` and `Files.makeTemporaryFile`.
 final class OpenFileTests: XCTestCase {
     private var directory = ""
 

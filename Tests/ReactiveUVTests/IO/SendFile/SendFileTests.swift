@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `StreamConnection.sendFile` (issue 17, part 2, point 3).
+/// `StreamConnection.sendFile`: a file sent by `sendfile(2)` in order with the connection's writes.
 final class SendFileTests: XCTestCase {
     private var directory = ""
 
@@ -51,7 +51,6 @@ final class SendFileTests: XCTestCase {
             // Each call after a full socket waits for writability, which needs the reader to have read: a
             // transfer that retried at once (a spin) would make many calls per read of the client.
             let calls = FileSendOperation.callsStarted.load(ordering: .relaxed) - callsBefore
-            // (Measured: 125 calls for 16,981 reads of a few KiB; a spin makes thousands.)
             XCTAssertLessThanOrEqual(calls * 4, reads, "\(calls) sendfile calls for \(reads) reads")
             XCTAssertGreaterThan(calls, 1, "the socket filled up: the transfer waited for writability")
         }
@@ -186,9 +185,9 @@ final class SendFileTests: XCTestCase {
         }
     }
 
-    /// A /proc file (size 0, full of bytes) sent whole is `EINVAL` saying so, where it used to be sent
-    /// as nothing and succeed with 0; sent with a count, `sendfile` refuses it and the `EINVAL` says
-    /// why (it was a bare "invalid argument"), as a file opened for writing only is `EBADF` saying so.
+    /// A /proc file (size 0, full of bytes) sent whole is `EINVAL` saying so, not sent as nothing with
+    /// a success of 0; sent with a count, `sendfile` refuses it and the `EINVAL` says why, as a file
+    /// opened for writing only is `EBADF` saying so.
     /// The connection goes on: a write after it arrives. An empty regular file is still sent as the
     /// nothing it holds.
     func testAProcFileIsEINVALSayingSoAndAnEmptyFileIsSentAsNothing() throws {

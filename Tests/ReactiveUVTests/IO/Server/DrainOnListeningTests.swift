@@ -6,11 +6,9 @@ import XCTest
 
 /// A drain requested the moment `.listening` arrives is followed, on every kind of server.
 ///
-/// The servers used to start (binding, and sending `.listening`) before they subscribed to their
-/// drain requests. A subscriber on the server's loop gets `.listening` inside that start, so a
-/// request sent from its callback went to a subject nobody followed yet and was lost: the server
-/// never drained. From another thread the same request raced the subscription (CI lost one,
-/// `TCPGroupServerTests.testDrainingIsSentOnlyOnceEveryLoopHasStoppedAccepting`, under load).
+/// A subscriber on the server's loop gets `.listening` inside the server's start, so a server
+/// that subscribed to its drain requests only after starting would lose a request sent from that
+/// callback (and race one sent from another thread): it would never drain.
 final class DrainOnListeningTests: XCTestCase {
     func testATCPServerOnOneLoop() throws {
         let loop = EventLoop(name: "drain-on-listening")

@@ -7,8 +7,8 @@ import XCTest
 /// loop and on a group.
 final class ServerOptionsTests: XCTestCase {
     /// A connection limit of 0 or less fails the server with `EINVAL` naming the option, before
-    /// anything is bound (no `.listening`, no socket file). Such a server used to listen and reset
-    /// every client, which `listen` (it sends connections only) did not even report.
+    /// anything is bound (no `.listening`, no socket file): such a server would reset every client,
+    /// and `listen` (it sends connections only) would not even report it.
     func testAConnectionLimitBelowOneFailsTheServerWithEINVAL() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/limited.sock"
@@ -41,9 +41,8 @@ final class ServerOptionsTests: XCTestCase {
 
     /// A keep-alive delay past Linux's `TCP_KEEPIDLE` limit (32,767 s; a day is a delay a daemon
     /// might ask) fails a server, on one loop or a group, and a connect with `EINVAL` naming the
-    /// limit, before anything is bound or connected; `setKeepAlive` throws the same, naming
-    /// the limit (it was a bare "invalid argument"). It used to serve with every connection's keep-alive refused by the kernel:
-    /// one "libuv call failed" line on standard error per connection, and the 2-hour default.
+    /// limit, before anything is bound or connected; `setKeepAlive` throws the same. The kernel
+    /// would refuse it on every connection and keep its 2-hour default.
     func testAKeepAliveBeyondLinuxsLimitIsEINVALNamingIt() throws {
         let report = LoopHarness.run { harness in
             let group = EventLoopGroup(loopCount: 2, name: "keep-alive")
@@ -83,8 +82,7 @@ final class ServerOptionsTests: XCTestCase {
     }
 
     /// An empty host (an unset setting) to a server, on one loop or a group, or to a connect is
-    /// `EINVAL` "the host is empty", before any lookup; it was getaddrinfo's bare "invalid argument
-    /// (uv_getaddrinfo())", naming nothing.
+    /// `EINVAL` "the host is empty", before any lookup (getaddrinfo's own "invalid argument" names nothing).
     func testAnEmptyHostIsEINVALSayingSo() throws {
         let report = LoopHarness.run { harness in
             let group = EventLoopGroup(loopCount: 2, name: "empty-host")

@@ -295,8 +295,8 @@ final class TCPGroupServerTests: XCTestCase {
     }
 
     /// A drain asked while the group server still resolves its host (nothing bound yet) ends it
-    /// at once, and says so as every drain does: `.draining(open: 0)`, then the completion (it
-    /// used to complete without `.draining`, which a one-loop server sends in the same case).
+    /// at once, and says so as every drain does (a one-loop server too): `.draining(open: 0)`,
+    /// then the completion.
     func testADrainBeforeAnythingIsBoundSaysDrainingThenCompletes() throws {
         withGroup(loops: 2) { harness, group in
             // A name, not an address: the lookup runs on the pool, so the request comes first.

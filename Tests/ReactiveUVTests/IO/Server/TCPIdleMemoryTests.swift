@@ -6,9 +6,9 @@ import ReactiveUVTesting
 import Synchronization
 import XCTest
 
-/// Issue 18's idle connections: what a silent connection costs, and the state it no longer carries
-/// until it needs it (`StreamExtras`: queued writes, close waiters, `writable`, sends from other
-/// threads, addresses), which must work as before once it is needed, however long the connection sat idle.
+/// Idle connections: what a silent connection costs, and the state it carries only once it needs it
+/// (`StreamExtras`: queued writes, close waiters, `writable`, sends from other threads, addresses),
+/// which must work once it is needed, however long the connection sat idle.
 final class TCPIdleMemoryTests: XCTestCase {
     /// Counts the server's events without keeping them (a recorder's array would cost per connection too).
     private final class ServerCounts: Sendable {
@@ -240,10 +240,9 @@ final class TCPIdleMemoryTests: XCTestCase {
         }
     }
 
-    /// A reader that is its subscription's own sink on the connection's loop costs no `ReaderToken`:
-    /// the stream is that subscription's root (32 bytes fewer per reading connection: 685 -> 653 live
-    /// heap bytes in the test above). Disposing the subscription still stops the reading: a second
-    /// reader is then accepted, where one still reading gets `EBUSY`.
+    /// A reader that is its subscription's own sink on the connection's loop needs no `ReaderToken`:
+    /// the stream is that subscription's root. Disposing the subscription still stops the reading: a
+    /// second reader is then accepted, where one still reading gets `EBUSY`.
     func testAHomeSinkReaderHasTheStreamAsItsSubscriptionsRootAndNoToken() throws {
         try checked { harness in
             let (_, _, client, connection) = try acceptOneClient(harness)

@@ -52,9 +52,8 @@ final class UnixIdleTimeoutTests: XCTestCase {
 
     /// A client downloading a file (`sendFile`) for longer than several idle timeouts, reading it
     /// steadily, is kept until the whole file has arrived: the bytes `sendfile` moves count as
-    /// activity. They bypass libuv's writes, which alone stamped it: the download used to be closed
-    /// with `ETIMEDOUT` "no byte sent or received" one timeout after it began. The client's pauses
-    /// between reads are its pace, not a wait for a race.
+    /// activity, though they bypass libuv's writes. The client's pauses between reads are its pace,
+    /// not a wait for a race.
     func testAClientDownloadingAFileIsKeptWhileTheBytesFlow() throws {
         let timeout = Duration.seconds(1)
         try withTemporaryDirectory { directory in

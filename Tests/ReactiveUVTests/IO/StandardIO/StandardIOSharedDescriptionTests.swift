@@ -22,8 +22,8 @@ final class StandardIOSharedDescriptionTests: XCTestCase {
 
     /// Disposing the standard input reader leaves the description non-blocking while the standard
     /// output writer is open: a write larger than the socket's buffer waits in the queue while the
-    /// peer does not read, and the loop still runs a job from another thread meanwhile (it used to
-    /// block in write(2) until the peer read). Then the peer reads every byte, in order, and the
+    /// peer does not read, and the loop still runs a job from another thread meanwhile (a blocking
+    /// descriptor would hold it in write(2) until the peer read). Then the peer reads every byte, in order, and the
     /// writer's close puts the flags back.
     func testDisposingTheInputReaderLeavesASharedOutputNonBlocking() throws {
         if ProcessInfo.processInfo.environment[Self.probeVariable] != nil { return try probeOnSharedSocket() }
@@ -57,7 +57,7 @@ final class StandardIOSharedDescriptionTests: XCTestCase {
             }
             errorsDone.signal()
         }
-        // A hang guard only: with the bug the loop never answers while nobody reads.
+        // A hang guard only: a loop blocked in write(2) never answers while nobody reads.
         let answeredInTime = answered.wait(timeout: .now() + 60) == .success
         XCTAssertTrue(answeredInTime, "the child's loop answered no job while its write waited (blocked in write(2)?): \(errorText.text)")
 

@@ -165,4 +165,22 @@ final class StandardIOTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "one\ntwo\n")
         XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0)
     }
+
+    /// `send(_:)` with text queues it as UTF-8 in call order with the other writes, with nothing to subscribe to.
+    func testSendingTextWritesItInOrder() throws {
+        let path = NSTemporaryDirectory() + "stdio-send-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        checked { harness in
+            let writer = StandardWriter(descriptor: descriptor, name: "test file", loop: harness.loop)
+            writer.send("héllo ")
+            writer.send(Array("bytes ".utf8))
+            writer.send("world\n")
+            XCTAssertTrue(try! harness.record(writer.close()).waitForTermination().isCompleted)
+        }
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "héllo bytes world\n")
+    }
 }

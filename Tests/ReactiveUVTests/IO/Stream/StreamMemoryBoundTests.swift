@@ -4,7 +4,7 @@ import ReactiveUVTesting
 import Synchronization
 import XCTest
 
-/// Memory per connection, all of it (issue 18): the write limit counts each queued write's real
+/// Memory per connection, all of it: the write limit counts each queued write's real
 /// cost (payload plus a per-write overhead), sends from other threads are bounded at the moment
 /// of the send, and `writable` tells a sender when to go on.
 final class StreamMemoryBoundTests: XCTestCase {
@@ -13,9 +13,8 @@ final class StreamMemoryBoundTests: XCTestCase {
     private static let sends = 1_000_000
     /// What the process may grow by while the queue is full: three times the limit. Up to twice
     /// the limit can be accounted (the loop's queue plus sends still on their way from another
-    /// thread), each send at its estimated cost (360 bytes over the payload, measured with the
-    /// system allocator; an instrumenting allocator such as ASan's spends more per allocation:
-    /// 18.6 MiB was seen under it). Unbounded, the same floods grew the heap by 80 and 232 MiB.
+    /// thread), each send at its estimated cost (`perWriteOverhead` over the payload, as the system
+    /// allocator spends it; an instrumenting allocator such as ASan's spends more per allocation).
     private static let heapBound = 3.0 * Double(limits.maxQueuedBytes) / 1_048_576
 
     /// Counts results of `send(_:completion:)` without a lock.

@@ -3,9 +3,8 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// What an accepted connection no longer does at accept (issue 18's per-connection cost): its
-/// addresses are read when asked, its labels composed when needed, and a `close()` with nothing
-/// left to send closes at once. These pin the behaviour the savings must keep, and the one they change.
+/// What an accepted connection leaves until it is needed: its addresses are read when asked, its
+/// labels composed when needed, and a `close()` with nothing left to send closes at once.
 final class TCPConnectionCostTests: XCTestCase {
     /// Both addresses, asked on the loop and on another thread, name the two ends and stay the same.
     func testAddressesAreReadWhenAskedAndKept() throws {
@@ -31,7 +30,7 @@ final class TCPConnectionCostTests: XCTestCase {
             defer { client.close() }
             try harness.onLoop { connection.reset() }
             XCTAssertFalse(connection.isOpen)
-            XCTAssertNil(connection.peerAddress, "read at accept (before issue 18's change it was)")
+            XCTAssertNil(connection.peerAddress, "read at accept, not when asked")
             XCTAssertNil(connection.localAddress)
             XCTAssertEqual(connection.description, "tcp ? -> ?")
             try harness.wait(for: "only the listener left") { (try? harness.loop.openHandles().count) == 1 }

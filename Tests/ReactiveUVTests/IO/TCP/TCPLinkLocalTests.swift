@@ -6,9 +6,9 @@ import XCTest
 /// Link-local IPv6 addresses (fe80::/10), which mean something only with their interface ("fe80::1%eth0").
 final class TCPLinkLocalTests: XCTestCase {
     /// A server on a scoped link-local address reports it with its zone, so the address it names can
-    /// be connected to; a group binds every loop's socket to it. The zone used to be dropped when an
-    /// address was read back: `.listening` named an address nobody could connect to (`EINVAL`), and a
-    /// group on port 0 failed binding its second socket to the unscoped address it read from the first.
+    /// be connected to; a group binds every loop's socket to it. Without the zone, `.listening` would
+    /// name an address nobody can connect to (`EINVAL`), and a group on port 0 would fail binding its
+    /// second socket to the unscoped address read from the first.
     func testAServerOnAScopedLinkLocalAddressReportsItWithItsZone() throws {
         guard let local = Self.linkLocalAddress() else {
             throw XCTSkip("no interface here has a link-local IPv6 address (fe80::/10)")

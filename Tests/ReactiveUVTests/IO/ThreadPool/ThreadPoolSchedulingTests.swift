@@ -8,8 +8,7 @@ import XCTest
 
 /// `ThreadPool.threadScheduling`: libuv's pool threads start under `SCHED_BATCH` on one CPU (or when asked),
 /// so a pool thread woken by a loop's request does not switch that loop out, and five nice steps below the
-/// loop on several CPUs (or as asked), so it weighs less than the loop where they share one (issue 17, stat
-/// throughput).
+/// loop on several CPUs (or as asked), so it weighs less than the loop where they share one.
 final class ThreadPoolSchedulingTests: XCTestCase {
     /// Set in the child process the fresh-process tests start: the scheduling to ask for.
     private static let probeVariable = "REACTIVEUV_POOL_SCHEDULING_PROBE"

@@ -4,7 +4,7 @@ import Foundation
 import ReactiveUVTesting
 import XCTest
 
-/// `ThreadPool.size` and `ThreadPool.setSize(_:)` (issue 17, point 4).
+/// `ThreadPool.size` and `ThreadPool.setSize(_:)`.
 final class ThreadPoolSizeTests: XCTestCase {
     /// Set in the child process that `testSetSizeBeforeFirstUseSizesThePoolAndIsRefusedAfter` starts.
     private static let probeVariable = "REACTIVEUV_POOL_SIZE_PROBE"

@@ -76,7 +76,7 @@ final class UDPTests: XCTestCase {
     }
 
     /// A 5 GiB payload through the public path (an array whose pages are never touched): an EMSGSIZE error
-    /// event, where the send used to trap on the loop thread and take the process down.
+    /// event, not a trap on the loop thread converting the size to 32 bits.
     func testAFiveGiBPayloadIsAnErrorNotATrap() throws {
         let count = 5 << 30
         // Only where the system would grant the address space: the array's pages are never touched.

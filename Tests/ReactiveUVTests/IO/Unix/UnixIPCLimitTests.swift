@@ -10,8 +10,8 @@ final class UnixIPCLimitTests: XCTestCase {
     private let ipc = UnixSocketOptions(ipc: true)
 
     /// A raw peer passes 100 descriptors in one message: the message's byte and the 64 that came
-    /// are sent, then `incoming` fails with EMSGSIZE naming the 100 (it used to carry on as if all
-    /// had come: the other 36 were closed by the kernel without a word).
+    /// are sent, then `incoming` fails with EMSGSIZE naming the 100 (the kernel closed the other 36
+    /// without a word).
     func testAMessageWithMoreDescriptorsThanAReadTakesIsEMSGSIZE() throws {
         try withLoop { harness in
             let (rawEnd, channelEnd) = try UnixSocket.pair()

@@ -173,8 +173,8 @@ final class UnixIPCTests: XCTestCase {
 
     /// Descriptors libuv has no handle name for (a Unix datagram socket, a directory) and listening
     /// sockets (a server's, TCP or Unix): `incoming` fails with ENOTSUP naming what came, and closes it.
-    /// The first used to trap on `uv_handle_type_name`'s NULL and take the process down; a listening
-    /// socket used to arrive as a `TCPConnection` (`UnixConnection`) whose `bytes` never said a word.
+    /// libuv names no handle type for the first (`uv_handle_type_name` gives NULL); a listening socket
+    /// would arrive as a connection whose `bytes` never says a word.
     func testPassedDescriptorsThatAreNoConnectionAreENOTSUPNamingWhatCame() throws {
         try twoLoops { _, worker in
             let listeningTCP = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

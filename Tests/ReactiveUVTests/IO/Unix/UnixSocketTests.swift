@@ -278,12 +278,11 @@ final class UnixSocketTests: XCTestCase {
     }
 
     /// A client of a path that is a regular file, a directory or a FIFO gets ECONNREFUSED saying what is
-    /// there (Linux refuses them all as it refuses a stale socket; the message used to suggest a
-    /// server that ended); of an abstract name nobody binds, saying there is no file (it spoke of a
-    /// socket file left behind).
+    /// there (Linux refuses them all as it refuses a stale socket, so a message about a server that
+    /// ended would mislead); of an abstract name nobody binds, saying there is no file.
     ///
-    /// An abstract name is shown as `ss` shows it, each NUL an `@`, in the message and the context (the
-    /// context carried the NUL bytes, which make a log line binary data to its readers); and a socket
+    /// An abstract name is shown as `ss` shows it, each NUL an `@`, in the message and the context (a
+    /// NUL byte makes a log line binary data to its readers); and a socket
     /// file the file system cannot make (`/proc`) is not said to be in a missing directory.
     func testConnectingToAFileThatIsNotASocketIsECONNREFUSEDNamingWhatItIs() throws {
         try withTemporaryDirectory { directory in

@@ -3,8 +3,8 @@ import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
-/// Issue 13, file watches: nothing fails silently. Each case was a watch that stopped reporting,
-/// or reported under a wrong name, with no error; real directories under a temporary path.
+/// File watches: nothing fails silently. Each case is a way a watch could stop reporting, or
+/// report under a wrong name, with no error; real directories under a temporary path.
 final class FileWatchSilenceTests: XCTestCase {
     private var directory = ""
 

@@ -1,0 +1,51 @@
+/// The server signals (`TCPServer`, `UnixSocket`): a listener, or a group server, per subscription.
+///
+/// `listen` and `serve` are the same signal sending different things (`send`): the connections
+/// only, or every event (`ServerEvent.sendConnection`, `.sendEvent`).
+///
+/// Thread rule: safe from any thread; the listener lives on its loop.
+enum ServerSignal {
+    /// A server on one loop: `makeSocket` makes its socket on the subscription's home loop (or `loop`).
+    static func onLoop<Socket: ListeningSocket, Value>(
+        _ what: String, on loop: EventLoop?, drain: Signal<TCPServer.DrainRequest>?,
+        send: @escaping @Sendable (Socket.Event, Subscriber<Value>) -> Void,
+        socket makeSocket: @escaping @Sendable (EventLoop) -> Socket
+    ) -> Signal<Value> {
+        Signal { subscriber in
+            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
+                let listener = Listener(socket: makeSocket(loop), callbacks: .init(
+                    onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }, onLoopShutdown: nil))
+                // Followed before the listener starts: a request sent as soon as `.listening` arrives (from
+                // another thread, or from the subscriber's own callback) must find the subscription there.
+                // One that comes first ends the server unbound.
+                if let drain {
+                    listener.follow(drain, announce: { send(.draining(open: $0), subscriber) },
+                                    done: { subscriber.sendCompleted() })
+                }
+                listener.start()
+                return listener
+            }
+        }
+    }
+
+    /// A server on every loop of `group`: `startShares` (the transport's) makes and starts the shares,
+    /// on the group's first loop, once the loops and the options have been checked.
+    static func onGroup<Socket: ListeningSocket, Value>(
+        _ what: String, group: EventLoopGroup, options: Socket.Options, backlog: Int32?, context: String,
+        onAccepted: (@Sendable (Socket.Event.Connection) -> Void)?, drain: Signal<TCPServer.DrainRequest>?,
+        send: @escaping @Sendable (Socket.Event, Subscriber<Value>) -> Void,
+        startShares: @escaping @Sendable (GroupServer<Socket>) -> Void
+    ) -> Signal<Value> {
+        Signal { subscriber in
+            LoopBinding.open(on: group.loops[0], for: subscriber, what: what) { _ in
+                let server = GroupServer<Socket>(
+                    group: group, options: options, backlog: ListenBacklog(backlog), context: context,
+                    onAccepted: onAccepted, output: GroupServerOutput(subscriber, send: send))
+                // Followed first, as on one loop: a request sent on `.listening` is not lost.
+                if let drain { server.follow(drain) }
+                server.start(startShares)
+                return server
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Runs a program whose work lives on loops of their own (a server on an `EventLoopGroup`) from
+/// `main.swift`: waits for the work to end, shuts the loops down and gives the exit status.
+///
+/// ```swift
+/// let group = EventLoopGroup()
+/// let server = TCPServer.serve(port: 8080, on: group, onAccepted: { connection in
+///     _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+/// }, drain: Program.drainOnTermination(timeout: .seconds(10)))
+/// exit(Program.run(server, shuttingDown: group))
+/// ```
+///
+/// The main thread is no loop's here: nothing needs `EventLoop.onCurrentThread()` or `run()`.
+/// In a `main.swift` with a top-level `await`, `await Program.run(...)` suspends instead of blocking.
+///
+/// Thread rule: see each member.
+public enum Program {
+    /// Drain requests from the process's termination signals: `.graceful(timeout:)` at the first
+    /// of `signals`, `.force` at the second (a second Ctrl-C resets what is left), then it completes.
+    ///
+    /// Pass it as a server's `drain`: the server stops accepting at the first signal and completes
+    /// once its connections are closed, which ends `Program.run`. The signals are caught only while
+    /// the server is subscribed; their handlers go back to the defaults when it ends.
+    ///
+    /// - Parameters:
+    ///   - timeout: How long a graceful drain waits for connections to close before resetting them.
+    ///   - signals: The signals that ask for the drain; nil for SIGTERM and SIGINT. An empty list fails with `EINVAL`.
+    ///   - loop: The loop that catches the signals; nil for the subscription's home.
+    /// - Returns: A signal of at most two drain requests.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func drainOnTermination(timeout: Duration = .seconds(10), signals: [Int32]? = nil,
+                                          on loop: EventLoop? = nil) -> Signal<TCPServer.DrainRequest> {
+        let signals = signals ?? [SIGTERM, SIGINT]
+        guard !signals.isEmpty else {
+            return .error(UVError(code: UVError.invalidArgumentCode, message: "no signal to drain on", context: "Program.drainOnTermination"))
+        }
+        return Signal<Int32>.unixSignals(signals, on: loop)
+            .scan(0) { count, _ in count + 1 }
+            .take(2)
+            .map { $0 == 1 ? .graceful(timeout: timeout) : .force }
+    }
+
+    /// Blocks the calling thread until `work` ends, shuts `groups` down, and returns the exit status:
+    /// 0 when `work` completed, 1 when it failed (the error is written to standard error, after the
+    /// program's name).
+    ///
+    /// Called on a loop's thread (where waiting would stop the loop) it waits for nothing: it writes
+    /// why to standard error and returns 70 (`EX_SOFTWARE`).
+    ///
+    /// - Parameters:
+    ///   - work: What the program does: a server that completes when drained, a process run, any signal.
+    ///   - groups: The loop groups to shut down once `work` ended.
+    /// - Returns: The exit status to pass to `exit`.
+    ///
+    /// Thread rule: any thread except a loop thread (the main thread of `main.swift`).
+    public static func run<Value>(_ work: Signal<Value>, shuttingDown groups: EventLoopGroup...) -> Int32 {
+        var status: Int32
+        do {
+            try work.waitUntilCompleted()
+            status = 0
+        } catch EventLoopError.calledOnLoopThread(_, let loop) {
+            reportMisuse("Program.run was called on EventLoop '\(loop)''s thread, which it would stop: call it from main.swift's main thread")
+            return 70
+        } catch {
+            status = failed(error)
+        }
+        for group in groups {
+            do { try group.tryShutdown() } catch { status = status == 0 ? failed(error) : status }
+        }
+        return status
+    }
+
+    /// `run(_:shuttingDown:)` for a `main.swift` with a top-level `await`: suspends until `work` ends,
+    /// then shuts `groups` down without blocking a thread of the cooperative pool.
+    ///
+    /// - Parameters:
+    ///   - work: What the program does.
+    ///   - groups: The loop groups to shut down once `work` ended.
+    /// - Returns: The exit status: 0 completed, 1 failed (written to standard error), 70 on a loop's thread.
+    ///
+    /// Thread rule: safe from any task except one running on a loop (its loop would wait for itself).
+    public static func run<Value>(_ work: Signal<Value>, shuttingDown groups: EventLoopGroup...) async -> Int32 {
+        if let loop = EventLoop.current {
+            reportMisuse("Program.run was awaited on EventLoop '\(loop.name)''s thread, which would wait for itself: await it from main.swift")
+            return 70
+        }
+        var status: Int32 = 0
+        if let error = await work.waitUntilCompleted() { status = failed(error) }
+        for group in groups {
+            do { try await group.shutdownGracefully() } catch { status = status == 0 ? failed(error) : status }
+        }
+        return status
+    }
+
+    /// Writes `error` to standard error after the program's name; the status of a failure.
+    private static func failed(_ error: any Error) -> Int32 {
+        let name = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "program") } ?? "program"
+        var line = "\(name): \(error)\n"
+        line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        return 1
+    }
+}

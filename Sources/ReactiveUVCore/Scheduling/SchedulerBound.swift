@@ -1,0 +1,58 @@
+/// A value confined to one scheduler: read and written only where that scheduler runs (its loop's
+/// thread, or a `TestScheduler` while it runs work), so it needs no lock. `Sendable`, so closures
+/// that run there may capture it.
+///
+/// The per-subscription state of a custom operator: bind it to `subscriber.homeScheduler`, where the
+/// subscriber's events are handled, and the operator runs unchanged on a loop and on virtual time.
+/// `LoopBound` is the same for an `EventLoop` (it also accepts a task isolated to the loop).
+///
+/// ```swift
+/// func numbered<T>(_ source: Signal<T>) -> Signal<(Int, T)> {
+///     Signal { subscriber in
+///         let count = SchedulerBound(0, on: subscriber.homeScheduler)
+///         return source.subscribe(next: { value in
+///             count.value += 1
+///             subscriber.sendNext((count.value, value))
+///         }, error: subscriber.sendError, completed: subscriber.sendCompleted)
+///     }
+/// }
+/// ```
+///
+/// Thread rule: `value` only where `scheduler` is current (a precondition checks it); the rest from any thread.
+public struct SchedulerBound<Value>: @unchecked Sendable {
+    // Safe because `value` is reached only through accessors that check `scheduler.isCurrent`.
+    private let storage: Storage
+    /// The scheduler the value belongs to.
+    public let scheduler: Scheduler
+
+    private final class Storage {
+        var value: Value
+        init(_ value: consuming Value) { self.value = value }
+    }
+
+    /// Binds `value` to `scheduler`.
+    ///
+    /// - Parameters:
+    ///   - value: The initial value.
+    ///   - scheduler: Where the value may be read and written.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(_ value: consuming Value, on scheduler: Scheduler) {
+        storage = Storage(value)
+        self.scheduler = scheduler
+    }
+
+    /// The value; reading or writing it elsewhere than where `scheduler` runs stops the program.
+    ///
+    /// Thread rule: only where `scheduler` is current.
+    public var value: Value {
+        get {
+            precondition(scheduler.isCurrent, "SchedulerBound read off its scheduler")
+            return storage.value
+        }
+        nonmutating set {
+            precondition(scheduler.isCurrent, "SchedulerBound written off its scheduler")
+            storage.value = newValue
+        }
+    }
+}
