@@ -17,6 +17,13 @@ final class BatchingTests: XCTestCase {
         let timed = events((10, .next(1)), (11, .next(2)), (12, .next(3)), (50, .next(4)), (300, Event<Int>.completed))
         XCTAssertEqual(run(timed) { $0.buffer(every: .milliseconds(100), count: 3) },
                        ["next([1, 2, 3])@12", "next([4])@150", "completed@300"])
+        // The full batch cancels its window's timer: what runs is the source's four events, no timer at 110.
+        let test = TestScheduler()
+        let full = test.record(TestSource(events((10, .next(1)), (11, .next(2)), (12, .next(3)), (300, Event<Int>.completed))).signal
+            .buffer(every: .milliseconds(100), count: 3))
+        test.run()
+        XCTAssertEqual(full.timeline, ["next([1, 2, 3])@12", "completed@300"])
+        XCTAssertEqual(test.executedCount, 4)
         let ones = events((10, .next(1)), (20, .next(2)), (30, Event<Int>.completed))
         XCTAssertEqual(run(ones) { $0.buffer(every: .seconds(1), count: 1) }, ["next([1])@10", "next([2])@20", "completed@30"])
     }
