@@ -133,6 +133,18 @@ final class RetryBackoffTests: XCTestCase {
         }
     }
 
+    func testSubscribeOnMovesTheWaitsToThatSchedulersClock() {
+        let home = TestScheduler(), other = TestScheduler()
+        let source = AttemptSource(fails)
+        let recorder = home.record(source.signal.retry(upTo: 2, backoff: .constant(.milliseconds(100))).subscribe(on: other))
+        home.run()
+        XCTAssertEqual(source.starts, [], "nothing is subscribed until the other scheduler runs")
+        other.run()
+        XCTAssertEqual(source.starts, [0, 110, 220])
+        XCTAssertEqual(recorder.timeline, ["error(boom)@230"])
+        XCTAssertEqual(home.now.nanoseconds, 0, "the home's clock did not move")
+    }
+
     func testOnALoopRefusedConnectionsAreRetriedAfterTheLoopsTimers() throws {
         let port = try unusedPort()
         let attempts = Locked(0)
