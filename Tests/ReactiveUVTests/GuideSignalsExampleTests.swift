@@ -113,4 +113,58 @@ final class GuideSignalsExampleTests: XCTestCase {
             XCTAssertEqual(explain(error), "gave up: timed out after 0.01 seconds waiting for first()")
         }
     }
+
+    // GUIDE-SIGNALS-BATCHING-BEGIN
+    // Log lines in arrays of at most 100, each sent within 200 ms of its first line.
+    func batches(of lines: Signal<String>) -> Signal<[String]> {
+        lines.buffer(every: .milliseconds(200), count: 100)
+    }
+
+    // Reconnect forever: waits of 100 ms, 200, 400... up to 30 s, each between half and all of
+    // that, and from 100 ms again once a connection delivered. An unknown host is final.
+    // Tests pass a SeededRandomNumberGenerator, so every wait is known.
+    func reconnecting<Value>(_ connect: Signal<Value>,
+                             random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) -> Signal<Value> {
+        connect.retry(backoff: .exponential(initial: .milliseconds(100), maximum: .seconds(30), using: random),
+                      while: { ($0 as? UVError) != .nameNotFound })
+    }
+    // GUIDE-SIGNALS-BATCHING-END
+
+    func testTheBatchingExampleIsThisCodeAndWorks() throws {
+        try assertDocumentBlock(Self.guide, containing: "func batches(of", matches: "GUIDE-SIGNALS-BATCHING")
+
+        // 250 lines at once make two full arrays at once and one 200 ms later; a late line waits its 200 ms.
+        let test = TestScheduler()
+        let lines = Subject<String>()
+        let shipped = test.record(batches(of: lines))
+        test.performAsCurrent { for number in 0..<250 { lines.sendNext("line \(number)") } }
+        test.advance(by: .seconds(1))
+        test.performAsCurrent { lines.sendNext("late") }
+        test.run()
+        XCTAssertEqual(shipped.recorded.map { "\($0.event.value?.count ?? -1)@\($0.time.nanoseconds / 1_000_000)" },
+                       ["100@0", "100@0", "50@200", "1@1200"])
+        XCTAssertEqual(shipped.values.last, ["late"])
+        shipped.dispose()
+
+        // A refused connection is tried again and again, each wait within half of its whole and the whole.
+        let clock = TestScheduler()
+        let attempts = Locked<[UInt64]>([])
+        let refused = Signal<Int>.defer {
+            attempts.withLock { $0.append(clock.now.nanoseconds) }
+            return .error(UVError.connectionRefused)
+        }
+        let connection = clock.record(reconnecting(refused, random: SeededRandomNumberGenerator(seed: 1)))
+        clock.advance(by: .seconds(120))
+        let waits = zip(attempts.current, attempts.current.dropFirst()).map { Int64($1 - $0) }
+        let wholes: [Int64] = [100, 200, 400, 800, 1_600, 3_200, 6_400, 12_800, 25_600, 30_000, 30_000].map { $0 * 1_000_000 }
+        XCTAssertGreaterThanOrEqual(waits.count, 9, "\(waits)")
+        for (wait, whole) in zip(waits, wholes) {
+            XCTAssertTrue((whole / 2...whole).contains(wait), "a wait of \(wait) ns for a whole of \(whole) ns")
+        }
+        XCTAssertNil(connection.terminal, "it never gives up on a refusal")
+        connection.dispose()
+
+        let unknownHost = TestScheduler().record(reconnecting(Signal<Int>.error(UVError.nameNotFound)))
+        XCTAssertEqual(unknownHost.terminal, .error(UVError.nameNotFound))
+    }
 }

@@ -1,10 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
-/// Operators that recover from errors: `catch`, `catchTo`, `retry`, `retry(upTo:delay:backoff:while:)`.
+/// Operators that recover from errors: `catch`, `catchTo`, `retry`, `retry(upTo:delay:backoff:while:)`;
+/// the reconnect loop, `retry(upTo:backoff:resetting:while:)`, is in RetryBackoff.swift.
 ///
 /// Re-subscription (here and in `repeat()`) goes through a trampoline: a source that fails
 /// while being subscribed is re-subscribed by the loop that subscribed it, not from inside its
@@ -78,7 +73,9 @@ extension Signal {
     /// no wait overflows. A zero delay re-subscribes at once. An error that `shouldRetry` rejects,
     /// or the one after the last retry, is forwarded; so are the values of every attempt.
     /// Disposing during a wait cancels it. A negative `count` or `delay`, or a `backoff` below 1
-    /// (or not finite), ends the signal at once with a `UVError` (`EINVAL`).
+    /// (or not finite), ends the signal at once with a `UVError` (`EINVAL`). The count never
+    /// resets: for a reconnect loop (a maximum wait, jitter, a fresh start after a success), use
+    /// `retry(upTo:backoff:resetting:while:)`.
     ///
     /// ```swift
     /// // Up to 5 retries, 100 ms apart and doubling, but a missing file is final.
@@ -108,12 +105,11 @@ extension Signal {
         guard backoff.isFinite, backoff >= 1 else {
             return .invalidArgument("retry backoff must be a finite factor of at least 1, got \(backoff)", in: operation)
         }
-        let policy = RetryPolicy(count: count, delay: delay, backoff: backoff, shouldRetry: shouldRetry)
-        return operatorSignal { downstream, subscription in
-            let state = DelayedRetryState(downstream, source: self, subscription: subscription, policy: policy)
-            subscription.attachRoot(state)
-            state.subscribeSource()
-        }.debugNamed("[\(name)] -retry: \(count) delay: \(delay) backoff: \(backoff)")
+        // No cap but Duration's, no jitter, no reset: the waits are exactly delay × backoff^n.
+        let waits = Backoff(initial: delay, multiplier: backoff, maximum: .nanoseconds(Int64.max), jitter: 0,
+                            generator: SystemRandomNumberGenerator())
+        return retrying(RetryPolicy(count: count, backoff: waits, reset: .never, shouldRetry: shouldRetry))
+            .debugNamed("[\(name)] -retry: \(count) delay: \(delay) backoff: \(backoff)")
     }
 
     func resubscribing(retries: Int, repeatsOnCompletion: Bool) -> Signal<Value> {
@@ -193,81 +189,5 @@ final class Trampoline {
             round()
         } while again
         running = false
-    }
-}
-
-/// `retry(upTo:delay:backoff:while:)`'s arguments, checked.
-struct RetryPolicy {
-    // Immutable.
-    let count: Int
-    let delay: Duration
-    let backoff: Double
-    let shouldRetry: @Sendable (any Error) -> Bool
-
-    /// The longest wait, `Int64.max` nanoseconds, so `delay × backoff^n` never overflows.
-    static let longestWaitNanoseconds = Double(Int64.max)
-
-    /// The wait before retry number `retry` (from 0): `delay × backoff^retry`, capped.
-    func wait(beforeRetry retry: Int) -> Duration {
-        let (seconds, attoseconds) = delay.components
-        let base = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
-        let grown = Swift.min(base * pow(backoff, Double(retry)), Self.longestWaitNanoseconds)
-        // As a Double, Int64.max rounds up to 2^63, which would not convert: hence the check.
-        return .nanoseconds(grown >= Self.longestWaitNanoseconds ? Int64.max : Int64(grown))
-    }
-}
-
-/// The state of one `retry(upTo:delay:backoff:while:)` subscription: the retries made, the wait's timer, the trampoline.
-///
-/// Its scheduler is the home, so it can be the root: events, timer and teardown share a thread.
-private final class DelayedRetryState<Value>: TimedState<Value, Value>, @unchecked Sendable {
-    // Home thread only (the timer's scheduler is the home).
-    private let source: Signal<Value>
-    private let policy: RetryPolicy
-    private var retries = 0
-    private let trampoline = Trampoline()
-
-    init(_ downstream: @escaping (Event<Value>) -> Void, source: Signal<Value>, subscription: Subscription, policy: RetryPolicy) {
-        self.source = source
-        self.policy = policy
-        super.init(downstream, scheduler: subscription.home, subscription: subscription, interval: policy.delay)
-    }
-
-    /// Subscribes the source on the trampoline (see `ResubscribeState.subscribeSource`).
-    func subscribeSource() {
-        trampoline.run { [self] in
-            if isDone { return }
-            _ = subscription.attachChild(source) { [self] event, attempt in
-                switch event {
-                case .next(let value):
-                    sendNext(value)
-                case .completed:
-                    subscription.endChild(attempt)
-                    finish(.completed)
-                case .error(let error):
-                    subscription.endChild(attempt)
-                    retryOrFail(error)
-                }
-            }
-        }
-    }
-
-    private func retryOrFail(_ error: any Error) {
-        if isDone { return }
-        guard retries < policy.count, policy.shouldRetry(error) else {
-            finish(.error(error))
-            return
-        }
-        let wait = policy.wait(beforeRetry: retries)
-        retries += 1
-        if wait == .zero {
-            subscribeSource()
-        } else {
-            arm(after: wait)
-        }
-    }
-
-    override func timerFired() {
-        subscribeSource()
     }
 }

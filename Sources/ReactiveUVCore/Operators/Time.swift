@@ -1,5 +1,5 @@
 /// Operators that work with time: `throttle` and `debounce` (the same debounce), `delay`,
-/// `timeout`, `timeout(idle:)`, `buffer(every:)`.
+/// `timeout`, `timeout(idle:)`; the batching ones (`buffer(every:)`) are in Batching.swift.
 ///
 /// Timers run on the given scheduler, else on the subscription's home (a loop's timers, or a
 /// `TestScheduler`'s virtual time). The operator's state lives on that scheduler's thread, where
@@ -117,37 +117,13 @@ extension Signal {
             return { state.receive($0) }
         }.debugNamed("[\(name)] -timeout: (idle) \(interval)")
     }
-
-    /// Collects values into arrays sent every `interval` (RAC's `-bufferWithTime:onScheduler:`).
-    ///
-    /// A window opens with the first value after a flush and is sent `interval` later; no empty
-    /// arrays are sent. Completion sends what is buffered; an error discards it. An interval that
-    /// is not positive ends the signal with a `UVError` (`EINVAL`).
-    ///
-    /// - Parameters:
-    ///   - interval: The window length; must be positive.
-    ///   - scheduler: Where the timer runs and the result delivers; nil for the subscription's home.
-    /// - Returns: A signal of non-empty arrays.
-    ///
-    /// Thread rule: safe from any thread.
-    public func buffer(every interval: Duration, on scheduler: Scheduler? = nil) -> Signal<[Value]> {
-        guard interval > .zero else {
-            return Signal<[Value]>.error(Runtime.provider.invalidArgument(
-                                                 message: "buffer interval must be positive, got \(interval)",
-                                                 context: "Signal.buffer(every:)"))
-        }
-        return lift { downstream, subscription in
-            let state = BufferState(downstream, scheduler: scheduler ?? subscription.home,
-                                    subscription: subscription, interval: interval)
-            return { state.receive($0) }
-        }.debugNamed("[\(name)] -bufferWithTime: \(interval)")
-    }
 }
 
 /// The shared part of the time operators: the scheduler, the one pending timer, the hop to the scheduler's thread.
 ///
-/// Not the subscription's root: teardown (on the home thread) touches only `timer`, a
-/// thread-safe `SerialDisposable`, so the state stays on the scheduler's thread.
+/// Not the subscription's root by default: teardown (on the home thread) touches only `timer`,
+/// a thread-safe `SerialDisposable`, so the state stays on the scheduler's thread. A state that
+/// holds values until its timer fires calls `releaseAtTeardown()`.
 class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
     // `scheduler`, `subscription`, `interval` and `timer` are immutable references (the last two thread-safe);
     // everything subclasses add is touched only on `scheduler`'s thread.
@@ -182,6 +158,19 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
             return
         }
         subscription.add(token)
+    }
+
+    /// Has the subscription's teardown release the downstream and what the state holds (`didFinish`),
+    /// on the scheduler's thread: at once as the root when that is the home, else by a hop there.
+    final func releaseAtTeardown() {
+        if scheduler === subscription.home {
+            subscription.attachRoot(self)
+            return
+        }
+        let scheduler = self.scheduler
+        subscription.add(ActionDisposable { [self] in
+            _ = scheduler.schedule { self.releaseObserver() }
+        })
     }
 
     /// Handles an event on the scheduler's thread, hopping there first if needed.
@@ -351,42 +340,5 @@ private final class IdleTimeoutState<Value>: TimedState<Value, Value>, @unchecke
             return
         }
         finish(.error(TimeoutError.idleTimeoutOperator(after: interval)))
-    }
-}
-
-/// `buffer(every:)`'s state: the values of the open window.
-private final class BufferState<Value>: TimedState<Value, [Value]>, @unchecked Sendable {
-    // Scheduler thread only.
-    private var values: [Value] = []
-
-    override func handle(_ event: Event<Value>) {
-        switch event {
-        case .next(let value):
-            if values.isEmpty { arm(after: interval) }
-            values.append(value)
-        case .error(let error):
-            values = []
-            finish(.error(error))
-        case .completed:
-            flush()
-            finish(.completed)
-        }
-    }
-
-    override func timerFired() {
-        flush()
-    }
-
-    private func flush() {
-        disarm()
-        if values.isEmpty { return }
-        let window = values
-        values = []
-        sendNext(window)
-    }
-
-    override func didFinish() {
-        super.didFinish()
-        values = []
     }
 }

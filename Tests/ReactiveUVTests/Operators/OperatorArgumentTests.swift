@@ -43,4 +43,47 @@ final class OperatorArgumentTests: XCTestCase {
             }
         }
     }
+
+    func testABatchOfNoValuesOrNoTimeIsEINVAL() {
+        assertInvalid("buffer(every: 1 s, count: 0)", mentioning: "buffer count must be positive, got 0") {
+            $0.buffer(every: .seconds(1), count: 0)
+        }
+        assertInvalid("buffer(every: 1 s, count: -2)", mentioning: "got -2") { $0.buffer(every: .seconds(1), count: -2) }
+        assertInvalid("buffer(every: .zero, count: 5)", mentioning: "buffer interval must be positive, got 0") {
+            $0.buffer(every: .zero, count: 5)
+        }
+        assertInvalid("buffer(every: -1 ms, count: 5)", mentioning: "buffer interval must be positive") {
+            $0.buffer(every: .milliseconds(-1), count: 5)
+        }
+        assertInvalid("buffer(every: .zero)", mentioning: "buffer interval must be positive") { $0.buffer(every: .zero) }
+    }
+
+    func testBadBackoffArgumentsAreEINVAL() {
+        let second = Duration.seconds(1)
+        assertInvalid("a negative first delay", mentioning: "backoff delay must not be negative") {
+            $0.retry(backoff: .exponential(initial: .milliseconds(-1), maximum: second))
+        }
+        assertInvalid("a negative constant delay", mentioning: "backoff delay must not be negative") {
+            $0.retry(backoff: .constant(.nanoseconds(-1)))
+        }
+        assertInvalid("a maximum below the first delay", mentioning: "backoff maximum must not be below the initial delay") {
+            $0.retry(backoff: .exponential(initial: .seconds(2), maximum: second))
+        }
+        for multiplier in [0.5, 0, -2, .nan, .infinity] {
+            assertInvalid("multiplier \(multiplier)", mentioning: "backoff multiplier must be a finite factor of at least 1") {
+                $0.retry(backoff: .exponential(initial: .milliseconds(1), multiplier: multiplier, maximum: second))
+            }
+        }
+        for jitter in [-0.1, 1.5, .nan, .infinity] {
+            assertInvalid("jitter \(jitter)", mentioning: "backoff jitter must be a fraction from 0 to 1") {
+                $0.retry(backoff: .exponential(initial: .milliseconds(1), maximum: second, jitter: jitter))
+            }
+        }
+        assertInvalid("retry(upTo: -1, backoff:)", mentioning: "retry count must not be negative") {
+            $0.retry(upTo: -1, backoff: .constant(second))
+        }
+        assertInvalid("a negative reset duration", mentioning: "retry reset duration must not be negative") {
+            $0.retry(backoff: .constant(second), resetting: .afterLasting(.milliseconds(-1)))
+        }
+    }
 }
