@@ -21,10 +21,8 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public func throttle(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
-        lift { downstream, subscription in
-            let state = ThrottleState(downstream, scheduler: scheduler ?? subscription.home,
-                                      subscription: subscription, interval: interval)
-            return { state.receive($0) }
+        timed(on: scheduler) { downstream, scheduler, subscription in
+            ThrottleState(downstream, scheduler: scheduler, subscription: subscription, interval: interval)
         }.debugNamed("[\(name)] -throttle: \(interval)")
     }
 
@@ -45,10 +43,8 @@ extension Signal {
         guard interval > .zero else {
             return .invalidArgument("debounce interval must be positive, got \(interval)", in: "Signal.debounce(_:on:)")
         }
-        return lift { downstream, subscription in
-            let state = ThrottleState(downstream, scheduler: scheduler ?? subscription.home,
-                                      subscription: subscription, interval: interval)
-            return { state.receive($0) }
+        return timed(on: scheduler) { downstream, scheduler, subscription in
+            ThrottleState(downstream, scheduler: scheduler, subscription: subscription, interval: interval)
         }.debugNamed("[\(name)] -debounce: \(interval)")
     }
 
@@ -84,11 +80,10 @@ extension Signal {
     ///
     /// Thread rule: safe from any thread.
     public func timeout(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Value> {
-        lift { downstream, subscription in
-            let state = TimeoutState(downstream, scheduler: scheduler ?? subscription.home,
-                                     subscription: subscription, interval: interval)
+        timed(on: scheduler) { downstream, scheduler, subscription in
+            let state = TimeoutState(downstream, scheduler: scheduler, subscription: subscription, interval: interval)
             state.start()
-            return { state.receive($0) }
+            return state
         }.debugNamed("[\(name)] -timeout: \(interval)")
     }
 
@@ -110,12 +105,34 @@ extension Signal {
         guard interval > .zero else {
             return .invalidArgument("idle timeout interval must be positive, got \(interval)", in: "Signal.timeout(idle:on:)")
         }
-        return lift { downstream, subscription in
-            let state = IdleTimeoutState(downstream, scheduler: scheduler ?? subscription.home,
-                                         subscription: subscription, interval: interval)
+        return timed(on: scheduler) { downstream, scheduler, subscription in
+            let state = IdleTimeoutState(downstream, scheduler: scheduler, subscription: subscription, interval: interval)
             state.start()
-            return { state.receive($0) }
+            return state
         }.debugNamed("[\(name)] -timeout: (idle) \(interval)")
+    }
+
+    /// A time operator over the state `make` returns. On the home it is fused (`lift`). On a scheduler
+    /// given, the source gets a child subscription: its end must not dispose the events still hopping
+    /// to the state's thread (the pending value, the completion).
+    private func timed<Output>(
+        on scheduler: Scheduler?,
+        _ make: @escaping @Sendable (@escaping (Event<Output>) -> Void, Scheduler, Subscription) -> TimedState<Value, Output>
+    ) -> Signal<Output> {
+        guard let scheduler else {
+            return lift { downstream, subscription in
+                let state = make(downstream, subscription.home, subscription)
+                return { state.receive($0) }
+            }
+        }
+        return operatorSignal { downstream, subscription in
+            let state = make(downstream, scheduler, subscription)
+            let source = subscription.makeChild()
+            self.attach(ClosureObserver(event: { event in
+                if event.isTerminating { subscription.endChild(source) }
+                state.receive(event)
+            }), to: source)
+        }
     }
 }
 

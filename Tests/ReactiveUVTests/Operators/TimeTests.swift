@@ -197,4 +197,35 @@ final class TimeTests: XCTestCase {
         let late = EventRecorder(Signal<Int>.never.timeout(.seconds(3600), on: loop), label: "after shutdown")
         XCTAssertEqual(try late.waitForTermination(timeout: .seconds(5)).error as? EventLoopError, .shutDown(loop: "time-shutdown"))
     }
+
+    /// On a scheduler other than the home, the source's end does not dispose what is still on its way
+    /// there: the pending value and the completion of throttle and debounce arrive, and the timeouts
+    /// pass the values and completion of a source that ends in time.
+    func testOnAnotherSchedulerThePendingValueAndTheCompletionArrive() {
+        let home = TestScheduler(), other = TestScheduler()
+        let throttled = home.record(Signal.from([1, 2, 3]).throttle(.milliseconds(50), on: other))
+        let debounced = home.record(Signal.from([1, 2, 3]).debounce(.milliseconds(50), on: other))
+        let deadline = home.record(Signal.from([1, 2]).timeout(.seconds(1), on: other))
+        let idle = home.record(Signal.from([1, 2]).timeout(idle: .seconds(1), on: other))
+        home.run()
+        XCTAssertEqual(throttled.timeline, [], "nothing is delivered until the other scheduler runs")
+        other.run()
+        XCTAssertEqual(throttled.timeline, ["next(3)@0", "completed@0"])
+        XCTAssertEqual(debounced.timeline, ["next(3)@0", "completed@0"])
+        XCTAssertEqual(deadline.timeline, ["next(1)@0", "next(2)@0", "completed@0"])
+        XCTAssertEqual(idle.timeline, ["next(1)@0", "next(2)@0", "completed@0"])
+    }
+
+    /// On another scheduler a timeout still fires on that scheduler's clock and disposes the source.
+    func testOnAnotherSchedulerATimeoutFiresOnItsClock() {
+        let home = TestScheduler(), other = TestScheduler()
+        let disposed = Locked(false)
+        let source = Signal<Int>.never.on(disposed: { disposed.withLock { $0 = true } })
+        let recorder = home.record(source.timeout(.milliseconds(30), on: other))
+        home.run()
+        other.run()
+        home.run()  // the teardown runs on the home
+        XCTAssertEqual(recorder.timeline, ["error(\(TimeoutError.timeoutOperator(after: .milliseconds(30))))@30"])
+        XCTAssertTrue(disposed.current, "the source is disposed when the timeout fires")
+    }
 }
