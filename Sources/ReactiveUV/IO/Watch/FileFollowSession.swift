@@ -19,6 +19,9 @@ final class FileFollowSession: LoopDisposable, @unchecked Sendable {
         case unknown, following, missing, denied, notAFile
     }
 
+    /// Tests only: runs on the loop thread with the followed path right before a pass looks at the name.
+    static let beforeLookingAtNameForTesting = LockedValue<(@Sendable (String) -> Void)?>(nil)
+
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private let settings: FileFollow.Settings
@@ -157,6 +160,7 @@ final class FileFollowSession: LoopDisposable, @unchecked Sendable {
     }
 
     private func lookAtName(for file: FollowedFile, stillLinked: Bool) {
+        if let hook = FileFollowSession.beforeLookingAtNameForTesting.withLock({ $0 }) { hook(settings.path) }
         request(Files.stat(settings.path, on: loop), failure: { [self] error in
             if FileFollowSession.isMissing(error) {
                 note(.missing, .missing)

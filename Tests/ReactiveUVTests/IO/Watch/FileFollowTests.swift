@@ -1,5 +1,5 @@
 import Foundation
-import ReactiveUV
+@testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 #if canImport(Glibc)
@@ -57,6 +57,30 @@ final class FileFollowTests: XCTestCase {
             try waitForLog(follow, ["following", "1\n2\n3\n", "following", "new\n"])
             try append("after\n")
             try waitForLog(follow, ["following", "1\n2\n3\n", "following", "new\nafter\n"])
+        }
+    }
+
+    /// Bytes the old file gets after the pass read it and before the pass finds another file under the name
+    /// (forced by a hook at that point) are read before the new file's first byte.
+    func testBytesAppendedWhileTheNameIsCheckedAreReadBeforeTheNewFile() throws {
+        try write("a\n")
+        defer { FileFollowSession.beforeLookingAtNameForTesting.withLock { $0 = nil } }
+        try checked { harness in
+            let follow = try harness.record(FileWatch.followEvents(at: path, from: .beginning))
+            try waitForLog(follow, ["following", "a\n"])
+            let rotated = path + ".1"
+            try harness.onLoop {
+                XCTAssertEqual(rename(self.path, rotated), 0)
+                try self.write("new\n")
+                let armed = Locked(true)
+                FileFollowSession.beforeLookingAtNameForTesting.withLock {
+                    $0 = { _ in
+                        guard armed.withLock({ let was = $0; $0 = false; return was }) else { return }
+                        try? FileFollowTests.append("late\n", to: rotated)
+                    }
+                }
+            }
+            try waitForLog(follow, ["following", "a\nlate\n", "following", "new\n"])
         }
     }
 
@@ -158,7 +182,11 @@ final class FileFollowTests: XCTestCase {
     }
 
     private func append(_ text: String, to file: String? = nil) throws {
-        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: file ?? path))
+        try FileFollowTests.append(text, to: file ?? path)
+    }
+
+    private static func append(_ text: String, to file: String) throws {
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: file))
         defer { try? handle.close() }
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(text.utf8))
