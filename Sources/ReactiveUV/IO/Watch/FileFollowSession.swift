@@ -136,8 +136,9 @@ final class FileFollowSession: LoopDisposable, @unchecked Sendable {
             parked = { [self] in readToEnd(file, then: next) }
             return
         }
+        guard let openFile = file.openFile else { return fail(closedError()) }
         let chunkSize = settings.chunkSize
-        request(file.openFile!.read(at: file.offset, count: chunkSize)) { [self] chunk in
+        request(openFile.read(at: file.offset, count: chunkSize)) { [self] chunk in
             if chunk.isEmpty { return next() }
             file.offset += chunk.count
             send(.bytes(chunk))
@@ -148,7 +149,8 @@ final class FileFollowSession: LoopDisposable, @unchecked Sendable {
 
     /// After a read to the end: truncated? still the file the name names?
     private func examine(_ file: FollowedFile) {
-        request(file.openFile!.stat()) { [self] now in
+        guard let openFile = file.openFile else { return fail(closedError()) }
+        request(openFile.stat()) { [self] now in
             if now.size < UInt64(file.offset) {
                 file.offset = 0
                 send(.notice(.truncated))
@@ -303,6 +305,11 @@ final class FileFollowSession: LoopDisposable, @unchecked Sendable {
         } else {
             subscription.dispose()
         }
+    }
+
+    /// A file read after the session closed it: a broken rule made visible rather than a trap on the loop thread.
+    private func closedError() -> UVError {
+        UVError(code: UV_EBADF.rawValue, message: "the followed file was already closed", context: "FileWatch.follow(\(settings.path))")
     }
 
     /// Sends `notice` unless it was the last thing said about the name.
