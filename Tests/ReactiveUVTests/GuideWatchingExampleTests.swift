@@ -40,4 +40,54 @@ final class GuideWatchingExampleTests: XCTestCase {
         }
         XCTAssertTrue(report.isClean, "\(report.problems)")
     }
+
+    // GUIDE-WATCHING-LOGLINES-BEGIN
+    /// The lines of the log at `path` from `start` (by default what is appended from now on), across
+    /// rotation, `copytruncate`, and a delete and re-create; each line once, in order.
+    func logLines(_ path: String, from start: FileFollow.Start = .end) -> Signal<String> {
+        FileWatch.follow(at: path, from: start)
+            .lines()
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+    // GUIDE-WATCHING-LOGLINES-END
+
+    /// From the start of an empty log: lines appended, then a rotation whose old file got one more line and
+    /// whose new file holds one, then a truncation (to less than was read, or it could not be seen): each line
+    /// once, in order.
+    func testTheLogLinesExampleIsThisCodeAndFollowsARotation() throws {
+        try assertDocumentBlock("docs/guides/watching.md", containing: "func logLines(", matches: "GUIDE-WATCHING-LOGLINES")
+        let directory = NSTemporaryDirectory() + "guide-follow-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let log = directory + "/app.log"
+        func append(_ text: String, to path: String) throws {
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(text.utf8))
+        }
+        try append("", to: log)
+        let report = LoopHarness.run { harness in
+            // From the beginning, so that a line appended before the follower opened the file is not skipped.
+            let lines = try harness.record(logLines(log, from: .beginning))
+            try append("one\n", to: log)
+            try lines.waitForValues(1)
+            try harness.onLoop {
+                try append("two\n", to: log)
+                try FileManager.default.moveItem(atPath: log, toPath: log + ".1")
+                try append("three\n", to: log + ".1")
+                try append("four, longer than five\n", to: log)
+            }
+            try lines.waitForValues(4)
+            try harness.onLoop {
+                XCTAssertEqual(truncate(log, 0), 0)
+                try append("five\n", to: log)
+            }
+            try lines.waitForValues(5)
+            XCTAssertEqual(lines.values, ["one", "two", "three", "four, longer than five", "five"])
+            XCTAssertNil(lines.terminal)
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
 }

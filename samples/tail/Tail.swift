@@ -3,13 +3,10 @@
 //
 //   tail [-n N] [-F] [--interval DURATION] [--stats] FILE
 //
-// With -F each change is read from where the last read stopped (the file is never read whole
-// again), and FILE is followed across rotation (renamed away and a new file made), truncation, and
-// delete + re-create. What was written to the old file before the switch is printed before the new
-// file's first byte: a file renamed away is read until the name names a file again, however long
-// that takes (its writer may go on appending until it reopens the name); a deleted one is let go.
-// FILE's directory may be missing too, or removed and made again: it is watched again when it is back.
-// A directory that takes FILE's name is said ("replaced with an untailable file") and waited out.
+// With -F the sample finds where the last lines begin, then prints what `FileWatch.followEvents`
+// sends from there: the appended bytes, across rotation, truncation, delete + re-create and a
+// directory removed and made again (the library's rules), and its notices in GNU tail's words.
+// A directory named at the start is said and waited for, as GNU tail -F does.
 // Without -F, FILE may also be a pipe (`/dev/stdin`), a FIFO, a device or a `/proc` file: one whose
 // size does not say where its end is is read through once, keeping only its last lines.
 import ReactiveUV
@@ -168,177 +165,86 @@ func isMissing(_ error: any Error) -> Bool {
     (error as? UVError)?.name == "ENOENT"
 }
 
-/// Whether a file of this type can be followed: not a directory or a block device (GNU tail's rule;
-/// reading a directory fails with `EISDIR`).
-func isTailable(_ info: FileInfo) -> Bool {
-    info.type != .directory && info.type != .blockDevice
-}
-
 /// Whether `error` is `EACCES` or `EPERM` (FILE may not be read).
 func isDenied(_ error: any Error) -> Bool {
     guard let name = (error as? UVError)?.name else { return false }
     return name == "EACCES" || name == "EPERM"
 }
 
-/// Whether `error` says inotify cannot watch the directory, which can still be looked at (`EACCES`: no read
-/// permission on it; `ENOSPC`, `EMFILE`: the per-user watch or instance limit).
-func isUnwatchable(_ error: any Error) -> Bool {
-    guard let name = (error as? UVError)?.name else { return false }
-    return ["EACCES", "EPERM", "ENOSPC", "EMFILE"].contains(name)
-}
+/// Says what happens to FILE's name, in GNU tail's words, from the follower's notices.
+struct NoticeWriter {
+    /// What was said last: the words for a file followed again depend on it.
+    enum Said { case nothing, following, missing, denied, untailable }
 
-/// The directory FILE's name lives in: what the watch looks at, so that renames and creations of
-/// the name are seen as well as appends.
-func directory(of path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-}
+    let path: String
+    let interval: Duration
+    var said = Said.nothing
 
-/// How one open file ended.
-enum FileEnd {
-    /// FILE names another file now: reopen it.
-    case replaced
-    /// FILE names nothing now: wait for it to appear.
-    case removed
-    /// FILE may not be read (a rotation made it for another user): try again at the next wake.
-    case denied
-    /// FILE names something that cannot be tailed (a directory): try again at the next wake.
-    case untailable
-    /// The wakes ended (the watch failed, or the loop is stopping).
-    case stopped
-}
-
-/// `tail -F`: the last lines, then every append, following the name. Returns at Ctrl-C or when
-/// the watch fails.
-func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async throws {
-    let path = options.path
-    // Wakes: any change in the directory (an append to FILE, a rename, a creation, a deletion), and
-    // a look every interval. Only the newest wake is kept: each one means "look again".
-    // A directory that does not exist (yet), or is removed, ends the watch with ENOENT: it is watched
-    // again an interval later, as GNU tail -F goes on, while the ticks keep looking for FILE meanwhile.
-    // A directory inotify cannot watch (no read permission on it, the watch or instance limit reached)
-    // leaves the ticks alone to look for changes, as GNU tail reverts to polling.
-    let watched = directory(of: path)
-    let interval = options.interval
-    let watch = FileWatch.changes(at: watched, on: loop)
-        .retry(upTo: Int.max, delay: options.interval, while: { isMissing($0) })
-        .catch { error in
-            guard isUnwatchable(error) else { return .error(error) }
-            printError("tail: cannot watch '\(watched)' (\(error)); looking for changes every \(interval) instead")
-            return .never
-        }
-        .map { _ in () }
-    let ticks = Signal<Int>.interval(options.interval, on: loop).map { _ in () }
-    let stop = interruptions(on: loop).map { _ in () }
-    var wakes = watch.merge(with: ticks).take(until: stop).values(bufferingPolicy: .keepNewest(1)).makeAsyncIterator()
-
-    var isFirstFile = true
-    var missingSaid = false
-    var deniedSaid = false
-    var untailableSaid = false
-    while true {
-        let end: FileEnd
-        do {
-            end = try await FileSystem.withOpenFile(path, on: loop) { file in
-                let opened = try await file.stat().first()!
-                guard isTailable(opened) else { return .untailable }
-                if deniedSaid || untailableSaid {
-                    printError("tail: '\(path)' has become accessible")
-                } else if missingSaid {
-                    printError("tail: '\(path)' has appeared;  following new file")
-                }
-                missingSaid = false
-                deniedSaid = false
-                untailableSaid = false
-                var offset = isFirstFile ? try await copier.startOfLastLines(options.lines, of: file, size: Int(opened.size)) : 0
-                isFirstFile = false
-                while true {
-                    offset = try await copier.copyToEnd(of: file, from: offset)
-                    guard try await wakes.next() != nil else { return .stopped }
-                    if let size = try await file.size().first(), Int(size) < offset {
-                        printError("tail: \(path): file truncated")
-                        offset = 0
-                        continue
-                    }
-                    let named: FileInfo?
-                    do {
-                        named = try await FileSystem.stat(path, on: loop)
-                    } catch let error where isMissing(error) {
-                        named = nil
-                    }
-                    if let named, named.device == opened.device, named.inode == opened.inode {
-                        // Never gone, or renamed back: still the same file (said as GNU tail says it).
-                        if missingSaid { printError("tail: '\(path)' has appeared;  following new file") }
-                        missingSaid = false
-                        continue
-                    }
-                    if named == nil {
-                        if !missingSaid {
-                            missingSaid = true
-                            printError("tail: '\(path)' has become inaccessible: No such file or directory")
-                        }
-                        // Renamed away, with no new file yet: its writer may still append to it (it
-                        // reopens the name later, as after logrotate's `nocreate`), so it is read until
-                        // the name names a file again. A deleted file is let go: held open, its space
-                        // would not be freed.
-                        if let now = try await file.stat().first(), now.linkCount > 0 { continue }
-                    }
-                    // The name has moved on: what the old file still holds goes out first.
-                    _ = try await copier.copyToEnd(of: file, from: offset)
-                    guard let named else { return .removed }
-                    return isTailable(named) ? .replaced : .untailable
-                }
+    mutating func say(_ notice: FileFollow.Notice) {
+        switch notice {
+        case .following:
+            switch said {
+            case .nothing: break
+            case .following: printError("tail: '\(path)' has been replaced;  following new file")
+            case .missing: printError("tail: '\(path)' has appeared;  following new file")
+            case .denied, .untailable: printError("tail: '\(path)' has become accessible")
             }
-        } catch let error where isMissing(error) {
-            // FILE does not exist (yet, or between a rotation's rename and its creation).
-            end = .removed
-            if isFirstFile {
-                isFirstFile = false
-                missingSaid = true
+            said = .following
+        case .missing:
+            if said == .nothing {
                 printError("tail: cannot open '\(path)' for reading: No such file or directory")
-            }
-        } catch let error where isDenied(error) {
-            // FILE may not be read (made by a rotation for another user, or with mode 0600): tried again
-            // at each wake, as GNU tail -F does, and followed from its start once it can be read.
-            end = .denied
-            isFirstFile = false
-            if !deniedSaid {
-                deniedSaid = true
-                printError("tail: cannot open '\(path)' for reading: Permission denied")
-            }
-        }
-        if end != .untailable { untailableSaid = false }
-        switch end {
-        case .replaced:
-            // After "has become inaccessible" (the old file was followed meanwhile), the new file's
-            // opening says "has appeared" instead.
-            if !missingSaid { printError("tail: '\(path)' has been replaced;  following new file") }
-        case .removed:
-            if !missingSaid {
-                missingSaid = true
+            } else {
                 printError("tail: '\(path)' has become inaccessible: No such file or directory")
             }
-            // Wait for the next change before trying again.
-            guard try await wakes.next() != nil else { return }
+            said = .missing
         case .denied:
-            guard try await wakes.next() != nil else { return }
-        case .untailable:
-            // A directory took the name (briefly, as a deploy's swap does): said once, and FILE is looked at
-            // again at each wake, as GNU tail -F does, until a file it can follow has the name.
-            if !untailableSaid {
-                untailableSaid = true
-                missingSaid = false
-                if isFirstFile {
-                    printError("tail: error reading '\(path)': Is a directory")
-                    printError("tail: \(path): cannot follow end of this type of file")
-                } else {
-                    printError("tail: '\(path)' has been replaced with an untailable file")
-                }
-                isFirstFile = false
-            }
-            guard try await wakes.next() != nil else { return }
-        case .stopped:
-            return
+            printError("tail: cannot open '\(path)' for reading: Permission denied")
+            said = .denied
+        case .notAFile:
+            printError("tail: '\(path)' has been replaced with an untailable file")
+            said = .untailable
+        case .truncated:
+            printError("tail: \(path): file truncated")
+        case .unwatchable(let directory, let error):
+            printError("tail: cannot watch '\(directory)' (\(error)); looking for changes every \(interval) instead")
+        }
+    }
+}
+
+/// `tail -F`: the last lines, then every append, following the name (`FileWatch.followEvents`). Returns at
+/// Ctrl-C.
+func follow(_ options: Options, _ copier: Copier, on loop: EventLoop) async throws {
+    let path = options.path
+    var notices = NoticeWriter(path: path, interval: options.interval)
+    // Where the last lines begin now; a file missing or unreadable now is read from its start once it can be.
+    var start = FileFollow.Start.beginning
+    do {
+        let found: (FileInfo, Int) = try await FileSystem.withOpenFile(path, on: loop) { file in
+            let info = try await file.stat().first()!
+            guard info.type == .regular else { return (info, 0) }
+            return (info, try await copier.startOfLastLines(options.lines, of: file, size: Int(info.size)))
+        }
+        if found.0.type == .directory {
+            // Refused by the follower (EISDIR) until a file takes the name, as GNU tail -F waits.
+            printError("tail: error reading '\(path)': Is a directory")
+            printError("tail: \(path): cannot follow end of this type of file")
+            notices.said = .untailable
+        } else {
+            start = .offset(found.1)
+        }
+    } catch where isMissing(error) || isDenied(error) {
+        // Said by the follower's first notice.
+    }
+    let events = FileWatch.followEvents(at: path, from: start, interval: options.interval, on: loop)
+        .retry(upTo: Int.max, delay: options.interval, while: { ($0 as? UVError)?.name == "EISDIR" })
+        .take(until: interruptions(on: loop).map { _ in () })
+    for try await event in events.values(bufferingPolicy: .bounded(16)) {
+        switch event {
+        case .bytes(let chunk):
+            copier.bytesRead += chunk.count
+            if let error = await copier.output.write(chunk).waitUntilCompleted() { throw OutputFailed(underlying: error) }
+        case .notice(let notice):
+            notices.say(notice)
         }
     }
 }
