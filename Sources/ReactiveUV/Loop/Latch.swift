@@ -4,14 +4,11 @@ import Glibc
 import Musl
 #endif
 
-/// A one-shot event threads can wait on, with an optional deadline.
-///
-/// Built on a pthread mutex and condition variable (the monotonic clock is
-/// used for deadlines, so setting the system time does not shorten a wait).
+/// A one-shot event threads can wait on, with an optional deadline on the monotonic clock.
 ///
 /// Thread rule: safe from any thread.
 final class Latch: @unchecked Sendable {
-    // `isOpen` is protected by `mutex`; the pthread objects live in heap memory owned by this object.
+    // Sendable: `isOpen` is guarded by `mutex`; the pthread objects are heap memory this object owns.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var isOpen = false
