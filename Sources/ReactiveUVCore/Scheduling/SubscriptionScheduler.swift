@@ -2,7 +2,7 @@
 ///
 /// Thread rule: safe from any thread.
 final class SubscriptionScheduler: Scheduler, @unchecked Sendable {
-    // No stored state.
+    // Sendable: no stored state.
 
     override var schedulerDescription: String { "subscription" }
 
