@@ -125,7 +125,6 @@ private final class ResumeOnce<T: Sendable>: @unchecked Sendable {
     }
 }
 
-/// State for one `uv_walk` listing open handles.
 private struct HandleWalk {
     unowned(unsafe) let loop: EventLoop
     let ours: [UnsafeMutableRawPointer: any LoopHandleOwner]

@@ -80,7 +80,6 @@ let eventLoopWakeupCallback: uv_async_cb = { handle in
     Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainInbox()
 }
 
-/// The idle handle's callback: the local queue, and the inbox while it is busy.
 let eventLoopIdleCallback: uv_idle_cb = { handle in
     guard let data = handle?.pointee.data else { return }
     Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().onIdle()

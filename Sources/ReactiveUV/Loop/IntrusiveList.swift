@@ -1,6 +1,5 @@
 /// An object's place in one `IntrusiveList`. Unretained: a handle is kept alive by `handle.data`,
 /// a request by `req.data`, and an element leaves its list before it can die.
-///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveLinks<Element: AnyObject> {
     // Unmanaged rather than `unowned(unsafe)`, whose binding to a local retains it.
@@ -27,12 +26,10 @@ protocol IntrusiveListMembership {
 ///
 /// It does not retain its elements: each must be removed before it dies; iterating while
 /// elements are removed needs a snapshot (`Array(list)`).
-///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveList<Membership: IntrusiveListMembership>: Sequence {
     typealias Element = Membership.Element
 
-    /// The most recently inserted element.
     private var head: Unmanaged<Element>?
     private(set) var count = 0
 

@@ -5,7 +5,6 @@ import Musl
 #endif
 
 /// A one-shot event threads can wait on, with an optional deadline on the monotonic clock.
-///
 /// Thread rule: safe from any thread.
 final class Latch: @unchecked Sendable {
     // Sendable: `isOpen` is guarded by `mutex`; the pthread objects are heap memory this object owns.
@@ -39,14 +38,12 @@ final class Latch: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
-    /// Whether the latch is open.
     var isOpened: Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return isOpen
     }
 
-    /// Waits until the latch opens.
     func wait() {
         pthread_mutex_lock(mutex)
         while !isOpen { pthread_cond_wait(condition, mutex) }

@@ -6,7 +6,6 @@ import Musl
 
 /// Memory for one libuv handle or request: `malloc`, 16-byte aligned on our 64-bit Linux
 /// targets (glibc's and musl's), without `posix_memalign`.
-///
 /// Thread rule: safe from any thread.
 enum LibUVMemory {
     /// `byteCount` bytes, 16-byte aligned; freed with `free(_:)`.
@@ -17,7 +16,6 @@ enum LibUVMemory {
         return UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 16)
     }
 
-    /// Frees memory from `allocate(_:)`.
     static func free(_ memory: UnsafeMutableRawPointer) {
         #if canImport(Glibc)
         Glibc.free(memory)

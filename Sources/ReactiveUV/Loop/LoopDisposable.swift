@@ -6,7 +6,6 @@ import Synchronization
 /// hop loses nothing: a loop refuses work only once closed, and its shutdown already ended
 /// every handle, request and timer with `EventLoopError.shutDown`. `abandon()` stops, closes,
 /// cancels, and drops the subscriber without telling it.
-///
 /// Thread rule: `dispose()` and `isDisposed` are safe from any thread; `abandon()` is loop thread only.
 protocol LoopDisposable: Disposable {
     /// The loop whose thread runs `abandon()`.
@@ -21,7 +20,6 @@ extension LoopDisposable {
     /// Sets the flag, then runs `abandon()` on the loop thread (now, or queued there). Idempotent.
     ///
     /// Inlined into each conformer so the flag and loop are not read through the witness table.
-    ///
     /// Thread rule: safe from any thread.
     @inline(__always)
     func dispose() {
@@ -35,7 +33,6 @@ extension LoopDisposable {
     }
 
     /// Whether `dispose()` has been called.
-    ///
     /// Thread rule: safe from any thread.
     var isDisposed: Bool { disposedFlag.load(ordering: .acquiring) }
 }
@@ -46,7 +43,6 @@ extension LoopDisposable {
 /// shutdown fails it with `EventLoopError.shutDown`; the close callback drops the subscriber.
 /// Subclasses open the handle (`didOpen()`), start it, send to `subscriber`, and override
 /// `willClose()` when closing needs more than `uv_close`.
-///
 /// Thread rule: loop thread only, except `init`, `dispose()` and `isDisposed`.
 class SubscriberHandle<Value>: LoopHandle, LoopDisposable, @unchecked Sendable {
     // Sendable: `subscriber` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.

@@ -7,7 +7,6 @@ internal import CLibUV
 /// libuv's handle. On the loop thread the owner calls `uv_<type>_init`, then `didOpen()`.
 /// `closeHandle()` calls `uv_close`; only the close callback frees the memory and the owner.
 /// A second backend plugs in here, answering `didOpen`, `closeHandle` and the close callback.
-///
 /// Thread rule: immutable; safe from any thread (the memory is the loop thread's once opened).
 struct LoopHandleCell {
     /// The loop the handle lives on (kept alive by the handle).
@@ -20,7 +19,6 @@ struct LoopHandleCell {
         self.loop = loop
     }
 
-    /// The handle as libuv's base type.
     var handle: UnsafeMutablePointer<uv_handle_t> {
         (memory + OpenHandleList.linksSize).assumingMemoryBound(to: uv_handle_t.self)
     }
@@ -33,7 +31,6 @@ enum LoopHandleState: UInt8 {
 
 /// An object that owns one libuv handle (`handleCell`): a connection, a listener, a signal's source.
 /// The loop reaches owners through `OpenHandleList`, to close them at shutdown and list them.
-///
 /// Thread rule: loop thread only, except `loop`.
 protocol LoopHandleOwner: AnyObject {
     /// The handle (immutable: its loop is read without a retain).
@@ -54,28 +51,23 @@ protocol LoopHandleOwner: AnyObject {
 
 extension LoopHandleOwner {
     /// The loop the handle lives on.
-    ///
     /// Thread rule: safe from any thread (immutable).
     @inline(__always)
     var loop: EventLoop { handleCell.loop }
 
     /// `loop` as `EventLoop.inEventLoop` compares it, without a retain.
-    ///
     /// Thread rule: safe from any thread.
     @inline(__always)
     var loopIdentity: UnsafeMutableRawPointer { Unmanaged.passUnretained(handleCell.loop).toOpaque() }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
-    ///
     /// Thread rule: safe from any thread.
     @inline(__always)
     var onLoopThread: Bool { ThreadLocals.currentLoop.value == loopIdentity }
 
-    /// The handle as libuv's base type.
     @inline(__always)
     var handle: UnsafeMutablePointer<uv_handle_t> { handleCell.handle }
 
-    /// The handle as a concrete libuv type.
     @inline(__always)
     func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
         UnsafeMutableRawPointer(handleCell.handle).assumingMemoryBound(to: T.self)
@@ -130,7 +122,6 @@ extension LoopHandleOwner {
 
 /// The loop's list of open handles, linked through the first `linksSize` bytes of each handle's
 /// memory, so it takes any owner type without a field in the owner.
-///
 /// Thread rule: confined to its loop's thread.
 struct OpenHandleList {
     private struct Links {
@@ -189,7 +180,6 @@ struct OpenHandleList {
 }
 
 /// An object that owns a handle and nothing more of it: listeners, a signal's handle, the inotify hub, a child process.
-///
 /// Thread rule: loop thread only, except `init` and `loop`.
 class LoopHandle: LoopHandleOwner {
     final let handleCell: LoopHandleCell
@@ -202,7 +192,6 @@ class LoopHandle: LoopHandleOwner {
 
     deinit { ownerWillDie() }
 
-    /// What created this handle, for leak reports.
     var label: String { kind }
 
     func willClose() {}

@@ -125,7 +125,6 @@ final class LoopMetricsSampler {
         queuedWork = Gauge(label: LoopMetrics.queuedWorkLabel, dimensions: dimensions, factory: factory)
     }
 
-    /// Whether samples may still be recorded.
     var isLive: Bool {
         if case .destroyed = state { return false }
         return true
@@ -191,7 +190,6 @@ struct HandleCounts {
     }
 }
 
-/// State for one `uv_walk` counting handles.
 private struct HandleCountWalk {
     unowned(unsafe) let loop: EventLoop
     var counts = HandleCounts()

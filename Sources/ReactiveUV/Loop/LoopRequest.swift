@@ -15,7 +15,6 @@ internal import CLibUV
 /// Shutdown cancels every pending request before closing handles and runs the loop until each
 /// called back; none may start after (`loop.acceptsNewRequests`). Write requests are untracked:
 /// closing their stream calls each back (`ECANCELED`) before its close callback.
-///
 /// Thread rule: loop thread only, except `init`.
 class LoopRequest {
     // Confined to `loop`'s thread once `willStart()` ran.
@@ -73,12 +72,10 @@ class LoopRequest {
         }
     }
 
-    /// The request as libuv's base type.
     final var request: UnsafeMutablePointer<uv_req_t> {
         raw.assumingMemoryBound(to: uv_req_t.self)
     }
 
-    /// The request as a concrete libuv type.
     final func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
         raw.assumingMemoryBound(to: T.self)
     }

@@ -40,7 +40,6 @@ enum LoopState: UInt8, AtomicRepresentable, CustomStringConvertible {
     /// Whether the loop thread has begun closing (its handles, timers and requests).
     var hasBegunClosing: Bool { rawValue >= LoopState.closingHandles.rawValue }
 
-    /// The state in words, for messages.
     var description: String {
         switch self {
         case .idle: return "idle (an owner-thread loop outside run())"

@@ -2,13 +2,8 @@
 // another thread would corrupt libuv silently, later. Release builds compile them out.
 
 extension EventLoop {
-    /// Traps unless called on this loop's thread, or any thread once it shut down (debug builds only).
-    ///
-    /// - Parameters:
-    ///   - operation: What was called, for the message; the calling function by default.
-    ///   - file: The caller's file, for the trap.
-    ///   - line: The caller's line, for the trap.
-    ///
+    /// Traps unless called on this loop's thread, or any thread once it shut down (debug builds only);
+    /// the message names `operation` (the calling function by default), `file` and `line`.
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
@@ -20,7 +15,6 @@ extension EventLoop {
 
     /// The message `assertInEventLoop` traps with here, or nil when allowed (this loop's thread,
     /// or any once it closed). It names the operation, the loop and the calling thread.
-    ///
     /// Thread rule: safe from any thread.
     func loopThreadViolation(_ operation: String) -> String? {
         if inEventLoop || isShutDown { return nil }
@@ -38,7 +32,6 @@ extension EventLoop {
 
 extension LoopHandleOwner {
     /// `loop.assertInEventLoop` naming this handle ("tcp connection with 127.0.0.1:80 ...: close()").
-    ///
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
@@ -51,7 +44,6 @@ extension LoopHandleOwner {
 
 extension LoopRequest {
     /// `loop.assertInEventLoop` naming this request ("getaddrinfo example.com: willStart(handingOver:)").
-    ///
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     final func assertInEventLoop(_ operation: @autoclosure () -> String = #function,

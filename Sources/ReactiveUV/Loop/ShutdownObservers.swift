@@ -1,6 +1,5 @@
 /// Code a loop runs on its own thread when it begins shutting down, before it closes its handles:
 /// time operators scheduled on the loop end with `EventLoopError.shutDown` instead of waiting for ever.
-///
 /// Thread rule: `add` and the disposables it returns from any thread; `fireAll` on the loop thread.
 final class ShutdownObservers: @unchecked Sendable {
     // Sendable: `state` is behind its lock; observers are called after it is released.

@@ -24,11 +24,8 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What was being attempted, for example `"uv_tcp_bind(127.0.0.1:80)"`; empty when unknown.
     public let context: String
 
-    /// Creates an error for a libuv error code, with libuv's `name` and `message`.
-    ///
-    /// - Parameters:
-    ///   - code: A negative libuv error code such as `UV_EADDRINUSE`.
-    ///   - context: What was being attempted, shown in `description`.
+    /// Creates an error for a negative libuv `code` (`UV_EADDRINUSE`), with libuv's `name` and
+    /// `message`; `context` says what was being attempted.
     ///
     /// Thread rule: safe from any thread.
     public init(code: Int32, context: String = "") {

@@ -1,6 +1,5 @@
 /// A growable ring buffer of work items (the loop thread's run queue): popping moves one item
 /// out, with nothing left to destroy in bulk.
-///
 /// Thread rule: not thread-safe; the owner confines it to one thread.
 struct WorkRing {
     typealias Work = WorkItem

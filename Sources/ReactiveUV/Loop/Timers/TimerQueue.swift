@@ -1,6 +1,5 @@
 /// The loop's timers: a 4-ary min-heap ordered by (deadline, submission order), driven by one
 /// libuv timer. Cancelled items stay until they surface or more than half the heap is cancelled.
-///
 /// Thread rule: loop thread only.
 struct TimerQueue {
     private struct Entry {
@@ -15,7 +14,6 @@ struct TimerQueue {
 
     private var heap: [Entry] = []
     private var nextSequence: UInt64 = 0
-    /// Entries in the heap whose timer was cancelled.
     private(set) var cancelledCount = 0
 
     var isEmpty: Bool { heap.isEmpty }

@@ -86,7 +86,6 @@ private func reportRefusal<Value>(by scheduler: Scheduler, to subscriber: Subscr
     subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
 }
 
-/// Counts ticks of one interval subscription.
 private final class TickCounter: @unchecked Sendable {
     // Sendable: touched only by the timer's work, which runs serially on the timer's loop.
     private var count = 0
