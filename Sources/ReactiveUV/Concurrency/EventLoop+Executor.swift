@@ -48,8 +48,8 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     /// A job for a loop that has closed: queued for the late jobs' thread, serially with the others.
     ///
     /// Never run here, inside `enqueue`: a resumer expects `resume` to return before the task goes
-    /// on (run inline, a task cancelled while waiting on a bridge freed the bridge its cancellation
-    /// handler was still using).
+    /// on (run inline, a task cancelled while waiting on a bridge would free the bridge its
+    /// cancellation handler still uses).
     @inline(never)
     private func runLate(_ job: UnownedJob, asTaskJob: Bool) {
         guard lateJobs.push(job, asTaskJob: asTaskJob, loopName: name) else { return }  // the drain under way runs it
@@ -174,6 +174,5 @@ final class LateJobQueue: @unchecked Sendable {
         }
     }
 
-    /// Whether the calling thread is running this loop's late jobs.
     var isDrainingOnCallingThread: Bool { drainer.load(ordering: .acquiring) == UInt(pthread_self()) }
 }

@@ -47,7 +47,6 @@ extension EventLoopGroup {
     }
 }
 
-/// Runs `body` on a new detached thread.
 func runOnNewThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: @unchecked Sendable {
         // Sendable: handed to exactly one thread.

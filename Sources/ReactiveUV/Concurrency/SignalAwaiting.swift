@@ -11,7 +11,6 @@ extension Signal {
         return subscription
     }
 
-    /// Subscribes `box`: its `receive`, its end.
     private func subscribe<State>(_ box: AwaitBox<State, Value>) -> Subscription {
         subscribeForValues(next: { box.receive($0) }, error: { box.finish(.failure($0)) }, completed: { box.finish(.success(())) })
     }

@@ -430,7 +430,6 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
 
 extension ValuesBufferPolicy {
-    /// The buffer limit, if any.
     var limit: Int? {
         switch self {
         case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
