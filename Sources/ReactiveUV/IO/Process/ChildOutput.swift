@@ -45,12 +45,10 @@ extension ProcessStdio {
 /// The readings a process consumer holds, and the consumer's pause, which reaches every reading
 /// that can pause (one added later too). A class: a reading's `dispose()` or `pause()` may call
 /// back into its owner and reach this again (an exclusivity trap for a struct).
-///
 /// Thread rule: loop thread only (held by a loop-confined owner).
 final class PausableReadings {
     private var readings: [any Disposable] = []
     private var controls: [FlowControl] = []
-    /// What the consumer last asked for.
     private(set) var paused = false
 
     /// Holds `reading`; if its source can pause, the consumer's pause reaches it from now on.

@@ -8,7 +8,6 @@ import Musl
 /// Reaps the children a loop's shutdown killed: their process handles close at once, so libuv
 /// never collects their exit. A thread of its own waits for each pid in turn (never for any
 /// child: the others belong to their loops), so the shutdown does not; it ends when none is left.
-///
 /// Thread rule: safe from any thread.
 enum ChildReaper {
     private struct Queue {
@@ -20,7 +19,6 @@ enum ChildReaper {
 
     /// Reaps `pid`, sent SIGKILL and no longer watched by a process handle: at once when it is gone
     /// already, else on the reaper thread.
-    ///
     /// Thread rule: safe from any thread; never waits.
     static func reap(_ pid: Int32) {
         if reapIfExited(pid) { return }

@@ -8,7 +8,6 @@ import Musl
 /// A child's `uv_process_t`: the process family's backend seam. `ProcessSession` asks it to
 /// spawn, signal and let go of the child, and hears the exit (`processDidExit`); the pipes are
 /// stream-family connections. A second backend provides these members over scripted processes.
-///
 /// Thread rule: loop thread only.
 final class ProcessHandle: LoopHandle {
     // The session and the open handle reference each other until the handle closes.

@@ -18,7 +18,6 @@ struct SpawnRequest: Sendable {
     let killGrace: Duration
     let limits: StreamBufferLimits
 
-    /// Why the request cannot be spawned as given, or nil.
     func validationError() -> UVError? {
         let context = "ChildProcess.spawn(\(executable))"
         // C strings end at the first NUL: the child would get a cut argument, silently.
