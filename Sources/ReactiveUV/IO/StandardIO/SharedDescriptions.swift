@@ -15,7 +15,6 @@ import Musl
 /// One description: same device and inode from `fstat` and same access mode. Exact for sockets
 /// and pipe ends; two read-write openings of one FIFO or terminal count as one, which only
 /// delays the first's restore.
-///
 /// Thread rule: safe from any thread (a lock guards the counts).
 enum SharedDescriptions {
     /// What identifies a description here: its file and its access mode.

@@ -11,7 +11,6 @@ internal import CLibUV
 /// Descriptors 0, 1 or 2 closed when the first loop is made are opened on `/dev/null`, as Node
 /// does: else the next file opened (the loop's epoll instance, which libuv never closes as 0–2)
 /// would take the number. `StandardIO` reports them as not open (`EBADF`).
-///
 /// Thread rule: safe from any thread.
 enum StandardDescriptors {
     /// Bit `n` set: descriptor `n` was closed and now holds `/dev/null`. Computed once, by the first `EventLoop`.
@@ -29,7 +28,6 @@ enum StandardDescriptors {
         return mask
     }()
 
-    /// Whether `descriptor` (0, 1 or 2) was closed at start and holds the `/dev/null` put there.
     static func wasClosedAtStart(_ descriptor: Int32) -> Bool {
         (0...2).contains(descriptor) && closedAtStart & (1 << Int(descriptor)) != 0
     }

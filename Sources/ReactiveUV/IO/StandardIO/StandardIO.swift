@@ -153,7 +153,6 @@ enum DescriptorClaims {
 
 /// Owns a standard descriptor's stream while open: counts it in `SharedDescriptions` and gives
 /// the descriptor back (the count and the claim) when the stream ends.
-///
 /// Thread rule: loop thread of the stream (created there, told there).
 final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
     // Sendable: `descriptor` is immutable; `released` and `onEnd` are touched on the stream's loop thread only.

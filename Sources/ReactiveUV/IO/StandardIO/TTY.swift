@@ -92,14 +92,12 @@ public enum TTY {
             .debugNamed("+TTY.resizes(\(descriptor))")
     }
 
-    /// Puts the terminal in `mode`, after the output written so far has gone out.
+    /// Puts the terminal `descriptor` (default standard input) in `mode`, after the output written
+    /// so far has gone out.
     ///
     /// The first change to `.raw` saves the settings that `.normal`, exit and the terminating signals
     /// restore. Setting the current mode again is harmless.
     ///
-    /// - Parameters:
-    ///   - mode: The mode.
-    ///   - descriptor: The terminal (default standard input).
     /// - Throws: `UVError`: `ENOTTY` when not a terminal, `EBADF` when not open, `EBUSY` when another
     ///   descriptor's terminal is in raw mode (set it back to `.normal` first).
     ///
