@@ -146,7 +146,6 @@ public final class UDPSocket: @unchecked Sendable {
 
 /// The `uv_udp_t` behind a `UDPSocket`: the UDP family's backend seam, with `UDPSendRequest`.
 /// A second backend provides these members over its in-memory network.
-///
 /// Thread rule: loop thread only, except `init` and `loop`.
 final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     /// `SingleReaderSource`'s name for this class.
