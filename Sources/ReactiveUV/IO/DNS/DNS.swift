@@ -89,7 +89,6 @@ enum HostResolution {
 
 /// One `uv_getaddrinfo` request: the DNS family's backend seam (a second backend answers
 /// `start(socketType:)` with its own hosts).
-///
 /// Thread rule: loop thread only, except `dispose()`.
 final class AddressLookup: LoopRequest, LoopDisposable, @unchecked Sendable {
     // Sendable: `completion` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic; the rest is immutable.

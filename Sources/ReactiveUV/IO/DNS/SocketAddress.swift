@@ -95,7 +95,6 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    /// The family of a numeric host, or nil when it is not a numeric address.
     static func numericFamily(of host: String) -> Family? {
         var ipv4 = sockaddr_in()
         if uv_ip4_addr(host, 0, &ipv4) == 0 { return .ipv4 }
