@@ -98,7 +98,6 @@ extension ThreadPool {
 
 /// The request that starts libuv's pool with batch or lowered threads: one `uv_queue_work` that
 /// does nothing, from the loop thread. Tracked like any request, so shutdown waits for it.
-///
 /// Thread rule: loop thread only.
 final class PoolStartRequest: LoopRequest {
     private init(loop: EventLoop) {
@@ -168,7 +167,6 @@ final class PoolStartRequest: LoopRequest {
         }
     }
 
-    /// What `withBatchScheduling` did.
     enum Outcome<Result> {
         /// `body` ran with the calling thread under `SCHED_BATCH`, and the thread is back to `SCHED_OTHER`.
         case ran(Result)
@@ -195,7 +193,6 @@ enum PoolThreads {
     /// `PRIO_PROCESS`, which with a thread ID names that thread on Linux.
     static var processWhich: __priority_which_t { __priority_which_t(PRIO_PROCESS.rawValue) }
 
-    /// The IDs of the process's threads.
     static func taskIDs() -> Set<Int32> {
         var ids = Set<Int32>()
         guard let directory = opendir("/proc/self/task") else { return ids }

@@ -20,7 +20,7 @@ public enum ThreadPool {
     ///
     /// - Parameters:
     ///   - loop: The loop that queues the work and receives the result; nil for the subscription's home loop.
-    ///   - work: The blocking work; it runs on a pool thread, never on a loop thread.
+    ///   - work: The blocking work, run on a pool thread.
     ///
     /// Thread rule: safe from any thread.
     public static func run<Value: Sendable>(on loop: EventLoop? = nil, _ work: @escaping @Sendable () throws -> Value) -> Signal<Value> {
@@ -40,7 +40,6 @@ public enum ThreadPool {
 /// A request that runs on libuv's thread pool: the thread-pool family's backend seam.
 /// `runOnPool()` runs on a pool thread, then `complete(status:)` on the loop thread; every pool
 /// job is one, so the C callbacks see only this base. A second backend runs the two steps its own way.
-///
 /// Thread rule: loop thread only, except `runOnPool()` (a pool thread).
 class PoolWorkBase: LoopRequest {
     /// Runs the work; called on a pool thread.
