@@ -30,7 +30,6 @@ extension Signal where Value == Int32 {
 }
 
 /// One `uv_signal_t` feeding a subscriber: the OS-signal family's backend seam.
-///
 /// Thread rule: loop thread only, except `init` and `dispose()`.
 final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
     // Sendable: `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
@@ -81,7 +80,6 @@ private let unixSignalCallback: uv_signal_cb = { handle, number in
 /// Orders this process's changes to signal actions (libuv's watches and the terminal restorer),
 /// so a check of the current action and the change after it are never split. Nothing calls back
 /// into ReactiveUV while it is held.
-///
 /// Thread rule: safe from any thread.
 enum SignalActions {
     static let lock = Mutex(())
