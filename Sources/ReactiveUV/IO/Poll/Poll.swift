@@ -68,7 +68,6 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
         return Int32(bitPattern: flags)
     }
 
-    /// The set libuv's poll callback reported.
     init(libuvFlags flags: Int32) {
         let bits = UInt32(bitPattern: flags)
         var set = PollEvents()
@@ -133,7 +132,6 @@ public enum Poll {
 }
 
 /// One `uv_poll_t` on a descriptor it does not own, feeding a subscriber: the poll family's backend seam.
-///
 /// Thread rule: loop thread only, except `init` and `dispose()`.
 final class PollHandle: SubscriberHandle<PollEvents>, @unchecked Sendable {
     // Sendable: `descriptor` is immutable; the rest is loop thread only (see `SubscriberHandle`).
