@@ -91,7 +91,6 @@ final class FileSends {
         return made
     }
 
-    /// Whether writes must wait behind a file.
     var isHolding: Bool { active != nil }
 
     func enqueue(_ operation: FileSendOperation) {
