@@ -41,11 +41,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     public let label: String
 
     /// Subscribes to `signal` from the calling thread (home: its current scheduler, else
-    /// `EventLoop.shared`) and starts recording.
-    ///
-    /// - Parameters:
-    ///   - signal: The signal to record.
-    ///   - label: A name for messages; defaults to the signal's name.
+    /// `EventLoop.shared`) and starts recording; `label` names it in messages (default: the signal's name).
     ///
     /// Thread rule: safe from any thread.
     public init(_ signal: Signal<Value>, label: String? = nil) {

@@ -23,12 +23,8 @@ public final class LoopHarness: @unchecked Sendable {
     public static let defaultTimeout: Duration = .seconds(60)
     private let lock = Locked<(recorders: [any Disposable], report: HarnessReport?)>(([], nil))
 
-    /// Starts a fresh loop for one test; call `finish()` at the end (or use `run`).
-    ///
-    /// - Parameters:
-    ///   - name: The loop's name.
-    ///   - timeout: The default deadline for waits.
-    ///   - metrics: The loop's metrics; nil uses `LoopMetrics.default`.
+    /// Starts a fresh loop named `name` for one test, `timeout` the default deadline for its waits
+    /// (`metrics` nil: `LoopMetrics.default`); call `finish()` at the end (or use `run`).
     ///
     /// Thread rule: safe from any thread.
     public init(name: String = "harness", timeout: Duration = LoopHarness.defaultTimeout, metrics: LoopMetrics? = nil) {
@@ -44,12 +40,8 @@ public final class LoopHarness: @unchecked Sendable {
     /// Runs `body` on a fresh loop, then checks for leaks; every problem, and an error `body`
     /// throws, becomes an `XCTFail`.
     ///
-    /// - Parameters:
-    ///   - timeout: The default deadline for waits.
-    ///   - metrics: The loop's metrics; nil uses `LoopMetrics.default`.
-    ///   - file: The test's file, for failure reports.
-    ///   - line: The test's line, for failure reports.
-    ///   - body: The test.
+    /// `timeout` and `metrics` are as in `init`; `file` and `line` place the failures.
+    ///
     /// - Returns: The report (also checked).
     ///
     /// Thread rule: call from the test's thread.
@@ -88,7 +80,9 @@ public final class LoopHarness: @unchecked Sendable {
 
     /// Runs `body` on the loop's thread and waits for its result.
     ///
-    /// - Parameter timeout: The deadline; the harness default when nil.
+    /// - Parameters:
+    ///   - timeout: The deadline; the harness default when nil.
+    ///   - body: The code to run on the loop.
     /// - Throws: What `body` threw, `WaitTimeout` at the deadline, or `EventLoopError` after shutdown.
     ///
     /// Thread rule: call from the test's thread.

@@ -8,12 +8,8 @@ import ReactiveUV
 public typealias WaitTimeout = TimeoutError
 
 extension TimeoutError {
-    /// Creates the error a harness wait throws at its deadline.
-    ///
-    /// - Parameters:
-    ///   - waitingFor: What the test was waiting for ("3 values", "completion").
-    ///   - timeout: How long it waited.
-    ///   - observed: What had happened by the deadline.
+    /// Creates the error a harness wait throws at its deadline: what the test was `waitingFor`
+    /// ("3 values"), for how long, and what was `observed` by then.
     ///
     /// Thread rule: safe from any thread.
     public init(waitingFor: String, timeout: Duration, observed: String) {
