@@ -22,7 +22,6 @@ package enum DeliveryEntry {
 /// consistent). `dispose()` sets the flag and returns without waiting (a wait could deadlock on a
 /// lock the caller holds): once it returned no callback *begins*. `disposeAndWait()` then
 /// suspends, blocking no thread, until a delivery it saw has left.
-///
 /// Thread rule: `enterDelivery`/`leaveDelivery` on the delivering thread only;
 /// `waitForDeliveryToEnd` from any task, after the flag was set.
 @usableFromInline
@@ -36,7 +35,6 @@ package protocol DeliveryHandshake: AnyObject {
 extension DeliveryHandshake {
     /// Whether a delivery may start now; one on a thread that already published joins it and only
     /// checks the flag (a relaxed load of this thread's own id is exact).
-    ///
     /// Thread rule: the thread delivering on this subscription only.
     @inlinable
     @inline(__always)
@@ -54,7 +52,6 @@ extension DeliveryHandshake {
     }
 
     /// The end of a delivery that `enterDelivery` let in: the outermost one unpublishes its thread.
-    ///
     /// Thread rule: the thread delivering on this subscription only.
     @inlinable
     @inline(__always)
@@ -68,7 +65,6 @@ extension DeliveryHandshake {
     /// It hops to `loop` first (a queued job runs after the running callback); a delivery elsewhere
     /// is polled with growing pauses, so deliveries never look for a waiter. Cancellation does not
     /// cut the wait short: the caller relies on the callback having finished.
-    ///
     /// Thread rule: any thread or task.
     package func waitForDeliveryToEnd(hoppingTo loop: (any LoopLifecycle)?) async {
         let seen = delivering.load(ordering: .sequentiallyConsistent)

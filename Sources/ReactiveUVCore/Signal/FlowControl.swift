@@ -128,14 +128,11 @@ public final class FlowControl: @unchecked Sendable {
 }
 
 extension Subscriber {
-    /// Declares that this source can pause: consumers call `pause` and `resume`.
+    /// Declares that this source can pause: consumers call `pause` (stop producing, for a socket
+    /// stop reading) and `resume`.
     ///
     /// The closures run on the registering thread (the source's loop). With another loop as home,
     /// the source is also paused while too many of its values wait in that loop's queue.
-    ///
-    /// - Parameters:
-    ///   - pause: Stops producing (for a socket: stop reading).
-    ///   - resume: Starts producing again.
     ///
     /// Thread rule: call from the source's thread (in `didSubscribe`, or where the source runs),
     /// before the source sends; only the first registration counts.

@@ -12,7 +12,6 @@ package class Observer<Value> {
         self.kind = kind
     }
 
-    /// Receives any event.
     @inlinable
     final func receive(_ event: Event<Value>) {
         if kind == .sink {
@@ -47,14 +46,12 @@ package class Observer<Value> {
     }
 }
 
-/// The kinds of `Observer`.
 @usableFromInline
 package enum ObserverKind: UInt8 {
     /// A `ClosureObserver` with a value shortcut (a fused operator, or a sink's handlers).
     case values
     /// A `ClosureObserver` that takes every event through `event` (other operators).
     case events
-    /// A `Sink`.
     case sink
 }
 

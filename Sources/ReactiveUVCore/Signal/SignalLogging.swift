@@ -115,11 +115,8 @@ extension Signal {
 
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).
     ///
-    /// One entry per event of each subscription, on its home thread, as `SignalLogging` describes.
-    ///
-    /// - Parameters:
-    ///   - logger: Where the entries go (its level filters them).
-    ///   - name: The name to log; nil uses the signal's `name`.
+    /// One entry per event of each subscription, on its home thread, as `SignalLogging` describes;
+    /// `logger`'s level filters them; `name` nil logs the signal's `name`.
     ///
     /// Thread rule: safe from any thread.
     public func logEvents(to logger: Logger, name: String? = nil) -> Signal<Value> {

@@ -1,6 +1,5 @@
 /// What a signal of a loop-bound source attaches its subscribers to: how an I/O family plugs
 /// into the one subscribe path, with no closure per subscription.
-///
 /// Thread rule: `attach` runs on the subscription's home thread, as `Signal.attach` does.
 package protocol SignalSource<Value>: Sendable {
     associatedtype Value
@@ -10,7 +9,6 @@ package protocol SignalSource<Value>: Sendable {
 }
 
 /// A signal whose subscribers attach to `source`, stored inline: the loop-bound sources' lane.
-///
 /// Thread rule: safe from any thread (the source is immutable).
 package final class SourceSignal<Source: SignalSource>: Signal<Source.Value>, @unchecked Sendable {
     // Sendable: `source` is immutable.

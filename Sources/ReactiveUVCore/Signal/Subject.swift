@@ -373,7 +373,6 @@ struct SubjectRegistry {
     @usableFromInline var subscribers: ContiguousArray<AnyObject> = []
     /// Counts changes to `subscribers` (and the end), so the owner thread knows its snapshot is stale.
     @usableFromInline var version: UInt64 = 0
-    /// Whether the subject has ended.
     @usableFromInline var terminated = false
 
     init() {}

@@ -52,7 +52,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// The flow control the source registered, if any.
-    ///
     /// Thread rule: safe from any thread.
     package var registeredFlowControl: FlowControl? {
         sourceFlowControl.load(ordering: .acquiring)?.takeUnretainedValue()
@@ -161,7 +160,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Sends `values` in order as one delivery on the home thread (a directory listing's batch): the
     /// gate and its sink's handshake are entered once; a terminal event, teardown or dispose during a
     /// value stops the burst. Off the home thread each value hops as `sendNext` would.
-    ///
     /// Thread rule: safe from any thread.
     package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
         guard ThreadLocals.currentScheduler.value == homeIdentity else {

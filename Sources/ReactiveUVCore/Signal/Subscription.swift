@@ -6,7 +6,6 @@ import Synchronization
 /// home. `dispose()` sets the flag at once (no callback begins after it returns) and tears down
 /// on the home thread (queued there, or on the caller's once the home closed); it never waits.
 /// `disposeAndWait()` suspends until a callback already running elsewhere has returned.
-///
 /// Thread rule: `dispose()`/`disposeAndWait()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
 package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
