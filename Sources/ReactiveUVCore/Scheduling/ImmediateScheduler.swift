@@ -5,7 +5,6 @@ import Musl
 #endif
 
 /// Runs work synchronously on the calling thread.
-///
 /// Thread rule: safe from any thread.
 final class ImmediateScheduler: Scheduler, @unchecked Sendable {
     // Sendable: no stored state.

@@ -1,9 +1,7 @@
 /// What the algebra needs of a scheduler that runs on an event loop's thread: the loop's life,
 /// named in `Scheduler.loopLifecycle` (the algebra knows no loop).
-///
 /// Thread rule: every requirement is safe from any thread unless it says otherwise.
 package protocol LoopLifecycle: AnyObject, Sendable {
-    /// The loop's name, for messages.
     var name: String { get }
     /// Whether this is the process's shared loop, which never shuts down.
     var isShared: Bool { get }
@@ -35,7 +33,6 @@ package protocol AlgebraRuntime: Sendable {
     static func shutDown(_ scheduler: String) -> any Error
 }
 
-/// The runtime the algebra runs in.
 package enum Runtime {
     /// The provider, looked up once (its metadata is registered when its image loads).
     package static let provider: any AlgebraRuntime.Type = {

@@ -41,7 +41,6 @@ open class Scheduler: @unchecked Sendable {
 
     /// `schedule(_:)`, except that a loop that has shut down drops the work silently (for the
     /// library's bookkeeping hops); false when dropped.
-    ///
     /// Thread rule: safe from any thread.
     @discardableResult
     package final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool {

@@ -28,11 +28,7 @@ public struct SchedulerBound<Value>: @unchecked Sendable {
         init(_ value: consuming Value) { self.value = value }
     }
 
-    /// Binds `value` to `scheduler`.
-    ///
-    /// - Parameters:
-    ///   - value: The initial value.
-    ///   - scheduler: Where the value may be read and written.
+    /// Binds `value` to `scheduler`, where alone it may be read and written.
     ///
     /// Thread rule: safe from any thread.
     public init(_ value: consuming Value, on scheduler: Scheduler) {

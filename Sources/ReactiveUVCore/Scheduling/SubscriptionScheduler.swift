@@ -1,5 +1,4 @@
 /// RAC's subscription scheduler: now on a thread with a current scheduler, else on `EventLoop.shared`.
-///
 /// Thread rule: safe from any thread.
 final class SubscriptionScheduler: Scheduler, @unchecked Sendable {
     // Sendable: no stored state.

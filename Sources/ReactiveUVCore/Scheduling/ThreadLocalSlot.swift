@@ -3,7 +3,6 @@ import CReactiveUVThreadLocal
 /// One per-thread object pointer (unretained) in a C `__thread` variable: the key behind
 /// `EventLoop.current` and `Scheduler.current`, read in one load on every event. The owner clears
 /// it before the object can die.
-///
 /// Thread rule: safe from any thread; each thread sees and sets only its own value.
 @usableFromInline
 package struct ThreadLocalSlot: Sendable {
@@ -14,13 +13,11 @@ package struct ThreadLocalSlot: Sendable {
         self.isLoop = isLoop
     }
 
-    /// The calling thread's value, or nil.
     @inlinable
     package var value: UnsafeMutableRawPointer? {
         isLoop ? reactiveuv_current_loop() : reactiveuv_current_scheduler()
     }
 
-    /// Sets the calling thread's value.
     @inlinable
     package func set(_ pointer: UnsafeMutableRawPointer?) {
         if isLoop {
@@ -31,7 +28,6 @@ package struct ThreadLocalSlot: Sendable {
     }
 }
 
-/// The process-wide thread-local slots.
 @usableFromInline
 package enum ThreadLocals {
     /// The scheduler current on this thread (a loop on its own thread, or a `TestScheduler` running work).
