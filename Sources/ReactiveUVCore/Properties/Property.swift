@@ -36,10 +36,6 @@ public final class Property<Value>: @unchecked Sendable {
 
     /// A property that starts at `initial` and takes each value of `source` (subscribed now, for the property's lifetime).
     ///
-    /// - Parameters:
-    ///   - initial: The value until `source` sends one.
-    ///   - source: The values that follow.
-    ///
     /// Thread rule: safe from any thread.
     public init(initial: Value, then source: Signal<Value>) {
         let storage = MutableProperty(initial)
