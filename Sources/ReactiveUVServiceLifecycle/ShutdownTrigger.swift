@@ -2,7 +2,6 @@ import Foundation
 
 /// A one-shot event one task waits for, fired by the first of graceful shutdown, cancellation or
 /// a loop's shutdown.
-///
 /// Thread rule: `fire()` from any thread; `wait()` from one task.
 final class ShutdownTrigger: @unchecked Sendable {
     // Sendable: `lock` guards `state` (an NSLock, which the thread sanitizer sees, unlike Mutex on Linux).
