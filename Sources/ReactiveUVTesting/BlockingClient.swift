@@ -8,6 +8,9 @@ import Glibc
 /// only sends, as a socket allows); never from a loop thread, where it would block the loop.
 public final class BlockingClient: @unchecked Sendable {
     // Sendable: `descriptor` is immutable; `closed` is behind its own lock; the kernel serialises the socket calls.
+    /// The connected socket, for options and calls this type does not wrap.
+    ///
+    /// Thread rule: use from one thread at a time.
     public let descriptor: Int32
     private let closed = Locked(false)
 

@@ -7,6 +7,7 @@ import ReactiveUV
 /// Thread rule: safe from any thread.
 public final class EventRecorder<Value>: @unchecked Sendable {
     // Sendable: `lock` guards `state`; `notifier` is thread-safe; `subscription` is written once, before the recorder is shared.
+    /// One recorded event.
     public struct Recorded: CustomStringConvertible {
         /// The time on the current scheduler's clock when it arrived (virtual time on a `TestScheduler`).
         public let time: SchedulerInstant

@@ -12,6 +12,7 @@ import XCTest
 /// Thread rule: use from the test's thread (not the loop's).
 public final class LoopHarness: @unchecked Sendable {
     // Sendable: `lock` guards the recorders and the report; `loop` and `timeout` are immutable.
+    /// The loop the test runs on.
     public let loop: EventLoop
     /// The default deadline for waits.
     public let timeout: Duration

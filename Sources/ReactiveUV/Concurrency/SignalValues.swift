@@ -69,6 +69,7 @@ extension Signal where Value: Sendable {
 /// Thread rule: iterate from one task.
 public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
     // Sendable: immutable; the signal is Sendable and the policy a value.
+    /// The element type.
     public typealias Element = Value
     /// The error type.
     public typealias Failure = any Error

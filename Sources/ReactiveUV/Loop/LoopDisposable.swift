@@ -46,6 +46,7 @@ extension LoopDisposable {
 /// Thread rule: loop thread only, except `init`, `dispose()` and `isDisposed`.
 class SubscriberHandle<Value>: LoopHandle, LoopDisposable, @unchecked Sendable {
     // Sendable: `subscriber` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
+    /// Who receives the handle's values; nil once the handle closed.
     final var subscriber: Subscriber<Value>?
     final let disposedFlag = Atomic<Bool>(false)
 

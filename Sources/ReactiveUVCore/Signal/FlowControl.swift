@@ -12,6 +12,7 @@ import Synchronization
 public final class FlowControl: @unchecked Sendable {
     // Sendable: `sourceScheduler`, the closures and `inTransit` are immutable or atomic; the pause
     // state and `appliedRequest` are touched only on `sourceScheduler`'s thread.
+    /// Where the source registered and its closures run; the home may be another loop.
     let sourceScheduler: Scheduler
     private let pauseBody: () -> Void
     private let resumeBody: () -> Void

@@ -12,6 +12,7 @@ import Musl
 @usableFromInline
 package final class Sink<Value>: Observer<Value> {
     // Stored vars are touched only on the thread the chain's end runs on; the rest is immutable.
+    /// A `let`, so a value is delivered without retaining the closure.
     @usableFromInline let next: ((Value) -> Void)?
     @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
     @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?

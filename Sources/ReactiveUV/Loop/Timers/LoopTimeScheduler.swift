@@ -10,6 +10,7 @@
 /// Thread rule: safe from any thread.
 public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
     // Sendable: immutable after init; the loop does its own synchronization.
+    /// The loop whose timers this scheduler uses.
     public let loop: EventLoop
 
     init(loop: EventLoop) {
