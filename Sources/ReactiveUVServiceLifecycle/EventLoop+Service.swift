@@ -1,26 +1,19 @@
 import ReactiveUV
 import ServiceLifecycle
 
-/// An event loop as a swift-service-lifecycle `Service`: a `ServiceGroup` keeps it
-/// running and shuts it down at graceful shutdown (SIGTERM, say) or cancellation.
-///
-/// Importing this module gives `EventLoop` an `async throws` `run()` beside the synchronous one
-/// of owner-thread loops; async code picks the async one, so drive an owner-thread loop from
-/// synchronous code.
+/// An event loop as a swift-service-lifecycle `Service`: a `ServiceGroup` keeps it running and
+/// shuts it down at graceful shutdown or cancellation. Async code picks this `run()` over an
+/// owner-thread loop's synchronous one, so drive such a loop from synchronous code.
 extension EventLoop: Service {
-    /// Waits, without blocking a thread, until graceful shutdown is triggered, the task is
-    /// cancelled or the loop is shut down by someone else; then shuts the loop down with
-    /// `shutdownGracefully()` and returns.
+    /// Waits, without blocking a thread, until graceful shutdown, cancellation or another caller's
+    /// shutdown of the loop; then shuts the loop down with `shutdownGracefully()`.
     ///
-    /// - A loop already shut down returns at once (a loop that could not start
-    ///   throws `EventLoopError.couldNotStart` instead).
-    /// - `EventLoop.shared` is never shut down: `run()` returns at graceful
-    ///   shutdown or cancellation and leaves it running.
-    /// - An owner-thread loop (`EventLoop.onCurrentThread()`) has no thread of its
-    ///   own for the service to keep: `run()` throws `EventLoopServiceError.ownerThreadLoop` at once.
+    /// - A loop already shut down returns at once (one that could not start throws
+    ///   `EventLoopError.couldNotStart`).
+    /// - `EventLoop.shared` is never shut down: `run()` returns and leaves it running.
+    /// - An owner-thread loop throws `EventLoopServiceError.ownerThreadLoop` at once.
     ///
-    /// A `ServiceGroup` shuts its services down in reverse order, so list the loop before the
-    /// services that use it.
+    /// A `ServiceGroup` shuts services down in reverse order: list the loop before those that use it.
     ///
     /// - Throws: `EventLoopServiceError`, or the `EventLoopError` of the shutdown
     ///   (`.calledOnLoopThread` from a task running on this loop, `.loopCloseFailed`).
@@ -37,16 +30,13 @@ extension EventLoop: Service {
 }
 
 extension EventLoopGroup: Service {
-    /// Waits, without blocking a thread, until graceful shutdown is triggered, the task is
-    /// cancelled or one of the loops is shut down by someone else; then shuts every loop
-    /// down with `shutdownGracefully()` and returns.
+    /// Waits, without blocking a thread, until graceful shutdown, cancellation or another caller's
+    /// shutdown of one of the loops; then shuts every loop down with `shutdownGracefully()`.
     ///
-    /// A group whose loops have all shut down returns at once. List the group before the
-    /// services that use it in a `ServiceGroup`, so it stops last.
+    /// A group whose loops have all shut down returns at once. List it before the services that use it.
     ///
     /// - Throws: The first `EventLoopError` of the shutdown, after every loop was shut down
-    ///   (`.couldNotStart` for a loop that never started, `.calledOnLoopThread` from a
-    ///   task running on one of the loops, `.loopCloseFailed`).
+    ///   (`.couldNotStart`, `.calledOnLoopThread` from a task on one of the loops, `.loopCloseFailed`).
     ///
     /// Thread rule: safe from any task except one running on a loop of this group.
     public func run() async throws {
@@ -64,8 +54,7 @@ extension EventLoopGroup: Service {
 ///
 /// Thread rule: a value type; safe from any thread.
 public enum EventLoopServiceError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The loop runs on its owner's thread (`EventLoop.onCurrentThread()`), so there is no
-    /// thread for a service to keep running and shut down.
+    /// The loop runs on its owner's thread, so there is no thread for a service to keep running.
     case ownerThreadLoop(loop: String)
 
     /// A sentence for a human.

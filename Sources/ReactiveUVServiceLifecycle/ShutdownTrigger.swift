@@ -1,14 +1,12 @@
 import Foundation
 
-/// A one-shot event one task waits for: fired by whichever of graceful shutdown,
-/// cancellation or a loop's shutdown comes first; later fires do nothing.
-///
+/// A one-shot event one task waits for, fired by the first of graceful shutdown, cancellation or
+/// a loop's shutdown.
 /// Thread rule: `fire()` from any thread; `wait()` from one task.
 final class ShutdownTrigger: @unchecked Sendable {
-    // `state` is guarded by `lock` (an NSLock: a pthread mutex, which the thread sanitizer sees; it does
-    // not see Synchronization.Mutex's futex on Linux).
+    // Sendable: `lock` guards `state` (an NSLock, which the thread sanitizer sees, unlike Mutex on Linux).
     private enum State {
-        /// Not fired; the continuation of the task waiting, once it waits.
+        /// Not fired; the waiting task's continuation, once it waits.
         case waiting(CheckedContinuation<Void, Never>?)
         case fired
     }

@@ -1,30 +1,24 @@
 import Glibc
 
-/// A plain blocking TCP client on POSIX sockets, connected to 127.0.0.1, for driving a
-/// server from a test thread independently of ReactiveUV's own client.
-///
-/// Every read has a receive timeout, so a server that never answers fails the test
-/// instead of hanging it. Peer faults are one call each: `shutdownWrite()` (FIN),
-/// `reset()` (RST), `close()`.
+/// A plain blocking TCP client on POSIX sockets, connected to 127.0.0.1, for driving a server
+/// from a test thread. Every read has a receive timeout, so a silent server fails the test
+/// instead of hanging it. Peer faults: `shutdownWrite()` (FIN), `reset()` (RST), `close()`.
 ///
 /// Thread rule: use from one thread at a time (one thread may read while another
 /// only sends, as a socket allows); never from a loop thread, where it would block the loop.
 public final class BlockingClient: @unchecked Sendable {
-    // `descriptor` is immutable; `closed` is behind its own lock; the socket calls are the kernel's to serialise.
+    // Sendable: `descriptor` is immutable; `closed` is behind its own lock; the kernel serialises the socket calls.
     /// The connected socket, for options and calls this type does not wrap.
     ///
     /// Thread rule: use from one thread at a time.
     public let descriptor: Int32
     private let closed = Locked(false)
 
-    /// Connects to 127.0.0.1:`port`, then sets a receive timeout so a broken server cannot hang the test.
+    /// Connects to 127.0.0.1:`port`, then sets a receive timeout. `beforeConnect` gets the socket
+    /// first, for options that must precede the handshake (see `shrinkBuffers(_:)`).
     ///
-    /// `beforeConnect` gets the socket first, to set options that must precede the
-    /// handshake (see `shrinkBuffers(_:)`).
-    ///
-    /// - Throws: `BlockingClientError` if `port` is not 0...65535, `receiveTimeout` is
-    ///   negative, or a socket call fails (its `errno` is in the error: `ECONNREFUSED`
-    ///   when nothing listens).
+    /// - Throws: `BlockingClientError` if `port` is not 0...65535, `receiveTimeout` is negative, or a
+    ///   socket call fails (with its `errno`: `ECONNREFUSED` when nothing listens).
     ///
     /// Thread rule: safe from any thread that is no loop's.
     public init(port: Int, receiveTimeout: Duration = .seconds(20), beforeConnect: (Int32) -> Void = { _ in }) throws {
@@ -74,8 +68,8 @@ public final class BlockingClient: @unchecked Sendable {
         try setOption(SO_RCVTIMEO, Self.socketTimeout(duration, for: "receive timeout"), "SO_RCVTIMEO")
     }
 
-    /// Makes a send that cannot progress for `duration` give up (`.zero` waits for ever):
-    /// `send(_:_:)` then returns short, which is how a test sees that flow control stopped it.
+    /// Makes a send that cannot progress for `duration` give up (`.zero` waits for ever): `send(_:_:)`
+    /// then returns short, which is how a test sees flow control stop it.
     ///
     /// - Throws: `BlockingClientError` for a negative duration or a failed `setsockopt`.
     ///
@@ -208,7 +202,7 @@ public final class BlockingClient: @unchecked Sendable {
         }
     }
 
-    /// Reads until the connection ends, and says how it ended (a timeout is not an end: it is reported as such).
+    /// Reads until the connection ends, and says how it ended (or that it timed out).
     ///
     /// Thread rule: use from one thread at a time.
     public func receiveUntilEnd() -> (bytes: [UInt8], end: ReadEnd) {
@@ -231,8 +225,8 @@ public final class BlockingClient: @unchecked Sendable {
     /// Thread rule: use from one thread at a time.
     public func shutdownWrite() { Glibc.shutdown(descriptor, Int32(SHUT_WR)) }
 
-    /// Closes with RST (`SO_LINGER` 0): whatever is in flight is dropped and the peer sees `ECONNRESET`.
-    /// Does nothing once the client is closed.
+    /// Closes with RST (`SO_LINGER` 0): in-flight data is dropped and the peer sees `ECONNRESET`.
+    /// Does nothing once closed.
     ///
     /// Thread rule: safe from any thread.
     public func reset() {
@@ -242,8 +236,8 @@ public final class BlockingClient: @unchecked Sendable {
         Glibc.close(descriptor)
     }
 
-    /// Closes normally (FIN). Does nothing once the client is closed, so a second close
-    /// cannot close a descriptor another thread has since been given.
+    /// Closes normally (FIN). Does nothing once closed, so a second close cannot close a descriptor
+    /// another thread has since been given.
     ///
     /// Thread rule: safe from any thread.
     public func close() {
@@ -251,9 +245,8 @@ public final class BlockingClient: @unchecked Sendable {
         Glibc.close(descriptor)
     }
 
-    /// Makes the peer's sending slow and this socket's kernel buffering small: a 1,000-byte
-    /// MSS (the peer's send buffer grows per segment, so it stays small) and the smallest
-    /// receive buffer. Pass as `beforeConnect`; echoed bytes then queue in the server.
+    /// Makes the peer's sending slow and this socket's buffering small (a 1,000-byte MSS, the
+    /// smallest receive buffer). Pass as `beforeConnect`; echoed bytes then queue in the server.
     ///
     /// Thread rule: safe from any thread, on a socket not yet connected.
     public static func shrinkBuffers(_ descriptor: Int32) {
@@ -310,10 +303,9 @@ public struct BlockingClientError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// A port on 127.0.0.1 where nothing listens now (bound, read, and closed again), for tests
-/// that need a refused connection or a port to listen on.
+/// A port on 127.0.0.1 where nothing listens now (bound, read, and closed again), for a refused
+/// connection or a port to listen on.
 ///
-/// - Returns: The port.
 /// - Throws: `BlockingClientError` when no socket could be made or bound.
 ///
 /// Thread rule: safe from any thread.

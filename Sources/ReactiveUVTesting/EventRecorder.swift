@@ -1,14 +1,12 @@
 import Foundation
 import ReactiveUV
 
-/// Subscribes to a signal and records every event with its time and the scheduler it arrived on.
-///
-/// Assert a signal's whole history (values, terminal event, and when each happened), and wait
-/// for events with a deadline instead of sleeping.
+/// Subscribes to a signal and records every event with its time and the scheduler it arrived on,
+/// to assert a signal's whole history and wait for events with a deadline instead of sleeping.
 ///
 /// Thread rule: safe from any thread.
 public final class EventRecorder<Value>: @unchecked Sendable {
-    // `state` is protected by `lock`; `notifier` is thread-safe; `subscription` is written once, before the recorder is shared.
+    // Sendable: `lock` guards `state`; `notifier` is thread-safe; `subscription` is written once, before the recorder is shared.
     /// One recorded event.
     public struct Recorded: CustomStringConvertible {
         /// The time on the current scheduler's clock when it arrived (virtual time on a `TestScheduler`).
@@ -43,14 +41,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// A label used in timeout messages.
     public let label: String
 
-    /// Subscribes to `signal` from the calling thread and starts recording.
-    ///
-    /// The subscription's home is the calling thread's current scheduler, else `EventLoop.shared`.
-    ///
-    /// - Parameters:
-    ///   - signal: The signal to record.
-    ///   - label: A name for messages; defaults to the signal's name.
-    /// - Returns: A recorder that is subscribed.
+    /// Subscribes to `signal` from the calling thread (home: its current scheduler, else
+    /// `EventLoop.shared`) and starts recording; `label` names it in messages (default: the signal's name).
     ///
     /// Thread rule: safe from any thread.
     public init(_ signal: Signal<Value>, label: String? = nil) {
@@ -67,8 +59,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
                              event: event,
                              loopName: EventLoop.current?.name,
                              onHomeThread: home.map { $0.isCurrent } ?? (EventLoop.current === EventLoop.shared))
-        // Another thread inside a delivery means two events overlapped; nesting on the same thread
-        // is a re-entrant send, which is allowed.
+        // Another thread inside a delivery means two events overlapped; nesting on one thread is a
+        // re-entrant send, which is allowed.
         let me = pthread_self()
         lock.lock()
         if let other = state.deliveringThread, pthread_equal(other, me) == 0 { state.overlapped = true }
@@ -90,8 +82,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public func dispose() { subscription?.dispose() }
 
-    /// Disposes the subscription, then waits, without blocking a thread, for a callback of it
-    /// still running on another thread: once this returns, nothing more is recorded.
+    /// Disposes the subscription, then waits, without blocking a thread, for a callback still running
+    /// on another thread: once this returns, nothing more is recorded.
     ///
     /// Thread rule: safe from any task.
     public func disposeAndWait() async { await subscription?.disposeAndWait() }
@@ -126,13 +118,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var sawConcurrentDelivery: Bool { lock.withLock { state.overlapped } }
 
-    /// Waits until `condition` holds for the events recorded so far, or throws at the deadline.
-    ///
-    /// - Parameters:
-    ///   - what: What is awaited, for the message.
-    ///   - timeout: The deadline from now.
-    ///   - condition: Checked after every event.
-    /// - Throws: `WaitTimeout` naming `what` and the events seen.
+    /// Waits until `condition` holds for the events recorded so far (checked after every event), or
+    /// throws `WaitTimeout` naming `what` and the events seen.
     ///
     /// Thread rule: any thread except the one delivering the events.
     public func wait(for what: String, timeout: Duration = LoopHarness.defaultTimeout, until condition: ([Event<Value>]) -> Bool) throws {
@@ -142,12 +129,8 @@ public final class EventRecorder<Value>: @unchecked Sendable {
         }
     }
 
-    /// Waits until at least `count` values arrived.
+    /// Waits until at least `count` values arrived; returns the values so far.
     ///
-    /// - Parameters:
-    ///   - count: How many values.
-    ///   - timeout: The deadline from now.
-    /// - Returns: The values so far.
     /// - Throws: `WaitTimeout`, also if the signal ended with fewer values.
     ///
     /// Thread rule: any thread except the one delivering the events.
@@ -164,11 +147,7 @@ public final class EventRecorder<Value>: @unchecked Sendable {
         return values
     }
 
-    /// Waits for the terminal event (error or completion).
-    ///
-    /// - Parameter timeout: The deadline from now.
-    /// - Returns: The terminal event.
-    /// - Throws: `WaitTimeout`.
+    /// Waits for the terminal event (error or completion) and returns it, or throws `WaitTimeout`.
     ///
     /// Thread rule: any thread except the one delivering the events.
     @discardableResult

@@ -1,13 +1,11 @@
 import Foundation
 
-/// A value behind a lock, shareable between a test's thread, loop threads and client threads.
-///
-/// An `NSLock`, which the thread sanitizer sees (`Synchronization.Mutex` is invisible to it on
-/// Linux). Keep `withLock`'s body to reading or changing the value: never call out from it.
+/// A value behind an `NSLock` (which the thread sanitizer sees, unlike `Mutex` on Linux),
+/// shareable between a test's thread, loop threads and client threads.
 ///
 /// Thread rule: safe from any thread.
 public final class Locked<Value>: @unchecked Sendable {
-    // `value` is protected by `lock`.
+    // Sendable: `lock` guards `value`.
     private let lock = NSLock()
     private var value: Value
 
@@ -16,7 +14,7 @@ public final class Locked<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public init(_ value: Value) { self.value = value }
 
-    /// Runs `body` with the value, holding the lock; what `body` returns is returned.
+    /// Runs `body` with the value, holding the lock; keep it to reading or changing the value.
     ///
     /// Thread rule: safe from any thread; `body` must not take this lock again.
     public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
@@ -25,9 +23,8 @@ public final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
-    /// A copy of the value, read under the lock; setting it replaces the value under the lock.
-    ///
-    /// Read-modify-write through `current` takes the lock twice: use `withLock` for that.
+    /// A copy of the value, read under the lock; setting it replaces the value under the lock (use
+    /// `withLock` for a read-modify-write).
     ///
     /// Thread rule: safe from any thread.
     public var current: Value {

@@ -4,39 +4,28 @@ import XCTest
 
 /// Runs a test on a fresh event loop and checks, at the end, that it left nothing open.
 ///
-/// - `record(_:)` subscribes to a signal on the loop's thread and records its events;
-/// - `onLoop(_:)` runs code on the loop's thread and waits for it (with a deadline);
-/// - `wait(for:until:)` waits for any condition with a deadline, failing with a
-///   message that names what it waited for;
-/// - `finish()` disposes every recorder, lets the loop run what that queued,
-///   lists the handles still open (none may be), shuts the loop down and
-///   checks `uv_loop_close` returned 0.
-///
-/// `LoopHarness.run { harness in ... }` does all of it and reports problems
-/// with `XCTFail`.
+/// `record(_:)` records a signal subscribed on the loop's thread; `onLoop(_:)` runs code there
+/// and waits; `wait(for:until:)` waits for a condition; `finish()` disposes every recorder, lists
+/// the handles still open (none may be), shuts the loop down and checks `uv_loop_close` returned 0.
+/// `LoopHarness.run { harness in ... }` does all of it and reports problems with `XCTFail`.
 ///
 /// Thread rule: use from the test's thread (not the loop's).
 public final class LoopHarness: @unchecked Sendable {
-    // `recorders` and `finished` are protected by `lock`; `loop` and `timeout` are immutable.
+    // Sendable: `lock` guards the recorders and the report; `loop` and `timeout` are immutable.
     /// The loop the test runs on.
     public let loop: EventLoop
     /// The default deadline for waits.
     public let timeout: Duration
 
-    /// The deadline every wait of the testing library takes unless told otherwise: 60 seconds, a
-    /// hang guard long enough that a busy machine never reaches it when the awaited thing happens.
+    /// The deadline every wait of the testing library takes unless told otherwise: a 60-second hang
+    /// guard a busy machine never reaches when the awaited thing happens.
     ///
     /// Thread rule: safe from any thread.
     public static let defaultTimeout: Duration = .seconds(60)
     private let lock = Locked<(recorders: [any Disposable], report: HarnessReport?)>(([], nil))
 
-    /// Starts a fresh loop for one test.
-    ///
-    /// - Parameters:
-    ///   - name: The loop's name.
-    ///   - timeout: The default deadline for waits.
-    ///   - metrics: The loop's metrics (see `LoopMetrics`); nil uses `LoopMetrics.default`.
-    /// - Returns: A harness; call `finish()` at the end (or use `run`).
+    /// Starts a fresh loop named `name` for one test, `timeout` the default deadline for its waits
+    /// (`metrics` nil: `LoopMetrics.default`); call `finish()` at the end (or use `run`).
     ///
     /// Thread rule: safe from any thread.
     public init(name: String = "harness", timeout: Duration = LoopHarness.defaultTimeout, metrics: LoopMetrics? = nil) {
@@ -49,16 +38,11 @@ public final class LoopHarness: @unchecked Sendable {
         if lock.withLock({ $0.report == nil }) { _ = finish() }
     }
 
-    /// Runs `body` on a fresh loop, then checks for leaks; every problem becomes an `XCTFail`.
+    /// Runs `body` on a fresh loop, then checks for leaks; every problem, and an error `body`
+    /// throws, becomes an `XCTFail`.
     ///
-    /// Errors thrown by `body` (for example a `WaitTimeout`) are reported too.
+    /// `timeout` and `metrics` are as in `init`; `file` and `line` place the failures.
     ///
-    /// - Parameters:
-    ///   - timeout: The default deadline for waits.
-    ///   - metrics: The loop's metrics (see `LoopMetrics`); nil uses `LoopMetrics.default`.
-    ///   - file: The test's file, for failure reports.
-    ///   - line: The test's line, for failure reports.
-    ///   - body: The test.
     /// - Returns: The report (also checked).
     ///
     /// Thread rule: call from the test's thread.
@@ -83,12 +67,8 @@ public final class LoopHarness: @unchecked Sendable {
         return report
     }
 
-    /// Subscribes to `signal` on the loop's thread (so the loop is its home) and records it.
+    /// Subscribes to `signal` on the loop's thread (its home) and records it; `finish()` disposes it.
     ///
-    /// - Parameters:
-    ///   - signal: The signal.
-    ///   - label: A name for messages.
-    /// - Returns: The recorder; `finish()` disposes it.
     /// - Throws: `WaitTimeout` if the loop does not answer in time.
     ///
     /// Thread rule: call from the test's thread.
@@ -104,7 +84,6 @@ public final class LoopHarness: @unchecked Sendable {
     /// - Parameters:
     ///   - timeout: The deadline; the harness default when nil.
     ///   - body: The code to run on the loop.
-    /// - Returns: What `body` returned.
     /// - Throws: What `body` threw, `WaitTimeout` at the deadline, or `EventLoopError` after shutdown.
     ///
     /// Thread rule: call from the test's thread.
@@ -127,24 +106,16 @@ public final class LoopHarness: @unchecked Sendable {
         return try outcome.get().value
     }
 
-    /// Waits until `condition` is true, checking it every millisecond, or throws at the deadline.
-    ///
-    /// - Parameters:
-    ///   - what: What is awaited, for the message.
-    ///   - timeout: The deadline; the harness default when nil.
-    ///   - condition: Checked on the calling thread.
-    /// - Throws: `WaitTimeout` naming `what`.
+    /// Waits until `condition` (checked on the calling thread every millisecond) is true, or throws
+    /// `WaitTimeout` naming `what` at the deadline (the harness default when nil).
     ///
     /// Thread rule: call from the test's thread.
     public func wait(for what: String, timeout: Duration? = nil, until condition: () -> Bool) throws {
         try waitFor(what, timeout: timeout ?? self.timeout, observed: "the condition was still false", condition)
     }
 
-    /// Disposes every recorder, lists the handles left open, shuts the loop down and reports.
-    ///
-    /// Calling it again returns the first report.
-    ///
-    /// - Returns: What was left open and what `uv_loop_close` returned.
+    /// Disposes every recorder, lists the handles left open, shuts the loop down and reports what
+    /// was left open and what `uv_loop_close` returned. Calling it again returns the first report.
     ///
     /// Thread rule: call from the test's thread.
     public func finish() -> HarnessReport {
@@ -211,7 +182,7 @@ public struct HarnessReport: Sendable {
 
 /// Disposes a recorder through a closure (recorders are generic).
 private final class RecorderDisposer: Disposable, @unchecked Sendable {
-    // `action` is immutable; the recorder's dispose is thread-safe.
+    // Sendable: `action` is immutable and thread-safe; `done` is locked.
     private let action: () -> Void
     private let done = Locked(false)
     init(_ action: @escaping () -> Void) { self.action = action }
@@ -224,7 +195,7 @@ private final class RecorderDisposer: Disposable, @unchecked Sendable {
 
 /// Moves a value between the test thread and the loop thread, which run one after the other here.
 struct UnsafeTransfer<Wrapped>: @unchecked Sendable {
-    // Safe because the harness waits for the loop to finish with the value before using it.
+    // Sendable: the harness waits for the loop to finish with the value before using it.
     var value: Wrapped
     init(_ value: Wrapped) { self.value = value }
 }

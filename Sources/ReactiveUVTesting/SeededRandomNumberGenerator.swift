@@ -1,8 +1,7 @@
 /// A random number generator whose whole sequence follows from its seed, so a test that draws from it replays exactly.
 ///
-/// Give it to what takes a generator, such as a jittered `Backoff`, to make a test on virtual
-/// time exact: the same seed gives the same numbers, on every run and every machine. It is
-/// SplitMix64 (Steele, Lea and Flood's mixer of a counter): fast and well spread, not for secrets.
+/// Give it to what takes a generator, such as a jittered `Backoff`, to make a test on virtual time
+/// exact on every run and machine. SplitMix64: well spread, not for secrets.
 ///
 /// ```swift
 /// let backoff = Backoff.exponential(initial: .milliseconds(100), maximum: .seconds(5),
@@ -23,9 +22,7 @@ public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable {
         counter = seed
     }
 
-    /// The next number of the sequence.
-    ///
-    /// - Returns: 64 random bits.
+    /// The next 64 random bits of the sequence.
     ///
     /// Thread rule: on the thread that holds this copy.
     public mutating func next() -> UInt64 {

@@ -3,16 +3,13 @@ import ReactiveUV
 
 /// A scheduler on a virtual clock, for testing operators without real time (RAC's `RACTestScheduler`).
 ///
-/// Work runs only when the test advances the clock (`advance(by:)`,
-/// `advance(to:)`, `run()`, `step()`), on the calling thread, in deadline
-/// order; work with the same deadline runs in submission order. While it
-/// runs work, the scheduler is `Scheduler.current`, so subscriptions made
-/// inside take it as their home and their timers run on virtual time too.
-/// Use `performAsCurrent(_:)` to subscribe from the test body itself.
+/// Work runs only when the test advances the clock, on the calling thread, in deadline order (same
+/// deadline: submission order). While it runs work it is `Scheduler.current`, so subscriptions made
+/// inside live on virtual time too; `performAsCurrent(_:)` does the same for the test body.
 ///
 /// Thread rule: scheduling is safe from any thread; advancing runs work on the calling thread.
 public final class TestScheduler: Scheduler, @unchecked Sendable {
-    // `state` is protected by its lock; work runs outside it.
+    // Sendable: `state` is behind its lock; work runs outside it.
     private struct Item {
         let deadline: UInt64
         let sequence: UInt64
@@ -40,10 +37,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
 
     private let state: Locked<State>
 
-    /// Creates a scheduler whose clock starts at `start` (zero by default).
-    ///
-    /// - Parameter start: The initial virtual time.
-    /// - Returns: A scheduler with no work queued.
+    /// Creates a scheduler whose clock starts at `start` (zero by default), with no work queued.
     ///
     /// Thread rule: safe from any thread.
     public init(start: SchedulerInstant = SchedulerInstant(nanoseconds: 0)) {
@@ -61,9 +55,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public override var schedulerDescription: String { "test scheduler" }
 
-    /// Queues `work` at the current virtual time.
-    ///
-    /// - Returns: A disposable that cancels it.
+    /// Queues `work` at the current virtual time; the disposable cancels it.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -71,12 +63,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         enqueue(delay: 0, interval: 0, work)
     }
 
-    /// Queues `work` at now + `delay` (virtual time; negative counts as zero).
-    ///
-    /// - Parameters:
-    ///   - delay: The virtual delay.
-    ///   - work: The work.
-    /// - Returns: A disposable that cancels it.
+    /// Queues `work` at now + `delay` (virtual time; negative counts as zero); the disposable cancels it.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -84,14 +71,8 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         enqueue(delay: delay.clampedNanoseconds, interval: 0, work)
     }
 
-    /// Queues `work` at now + `delay` and then every `interval` of virtual time, without drift.
-    ///
-    /// - Parameters:
-    ///   - delay: The virtual delay before the first run.
-    ///   - interval: The virtual time between runs (at least 1 ns).
-    ///   - leeway: Ignored.
-    ///   - work: The work.
-    /// - Returns: A disposable that stops it.
+    /// Queues `work` at now + `delay`, then every `interval` (at least 1 ns) of virtual time, without
+    /// drift; `leeway` is ignored. The disposable stops it.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -127,18 +108,13 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
 
     /// Runs `body` with this scheduler as `Scheduler.current`, so subscriptions made in it live on virtual time.
     ///
-    /// - Parameter body: The code to run.
-    /// - Returns: What `body` returns.
-    ///
     /// Thread rule: on the thread that advances this scheduler.
     @discardableResult
     public func performAsCurrent<R>(_ body: () throws -> R) rethrows -> R {
         try runAsCurrentScheduler { () throws -> R in try body() }
     }
 
-    /// Moves the clock forward by `duration`, running every item due on the way, in order.
-    ///
-    /// - Parameter duration: How far to advance (negative counts as zero).
+    /// Moves the clock forward by `duration` (negative counts as zero), running every item due on the way, in order.
     ///
     /// Thread rule: runs work on the calling thread.
     public func advance(by duration: Duration) {
@@ -149,9 +125,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         advance(to: SchedulerInstant(nanoseconds: target))
     }
 
-    /// Moves the clock forward to `instant`, running every item due up to it, in order.
-    ///
-    /// - Parameter instant: The new virtual time (ignored if earlier than now).
+    /// Moves the clock forward to `instant` (ignored if earlier than now), running every item due up to it, in order.
     ///
     /// Thread rule: runs work on the calling thread.
     public func advance(to instant: SchedulerInstant) {
@@ -159,13 +133,8 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         state.withLock { s in if s.now < instant.nanoseconds { s.now = instant.nanoseconds } }
     }
 
-    /// Runs items until none is left, moving the clock to each one's deadline.
-    ///
-    /// Repeating work would never finish, so at most `limit` items run; if the
-    /// limit is reached the remaining work stays queued.
-    ///
-    /// - Parameter limit: The most items to run.
-    /// - Returns: How many items ran.
+    /// Runs items until none is left, moving the clock to each one's deadline; at most `limit`
+    /// (repeating work never ends), the rest staying queued. Returns how many ran.
     ///
     /// Thread rule: runs work on the calling thread.
     @discardableResult
@@ -175,10 +144,8 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
         return count
     }
 
-    /// Runs the next `count` items (RAC's `step:`), moving the clock to each one's deadline.
-    ///
-    /// - Parameter count: How many items to run.
-    /// - Returns: How many ran (fewer if the queue emptied).
+    /// Runs the next `count` items (RAC's `step:`), moving the clock to each one's deadline; returns
+    /// how many ran (fewer if the queue emptied).
     ///
     /// Thread rule: runs work on the calling thread.
     @discardableResult
@@ -215,7 +182,7 @@ public final class TestScheduler: Scheduler, @unchecked Sendable {
 
     /// Cancels one queued item.
     private final class Token: Disposable, @unchecked Sendable {
-        // `cancelled` is protected by its lock.
+        // Sendable: `cancelled` is behind its lock.
         private let cancelled = Locked(false)
         func dispose() { cancelled.withLock { $0 = true } }
         var isDisposed: Bool { cancelled.withLock { $0 } }

@@ -1,35 +1,29 @@
 import Foundation
 import ReactiveUV
 
-/// A wait that reached its deadline: the harness's name for `TimeoutError`, which the library,
-/// its operators and these waits share. Its `operation` names what the test waited for ("3
-/// value(s) from ticks"), `timeout` how long, and `observed` what had happened by the deadline.
+/// A wait that reached its deadline: the harness's name for `TimeoutError`. Its `operation` names
+/// what the test waited for, `timeout` how long, and `observed` what had happened by then.
 ///
 /// Thread rule: a value type; safe from any thread.
 public typealias WaitTimeout = TimeoutError
 
 extension TimeoutError {
-    /// Creates the error a harness wait throws at its deadline (the `WaitTimeout` spelling).
-    ///
-    /// - Parameters:
-    ///   - waitingFor: What the test was waiting for ("3 values", "completion").
-    ///   - timeout: How long it waited.
-    ///   - observed: What had happened by the deadline.
+    /// Creates the error a harness wait throws at its deadline: what the test was `waitingFor`
+    /// ("3 values"), for how long, and what was `observed` by then.
     ///
     /// Thread rule: safe from any thread.
     public init(waitingFor: String, timeout: Duration, observed: String) {
         self.init(operation: waitingFor, after: timeout, observed: observed)
     }
 
-    /// What the test was waiting for: `operation` under the name `WaitTimeout` used.
+    /// What the test was waiting for (`operation`).
     ///
     /// Thread rule: safe from any thread.
     public var waitingFor: String { operation }
 }
 
-/// Waits until `condition` holds, checking it about every millisecond on the calling thread.
-///
-/// For state no recorder sees (a counter a callback bumps, a client thread's result).
+/// Waits until `condition` holds, checking it about every millisecond on the calling thread, for
+/// state no recorder sees (a counter a callback bumps, a client thread's result).
 ///
 /// - Parameters:
 ///   - what: What is awaited, for the message ("the server to listen").
@@ -53,7 +47,7 @@ public func waitFor(_ what: String, timeout: Duration, observed: @autoclosure ()
 
 /// A condition variable with deadline waits on the monotonic clock.
 final class Notifier: @unchecked Sendable {
-    // NSCondition is itself thread-safe.
+    // Sendable: NSCondition is itself thread-safe.
     private let condition = NSCondition()
 
     func notifyAll() {

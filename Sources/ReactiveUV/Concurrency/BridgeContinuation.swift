@@ -1,12 +1,8 @@
-/// The continuation the async bridges (`values`, `first()`/`last()`/`collect()`) suspend a task on.
-///
-/// Each bridge resumes its continuation exactly once: whoever resumes it takes it out of the
-/// bridge's state under the bridge's lock first. So release builds use an unsafe continuation: a
-/// checked one allocates its checker for every wait. Debug builds, where the tests and the sanitizers run, use a checked one:
-/// a misuse traps there, and the thread sanitizer sees its synchronization. An unsafe continuation
-/// resumed from another thread before its task reached the await is ordered by an atomic inside
-/// the (uninstrumented) concurrency runtime, which the sanitizer cannot see: it reported the
-/// task's next write to its frame as a race with the resumer's read.
+/// The continuation the async bridges suspend a task on. Each bridge resumes it exactly once,
+/// taking it out of its state under its lock first, so release builds use an unsafe one (no
+/// checker per wait). Debug builds, where tests and sanitizers run, use a checked one: misuse
+/// traps, and the thread sanitizer sees its synchronization (an unsafe continuation's ordering
+/// lives in the uninstrumented runtime, which it reports as a race).
 #if DEBUG
 typealias BridgeContinuation<T> = CheckedContinuation<T, any Error>
 #else
@@ -14,11 +10,6 @@ typealias BridgeContinuation<T> = UnsafeContinuation<T, any Error>
 #endif
 
 /// Suspends the task on a `BridgeContinuation` that `body` hands to whoever will resume it.
-///
-/// - Parameters:
-///   - isolation: Where the task waits (the caller's isolation).
-///   - body: Called at once with the continuation.
-/// - Returns: What the continuation was resumed with.
 @inline(__always)
 func withBridgeContinuation<T>(
     isolation: isolated (any Actor)? = #isolation, _ body: (BridgeContinuation<T>) -> Void

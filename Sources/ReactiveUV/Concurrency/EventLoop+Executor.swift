@@ -6,33 +6,18 @@ import Musl
 #endif
 
 /// An event loop is a serial executor (an actor can run on it) and a task executor
-/// (`Task(executorPreference: loop)` runs its code on the loop thread).
+/// (`Task(executorPreference: loop)` runs its code on the loop thread). Jobs run on the loop
+/// thread in the order enqueued.
 ///
-/// Jobs go through the loop's run queues as they are, with no closure or other
-/// allocation per job, and each runs on the loop thread in the order it was enqueued.
-///
-/// The two roles have two identities. As a task executor the loop is itself; as a
-/// serial executor it is `LoopSerialExecutor`, an object of its own, because Swift
-/// calls one `enqueue` for both roles and the two kinds of job must run differently
-/// (see `runJob`): a task's nonisolated code continues inline across its awaits, and
-/// actors on one loop call each other inline.
+/// As a serial executor it is `LoopSerialExecutor`, an identity of its own: Swift calls one
+/// `enqueue` for both roles, and the two kinds of job run differently (see `runJob`).
 extension EventLoop: SerialExecutor, TaskExecutor {
     /// Runs a job on the loop thread, as the job of a task that prefers this loop.
     ///
-    /// Swift calls this for tasks created with `Task(executorPreference: loop)` or inside
-    /// `withTaskExecutorPreference(loop)`. Actors on the loop use `asUnownedSerialExecutor()`,
-    /// whose jobs come through `LoopSerialExecutor` instead.
-    ///
-    /// While the loop is shutting down its thread still takes jobs. Once it has
-    /// closed, a job cannot be dropped (its task would never resume) and the
-    /// thread is gone: late jobs then run on a thread of their own, started for
-    /// them and ending when none is left, one at a time in order (the isolation
-    /// checks accept that thread while it runs them), and a message says so.
-    /// Never on the thread that enqueued them: that thread may be resuming a
-    /// continuation under a lock, or cancelling the task (Swift runs the
-    /// cancellation handler under the task's own lock).
-    ///
-    /// - Parameter job: The job.
+    /// Once the loop has closed, a job cannot be dropped (its task would never resume): late jobs
+    /// run serially on a thread started for them (the isolation checks accept it) and a message
+    /// says so. Never on the enqueuing thread, which may hold a lock (Swift runs a cancellation
+    /// handler under the task's lock).
     ///
     /// Thread rule: safe from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -47,18 +32,10 @@ extension EventLoop: SerialExecutor, TaskExecutor {
 
     /// Runs a job on the calling thread, as the executor it was enqueued on asks.
     ///
-    /// Swift runs code inline, with no hop through the queue, only when the serial
-    /// executor *and* the task executor it is running with are the ones the code
-    /// needs (`swift_task_switch`). A task's job (`enqueue(_:)`, a task that prefers
-    /// this loop) asks for nonisolated code on this loop: it runs with this loop as
-    /// its task executor and no serial executor, so every nonisolated async call and
-    /// every return from an `await` in that task continues inline. (Run isolated to
-    /// the loop's serial executor as well, each of them would go through the loop's
-    /// queue once more.) An actor's job
-    /// (`LoopSerialExecutor`) runs isolated to the loop's serial executor with no task
-    /// executor, as Swift runs actors' jobs, so actors on one loop call each other
-    /// inline; a task that prefers the loop enters such an actor through the queue and
-    /// returns the same way (code isolated to the loop, `loop.task`, enters it inline).
+    /// Swift runs code inline only when both the serial and the task executor match what it needs.
+    /// A task's job runs with this loop as task executor and no serial executor, so its
+    /// nonisolated calls and returns from `await` continue inline. An actor's job runs isolated to
+    /// the serial executor with no task executor, so actors on one loop call each other inline.
     @inline(__always)
     func runJob(_ job: UnownedJob, asTaskJob: Bool) {
         if asTaskJob {
@@ -68,17 +45,15 @@ extension EventLoop: SerialExecutor, TaskExecutor {
         }
     }
 
-    /// A job for a loop that has closed: queued for the late jobs' thread, serially with the loop's other late jobs.
+    /// A job for a loop that has closed: queued for the late jobs' thread, serially with the others.
     ///
-    /// It never runs here, inside `enqueue`: whoever resumes a task expects `resume` to return
-    /// before the task goes on. Run inline, a task cancelled while it waited on a bridge ran to its
-    /// end inside its own cancellation handler, under its status lock, and freed the bridge that
-    /// handler was still using (a crash, in release and debug builds).
+    /// Never run here, inside `enqueue`: a resumer expects `resume` to return before the task goes
+    /// on (run inline, a task cancelled while waiting on a bridge would free the bridge its
+    /// cancellation handler still uses).
     @inline(never)
     private func runLate(_ job: UnownedJob, asTaskJob: Bool) {
         guard lateJobs.push(job, asTaskJob: asTaskJob, loopName: name) else { return }  // the drain under way runs it
-        // The closure holds the loop until the drain is over: a late job may drop the program's last
-        // reference to it (its task finishes, and the program with it lets go of the loop).
+        // The closure holds the loop until the drain is over: a late job may drop its last reference.
         runOnNewThread { [self] in
             lateJobs.beginDraining()
             while let next = lateJobs.next() {
@@ -87,15 +62,11 @@ extension EventLoop: SerialExecutor, TaskExecutor {
         }
     }
 
-    /// This loop's serial executor, for an actor's `unownedExecutor`: the actor's code
-    /// then runs on the loop thread, and calls between actors on the same loop need no hop.
+    /// This loop's serial executor, for an actor's `unownedExecutor`: the actor's code then runs on
+    /// the loop thread, and calls between actors on the same loop need no hop.
     ///
-    /// The reference is unowned, as every executor reference is: an actor that uses it must
-    /// keep the loop alive (store the loop, as `LoopIsolation` does). A loop that has shut down
-    /// and that nothing references is freed, and an actor left holding only this reference
-    /// would call into freed memory.
-    ///
-    /// - Returns: The executor reference (of `LoopSerialExecutor`, the loop's serial face).
+    /// The reference is unowned: an actor that uses it must keep the loop alive (store it, as
+    /// `LoopIsolation` does), or it would call into freed memory.
     ///
     /// Thread rule: safe from any thread.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -103,8 +74,6 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     }
 
     /// This loop as an unowned task executor.
-    ///
-    /// - Returns: The executor reference.
     ///
     /// Thread rule: safe from any thread.
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
@@ -121,21 +90,16 @@ extension EventLoop: SerialExecutor, TaskExecutor {
 
     /// Whether the calling code runs on this loop's thread.
     ///
-    /// - Returns: `inEventLoop`.
-    ///
     /// Thread rule: safe from any thread.
     public func isIsolatingCurrentContext() -> Bool? {
         inEventLoop || lateJobs.isDrainingOnCallingThread
     }
 }
 
-/// A loop's serial executor: the identity actors on the loop share, apart from the loop's
-/// identity as a task executor, so that their jobs can be told from tasks' jobs.
-///
-/// Each loop has one for its whole life (`EventLoop.serialExecutor`); it holds the loop
-/// unowned, as an executor reference does.
+/// A loop's serial executor: the identity actors on the loop share, so their jobs can be told
+/// from tasks' jobs. One per loop for its life; holds the loop unowned, as an executor reference does.
 final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
-    // `loop` is written once, in EventLoop.init before the loop is published to any other thread.
+    // Sendable: `loop` is written once, in EventLoop.init before any other thread sees the loop.
     private unowned(unsafe) var loop: EventLoop?
 
     func attach(to loop: EventLoop) { self.loop = loop }
@@ -158,14 +122,11 @@ final class LoopSerialExecutor: SerialExecutor, @unchecked Sendable {
     }
 }
 
-/// Executor jobs enqueued on a loop after it closed, run serially by a thread started for them.
-///
-/// The first job to find the queue idle starts a drain: a new thread that runs jobs until
-/// the queue is empty, including those added meanwhile; so two late jobs never run at once
-/// and an actor on the loop keeps its isolation.
+/// Executor jobs enqueued on a loop after it closed, run serially by a thread started for them:
+/// the first job to find the queue idle starts a drain, which takes jobs added meanwhile too,
+/// so an actor on the loop keeps its isolation.
 final class LateJobQueue: @unchecked Sendable {
-    // `jobs`, `head`, `count` and `draining` are protected by `lock`; `drainer` is written by the
-    // draining thread and read anywhere (atomic).
+    // Sendable: `lock` guards `jobs`, `head`, `count` and `draining`; `drainer` is atomic.
     private let lock = SpinLock()
     @exclusivity(unchecked) private var jobs: [(job: UnownedJob, asTaskJob: Bool)] = []
     @exclusivity(unchecked) private var head = 0
@@ -177,7 +138,7 @@ final class LateJobQueue: @unchecked Sendable {
     /// How many late jobs there were (the first few are reported).
     @exclusivity(unchecked) private var count = 0
 
-    /// Adds a job; true when no drain is under way: the caller must start one (`beginDraining`, then `next()` until nil).
+    /// Adds a job; true when no drain is under way and the caller must start one.
     func push(_ job: UnownedJob, asTaskJob: Bool, loopName: String) -> Bool {
         let (drain, number): (Bool, Int) = lock.withLock {
             count += 1
@@ -186,7 +147,7 @@ final class LateJobQueue: @unchecked Sendable {
             draining = true
             return (true, count)
         }
-        // Every late job is counted; the first few are spelled out (as refused submissions are).
+        // Every late job is counted; the first few are spelled out.
         if number <= 10 {
             reportMisuse("a job was enqueued on EventLoop '\(loopName)' after it shut down (late job #\(number)); it runs on a thread started for the loop's late jobs, serially with them")
         }
@@ -213,6 +174,5 @@ final class LateJobQueue: @unchecked Sendable {
         }
     }
 
-    /// Whether the calling thread is running this loop's late jobs.
     var isDrainingOnCallingThread: Bool { drainer.load(ordering: .acquiring) == UInt(pthread_self()) }
 }

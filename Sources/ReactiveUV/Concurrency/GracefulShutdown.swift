@@ -5,14 +5,11 @@ import Musl
 #endif
 
 extension EventLoop {
-    /// Shuts the loop down (see `tryShutdown()`) without blocking the caller's thread.
-    ///
-    /// The waiting happens on a short-lived thread of its own, so the
-    /// cooperative pool is never blocked.
+    /// Shuts the loop down (see `tryShutdown()`), waiting on a short-lived thread instead of the caller's.
     ///
     /// - Returns: What the shutdown found open and what `uv_loop_close` returned.
-    /// - Throws: `EventLoopError`: `.calledOnLoopThread` from a task running on
-    ///   this loop (the loop cannot wait for itself to end), and the errors of `tryShutdown()`.
+    /// - Throws: `EventLoopError.calledOnLoopThread` from a task running on this loop, and the
+    ///   errors of `tryShutdown()`.
     ///
     /// Thread rule: safe from any task except one running on this loop.
     @discardableResult
@@ -50,10 +47,9 @@ extension EventLoopGroup {
     }
 }
 
-/// Runs `body` on a new detached thread.
 func runOnNewThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: @unchecked Sendable {
-        // Handed to exactly one thread.
+        // Sendable: handed to exactly one thread.
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }

@@ -1,14 +1,11 @@
 /// A value confined to one event loop's thread, safe to carry across threads.
 ///
-/// The pattern for loop-owned state touched from async code that runs on the
-/// loop (a task with `executorPreference: loop`, an actor on the loop's
-/// executor): wrap the non-Sendable state, pass the box around freely, and
-/// read or write it only on the loop thread. Every access checks the thread
-/// and traps with a clear message if the rule is broken.
+/// Wrap non-Sendable loop-owned state touched from async code on the loop, pass the box around
+/// freely, and use it only on the loop thread: every access checks and traps otherwise.
 ///
 /// Thread rule: create and pass anywhere; `value` only on the loop thread.
 public struct LoopBound<Value>: @unchecked Sendable {
-    // Safe because `value` is only reached through accessors that check `loop.inEventLoop`.
+    // Sendable: `value` is reached only through accessors that check the loop thread.
     private let storage: Storage
     /// The loop the value is confined to.
     public let loop: EventLoop
@@ -19,11 +16,6 @@ public struct LoopBound<Value>: @unchecked Sendable {
     }
 
     /// Wraps a value that will be used on `loop`'s thread only.
-    ///
-    /// - Parameters:
-    ///   - value: The value.
-    ///   - loop: The loop whose thread may use it.
-    /// - Returns: The box.
     ///
     /// Thread rule: safe from any thread (the value is handed over, not shared).
     public init(_ value: consuming Value, loop: EventLoop) {
@@ -47,13 +39,8 @@ public struct LoopBound<Value>: @unchecked Sendable {
 }
 
 extension EventLoop {
-    /// Runs `body` knowing the caller is on this loop's thread (traps otherwise).
-    ///
-    /// For synchronous code reached from a loop callback, a task on the loop, or
-    /// an actor on the loop's executor, that needs to touch loop-confined state.
-    ///
-    /// - Parameter body: The code to run.
-    /// - Returns: What `body` returns.
+    /// Runs `body` knowing the caller is on this loop's thread (traps otherwise), to touch
+    /// loop-confined state from synchronous code.
     ///
     /// Thread rule: loop thread only (traps elsewhere with a clear message).
     public func assumeInEventLoop<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {

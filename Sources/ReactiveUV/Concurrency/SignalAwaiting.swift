@@ -1,9 +1,7 @@
 
 extension Signal {
-    /// Subscribes with plain callbacks for the async bridges; returns the subscription.
-    ///
-    /// The callbacks go to the sink as they come: each bridge's callbacks capture only its own box or
-    /// channel, so none allocates a context per await.
+    /// Subscribes with plain callbacks for the async bridges (each captures only its own box or
+    /// channel, so none allocates a context per await).
     func subscribeForValues(
         next: @escaping (Value) -> Void, error: @escaping (any Error) -> Void, completed: @escaping () -> Void
     ) -> Subscription {
@@ -13,15 +11,12 @@ extension Signal {
         return subscription
     }
 
-    /// Subscribes `box`: its `receive`, its end.
     private func subscribe<State>(_ box: AwaitBox<State, Value>) -> Subscription {
         subscribeForValues(next: { box.receive($0) }, error: { box.finish(.failure($0)) }, completed: { box.finish(.success(())) })
     }
 
-    /// Waits for the signal to end and hands over what `reduce` kept.
-    ///
-    /// The continuation is resumed exactly once, by the box's first `finish` (the outcome is set
-    /// under its lock), so release builds need no checked continuation (`BridgeContinuation`).
+    /// Waits for the signal to end and hands over what `reduce` kept; the box's first `finish`
+    /// resumes the continuation, exactly once.
     private func awaitTerminal<State>(
         _ initial: State,
         stopEarly: Bool = false,
@@ -30,8 +25,8 @@ extension Signal {
         let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
         return try await withTaskCancellationHandler {
             try await withBridgeContinuation { (continuation: BridgeContinuation<State>) in
-                // A task cancelled before it got here has its outcome already: start nothing (a
-                // cancelled `FileSystem.createDirectory` must not make the directory).
+                // Cancelled before it got here: start nothing (a cancelled `FileSystem.createDirectory`
+                // must not make the directory).
                 guard box.setContinuation(continuation) else { return }
                 box.setSubscription(subscribe(box))
             }
@@ -40,11 +35,8 @@ extension Signal {
         }
     }
 
-    /// The first value, or nil if the signal completes without one (RAC's `-first`).
+    /// The first value, or nil if the signal completes without one (RAC's `-first`); disposes at the first value.
     ///
-    /// Subscribes, and disposes as soon as the first value arrived.
-    ///
-    /// - Returns: The first value, or nil.
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
@@ -56,7 +48,6 @@ extension Signal {
 
     /// The last value, or nil if the signal completes without one.
     ///
-    /// - Returns: The last value, or nil.
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
@@ -64,12 +55,8 @@ extension Signal {
         try await awaitTerminal(Optional<Value>.none) { last, value in last = value }
     }
 
-    /// Every value, once the signal completed.
+    /// Every value, once the signal completed (the `collect()` operator needs an explicit `Signal<[Value]>` type here).
     ///
-    /// In an async context this async form is chosen; the `collect()` operator
-    /// (a `Signal<[Value]>`) is still there with an explicit type.
-    ///
-    /// - Returns: The values, in order.
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
@@ -98,8 +85,7 @@ extension Signal {
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
     /// - Returns: The first value, or nil if the signal completed without one.
-    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread`
-    ///   on a loop thread, where waiting would deadlock.
+    /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
     public func first(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
@@ -108,11 +94,10 @@ extension Signal {
         }
     }
 
-    /// Blocks the calling thread until the signal ends; returns its last value.
+    /// Blocks the calling thread until the signal ends; returns its last value, or nil.
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
-    /// - Returns: The last value, or nil if it completed without one.
-    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread` on a loop thread.
+    /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
     public func last(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
@@ -122,7 +107,7 @@ extension Signal {
     /// Blocks the calling thread until the signal ends (RAC's `-waitUntilCompleted:`).
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
-    /// - Throws: The signal's error; `TimeoutError` (its `operation` names the helper); `EventLoopError.calledOnLoopThread` on a loop thread.
+    /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
     /// Thread rule: any thread except a loop thread.
     public func waitUntilCompleted(timeout: Duration? = nil) throws {
@@ -156,28 +141,23 @@ extension Signal {
     }
 }
 
-/// The blocking helpers' timeout error under its old name; it is `TimeoutError` now.
-///
-/// `SignalWaitError.timedOut(operation: "first()", after: t)` still builds
-/// (and, through `==` or a `catch` pattern, matches) what `first(timeout:)`
-/// throws; a `case .timedOut(let operation, let after)` binding pattern no
-/// longer compiles: read `operation` and `timeout`.
+/// The deprecated name of `TimeoutError`: `SignalWaitError.timedOut(operation:after:)` builds and
+/// matches one; read its `operation` and `timeout` instead of binding the case's values.
 ///
 /// Thread rule: a value type; safe from any thread.
 @available(*, deprecated, renamed: "TimeoutError")
 public typealias SignalWaitError = TimeoutError
 
-/// The state one await (or blocking wait) builds up from the values, with its one-shot completion.
+/// What one await (or blocking wait) builds up from the values, with its one-shot completion.
 final class AwaitBox<State, Value>: @unchecked Sendable {
-    // Everything is protected by `lock` (a spin lock); the continuation and `onFinish` are called after
-    // unlocking. `reduce` and `stopEarly` are immutable.
+    // Sendable: `lock` (a spin lock) guards everything; the continuation and `onFinish` are called
+    // after unlocking. `reduce` and `stopEarly` are immutable.
     private let lock = SpinLock()
     @exclusivity(unchecked) private var state: State
     @exclusivity(unchecked) private var outcome: Result<Void, any Error>?
     @exclusivity(unchecked) private var continuation: BridgeContinuation<State>?
     @exclusivity(unchecked) private var subscription: Subscription?
     var onFinish: (() -> Void)?
-    /// Folds a value into `state`.
     private let reduce: (inout State, Value) -> Void
     /// Whether the first value ends the wait.
     private let stopEarly: Bool
@@ -188,15 +168,12 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
         self.reduce = reduce
     }
 
-    /// A value from the subscription: folded in unless the wait is over.
     func receive(_ value: Value) {
         lock.withLock { if outcome == nil { reduce(&state, value) } }
         if stopEarly { finish(.success(())) }
     }
 
-    /// Keeps the continuation to resume, or resumes it at once if the wait is over already.
-    ///
-    /// - Returns: Whether the wait goes on (false: it was over, and the continuation is resumed).
+    /// Keeps the continuation, or resumes it at once and returns false if the wait is over already.
     func setContinuation(_ continuation: BridgeContinuation<State>) -> Bool {
         let finished: Result<Void, any Error>? = lock.withLock {
             if outcome == nil { self.continuation = continuation }
@@ -223,9 +200,8 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
             self.continuation = nil
             return (taken, self.subscription, self.onFinish)
         }
-        // `dispose()` never waits for a callback in progress (this may run in the task's
-        // cancellation handler, under the task's lock, which a delivery resuming the task needs).
-        // The box ignores whatever arrives after its outcome.
+        // `dispose()` never waits for a callback in progress (this may run in the cancellation
+        // handler, under the task's lock, which a delivery resuming the task needs).
         subscription?.dispose()
         if let continuation { resume(continuation, result) }
         onFinish?()

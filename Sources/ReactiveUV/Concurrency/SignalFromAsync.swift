@@ -1,15 +1,9 @@
 extension Signal {
     /// A signal that runs `operation` in a task for each subscriber and sends its result, then completes.
     ///
-    /// The task prefers the subscription's home loop as its executor, so the
-    /// operation's synchronous parts run on the loop thread. A thrown error is
-    /// sent as the signal's error. Disposing the subscription cancels the task;
-    /// so does the home loop's shutdown, which ends the signal with `EventLoopError.shutDown`.
-    ///
-    /// - Parameters:
-    ///   - priority: The task's priority.
-    ///   - operation: The work.
-    /// - Returns: The signal.
+    /// The task prefers the subscription's home loop as its executor. A thrown error fails the
+    /// signal. Disposing cancels the task; so does the home loop's shutdown, which fails the signal
+    /// with `EventLoopError.shutDown`.
     ///
     /// Thread rule: safe from any thread.
     public static func async(
@@ -34,13 +28,9 @@ extension Signal {
 
     /// A signal that iterates `sequence` in a task for each subscriber, sending each element.
     ///
-    /// The sequence's end completes the signal and its error fails it.
-    /// Disposing the subscription cancels the task (iteration stops at the next
-    /// suspension point). The task prefers the subscription's home loop; that loop's
-    /// shutdown cancels it too and ends the signal with `EventLoopError.shutDown`.
-    ///
-    /// - Parameter sequence: The async sequence.
-    /// - Returns: The signal.
+    /// The sequence's end completes the signal and its error fails it. Disposing cancels the task
+    /// (at the next suspension point). The task prefers the subscription's home loop, whose
+    /// shutdown cancels it and fails the signal with `EventLoopError.shutDown`.
     ///
     /// Thread rule: safe from any thread.
     public static func from<S: AsyncSequence & Sendable>(_ sequence: S) -> Signal<Value> where S.Element == Value {
@@ -63,10 +53,7 @@ extension Signal {
     }
 
     /// Starts `body` in a task for `subscriber`, preferring its home loop; disposing cancels the task.
-    ///
-    /// When the home loop shuts down first, the subscriber gets `EventLoopError.shutDown` (on the
-    /// loop's thread, as it closes) and the task is cancelled. Without that it heard nothing: the task
-    /// ran on as a late job, and what it sent was refused by the closed loop.
+    /// The loop's shutdown cancels it and tells the subscriber, which would otherwise hear nothing.
     private static func runTask(for subscriber: Subscriber<Value>, priority: TaskPriority?,
                                 _ body: @escaping @Sendable () async -> Void) -> any Disposable {
         guard let loop = subscriber.homeScheduler as? EventLoop else {
@@ -80,7 +67,7 @@ extension Signal {
             task.cancel()
             target.value.sendError(EventLoopError.shutDown(loop: name))
         }
-        // Registered on the home thread (didSubscribe runs there); nil when the loop is already closing.
+        // Registered on the home thread; nil when the loop is already closing.
         guard let watch = loop.shutdownObservers.add(endByShutdown) else {
             endByShutdown()
             return ActionDisposable { task.cancel() }

@@ -1,21 +1,13 @@
 import Synchronization
 
 /// What `signal.values` does when values arrive faster than the consuming task takes them.
-///
-/// A limit must be at least 1: iterating with a smaller one throws `EINVAL` at the first
-/// `next()`, before the signal is subscribed.
+/// A limit below 1 throws `EINVAL` at the first `next()`, before the signal is subscribed.
 ///
 /// Thread rule: a value type; safe from any thread.
 public enum ValuesBufferPolicy: Sendable, Hashable {
-    /// Keep at most `limit` values waiting. A source that can pause (a TCP
-    /// connection's bytes) is paused when the buffer is full and resumed when it
-    /// has drained to half; any other source that overflows it ends the sequence
-    /// with `SignalValuesError.bufferOverflow`.
-    ///
-    /// A source of byte chunks (`Signal<[UInt8]>`) that can pause is also paused
-    /// once `ValuesBufferPolicy.maxBufferedBytes` bytes wait, however few chunks
-    /// that is, and resumed at half: a count of 64 KiB chunks alone would let a
-    /// connection hold 64 MiB for a slow task.
+    /// Keep at most `limit` values waiting. A source that can pause (a TCP connection's bytes) is
+    /// paused when full, or at `maxBufferedBytes` of byte chunks, and resumed at half; any other
+    /// source that overflows ends the sequence with `SignalValuesError.bufferOverflow`.
     case bounded(Int)
     /// Keep the newest `limit` values, dropping older ones.
     case keepNewest(Int)
@@ -29,7 +21,7 @@ public enum ValuesBufferPolicy: Sendable, Hashable {
     /// Thread rule: safe from any thread.
     public static let `default` = ValuesBufferPolicy.bounded(1024)
 
-    /// Bytes of `[UInt8]` chunks waiting in a `.bounded` buffer at which a source that can pause is paused (256 KiB).
+    /// Bytes of `[UInt8]` chunks waiting in a `.bounded` buffer at which a source that can pause is paused.
     ///
     /// Thread rule: a constant; safe from any thread.
     public static let maxBufferedBytes = 256 << 10
@@ -57,18 +49,14 @@ public enum SignalValuesError: Error, Sendable, Hashable, CustomStringConvertibl
 extension Signal where Value: Sendable {
     /// The signal's values as an `AsyncSequence`, with the default buffer policy (`.bounded(1024)`).
     ///
-    /// Iterating subscribes (from the consuming task's thread: a task on a loop
-    /// subscribes on that loop, others on `EventLoop.shared`); the signal's error
-    /// is thrown; completion ends the loop; cancelling the task, or leaving the
-    /// loop early, disposes the subscription.
+    /// Iterating subscribes from the consuming task's thread (a task on a loop on that loop, others
+    /// on `EventLoop.shared`); the signal's error is thrown; cancelling the task or leaving the
+    /// loop early disposes the subscription.
     ///
     /// Thread rule: safe from any thread.
     public var values: SignalValues<Value> { SignalValues(signal: self, policy: .default) }
 
     /// The signal's values as an `AsyncSequence` with an explicit buffer policy.
-    ///
-    /// - Parameter policy: What to do with values the task has not taken yet.
-    /// - Returns: The sequence.
     ///
     /// Thread rule: safe from any thread.
     public func values(bufferingPolicy policy: ValuesBufferPolicy) -> SignalValues<Value> {
@@ -76,13 +64,11 @@ extension Signal where Value: Sendable {
     }
 }
 
-/// A signal's values as an `AsyncSequence`; see `Signal.values`.
-///
-/// Each iterator subscribes once, when it is first asked for a value.
+/// A signal's values as an `AsyncSequence`; each iterator subscribes at its first `next()`.
 ///
 /// Thread rule: iterate from one task.
 public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
-    // Immutable; the signal is Sendable and the policy a value.
+    // Sendable: immutable; the signal is Sendable and the policy a value.
     /// The element type.
     public typealias Element = Value
     /// The error type.
@@ -93,30 +79,22 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
 
     /// Makes an iterator that subscribes on its first `next()`.
     ///
-    /// - Returns: The iterator.
-    ///
     /// Thread rule: any thread.
     public func makeAsyncIterator() -> Iterator {
         Iterator(lifetime: ValuesIteratorLifetime(ValuesChannel(signal: signal, policy: policy)))
     }
 
-    /// Takes values from the subscription in order.
-    ///
-    /// Dropping the iterator (leaving a `for try await` loop by `break`,
+    /// Takes values from the subscription in order; dropping it (leaving the loop by `break`,
     /// `return` or a throw) disposes the subscription at once.
     ///
     /// Thread rule: use from one task.
     public struct Iterator: AsyncIteratorProtocol {
-        // The only strong reference to the token: the subscription's callbacks hold the
-        // channel, never the token, so the token dies with the last copy of the iterator.
+        // The only strong reference to the token (the callbacks hold the channel), so the token dies
+        // with the last copy of the iterator.
         let lifetime: ValuesIteratorLifetime<Value>
 
-        /// The next value, or nil once the signal completed (or the task was cancelled).
+        /// The next value, or nil once the signal completed or the task was cancelled (buffered values dropped).
         ///
-        /// A cancelled task gets nil at once (values still buffered are dropped)
-        /// and the subscription is disposed.
-        ///
-        /// - Returns: The value, or nil at the end.
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
@@ -124,14 +102,9 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
             try await lifetime.channel.next(isolation: nil)
         }
 
-        /// The next value, or nil at the end, waited for on the caller's executor.
+        /// The next value, or nil at the end, waited for on the caller's executor (the form
+        /// `for try await` calls: an isolated task stays on its executor between values).
         ///
-        /// `for try await` calls this form: a task isolated to a loop (or to any actor)
-        /// stays on its executor between values instead of hopping to the global one
-        /// and back for each.
-        ///
-        /// - Parameter actor: The caller's isolation (`#isolation`).
-        /// - Returns: The value, or nil at the end.
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
@@ -141,11 +114,8 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
     }
 }
 
-/// Owned by the iterator alone; its deinit is the "loop left early" signal that disposes the subscription.
-///
-/// The channel and the subscription reference each other (the subscription's
-/// callbacks feed the channel, the channel keeps the subscription to dispose
-/// it), so the channel's own deinit cannot run while the source is live.
+/// Owned by the iterator alone; its deinit, the "loop left early" signal, disposes the
+/// subscription (the channel and the subscription reference each other while the source is live).
 final class ValuesIteratorLifetime<Value>: Sendable {
     let channel: ValuesChannel<Value>
 
@@ -159,42 +129,35 @@ final class ValuesIteratorLifetime<Value>: Sendable {
 
 /// The buffer between one subscription and one iterating task.
 ///
-/// Its methods run unspecialized for a value type from another module (the channel is internal),
-/// where every use of a type built on `Value` looks its metadata up. So nothing on a value's way
-/// is such a type but the buffer and the `handoff` slot: the waiting task's continuation carries
-/// nothing, and `takeReady` answers through an inout value. Byte chunks (every stream, pipe and
-/// file) and directory entries (`FileSystem.list`) are the hot cases: the methods a value passes
-/// through are also specialized for `[UInt8]` and `DirectoryEntry` (`@_specialize`; the generic
-/// entry points dispatch to them).
+/// Its methods run unspecialized for a value type from another module, where every type built on
+/// `Value` needs a metadata lookup: so only the buffer and `handoff` are, the continuation carries
+/// nothing, and the hot cases (`[UInt8]`, `DirectoryEntry`) are specialized.
 final class ValuesChannel<Value>: @unchecked Sendable {
-    // Everything mutable is in `state`, protected by `lock`; continuations are resumed after unlocking.
+    // Sendable: `lock` guards `state` and `handoff`; continuations are resumed after unlocking.
     private struct State {
-        /// Waiting values from `head` on; slots before `head` are emptied as they are taken.
+        /// Waiting values from `head` on.
         var buffer: [Value?] = []
         var head = 0
         var terminal: Result<Void, any Error>?
-        /// The waiting task's continuation: taken out under the lock by whoever resumes it, so it
-        /// is resumed once (`BridgeContinuation`: unsafe in release builds). It carries
-        /// nothing: a value for the task is left in `handoff`, so no type of the value's own (a
-        /// continuation of it, a box) needs its metadata looked up in unspecialized code.
+        /// The waiting task's continuation, taken under the lock by its one resumer; a value for the
+        /// task goes in `handoff`.
         var waiter: BridgeContinuation<Void>?
         var subscription: Subscription?
         var started = false
         var finished = false
-        /// The consumer is gone (task cancelled or iterator dropped): a subscription made later is disposed at once.
+        /// The consumer is gone: a subscription made later is disposed at once.
         var cancelled = false
         var paused = false
-        /// The flow control paused by `paused` (read on the home thread when pausing).
+        /// The flow control `paused` applies to.
         var pausedControl: FlowControl?
         /// Numbers pause and resume requests, so the source applies only the newest.
         var flowRequest = 0
-        /// The values are byte chunks and the buffer is bounded: `bufferedBytes` counts them.
+        /// Byte chunks in a bounded buffer: `bufferedBytes` counts them.
         let countsBytes: Bool
-        /// Bytes in the waiting chunks (only when `countsBytes`).
         var bufferedBytes = 0
-        /// The source's flow control, told when the task has taken the end (set as the completion arrives).
+        /// Told when the task has taken the end.
         var endControl: FlowControl?
-        /// The source's flow control, kept from the first value on (the subscription drops it at the end).
+        /// Kept from the first value on (the subscription drops it at the end).
         var sourceControl: FlowControl?
 
         init(countsBytes: Bool) { self.countsBytes = countsBytes }
@@ -234,21 +197,20 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     private let policy: ValuesBufferPolicy
     private let lock = SpinLock()
     @exclusivity(unchecked) private var state: State
-    /// The value handed to the task that `state.waiter` woke, taken by it when it runs (under `lock`).
+    /// The value for the task `state.waiter` woke.
     @exclusivity(unchecked) private var handoff: Value?
 
     init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
         self.signal = signal
         self.policy = policy
-        // Byte chunks are weighed by their size when the buffer is bounded (see `ValuesBufferPolicy.bounded`).
+        // Byte chunks are weighed by size in a bounded buffer.
         var bounded = false
         if case .bounded = policy { bounded = true }
         state = State(countsBytes: bounded && Value.self == [UInt8].self)
     }
 
     deinit {
-        // Reached only once the subscription let go of its callbacks (it ended or was
-        // disposed); disposing again is harmless and covers a subscription never cancelled.
+        // Reached once the subscription let go of its callbacks; disposing again is harmless.
         state.subscription?.dispose()
     }
 
@@ -256,8 +218,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         lock.withLock { body(&state) }
     }
 
-    /// Tells a source waiting for it (a connection that closes after the peer's EOF) that the task is done
-    /// with the sequence: its iterator is gone (`cancel()`), so the code after its loop is running.
+    /// Tells a source waiting for it (a connection closing after the peer's EOF) that the task is
+    /// done with the sequence: the code after its loop runs.
     private func acknowledgeEnd() {
         let control = locked { state -> FlowControl? in
             let control = state.endControl
@@ -272,7 +234,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     @_specialize(exported: false, where Value == DirectoryEntry)
     func next(isolation actor: isolated (any Actor)?) async throws -> Value? {
         if Task.isCancelled {
-            // Cancellation ends the sequence at once rather than after the buffer drained.
+            // Cancellation ends the sequence at once, not after the buffer drained.
             cancel()
             return nil
         }
@@ -280,7 +242,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if try takeReady(&value) { return value }
         try await withTaskCancellationHandler(operation: {
             try await withBridgeContinuation(isolation: actor) { (continuation: BridgeContinuation<Void>) in
-                // Something arrived since `takeReady`: taken below. Else wait for `receive` or the end.
+                // Something arrived since `takeReady`: taken below. Else wait.
                 let arrived = locked { state -> Bool in
                     if state.count > 0 || state.terminal != nil { return true }
                     state.waiter = continuation
@@ -289,7 +251,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
                 if arrived {
                     continuation.resume()
                 } else {
-                    // Subscribing only once a task waits means the first value goes straight to it.
+                    // Subscribing once a task waits sends the first value straight to it.
                     startIfNeeded()
                 }
             }
@@ -307,8 +269,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         return value
     }
 
-    /// A value (or the end) ready without waiting, after which the source may be resumed: true with
-    /// `value` set (nil at the end), false when nothing is there yet. Throws the signal's error.
+    /// A value (or the end) ready without waiting: true with `value` set (nil at the end), false when
+    /// nothing is there yet; resumes a paused source that drained. Throws the signal's error.
     @_specialize(exported: false, where Value == [UInt8])
     @_specialize(exported: false, where Value == DirectoryEntry)
     private func takeReady(_ value: inout Value?) throws -> Bool {
@@ -332,7 +294,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             }
             return false
         }
-        // Straight to the source's thread; the request number keeps a late pause from undoing this.
+        // The request number keeps a late pause from undoing this.
         if let (control, request) = resume { control.setConsumerPaused(false, request: request) }
         if let failure { throw failure }
         return ready
@@ -356,8 +318,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             next: { [self] in receive($0) },
             error: { [self] in finish(.failure($0)) },
             completed: { [self] in finish(.success(())) })
-        // Cancelled meanwhile, or overflowed while subscribing (a synchronous burst found
-        // no subscription to dispose): dispose now. After the signal's own end it is a no-op.
+        // Cancelled meanwhile, or overflowed while subscribing: dispose now.
         let disposeNow = locked { state -> Bool in
             if state.cancelled { return true }
             state.subscription = subscription
@@ -416,10 +377,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
     @_specialize(exported: false, where Value == [UInt8])
     @_specialize(exported: false, where Value == DirectoryEntry)
     private func finish(_ terminal: Result<Void, any Error>) {
-        // A source that can pause learns when the task is done with the end (`acknowledgeEnd`), not
-        // when it is buffered here.
-        // The subscription has let go of its flow control by now (the terminal event is its
-        // teardown): `receive` kept it.
+        // A source that can pause learns the end is taken at `acknowledgeEnd`, not when buffered here.
+        // The subscription let go of its flow control by now: `receive` kept it.
         let control = locked { $0.sourceControl ?? $0.subscription?.flowControl }
         control?.consumerTakesEndLater.store(true, ordering: .releasing)
         let takenAlready = locked { state -> Bool in
@@ -444,10 +403,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if let waiter, let terminal { waiter.resume(with: terminal) }
     }
 
-    /// The consuming task was cancelled or the iterator dropped: dispose, and end the sequence.
-    ///
-    /// The subscription is let go of here, so the channel does not wait for the
-    /// home loop's teardown to be freed.
+    /// The consuming task was cancelled or the iterator dropped: dispose and end the sequence,
+    /// letting the subscription go so the channel is freed without waiting for the home loop.
     func cancel() {
         let (subscription, waiter): (Subscription?, BridgeContinuation<Void>?) = locked { state in
             if state.terminal == nil { state.terminal = .success(()) }
@@ -463,9 +420,8 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             state.subscription = nil
             return (subscription, waiter)
         }
-        // `dispose()` never waits for a delivery in progress on the home loop (this runs in the
-        // task's cancellation handler, under the task's lock, and that delivery may be resuming
-        // this very task). What the subscription still delivers finds the channel ended and is dropped.
+        // `dispose()` never waits for a delivery in progress (this runs under the task's lock, and that
+        // delivery may be resuming this task): what arrives later finds the channel ended.
         subscription?.dispose()
         acknowledgeEnd()
         // Last: once resumed, the task may end and free this channel (its handler holds it unretained).
@@ -475,7 +431,6 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
 
 extension ValuesBufferPolicy {
-    /// The buffer limit, if any.
     var limit: Int? {
         switch self {
         case .bounded(let limit), .keepNewest(let limit), .keepOldest(let limit): return max(1, limit)
@@ -496,9 +451,8 @@ extension ValuesBufferPolicy {
     }
 }
 
-/// Tests only: code run at the start of each value's delivery to a `values` channel, inside
-/// the subscriber's callback (where a disposal from another thread would wait for it).
-/// It returns true to drop the value.
+/// Tests only: run at the start of each delivery to a `values` channel, inside the subscriber's
+/// callback; returns true to drop the value.
 enum ValuesDeliveryTestHook {
     static let isSet = Atomic<Bool>(false)
     static let hook = LockedValue<(@Sendable () -> Bool)?>(nil)

@@ -1,19 +1,14 @@
 internal import CLibUV
 
-// Handles on the loop: lending the `uv_loop_t` to C code, and listing open handles
-// (our own from `openHandleList`; other code's through `uv_walk`).
+// Lending the `uv_loop_t` to C code, and listing open handles (ours and other code's).
 extension EventLoop {
     /// Lends the underlying `uv_loop_t *` to libuv-based C code that must share this loop.
     ///
-    /// Handles that code opens are its own: close them before the loop shuts
-    /// down (shutdown closes any still open, without a close callback, and
-    /// lists them in its report).
+    /// Handles that code opens are its own: close them before the loop shuts down (shutdown
+    /// closes any still open, without a close callback, and lists them in its report).
     ///
-    /// - Parameter body: Receives the `uv_loop_t *` as a raw pointer.
-    /// - Returns: What `body` returns.
-    ///
-    /// Thread rule: loop thread only (libuv is not thread-safe), or any thread once the loop has
-    /// shut down; debug builds trap on any other call.
+    /// Thread rule: loop thread only, or any thread once the loop has shut down; debug builds
+    /// trap on any other call.
     public func withUnsafeUVLoop<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R {
         assertInEventLoop()
         return try body(UnsafeMutableRawPointer(uvLoop))
@@ -25,27 +20,21 @@ extension EventLoop {
     /// Whether new requests may start (false once shutdown began cancelling them). Loop thread only.
     var acceptsNewRequests: Bool { state.load(ordering: .relaxed).acceptsNewRequests }
 
-    /// The handles open on this loop now, excluding the loop's own wake-up and idle handles.
+    /// The handles open on this loop now (other code's too, with a nil `label`), not those closing
+    /// or the loop's own.
     ///
-    /// Includes handles opened by other code on this loop (their `label` is nil).
-    /// Handles already closing are not listed.
-    ///
-    /// - Returns: One entry per open handle.
     /// - Throws: `EventLoopError.shutDown` after shutdown; `.calledOnLoopThread` on another
-    ///   loop's thread (a loop thread never waits for another loop; use the async form there);
-    ///   `.notRunningOnOwnerThread` for an owner-thread loop outside `run()`.
+    ///   loop's thread (use the async form there); `.notRunningOnOwnerThread` for an
+    ///   owner-thread loop outside `run()`.
     ///
-    /// Thread rule: safe from any thread (it runs inline on this loop's thread; from a thread
-    /// that is no loop's it waits for the loop to answer; on another loop's thread it throws).
+    /// Thread rule: safe from any thread (inline on this loop's thread; waits from a thread
+    /// that is no loop's; throws on another loop's thread).
     public func openHandles() throws(EventLoopError) -> [OpenHandle] {
         try performAndWait(operation: "openHandles()") { $0.collectOpenHandles() }
     }
 
     /// The handles open on this loop now (see the blocking `openHandles()`), without blocking any thread.
     ///
-    /// The non-blocking form for tasks, including tasks running on a loop.
-    ///
-    /// - Returns: One entry per open handle.
     /// - Throws: `EventLoopError.shutDown` after shutdown, `.notRunningOnOwnerThread` for an
     ///   owner-thread loop outside `run()`.
     ///
@@ -75,14 +64,12 @@ extension EventLoop {
             || raw == UnsafeMutableRawPointer(timerDriver) || raw == metricsProbe.map(UnsafeMutableRawPointer.init)
     }
 
-    /// The driver timer, for Loop/Timers/EventLoop+Timers.swift.
     var timerDriverHandle: UnsafeMutablePointer<uv_timer_t> { timerDriver }
 
     /// Runs `body` on the loop thread and waits for its result (inline when already there).
     ///
-    /// Never blocks a loop thread: on another loop's thread it throws instead of waiting (two
-    /// loops asking each other would deadlock). The check that an owner-thread loop is
-    /// running and the submission are one step, so the work is either refused or runs.
+    /// Never blocks a loop thread: on another loop's thread it throws (two loops asking each
+    /// other would deadlock). Checking an owner-thread loop runs and submitting are one step.
     func performAndWait<T: Sendable>(operation: String, _ body: @escaping @Sendable (EventLoop) -> T) throws(EventLoopError) -> T {
         if inEventLoop { return body(self) }
         if let current = EventLoop.current {
@@ -138,7 +125,6 @@ private final class ResumeOnce<T: Sendable>: @unchecked Sendable {
     }
 }
 
-/// State for one `uv_walk` listing open handles.
 private struct HandleWalk {
     unowned(unsafe) let loop: EventLoop
     let ours: [UnsafeMutableRawPointer: any LoopHandleOwner]

@@ -16,7 +16,6 @@ extension EventLoop {
             return nil
         }, context)
         thread = tid
-        // No thread could be made (the process or system limit on threads).
         if rc != 0 { startThreadFailed(rc, context: context) }
     }
 
@@ -45,10 +44,8 @@ extension EventLoop {
 
     /// Runs an owner-thread loop on the calling thread until nothing is left to do, `stop()` is called, or it shuts down.
     ///
-    /// "Nothing left to do" means no active handle (timer, socket, watch) and
-    /// no queued work. If `shutdown()` was requested (from a callback or
-    /// another thread), `run()` finishes the shutdown before returning. It
-    /// returns when the loop went idle, was stopped, or shut down.
+    /// "Nothing left to do" means no active handle and no queued work. A `shutdown()` requested
+    /// meanwhile is finished before it returns.
     ///
     /// Thread rule: only on the thread that made the loop with `onCurrentThread()`.
     public func run() {
@@ -71,18 +68,17 @@ extension EventLoop {
             break
         }
         warnIfNothingToRun()
-        // Time spent outside run() is neither lag nor busy time: each run starts a fresh interval.
+        // Time outside run() is neither lag nor busy time: each run starts a fresh interval.
         startMetricsProbe()
         drive()
     }
 
-    /// Says why `run()` is about to return at once (see `nothingToRunNote`).
     private func warnIfNothingToRun() {
         if let note = nothingToRunNote() { reportMisuse(note) }
     }
 
-    /// Why `run()` would return at once: nothing is scheduled on this loop while loops on threads of
-    /// their own run. The program's work lives there, and `run()` does not wait for it. Nil otherwise.
+    /// Why `run()` would return at once while loops on threads of their own run (the program's
+    /// work lives there and `run()` does not wait for it); nil otherwise.
     func nothingToRunNote() -> String? {
         let others = EventLoop.threadLoopsRunning.load(ordering: .relaxed)
         guard others > 0, !uvIsAlive, localQueue.isEmpty, withInbox({ $0.items.isEmpty }) else { return nil }
@@ -106,18 +102,13 @@ extension EventLoop {
 
     /// Closes every handle still open, runs their close callbacks, checks `uv_loop_close` and ends the loop's thread.
     ///
-    /// Work already accepted runs first, and so does work other threads submit
-    /// while the loop is closing (on the loop's thread, until the final look at
-    /// its queue); work submitted after that is refused (with a message, or an
-    /// error from `tryExecute`). Handles opened by signals tell their
-    /// subscribers the loop shut down. Calling it again does nothing. Problems
-    /// are written to standard error; `tryShutdown()` throws them instead.
+    /// Work accepted before the loop's final look at its queue runs first; later work is refused.
+    /// Signals with open handles tell their subscribers the loop shut down. Calling it again does
+    /// nothing. Problems go to standard error; `tryShutdown()` throws them instead.
     ///
     /// - On a thread that is no loop's: waits until the loop has closed and its thread ended.
-    /// - On the loop's own thread: cannot wait for itself, so it starts the
-    ///   shutdown, which completes when the current callback returns, and says so.
-    /// - On another loop's thread: starts the shutdown and returns without
-    ///   waiting (a loop thread never waits for another loop).
+    /// - On the loop's own thread: starts the shutdown, which completes when the current callback returns.
+    /// - On another loop's thread: starts the shutdown and returns without waiting.
     ///
     /// Thread rule: safe from any thread.
     public func shutdown() {
@@ -140,11 +131,9 @@ extension EventLoop {
     /// Shuts the loop down like `shutdown()`, throwing instead of writing messages.
     ///
     /// - Returns: What the shutdown found open and what `uv_loop_close` returned.
-    /// - Throws: `EventLoopError.calledOnLoopThread` on any loop's thread (nothing is
-    ///   done: a loop thread never waits, for itself or for another loop),
-    ///   `.sharedLoopCannotShutDown` for `EventLoop.shared`,
-    ///   `.notRunningOnOwnerThread` for an owner-thread loop asked from another
-    ///   thread while not running, `.loopCloseFailed` when `uv_loop_close` fails.
+    /// - Throws: `EventLoopError.calledOnLoopThread` on any loop's thread (nothing is done),
+    ///   `.sharedLoopCannotShutDown` for `EventLoop.shared`, `.notRunningOnOwnerThread` for an
+    ///   owner-thread loop asked from another thread while not running, `.loopCloseFailed`.
     ///
     /// Thread rule: safe from any thread that is not a loop's (an owner-thread loop's own
     /// thread may call it outside `run()`).
@@ -187,9 +176,8 @@ extension EventLoop {
         return report
     }
 
-    /// Runs `uv_run` once in default mode.
     func runUV() {
-        // Not an error code: non-zero only means handles are still active after uv_stop.
+        // Non-zero only means handles are still active after uv_stop.
         _ = uv_run(uvLoop, UV_RUN_DEFAULT)
     }
 
@@ -233,8 +221,7 @@ extension EventLoop {
 
     // MARK: - the transitions (the only code that writes `state`, always under `inboxLock`)
 
-    /// `run()` begins: `.idle` → `.running`. Returns the state found (`run()` refuses
-    /// `.running` and `.closed`; in a shutting-down state it carries the shutdown out).
+    /// `run()` begins: `.idle` → `.running`. Returns the state found.
     func transitionEnterRun() -> LoopState {
         withInbox { _ in
             let found = state.load(ordering: .relaxed)
@@ -277,13 +264,11 @@ extension EventLoop {
         }
     }
 
-    /// The one decision after `uv_run` returned: run again, run what other threads
-    /// queued, leave `run()` (`.running` → `.idle`), or close (`.draining` → `.closed`).
+    /// The one decision after `uv_run` returned: run again, run what other threads queued,
+    /// leave `run()` (`.running` → `.idle`), or close (`.draining` → `.closed`).
     ///
-    /// Leaving and closing are decided in the same critical section as the last look
-    /// at the inbox, so a submission is either taken here or refused by the new state:
-    /// none is stranded on a loop that no longer runs (a `shutdown()` or a waiting
-    /// query from another thread landing between the check and the change included).
+    /// Leaving and closing share a critical section with the last look at the inbox, so every
+    /// submission is either taken here or refused by the new state, never stranded.
     func stepAfterUVRun() -> StepAfterUVRun {
         // Loop-thread facts, read before taking the lock (no call out under it).
         let alive = uvIsAlive
@@ -292,8 +277,7 @@ extension EventLoop {
             let current = state.load(ordering: .relaxed)
             switch current {
             case .running where ownsThread:
-                // A loop's own thread holds a referenced wake-up handle: uv_run returned
-                // only because of uv_stop; there is nothing to decide.
+                // A loop's own thread holds a referenced wake-up handle: uv_run returned only for uv_stop.
                 return .runAgain
             case .running:
                 if inbox.stopRequested {
@@ -338,10 +322,8 @@ extension EventLoop {
 
     // MARK: - closing
 
-    /// `.closeRequested` → `.closingHandles` → `.draining`: runs the work already
-    /// accepted, closes every handle (ours first, so they can tell their subscribers,
-    /// then any other code's), cancels timers and requests. Work from other threads is
-    /// still accepted and runs here until the final step closes the loop.
+    /// `.closeRequested` → `.closingHandles` → `.draining`: runs accepted work, closes every
+    /// handle (ours first, so they tell their subscribers), cancels timers and requests.
     func beginClosing() {
         assertInEventLoop()
         guard transition(from: .closeRequested, to: .closingHandles) else { return }
@@ -349,9 +331,8 @@ extension EventLoop {
         let openAtShutdown = collectOpenHandles()
         // Requests keep uv_run going until they call back; cancel what has not started.
         requests.cancelAllForShutdown()
-        // Pending timers never run; those behind a signal, and the time operators scheduled
-        // here, tell their subscribers now, while work they queue can still run. Timers added
-        // from here on are dropped the same way below.
+        // Pending timers never run; those behind a signal and this loop's time operators tell their
+        // subscribers now, while work they queue can still run.
         shutdownObservers.fireAll()
         cancelAllTimers()
         var rounds = 0
@@ -373,20 +354,18 @@ extension EventLoop {
         uv_close(UnsafeMutableRawPointer(timerDriverHandle).assumingMemoryBound(to: uv_handle_t.self), nil)
         closeMetricsProbeForShutdown()
         _ = transition(from: .closingHandles, to: .draining)
-        // The wake-up handle stays open (other threads' work still arrives and runs) but no
-        // longer keeps uv_run going: it returns once the close callbacks and that work are done.
+        // The wake-up handle stays open for other threads' work but no longer keeps uv_run going.
         uv_unref(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self))
     }
 
-    /// After `stepAfterUVRun` moved the loop to `.closed`: closes the loop's own handles,
-    /// runs `uv_loop_close`, writes the report, clears the thread's key and opens `finished`.
+    /// After `.closed`: closes the loop's own handles, runs `uv_loop_close`, writes the report and opens `finished`.
     private func finishClosing() {
         // No sender can start now (the state refuses them); wait out any still inside uv_async_send.
         while sendersInFlight.load(ordering: .acquiring) != 0 { sched_yield() }
         uv_close(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self), nil)
         uv_close(UnsafeMutableRawPointer(idle).assumingMemoryBound(to: uv_handle_t.self), nil)
-        // One pass runs the close callbacks; it never waits (a handle other code opened
-        // during the last work would otherwise keep it running, and fails uv_loop_close below).
+        // One pass runs the close callbacks without waiting (a handle other code opened in the last
+        // work would keep it running; uv_loop_close then reports it).
         _ = uv_run(uvLoop, UV_RUN_NOWAIT)
         let result = uv_loop_close(uvLoop)
         if result != 0 {

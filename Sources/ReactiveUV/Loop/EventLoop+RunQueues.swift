@@ -2,17 +2,12 @@ internal import CLibUV
 
 /// The loop thread's two run queues: the inbox other threads fill (drained from the async
 /// handle, then polled from the idle handle while batches keep coming) and the local queue
-/// the loop thread fills for itself (drained from the idle handle). Submission is in
-/// EventLoop.swift (`enqueueItem`); the order work runs in is described in docs/INTERNALS.md.
+/// the loop thread fills for itself. The order work runs in: docs/INTERNALS.md.
 extension EventLoop {
-    /// Runs what other threads queued; called by the async handle and, while batches keep
-    /// coming, by the idle handle. Also where a shutdown or `stop()` asked from another
-    /// thread is noticed.
+    /// Runs what other threads queued; also where a shutdown or `stop()` from another thread is noticed.
     func drainInbox() {
-        // One batch per loop iteration, as a raw libuv queue would take it. While batches
-        // keep arriving the loop stays marked awake and polls the queue from its idle
-        // handle on the next iteration, so producers never pay for a wake-up system call;
-        // the first iteration that finds the queue empty marks the loop asleep again.
+        // One batch per iteration. While batches keep arriving the loop stays marked awake and polls
+        // from its idle handle, so producers send no wake-up; an empty look marks it asleep again.
         let (stop, closeRequested) = withInbox { inbox -> (Bool, Bool) in
             Swift.swap(&inbox.items, &draining)
             if draining.isEmpty { inbox.loopAwake = false }
@@ -45,10 +40,8 @@ extension EventLoop {
         }
     }
 
-    /// Runs what the loop thread queued for itself; called by the idle handle.
-    ///
-    /// Drains in batches until the queue is empty or 4096 items ran, so work
-    /// that keeps requeueing itself cannot starve I/O.
+    /// Runs what the loop thread queued for itself, at most 4096 items a turn so work that
+    /// requeues itself cannot starve I/O.
     func drainLocalQueue() {
         var ran = 0
         while ran < 4096, let work = localQueue.pop() {
@@ -87,7 +80,6 @@ let eventLoopWakeupCallback: uv_async_cb = { handle in
     Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().drainInbox()
 }
 
-/// The idle handle's callback: the local queue, and the inbox while it is busy.
 let eventLoopIdleCallback: uv_idle_cb = { handle in
     guard let data = handle?.pointee.data else { return }
     Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue().onIdle()

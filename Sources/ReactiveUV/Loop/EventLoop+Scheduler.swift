@@ -1,6 +1,6 @@
 import Synchronization
 
-// Work scheduled to run soon (`schedule(_:)`), cancellable until it starts. Timers: Loop/Timers/.
+// Work scheduled to run soon (`schedule(_:)`), cancellable until it starts.
 extension EventLoop {
     func scheduleSoon(_ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
         let item = CancellableWork(work)

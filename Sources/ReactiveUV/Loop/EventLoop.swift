@@ -6,31 +6,18 @@ import Glibc
 import Musl
 #endif
 
-/// One libuv loop and the one thread that runs it.
+/// One libuv loop and the one thread that runs it; also a `Scheduler` (`Scheduler.current` on its thread).
 ///
-/// Every libuv call on the loop happens on its thread. The only thread-safe
-/// entry is `execute(_:)`: other threads append to a queue behind one
-/// `uv_async_t` (a wake-up is sent only when the queue was empty, and the
-/// loop swaps the whole queue out per wake-up), while work submitted on the
-/// loop thread itself goes to a lock-free local queue drained from an idle
-/// handle, with no system call.
-///
-/// A loop is also a `Scheduler` (`loop.scheduler` is the loop itself): its
-/// timers share one libuv timer driving a queue (Loop/Timers/), and
-/// `Scheduler.current` is the loop on its thread.
-///
+/// Every libuv call happens on the loop thread; `execute(_:)` is the thread-safe way in.
 /// - `EventLoop()` starts a loop on a thread of its own.
-/// - `EventLoop.shared` is the embedded default loop, started on first use and never shut down.
-/// - `EventLoop.onCurrentThread()` makes a loop owned by the calling thread
-///   (a program's main thread); `run()` runs it there until nothing is left to do or `stop()`.
+/// - `EventLoop.shared` is the default loop, started on first use and never shut down.
+/// - `EventLoop.onCurrentThread()` makes a loop the calling thread drives with `run()`.
 ///
 /// Thread rule: `execute`, `schedule`, `inEventLoop`, `shutdown` are safe from any
 /// thread; the handle-level internals are loop thread only.
 public final class EventLoop: Scheduler, @unchecked Sendable {
-    // Synchronization: `inboxLock` (a spin lock: every critical section is short and never
-    // calls out) guards `inbox`, everything other threads touch.
-    // Every other stored var is confined to the loop thread, or written before
-    // the loop thread starts (ordered by pthread_create) and never again.
+    // Sendable: `inboxLock` (a spin lock, short sections that never call out) guards `inbox`; every
+    // other stored var is loop-thread-only, or written before the loop thread starts and never again.
 
     /// The loop's name, used in thread names and messages.
     ///
@@ -39,36 +26,33 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     let uvLoop: UnsafeMutablePointer<uv_loop_t>
     let wakeup: UnsafeMutablePointer<uv_async_t>
     let idle: UnsafeMutablePointer<uv_idle_t>
-    /// The one libuv timer that drives every scheduled item (see Loop/Timers/EventLoop+Timers.swift).
+    /// The one libuv timer that drives every scheduled item.
     let timerDriver: UnsafeMutablePointer<uv_timer_t>
-    /// The metrics probe timer (unreferenced); nil when metrics are off. See LoopMetrics.swift.
+    /// The metrics probe timer (unreferenced); nil when metrics are off.
     let metricsProbe: UnsafeMutablePointer<uv_timer_t>?
-    /// The metric objects and the previous sample; nil when metrics are off (loop thread only once running).
+    /// Metric objects and the previous sample; nil when metrics are off.
     let metricsSampler: LoopMetricsSampler?
-    /// Whether the loop runs on a thread it created (`EventLoop(name:)`, a group's loops,
-    /// `EventLoop.shared`); false for `EventLoop.onCurrentThread()`, which its owner drives with `run()`.
+    /// Whether the loop runs on a thread it created; false for `EventLoop.onCurrentThread()`.
     ///
     /// Thread rule: safe from any thread.
     public let ownsThread: Bool
-    /// Whether this is `EventLoop.shared`, which is never shut down (asking it to is
-    /// `EventLoopError.sharedLoopCannotShutDown`). Reading it does not start the shared loop.
+    /// Whether this is `EventLoop.shared`, which refuses shutdown (`EventLoopError.sharedLoopCannotShutDown`).
+    /// Reading it does not start the shared loop.
     ///
     /// Thread rule: safe from any thread.
     public let isShared: Bool
 
-    /// Where the loop is in its life (see LoopState.swift). Written only by the transitions
-    /// in EventLoop+Lifecycle.swift, under `inboxLock`; read anywhere without it.
+    /// Where the loop is in its life; written only under `inboxLock`, read anywhere without it.
     let state: Atomic<LoopState>
 
     struct Inbox {
         var items = WorkRing()
-        /// `stop()` was asked from another thread (owner-thread loops); the loop takes it at its next turn.
+        /// `stop()` asked from another thread (owner-thread loops).
         var stopRequested = false
         var rejectedCount = 0
         var wakeupsSent = 0
-        /// The loop has been woken (or is draining) and will look at `items` again before it
-        /// sleeps: it clears this only after seeing `items` empty, under this lock. So a
-        /// producer that appends while it is set needs no system call.
+        /// The loop will look at `items` again before it sleeps (it clears this only after seeing
+        /// `items` empty, under the lock), so a producer appending meanwhile sends no wake-up.
         var loopAwake = false
     }
     let inboxLock = SpinLock()
@@ -76,55 +60,48 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Threads between taking a wake-up duty under the lock and finishing `uv_async_send`.
     let sendersInFlight = Atomic<Int>(0)
 
-    // Loop thread only. The hot ones skip Swift's dynamic exclusivity checks: they
-    // are touched only on the loop thread and never across a call that could re-enter
-    // the same access.
+    // Loop thread only; exclusivity unchecked as no access spans a call that could re-enter it.
     @exclusivity(unchecked) var draining = WorkRing()
     @exclusivity(unchecked) var localQueue = WorkRing()
     @exclusivity(unchecked) var idleStarted = false
-    /// The last drain of the remote queue found work, so the loop polls it again next iteration.
+    /// The last inbox drain found work, so poll it again next iteration.
     @exclusivity(unchecked) var pollingInbox = false
-    /// Scheduled work, ordered by deadline.
     @exclusivity(unchecked) var timers = TimerQueue()
     /// The deadline the driver is armed for (`.max` when stopped).
     @exclusivity(unchecked) var armedDeadline: UInt64 = .max
     /// Inside the driver's callback: arming waits until it is done.
     @exclusivity(unchecked) var firingTimers = false
-    /// The handles we opened that are not closing yet (loop thread only), closed by shutdown.
+    /// Handles we opened that are not closing yet; shutdown closes them.
     @exclusivity(unchecked) var openHandleList = OpenHandleList()
-    /// Pending libuv requests (loop thread only), cancelled by shutdown.
+    /// Pending libuv requests; shutdown cancels them.
     @exclusivity(unchecked) var requests = IntrusiveList<LoopRequestList>()
-    /// Run when shutdown begins (time operators scheduled on this loop end their subscriptions).
+    /// Run when shutdown begins (time operators on this loop end their subscriptions).
     let shutdownObservers = ShutdownObservers()
-    /// Executor jobs enqueued after the loop closed (see EventLoop+Executor.swift).
+    /// Executor jobs enqueued after the loop closed.
     let lateJobs = LateJobQueue()
-    /// The loop's serial executor (actors' jobs), apart from the loop as a task executor (see EventLoop+Executor.swift).
+    /// The loop's serial executor (actors' jobs).
     let serialExecutor = LoopSerialExecutor()
-    /// The buffer the loop's streams read into (see `ReadBuffer`); loop thread only, allocated on first read.
+    /// The buffer the loop's streams read into; allocated on first read.
     @exclusivity(unchecked) private var readBufferStorage: UnsafeMutableRawPointer?
-    /// The last small chunk a stream on this loop handed its reader, refilled in place by the next
-    /// small read of any of them once nobody else holds it (`StreamHandle.smallChunk`). Loop thread only.
+    /// The last small chunk handed to a reader, refilled in place once nobody else holds it.
     @exclusivity(unchecked) var spareReadChunk: [UInt8] = []
-    /// Memory of finished file-system requests, kept for the next ones (see `LoopRequest`): a list
-    /// linked through each block's first word, `spareFSRequestCount` long. Loop thread only.
+    /// Memory of finished file-system requests, kept for the next ones: a list linked through each
+    /// block's first word.
     @exclusivity(unchecked) var spareFSRequests: UnsafeMutableRawPointer?
     @exclusivity(unchecked) var spareFSRequestCount = 0
-    /// What shutdown found open, for the report (loop thread only).
+    /// What shutdown found open, for the report.
     var pendingReport: [OpenHandle] = []
-    // Lifecycle: `thread` is written before the thread starts; `report` is written
-    // on the loop thread before `finished` opens and read only after it opened.
+    // `thread` is written before the thread starts; `report` before `finished` opens.
     var thread = pthread_t()
     let finished = Latch()
     let joinClaimed = Atomic<Bool>(false)
     var report: ShutdownReport?
-    /// Called by `run()` just before it decides whether to leave (tests only: it lets a test
-    /// make another thread act at that exact point, deterministically).
+    /// Called by `run()` just before it decides whether to leave (tests only).
     var beforeLeavingRunForTesting: (() -> Void)?
 
-    /// The embedded default loop: started on first use, on a thread of its own, never shut down.
+    /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
-    /// Subscriptions made from threads without a current scheduler start here
-    /// (RAC's subscription scheduler falls back to a background scheduler).
+    /// Subscriptions made from threads without a current scheduler start here.
     ///
     /// Thread rule: safe from any thread.
     public static let shared = EventLoop(name: "shared", ownsThread: true, isShared: true)
@@ -132,9 +109,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Starts a loop on a new thread of its own.
     ///
     /// - Parameters:
-    ///   - name: A name for the thread, for messages and for the metrics' `loop` dimension.
-    ///   - metrics: Whether the loop reports metrics (see `LoopMetrics`); nil
-    ///     (the default) uses `LoopMetrics.default`, which is `.disabled` unless set.
+    ///   - name: A name for the thread, messages and the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`.
     /// - Returns: A running loop; call `shutdown()` when done with it.
     ///
     /// Thread rule: safe from any thread.
@@ -144,15 +120,11 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Makes a loop owned by the calling thread, which must then call `run()`.
     ///
-    /// This is how a program embeds the loop in its main thread: set up
-    /// signals, then `run()` until nothing is left to do (or `stop()`), then
-    /// `shutdown()`. The calling thread is the loop thread from now on
-    /// (`EventLoop.current` answers this loop), so it must not already own one.
+    /// The calling thread becomes the loop thread, so it must not already own one.
     ///
     /// - Parameters:
-    ///   - name: A name for messages and for the metrics' `loop` dimension.
-    ///   - metrics: Whether the loop reports metrics (see `LoopMetrics`); nil
-    ///     (the default) uses `LoopMetrics.default`. Samples are taken only while `run()` runs.
+    ///   - name: A name for messages and the metrics' `loop` dimension.
+    ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`. Sampled only while `run()` runs.
     /// - Returns: A loop that is not yet running.
     ///
     /// Thread rule: becomes the calling thread's loop; use it from that thread.
@@ -172,9 +144,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         timerDriver = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(UV_TIMER), alignment: 16)
             .bindMemory(to: uv_timer_t.self, capacity: 1)
         inbox = Inbox()
-        // Setting up can fail only for lack of file descriptors (the async handle's eventfd,
-        // epoll) or memory. Then the loop is made closed, remembers why, and answers every
-        // use with that error (`startFailure`); `tryStart` throws it instead.
+        // Setup fails only for lack of descriptors or memory: the loop is then made closed and
+        // answers every use with `startFailure`.
         var probe: UnsafeMutablePointer<uv_timer_t>?
         var failure: UVError?
         var loopInitialized = false
@@ -184,8 +155,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             try uvCheck(uv_loop_init(uvLoop), "uv_loop_init")
             loopInitialized = true
             EventLoop.libuvGlobalsReady.store(true, ordering: .releasing)
-            // UV_METRICS_IDLE_TIME only when metrics are on: with it libuv polls twice per
-            // iteration (once with a zero timeout).
+            // Idle-time metrics make libuv poll twice per iteration, so only when metrics are on.
             probe = try EventLoop.makeMetricsProbe(for: uvLoop, configuration: metrics)
             try uvCheck(uv_async_init(uvLoop, wakeup, eventLoopWakeupCallback), "uv_async_init")
             try uvCheck(uv_idle_init(uvLoop, idle), "uv_idle_init")
@@ -213,8 +183,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         if ownsThread {
             startThread()
         } else {
-            // The owner thread is the loop thread from now on. The key holds a retain,
-            // released when the loop finishes, so it never points at a dead loop.
+            // The key holds a retain, released when the loop finishes, so it never points at a dead loop.
             precondition(ThreadLocals.currentLoop.value == nil,
                          "EventLoop.onCurrentThread(): this thread already owns EventLoop '\(EventLoop.current?.name ?? "?")'")
             uv_unref(UnsafeMutableRawPointer(wakeup).assumingMemoryBound(to: uv_handle_t.self))
@@ -224,15 +193,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         }
     }
 
-    /// Whether a `uv_loop_init` has succeeded in this process (libuv's one-time global setup is done).
-    /// Loops running on threads of their own, the shared loop aside (for `run()`'s note on a program waiting for nothing).
+    /// Loops running on threads of their own, the shared loop aside (for `run()`'s note).
     static let threadLoopsRunning = Atomic<Int>(0)
 
+    /// Whether libuv's one-time global setup is done (a `uv_loop_init` succeeded).
     private static let libuvGlobalsReady = Atomic<Bool>(false)
 
-    /// Before the first `uv_loop_init`: libuv 1.44 aborts the process when its one-time
-    /// global setup cannot make its signal pipe, so check first that the descriptors it
-    /// needs (an epoll instance and a pipe) can be had, and answer `EMFILE` instead.
+    /// libuv 1.44 aborts when its one-time global setup cannot make its signal pipe: check the
+    /// descriptors can be had first and answer `EMFILE` instead.
     private static func checkDescriptorsForLibuvGlobals() throws(UVError) {
         if libuvGlobalsReady.load(ordering: .acquiring) { return }
         // Three descriptors, as libuv will take them: a pipe and one more (its epoll instance).
@@ -250,12 +218,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Starts a loop on a new thread of its own, or throws why it could not.
     ///
-    /// `EventLoop(name:)` cannot fail: a loop that could not start (no file
-    /// descriptor or thread left) is made already shut down and answers every
-    /// use with `EventLoopError.couldNotStart`. This form throws that error instead.
-    ///
     /// - Parameters:
-    ///   - name: A name for the thread, for messages and for the metrics' `loop` dimension.
+    ///   - name: A name for the thread, messages and the metrics' `loop` dimension.
     ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`.
     /// - Returns: A running loop; call `shutdown()` when done with it.
     /// - Throws: `EventLoopError.couldNotStart` with the `UVError` that stopped it (e.g. `EMFILE`).
@@ -269,9 +233,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Makes a loop owned by the calling thread (see `onCurrentThread(name:metrics:)`), or throws why it could not.
     ///
-    /// - Parameters:
-    ///   - name: A name for messages and for the metrics' `loop` dimension.
-    ///   - metrics: Whether the loop reports metrics; nil uses `LoopMetrics.default`.
     /// - Returns: A loop that is not yet running; the calling thread is its thread.
     /// - Throws: `EventLoopError.couldNotStart` with the `UVError` that stopped it (e.g. `EMFILE`).
     ///
@@ -282,23 +243,19 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         return loop
     }
 
-    /// Why the loop could not start, or nil when it started.
-    ///
-    /// A loop that could not start is shut down from the beginning: every
-    /// submission is refused with `EventLoopError.couldNotStart`.
+    /// Why the loop could not start, or nil. Such a loop refuses every submission with `EventLoopError.couldNotStart`.
     ///
     /// Thread rule: safe from any thread.
-    // Written only while the initializer runs, before the loop is visible to any other thread.
+    // Written only in the initializer, before any other thread sees the loop.
     public internal(set) var startFailure: UVError?
 
-    /// The error a refused submission gets: `couldNotStart` for a loop that never started, else `shutDown`.
+    /// `couldNotStart` for a loop that never started, else `shutDown`.
     var refusal: EventLoopError {
         if let startFailure { return .couldNotStart(loop: name, error: startFailure) }
         return .shutDown(loop: name)
     }
 
-    /// Undoes a start that failed: closes whatever libuv handles were made and the libuv loop,
-    /// and leaves the loop closed with a report, so `shutdown()` returns at once and the memory is freed.
+    /// Closes what a failed start made and leaves the loop closed with a report, so `shutdown()` returns at once.
     func abandonStart(loopInitialized: Bool) {
         var result: Int32 = 0
         if loopInitialized {
@@ -329,7 +286,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             metricsProbe?.deallocate()
             uvLoop.deallocate()
         }
-        // Otherwise libuv may still point into this memory: leaking it is the safe choice.
+        // Otherwise libuv may still point into this memory: leak it.
     }
 
     /// The loop whose thread is the calling thread, or nil off loop threads.
@@ -340,9 +297,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         return Unmanaged<EventLoop>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// The buffer every stream on this loop reads into (`ReadBuffer.size` bytes).
-    ///
-    /// Thread rule: loop thread only.
+    /// The buffer every stream on this loop reads into. Loop thread only.
     var readBuffer: UnsafeMutableRawPointer {
         assertInEventLoop()
         if let buffer = readBufferStorage { return buffer }
@@ -353,16 +308,13 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Whether the calling thread is this loop's thread.
     ///
-    /// Read from the thread-local key the loop thread sets while it runs the
-    /// loop and clears before it ends, so it never answers yes wrongly.
-    ///
     /// Thread rule: safe from any thread.
     @inlinable
     public var inEventLoop: Bool {
         ThreadLocals.currentLoop.value == Unmanaged.passUnretained(self).toOpaque()
     }
 
-    /// This loop as a `Scheduler` (timers on the loop's timer queue, work through `execute`).
+    /// This loop as a `Scheduler`.
     ///
     /// Thread rule: safe from any thread.
     public var scheduler: Scheduler { self }
@@ -379,14 +331,13 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     // MARK: - Scheduler (timers in Loop/Timers/, queued work in EventLoop+Scheduler.swift)
 
-    /// The monotonic clock (the one `uv_hrtime` reads).
+    /// The monotonic clock `uv_hrtime` reads.
     ///
     /// Thread rule: safe from any thread.
     public override var now: SchedulerInstant { SchedulerInstant.now }
 
-    /// Runs `work` on the loop thread after what is already queued (see `execute(_:)`).
+    /// Runs `work` on the loop thread after what is already queued.
     ///
-    /// - Parameter work: The work to run.
     /// - Returns: A disposable that cancels the work if it has not started, or
     ///   nil when the loop has shut down (a message says the work was not run).
     ///
@@ -396,14 +347,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         scheduleSoon(work)
     }
 
-    /// Runs `work` once on the loop thread, no earlier than `delay` from now, on the loop's timer queue.
+    /// Runs `work` once on the loop thread, no earlier than `delay` from now.
     ///
-    /// Sub-millisecond delays round up to libuv's millisecond resolution; a
-    /// zero or negative delay queues the work like `schedule(_:)`.
+    /// Sub-millisecond delays round up to a millisecond; zero or negative queues it like `schedule(_:)`.
     ///
-    /// - Parameters:
-    ///   - delay: How long to wait.
-    ///   - work: The work to run.
     /// - Returns: A disposable that cancels the timer, or nil after shutdown.
     ///
     /// Thread rule: safe from any thread.
@@ -412,17 +359,11 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         scheduleTimer(after: delay, work)
     }
 
-    /// Runs `work` after `delay`, then every `interval`, on one timer of the loop's queue, without drift.
+    /// Runs `work` after `delay`, then every `interval`, without drift.
     ///
-    /// Tick N is due at start + delay + N·interval; ticks missed while the loop
-    /// was blocked are coalesced. Intervals under 1 ms are raised to 1 ms
-    /// (libuv's resolution); `leeway` is not used.
+    /// Tick N is due at start + delay + N·interval; ticks missed while the loop was blocked are
+    /// coalesced. Intervals under 1 ms are raised to 1 ms; `leeway` is ignored.
     ///
-    /// - Parameters:
-    ///   - delay: Time until the first run.
-    ///   - interval: Time between runs.
-    ///   - leeway: Ignored (libuv timers do not coalesce).
-    ///   - work: The work to run each tick.
     /// - Returns: A disposable that stops the timer, or nil after shutdown.
     ///
     /// Thread rule: safe from any thread.
@@ -440,13 +381,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Runs `work` on the loop thread, after the work already queued.
     ///
-    /// From another thread: appended to a queue behind one `uv_async_t`. From
-    /// the loop thread: appended to the local queue, no system call; it runs
-    /// after the current callback returns, in submission order. After
-    /// shutdown the work is not run and a message saying so is written to
-    /// standard error (use `tryExecute` to get the error instead).
-    ///
-    /// - Parameter work: The work to run on the loop thread.
+    /// From the loop thread it runs after the current callback returns, in submission order. After
+    /// shutdown the work is not run and a message says so on standard error (`tryExecute` throws instead).
     ///
     /// Thread rule: safe from any thread.
     public func execute(_ work: consuming @escaping @Sendable () -> Void) {
@@ -455,7 +391,6 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Runs `work` on the loop thread, or throws if the loop has shut down.
     ///
-    /// - Parameter work: The work to run on the loop thread.
     /// - Throws: `EventLoopError.shutDown` when the loop no longer accepts work.
     ///
     /// Thread rule: safe from any thread.
@@ -478,9 +413,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         case idle
     }
 
-    /// Queues a closure or a job. Accepted in every state but `.closed` (and `.idle` with
-    /// `refusingIdle`, for callers that wait for the answer): the decision and the append
-    /// are one critical section, so accepted work always runs on the loop thread.
+    /// Queues a closure or a job. The state check and the append are one critical section,
+    /// so accepted work always runs on the loop thread.
     func enqueueItem(_ work: consuming WorkItem, refusingIdle: Bool = false) -> Submission {
         if inEventLoop {
             // Only this thread moves the state to `.closed`: a relaxed read is exact here.
@@ -503,11 +437,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         return .accepted
     }
 
-    /// Under `inboxLock`: whether the caller must wake the loop (it is asleep), claiming that duty.
-    ///
-    /// Only a loop that is asleep needs waking; the others look at the inbox before they
-    /// sleep. The sender is counted under the lock so the last transition, which closes
-    /// the loop under this lock, can wait for it before closing the async handle.
+    /// Under `inboxLock`: whether the caller must wake the (sleeping) loop, claiming that duty.
+    /// Senders are counted so the closing transition can wait for them before closing the async handle.
     @inline(__always)
     func claimWakeup() -> Bool {
         if inbox.loopAwake { return false }
@@ -517,8 +448,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         return true
     }
 
-    /// Wakes the loop after `claimWakeup()` said so: the system call happens outside the
-    /// lock, so producers never queue behind it.
+    /// Sends the wake-up outside the lock, so producers never queue behind the system call.
     func sendWakeup() {
         uvCheckReporting(uv_async_send(wakeup), "uv_async_send")
         sendersInFlight.wrappingSubtract(1, ordering: .releasing)
@@ -540,21 +470,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var rejectedSubmissionCount: Int { withInbox { $0.rejectedCount } }
 
-    /// How many times another thread woke the loop through its async handle.
-    ///
-    /// Submissions from other threads share a wake-up while the loop has not
-    /// drained the queue yet, so this grows much more slowly than the number of
-    /// submissions under load; submissions made on the loop thread never wake it.
+    /// How many times another thread woke the loop; submissions share a wake-up until the loop drains.
     ///
     /// Thread rule: safe from any thread.
     public var crossThreadWakeupCount: Int { withInbox { $0.wakeupsSent } }
 
-    /// How many work items other threads queued (with `execute`, `schedule`, or a
-    /// hop to this loop) that the loop has not started yet.
+    /// How many work items other threads queued that the loop has not started yet.
     ///
-    /// The depth of the cross-thread inbox: it grows while the loop is blocked or
-    /// overloaded and drops to 0 each time the loop takes a batch. Work queued on
-    /// the loop thread itself is not counted. Sampled as `reactiveuv_loop_queued_work`
+    /// Work queued on the loop thread is not counted. Sampled as `reactiveuv_loop_queued_work`
     /// when metrics are on.
     ///
     /// Thread rule: safe from any thread (a snapshot; it may change at once).

@@ -2,20 +2,18 @@
 ///
 /// Thread rule: a value type; safe from any thread.
 public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Work was submitted to (or a subscription made on) a loop that has shut down, or what ran
-    /// on a loop (a server, a request, a watch) was ended by its shutdown.
+    /// Work was submitted to (or a subscription made on) a loop that has shut down, or the
+    /// shutdown ended what ran on it.
     case shutDown(loop: String)
     /// A call that waits for the loop was made on the loop's own thread, where it would deadlock.
     case calledOnLoopThread(operation: String, loop: String)
     /// `EventLoop.shared` lives as long as the process and is never shut down.
     case sharedLoopCannotShutDown
-    /// A loop that runs on its owner's thread was asked to shut down from another
-    /// thread while it was not running, so nothing could carry the shutdown out.
+    /// An owner-thread loop was asked to shut down from another thread while not running.
     case notRunningOnOwnerThread(operation: String, loop: String)
     /// `uv_loop_close` failed after every handle was closed.
     case loopCloseFailed(loop: String, error: UVError)
-    /// The loop could not be set up (no file descriptor or thread left, for instance):
-    /// it is shut down from the start and refuses every submission.
+    /// The loop could not be set up (no file descriptor or thread left): it refuses every submission.
     case couldNotStart(loop: String, error: UVError)
 
     /// A sentence for a human.
@@ -24,7 +22,7 @@ public enum EventLoopError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .shutDown(let loop):
-            // Both cases in one sentence: it is what refused work hears and what a subscription the shutdown ended hears.
+            // One sentence for both: what refused work hears and what a subscription the shutdown ended hears.
             return "EventLoop '\(loop)' has shut down: it runs nothing more, and what ran on it has ended"
         case .calledOnLoopThread(let operation, let loop):
             return "\(operation) was called on the thread of EventLoop '\(loop)': a loop thread never waits for a loop (its own or another, which could be waiting for it); call it from a thread that is no loop's, or use its async form"

@@ -7,8 +7,7 @@ import Musl
 
 /// A fixed set of event loops, each on its own thread, handed out round robin.
 ///
-/// Use one loop per core for a server: `TCPServer.serve(port:on: group)` listens on every
-/// loop (a `SO_REUSEPORT` socket each) and serves each connection on the loop that accepted it.
+/// One loop per core serves a server: `TCPServer.serve(port:on: group)` listens on every loop.
 ///
 /// Thread rule: safe from any thread.
 public final class EventLoopGroup: Sendable {
@@ -21,9 +20,7 @@ public final class EventLoopGroup: Sendable {
     /// - Parameters:
     ///   - loopCount: How many loops (default one per online core); values below 1 are raised to 1.
     ///   - name: A prefix for the loops' names ("group-0", "group-1", ...).
-    ///   - metrics: Whether each loop reports metrics (see `LoopMetrics`), each
-    ///     with its own name as the `loop` dimension; nil uses `LoopMetrics.default`.
-    /// - Returns: A group of running loops; call `shutdown()` when done.
+    ///   - metrics: Whether each loop reports metrics, its name as the `loop` dimension; nil uses `LoopMetrics.default`.
     ///
     /// Thread rule: safe from any thread.
     public init(loopCount: Int = EventLoopGroup.onlineCoreCount, name: String = "group", metrics: LoopMetrics? = nil) {
@@ -31,14 +28,12 @@ public final class EventLoopGroup: Sendable {
         loops = (0..<count).map { EventLoop(name: "\(name)-\($0)", metrics: metrics) }
     }
 
-    /// The number of online cores (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1): a server's loop count.
+    /// The number of online cores (at least 1): a server's loop count.
     ///
     /// Thread rule: safe from any thread.
     public static var onlineCoreCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// The next loop, round robin.
-    ///
-    /// - Returns: One of the group's loops.
     ///
     /// Thread rule: safe from any thread.
     public func next() -> EventLoop {

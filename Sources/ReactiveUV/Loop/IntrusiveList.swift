@@ -1,18 +1,11 @@
-/// An object's place in one `IntrusiveList`: its neighbours, stored in the object itself.
-///
-/// The references are unretained (`Unmanaged`): the list does not keep its elements
-/// alive (a handle is kept alive by `handle.data`, a request by `req.data`),
-/// and an element leaves its list before it can die.
-///
+/// An object's place in one `IntrusiveList`. Unretained: a handle is kept alive by `handle.data`,
+/// a request by `req.data`, and an element leaves its list before it can die.
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveLinks<Element: AnyObject> {
-    // Unmanaged, not `unowned(unsafe) var ...: Element?`: binding one of those to a local retains
-    // it, and an insert or a remove then paid three retain/release pairs (a file request's are on
-    // every stat's path).
+    // Unmanaged rather than `unowned(unsafe)`, whose binding to a local retains it.
     var next: Unmanaged<Element>?
     var previous: Unmanaged<Element>?
 
-    /// Links in no list.
     init() {}
 
     init(next: Unmanaged<Element>?, previous: Unmanaged<Element>?) {
@@ -21,11 +14,8 @@ struct IntrusiveLinks<Element: AnyObject> {
     }
 }
 
-/// Which links of its elements an `IntrusiveList` uses: an object can be in one list per membership.
-///
-/// A caseless enum names each list kind: `LoopRequestList` (the loop's pending requests, through
-/// `listLinks`), `AcceptedStreamList` (a listener's open connections, through a stream's
-/// `acceptedLinks`). The list calls these statically, so each kind is specialized.
+/// Which links of its elements an `IntrusiveList` uses: an object can be in one list per
+/// membership (a caseless enum per kind, so each list is specialized).
 protocol IntrusiveListMembership {
     associatedtype Element: AnyObject
     /// Runs `body` on `element`'s links for this kind of list.
@@ -34,21 +24,15 @@ protocol IntrusiveListMembership {
 
 /// A doubly linked list whose links live in its elements: O(1) insert and remove, no allocation.
 ///
-/// The loop keeps its pending requests (`LoopRequest`) in one, so shutdown can reach every one
-/// of them; a listener keeps its open connections in one. The list does not retain its
-/// elements: each must be removed before it dies, and iterating while
+/// It does not retain its elements: each must be removed before it dies; iterating while
 /// elements are removed needs a snapshot (`Array(list)`).
-///
 /// Thread rule: confined to the thread that owns the list (a loop thread).
 struct IntrusiveList<Membership: IntrusiveListMembership>: Sequence {
     typealias Element = Membership.Element
 
-    /// The most recently inserted element (unretained, as the links).
     private var head: Unmanaged<Element>?
-    /// How many elements are in the list.
     private(set) var count = 0
 
-    /// An empty list.
     init() {}
 
     var isEmpty: Bool { head == nil }
@@ -81,8 +65,8 @@ struct IntrusiveList<Membership: IntrusiveListMembership>: Sequence {
         count -= 1
     }
 
-    /// Unlinks `element` if it is in this list, and says whether it was. An element is in the list when it
-    /// has a previous element or is the head (the caller keeps it out of every other list of this kind).
+    /// Unlinks `element` if it is in this list and says whether it was (in the list: it has a
+    /// previous element or is the head; the caller keeps it out of other lists of this kind).
     mutating func removeIfPresent(_ element: Element) -> Bool {
         let isLinked = Membership.withLinks(of: element) { $0.previous != nil }
         guard isLinked || head?.toOpaque() == Unmanaged.passUnretained(element).toOpaque() else { return false }

@@ -4,14 +4,10 @@ import Glibc
 import Musl
 #endif
 
-/// A one-shot event threads can wait on, with an optional deadline.
-///
-/// Built on a pthread mutex and condition variable (the monotonic clock is
-/// used for deadlines, so setting the system time does not shorten a wait).
-///
+/// A one-shot event threads can wait on, with an optional deadline on the monotonic clock.
 /// Thread rule: safe from any thread.
 final class Latch: @unchecked Sendable {
-    // `isOpen` is protected by `mutex`; the pthread objects live in heap memory owned by this object.
+    // Sendable: `isOpen` is guarded by `mutex`; the pthread objects are heap memory this object owns.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var isOpen = false
@@ -42,14 +38,12 @@ final class Latch: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
-    /// Whether the latch is open.
     var isOpened: Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return isOpen
     }
 
-    /// Waits until the latch opens.
     func wait() {
         pthread_mutex_lock(mutex)
         while !isOpen { pthread_cond_wait(condition, mutex) }

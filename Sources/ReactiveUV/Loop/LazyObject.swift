@@ -1,12 +1,10 @@
 import Synchronization
 
-/// A reference set at most once, from any thread: `Synchronization.AtomicLazyReference`'s job,
-/// compiled into this module so its calls are specialized and inlined (the standard library's
-/// are generic calls that look metadata up on each call).
-///
+/// A reference set at most once, from any thread (`AtomicLazyReference`'s job, compiled here so
+/// its calls are specialized and inlined).
 /// Thread rule: safe from any thread.
 struct LazyObject<Instance: AnyObject>: ~Copyable, @unchecked Sendable {
-    // The atomic word is the only state; the object it points to is retained once, by this value.
+    // Sendable: the atomic word is the only state; it holds the one retain of its object.
     private let word = Atomic<UnsafeMutableRawPointer?>(nil)
 
     init() {}
@@ -15,7 +13,6 @@ struct LazyObject<Instance: AnyObject>: ~Copyable, @unchecked Sendable {
         if let object = word.load(ordering: .acquiring) { Unmanaged<Instance>.fromOpaque(object).release() }
     }
 
-    /// The object, or nil when none was stored yet.
     func load() -> Instance? {
         guard let object = word.load(ordering: .acquiring) else { return nil }
         return Unmanaged<Instance>.fromOpaque(object).takeUnretainedValue()

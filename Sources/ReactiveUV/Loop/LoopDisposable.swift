@@ -2,17 +2,10 @@ import Synchronization
 
 /// A disposable whose state lives on one loop's thread, disposed from any thread.
 ///
-/// Every I/O source needs the same `dispose()`, so it is written here once:
-/// an atomic flag lets only the first call through; on the loop thread it
-/// calls `abandon()` at once, on any other thread it queues `abandon()` on the
-/// loop. A hop the loop refuses loses nothing: a loop refuses work only once it
-/// has closed, and its shutdown has already ended every handle, request and
-/// timer by then (each telling its subscriber `EventLoopError.shutDown`).
-///
-/// A conformer stores `let disposedFlag = Atomic<Bool>(false)` and implements
-/// `abandon()`: stop, close, cancel, and drop the subscriber without telling it
-/// anything (the subscription is going away).
-///
+/// The first `dispose()` runs `abandon()` on the loop thread (now, or queued there). A refused
+/// hop loses nothing: a loop refuses work only once closed, and its shutdown already ended
+/// every handle, request and timer with `EventLoopError.shutDown`. `abandon()` stops, closes,
+/// cancels, and drops the subscriber without telling it.
 /// Thread rule: `dispose()` and `isDisposed` are safe from any thread; `abandon()` is loop thread only.
 protocol LoopDisposable: Disposable {
     /// The loop whose thread runs `abandon()`.
@@ -26,10 +19,7 @@ protocol LoopDisposable: Disposable {
 extension LoopDisposable {
     /// Sets the flag, then runs `abandon()` on the loop thread (now, or queued there). Idempotent.
     ///
-    /// Inlined into each conformer's witness: called through it, the default read `disposedFlag` and
-    /// `loop` through the witness table (a subscription's teardown disposes each of its sources, most
-    /// of them ended already).
-    ///
+    /// Inlined into each conformer so the flag and loop are not read through the witness table.
     /// Thread rule: safe from any thread.
     @inline(__always)
     func dispose() {
@@ -43,25 +33,19 @@ extension LoopDisposable {
     }
 
     /// Whether `dispose()` has been called.
-    ///
     /// Thread rule: safe from any thread.
     var isDisposed: Bool { disposedFlag.load(ordering: .acquiring) }
 }
 
 /// A libuv handle that feeds one subscriber: the common part of handle-backed signal sources.
 ///
-/// - `dispose()` (any thread) closes the handle on its loop (`LoopDisposable`);
-/// - `fail(_:)` closes it and ends the subscriber with an error;
-/// - the loop's shutdown fails it with `EventLoopError.shutDown`;
-/// - the close callback drops the subscriber (and whatever its closures hold).
-///
-/// Subclasses open the handle (`uv_<type>_init`, `didOpen()`), start it, and
-/// send values to `subscriber`; they override `willClose()` to stop it when
-/// closing needs more than `uv_close`.
-///
+/// `dispose()` closes the handle; `fail(_:)` closes it and ends the subscriber with an error;
+/// shutdown fails it with `EventLoopError.shutDown`; the close callback drops the subscriber.
+/// Subclasses open the handle (`didOpen()`), start it, send to `subscriber`, and override
+/// `willClose()` when closing needs more than `uv_close`.
 /// Thread rule: loop thread only, except `init`, `dispose()` and `isDisposed`.
 class SubscriberHandle<Value>: LoopHandle, LoopDisposable, @unchecked Sendable {
-    // `subscriber` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
+    // Sendable: `subscriber` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic.
     /// Who receives the handle's values; nil once the handle closed.
     final var subscriber: Subscriber<Value>?
     final let disposedFlag = Atomic<Bool>(false)

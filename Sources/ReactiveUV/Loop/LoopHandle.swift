@@ -1,20 +1,12 @@
 internal import CLibUV
 
-/// One libuv handle as the object that owns it stores it: its memory and its loop. A value in
-/// the owner (`LoopHandleOwner`), beside the handle's `LoopHandleState`, as a NIO channel owns its
-/// socket: no object of its own.
+/// One libuv handle as its owner stores it (a value, as a NIO channel owns its socket): its
+/// memory and its loop.
 ///
-/// The life of a handle:
-/// 1. `init` allocates the memory (on any thread): the handle's links in the loop's list of
-///    open handles (`OpenHandleList`), then `uv_handle_size(type)` bytes for libuv.
-/// 2. On the loop thread the owner calls `uv_<type>_init`, then `didOpen()`, which stores the
-///    retained owner in `handle.data` and links the handle into `loop.openHandleList`.
-/// 3. `closeHandle()` calls `uv_close`; only in libuv's close callback is the memory freed, the
-///    retain released, and the owner's `didClose()` called.
-///
-/// The handle families' common backend seam: a second backend keeps its own record of a handle
-/// here and answers `didOpen`, `closeHandle` and the close callback for it.
-///
+/// `init` allocates the memory (any thread): the links in the loop's `OpenHandleList`, then
+/// libuv's handle. On the loop thread the owner calls `uv_<type>_init`, then `didOpen()`.
+/// `closeHandle()` calls `uv_close`; only the close callback frees the memory and the owner.
+/// A second backend plugs in here, answering `didOpen`, `closeHandle` and the close callback.
 /// Thread rule: immutable; safe from any thread (the memory is the loop thread's once opened).
 struct LoopHandleCell {
     /// The loop the handle lives on (kept alive by the handle).
@@ -22,40 +14,34 @@ struct LoopHandleCell {
     /// The links, then libuv's handle; freed in the close callback.
     let memory: UnsafeMutableRawPointer
 
-    /// Memory for a handle of `byteCount` bytes on `loop`.
     init(loop: EventLoop, byteCount: Int) {
         self.memory = LibUVMemory.allocate(OpenHandleList.linksSize + byteCount)
         self.loop = loop
     }
 
-    /// The handle as libuv's base type.
     var handle: UnsafeMutablePointer<uv_handle_t> {
         (memory + OpenHandleList.linksSize).assumingMemoryBound(to: uv_handle_t.self)
     }
 }
 
-/// Where a handle's life stands (`LoopHandleOwner.handleState`). Loop thread only.
+/// Where a handle's life stands. Loop thread only.
 enum LoopHandleState: UInt8 {
     case unopened, open, closing, closed
 }
 
 /// An object that owns one libuv handle (`handleCell`): a connection, a listener, a signal's source.
-///
-/// The loop reaches its owners through `OpenHandleList`: to close them at shutdown and to name them
-/// in `openHandles()`. Everything else is the protocol extension's, specialized for each owner.
-///
+/// The loop reaches owners through `OpenHandleList`, to close them at shutdown and list them.
 /// Thread rule: loop thread only, except `loop`.
 protocol LoopHandleOwner: AnyObject {
-    /// The handle, stored in the owner (immutable: its loop is read without a retain).
+    /// The handle (immutable: its loop is read without a retain).
     var handleCell: LoopHandleCell { get }
-    /// Where the handle's life stands, stored in the owner after its `handleCell`.
     var handleState: LoopHandleState { get set }
     /// What created the handle, for leak reports ("timer from schedule(after: 3600s)").
     var label: String { get }
     /// Called once, just before `uv_close`: stop whatever the handle was doing.
     func willClose()
-    /// Called by the loop's shutdown for a handle still open; it must leave the handle closing.
-    /// Owners behind a signal tell their subscriber the loop went away first.
+    /// Called by shutdown for a handle still open; it must leave the handle closing (after
+    /// telling a signal's subscriber the loop went away).
     func closeForShutdown()
     /// Called once, after libuv released the handle: drop callbacks and captured state.
     func didClose()
@@ -65,28 +51,23 @@ protocol LoopHandleOwner: AnyObject {
 
 extension LoopHandleOwner {
     /// The loop the handle lives on.
-    ///
     /// Thread rule: safe from any thread (immutable).
     @inline(__always)
     var loop: EventLoop { handleCell.loop }
 
     /// `loop` as `EventLoop.inEventLoop` compares it, without a retain.
-    ///
     /// Thread rule: safe from any thread.
     @inline(__always)
     var loopIdentity: UnsafeMutableRawPointer { Unmanaged.passUnretained(handleCell.loop).toOpaque() }
 
     /// `loop.inEventLoop`, without retaining the loop around the thread-local lookup.
-    ///
     /// Thread rule: safe from any thread.
     @inline(__always)
     var onLoopThread: Bool { ThreadLocals.currentLoop.value == loopIdentity }
 
-    /// The handle as libuv's base type.
     @inline(__always)
     var handle: UnsafeMutablePointer<uv_handle_t> { handleCell.handle }
 
-    /// The handle as a concrete libuv type.
     @inline(__always)
     func pointer<T>(as type: T.Type) -> UnsafeMutablePointer<T> {
         UnsafeMutableRawPointer(handleCell.handle).assumingMemoryBound(to: T.self)
@@ -102,15 +83,14 @@ extension LoopHandleOwner {
     @inline(__always)
     var isHandleOpen: Bool { handleState == .open }
 
-    /// What the owner's `deinit` calls: a handle libuv still points into must not die with its owner.
+    /// Called by the owner's `deinit`: a handle libuv still points into must not die with its owner.
     func ownerWillDie() {
         assert(handleState == .closed || handleState == .unopened,
                "\(label) was released while libuv still owned its handle (\(handleState)): it must be closed first")
         if handleState == .unopened { LibUVMemory.free(handleCell.memory) }
     }
 
-    /// Marks the handle initialized: retains the owner in `handle.data` and lists it with the loop.
-    /// Call right after `uv_<type>_init` succeeded.
+    /// Retains the owner in `handle.data` and lists it with the loop; call right after `uv_<type>_init`.
     func didOpen() {
         assertInEventLoop()
         assert(handleState == .unopened, "didOpen() called twice")
@@ -140,12 +120,10 @@ extension LoopHandleOwner {
     }
 }
 
-/// The loop's list of open handles (`EventLoop.openHandleList`), linked through the first
-/// `linksSize` bytes of each handle's memory: any owner type, and no field for it in the owner.
-///
+/// The loop's list of open handles, linked through the first `linksSize` bytes of each handle's
+/// memory, so it takes any owner type without a field in the owner.
 /// Thread rule: confined to its loop's thread.
 struct OpenHandleList {
-    /// A handle's neighbours: the memory of the handles opened just after and just before it.
     private struct Links {
         var next: UnsafeMutableRawPointer?
         var previous: UnsafeMutableRawPointer?
@@ -201,23 +179,19 @@ struct OpenHandleList {
     }
 }
 
-/// An object that owns a handle and nothing more of it: the base of the handle sources that are
-/// not connections (listeners, a signal's handle, the inotify hub, a child process).
-///
+/// An object that owns a handle and nothing more of it: listeners, a signal's handle, the inotify hub, a child process.
 /// Thread rule: loop thread only, except `init` and `loop`.
 class LoopHandle: LoopHandleOwner {
     final let handleCell: LoopHandleCell
-    // Last, so a subclass's one-byte fields fill the word it starts (declaration order is layout order).
+    // Last, so a subclass's one-byte fields fill the word it starts.
     @exclusivity(unchecked) final var handleState = LoopHandleState.unopened
 
-    /// Allocates memory for a handle of `byteCount` bytes.
     init(loop: EventLoop, byteCount: Int) {
         handleCell = LoopHandleCell(loop: loop, byteCount: byteCount)
     }
 
     deinit { ownerWillDie() }
 
-    /// What created this handle, for leak reports.
     var label: String { kind }
 
     func willClose() {}
@@ -237,7 +211,7 @@ private let loopHandleCloseCallback: uv_close_cb = { LoopHandle.finishClose($0) 
 public struct OpenHandle: Sendable, Hashable, CustomStringConvertible {
     /// libuv's type name: "timer", "tcp", "fs_event", ...
     public let kind: String
-    /// What opened it, when ReactiveUV did ("timer from schedule(after: 3600s)"); nil for handles opened by other code.
+    /// What opened it, when ReactiveUV did; nil for handles other code opened.
     public let label: String?
     /// Whether the handle is active (a started timer, a reading stream).
     public let isActive: Bool

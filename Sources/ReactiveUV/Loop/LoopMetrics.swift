@@ -3,36 +3,18 @@ import CoreMetrics
 
 /// Whether, and how, an `EventLoop` reports metrics through swift-metrics.
 ///
-/// Off by default. Turn it on for one loop when you make it:
+/// Off by default: pass `.enabled(interval:)` to `EventLoop(name:metrics:)`, or set
+/// `LoopMetrics.default` for loops made afterwards. An enabled loop turns on libuv's idle-time
+/// metric and samples every `interval` from an unreferenced timer, with the dimension `("loop", name)`:
 ///
-/// ```swift
-/// let loop = EventLoop(name: "io", metrics: .enabled(interval: .seconds(1)))
-/// ```
+/// - `reactiveuv_loop_lag` (Timer, ns): how late the probe fired (libuv's millisecond timers add noise);
+/// - `reactiveuv_loop_idle_time` (Timer, ns): time spent waiting for events since the last sample;
+/// - `reactiveuv_loop_busy_ratio` (Gauge, 0...1): the fraction of the interval spent running callbacks;
+/// - `reactiveuv_loop_queued_work` (Gauge): `EventLoop.queuedWorkCount`;
+/// - `reactiveuv_loop_handles` (Gauge, plus `("type", kind)`): open handles by libuv type, the
+///   loop's own excluded, `schedule(after:)` work counted as "timer"; a type all closed reports 0.
 ///
-/// or for every loop made afterwards (`EventLoop.shared` included, if it has
-/// not started yet) with `LoopMetrics.default = .enabled()`.
-///
-/// An enabled loop configures libuv's idle-time metric before it first runs
-/// (`UV_METRICS_IDLE_TIME`, which makes libuv poll once more per iteration)
-/// and opens one unreferenced probe timer that fires every `interval` on the
-/// loop thread. Each firing records, with the dimension `("loop", name)`:
-///
-/// - `reactiveuv_loop_lag` (Timer, nanoseconds): how late the probe fired
-///   against its due time (a blocked or overloaded loop fires it late; libuv's
-///   millisecond timers add up to a few milliseconds of noise);
-/// - `reactiveuv_loop_idle_time` (Timer, nanoseconds): the time the loop spent
-///   waiting for events since the previous firing;
-/// - `reactiveuv_loop_busy_ratio` (Gauge, 0...1): the rest of that interval,
-///   as a fraction: the time spent running callbacks;
-/// - `reactiveuv_loop_queued_work` (Gauge): work items other threads queued
-///   with `execute` that have not started (see `EventLoop.queuedWorkCount`);
-/// - `reactiveuv_loop_handles` (Gauge, plus the dimension `("type", kind)`):
-///   open handles by libuv type ("tcp", "fs_event", "timer", ...), the loop's
-///   own internal handles excluded; work scheduled with `schedule(after:)`
-///   counts as "timer". A type whose handles all closed reports 0.
-///
-/// A disabled loop adds no work to any path: no probe, no idle-time polling,
-/// no metric objects. The metric objects are destroyed when the loop shuts down.
+/// A disabled loop has no probe and no metric objects; shutdown destroys them.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct LoopMetrics: Sendable {
@@ -40,28 +22,28 @@ public struct LoopMetrics: Sendable {
     ///
     /// Thread rule: safe from any thread.
     public let interval: Duration?
-    /// The factory the metrics are made with; nil means `MetricsSystem.factory` (bootstrapped by the program).
+    /// The factory the metrics are made with; nil means `MetricsSystem.factory`.
     ///
     /// Thread rule: safe from any thread.
     public let factory: (any MetricsFactory)?
 
-    /// The label of the event-loop lag Timer: how late the probe fired, in nanoseconds.
+    /// The label of the lag Timer.
     ///
     /// Thread rule: safe from any thread.
     public static let lagLabel = "reactiveuv_loop_lag"
-    /// The label of the idle-time Timer: nanoseconds spent waiting for events during each interval.
+    /// The label of the idle-time Timer.
     ///
     /// Thread rule: safe from any thread.
     public static let idleTimeLabel = "reactiveuv_loop_idle_time"
-    /// The label of the busy-ratio Gauge: the fraction (0...1) of each interval spent running callbacks.
+    /// The label of the busy-ratio Gauge.
     ///
     /// Thread rule: safe from any thread.
     public static let busyRatioLabel = "reactiveuv_loop_busy_ratio"
-    /// The label of the queued-work Gauge: work other threads queued that has not started.
+    /// The label of the queued-work Gauge.
     ///
     /// Thread rule: safe from any thread.
     public static let queuedWorkLabel = "reactiveuv_loop_queued_work"
-    /// The label of the open-handles Gauge: one per `("type", kind)`, kind being libuv's type name.
+    /// The label of the open-handles Gauge (one per `("type", kind)`).
     ///
     /// Thread rule: safe from any thread.
     public static let handlesLabel = "reactiveuv_loop_handles"
@@ -74,11 +56,8 @@ public struct LoopMetrics: Sendable {
     /// Metrics sampled every `interval`.
     ///
     /// - Parameters:
-    ///   - interval: The time between samples; raised to at least 1 ms
-    ///     (libuv's timer resolution) and rounded up to whole milliseconds.
-    ///   - factory: The swift-metrics factory to make the metrics with; nil
-    ///     (the default) uses `MetricsSystem.factory` at the time the loop is made.
-    /// - Returns: The configuration to pass to `EventLoop(name:metrics:)`.
+    ///   - interval: The time between samples, rounded up to whole milliseconds (at least 1).
+    ///   - factory: The factory to make the metrics with; nil uses `MetricsSystem.factory` when the loop is made.
     ///
     /// Thread rule: safe from any thread.
     public static func enabled(interval: Duration = .seconds(1), factory: (any MetricsFactory)? = nil) -> LoopMetrics {
@@ -93,10 +72,8 @@ public struct LoopMetrics: Sendable {
     /// Thread rule: safe from any thread.
     public var isEnabled: Bool { interval != nil }
 
-    /// What loops made without a `metrics:` argument use (initially `.disabled`).
-    ///
-    /// Set it early in `main`, before making loops: a loop reads it once, when
-    /// it is made (`EventLoop.shared` when it is first used).
+    /// What loops made without a `metrics:` argument use (initially `.disabled`); a loop reads it
+    /// once, when made, so set it early in `main`.
     ///
     /// Thread rule: safe from any thread.
     public static var `default`: LoopMetrics {
@@ -114,18 +91,16 @@ public struct LoopMetrics: Sendable {
     }
 }
 
-/// The metric objects of one loop and the interval being measured, for the probe.
-///
-/// Made on the thread that makes the loop, before its thread starts (ordered by
-/// `pthread_create`), then touched only on the loop thread.
+/// The metric objects of one loop and the interval being measured. Made before the loop thread
+/// starts, then touched only on it.
 final class LoopMetricsSampler {
     private enum State {
-        /// Not armed yet (a loop not running yet, or an owner-thread loop outside `run()`).
+        /// Not armed (a loop not running yet, or an owner-thread loop outside `run()`).
         case idle
-        /// Armed: the interval began at `since` (monotonic ns) with libuv's cumulative idle
-        /// time at `idleAtStart`; the probe is due at `due`.
+        /// The interval began at `since` (monotonic ns) with libuv's cumulative idle time at
+        /// `idleAtStart`; the probe is due at `due`.
         case measuring(since: UInt64, idleAtStart: UInt64, due: UInt64)
-        /// The metric objects were destroyed (shutdown): nothing more is recorded.
+        /// Destroyed at shutdown: nothing more is recorded.
         case destroyed
     }
 
@@ -136,9 +111,8 @@ final class LoopMetricsSampler {
     private let idleTime: CoreMetrics.Timer
     private let busyRatio: Gauge
     private let queuedWork: Gauge
-    /// One gauge per handle type seen so far (loop thread only).
+    /// One gauge per handle type seen so far. Loop thread only.
     private var handleGauges: [(kind: String, gauge: Gauge)] = []
-    /// Loop thread only.
     private var state = State.idle
 
     init(loopName: String, configuration: LoopMetrics) {
@@ -151,7 +125,6 @@ final class LoopMetricsSampler {
         queuedWork = Gauge(label: LoopMetrics.queuedWorkLabel, dimensions: dimensions, factory: factory)
     }
 
-    /// Whether samples may still be recorded.
     var isLive: Bool {
         if case .destroyed = state { return false }
         return true
@@ -164,7 +137,7 @@ final class LoopMetricsSampler {
         return true
     }
 
-    /// Records the interval that ends now. No lock is held here: metric handlers are called freely.
+    /// Records the interval that ends now (no lock held: metric handlers are called freely).
     func record(now: UInt64, idle: UInt64, queued: Int, handles: HandleCounts) {
         guard case .measuring(let since, let idleAtStart, let due) = state else { return }
         lag.recordNanoseconds(Int64(clamping: now > due ? now - due : 0))
@@ -217,20 +190,18 @@ struct HandleCounts {
     }
 }
 
-/// State for one `uv_walk` counting handles.
 private struct HandleCountWalk {
     unowned(unsafe) let loop: EventLoop
     var counts = HandleCounts()
 }
 
 extension EventLoop {
-    /// Whether this loop reports metrics (see `LoopMetrics`).
+    /// Whether this loop reports metrics.
     ///
     /// Thread rule: safe from any thread.
     public var reportsMetrics: Bool { metricsSampler != nil }
 
-    /// Turns on libuv's idle-time accounting and makes the (unreferenced) probe timer; nil when
-    /// metrics are off. Called by `init` before the loop runs.
+    /// Turns on libuv's idle-time accounting and makes the unreferenced probe timer; nil when metrics are off.
     static func makeMetricsProbe(
         for uvLoop: UnsafeMutablePointer<uv_loop_t>, configuration: LoopMetrics
     ) throws(UVError) -> UnsafeMutablePointer<uv_timer_t>? {
@@ -249,10 +220,8 @@ extension EventLoop {
         return probe
     }
 
-    /// Arms the probe for one interval from now and starts a new sampling interval.
-    ///
-    /// Loop thread only: when the loop starts running, and on every `run()` of an
-    /// owner-thread loop (time spent outside `run()` is neither lag nor busy time).
+    /// Arms the probe and starts a sampling interval: when the loop starts, and on every `run()` of
+    /// an owner-thread loop (time outside `run()` is neither lag nor busy time).
     func startMetricsProbe() {
         assertInEventLoop()
         guard metricsProbe != nil, !state.load(ordering: .relaxed).hasBegunClosing else { return }
@@ -295,7 +264,7 @@ extension EventLoop {
         return walk.counts
     }
 
-    /// Shutdown (loop thread, when it begins closing): closes the probe and destroys the metric objects.
+    /// At shutdown: closes the probe and destroys the metric objects.
     func closeMetricsProbeForShutdown() {
         guard let metricsProbe else { return }
         uv_close(UnsafeMutableRawPointer(metricsProbe).assumingMemoryBound(to: uv_handle_t.self), nil)

@@ -1,20 +1,9 @@
-// Debug-only checks that loop-thread-only entry points run on their loop's thread
-// (SwiftNIO's `assertInEventLoop`). libuv is not thread-safe: a handle opened,
-// closed or written from another thread corrupts the loop without a word, much
-// later. In debug builds these checks trap at the call instead, naming the loop,
-// the thread and the operation; release builds compile them out (`#if DEBUG`),
-// so the hot paths (a TCP write, a read, a timer) pay nothing.
+// Debug-only checks that loop-thread-only entry points run on their loop's thread: a call from
+// another thread would corrupt libuv silently, later. Release builds compile them out.
 
 extension EventLoop {
-    /// Debug builds: traps unless called on this loop's thread. Release builds: nothing.
-    ///
-    /// Call it first in every entry point that is loop thread only.
-    ///
-    /// - Parameters:
-    ///   - operation: What was called ("StreamConnection.send"), for the message; the calling function by default.
-    ///   - file: The caller's file, for the trap.
-    ///   - line: The caller's line, for the trap.
-    ///
+    /// Traps unless called on this loop's thread, or any thread once it shut down (debug builds only);
+    /// the message names `operation` (the calling function by default), `file` and `line`.
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
@@ -24,13 +13,8 @@ extension EventLoop {
         #endif
     }
 
-    /// The message `assertInEventLoop` traps with when called here now, or nil when the call is allowed.
-    ///
-    /// Allowed on this loop's thread, and on any thread once the loop has closed (its thread
-    /// has ended and nothing runs on it any more: teardown and clean-up then run on the
-    /// caller's thread). The message names the operation, this loop and the calling thread
-    /// (another loop's, or none), so a report says at once which hop was missing.
-    ///
+    /// The message `assertInEventLoop` traps with here, or nil when allowed (this loop's thread,
+    /// or any once it closed). It names the operation, the loop and the calling thread.
     /// Thread rule: safe from any thread.
     func loopThreadViolation(_ operation: String) -> String? {
         if inEventLoop || isShutDown { return nil }
@@ -38,7 +22,7 @@ extension EventLoop {
         return "\(operation) is loop thread only: it must run on loop '\(name)''s thread, but was called on \(caller) (hop there with execute or enqueue first)"
     }
 
-    /// Out of line, so a passing check is one thread-local load and a compare.
+    /// Out of line, so a passing check stays small.
     @inline(never)
     private func loopThreadViolationTrap(_ operation: String, file: StaticString, line: UInt) {
         guard let message = loopThreadViolation(operation) else { return }
@@ -48,7 +32,6 @@ extension EventLoop {
 
 extension LoopHandleOwner {
     /// `loop.assertInEventLoop` naming this handle ("tcp connection with 127.0.0.1:80 ...: close()").
-    ///
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     func assertInEventLoop(_ operation: @autoclosure () -> String = #function,
@@ -61,7 +44,6 @@ extension LoopHandleOwner {
 
 extension LoopRequest {
     /// `loop.assertInEventLoop` naming this request ("getaddrinfo example.com: willStart(handingOver:)").
-    ///
     /// Thread rule: safe from any thread (it is the check).
     @inline(__always)
     final func assertInEventLoop(_ operation: @autoclosure () -> String = #function,

@@ -15,23 +15,19 @@ import Musl
 /// exit(Program.run(server, shuttingDown: group))
 /// ```
 ///
-/// The main thread is no loop's here: nothing needs `EventLoop.onCurrentThread()` or `run()`.
-/// In a `main.swift` with a top-level `await`, `await Program.run(...)` suspends instead of blocking.
+/// The main thread is no loop's here; with a top-level `await`, `await Program.run(...)` suspends instead.
 ///
 /// Thread rule: see each member.
 public enum Program {
     /// Drain requests from the process's termination signals: `.graceful(timeout:)` at the first
-    /// of `signals`, `.force` at the second (a second Ctrl-C resets what is left), then it completes.
+    /// of `signals`, `.force` at the second, then it completes.
     ///
-    /// Pass it as a server's `drain`: the server stops accepting at the first signal and completes
-    /// once its connections are closed, which ends `Program.run`. The signals are caught only while
-    /// the server is subscribed; their handlers go back to the defaults when it ends.
+    /// Pass it as a server's `drain`. The signals are caught only while the server is subscribed.
     ///
     /// - Parameters:
     ///   - timeout: How long a graceful drain waits for connections to close before resetting them.
     ///   - signals: The signals that ask for the drain; nil for SIGTERM and SIGINT. An empty list fails with `EINVAL`.
     ///   - loop: The loop that catches the signals; nil for the subscription's home.
-    /// - Returns: A signal of at most two drain requests.
     ///
     /// Thread rule: safe from any thread.
     public static func drainOnTermination(timeout: Duration = .seconds(10), signals: [Int32]? = nil,
@@ -47,16 +43,9 @@ public enum Program {
     }
 
     /// Blocks the calling thread until `work` ends, shuts `groups` down, and returns the exit status:
-    /// 0 when `work` completed, 1 when it failed (the error is written to standard error, after the
-    /// program's name).
+    /// 0 when `work` completed, 1 when it failed (the error goes to standard error).
     ///
-    /// Called on a loop's thread (where waiting would stop the loop) it waits for nothing: it writes
-    /// why to standard error and returns 70 (`EX_SOFTWARE`).
-    ///
-    /// - Parameters:
-    ///   - work: What the program does: a server that completes when drained, a process run, any signal.
-    ///   - groups: The loop groups to shut down once `work` ended.
-    /// - Returns: The exit status to pass to `exit`.
+    /// On a loop's thread it waits for nothing, says why on standard error and returns 70 (`EX_SOFTWARE`).
     ///
     /// Thread rule: any thread except a loop thread (the main thread of `main.swift`).
     public static func run<Value>(_ work: Signal<Value>, shuttingDown groups: EventLoopGroup...) -> Int32 {
@@ -76,12 +65,8 @@ public enum Program {
         return status
     }
 
-    /// `run(_:shuttingDown:)` for a `main.swift` with a top-level `await`: suspends until `work` ends,
-    /// then shuts `groups` down without blocking a thread of the cooperative pool.
+    /// `run(_:shuttingDown:)` for a `main.swift` with a top-level `await`: suspends instead of blocking.
     ///
-    /// - Parameters:
-    ///   - work: What the program does.
-    ///   - groups: The loop groups to shut down once `work` ended.
     /// - Returns: The exit status: 0 completed, 1 failed (written to standard error), 70 on a loop's thread.
     ///
     /// Thread rule: safe from any task except one running on a loop (its loop would wait for itself).

@@ -1,13 +1,8 @@
-/// Code a loop runs on its own thread when it begins shutting down, before it closes its handles.
-///
-/// Time operators whose scheduler is a loop register here: when that loop
-/// shuts down, their pending timer is dropped and the hop of their next event
-/// is refused, so without this their subscribers would wait for ever. The
-/// observer ends the operator with `EventLoopError.shutDown` instead.
-///
+/// Code a loop runs on its own thread when it begins shutting down, before it closes its handles:
+/// time operators scheduled on the loop end with `EventLoopError.shutDown` instead of waiting for ever.
 /// Thread rule: `add` and the disposables it returns from any thread; `fireAll` on the loop thread.
 final class ShutdownObservers: @unchecked Sendable {
-    // `state` is protected by its lock; observers are called after it is released.
+    // Sendable: `state` is behind its lock; observers are called after it is released.
     private struct State {
         var observers: [UInt64: @Sendable () -> Void] = [:]
         var nextKey: UInt64 = 0

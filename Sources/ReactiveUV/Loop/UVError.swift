@@ -2,13 +2,7 @@ internal import CLibUV
 
 /// An error reported by libuv, with its symbolic name and human message.
 ///
-/// Every negative return code from a libuv call made by ReactiveUV becomes a
-/// `UVError` through one helper, so the name (`"ENOENT"`), the message
-/// (`"no such file or directory"`) and the call that failed (`context`) are
-/// always filled in the same way.
-///
-/// Match on the code with the named values (`UVError+Codes.swift`), as
-/// swift-system's `Errno` does:
+/// Match on the code with the named values, as swift-system's `Errno`:
 ///
 /// ```swift
 /// do { try something() }
@@ -16,28 +10,22 @@ internal import CLibUV
 /// catch UVError.nameNotFound { print("no such host") }
 /// ```
 ///
-/// Equality and hashing compare `code` only: an error with a context
-/// (`"uv_tcp_connect(127.0.0.1:1)"`) or a message of our own equals the named
-/// value with the same code. Compare `context` or `message` by name where
-/// they matter.
+/// Equality and hashing compare `code` only, so an error with a `context` or a message of our
+/// own equals the named value with its code.
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The negative libuv error code, for example `UV_ENOENT` (-2).
     public let code: Int32
-    /// The symbolic name from libuv (`uv_err_name_r`), for example `"ENOENT"`; `"Unknown system error -123456"` for a code libuv does not know.
+    /// The symbolic name from libuv, for example `"ENOENT"`; `"Unknown system error -123456"` for a code libuv does not know.
     public let name: String
-    /// The human-readable message from libuv (`uv_strerror_r`), for example `"no such file or directory"`, or our own.
+    /// The human-readable message, libuv's (`"no such file or directory"`) or our own.
     public let message: String
     /// What was being attempted, for example `"uv_tcp_bind(127.0.0.1:80)"`; empty when unknown.
     public let context: String
 
-    /// Creates an error for a libuv error code.
-    ///
-    /// - Parameters:
-    ///   - code: A negative libuv error code such as `UV_EADDRINUSE`.
-    ///   - context: What was being attempted, shown in `description`.
-    /// - Returns: An error whose `name` and `message` come from libuv.
+    /// Creates an error for a negative libuv `code` (`UV_EADDRINUSE`), with libuv's `name` and
+    /// `message`; `context` says what was being attempted.
     ///
     /// Thread rule: safe from any thread.
     public init(code: Int32, context: String = "") {
@@ -47,16 +35,8 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
         self.context = context
     }
 
-    /// Creates an error for a libuv error code with a message of our own.
-    ///
-    /// Used where ReactiveUV rejects an argument before libuv sees it, so the
-    /// message can say what was wrong ("interval must be positive").
-    ///
-    /// - Parameters:
-    ///   - code: A negative libuv error code such as `UV_EINVAL`.
-    ///   - message: The human-readable explanation.
-    ///   - context: What was being attempted.
-    /// - Returns: An error with libuv's `name` and the given `message`.
+    /// Creates an error for a libuv error code with a message of our own (an argument rejected
+    /// before libuv sees it: "interval must be positive").
     ///
     /// Thread rule: safe from any thread.
     public init(code: Int32, message: String, context: String = "") {
@@ -75,11 +55,6 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// Whether two errors have the same code (context and message aside).
     ///
-    /// - Parameters:
-    ///   - lhs: An error.
-    ///   - rhs: Another error.
-    /// - Returns: `lhs.code == rhs.code`.
-    ///
     /// Thread rule: safe from any thread.
     public static func == (lhs: UVError, rhs: UVError) -> Bool {
         lhs.code == rhs.code
@@ -87,20 +62,13 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// Hashes the code only, so that equal errors hash alike.
     ///
-    /// - Parameter hasher: The hasher to feed.
-    ///
     /// Thread rule: safe from any thread.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(code)
     }
 
-    /// Lets `catch UVError.connectionRefused` and `case UVError.addressInUse:`
-    /// match any error: true when `value` is a `UVError` with `pattern`'s code.
-    ///
-    /// - Parameters:
-    ///   - pattern: The error to match, usually a named value such as `.noSuchFile`.
-    ///   - value: The error thrown or sent.
-    /// - Returns: Whether `value` is a `UVError` with the same code.
+    /// Whether `value` is a `UVError` with `pattern`'s code, so `catch UVError.connectionRefused`
+    /// and `case UVError.addressInUse:` match any error.
     ///
     /// Thread rule: safe from any thread.
     public static func ~= (pattern: UVError, value: any Error) -> Bool {
@@ -108,24 +76,21 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
         return error.code == pattern.code
     }
 
-    /// libuv's name for `code` ("ENOENT"), through `uv_err_name_r` into a stack
-    /// buffer: `uv_err_name` mallocs a string nobody frees for a code it does not know.
+    /// libuv's name for `code`, into a stack buffer: `uv_err_name` leaks for an unknown code.
     static func libuvName(for code: Int32) -> String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: messageBufferSize) { buffer in
             String(cString: uv_err_name_r(code, buffer.baseAddress, buffer.count))
         }
     }
 
-    /// libuv's message for `code` ("no such file or directory"), through
-    /// `uv_strerror_r`: `uv_strerror` leaks for an unknown code as `uv_err_name` does.
+    /// libuv's message for `code`, into a stack buffer: `uv_strerror` leaks for an unknown code.
     static func libuvMessage(for code: Int32) -> String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: messageBufferSize) { buffer in
             String(cString: uv_strerror_r(code, buffer.baseAddress, buffer.count))
         }
     }
 
-    /// Longer than libuv's longest message (46 bytes) and "Unknown system error -2147483648";
-    /// libuv truncates (and terminates) anything longer.
+    /// Longer than libuv's longest message and "Unknown system error -2147483648"; libuv truncates beyond.
     private static let messageBufferSize = 128
 
     /// `UV_EINVAL`: an invalid argument. The same as `UVError.invalidArgument.code`.
@@ -144,28 +109,15 @@ public struct UVError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let timedOutCode: Int32 = UV_ETIMEDOUT.rawValue
 }
 
-/// Turns a libuv return value into a thrown `UVError` when it is negative.
-///
-/// The one place every libuv result goes through.
-///
-/// - Parameters:
-///   - result: The value a libuv function returned.
-///   - context: The call, for the error's `context`.
-/// - Returns: `result` when it is not negative.
+/// Throws a `UVError` for a negative libuv result; the one place every libuv result goes through.
 @discardableResult
 func uvCheck(_ result: Int32, _ context: @autoclosure () -> String) throws(UVError) -> Int32 {
     if result < 0 { throw UVError(code: result, context: context()) }
     return result
 }
 
-/// Checks a libuv result where no caller can receive an error (inside a
-/// callback, or a call that fails only on a programming error): a negative
-/// result is written to standard error through `uvCheck`, never dropped.
-///
-/// - Parameters:
-///   - result: The value a libuv function returned.
-///   - context: The call, for the message.
-/// - Returns: Whether the call succeeded.
+/// Checks a libuv result where no caller can receive an error (a callback, or a call that fails
+/// only on a programming error): a failure goes to standard error, never dropped.
 @discardableResult
 func uvCheckReporting(_ result: Int32, _ context: @autoclosure () -> String) -> Bool {
     do {

@@ -1,9 +1,5 @@
-/// A growable ring buffer of work items: push at the tail, pop at the head.
-///
-/// The loop thread's run queue. Unlike swapping arrays per batch, popping moves
-/// one closure out and leaves nothing to destroy in bulk, so a chain of work
-/// that queues one item at a time costs a push and a pop per item.
-///
+/// A growable ring buffer of work items (the loop thread's run queue): popping moves one item
+/// out, with nothing left to destroy in bulk.
 /// Thread rule: not thread-safe; the owner confines it to one thread.
 struct WorkRing {
     typealias Work = WorkItem
@@ -64,11 +60,8 @@ struct WorkRing {
 
 /// One queued piece of work: a closure, or a Swift concurrency job.
 ///
-/// A concrete type, not a bare closure in a generic container: an `Array` or
-/// pointer of function type stores its closures at the most general
-/// abstraction, which makes Swift allocate a reabstraction thunk for every
-/// closure stored, even one that captures nothing. Jobs are stored as they
-/// come, so running a task or an actor on a loop allocates nothing per job.
+/// A concrete enum rather than a bare closure in a generic container, which would store each
+/// closure behind a reabstraction thunk.
 enum WorkItem {
     case closure(@Sendable () -> Void)
     /// A job enqueued on the loop as a task executor (a task that prefers the loop).

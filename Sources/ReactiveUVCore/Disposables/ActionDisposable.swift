@@ -1,21 +1,16 @@
 import Synchronization
 
-/// Runs an action exactly once, on the first `dispose()`.
-///
-/// The action is released right after it ran, freeing what it captured. Two threads disposing
-/// at once still run it once: an atomic exchange picks the winner.
+/// Runs an action exactly once, on the first `dispose()` (an atomic exchange picks one of racing
+/// callers), then releases it and what it captured.
 ///
 /// Thread rule: safe from any thread; the action runs on the thread that
 /// disposes first (a subscription always disposes on its home loop).
 public final class ActionDisposable: Disposable, @unchecked Sendable {
-    // `action` is written in init and afterwards only by the single thread that wins `disposed.exchange`.
+    // Sendable: `action` is written in init, then only by the one thread that wins `disposed.exchange`.
     private let disposed = Atomic<Bool>(false)
     private var action: (() -> Void)?
 
     /// Creates a disposable that runs `action` on its first `dispose()`.
-    ///
-    /// - Parameter action: The teardown to run once.
-    /// - Returns: A disposable not yet disposed.
     ///
     /// Thread rule: safe from any thread.
     public init(_ action: sending @escaping () -> Void) {
@@ -23,8 +18,6 @@ public final class ActionDisposable: Disposable, @unchecked Sendable {
     }
 
     /// Creates a disposable with no action, useful only as a flag.
-    ///
-    /// - Returns: A disposable not yet disposed.
     ///
     /// Thread rule: safe from any thread.
     public init() {

@@ -2,32 +2,25 @@ import Synchronization
 
 /// A disposable that owns other disposables and disposes them all at once.
 ///
-/// - Adding to a compound that is already disposed disposes the newcomer at once.
-/// - Children that finished on their own can be removed (`remove(_:)`), so a
-///   long-lived compound does not grow.
-/// - `dispose()` takes the children out under the lock and disposes them
-///   after releasing it, so a child's teardown may touch this compound again.
+/// Adding to a disposed compound disposes the newcomer at once; children that finished on their
+/// own can be removed, so a long-lived compound does not grow. Children are disposed outside the
+/// lock, so a child's teardown may touch this compound again.
 ///
 /// Thread rule: safe from any thread.
 public class CompoundDisposable: Disposable, @unchecked Sendable {
-    // `first` and `rest` are protected by `childrenLock`; `disposedFlag` is atomic.
+    // Sendable: `childrenLock` guards `first` and `rest`; `disposedFlag` is atomic.
     @usableFromInline package let disposedFlag = Atomic<Bool>(false)
     private let childrenLock = SpinLock()
-    // Most compounds (one per subscription) hold one child: it lives inline, no array.
+    // Most compounds (one per subscription) hold one child: inline, no array.
     @exclusivity(unchecked) private var first: (any Disposable)?
     @exclusivity(unchecked) private var rest: [any Disposable] = []
 
     /// Creates an empty compound disposable.
     ///
-    /// - Returns: A compound not yet disposed.
-    ///
     /// Thread rule: safe from any thread.
     public init() {}
 
     /// Creates a compound disposable owning `disposables`.
-    ///
-    /// - Parameter disposables: The initial children.
-    /// - Returns: A compound not yet disposed.
     ///
     /// Thread rule: safe from any thread.
     public init(_ disposables: [any Disposable]) {
@@ -35,16 +28,14 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         rest = Array(disposables.dropFirst())
     }
 
-    /// Adds a child; if this compound is already disposed, disposes the child at once.
-    ///
-    /// - Parameter disposable: The child, or nil (ignored, as RAC ignores a nil disposable).
+    /// Adds a child (nil is ignored, as in RAC); if this compound is already disposed, disposes it at once.
     ///
     /// Thread rule: safe from any thread.
     public func add(_ disposable: (any Disposable)?) {
         guard let disposable else { return }
         let added: Bool = childrenLock.withLock {
-            // Checked under the lock: `dispose()` sets the flag before taking the children,
-            // so a child is either taken by it or refused here, never lost.
+            // Under the lock: `dispose()` sets the flag before taking the children, so a child is taken
+            // by it or refused here, never lost.
             if disposedFlag.load(ordering: .acquiring) { return false }
             if first == nil {
                 first = disposable
@@ -56,9 +47,7 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         if !added { disposable.dispose() }
     }
 
-    /// Removes a child without disposing it (for children that finished on their own).
-    ///
-    /// - Parameter disposable: The child to forget; matched by identity.
+    /// Removes a child, matched by identity, without disposing it (for children that finished on their own).
     ///
     /// Thread rule: safe from any thread.
     public func remove(_ disposable: any Disposable) {
@@ -84,9 +73,8 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
         disposeChildren()
     }
 
-    /// Disposes every child, then waits for each (`Disposable.disposeAndWait()`). All are
-    /// disposed before the first wait, so none goes on starting callbacks meanwhile. A compound
-    /// already disposed has let go of its children and returns at once.
+    /// Disposes every child, then waits for each (`Disposable.disposeAndWait()`); all are disposed
+    /// before the first wait. An already disposed compound returns at once.
     ///
     /// Thread rule: safe from any task; blocks no thread.
     public func disposeAndWait() async {
@@ -115,8 +103,7 @@ public class CompoundDisposable: Disposable, @unchecked Sendable {
     /// Takes the children out under the lock and disposes them outside it.
     final func disposeChildren() {
         let (taken, more) = childrenLock.withLock { () -> ((any Disposable)?, [any Disposable]?) in
-            // `first` is nil only when there are no children (`add` and `remove` keep it so).
-            // Moved out, not copied, and an empty `rest` (the common case) is left untouched.
+            // `first` is nil only when there are no children. Moved out, not copied; an empty `rest` is left untouched.
             guard let taken = first.take() else { return (nil, nil) }
             if rest.isEmpty { return (taken, nil) }
             var more: [any Disposable] = []

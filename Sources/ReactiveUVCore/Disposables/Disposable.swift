@@ -8,18 +8,17 @@
 public protocol Disposable: AnyObject, Sendable {
     /// Tears the resource down; later calls do nothing. Never blocks.
     ///
-    /// For a subscription: once this returns, no callback of it begins (one already running
-    /// elsewhere may be finishing); the teardown runs on its home loop thread.
+    /// For a subscription: once this returns, no callback of it begins (one running elsewhere may be
+    /// finishing); the teardown runs on its home loop thread.
     ///
     /// Thread rule: safe from any thread.
     func dispose()
 
     /// Disposes, then suspends until a callback of the subscription already running on another
-    /// thread has returned: at once when none runs, or from inside one of its own callbacks.
+    /// thread has returned (at once when none runs, or from inside one of its callbacks).
     ///
-    /// It blocks no thread, and cancelling the task does not cut the wait short. Disposables
-    /// that run no callbacks dispose and return; compound, serial and scoped ones wait for what
-    /// they hold.
+    /// It blocks no thread; cancelling the task does not cut the wait short. Compound, serial and
+    /// scoped disposables wait for what they hold.
     ///
     /// Thread rule: safe from any task, including one on a loop's executor.
     func disposeAndWait() async
@@ -38,16 +37,12 @@ extension Disposable {
         dispose()
     }
 
-    /// Wraps this disposable so it is disposed when the wrapper is released.
-    ///
-    /// - Returns: A `ScopedDisposable` owning `self`.
+    /// Wraps this disposable in a `ScopedDisposable`, disposed when the wrapper is released.
     ///
     /// Thread rule: safe from any thread.
     public func scoped() -> ScopedDisposable { ScopedDisposable(self) }
 
-    /// Adds this disposable to a compound one, so disposing the compound disposes it.
-    ///
-    /// - Parameter compound: The owner.
+    /// Adds this disposable to `compound`, so disposing the compound disposes it.
     ///
     /// Thread rule: safe from any thread.
     public func dispose(with compound: CompoundDisposable) { compound.add(self) }

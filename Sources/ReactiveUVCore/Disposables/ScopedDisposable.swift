@@ -1,6 +1,5 @@
-/// Disposes its inner disposable when it is released (or when disposed explicitly).
-///
-/// Keep one as a stored property to tie a subscription to an object's lifetime.
+/// Disposes its inner disposable when it is released (or disposed): store one to tie a
+/// subscription to an object's lifetime.
 ///
 /// Thread rule: safe from any thread.
 public final class ScopedDisposable: Disposable {
@@ -8,8 +7,6 @@ public final class ScopedDisposable: Disposable {
     public let inner: any Disposable
 
     /// Wraps `inner`, disposing it when this object is released.
-    ///
-    /// - Parameter inner: The disposable to own.
     ///
     /// Thread rule: safe from any thread.
     public init(_ inner: any Disposable) {

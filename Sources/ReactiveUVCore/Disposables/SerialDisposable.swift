@@ -1,13 +1,10 @@
 
-/// Holds one replaceable inner disposable.
-///
-/// - Setting `inner` disposes the disposable it replaces.
-/// - `swap(_:)` replaces without disposing and returns the old one (RAC's `swapInDisposable:`).
-/// - Once this disposable is disposed, anything swapped in is disposed at once.
+/// Holds one replaceable inner disposable: setting `inner` disposes the one it replaces; `swap(_:)`
+/// does not (RAC's `swapInDisposable:`). Once disposed, anything swapped in is disposed at once.
 ///
 /// Thread rule: safe from any thread; inner disposables are disposed outside the lock.
 public final class SerialDisposable: Disposable, @unchecked Sendable {
-    // `state` is protected by `lock`.
+    // Sendable: `lock` guards `state`.
     private struct State {
         var inner: (any Disposable)?
         var disposed = false
@@ -22,9 +19,6 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
     }
 
     /// Creates a serial disposable, optionally holding `inner`.
-    ///
-    /// - Parameter inner: The first inner disposable.
-    /// - Returns: A serial disposable not yet disposed.
     ///
     /// Thread rule: safe from any thread.
     public init(_ inner: (any Disposable)? = nil) {
@@ -42,10 +36,9 @@ public final class SerialDisposable: Disposable, @unchecked Sendable {
         }
     }
 
-    /// Replaces the inner disposable without disposing the old one.
+    /// Replaces the inner disposable without disposing the old one, which it returns.
     ///
     /// - Parameter newInner: The new inner disposable; disposed at once if this is already disposed.
-    /// - Returns: The replaced inner disposable (not disposed), or nil.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

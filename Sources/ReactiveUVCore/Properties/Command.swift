@@ -2,21 +2,15 @@ import Synchronization
 
 /// An action triggered on demand, with observable state: RAC's `RACCommand`, bound to a loop instead of the main thread.
 ///
-/// `execute(_:)` starts the signal the command's block makes for an input, unless the command
-/// is disabled. The execution is subscribed on the command's scheduler and shared: the returned
-/// signal replays all its events to each subscriber. Meanwhile:
-/// - `executionSignals` sends each execution's signal (its error replaced by completion);
-/// - `executing` sends whether an execution is running (current value first);
-/// - `enabled` sends whether `execute` would start one (current value first): `enabledIf`'s
-///   latest value (true until it sends) and, unless `allowsConcurrentExecution`, none running;
-/// - `errors` sends the error of each execution that fails.
-///
-/// `executing` and `enabled` are recomputed on the command's scheduler and complete when the
-/// command is freed. `Output` is `Sendable`: executions are replayed on subscribers' threads.
+/// `execute(_:)` starts the signal the block makes for an input, unless the command is disabled,
+/// subscribed on the command's scheduler and shared (replayed to each subscriber). `enabled` is
+/// `enabledIf`'s latest value (true until it sends) and, unless `allowsConcurrentExecution`, no
+/// execution running. `executing` and `enabled` are recomputed on the command's scheduler and
+/// complete when the command is freed.
 ///
 /// Thread rule: safe from any thread.
 public final class Command<Input, Output: Sendable>: @unchecked Sendable {
-    // `state` is protected by its mutex; the subjects and `scheduler` are immutable and thread-safe.
+    // Sendable: `state` is behind its mutex; the subjects and `scheduler` are immutable and thread-safe.
     private struct State {
         var running = 0
         var enabledByInput = true
@@ -36,8 +30,8 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
     /// - Parameters:
     ///   - enabledIf: Whether the command may execute, over time; nil for always (apart from the concurrency rule).
     ///   - allowsConcurrentExecution: Whether `execute` may start while an execution is running.
-    ///   - scheduler: Where executions are subscribed and state is recomputed; nil for the
-    ///     calling thread's loop (or test scheduler), else `EventLoop.shared`.
+    ///   - scheduler: Where executions are subscribed and state is recomputed; nil for the calling
+    ///     thread's loop (or test scheduler), else `EventLoop.shared`.
     ///   - execute: Makes the signal of one execution.
     ///
     /// Thread rule: safe from any thread.
@@ -64,14 +58,10 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
         executionsSubject.sendCompleted()
     }
 
-    /// Starts an execution for `input`, if the command is enabled.
+    /// Starts an execution for `input`, if the command is enabled: at once, shared, replayed to each subscriber.
     ///
-    /// The execution starts at once, without waiting for a subscriber, and is shared: the
-    /// returned signal replays all its events to each subscriber.
-    ///
-    /// - Parameter input: The input for the command's block.
-    /// - Returns: The execution's events; or, if the command is disabled, a
-    ///   signal that fails with `CommandError.notEnabled` (nothing is started).
+    /// - Returns: The execution's events; if the command is disabled, a signal that fails with
+    ///   `CommandError.notEnabled` (nothing started).
     ///
     /// Thread rule: safe from any thread; the block is called on the calling thread.
     @discardableResult
@@ -131,9 +121,8 @@ public final class Command<Input, Output: Sendable>: @unchecked Sendable {
         publish()
     }
 
-    /// Sends the current `executing`/`enabled` values on the command's scheduler.
-    ///
-    /// Each run reads the state as it is then, so the last values sent are the current ones.
+    /// Sends the current `executing`/`enabled` values on the command's scheduler; each run reads the
+    /// state then, so the last values sent are the current ones.
     private func publish() {
         if scheduler.isCurrent {
             publishNow()

@@ -1,20 +1,16 @@
 /// A value that can be observed: the Linux answer to RAC's `RACObserve`.
 ///
-/// `signal` sends the current value at once, then every change, so a `combineLatest` of
-/// properties fires at once. Setting `value` sends it to every subscriber, on its home thread.
-///
-/// `property <~ signal` binds a signal to it until the signal ends, the returned disposable is
-/// disposed, or the property is freed; then its `signal` completes.
+/// `signal` sends the current value at once, then every change, on each subscriber's home thread.
+/// `property <~ signal` binds a signal to it until the signal ends, the binding is disposed, or
+/// the property is freed; then its `signal` completes.
 ///
 /// Thread rule: safe from any thread.
 public final class MutableProperty<Value>: @unchecked Sendable {
-    // `subject` and `bindings` are immutable and thread-safe.
+    // Sendable: `subject` and `bindings` are immutable and thread-safe.
     private let subject: BehaviorSubject<Value>
     private let bindings = CompoundDisposable()
 
     /// Creates a property holding `initial`.
-    ///
-    /// - Parameter initial: The first value.
     ///
     /// Thread rule: safe from any thread.
     public init(_ initial: Value) {
@@ -44,12 +40,8 @@ public final class MutableProperty<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var readOnly: Property<Value> { Property(self) }
 
-    /// Sets `value` from each value of `source` until `source` ends, the binding is disposed, or this property is freed.
-    ///
-    /// The binding holds the property weakly. `source`'s error or completion ends the binding (not the property).
-    ///
-    /// - Parameter source: The signal to take values from.
-    /// - Returns: The binding; dispose it to stop early.
+    /// Sets `value` from each value of `source` until `source` ends (which does not end the property),
+    /// the binding is disposed, or this property is freed (the binding holds it weakly).
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -60,11 +52,7 @@ public final class MutableProperty<Value>: @unchecked Sendable {
     }
 
     /// Binds `source` to `target` (`target.bind(from: source)`): RAC's `RAC(target, key) = signal`.
-    ///
-    /// - Parameters:
-    ///   - target: The property to set.
-    ///   - source: The signal of values.
-    /// - Returns: The binding; it also ends when `target` is freed.
+    /// The binding also ends when `target` is freed.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -73,11 +61,7 @@ public final class MutableProperty<Value>: @unchecked Sendable {
     }
 
     /// Binds another property to `target`: `target` follows `source`'s current value and changes.
-    ///
-    /// - Parameters:
-    ///   - target: The property to set.
-    ///   - source: The property to follow.
-    /// - Returns: The binding; it also ends when `target` is freed.
+    /// The binding also ends when `target` is freed.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

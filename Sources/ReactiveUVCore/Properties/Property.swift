@@ -1,12 +1,11 @@
 /// A read-only observable value: a current `value` and a `signal` that sends it first, then every change.
 ///
 /// Made from a `MutableProperty`, a constant, or a signal with an initial value; `map` and
-/// `combineLatest(with:)` derive properties whose signals also start with the current value, so
-/// a `combineLatest` of properties sends its first combination at once.
+/// `combineLatest(with:)` derive properties whose signals also start with the current value.
 ///
 /// Thread rule: safe from any thread.
 public final class Property<Value>: @unchecked Sendable {
-    // `current` and `signal` are immutable; what they read is thread-safe (a subject or a property).
+    // Sendable: `current` and `signal` are immutable; what they read is thread-safe.
     private let current: () -> Value
     /// Keeps a `init(initial:then:)` source subscribed for the property's lifetime.
     private let upkeep: ScopedDisposable?
@@ -18,9 +17,6 @@ public final class Property<Value>: @unchecked Sendable {
 
     /// A read-only view of `property`.
     ///
-    /// - Parameter property: The property to view.
-    /// - Returns: A property that follows it.
-    ///
     /// Thread rule: safe from any thread.
     public init(_ property: MutableProperty<Value>) {
         current = { property.value }
@@ -28,10 +24,7 @@ public final class Property<Value>: @unchecked Sendable {
         upkeep = nil
     }
 
-    /// A property that never changes.
-    ///
-    /// - Parameter value: Its value.
-    /// - Returns: The property; its signal sends `value` and completes.
+    /// A property that never changes: its signal sends `value` and completes.
     ///
     /// Thread rule: safe from any thread.
     public init(constant value: Value) {
@@ -42,10 +35,6 @@ public final class Property<Value>: @unchecked Sendable {
     }
 
     /// A property that starts at `initial` and takes each value of `source` (subscribed now, for the property's lifetime).
-    ///
-    /// - Parameters:
-    ///   - initial: The value until `source` sends one.
-    ///   - source: The values that follow.
     ///
     /// Thread rule: safe from any thread.
     public init(initial: Value, then source: Signal<Value>) {
@@ -66,22 +55,15 @@ public final class Property<Value>: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var value: Value { current() }
 
-    /// A property whose value is `transform` of this one's.
-    ///
-    /// `transform` runs on each read of `value` and for each value its signal sends.
-    ///
-    /// - Parameter transform: Maps a value of this property.
+    /// A property whose value is `transform` of this one's (run on each read and for each value sent).
     ///
     /// Thread rule: safe from any thread.
     public func map<U>(_ transform: @escaping @Sendable (Value) -> U) -> Property<U> {
         Property<U>(current: { transform(self.value) }, signal: signal.map(transform))
     }
 
-    /// A property holding this property's value paired with `other`'s.
-    ///
-    /// Its signal sends the current pair at once, then a new pair when either changes.
-    ///
-    /// - Parameter other: The other property.
+    /// A property holding this property's value paired with `other`'s: the current pair at once,
+    /// then a new pair when either changes.
     ///
     /// Thread rule: safe from any thread.
     public func combineLatest<U>(with other: Property<U>) -> Property<(Value, U)> {

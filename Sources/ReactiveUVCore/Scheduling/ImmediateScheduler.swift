@@ -5,10 +5,9 @@ import Musl
 #endif
 
 /// Runs work synchronously on the calling thread.
-///
 /// Thread rule: safe from any thread.
 final class ImmediateScheduler: Scheduler, @unchecked Sendable {
-    // No stored state.
+    // Sendable: no stored state.
 
     override var schedulerDescription: String { "immediate" }
 
@@ -57,14 +56,12 @@ final class ImmediateScheduler: Scheduler, @unchecked Sendable {
 
 /// The trampoline's counter; captured by the reschedule closure.
 private final class TrampolineCounter: @unchecked Sendable {
-    // Only touched on the thread running `scheduleRecursive`; a reschedule from elsewhere after it
-    // returned has no effect, as in RAC.
+    // Sendable: touched only on the thread running `scheduleRecursive`; a reschedule from elsewhere
+    // after it returned has no effect, as in RAC.
     package var value = 0
 }
 
-/// Writes a programming-error message to standard error.
-///
-/// Used where RAC would assert but a server must keep running.
+/// Writes a programming-error message to standard error, where RAC would assert but a server must keep running.
 package func reportMisuse(_ message: String) {
     var line = "ReactiveUV: " + message + "\n"
     line.withUTF8 { buffer in

@@ -1,11 +1,7 @@
-/// What the algebra needs of a scheduler that runs on an event loop's thread: the loop's life.
-///
-/// The algebra knows no loop: a scheduler that runs on one names it in `Scheduler.loopLifecycle`,
-/// and what must follow a loop's shutdown asks it through this protocol.
-///
+/// What the algebra needs of a scheduler that runs on an event loop's thread: the loop's life,
+/// named in `Scheduler.loopLifecycle` (the algebra knows no loop).
 /// Thread rule: every requirement is safe from any thread unless it says otherwise.
 package protocol LoopLifecycle: AnyObject, Sendable {
-    /// The loop's name, for messages.
     var name: String { get }
     /// Whether this is the process's shared loop, which never shuts down.
     var isShared: Bool { get }
@@ -18,18 +14,16 @@ package protocol LoopLifecycle: AnyObject, Sendable {
     /// Queues `work` for the loop's thread; false (and `work` dropped) once the loop has closed.
     func enqueueDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool
     /// Calls `observer` once, on the loop's thread, when the loop begins shutting down; nil when it
-    /// already has (the shared loop never does, and takes observers that never run).
+    /// already has (the shared loop takes observers that never run).
     func addShutdownObserver(_ observer: @escaping @Sendable () -> Void) -> (any Disposable)?
     /// Resumes once the loop has run a job queued now (so a callback running there has returned),
     /// or at once when the loop runs nothing more.
     func afterRunningCallback() async
 }
 
-/// What the algebra needs of the runtime it runs in, found once by name: the scheduler a
-/// subscription made off every loop lives on, and the errors the algebra gives.
-///
-/// ReactiveUV provides it (`ReactiveUV.LibUVRuntime`); the algebra does not link against the
-/// loop, so it looks the provider up by type name on first use.
+/// What the algebra needs of the runtime it runs in: the scheduler of subscriptions made off every
+/// loop, and the errors it gives. ReactiveUV provides it (`LibUVRuntime`), looked up by type name
+/// on first use, since the algebra does not link against the loop.
 package protocol AlgebraRuntime: Sendable {
     /// The scheduler of subscriptions made on a thread with no current scheduler (`EventLoop.shared`).
     static var defaultScheduler: Scheduler { get }
@@ -39,9 +33,8 @@ package protocol AlgebraRuntime: Sendable {
     static func shutDown(_ scheduler: String) -> any Error
 }
 
-/// The runtime the algebra runs in.
 package enum Runtime {
-    /// The provider, looked up once (a type's metadata is registered when its image loads).
+    /// The provider, looked up once (its metadata is registered when its image loads).
     package static let provider: any AlgebraRuntime.Type = {
         guard let provider = _typeByName("ReactiveUV.LibUVRuntime") as? any AlgebraRuntime.Type else {
             fatalError("ReactiveUVCore needs ReactiveUV's runtime: link the ReactiveUV library")

@@ -14,8 +14,6 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
 
     /// Creates an instant from nanoseconds since the clock's origin.
     ///
-    /// - Parameter nanoseconds: Nanoseconds since the clock's origin.
-    ///
     /// Thread rule: safe from any thread.
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
@@ -28,23 +26,14 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
         return SchedulerInstant(nanoseconds: UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec))
     }
 
-    /// Orders instants by time.
-    ///
-    /// - Parameters:
-    ///   - lhs: An instant.
-    ///   - rhs: Another instant.
-    /// - Returns: Whether `lhs` is earlier than `rhs`.
+    /// Whether `lhs` is earlier than `rhs`.
     ///
     /// Thread rule: safe from any thread.
     public static func < (lhs: SchedulerInstant, rhs: SchedulerInstant) -> Bool {
         lhs.nanoseconds < rhs.nanoseconds
     }
 
-    /// The instant a duration later (saturating: a huge duration gives the far future, a negative one is treated as zero).
-    ///
-    /// - Parameters:
-    ///   - lhs: An instant.
-    ///   - rhs: A duration.
+    /// The instant a duration later (saturating: a huge duration gives the far future, a negative one counts as zero).
     ///
     /// Thread rule: safe from any thread.
     public static func + (lhs: SchedulerInstant, rhs: Duration) -> SchedulerInstant {
@@ -53,11 +42,6 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
     }
 
     /// The time from `rhs` to `lhs` (negative when `lhs` is earlier).
-    ///
-    /// - Parameters:
-    ///   - lhs: The later instant.
-    ///   - rhs: The earlier instant.
-    /// - Returns: The duration between them.
     ///
     /// Thread rule: safe from any thread.
     public static func - (lhs: SchedulerInstant, rhs: SchedulerInstant) -> Duration {
@@ -79,9 +63,8 @@ public struct SchedulerInstant: Comparable, Hashable, Sendable, CustomStringConv
 }
 
 extension Duration {
-    /// Whole nanoseconds, with negative durations clamped to zero and huge ones to `UInt64.max`.
-    ///
-    /// For scheduler implementations, which must agree on how durations round.
+    /// Whole nanoseconds, negatives clamped to zero and huge ones to `UInt64.max`, so scheduler
+    /// implementations agree on how durations round.
     ///
     /// Thread rule: safe from any thread.
     @_spi(SchedulerImplementation)
@@ -92,8 +75,7 @@ extension Duration {
         return nanoseconds > Int128(UInt64.max) ? .max : UInt64(nanoseconds)
     }
 
-    /// Whole milliseconds, rounded up (libuv timers have millisecond resolution, and a delay must
-    /// never fire early), with negatives clamped to zero.
+    /// Whole milliseconds, rounded up so a libuv timer never fires early; negatives clamped to zero.
     package var millisecondsRoundedUp: UInt64 {
         let nanoseconds = clampedNanoseconds
         if nanoseconds == .max { return .max / 1_000_000 }

@@ -1,11 +1,9 @@
 import Synchronization
 
-/// The state of one `scheduleRecursive` on an asynchronous scheduler.
-///
-/// Each reschedule submits one more run through the scheduler, which defers it, so no run is
-/// nested inside another.
+/// The state of one `scheduleRecursive` on an asynchronous scheduler: each reschedule submits one
+/// more run through the scheduler, so no run nests inside another.
 final class RecursiveSchedule: Disposable, @unchecked Sendable {
-    // `scheduler` and `action` are immutable; `disposed` is atomic; `pending` is protected by `lock`.
+    // Sendable: `scheduler` and `action` are immutable; `disposed` is atomic; `lock` guards `pending`.
     private let scheduler: Scheduler
     private let action: @Sendable (_ reschedule: @escaping @Sendable () -> Void) -> Void
     private let disposed = Atomic<Bool>(false)
@@ -17,11 +15,10 @@ final class RecursiveSchedule: Disposable, @unchecked Sendable {
         self.action = action
     }
 
-    /// Submits one run.
     func submit() {
         if isDisposed { return }
         let handle = scheduler.schedule { [self] in run() }
-        // Keep the latest scheduled run so dispose() can cancel it; older ones have run.
+        // The latest run, for dispose() to cancel; older ones have run.
         lock.withLock { pending = handle }
         if isDisposed { handle?.dispose() }
     }

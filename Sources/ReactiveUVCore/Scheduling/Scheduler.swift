@@ -1,17 +1,16 @@
-/// Where and when work runs: a loop (`loop.scheduler`), the calling thread
-/// (`Scheduler.immediate`), the subscription scheduler, or a test's virtual clock.
+/// Where and when work runs: a loop, the calling thread (`Scheduler.immediate`), the subscription
+/// scheduler, or a test's virtual clock (RAC's `RACScheduler`).
 ///
-/// RAC's `RACScheduler`: `schedule` returns a `Disposable?` that cancels work not yet started;
-/// `now` reads the scheduler's monotonic clock; `Scheduler.current` is the one running on the
-/// calling thread. Subclass it only to build a new kind of scheduler (as `TestScheduler` does).
+/// `schedule` returns a `Disposable?` that cancels work not yet started; `Scheduler.current` is the
+/// one running on the calling thread. Subclass it only to build a new kind (as `TestScheduler` does).
 ///
 /// Thread rule: every scheduler in ReactiveUV is safe from any thread.
 open class Scheduler: @unchecked Sendable {
-    // `loopLifecycle` is written once, by a loop's initializer, before the scheduler is shared;
-    // subclasses document their own synchronization.
+    // Sendable: `loopLifecycle` is written once, by a loop's initializer, before the scheduler is
+    // shared; subclasses document their own synchronization.
 
-    /// The loop whose thread runs this scheduler's work, for what must follow its shutdown; nil for
-    /// a scheduler on no loop. Unowned, since a loop names itself here.
+    /// The loop whose thread runs this scheduler's work, for what must follow its shutdown; nil for a
+    /// scheduler on no loop. Unowned: a loop names itself here.
     package unowned(unsafe) var loopLifecycle: (any LoopLifecycle)?
 
     /// Creates a scheduler; for subclasses.
@@ -31,9 +30,8 @@ open class Scheduler: @unchecked Sendable {
 
     /// Runs `work` as soon as the scheduler can.
     ///
-    /// - Parameter work: The work to run.
-    /// - Returns: A disposable that cancels the work if it has not started, or nil
-    ///   when the work already ran (immediate scheduling) or cannot be cancelled.
+    /// - Returns: A disposable that cancels the work if it has not started, or nil when the work
+    ///   already ran (immediate scheduling) or cannot be cancelled.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -41,11 +39,8 @@ open class Scheduler: @unchecked Sendable {
         preconditionFailure("\(type(of: self)) must override Scheduler.schedule(_:)")
     }
 
-    /// `schedule(_:)`, except that a loop that has shut down drops the work without reporting a
-    /// refused submission: for the library's bookkeeping hops, whose target may end first.
-    ///
-    /// - Returns: False when the work was dropped (the loop has shut down).
-    ///
+    /// `schedule(_:)`, except that a loop that has shut down drops the work silently (for the
+    /// library's bookkeeping hops); false when dropped.
     /// Thread rule: safe from any thread.
     @discardableResult
     package final func scheduleDroppingIfShutDown(_ work: @escaping @Sendable () -> Void) -> Bool {
@@ -54,14 +49,8 @@ open class Scheduler: @unchecked Sendable {
         return true
     }
 
-    /// Runs `work` once, no earlier than `delay` from now.
+    /// Runs `work` once, no earlier than `delay` from now (negative counts as zero; loops round up).
     ///
-    /// A negative delay counts as zero. Loops round sub-millisecond delays up,
-    /// never down.
-    ///
-    /// - Parameters:
-    ///   - delay: How long to wait.
-    ///   - work: The work to run.
     /// - Returns: A disposable that cancels the work if it has not started.
     ///
     /// Thread rule: safe from any thread.
@@ -72,16 +61,10 @@ open class Scheduler: @unchecked Sendable {
 
     /// Runs `work` first after `delay`, then every `interval`, until disposed.
     ///
-    /// Ticks do not drift: tick N is due at start + delay + N·interval, however long `work`
-    /// takes; ticks that fall due while the scheduler is blocked are coalesced into one. `leeway`
-    /// is accepted for RAC and unused by loops. An interval below the scheduler's resolution
-    /// (1 ms on a loop) is raised to it.
+    /// Tick N is due at start + delay + N·interval, however long `work` takes; ticks due while the
+    /// scheduler is blocked coalesce into one. An interval below the resolution (1 ms on a loop) is
+    /// raised to it; `leeway` is accepted for RAC and unused by loops.
     ///
-    /// - Parameters:
-    ///   - delay: Time until the first run.
-    ///   - interval: Time between runs.
-    ///   - leeway: Allowed lateness (unused by loops).
-    ///   - work: The work to run each tick.
     /// - Returns: A disposable that stops the ticks.
     ///
     /// Thread rule: safe from any thread.
@@ -95,12 +78,10 @@ open class Scheduler: @unchecked Sendable {
         preconditionFailure("\(type(of: self)) must override Scheduler.schedule(after:repeatingEvery:leeway:_:)")
     }
 
-    /// Runs `action` now-ish and again each time it calls the `reschedule` it is given.
+    /// Runs `action` now-ish and again each time it calls `reschedule` (RAC's `scheduleRecursiveBlock:`).
     ///
-    /// RAC's `scheduleRecursiveBlock:`. Each reschedule goes back through the scheduler instead
-    /// of recursing, so the stack stays flat; calling `reschedule` k times schedules k more runs.
+    /// Each reschedule goes back through the scheduler, so the stack stays flat; k calls schedule k more runs.
     ///
-    /// - Parameter action: The work; call `reschedule` to run it again.
     /// - Returns: A disposable that stops further runs.
     ///
     /// Thread rule: safe from any thread.
@@ -121,8 +102,8 @@ open class Scheduler: @unchecked Sendable {
         ThreadLocals.currentScheduler.value == Unmanaged.passUnretained(self).toOpaque()
     }
 
-    /// The scheduler running on the calling thread: its loop on a loop thread, a
-    /// test scheduler while it runs work, nil anywhere else.
+    /// The scheduler running on the calling thread: its loop on a loop thread, a test scheduler while
+    /// it runs work, nil anywhere else.
     ///
     /// Thread rule: safe from any thread.
     open class var current: Scheduler? {
@@ -130,29 +111,20 @@ open class Scheduler: @unchecked Sendable {
         return Unmanaged<Scheduler>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Runs work synchronously on the calling thread (RAC's immediate scheduler).
-    ///
-    /// `schedule(after:)` blocks the calling thread until the delay has passed, as RAC's does;
-    /// repeating schedules are refused (a message, and nil).
+    /// Runs work synchronously on the calling thread (RAC's immediate scheduler): `schedule(after:)`
+    /// blocks until the delay passed; repeating schedules are refused (a message, and nil).
     ///
     /// Thread rule: safe from any thread.
     public static let immediate: Scheduler = ImmediateScheduler()
 
-    /// Runs work at once on a thread that has a current scheduler, else hands it to `EventLoop.shared`.
-    ///
-    /// RAC's `subscriptionScheduler`: every `didSubscribe` runs through it, so a subscription made
-    /// on a loop starts synchronously there, and one made from a plain thread on the shared loop.
+    /// Runs work at once on a thread with a current scheduler, else on `EventLoop.shared` (RAC's
+    /// `subscriptionScheduler`, which every `didSubscribe` runs through).
     ///
     /// Thread rule: safe from any thread.
     public static let subscription: Scheduler = SubscriptionScheduler()
 
-    /// Runs `body` with this scheduler as `Scheduler.current` on the calling thread.
-    ///
-    /// For scheduler implementations (a virtual-time scheduler marks itself current while it
-    /// runs work). Restores the previous current scheduler afterwards.
-    ///
-    /// - Parameter body: The code to run.
-    /// - Returns: What `body` returns.
+    /// Runs `body` with this scheduler as `Scheduler.current` on the calling thread, then restores the
+    /// previous one (a virtual-time scheduler marks itself current while it runs work).
     ///
     /// Thread rule: any thread; the caller must make sure work meant for this scheduler really runs here.
     @_spi(SchedulerImplementation)

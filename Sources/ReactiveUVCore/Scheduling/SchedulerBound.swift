@@ -1,10 +1,8 @@
-/// A value confined to one scheduler: read and written only where that scheduler runs (its loop's
-/// thread, or a `TestScheduler` while it runs work), so it needs no lock. `Sendable`, so closures
-/// that run there may capture it.
+/// A value confined to one scheduler: read and written only where it runs (its loop's thread, or a
+/// `TestScheduler` running work), so it needs no lock, and `Sendable` for closures that run there.
 ///
-/// The per-subscription state of a custom operator: bind it to `subscriber.homeScheduler`, where the
-/// subscriber's events are handled, and the operator runs unchanged on a loop and on virtual time.
-/// `LoopBound` is the same for an `EventLoop` (it also accepts a task isolated to the loop).
+/// The per-subscription state of a custom operator: bind it to `subscriber.homeScheduler` and the
+/// operator runs unchanged on a loop and on virtual time (`LoopBound` is the loop-only form).
 ///
 /// ```swift
 /// func numbered<T>(_ source: Signal<T>) -> Signal<(Int, T)> {
@@ -20,7 +18,7 @@
 ///
 /// Thread rule: `value` only where `scheduler` is current (a precondition checks it); the rest from any thread.
 public struct SchedulerBound<Value>: @unchecked Sendable {
-    // Safe because `value` is reached only through accessors that check `scheduler.isCurrent`.
+    // Sendable: `value` is reached only through accessors that check `scheduler.isCurrent`.
     private let storage: Storage
     /// The scheduler the value belongs to.
     public let scheduler: Scheduler
@@ -30,11 +28,7 @@ public struct SchedulerBound<Value>: @unchecked Sendable {
         init(_ value: consuming Value) { self.value = value }
     }
 
-    /// Binds `value` to `scheduler`.
-    ///
-    /// - Parameters:
-    ///   - value: The initial value.
-    ///   - scheduler: Where the value may be read and written.
+    /// Binds `value` to `scheduler`, where alone it may be read and written.
     ///
     /// Thread rule: safe from any thread.
     public init(_ value: consuming Value, on scheduler: Scheduler) {

@@ -1,8 +1,7 @@
 /// RAC's subscription scheduler: now on a thread with a current scheduler, else on `EventLoop.shared`.
-///
 /// Thread rule: safe from any thread.
 final class SubscriptionScheduler: Scheduler, @unchecked Sendable {
-    // No stored state.
+    // Sendable: no stored state.
 
     override var schedulerDescription: String { "subscription" }
 

@@ -1,11 +1,8 @@
 import CReactiveUVThreadLocal
 
-/// One per-thread object pointer (unretained), held in a C `__thread` variable.
-///
-/// The key behind `EventLoop.current` and `Scheduler.current`. A read inlines to one load, so
-/// the event paths can ask which scheduler is current on every event. The owner must clear it
-/// before the object can die, so the pointer is never stale.
-///
+/// One per-thread object pointer (unretained) in a C `__thread` variable: the key behind
+/// `EventLoop.current` and `Scheduler.current`, read in one load on every event. The owner clears
+/// it before the object can die.
 /// Thread rule: safe from any thread; each thread sees and sets only its own value.
 @usableFromInline
 package struct ThreadLocalSlot: Sendable {
@@ -16,13 +13,11 @@ package struct ThreadLocalSlot: Sendable {
         self.isLoop = isLoop
     }
 
-    /// The calling thread's value, or nil.
     @inlinable
     package var value: UnsafeMutableRawPointer? {
         isLoop ? reactiveuv_current_loop() : reactiveuv_current_scheduler()
     }
 
-    /// Sets the calling thread's value.
     @inlinable
     package func set(_ pointer: UnsafeMutableRawPointer?) {
         if isLoop {
@@ -33,11 +28,9 @@ package struct ThreadLocalSlot: Sendable {
     }
 }
 
-/// The process-wide thread-local slots.
 @usableFromInline
 package enum ThreadLocals {
-    /// The scheduler that is current on this thread (a loop on its own thread,
-    /// or a `TestScheduler` while it runs work).
+    /// The scheduler current on this thread (a loop on its own thread, or a `TestScheduler` running work).
     @inlinable package static var currentScheduler: ThreadLocalSlot { ThreadLocalSlot(isLoop: false) }
     /// The event loop whose thread this is.
     @inlinable package static var currentLoop: ThreadLocalSlot { ThreadLocalSlot(isLoop: true) }

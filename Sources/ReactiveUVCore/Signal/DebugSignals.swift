@@ -4,11 +4,9 @@ import Glibc
 import Musl
 #endif
 
-/// Debug naming and event logging, off unless `REACTIVEUV_DEBUG_SIGNALS` is set
-/// (like RAC's `RAC_DEBUG_SIGNAL_NAMES`).
-///
-/// When on, constructors and operators name their signals (`"[+return: 1] -map:"`) and every
-/// subscription logs its events (see `SignalLogging`). When off, no name string is built.
+/// Debug naming and event logging, off unless `REACTIVEUV_DEBUG_SIGNALS` is set (RAC's
+/// `RAC_DEBUG_SIGNAL_NAMES`): signals are named (`"[+return: 1] -map:"`) and subscriptions log
+/// their events. Off, no name string is built.
 @usableFromInline
 enum DebugSignals {
     /// Read once, at first use.

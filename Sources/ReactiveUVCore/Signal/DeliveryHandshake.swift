@@ -12,18 +12,16 @@ package enum DeliveryEntry {
     case refused
     /// This delivery published its thread in `delivering`; `leaveDelivery` unpublishes it.
     case outermost
-    /// Inside a delivery this thread already published (a burst, or a nested send): nothing to unpublish.
+    /// Inside a delivery this thread already published (a burst, or a nested send).
     case joined
 }
 
-/// The dispose handshake between a subscription's callbacks and its `dispose()`, written once.
+/// The dispose handshake between a subscription's callbacks and its `dispose()`.
 ///
-/// - a delivery publishes its thread in `delivering`, then checks `disposedFlag` (both
-///   sequentially consistent), and unpublishes when the callback returned;
-/// - `dispose()` sets `disposedFlag` and returns without waiting, so once it returned no callback
-///   *begins*. Waiting there could deadlock with a callback that takes a lock the caller holds;
-/// - `disposeAndWait()` then suspends, blocking no thread, until a delivery it saw has left.
-///
+/// A delivery publishes its thread in `delivering`, then checks `disposedFlag` (both sequentially
+/// consistent). `dispose()` sets the flag and returns without waiting (a wait could deadlock on a
+/// lock the caller holds): once it returned no callback *begins*. `disposeAndWait()` then
+/// suspends, blocking no thread, until a delivery it saw has left.
 /// Thread rule: `enterDelivery`/`leaveDelivery` on the delivering thread only;
 /// `waitForDeliveryToEnd` from any task, after the flag was set.
 @usableFromInline
@@ -35,12 +33,8 @@ package protocol DeliveryHandshake: AnyObject {
 }
 
 extension DeliveryHandshake {
-    /// Whether a delivery may start now.
-    ///
-    /// A delivery on a thread that already published (nested, or inside a burst an operator
-    /// entered once around many values) joins it and only checks the flag. A relaxed load that
-    /// reads this thread's own id is exact: only this thread stores it.
-    ///
+    /// Whether a delivery may start now; one on a thread that already published joins it and only
+    /// checks the flag (a relaxed load of this thread's own id is exact).
     /// Thread rule: the thread delivering on this subscription only.
     @inlinable
     @inline(__always)
@@ -58,7 +52,6 @@ extension DeliveryHandshake {
     }
 
     /// The end of a delivery that `enterDelivery` let in: the outermost one unpublishes its thread.
-    ///
     /// Thread rule: the thread delivering on this subscription only.
     @inlinable
     @inline(__always)
@@ -66,14 +59,12 @@ extension DeliveryHandshake {
         if entry == .outermost { delivering.store(0, ordering: .releasing) }
     }
 
-    /// Suspends until the delivery in progress when called has left, if it runs on another thread
-    /// (at once when none runs, or when the caller is inside it). Call after setting `disposedFlag`.
+    /// Suspends until the delivery in progress when called has left, if it runs on another thread.
+    /// Call after setting `disposedFlag`.
     ///
-    /// It first hops to `loop`, where a queued job runs only after the running callback returned;
-    /// a delivery on another thread (`deliver(on:)`'s target) is polled with growing pauses, so
-    /// deliveries never have to look for a waiter. Cancellation does not cut the wait short: the
-    /// caller relies on the callback having finished.
-    ///
+    /// It hops to `loop` first (a queued job runs after the running callback); a delivery elsewhere
+    /// is polled with growing pauses, so deliveries never look for a waiter. Cancellation does not
+    /// cut the wait short: the caller relies on the callback having finished.
     /// Thread rule: any thread or task.
     package func waitForDeliveryToEnd(hoppingTo loop: (any LoopLifecycle)?) async {
         let seen = delivering.load(ordering: .sequentiallyConsistent)
@@ -83,7 +74,7 @@ extension DeliveryHandshake {
             await loop.afterRunningCallback()
         }
         var polls = 0
-        // A delivery other than `seen` is one refused after the flag (it publishes, reads the flag, leaves).
+        // Another delivery than `seen` is one refused after the flag.
         while delivering.load(ordering: .sequentiallyConsistent) == seen {
             polls += 1
             await DeliveryWait.pause(after: polls)
@@ -96,8 +87,8 @@ enum DeliveryWait {
     /// The longest pause between two looks at a delivery still in progress.
     static let longestPause = Duration.milliseconds(5)
 
-    /// The pause before look number `polls + 1`: a few yields, then sleeps doubling up to
-    /// `longestPause`, in a task of their own (a cancelled `Task.sleep` returns at once and would spin).
+    /// The pause before look `polls + 1`: a few yields, then sleeps doubling up to `longestPause`, in
+    /// a task of their own (a cancelled `Task.sleep` returns at once and would spin).
     static func pause(after polls: Int) async {
         if polls <= 8 {
             await Task.yield()

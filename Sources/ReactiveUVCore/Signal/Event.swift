@@ -1,6 +1,4 @@
-/// One event of a signal: a value, an error, or completion.
-///
-/// After `error` or `completed` a signal sends nothing more to that subscriber.
+/// One event of a signal: a value, an error, or completion (after which nothing more is sent).
 ///
 /// Thread rule: a value type; safe from any thread when `Value` is `Sendable`.
 public enum Event<Value> {
@@ -38,10 +36,7 @@ public enum Event<Value> {
         return nil
     }
 
-    /// The same event with its value transformed.
-    ///
-    /// - Parameter transform: Applied to a `next` value.
-    /// - Returns: The transformed event; `error` and `completed` pass through.
+    /// The same event with a `next` value transformed; `error` and `completed` pass through.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -57,13 +52,7 @@ public enum Event<Value> {
 extension Event: Sendable where Value: Sendable {}
 
 extension Event: Equatable where Value: Equatable {
-    /// Events are equal when they are the same case with equal values; errors
-    /// are equal when they have the same type and the same description.
-    ///
-    /// - Parameters:
-    ///   - lhs: An event.
-    ///   - rhs: Another event.
-    /// - Returns: Whether they are equal.
+    /// The same case with equal values; errors are equal with the same type and description.
     ///
     /// Thread rule: safe from any thread.
     public static func == (lhs: Event, rhs: Event) -> Bool {

@@ -2,20 +2,16 @@ import Synchronization
 
 /// Lets a consumer pause and resume a source that supports it (a TCP connection's reads).
 ///
-/// A source registers one with `Subscriber.setFlowControl(pause:resume:)`; consumers at the end
-/// of the same fused chain find it on the subscription, through `map`/`filter`. Buffering
-/// consumers (`signal.values`) pause the source instead of growing memory.
-///
-/// The source is paused while either reason holds:
-/// - the consumer asked (`pause()` / `resume()`);
-/// - the home is another loop and more than `transitHighWater` of the source's values wait in
-///   its queue (until at most `transitLowWater` remain), so that queue cannot grow without bound.
+/// A source registers one with `Subscriber.setFlowControl(pause:resume:)`; consumers at the end of
+/// the same fused chain find it on the subscription. The source is paused while the consumer
+/// asked, or while more than `transitHighWater` of its values wait for another home loop (until
+/// `transitLowWater` remain).
 ///
 /// Thread rule: `pause()` and `resume()` are safe from any thread; the source's
 /// closures always run on the thread that registered them (the source's loop).
 public final class FlowControl: @unchecked Sendable {
-    // `sourceScheduler`, the closures and `inTransit` are immutable or atomic; `consumerPaused`, `transitPaused`,
-    // `sourcePaused` and `appliedRequest` are touched only on `sourceScheduler`'s thread.
+    // Sendable: `sourceScheduler`, the closures and `inTransit` are immutable or atomic; the pause
+    // state and `appliedRequest` are touched only on `sourceScheduler`'s thread.
     /// Where the source registered and its closures run; the home may be another loop.
     let sourceScheduler: Scheduler
     private let pauseBody: () -> Void
@@ -23,14 +19,14 @@ public final class FlowControl: @unchecked Sendable {
     private var consumerPaused = false
     private var transitPaused = false
     private var sourcePaused = false
-    /// The newest numbered consumer request applied (see `setConsumerPaused(_:request:)`).
+    /// The newest numbered consumer request applied.
     private var appliedRequest = 0
     /// Values hopped from the source's thread to the subscription's home and not yet delivered.
     private let inTransit = Atomic<Int>(0)
-    /// Set on the home thread by a buffering consumer (`signal.values`) that reports later when its
-    /// task took the end: the source then waits for `endTaken()`.
+    /// Set on the home thread by a buffering consumer that reports later when its task took the
+    /// end: the source then waits for `endTaken()`.
     package let consumerTakesEndLater = Atomic<Bool>(false)
-    /// What the source runs, on its thread, once the consumer has taken the end (see `whenEndTaken`).
+    /// What the source runs, on its thread, once the consumer has taken the end.
     private var endTakenBody: (() -> Void)?
 
     /// Values queued for another loop above which the source is paused.
@@ -54,8 +50,8 @@ public final class FlowControl: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public func resume() { onSourceThread { $0.consumerPaused = false } }
 
-    /// A consumer's pause or resume, numbered: requests from the home thread and the consuming
-    /// task's thread may arrive out of order, and only the newest counts.
+    /// A consumer's pause or resume, numbered: requests from the home thread and the consuming task
+    /// may arrive out of order, and only the newest counts.
     package func setConsumerPaused(_ paused: Bool, request: Int) {
         onSourceThread { control in
             guard request > control.appliedRequest else { return }
@@ -64,9 +60,9 @@ public final class FlowControl: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` on the source's thread once the consumer has taken the end: at once for a
-    /// consumer that does not buffer, else at `endTaken()`. Call on the source's thread after the
-    /// completion; the check hops to the home behind it, so it sees what the consumer did.
+    /// Runs `body` on the source's thread once the consumer has taken the end (at once for a consumer
+    /// that does not buffer). Call on the source's thread after the completion; the check hops to the
+    /// home behind it.
     package func whenEndTaken(home: Scheduler, _ body: @escaping () -> Void) {
         endTakenBody = body
         if home.isCurrent {
@@ -133,15 +129,11 @@ public final class FlowControl: @unchecked Sendable {
 }
 
 extension Subscriber {
-    /// Declares that this source can pause: consumers call `pause` and `resume`.
+    /// Declares that this source can pause: consumers call `pause` (stop producing, for a socket
+    /// stop reading) and `resume`.
     ///
-    /// The closures run on the thread that registers them (the source's loop, which may differ
-    /// from the home). When the home is another loop, the source is also paused while too many
-    /// of its values wait in that loop's queue (see `FlowControl`).
-    ///
-    /// - Parameters:
-    ///   - pause: Stops producing (for a socket: stop reading).
-    ///   - resume: Starts producing again.
+    /// The closures run on the registering thread (the source's loop). With another loop as home,
+    /// the source is also paused while too many of its values wait in that loop's queue.
     ///
     /// Thread rule: call from the source's thread (in `didSubscribe`, or where the source runs),
     /// before the source sends; only the first registration counts.

@@ -2,39 +2,29 @@ import Synchronization
 
 /// Shares one subscription to a source among many subscribers, through a subject: RAC's `RACMulticastConnection`.
 ///
-/// Subscribe to `signal` (the subject) as often as you like; `connect()` subscribes the source,
-/// once, and sends its events to the subject. Two signals connect for you:
-/// - `autoconnect()` (RAC 2.5): connects on the first subscriber, disconnects when the last one
-///   leaves, and never connects again;
-/// - `refCount()` (Rx; Combine's `autoconnect()`): the same, but the next subscriber after a
-///   disconnect subscribes the source anew.
-///
-/// Subscribers of both count together.
+/// Subscribe to `signal` (the subject) freely; `connect()` subscribes the source, once. Two
+/// signals connect for you, their subscribers counted together: `autoconnect()` disconnects when
+/// the last subscriber leaves and never connects again; `refCount()` connects anew for the next.
 ///
 /// Thread rule: safe from any thread.
 public final class MulticastConnection<Value>: @unchecked Sendable {
-    // `source` and `subject` are immutable; `state` is protected by its mutex (never held while calling out).
+    // Sendable: `source` and `subject` are immutable; `state` is behind its mutex (never held while calling out).
     private enum Connection {
         /// `connect()` was never called (and no `refCount()` subscriber connected).
         case notConnected
-        /// Connected once; the disposable may have been disposed since (`connect()` still returns it).
+        /// Connected once; the disposable may have been disposed since.
         case connected(SerialDisposable)
     }
     private struct State {
         var connection = Connection.notConnected
-        /// Subscribers of this connection's `autoconnect()` and `refCount()` signals currently subscribed.
+        /// Subscribers of `autoconnect()` and `refCount()` signals currently subscribed.
         var sharingSubscribers = 0
     }
     private let source: Signal<Value>
     private let subject: Subject<Value>
     private let state = LockedValue(State())
 
-    /// Creates a connection that will feed `source`'s events to `subject`.
-    ///
-    /// - Parameters:
-    ///   - source: The signal to share.
-    ///   - subject: The subject subscribers attach to.
-    /// - Returns: A connection, not yet connected.
+    /// Creates a connection, not yet connected, that will feed `source`'s events to `subject`.
     ///
     /// Thread rule: safe from any thread.
     public init(source: Signal<Value>, subject: Subject<Value>) {
@@ -49,13 +39,9 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// Subscribes the subject to the source the first time it is called; every call returns that connection (RAC's `-connect`).
     ///
-    /// A repeated call returns the same disposable, also after it was disposed (as in RAC 2.5;
-    /// `refCount()` reconnects). Disposing it disconnects the source without ending the subject.
-    /// The source's home is the calling thread's loop, else `EventLoop.shared`.
-    ///
-    /// Rx: `connect()` (which reconnects after a dispose); Combine: `connect()`.
-    ///
-    /// - Returns: The connection; dispose it to disconnect.
+    /// Also after it was disposed (RAC 2.5; `refCount()` reconnects). Disposing it disconnects the
+    /// source without ending the subject. The source's home is the calling thread's loop, else
+    /// `EventLoop.shared`.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -63,7 +49,7 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
         connection(reconnecting: false)
     }
 
-    /// The current connection, made (and the source subscribed) if there is none, or, when `reconnecting`, if it was disposed.
+    /// The current connection, made (and the source subscribed) if there is none or, when `reconnecting`, if it was disposed.
     private func connection(reconnecting: Bool) -> SerialDisposable {
         let (connection, isNew) = state.withLock { state -> (SerialDisposable, Bool) in
             if case .connected(let current) = state.connection, !(reconnecting && current.isDisposed) {
@@ -75,7 +61,7 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
         }
         if isNew {
             let subject = self.subject
-            // Swapped in, not assigned: a dispose that raced us disposes the new subscription at once.
+            // Swapped in: a dispose that raced us disposes the new subscription at once.
             _ = connection.swap(source.subscribe(next: { subject.sendNext($0) },
                                                  error: { subject.sendError($0) },
                                                  completed: { subject.sendCompleted() }))
@@ -85,12 +71,8 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// A signal that connects when its first subscriber arrives and disconnects when the last one leaves, for good (RAC 2.5's `-autoconnect`).
     ///
-    /// Subscribers share the connection `connect()` makes. After the last one leaves it stays
-    /// disposed: a later subscriber gets only the subject's terminal event, if the source ended
-    /// before. Use `refCount()` to connect again.
-    ///
-    /// Rx: `autoConnect()` (RxJava, which never disconnects); Combine:
-    /// `autoconnect()` (which reconnects, as `refCount()` does).
+    /// A later subscriber gets only the subject's terminal event, if the source ended before; use
+    /// `refCount()` to connect again.
     ///
     /// Thread rule: safe from any thread.
     public func autoconnect() -> Signal<Value> {
@@ -99,11 +81,7 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 
     /// A signal that connects when its first subscriber arrives, disconnects when the last one leaves, and connects again for the next one (Rx's `refCount()`).
     ///
-    /// Each reconnection subscribes the source anew; the subject is shared throughout, so a
-    /// source that ended has ended it for every later subscriber too.
-    ///
-    /// RAC: none (RAC 2.5's `-autoconnect` does not reconnect); Rx:
-    /// `refCount()`; Combine: `autoconnect()`.
+    /// The subject is shared throughout, so a source that ended has ended it for later subscribers too.
     ///
     /// Thread rule: safe from any thread.
     public func refCount() -> Signal<Value> {
@@ -129,31 +107,23 @@ public final class MulticastConnection<Value>: @unchecked Sendable {
 }
 
 extension Signal {
-    /// Shares this signal through a plain `Subject` (RAC's `-publish`).
-    ///
-    /// - Returns: A connection; subscribers of its `signal` get the events sent after they subscribed.
+    /// Shares this signal through a plain `Subject` (RAC's `-publish`): subscribers get the events
+    /// sent after they subscribed.
     ///
     /// Thread rule: safe from any thread.
     public func publish() -> MulticastConnection<Value> {
         multicast(Subject())
     }
 
-    /// Shares this signal through `subject` (RAC's `-multicast:`).
-    ///
-    /// - Parameter subject: The subject subscribers attach to.
-    /// - Returns: A connection, not yet connected.
+    /// Shares this signal through `subject` (RAC's `-multicast:`); the connection is not yet connected.
     ///
     /// Thread rule: safe from any thread.
     public func multicast(_ subject: Subject<Value>) -> MulticastConnection<Value> {
         MulticastConnection(source: self, subject: subject)
     }
 
-    /// Subscribes now and replays the last `capacity` values to every subscriber (RAC's `-replay`, bounded).
-    ///
-    /// The source is subscribed at once, once. Unlike RAC's, it keeps the newest
-    /// `ReplaySubject.defaultCapacity` values by default; `replayUnbounded()` keeps all.
-    ///
-    /// - Parameter capacity: How many of the newest values to keep.
+    /// Subscribes now, once, and replays the newest `capacity` values to every subscriber (RAC's
+    /// `-replay`, bounded; `replayUnbounded()` keeps all).
     ///
     /// Thread rule: safe from any thread.
     public func replay(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {
@@ -181,10 +151,7 @@ extension Signal {
     }
 
     /// Like `replay(capacity:)`, but subscribes to the source only when the first subscriber arrives (RAC's `-replayLazily`).
-    ///
-    /// The source stays connected after subscribers leave (as in RAC), so late subscribers still get the replay.
-    ///
-    /// - Parameter capacity: How many of the newest values to keep.
+    /// The source stays connected after subscribers leave, so late subscribers still get the replay.
     ///
     /// Thread rule: safe from any thread.
     public func replayLazily(capacity: Int = ReplaySubject<Value>.defaultCapacity) -> Signal<Value> {

@@ -1,14 +1,10 @@
 /// What a signal delivers events to: a `Sink` (the end of `subscribe`) or a `ClosureObserver`
 /// (an operator's closures, with a value shortcut for fused operators).
 ///
-/// `receive` and `receiveNext` switch on `kind` instead of overriding: an override of a generic
-/// class's method runs unspecialized, while these inline into a client that knows the types.
-///
-/// Home thread only (or the thread `deliver(on:)` moved the events to), one event at a time.
+/// `receive` and `receiveNext` switch on `kind` rather than overriding: an override of a generic
+/// class's method runs unspecialized, these inline. Home thread only, one event at a time.
 @usableFromInline
 package class Observer<Value> {
-    // `kind` is immutable; subclasses document their own state.
-    /// Which subclass this is.
     @usableFromInline package let kind: ObserverKind
 
     @usableFromInline
@@ -16,7 +12,6 @@ package class Observer<Value> {
         self.kind = kind
     }
 
-    /// Receives any event.
     @inlinable
     final func receive(_ event: Event<Value>) {
         if kind == .sink {
@@ -26,12 +21,12 @@ package class Observer<Value> {
         }
     }
 
-    /// Receives a value: `receive(.next(value))`, without building the event where the observer can take the value itself.
+    /// `receive(.next(value))`, without building the event where the observer takes the value itself.
     @inlinable
     final func receiveNext(_ value: Value) {
         switch kind {
         case .values:
-            // `next?(value)`, not `if let`: binding the closure would retain and release it per value.
+            // Not `if let`: binding the closure would retain and release it per value.
             unsafeDowncast(self, to: ClosureObserver<Value>.self).next?(value)
         case .sink:
             unsafeDowncast(self, to: Sink<Value>.self).handleNext(value)
@@ -40,8 +35,7 @@ package class Observer<Value> {
         }
     }
 
-    /// This observer as an operator's downstream: closures, with the value shortcut if `values`
-    /// and the observer has one.
+    /// This observer as an operator's downstream: closures, with the value shortcut if `values`.
     @inlinable
     final func closures(values: Bool) -> ClosureObserver<Value> {
         if kind == .sink {
@@ -52,19 +46,17 @@ package class Observer<Value> {
     }
 }
 
-/// The kinds of `Observer`.
 @usableFromInline
 package enum ObserverKind: UInt8 {
     /// A `ClosureObserver` with a value shortcut (a fused operator, or a sink's handlers).
     case values
     /// A `ClosureObserver` that takes every event through `event` (other operators).
     case events
-    /// A `Sink`.
     case sink
 }
 
-/// An operator's observer: the closures it made for one subscription, on its home thread. They
-/// share the operator's state (`OperatorVar`) and must treat a value alike.
+/// An operator's closures for one subscription, on its home thread; they share the operator's
+/// state (`OperatorVar`) and must treat a value alike.
 @usableFromInline
 final class ClosureObserver<Value>: Observer<Value> {
     // Immutable.

@@ -38,9 +38,7 @@ extension Signal {
         }.debugNamed("+error: \(error)")
     }
 
-    /// A signal that sends each element of a sequence, then completes.
-    ///
-    /// - Parameter values: The values, sent in order.
+    /// A signal that sends each element of a sequence, in order, then completes.
     ///
     /// Thread rule: safe from any thread.
     public static func from<S: Sequence>(_ values: S) -> Signal<Value> where S.Element == Value {
@@ -55,9 +53,7 @@ extension Signal {
         }.debugNamed("+from: (\(box.value.count) values)")
     }
 
-    /// A signal that calls `makeSignal` for each subscriber and forwards its events (RAC's `+defer:`).
-    ///
-    /// - Parameter makeSignal: Builds the signal to forward, at subscription time.
+    /// A signal that calls `makeSignal` for each subscriber, at subscription, and forwards its events (RAC's `+defer:`).
     ///
     /// Thread rule: safe from any thread.
     public static func `defer`(_ makeSignal: @escaping @Sendable () -> Signal<Value>) -> Signal<Value> {

@@ -1,14 +1,12 @@
 extension Signal {
     /// Subscribes with callbacks for each kind of event.
     ///
-    /// The home is the calling thread's loop (or current test scheduler), else `EventLoop.shared`,
-    /// where `didSubscribe` runs shortly after this returns. Callbacks run on the home thread;
-    /// after `error` or `completed`, or once disposed, none runs again.
+    /// The home is the calling thread's loop (or current test scheduler), else `EventLoop.shared`.
+    /// Callbacks run on the home thread; after `error` or `completed`, or once disposed, none runs.
     ///
-    /// The callbacks are `sending` (handed over to the home thread), so the compiler rejects one
-    /// that touches the caller's isolated state or captures a non-Sendable object the caller keeps
-    /// using. Keep such state on the loop (`LoopBound`), hop back (`Task { @MainActor in ... }`),
-    /// or read `values` in a task (docs/guides/async.md, "Callbacks and isolation").
+    /// The callbacks are `sending`, so the compiler rejects one touching the caller's isolated state
+    /// or a non-Sendable object it keeps using: keep such state on the loop (`LoopBound`), hop back
+    /// (`Task { @MainActor in ... }`), or read `values` in a task (docs/guides/async.md).
     ///
     /// - Parameters:
     ///   - next: Called with each value.
@@ -27,16 +25,15 @@ extension Signal {
         return subscribeSink(next: next, error: error, completed: completed)
     }
 
-    /// `subscribe(next:error:completed:)` once its callbacks were handed over. They are consumed,
-    /// since the sink stores them. Returns the `Subscription` itself, for library consumers that
-    /// take the source's `flowControl` from it.
+    /// `subscribe(next:error:completed:)` with the callbacks handed over; returns the `Subscription`,
+    /// whose `flowControl` library consumers take.
     @inlinable
     package func subscribeSink(
         next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
     ) -> Subscription {
         let subscription = Subscription(homeForCallingThread: ())
         let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        // Event logging is out of line, so this body stays small enough to inline.
+        // Logging is out of line, so this body stays small enough to inline.
         if SignalLogging.isActive {
             startLogging(sink, on: subscription)
         } else {
@@ -45,10 +42,7 @@ extension Signal {
         return subscription
     }
 
-    /// Subscribes to values only.
-    ///
-    /// - Parameter next: Called with each value on the subscription's home thread.
-    /// - Returns: The subscription; dispose it to stop.
+    /// Subscribes to values only, delivered on the subscription's home thread.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
@@ -59,9 +53,6 @@ extension Signal {
 
     /// Subscribes to the error only.
     ///
-    /// - Parameter error: Called once if the signal fails.
-    /// - Returns: The subscription; dispose it to stop.
-    ///
     /// Thread rule: safe from any thread.
     @discardableResult
     public func subscribeError(_ error: sending @escaping (any Error) -> Void) -> any Disposable {
@@ -70,19 +61,13 @@ extension Signal {
 
     /// Subscribes to completion only.
     ///
-    /// - Parameter completed: Called once if the signal completes.
-    /// - Returns: The subscription; dispose it to stop.
-    ///
     /// Thread rule: safe from any thread.
     @discardableResult
     public func subscribeCompleted(_ completed: sending @escaping () -> Void) -> any Disposable {
         subscribe(completed: completed)
     }
 
-    /// Subscribes with one callback for every event.
-    ///
-    /// - Parameter observer: Called with each event on the subscription's home thread.
-    /// - Returns: The subscription; dispose it to stop.
+    /// Subscribes with one callback for every event, on the subscription's home thread.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -90,12 +75,8 @@ extension Signal {
         subscribeSink(next: { observer(.next($0)) }, error: { observer(.error($0)) }, completed: { observer(.completed) })
     }
 
-    /// Forwards every event of this signal to another signal's subscriber (RAC's `subscribe:`).
-    ///
-    /// For writing signals out of others: `Signal { subscriber in other.subscribe(subscriber) }`.
-    /// The returned disposable is added to `subscriber`'s subscription, and torn down with it.
-    ///
-    /// - Parameter subscriber: The subscriber to forward to.
+    /// Forwards every event to another signal's subscriber (RAC's `subscribe:`), for writing signals
+    /// out of others; the returned disposable is torn down with `subscriber`'s subscription.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult

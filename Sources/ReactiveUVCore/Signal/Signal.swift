@@ -2,32 +2,26 @@ import Synchronization
 
 /// A stream of values over time that ends with an error or completion: RAC's `RACSignal`.
 ///
-/// Cold: `didSubscribe` runs once per subscriber, through `Scheduler.subscription` (at once
-/// on a loop thread, else on `EventLoop.shared`). That loop is the subscription's home: every
-/// event reaches the subscriber on its thread, never two at once. Disposing the subscription
-/// stops delivery and tears down what it created.
-///
-/// Operators that transform one signal (`map`, `filter`, `scan`...) are fused: a chain is one
-/// subscription and one chain of direct calls, with no lock on the way.
+/// Cold: `didSubscribe` runs once per subscriber, at once on a loop thread, else on
+/// `EventLoop.shared`. That loop is the subscription's home: every event reaches the subscriber
+/// on its thread, never two at once. Disposing stops delivery and tears down what it created.
+/// Operators that transform one signal (`map`, `filter`, `scan`...) fuse into one subscription.
 ///
 /// Closures run on the home thread, not in the caller's isolation: operator closures and
-/// `didSubscribe` are `@Sendable` (subscriptions on two loops may run them at once), and
-/// `subscribe`'s callbacks are `sending`. Values need not be `Sendable`, except through the
-/// operators that hand them to another thread (`deliver(on:)`, `subscribe(on:)`).
+/// `didSubscribe` are `@Sendable`, `subscribe`'s callbacks `sending`. Values need be `Sendable`
+/// only through operators that hand them to another thread (`deliver(on:)`, `subscribe(on:)`).
 ///
 /// Thread rule: subscribing and operators are safe from any thread.
 public class Signal<Value>: @unchecked Sendable {
-    // `didSubscribe` is immutable; `debugName` is protected by `nameLock`.
+    // Sendable: `didSubscribe` is immutable; `nameLock` guards `debugName`.
     @usableFromInline let didSubscribe: (@Sendable (Subscriber<Value>) -> (any Disposable)?)?
     private let nameLock = SpinLock()
     @exclusivity(unchecked) private var debugName: String?
 
-    /// Creates a cold signal that runs `didSubscribe` for each subscriber.
+    /// Creates a cold signal that runs `didSubscribe` for each subscriber, on its home thread.
     ///
-    /// Send events to the subscriber (from any thread) and return what tears down your setup
-    /// (or nil); it is disposed when the subscriber disposes or the signal ends.
-    ///
-    /// - Parameter didSubscribe: Called once per subscription, on its home thread.
+    /// Send events to the subscriber (from any thread) and return what tears down your setup (or
+    /// nil); it is disposed when the subscriber disposes or the signal ends.
     ///
     /// Thread rule: safe from any thread.
     public init(_ didSubscribe: @escaping @Sendable (Subscriber<Value>) -> (any Disposable)?) {
@@ -52,8 +46,6 @@ public class Signal<Value>: @unchecked Sendable {
 
     /// Sets the debug name and returns the signal, for chaining.
     ///
-    /// - Returns: `self`.
-    ///
     /// Thread rule: safe from any thread.
     @discardableResult
     public func named(_ name: String) -> Self {
@@ -62,7 +54,6 @@ public class Signal<Value>: @unchecked Sendable {
     }
 
     /// Names the signal only when debug naming is on, so the string is never built otherwise.
-    /// Final and inlinable: off, it is one flag test where a signal is made, not a call.
     @inlinable
     @discardableResult
     package final func debugNamed(_ name: @autoclosure () -> String) -> Self {
@@ -76,7 +67,7 @@ public class Signal<Value>: @unchecked Sendable {
     package func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
-        // A subscription disposed before it attached (its parent ended, a dispose won the race) starts nothing.
+        // A subscription disposed before it attached starts nothing.
         if let didSubscribe, !subscription.isDisposed {
             subscription.add(didSubscribe(subscriber))
         }
@@ -107,9 +98,8 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
-    /// `fuse` for an operator that sends many values per upstream event: its transform also gets
-    /// the subscription's own sink when that is the downstream, to send a burst through
-    /// `Sink.handleNextInBurst` inside one `enterDelivery()`.
+    /// `fuse` for an operator that sends many values per upstream event: its transform also gets the
+    /// subscription's own sink, to send a burst through `Sink.handleNextInBurst` in one delivery.
     @inlinable
     func fuseBursting<U>(
         _ transform: @escaping @Sendable (
@@ -120,8 +110,8 @@ public class Signal<Value>: @unchecked Sendable {
         BurstFusedSignal(upstream: self, transform: transform)
     }
 
-    /// A signal whose subscribers attach `transform(observer)` to this one, in the same subscription:
-    /// the building block of fused operators. `transform` runs once per subscription, on its home thread.
+    /// A signal whose subscribers attach `transform(observer)` to this one, in the same subscription
+    /// (fused operators); `transform` runs once per subscription, on its home thread.
     @inlinable
     func lift<U>(
         _ transform: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> (Event<Value>) -> Void
@@ -129,9 +119,8 @@ public class Signal<Value>: @unchecked Sendable {
         LiftedSignal(upstream: self, transform: transform)
     }
 
-    /// `lift` for operators that also pass values as plain values (the value shortcut): `transform`
-    /// gets the downstream's shortcut when it has one, and its own event and value closures must
-    /// treat a value alike.
+    /// `lift` with the value shortcut: `transform` gets the downstream's shortcut when it has one,
+    /// and its event and value closures must treat a value alike.
     @inlinable
     func fuse<U>(
         _ transform: @escaping @Sendable (
@@ -143,10 +132,10 @@ public class Signal<Value>: @unchecked Sendable {
 }
 
 /// A subscription waiting to be attached on its home thread. A class, not a tuple in a generic
-/// box: the compiler over-releases the latter when an escaping closure captures it (see `UncheckedSendable`).
+/// box, which the compiler over-releases when an escaping closure captures it.
 @usableFromInline
 final class PendingAttach<Value>: @unchecked Sendable {
-    // Made on the subscribing thread, then used only on the home thread (handed over through its queue).
+    // Sendable: made on the subscribing thread, then used only on the home thread (handed over through its queue).
     let signal: Signal<Value>
     let observer: Observer<Value>
     package let subscription: Subscription
@@ -165,7 +154,7 @@ final class PendingAttach<Value>: @unchecked Sendable {
 /// A signal derived from another by transforming its observer (a fused operator).
 @usableFromInline
 final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
-    // Both stored properties are immutable.
+    // Sendable: both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
     @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, Subscription) -> (Event<Upstream>) -> Void
 
@@ -188,7 +177,7 @@ final class LiftedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 /// A signal derived from another by a fused operator that also passes values as plain values (`fuse`).
 @usableFromInline
 final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
-    // Both stored properties are immutable.
+    // Sendable: both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
     @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Subscription) -> ClosureObserver<Upstream>
 
@@ -209,11 +198,11 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     }
 }
 
-/// `FusedSignal` for an operator that sends bursts of values per upstream event (framing): it is
-/// also given the subscription's own sink, to send a burst inside one delivery (see `fuseBursting`).
+/// `FusedSignal` for an operator that sends bursts per upstream event (framing), also given the
+/// subscription's own sink (see `fuseBursting`).
 @usableFromInline
 final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
-    // Both stored properties are immutable.
+    // Sendable: both stored properties are immutable.
     @usableFromInline let upstream: Signal<Upstream>
     @usableFromInline let transform: @Sendable (@escaping (Event<Value>) -> Void, ((Value) -> Void)?, Sink<Value>?, Subscription) -> ClosureObserver<Upstream>
 
@@ -230,7 +219,7 @@ final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendabl
     @usableFromInline
     package override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
         let downstream = observer.closures(values: true)
-        // Only the sink of this very subscription: its deliveries are the ones a burst on it covers.
+        // Only this subscription's own sink: its deliveries are the ones a burst on it covers.
         let sink = observer.kind == .sink ? unsafeDowncast(observer, to: Sink<Value>.self) : nil
         let ownSink = sink.flatMap { $0.subscription === subscription ? $0 : nil }
         upstream.attach(transform(downstream.event, downstream.next, ownSink, subscription), to: subscription)

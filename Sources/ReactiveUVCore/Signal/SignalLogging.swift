@@ -3,29 +3,21 @@ import Synchronization
 
 /// Signal event logging through swift-log: subscribe, next, error, completed and dispose, with the signal's name.
 ///
-/// Three ways to turn it on, all off by default:
-///
-/// - for one signal: `signal.logEvents(to: logger)` (RAC's `logAll`);
-/// - for every subscription made from now on: `SignalLogging.logger = logger`;
-/// - the environment switch `REACTIVEUV_DEBUG_SIGNALS=1`, which also names the signals that
-///   constructors and operators make; without a logger, events go to standard error as
-///   `ReactiveUV: [name] next(1)`.
-///
-/// Values are logged at `.trace`, the rest at `.debug`. Every entry carries the metadata
-/// `signal` (the name, or `signal`) and `event` (`subscribe`, `next`, `error`, `completed`,
-/// `dispose`).
+/// Off by default; on for one signal with `signal.logEvents(to:)` (RAC's `logAll`), for every
+/// later subscription with `SignalLogging.logger`, or with `REACTIVEUV_DEBUG_SIGNALS=1` (to
+/// standard error as `ReactiveUV: [name] next(1)` without a logger). Values log at `.trace`, the
+/// rest at `.debug`, with the metadata `signal` (the name) and `event`.
 ///
 /// Thread rule: safe from any thread.
 public enum SignalLogging {
     /// The logger every subscription made from now on logs its events to; nil (the default) is off.
-    ///
-    /// A subscription keeps the logger (or none) it was made with.
+    /// A subscription keeps the logger it was made with.
     ///
     /// Thread rule: safe from any thread.
     public static var logger: Logger? {
         get { configured.withLock { $0 } }
         set {
-            // The flag is stored under the lock, so racing setters leave it matching the logger.
+            // Stored under the lock, so racing setters leave the flag matching the logger.
             configured.withLock { logger in
                 logger = newValue
                 isOn.store(newValue != nil || DebugSignals.isEnabled, ordering: .relaxed)
@@ -34,10 +26,10 @@ public enum SignalLogging {
     }
 
     private static let configured = LockedValue<Logger?>(nil)
-    /// `configured != nil || REACTIVEUV_DEBUG_SIGNALS`: written under `configured`'s lock, read without it.
+    /// Written under `configured`'s lock, read without it.
     @usableFromInline static let isOn = Atomic<Bool>(DebugSignals.isEnabled)
 
-    /// Whether subscriptions log (a relaxed load: a subscription racing with the setter may miss a change).
+    /// Whether subscriptions log (relaxed: one racing with the setter may miss a change).
     @inlinable
     package static var isActive: Bool { isOn.load(ordering: .relaxed) }
 
@@ -123,13 +115,8 @@ extension Signal {
 
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).
     ///
-    /// One entry per event of each subscription, on its home thread; values at `.trace`, the
-    /// rest at `.debug`, with the metadata `signal` and `event` (see `SignalLogging`).
-    ///
-    /// - Parameters:
-    ///   - logger: Where the entries go (its level filters them).
-    ///   - name: The name to log; nil uses the signal's `name`.
-    /// - Returns: A signal with the same events.
+    /// One entry per event of each subscription, on its home thread, as `SignalLogging` describes;
+    /// `logger`'s level filters them; `name` nil logs the signal's `name`.
     ///
     /// Thread rule: safe from any thread.
     public func logEvents(to logger: Logger, name: String? = nil) -> Signal<Value> {

@@ -7,22 +7,17 @@ import Musl
 
 /// The end of a chain: the user's `next`/`error`/`completed`, behind the dispose handshake.
 ///
-/// Gates call it directly; operators call it through the closures it makes on request
-/// (`makeClosures`). The handshake (`DeliveryHandshake`) sits here, at the end, because the end
-/// may run on another thread than the source's gate (`deliver(on:)`, a time operator given a
-/// scheduler). On a terminal event the subscription is disposed first and the callback runs
-/// after, as in RAC.
+/// The handshake sits here, at the end, which may run on another thread than the source's gate
+/// (`deliver(on:)`). On a terminal event the subscription is disposed first, as in RAC.
 @usableFromInline
 package final class Sink<Value>: Observer<Value> {
-    // Stored vars are touched only on the thread the chain's end runs on (the home, or the
-    // scheduler `deliver(on:)` moved it to); the rest is immutable.
-    /// A `let` so a value is delivered without retaining the closure.
+    // Stored vars are touched only on the thread the chain's end runs on; the rest is immutable.
+    /// A `let`, so a value is delivered without retaining the closure.
     @usableFromInline let next: ((Value) -> Void)?
     @usableFromInline @exclusivity(unchecked) var error: ((any Error) -> Void)?
     @usableFromInline @exclusivity(unchecked) var completed: (() -> Void)?
     @usableFromInline package let subscription: Subscription
-    /// Makes the closures operators call this sink through (with the value shortcut when asked);
-    /// built here so it is specialized where `subscribe` is.
+    /// Makes the closures operators call this sink through; built here so it is specialized where `subscribe` is.
     @usableFromInline let makeClosures: (_ sink: Sink<Value>, _ values: Bool) -> ClosureObserver<Value>
 
     @inlinable
@@ -37,7 +32,7 @@ package final class Sink<Value>: Observer<Value> {
         super.init(kind: .sink)
     }
 
-    /// Any event, through the subscription's dispose handshake (`DeliveryHandshake.enterDelivery`).
+    /// Any event, through the subscription's dispose handshake.
     @inlinable
     func handle(_ event: Event<Value>) {
         switch event {
@@ -47,7 +42,7 @@ package final class Sink<Value>: Observer<Value> {
         }
     }
 
-    /// `handle(.completed)`, without building an `Event` (which would copy a large value about).
+    /// `handle(.completed)`, without building an `Event`.
     @inlinable
     package func handleCompleted() {
         handleEnd(failure: nil)
@@ -65,7 +60,7 @@ package final class Sink<Value>: Observer<Value> {
         let entry = subscription.enterDelivery()
         if entry == .refused { return }
         defer { subscription.leaveDelivery(entry) }
-        // Both are moved out (no retain); the one that does not run is released now, the other once it ran.
+        // Moved out (no retain); the one that does not run is released now.
         var onError = error.take()
         var onCompleted = completed.take()
         if failure == nil { onError = nil } else { onCompleted = nil }
@@ -73,7 +68,7 @@ package final class Sink<Value>: Observer<Value> {
         if let failure { onError?(failure) } else { onCompleted?() }
     }
 
-    /// `handle(.next(value))`, without building the event: the value's delivery through the dispose handshake.
+    /// `handle(.next(value))`, without building the event.
     @inlinable
     package func handleNext(_ value: Value) {
         let entry = subscription.enterDelivery()

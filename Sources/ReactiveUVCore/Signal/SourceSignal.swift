@@ -1,7 +1,5 @@
-/// What a signal of a loop-bound source attaches its subscribers to: how an I/O family (a
-/// stream's bytes, a file-system call) plugs into the one subscribe path, with no closure made
-/// per subscription.
-///
+/// What a signal of a loop-bound source attaches its subscribers to: how an I/O family plugs
+/// into the one subscribe path, with no closure per subscription.
 /// Thread rule: `attach` runs on the subscription's home thread, as `Signal.attach` does.
 package protocol SignalSource<Value>: Sendable {
     associatedtype Value
@@ -10,16 +8,13 @@ package protocol SignalSource<Value>: Sendable {
     static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: SourceSignal<Self>)
 }
 
-/// A signal whose subscribers attach to `source`: the lane of the one subscribe path that
-/// loop-bound sources take (the source is stored inline).
-///
+/// A signal whose subscribers attach to `source`, stored inline: the loop-bound sources' lane.
 /// Thread rule: safe from any thread (the source is immutable).
 package final class SourceSignal<Source: SignalSource>: Signal<Source.Value>, @unchecked Sendable {
-    // `source` is immutable.
+    // Sendable: `source` is immutable.
     package let source: Source
 
-    // Inlinable and consuming: made where the source's type is known, the source is moved in, not
-    // copied through its value witnesses and destroyed again.
+    // Made where the source's type is known: the source is moved in, not copied through its value witnesses.
     @inlinable
     package init(_ source: consuming Source) {
         self.source = source

@@ -7,25 +7,19 @@ import Musl
 
 /// A hot signal you send to by hand: RAC's `RACSubject`.
 ///
-/// Every subscriber gets the events sent after it subscribed, on its own home thread (a send
-/// from another thread is hopped there, in order); a send made on that thread is delivered
-/// before `sendNext` returns. A disposed subscription leaves at once and gets nothing more.
-/// The compiler cannot see a value handed to another thread, so send non-Sendable values only
-/// on the subscribers' loop (or stop using them after sending).
+/// Every subscriber gets the events sent after it subscribed, on its own home thread (hopped
+/// there in order; a send on that thread is delivered before `sendNext` returns). A disposed
+/// subscription gets nothing more. Send non-Sendable values only on the subscribers' loop.
 ///
-/// Unlike RAC's subject, one that has ended sends its terminal event to later subscribers, so
-/// nobody waits forever on a finished subject. `ReplaySubject` and `BehaviorSubject` also
-/// replay recent values.
-///
-/// The first loop thread that sends becomes the owner and reads the subscriber list without a
-/// lock; other threads take a short spin lock, never held while calling a subscriber.
+/// Unlike RAC's, a subject that has ended sends its terminal event to later subscribers, so
+/// nobody waits forever. `ReplaySubject` and `BehaviorSubject` also replay recent values.
 ///
 /// Thread rule: `send*` and subscribing are safe from any thread.
 public class Subject<Value>: Signal<Value>, @unchecked Sendable {
-    // `registry`, `snapshot` and `replay` are protected by `lockWord` (a spin lock held only to read or
-    // change them, never while calling out). `version` mirrors `registry.version` (written under the
-    // lock). `cacheOwner` is atomic; the `cached*`, `cacheDepth` and `retired` vars are touched only by
-    // the thread whose current scheduler won `cacheOwner`. `replayCapacity` and `subscriberType` are immutable.
+    // Sendable: `lockWord` (a spin lock, never held while calling out) guards `registry`, `snapshot`
+    // and `replay`; `version` mirrors `registry.version`. The first loop thread to send wins
+    // `cacheOwner` (atomic) and alone touches the `cached*`, `cacheDepth` and `retired` vars,
+    // reading the list without the lock. `replayCapacity` and `subscriberType` are immutable.
     @usableFromInline let lockWord = Atomic<Bool>(false)
     @usableFromInline @exclusivity(unchecked) final var registry = SubjectRegistry()
     @usableFromInline @exclusivity(unchecked) final var snapshot: SubjectSnapshot<Value>?
@@ -35,15 +29,15 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline let cacheOwner = Atomic<UInt>(0)
     @usableFromInline @exclusivity(unchecked) final var cachedVersion: UInt64 = .max
     @usableFromInline @exclusivity(unchecked) final var cachedSnapshot: Unmanaged<SubjectSnapshot<Value>>?
-    /// The cached snapshot's only subscriber when it has exactly one (the snapshot keeps it alive).
+    /// The cached snapshot's only subscriber when it has exactly one.
     @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
     /// Unregisters `abandonCache` from the owner loop's shutdown; written once, by the owner thread.
     @exclusivity(unchecked) final var ownerShutdownWatch: (any Disposable)?
-    /// `cacheOwner` once its loop shut down: no thread is this, so nobody uses or claims the cache again.
+    /// `cacheOwner` once its loop shut down: no thread is this, so nobody claims the cache again.
     @usableFromInline static var abandonedOwner: UInt { 1 }
-    /// Looked up once, so subscribing (unspecialized) does not search the runtime's metadata cache.
+    /// Looked up once, so subscribing (unspecialized) does not search the metadata cache.
     private let subscriberType = Subscriber<Value>.self
 
     /// Creates a subject with no subscribers.
@@ -55,7 +49,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         super.init()
     }
 
-    /// For `ReplaySubject`/`BehaviorSubject`: a subject that keeps the last `replayCapacity` values.
+    /// For `ReplaySubject`/`BehaviorSubject`: keeps the last `replayCapacity` values.
     init(replayCapacity: Int, initial: Value?) {
         self.replayCapacity = replayCapacity
         replay = SubjectReplay(capacity: replayCapacity)
@@ -70,14 +64,12 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         ownerShutdownWatch?.dispose()
     }
 
-    /// Sends a value to every current subscriber.
-    ///
-    /// Ignored once the subject has ended.
+    /// Sends a value to every current subscriber; ignored once the subject has ended.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
     public final func sendNext(_ value: Value) {
-        // The owner's check. A replaying subject never has an owner, so this rules those out too.
+        // The owner's check; a replaying subject never has an owner.
         let current = ThreadLocals.currentScheduler.value
         if let current, cacheOwner.load(ordering: .relaxed) == UInt(bitPattern: current),
            version.load(ordering: .acquiring) == cachedVersion {
@@ -90,8 +82,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     /// The owner loop's path: the cached snapshot, current (its version was just checked).
     @inlinable
     final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
-        // A subscriber may change the list and re-enter: the snapshot being walked is retired,
-        // not released, until the outermost send is done.
+        // A subscriber may change the list and re-enter: the snapshot being walked is retired, not
+        // released, until the outermost send is done.
         if let single = cachedSingle {
             cacheDepth &+= 1
             single._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
@@ -106,8 +98,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         if cacheDepth == 0, !retired.isEmpty { releaseRetired() }
     }
 
-    /// Every send that is not the owner's with a current cache: a stale cache on the owner
-    /// thread, another thread, a replaying subject. Out of line, so the owner's path stays small.
+    /// Every send but the owner's with a current cache; out of line, so the owner's path stays small.
     @inlinable
     @inline(never)
     final func sendOffOwnerPath(_ value: Value, current: UnsafeMutableRawPointer?) {
@@ -138,8 +129,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         snapshot.send(.next(value), current: current)
     }
 
-    /// The owner thread just claimed the cache: it is let go when that loop shuts down, since the
-    /// cached snapshot would otherwise keep departed subscribers (and their loops) alive.
+    /// The owner thread just claimed the cache: let it go when that loop shuts down, or the cached
+    /// snapshot would keep departed subscribers (and their loops) alive.
     @usableFromInline
     @inline(never)
     final func watchOwnerShutdown(_ current: UnsafeMutableRawPointer) {
@@ -200,18 +191,14 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         for snapshot in list { snapshot.release() }
     }
 
-    /// Ends the subject with an error: every subscriber gets it, and so will later ones.
-    ///
-    /// Ignored once the subject has ended.
+    /// Ends the subject with an error: every subscriber gets it, and so will later ones. Ignored once ended.
     ///
     /// Thread rule: safe from any thread.
     public final func sendError(_ error: any Error) {
         terminate(.error(error))
     }
 
-    /// Completes the subject: every subscriber gets completion, and so will later ones.
-    ///
-    /// Ignored once the subject has ended.
+    /// Completes the subject: every subscriber gets completion, and so will later ones. Ignored once ended.
     ///
     /// Thread rule: safe from any thread.
     public final func sendCompleted() {
@@ -281,8 +268,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             }
             unlock()
             if !ended {
-                // Teardown leaves the list (`releaseObserver`); this covers a disposal from a
-                // closed home that raced the append.
+                // Teardown leaves the list; this covers a disposal from a closed home that raced the append.
                 if subscription.isDisposed { subscriber.leaveSubject() }
                 return
             }
@@ -292,8 +278,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     /// Registers a subscriber of a replaying (or ended) subject and replays to it.
     private func attachReplaying(_ subscriber: Subscriber<Value>, to subscription: Subscription) {
-        // Replayed values and registration are taken together, so each value is
-        // either replayed or sent live, never both and never missed.
+        // Replayed values and registration are taken together: each value is replayed or sent live,
+        // never both and never missed.
         lock()
         let values = replay.buffer.elements
         let terminal = replay.terminal
@@ -303,10 +289,10 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         }
         unlock()
         if terminal == nil, subscription.isDisposed {
-            // Teardown leaves the list (see `attach`); this covers a disposal that raced the append.
+            // This covers a disposal that raced the append.
             subscriber.leaveSubject()
         }
-        // On the home thread, so these are delivered now, before any send hopped here from elsewhere.
+        // On the home thread: delivered now, before any send hopped here from elsewhere.
         let current = ThreadLocals.currentScheduler.value
         for value in values {
             if subscription.isDisposed { return }
@@ -323,7 +309,6 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         // Newest last: a short-lived subscription is usually found at once.
         var index = registry.subscribers.count - 1
         if index >= 0, registry.subscribers[index] === subscriber {
-            // The newest: no elements to move.
             registry.subscribers.removeLast()
             changedLocked()
             return
@@ -380,15 +365,14 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     }
 }
 
-/// The subscriber list of a subject, without its value type (so subscribing and leaving need no generic metadata).
+/// The subscriber list of a subject, without its value type (no generic metadata to subscribe or leave).
 @usableFromInline
 struct SubjectRegistry {
     // Only touched under the subject's lock.
-    /// The registered subscribers; all are `Subscriber<Value>` of the owning subject.
+    /// The registered subscribers, all `Subscriber<Value>` of the owning subject.
     @usableFromInline var subscribers: ContiguousArray<AnyObject> = []
     /// Counts changes to `subscribers` (and the end), so the owner thread knows its snapshot is stale.
     @usableFromInline var version: UInt64 = 0
-    /// Whether the subject has ended.
     @usableFromInline var terminated = false
 
     init() {}

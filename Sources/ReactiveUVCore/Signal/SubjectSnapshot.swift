@@ -1,7 +1,5 @@
-/// An immutable copy of a subject's subscriber list, walked by senders without retaining each subscriber.
-///
-/// Built under the subject's lock after the list changed; it holds one
-/// reference to each subscriber for as long as it lives.
+/// An immutable copy of a subject's subscriber list, built under its lock after a change and
+/// walked by senders without retaining each subscriber (it holds one reference to each).
 @usableFromInline
 final class SubjectSnapshot<Value> {
     // Immutable after init; freed (releasing the subscribers) when the last sender lets go.

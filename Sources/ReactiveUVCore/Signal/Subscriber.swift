@@ -2,35 +2,31 @@ import Synchronization
 
 /// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
 ///
-/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription. Its rule:
-/// - after the subscription is disposed, or a terminal event passed, every event is dropped;
-/// - events reach the observer on the subscription's home thread: a send from another thread
-///   is hopped there, in the order that thread sent, so one subscription's events never overlap;
-/// - a send made on the home thread has been delivered when it returns (as in RAC); a
-///   subscriber that makes its own source send again gets that event nested, depth first;
-/// - a terminal event closes the gate, reaches the observer, then disposes the subscription.
-///
-/// Teardown lets go of the observer even while a sender still holds the subscriber.
+/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription.
+/// - After the subscription is disposed, or a terminal event passed, every event is dropped.
+/// - Events reach the observer on the home thread: a send from another thread hops there, in
+///   order, so one subscription's events never overlap.
+/// - A send on the home thread has been delivered when it returns (as in RAC); re-entrant sends nest.
+/// - A terminal event closes the gate, reaches the observer, then disposes the subscription.
 ///
 /// Thread rule: `send*` and `isDisposed` are safe from any thread.
 public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
-    // `subscription`, `homeIdentity` and `observer` (the pointer) are immutable; `flags` and `depth`
-    // are touched only on the home thread (deliveries, hops and teardown run there); `subject` is
-    // taken once, after `left`'s atomic exchange; `sourceFlowControl` is atomic.
+    // Sendable: `subscription`, `homeIdentity` and `observer` are immutable; `flags` and `depth` are
+    // home-thread-only; `subject` is taken once, after `left`'s atomic exchange; `sourceFlowControl` is atomic.
     @usableFromInline package let subscription: Subscription
-    /// `subscription.home`'s identity, to compare with the thread's current scheduler (the subscription keeps `home` alive).
+    /// `subscription.home`'s identity, compared with the thread's current scheduler.
     @usableFromInline package let homeIdentity: UnsafeMutableRawPointer
-    /// Holds one reference to the observer until `releasedFlag` is set, without ARC traffic per delivery.
+    /// One reference to the observer until `releasedFlag` is set, without ARC traffic per delivery.
     @usableFromInline let observer: Unmanaged<Observer<Value>>
     /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag` in one byte, so a value is gated by one test.
     @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
     /// Deliveries in progress (nested ones count), so teardown inside one waits for it to return.
     @usableFromInline @exclusivity(unchecked) var depth = 0
-    /// The `Subject<Value>` this subscriber is registered with, if any. Type-erased because teardown
-    /// runs unspecialized and would look up `Subject<Value>`'s metadata; unmanaged to call it without a retain.
+    /// The `Subject<Value>` this subscriber is registered with, if any: type-erased so unspecialized
+    /// teardown looks up no metadata, unmanaged to call it without a retain.
     private var subject: Unmanaged<AnyObject>?
     private let left = Atomic<Bool>(false)
-    /// The flow control the source registered, if any (set once, atomically, retained): hops count against it.
+    /// The source's flow control, if any (set once, retained): hops count against it.
     private let sourceFlowControl = Atomic<Unmanaged<FlowControl>?>(nil)
 
     /// A terminal event passed.
@@ -56,7 +52,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// The flow control the source registered, if any.
-    ///
     /// Thread rule: safe from any thread.
     package var registeredFlowControl: FlowControl? {
         sourceFlowControl.load(ordering: .acquiring)?.takeUnretainedValue()
@@ -125,8 +120,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// The gate's rule, written once with `leave`: whether an event may pass now. Home thread only.
-    /// Callers call the observer between `enter` and `leave` rather than passing it in as a
-    /// closure, which the optimizer left as an indirect call.
+    /// Callers call the observer in between rather than pass a closure, which stayed an indirect call.
     @inlinable
     @inline(__always)
     func enter(terminal: Bool) -> Bool {
@@ -137,7 +131,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     }
 
     /// After the observer returned: a teardown that came meanwhile releases the observer (outermost
-    /// delivery only), and a terminal event disposes the subscription.
+    /// delivery only); a terminal event disposes the subscription.
     @inlinable
     @inline(__always)
     func leave(terminal: Bool) {
@@ -155,8 +149,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         leave(terminal: terminal)
     }
 
-    /// Delivers a value on the home thread, through the gate; also the send of a source that knows
-    /// it runs there. A terminal event sent re-entrantly passed the gate itself and ended the subscription.
+    /// Delivers a value on the home thread, through the gate (also a source's send that knows it runs there).
     @inlinable
     package func deliverNext(_ value: Value) {
         guard enter(terminal: false) else { return }
@@ -164,11 +157,9 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         leave(terminal: false)
     }
 
-    /// Sends `values` in order as one delivery on the home thread (a directory listing's batch):
-    /// the gate, and for its own sink the dispose handshake, are entered once around them all.
-    /// Each value still stops the burst if a terminal event, teardown or dispose came during the
-    /// one before. Off the home thread each value hops as `sendNext` would.
-    ///
+    /// Sends `values` in order as one delivery on the home thread (a directory listing's batch): the
+    /// gate and its sink's handshake are entered once; a terminal event, teardown or dispose during a
+    /// value stops the burst. Off the home thread each value hops as `sendNext` would.
     /// Thread rule: safe from any thread.
     package func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
         guard ThreadLocals.currentScheduler.value == homeIdentity else {
@@ -211,7 +202,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         let delivered: Bool
         if let control = registeredFlowControl {
             control.willQueueValue()
-            // A home that is gone drops the work, and the count with it: nothing is left to pause for.
+            // A home that is gone drops the work, and the count with it.
             delivered = subscription.home.scheduleDroppingIfShutDown {
                 target.value.deliver(payload.value)
                 control.didDeliverQueuedValue()
@@ -219,21 +210,18 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         } else {
             delivered = subscription.home.scheduleDroppingIfShutDown { target.value.deliver(payload.value) }
         }
-        // The home loop has shut down and nothing can reach the subscriber: stop the source, which
-        // would otherwise go on sending into refused submissions.
+        // The home loop has shut down: stop the source, which would go on sending into refused submissions.
         if !delivered { subscription.dispose() }
     }
 
-    /// Whether the subscription is disposed (or has ended): a long-running
-    /// producer can stop early when this turns true.
+    /// Whether the subscription is disposed (or has ended): a long-running producer can stop early.
     ///
     /// Thread rule: safe from any thread.
     @inlinable
     public var isDisposed: Bool { subscription.isDisposed }
 
-    /// The subscription's compound disposable: add what should be torn down with it.
-    ///
-    /// RAC's `didSubscribeWithDisposable:`. Teardown runs on the home thread.
+    /// The subscription's compound disposable: add what should be torn down with it, on the home
+    /// thread (RAC's `didSubscribeWithDisposable:`).
     ///
     /// Thread rule: safe from any thread.
     public var disposable: CompoundDisposable { subscription }
@@ -251,8 +239,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         subject.release()
     }
 
-    /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery
-    /// in progress, if any). The subscriber is the subscription's root, so this is where it leaves.
+    /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery in
+    /// progress, if any).
     package func releaseObserver() {
         leaveSubject()
         if flags & Self.releasedFlag != 0 { return }

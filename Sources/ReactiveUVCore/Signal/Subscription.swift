@@ -2,25 +2,23 @@ import Synchronization
 
 /// One subscription: its home scheduler, everything it created, and the gate in front of its subscriber.
 ///
-/// Every operator fused into a chain shares it; operators that subscribe to other signals add
-/// child subscriptions on the same home. `dispose()` sets the flag at once (no callback begins
-/// after it returns) and tears down on the home thread: there and then, else queued to it, else
-/// (the home has closed) on the caller's thread. It never waits; `disposeAndWait()` suspends
-/// until a callback already running elsewhere has returned.
-///
+/// Fused operators share it; operators that subscribe to other signals add children on the same
+/// home. `dispose()` sets the flag at once (no callback begins after it returns) and tears down
+/// on the home thread (queued there, or on the caller's once the home closed); it never waits.
+/// `disposeAndWait()` suspends until a callback already running elsewhere has returned.
 /// Thread rule: `dispose()`/`disposeAndWait()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
 package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
-    // `home` is immutable; `delivering` is atomic; `root` is home thread only.
+    // Sendable: `home` is immutable; `delivering` is atomic; the rest is home thread only.
     @usableFromInline package let home: Scheduler
     /// The thread running the subscriber's callbacks, 0 when none (see `DeliveryHandshake`).
     @usableFromInline package let delivering = Atomic<UInt>(0)
-    /// The source's subscriber; its observer chain is released at teardown. Set by `attachRoot`.
+    /// The source's subscriber, released at teardown; set by `attachRoot`.
     private(set) var root: (any ObserverReleasing)?
     /// Whether a root was attached (and not yet released).
     package var hasRoot: Bool { root != nil }
-    /// Set by a source that can pause (home thread only); see `FlowControl`. A source may instead
-    /// defer it (`deferFlowControl(to:)`), so that a reader nobody pauses never makes one.
+    /// Set by a source that can pause (home thread only), or made on first use through
+    /// `deferFlowControl(to:)`, so a reader nobody pauses never makes one.
     package var flowControl: FlowControl? {
         get {
             guard let slot = flowControlSlot else { return nil }
@@ -34,15 +32,13 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
             flowControlSlot = newValue
         }
     }
-    /// The flow control once made or set, else the `FlowControlMaker` that makes it when first
-    /// asked for, else nil: one word for both.
+    /// The flow control once made or set, else its `FlowControlMaker`, else nil: one word for both.
     @exclusivity(unchecked) private var flowControlSlot: AnyObject?
 
     /// The flow control, if one was made or set; unlike `flowControl`, never makes one.
     package var flowControlIfMade: FlowControl? { flowControlSlot as? FlowControl }
 
-    /// Lets `maker` make this subscription's flow control when a consumer first asks for it.
-    /// Home thread only, and only for a source that runs on the home thread.
+    /// Lets `maker` make the flow control when a consumer first asks. Home thread only, for a source on it.
     package func deferFlowControl(to maker: some FlowControlMaker) {
         if flowControlSlot is FlowControl { return }
         flowControlSlot = maker
@@ -54,8 +50,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         super.init()
     }
 
-    /// A subscription whose home is `homeForCallingThread`, retaining the home once (going through
-    /// the property and `init(home:)` retains it twice).
+    /// A subscription whose home is `homeForCallingThread`, retaining the home once (not twice).
     @usableFromInline
     init(homeForCallingThread: Void) {
         if let current = ThreadLocals.currentScheduler.value {
@@ -66,8 +61,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         super.init()
     }
 
-    /// The home scheduler for a subscription made on the calling thread: the
-    /// current scheduler, else `EventLoop.shared` (RAC's subscription scheduler).
+    /// The current scheduler, else `EventLoop.shared` (RAC's subscription scheduler).
     @usableFromInline
     package static var homeForCallingThread: Scheduler { Scheduler.current ?? Runtime.defaultScheduler }
 
@@ -83,31 +77,28 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         tearDownOnHome()
     }
 
-    /// `dispose()`, then suspends until a callback running on another thread has returned (at once
-    /// when none runs, or from inside the callback). Also waits for the terminal callback of a
-    /// subscription that ended by itself: its sink sets the flag before calling it.
+    /// `dispose()`, then suspends until a callback running on another thread has returned (also the
+    /// terminal callback of a subscription that ended by itself: its sink sets the flag first).
     package override func disposeAndWait() async {
         dispose()
         await waitForDeliveryToEnd(hoppingTo: home.loopLifecycle)
     }
 
-    /// `dispose()` away from the home thread, out of line so the common dispose on the home stays small.
+    /// `dispose()` off the home thread, out of line so the common dispose stays small.
     @inline(never)
     private func tearDownOnHome() {
         let box = UncheckedSendable(self)
         if !home.scheduleDroppingIfShutDown({ box.value.tearDown() }) {
-            // The home has closed: release what is left here. Disposing after a loop's shutdown is
-            // no misuse, so it is not reported.
+            // The home has closed: release what is left here (no misuse, not reported).
             tearDown()
         }
     }
 
     private func tearDown() {
         disposeChildren()
-        // Moved out, not copied, and consumed by the switch: `root?.releaseObserver()` retains and
-        // releases the opened existential around the call.
+        // Moved out and consumed: `root?.releaseObserver()` would retain and release the existential.
         let root = self.root.take()
-        // Most subscriptions have none; storing nil would still call release.
+        // Most have none; storing nil would still call release.
         if flowControlSlot != nil { flowControlSlot = nil }
         switch consume root {
         case .some(let root): root.releaseObserver()
@@ -115,10 +106,8 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         }
     }
 
-    /// Gives the subscription its root (the source's subscriber, or an operator's state), released
-    /// at teardown. Home thread only. A disposed subscription may have torn down already, and a
-    /// root stored then would form a cycle with it: it is released at once instead. Inlined so
-    /// the root's concrete type is at hand.
+    /// Gives the subscription its root, released at teardown. Home thread only. On a disposed
+    /// subscription (maybe torn down already, a cycle) it is released at once instead.
     @inline(__always)
     package func attachRoot(_ root: some ObserverReleasing) {
         if isDisposed {
@@ -139,8 +128,8 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
 
 /// A source that makes its `FlowControl` only when a consumer asks (see `Subscription.deferFlowControl(to:)`).
 package protocol FlowControlMaker: AnyObject {
-    /// The flow control of `subscription`'s reader, registered with it, or nil when that reader is
-    /// gone. Called on the home thread, which is the source's.
+    /// The flow control of `subscription`'s reader, registered with it, or nil when the reader is
+    /// gone. Called on the home thread, the source's.
     func makeFlowControl(for subscription: Subscription) -> FlowControl?
 }
 

@@ -1,13 +1,11 @@
-/// Carries a value to another thread where the type system cannot see why that is safe.
+/// Carries a value to another thread where the type system cannot see why that is safe: an
+/// event or a closure handed to a subscription's home loop, whose thread alone then uses it.
 ///
-/// Used only to hand an event or a closure to a subscription's home loop, whose thread then
-/// is the only one to use it.
-///
-/// Never wrap a tuple that contains a closure: the compiler over-releases such a box captured
-/// by an escaping closure, and its optimizer crashes on it. Box each part, or use a small class.
+/// Never wrap a tuple containing a closure: the compiler over-releases such a box captured by an
+/// escaping closure, and its optimizer crashes on it. Box each part, or use a small class.
 @usableFromInline
 package struct UncheckedSendable<Wrapped>: @unchecked Sendable {
-    // Safe because every use hands the value to exactly one thread (the subscription's home loop).
+    // Sendable: every use hands the value to exactly one thread (the subscription's home loop).
     @usableFromInline package var value: Wrapped
 
     @inlinable

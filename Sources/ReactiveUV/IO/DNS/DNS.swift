@@ -12,10 +12,8 @@ import Musl
 public enum DNS {
     /// Resolves `host` to its addresses, then completes.
     ///
-    /// Numeric hosts ("127.0.0.1", "::1") are answered without a lookup. A
-    /// name that does not resolve ends the signal with a `UVError` such as
-    /// `EAI_NONAME` ("unknown node or service"); disposing before the answer
-    /// cancels the lookup if it has not started.
+    /// Numeric hosts are answered without a lookup. A name that does not resolve fails with a
+    /// `UVError` such as `EAI_NONAME`; disposing before the answer cancels a lookup not yet started.
     ///
     /// - Parameters:
     ///   - host: A host name or numeric address.
@@ -47,10 +45,8 @@ let SOCK_DGRAM_VALUE = Int32(SOCK_DGRAM.rawValue)
 
 /// Turns a host into addresses: at once for a numeric host, through `uv_getaddrinfo` otherwise.
 enum HostResolution {
-    /// Calls `completion` (on the loop thread) with the addresses of `host`.
-    ///
-    /// - Returns: The pending lookup (dispose it to cancel), or nil when
-    ///   `completion` has already been called.
+    /// Calls `completion` (on the loop thread) with the addresses of `host`; returns the pending
+    /// lookup (dispose it to cancel), or nil when `completion` was already called.
     @discardableResult
     static func resolve(
         _ host: String,
@@ -65,7 +61,7 @@ enum HostResolution {
                                         context: "resolving \(host)")))
             return nil
         }
-        // getaddrinfo answers an empty host with a bare EINVAL naming nothing (an unset setting, typically).
+        // getaddrinfo answers an empty host with a bare EINVAL naming nothing.
         guard !host.isEmpty else {
             completion(.failure(UVError(code: UVError.invalidArgumentCode,
                                         message: "the host is empty: give an address (\"127.0.0.1\", \"::\") or a host name",
@@ -92,11 +88,10 @@ enum HostResolution {
 }
 
 /// One `uv_getaddrinfo` request: the DNS family's backend seam (a second backend answers
-/// `start(socketType:)` with its own hosts, through the same completion).
-///
+/// `start(socketType:)` with its own hosts).
 /// Thread rule: loop thread only, except `dispose()`.
 final class AddressLookup: LoopRequest, LoopDisposable, @unchecked Sendable {
-    // `completion` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic; the rest is immutable.
+    // Sendable: `completion` is loop thread only (`dispose()` hops there); `disposedFlag` is atomic; the rest is immutable.
     private let host: String
     private let port: Int
     private var completion: ((Result<[SocketAddress], any Error>) -> Void)?

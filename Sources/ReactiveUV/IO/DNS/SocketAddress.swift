@@ -5,10 +5,8 @@ import Glibc
 import Musl
 #endif
 
-/// An IPv4 or IPv6 address with a port, in numeric form ("127.0.0.1:8080", "[::1]:8080").
-///
-/// Host names are not addresses: resolve them with `DNS.resolve(_:port:on:)`
-/// (the TCP and UDP factories do it for you).
+/// An IPv4 or IPv6 address with a port, in numeric form ("127.0.0.1:8080", "[::1]:8080"); resolve
+/// host names with `DNS.resolve(_:port:on:)` (the TCP and UDP factories do it for you).
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
@@ -32,7 +30,6 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     /// - Parameters:
     ///   - host: A numeric address such as "127.0.0.1", "::1" or "fe80::1%eth0" (no host names).
     ///   - port: 0...65535.
-    /// - Returns: The address.
     /// - Throws: `UVError` (`EINVAL`) when the host is not a numeric address, its zone (after `%`)
     ///   names no network interface, or the port is out of range.
     ///
@@ -47,8 +44,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
                           message: "'\(host)' is not a numeric IPv4 or IPv6 address",
                           context: "SocketAddress(\(host), \(port))")
         }
-        // libuv reads the zone of "fe80::1%eth0" with if_nametoindex and ignores one that names no
-        // interface: the bind or connect would then fail with a bare EINVAL.
+        // libuv ignores a zone that names no interface: the bind or connect would fail with a bare EINVAL.
         if family == .ipv6, let percent = host.firstIndex(of: "%") {
             let zone = String(host[host.index(after: percent)...])
             guard if_nametoindex(zone) != 0 else {
@@ -76,9 +72,8 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             guard uv_ip6_name(ipv6, &name, name.count) == 0 else { return nil }
             port = Int(UInt16(bigEndian: ipv6.pointee.sin6_port))
             family = .ipv6
-            // A link-local address means nothing without its interface, and uv_ip6_name leaves it out:
-            // the zone is appended as uv_ip6_addr reads it back ("fe80::1%eth0"), so the address a
-            // server reports (`.listening`, a group's shared port) can be bound and connected to again.
+            // uv_ip6_name leaves the interface out of a link-local address: append it ("fe80::1%eth0") so
+            // the address a server reports can be bound and connected to again.
             let scope = ipv6.pointee.sin6_scope_id
             if scope != 0 {
                 var interface = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
@@ -100,7 +95,6 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         family == .ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    /// The family of a numeric host, or nil when it is not a numeric address.
     static func numericFamily(of host: String) -> Family? {
         var ipv4 = sockaddr_in()
         if uv_ip4_addr(host, 0, &ipv4) == 0 { return .ipv4 }
@@ -125,8 +119,8 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// `error` with its reason spelled out when it is the bare `EINVAL` Linux gives a link-local IPv6
-    /// address without its interface ("fe80::1" where "fe80::1%eth0" was meant); else `error` itself.
+    /// `error` explained when it is the bare `EINVAL` Linux gives a link-local IPv6 address without
+    /// its interface; else `error` itself.
     func explaining(_ error: UVError) -> UVError {
         guard error.code == UVError.invalidArgumentCode, family == .ipv6, !host.contains("%") else { return error }
         let linkLocal = withSockaddr { address in

@@ -4,19 +4,13 @@ import Synchronization
 extension Signal where Value == Int32 {
     /// Sends the signal number each time the process receives one of `numbers` (SIGINT, SIGTERM, SIGHUP, ...).
     ///
-    /// Each subscription opens one `uv_signal_t` per number on `loop` (or on
-    /// the subscription's home loop) and closes them when disposed. While
-    /// subscribed, the default action (for SIGINT: terminate) is replaced by
-    /// this delivery. When the last watch of a number ends, libuv puts the
-    /// default action back; for `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT`,
-    /// once `TTY.setMode(.raw)` has run, the handler that restores the terminal
-    /// and then terminates goes back instead (see `TTY`). An invalid number ends
-    /// the signal with `UVError` (`EINVAL`).
+    /// While subscribed, the delivery replaces the default action. When the last watch of a number
+    /// ends, libuv puts the default back (or, after `TTY.setMode(.raw)`, the terminal restorer for
+    /// the terminating signals). An invalid number fails with `UVError` (`EINVAL`).
     ///
     /// - Parameters:
     ///   - numbers: Signal numbers, e.g. `[SIGINT, SIGTERM]`.
     ///   - loop: The loop whose thread watches; nil for the subscription's home loop.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public static func unixSignals(_ numbers: [Int32], on loop: EventLoop? = nil) -> Signal<Int32> {
@@ -35,12 +29,10 @@ extension Signal where Value == Int32 {
     }
 }
 
-/// One `uv_signal_t` feeding a subscriber: the OS-signal family's backend seam (a second backend
-/// delivers its scripted signals to the same subscriber).
-///
+/// One `uv_signal_t` feeding a subscriber: the OS-signal family's backend seam.
 /// Thread rule: loop thread only, except `init` and `dispose()`.
 final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
-    // `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
+    // Sendable: `number` is loop thread only, like the rest of the handle (see `SubscriberHandle`).
     private var number: Int32 = 0
 
     init(loop: EventLoop, subscriber: Subscriber<Int32>) {
@@ -64,8 +56,8 @@ final class UnixSignalHandle: SubscriberHandle<Int32>, @unchecked Sendable {
     }
 
     override func willClose() {
-        // The last watch of a signal leaves SIG_DFL behind (libuv keeps no earlier action): the
-        // terminal restorer goes back in the same critical section, before another watch can start.
+        // The last watch leaves SIG_DFL behind: the terminal restorer goes back in the same critical
+        // section, before another watch can start.
         let handle = pointer(as: uv_signal_t.self)
         let number = self.number
         SignalActions.lock.withLock { _ in
@@ -85,13 +77,9 @@ private let unixSignalCallback: uv_signal_cb = { handle, number in
     Unmanaged<UnixSignalHandle>.fromOpaque(data).takeUnretainedValue().deliver(number)
 }
 
-/// Orders this process's changes to signal actions: libuv's (a watch's start and stop, which set
-/// and clear its handler) and the terminal restorer's (`TerminalSettings`), so that a check of the
-/// current action and the change that follows it are never split by another thread's change.
-///
-/// Neither side calls back into ReactiveUV while it is held (libuv's own signal lock is taken
-/// inside it, always in that order).
-///
+/// Orders this process's changes to signal actions (libuv's watches and the terminal restorer),
+/// so a check of the current action and the change after it are never split. Nothing calls back
+/// into ReactiveUV while it is held.
 /// Thread rule: safe from any thread.
 enum SignalActions {
     static let lock = Mutex(())

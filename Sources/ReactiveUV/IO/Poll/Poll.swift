@@ -14,9 +14,7 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
     /// Thread rule: safe from any thread.
     public let rawValue: UInt32
 
-    /// Creates a set from its bits.
-    ///
-    /// - Parameter rawValue: The bits (an unknown bit makes `Poll.readiness` end with `EINVAL`).
+    /// Creates a set from its bits (an unknown bit makes `Poll.readiness` fail with `EINVAL`).
     ///
     /// Thread rule: safe from any thread.
     public init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -31,8 +29,8 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
     /// Thread rule: safe from any thread.
     public static let writable = PollEvents(rawValue: 1 << 1)
 
-    /// The peer closed or shut down its writing side (`EPOLLRDHUP` for a socket; for a pipe,
-    /// libuv reports the hang-up as every event asked for). `UV_DISCONNECT`.
+    /// The peer closed or shut down its writing side (`EPOLLRDHUP`; for a pipe libuv reports the
+    /// hang-up as every event asked for). `UV_DISCONNECT`.
     ///
     /// Thread rule: safe from any thread.
     public static let disconnect = PollEvents(rawValue: 1 << 2)
@@ -70,7 +68,6 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
         return Int32(bitPattern: flags)
     }
 
-    /// The set libuv's poll callback reported.
     init(libuvFlags flags: Int32) {
         let bits = UInt32(bitPattern: flags)
         var set = PollEvents()
@@ -88,30 +85,20 @@ public struct PollEvents: OptionSet, Sendable, Hashable, CustomStringConvertible
 public enum Poll {
     /// Sends the ready set each time `fd` is ready for one of `events` (`uv_poll_t`).
     ///
-    /// Readiness is level-triggered, as libuv polls it: while the descriptor
-    /// stays readable (its data not read), every loop iteration sends
-    /// `.readable` again. Read what is there, or dispose. The signal never
-    /// completes on its own.
+    /// Level-triggered: while the descriptor stays readable, every loop iteration sends `.readable`
+    /// again; read what is there, or dispose. It never completes on its own.
     ///
-    /// The descriptor stays yours: disposing, an error and the loop's shutdown
-    /// stop polling (`uv_poll_stop`, `uv_close`) and never close it. Two things
-    /// libuv does to it stay, though: it is put in non-blocking mode
-    /// (`O_NONBLOCK`, on the open file, shared with its duplicates), and it must
-    /// not be closed while polled (the kernel would drop it from the loop's
-    /// epoll set without a word, and the signal would fall silent). Close it
-    /// once the subscription has ended: after `dispose()` on the loop's thread,
-    /// or in work queued on the loop after a `dispose()` made elsewhere.
+    /// The descriptor stays yours and is never closed, but libuv makes it non-blocking (on the open
+    /// file, shared with its duplicates), and it must not be closed while polled (epoll would drop
+    /// it silently): close it after the subscription ended.
     ///
     /// Errors (a `UVError` naming the descriptor, at subscription unless said):
     /// - a negative `fd`, an empty or unknown `events` set: `EINVAL`;
     /// - a descriptor that is not open: `EBADF`;
-    /// - a regular file or a directory (always ready; epoll refuses them): `EPERM`;
-    /// - a descriptor this loop already polls (another subscription, or a libuv
-    ///   handle of the loop such as a TCP connection): `EEXIST` (libuv allows one
-    ///   poll handle per descriptor per loop: share one subscription with
-    ///   `publish()` or `replay`, or poll on another loop);
-    /// - later, an error condition on the descriptor (`POLLERR`: a pipe whose
-    ///   reading end closed, a socket error): `EBADF`, libuv's code for it;
+    /// - a regular file or a directory (epoll refuses them): `EPERM`;
+    /// - a descriptor this loop already polls (another subscription or a loop handle): `EEXIST`
+    ///   (share one subscription with `publish()` or `replay`, or poll on another loop);
+    /// - later, an error condition (`POLLERR`: a pipe whose reader closed, a socket error): `EBADF`;
     /// - the loop shutting down: `EventLoopError.shutDown`.
     ///
     /// - Parameters:
@@ -144,12 +131,10 @@ public enum Poll {
     }
 }
 
-/// One `uv_poll_t` on a descriptor it does not own, feeding a subscriber: the poll family's
-/// backend seam (a second backend reports its own readiness to the same subscriber).
-///
+/// One `uv_poll_t` on a descriptor it does not own, feeding a subscriber: the poll family's backend seam.
 /// Thread rule: loop thread only, except `init` and `dispose()`.
 final class PollHandle: SubscriberHandle<PollEvents>, @unchecked Sendable {
-    // `descriptor` is immutable; the rest is loop thread only (see `SubscriberHandle`).
+    // Sendable: `descriptor` is immutable; the rest is loop thread only (see `SubscriberHandle`).
     private let descriptor: Int32
 
     init(loop: EventLoop, descriptor: Int32, subscriber: Subscriber<PollEvents>) {
@@ -185,7 +170,7 @@ final class PollHandle: SubscriberHandle<PollEvents>, @unchecked Sendable {
         }
     }
 
-    /// The checks libuv does not make, or answers with a bare code: is the descriptor open, and pollable?
+    /// What libuv does not check, or answers with a bare code: is the descriptor open, and pollable?
     private func checkDescriptor() throws(UVError) {
         guard fcntl(descriptor, F_GETFD) != -1 else {
             let code = errno

@@ -42,20 +42,13 @@ extension ProcessStdio {
     }
 }
 
-/// The readings a process consumer holds (`ChildOutputMerge`, `ProcessRun`), and the consumer's pause,
-/// which goes to every reading that can pause (its source's flow control) and to one added later.
-///
-/// A class, not a struct: a reading's `dispose()` or `pause()` may call back into its owner, which
-/// would then reach this again while a mutating method still held it (an exclusivity trap).
-///
+/// The readings a process consumer holds, and the consumer's pause, which reaches every reading
+/// that can pause (one added later too). A class: a reading's `dispose()` or `pause()` may call
+/// back into its owner and reach this again (an exclusivity trap for a struct).
 /// Thread rule: loop thread only (held by a loop-confined owner).
 final class PausableReadings {
-    // Loop thread only: touched by its owner's loop-thread methods.
-    /// Every subscription held, disposed together by `disposeAll()`.
     private var readings: [any Disposable] = []
-    /// The flow controls of the readings that have one.
     private var controls: [FlowControl] = []
-    /// What the consumer last asked for.
     private(set) var paused = false
 
     /// Holds `reading`; if its source can pause, the consumer's pause reaches it from now on.
@@ -79,7 +72,7 @@ final class PausableReadings {
         }
     }
 
-    /// Disposes every reading (after forgetting them: a reading's end may call back into the owner).
+    /// Disposes every reading, after forgetting them (a reading's end may call back into the owner).
     func disposeAll() {
         let readings = self.readings
         self.readings = []
@@ -88,19 +81,15 @@ final class PausableReadings {
     }
 }
 
-/// One `RunningChild.output` subscription: both output pipes read on the child's loop into one
-/// stream of `.standardOutput` and `.standardError` chunks, in the order they were read.
-///
-/// It completes once both pipes reached EOF and fails with the first error (a read error, `EBUSY`
-/// when a pipe already has a reader, the loop's shutdown), which stops the other pipe's reading.
-/// The consumer's pause and resume go to both readers' flow controls.
+/// One `RunningChild.output` subscription: both output pipes read into one stream of chunks, in
+/// the order read. Completes once both reached EOF; the first error (a read error, `EBUSY` for a
+/// pipe that already has a reader, shutdown) fails it and stops the other pipe.
 final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
-    // Loop thread only (`dispose()`, the readers' callbacks and the flow-control closures run there);
-    // `loop` is immutable and `disposedFlag` atomic.
+    // Sendable: loop thread only (`dispose()` and the readers' callbacks run there); `loop` is
+    // immutable and `disposedFlag` atomic.
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private var subscriber: Subscriber<ProcessOutput>?
-    /// The pipes' readers (their subscriptions to `bytes`); the consumer's pause and resume go to both.
     private let readings = PausableReadings()
     /// Pipes that have not reached EOF yet.
     private var pipesOpen = 0
@@ -118,7 +107,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
         for pipe in pipes {
             guard subscriber != nil else { return }  // the first pipe's reading failed at once (EBUSY)
             let isOutput = pipe.role == .standardOutput
-            // Subscribed on the loop thread, which is its home: the reader's flow control is registered at once.
+            // Subscribed on its home loop thread, so the reader's flow control is registered at once.
             let reading = pipe.bytes.subscribeSink(
                 next: { [self] chunk in subscriber?.sendNext(isOutput ? .standardOutput(chunk) : .standardError(chunk)) },
                 error: { [self] error in finish(error) },

@@ -6,13 +6,8 @@ import Musl
 #endif
 
 /// Reaps the children a loop's shutdown killed: their process handles close at once, so libuv
-/// (which reaps only the pids of open process handles) never collects their exit.
-///
-/// A child killed with SIGKILL is gone within moments, but not by the time the handle closes; a
-/// `waitpid` on the loop thread would hold the shutdown for that long. So the pids go to one
-/// thread of their own, which waits for each in turn (`waitpid` on that pid, never on any child:
-/// the other children belong to their loops) and ends when none is left; the next pid starts it again.
-///
+/// never collects their exit. A thread of its own waits for each pid in turn (never for any
+/// child: the others belong to their loops), so the shutdown does not; it ends when none is left.
 /// Thread rule: safe from any thread.
 enum ChildReaper {
     private struct Queue {
@@ -22,9 +17,8 @@ enum ChildReaper {
 
     private static let queue = Mutex(Queue())
 
-    /// Reaps `pid`, which was sent SIGKILL and is no longer watched by a process handle: at once when
-    /// it is gone already, else on the reaper thread.
-    ///
+    /// Reaps `pid`, sent SIGKILL and no longer watched by a process handle: at once when it is gone
+    /// already, else on the reaper thread.
     /// Thread rule: safe from any thread; never waits.
     static func reap(_ pid: Int32) {
         if reapIfExited(pid) { return }

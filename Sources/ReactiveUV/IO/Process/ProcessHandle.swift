@@ -5,13 +5,9 @@ import Glibc
 import Musl
 #endif
 
-/// A child's `uv_process_t`: the process family's backend seam.
-///
-/// `ProcessSession` asks it to spawn, to signal the child or its group, and to let go of a child
-/// at shutdown, and hears the exit through `ProcessSession.processDidExit`; the child's pipes are
-/// stream-family connections (`ChildPipe`, whose seam is `UVStream`). A second backend provides a
-/// type with these members over scripted processes.
-///
+/// A child's `uv_process_t`: the process family's backend seam. `ProcessSession` asks it to
+/// spawn, signal and let go of the child, and hears the exit (`processDidExit`); the pipes are
+/// stream-family connections. A second backend provides these members over scripted processes.
 /// Thread rule: loop thread only.
 final class ProcessHandle: LoopHandle {
     // The session and the open handle reference each other until the handle closes.
@@ -30,14 +26,13 @@ final class ProcessHandle: LoopHandle {
 
     var pid: Int32 { uv_process_get_pid(process) }
 
-    /// `uv_spawn` with the request's arguments, environment and stdio choices; the handle is open
-    /// after it, or closed again and the error returned.
+    /// `uv_spawn` with the request's choices; the handle is open after it, or closed again and the error returned.
     func spawn(_ request: SpawnRequest, pipes: [ChildPipe?]) -> UVError? {
         var containers = [uv_stdio_container_t](repeating: uv_stdio_container_t(), count: 3)
         for index in 0..<3 {
             switch request.stdio[index] {
             case .pipe:
-                // Readable/writable from the child's side: it reads its input, writes its output.
+                // Readable or writable from the child's side.
                 let direction = index == 0 ? UV_READABLE_PIPE.rawValue : UV_WRITABLE_PIPE.rawValue
                 containers[index].flags = uv_stdio_flags(UV_CREATE_PIPE.rawValue | direction)
                 containers[index].data.stream = pipes[index]?.uvStream

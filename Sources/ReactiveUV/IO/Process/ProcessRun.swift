@@ -2,13 +2,12 @@ import Synchronization
 
 /// One `ChildProcess.run` subscription: `spawn`, with `.started`, the child's `output` and `.exited` in one stream of `ProcessOutput`.
 final class ProcessRun: LoopDisposable, @unchecked Sendable {
-    // Loop thread only (`dispose()` and the flow-control closures run there); `disposedFlag` is atomic.
+    // Sendable: loop thread only (`dispose()` and the flow-control closures run there); `disposedFlag` is atomic.
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     private var subscriber: Subscriber<ProcessOutput>?
     private var spawning: (any Disposable)?
-    /// The subscriptions to the child's `output` and to its exit; the consumer's pause and resume go to
-    /// the `output` reading's flow control (and on to both pipes).
+    /// The `output` and exit subscriptions; the consumer's pause goes to the `output` reading (on to both pipes).
     private let readings = PausableReadings()
 
     init(loop: EventLoop, subscriber: Subscriber<ProcessOutput>) {
@@ -33,8 +32,8 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
     private func started(_ child: RunningChild, input: [UInt8]?) {
         subscriber?.sendNext(.started(pid: child.pid))
         guard subscriber != nil else { return }
-        // Its completion (both pipes at EOF) is not the end: `spawn` completes once the child also exited.
-        // Subscribed on the loop thread, which is its home: the merge's flow control is registered at once.
+        // Its completion is not the end: `spawn` completes once the child also exited. Subscribed on its
+        // home loop thread, so the merge's flow control is registered at once.
         let reading = child.output.subscribeSink(
             next: { [self] output in subscriber?.sendNext(output) },
             error: { [self] error in finish(error) }, completed: nil)

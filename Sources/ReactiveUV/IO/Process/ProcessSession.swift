@@ -18,7 +18,6 @@ struct SpawnRequest: Sendable {
     let killGrace: Duration
     let limits: StreamBufferLimits
 
-    /// Why the request cannot be spawned as given, or nil.
     func validationError() -> UVError? {
         let context = "ChildProcess.spawn(\(executable))"
         // C strings end at the first NUL: the child would get a cut argument, silently.
@@ -55,8 +54,8 @@ struct SpawnRequest: Sendable {
 
 /// One spawned child: its process handle, its pipes, its exit, and the subscriber of `spawn`.
 final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Sendable {
-    // Loop thread only (`dispose()` and `RunningChild`'s calls hop there), except the immutable
-    // `loop`, `request`, `exitSubject` (thread-safe) and the atomic `disposedFlag`.
+    // Sendable: loop thread only (`dispose()` and `RunningChild`'s calls hop there), except the
+    // immutable `loop`, `request`, the thread-safe `exitSubject` and the atomic `disposedFlag`.
     private enum Life {
         /// `uv_spawn` has not run (or failed).
         case starting
@@ -213,7 +212,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         for pipe in pipes { pipe?.end(.closed) }
     }
 
-    /// The loop is shutting down (the process handle or a pipe was told): kill a child that is not detached, tell everyone.
+    /// The loop is shutting down: kill a child that is not detached, tell everyone.
     func shutDown() {
         killTimer?.dispose()
         killTimer = nil
@@ -226,7 +225,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         finish(error)
     }
 
-    /// Stops listening and closes the pipes; a child still running gets SIGTERM now and SIGKILL after the grace period (unless detached).
+    /// Closes the pipes; a running child that is not detached gets SIGTERM now and SIGKILL after the grace period.
     func abandon() {
         subscriber = nil
         closePipes()

@@ -6,27 +6,19 @@ import Musl
 
 /// A child process started by `ChildProcess.spawn`: its pid, its pipes, its exit, and signals to send it.
 ///
-/// - `standardInput` is a writer (`send`, `write`, `close`, with the stream
-///   core's write queue, backpressure figure `queuedWriteByteCount` and
-///   `StreamBufferLimits`); `close()` flushes what was written and then gives
-///   the child EOF. Writing to a child that closed its input or exited fails
-///   with `EPIPE` through the write's result (this process ignores SIGPIPE).
-/// - `standardOutput` and `standardError` are read with `bytes` (one reader
-///   at a time, paused by a consumer that cannot keep up); each completes at
-///   EOF, and the pipe then closes. `output` reads both as one signal, in the
-///   order their chunks arrived.
+/// - `standardInput` is a writer with the stream core's write queue and limits; `close()` flushes,
+///   then gives the child EOF. Writing after the child closed its input or exited fails with `EPIPE`.
+/// - `standardOutput` and `standardError` are read with `bytes` (one reader at a time); each
+///   completes at EOF and the pipe closes. `output` reads both as one signal.
 /// - `exit` reports how the child ended, replayed to every subscriber.
-/// - `kill(signal:)` signals the child, `killGroup(signal:)` its whole process
-///   group (a detached child's: it and everything it started).
+/// - `kill(signal:)` signals the child, `killGroup(signal:)` its whole process group.
 ///
-/// The child belongs to the subscription of `spawn` that sent it (see there
-/// for what disposal does). The pipes are nil for streams that were not
-/// `.pipe`.
+/// The child belongs to the `spawn` subscription that sent it. Pipes are nil for streams that were not `.pipe`.
 ///
-/// Thread rule: every member is safe from any thread; work is done on the
-/// child's loop (calls made there run at once, others are queued there in order).
+/// Thread rule: every member is safe from any thread; work is done on the child's loop (calls
+/// made there run at once, others are queued there in order).
 public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
-    // Every stored property is immutable; `session` is only used on its loop thread (calls hop there).
+    // Sendable: every stored property is immutable; `session` is used only on its loop thread.
     let session: ProcessSession
 
     /// The child's process id.
@@ -59,39 +51,22 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
     /// Thread rule: safe from any thread.
     public let standardError: ChildPipe?
 
-    /// The child's standard output and standard error as one signal of `.standardOutput` and
-    /// `.standardError` chunks, in the order this process read them; it completes once both pipes
-    /// reached EOF.
+    /// The child's standard output and error as one signal of chunks, in the order this process
+    /// read them; completes once both pipes reached EOF.
     ///
-    /// For a program that wants both streams interleaved (a log of what a
-    /// build printed, say) without merging two signals and tracking two
-    /// completions. It sends only those two cases of `ProcessOutput` (the
-    /// type `ChildProcess.run` sends, which is this plus `.started` and
-    /// `.exited`: here they are `pid` and `exit`). Chunks of one stream keep
-    /// their order. Between the two streams, a chunk comes after another when
-    /// the child wrote it after this process had read the other (output the
-    /// child wrote, then waited for an answer on its standard input before
-    /// writing to its standard error, comes first); two writes the child made
-    /// back to back to different streams may be read in either order, since
-    /// the kernel can report both pipes ready at once.
-    ///
-    /// Subscribing reads both pipes (the pipes' `bytes` readers, so one
-    /// reader at a time: while `standardOutput.bytes` or another `output` is
-    /// read, it fails with `EBUSY`); disposing stops both readings (the pipes
-    /// stay open). A consumer that cannot keep up pauses both. It fails with
-    /// the first error either pipe has (the other's reading stops), with
-    /// `EventLoopError.shutDown` when the loop shuts down, and at once with
-    /// `EINVAL` when the child's standard output or error is not a `.pipe`
-    /// (the message names which and how it was spawned).
+    /// Chunks of one stream keep their order; two writes the child made back to back to different
+    /// streams may arrive in either order. Subscribing takes both pipes' `bytes` readers (so
+    /// `EBUSY` while another reads them); disposing stops both readings, leaving the pipes open; a
+    /// slow consumer pauses both. Fails with the first error either pipe has, with
+    /// `EventLoopError.shutDown`, and at once with `EINVAL` when either stream is not a `.pipe`.
     ///
     /// Thread rule: safe from any thread.
     public let output: Signal<ProcessOutput>
 
     /// How the child ended: one value, then completion, replayed to every subscriber.
     ///
-    /// It comes when the child exits, also after the `spawn` subscription was
-    /// disposed (the handle waits for the child to reap it). It fails with
-    /// `EventLoopError.shutDown` when the loop shut down before the child exited.
+    /// It comes even after the `spawn` subscription was disposed (the handle waits to reap the
+    /// child); fails with `EventLoopError.shutDown` when the loop shut down first.
     ///
     /// Thread rule: safe from any thread.
     public let exit: Signal<ProcessExit>
@@ -123,12 +98,11 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
 
     /// Sends `signal` to the child.
     ///
-    /// The signal is sent on the child's loop, where the exit is reaped, so it
-    /// never reaches another process that got the pid after the child was
-    /// gone: once the child has exited the result fails with `ESRCH` and
-    /// nothing is sent. A number outside 1...64 fails with `EINVAL`.
+    /// Sent on the child's loop, where the exit is reaped, so it never reaches a process that reused
+    /// the pid: after the exit it fails with `ESRCH` and nothing is sent. A number outside 1...64
+    /// fails with `EINVAL`.
     ///
-    /// - Parameter signal: The signal number (`SIGTERM`, `SIGKILL`, `SIGUSR1`, ...); 15 (`SIGTERM`) by default.
+    /// - Parameter signal: The signal number; 15 (`SIGTERM`) by default.
     /// - Returns: A signal (replayed) that completes once the signal was sent, or fails; sending starts now.
     ///
     /// Thread rule: safe from any thread.
@@ -137,13 +111,11 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
         send(signal, toGroup: false, what: "kill")
     }
 
-    /// Sends `signal` to the child's whole process group: the child and every process it started that stayed in its group.
+    /// Sends `signal` to the child's whole process group: the child and what it started in its group.
     ///
-    /// Only a child spawned with `detached: true` has a group of its own (any
-    /// other shares this process's group, which the signal would reach too:
-    /// that fails with `EINVAL`). It works after the child exited while
-    /// processes of its group remain (the group's id stays theirs); once none
-    /// is left it fails with `ESRCH`. A number outside 1...64 fails with `EINVAL`.
+    /// Only a `detached: true` child has a group of its own (else `EINVAL`: the signal would reach
+    /// this process). It works after the child exited while members remain, then fails with
+    /// `ESRCH`. A number outside 1...64 fails with `EINVAL`.
     ///
     /// - Parameter signal: The signal number; 15 (`SIGTERM`) by default.
     /// - Returns: A signal (replayed) that completes once the signal was sent, or fails; sending starts now.
@@ -176,17 +148,13 @@ public final class RunningChild: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
-/// One end of a pipe to a child's standard input, output or error: a byte stream on the stream core.
+/// One end of a pipe to a child's standard input, output or error: a byte stream with everything
+/// `StreamConnection` describes. An output pipe closes by itself once its EOF was read.
 ///
-/// Write to `RunningChild.standardInput` (`send`, `write`, `close`) and read
-/// the others with `bytes`; everything `StreamConnection` describes applies
-/// (write queue, backpressure, `StreamBufferLimits`, `close()` flushing before
-/// EOF). An output pipe closes by itself once its EOF was read.
-///
-/// Thread rule: every method is safe from any thread; work is done on the
-/// child's loop (calls made there run at once, others are queued there in order).
+/// Thread rule: every method is safe from any thread; work is done on the child's loop (calls
+/// made there run at once, others are queued there in order).
 public final class ChildPipe: StreamConnection, @unchecked Sendable {
-    // `role` is immutable (one byte, on child pipes only); the stream core's state is confined to its loop thread.
+    // Sendable: `role` is immutable; the stream core's state is confined to its loop thread.
 
     /// Which of the child's streams a pipe is.
     ///

@@ -7,17 +7,14 @@ import Musl
 #endif
 
 /// One `StreamConnection.sendFile`: `sendfile(2)` calls on the pool against a duplicate of the
-/// socket's descriptor, and a writable-poll on the loop between them when the socket is full.
+/// socket's descriptor, with a writable-poll on the loop between them when the socket is full.
 ///
-/// The send-file family's backend seam: `FileSends` orders it among the stream's writes and
-/// drives it only through `startWhenFlushed()`, `queueMayHaveDrained()`, `streamEnded(_:)` and
-/// `onEnd`; a second backend provides a transfer with these members.
-///
-/// A duplicate, because the stream closes its own descriptor (whose number the process may
-/// reuse) whenever the connection ends; the duplicate closes only once no call uses it.
+/// The send-file family's backend seam: `FileSends` drives it only through `startWhenFlushed()`,
+/// `queueMayHaveDrained()`, `streamEnded(_:)` and `onEnd`. A duplicate, because the stream closes
+/// its own descriptor (whose number may be reused) when the connection ends.
 final class FileSendOperation: @unchecked Sendable {
-    // Loop thread only (created there by `sendFile`, driven by its stream's `FileSends`; the poll's
-    // subscriber is at home on that loop, so its callbacks run there too).
+    // Sendable: loop thread only (created there; its stream's `FileSends` and the poll's callbacks
+    // run there).
     private enum Phase {
         case queued
         /// Earlier writes are still in libuv's queue: the file follows them.
@@ -30,14 +27,13 @@ final class FileSendOperation: @unchecked Sendable {
     /// One `sendfile` call's result (pool thread → loop thread).
     private struct Step: Sendable {
         let sent: Int
-        /// The bytes still to send before this call (the file's size decides when `count` is nil).
+        /// The bytes still to send before this call.
         let wanted: Int
         /// The socket took less than offered (full): wait for writability.
         let blocked: Bool
     }
 
-    /// Test seam: `sendfile` calls started by every transfer in the process (a test shows that a slow reader
-    /// costs a call per wake-up, not a spin).
+    /// Test seam: `sendfile` calls started by every transfer in the process.
     static let callsStarted = Atomic<Int>(0)
 
     let context: String
@@ -97,8 +93,7 @@ final class FileSendOperation: @unchecked Sendable {
                 var status = Glibc.stat()
                 guard fstat(descriptor, &status) == 0 else { throw systemCallError(context) }
                 wanted = max(0, Int(status.st_size) - offset)
-                // A /proc or /sys file says 0 and holds bytes: "the whole file" would be sent as nothing,
-                // and a success. One byte read (only for such a size) tells it from an empty file.
+                // A /proc or /sys file says 0 and holds bytes: one byte read tells it from an empty file.
                 var byte: UInt8 = 0
                 if status.st_size == 0, pread(descriptor, &byte, 1, off_t(offset)) == 1 {
                     throw FileSendOperation.notSendable("the file says its size is 0 but holds bytes (a /proc or /sys file)", context)
@@ -156,13 +151,12 @@ final class FileSendOperation: @unchecked Sendable {
     private func advance(_ step: Step) {
         sent += step.sent
         offset += step.sent
-        // Bytes went to the peer past libuv's writes: a Unix socket's idle timeout counts them only
-        // from this stamp (TCP's reads the kernel's record), or it closes a download in progress.
+        // A Unix socket's idle timeout counts bytes sent past libuv only from this stamp.
         if step.sent > 0 { stream.noteActivityIfTracked() }
         let left = step.wanted - step.sent
         remaining = left
         if left == 0 || (step.sent == 0 && !step.blocked) {
-            // All sent, or the file ended before `count` bytes (a shorter file): done with what there was.
+            // All sent, or the file ended before `count` bytes: done with what there was.
             succeed()
         } else if step.blocked {
             if let pollFailure, step.sent == 0 {

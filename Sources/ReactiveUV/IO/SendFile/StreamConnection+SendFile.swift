@@ -7,40 +7,27 @@ import Musl
 #endif
 
 extension StreamConnection {
-    /// Sends `count` bytes of `file` from `offset` to the peer, zero-copy (`sendfile(2)`),
-    /// in its place among the connection's writes; sends how many bytes went, then completes.
+    /// Sends `count` bytes of `file` from `offset` to the peer, zero-copy (`sendfile(2)`), in its
+    /// place among the connection's writes; sends how many bytes went, then completes.
     ///
-    /// Ordering: bytes queued by earlier `send`/`write` calls go first (the file starts
-    /// once libuv has handed them to the kernel); `send`, `write`, `shutdown()` and
-    /// `close()` called after it wait behind the file and follow it in order. The
-    /// transfer starts now, whether or not the signal is subscribed (its result is
-    /// replayed to every subscriber).
+    /// Earlier `send`/`write` bytes go first; `send`, `write`, `shutdown()` and `close()` called
+    /// after it wait behind the file. The transfer starts now, subscribed or not (the result is
+    /// replayed). A slow reader slows it (the loop polls for writability), nothing busy-waits. Writes
+    /// held behind the file count against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS`) and the
+    /// high-water mark (`writable`) as queued writes do.
     ///
-    /// How it runs: each `sendfile` call runs on a pool thread against a duplicate of
-    /// the socket's descriptor (non-blocking) and sends what the socket buffer takes.
-    /// When the buffer is full, the connection waits for the socket to become writable
-    /// (a `uv_poll_t` on the duplicate, on the loop, never a pool thread) and goes on:
-    /// a slow reader slows the transfer, nothing busy-waits. Writes made behind the file
-    /// while it goes count as queued writes do, each its payload plus the per-write
-    /// overhead, against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS` past it) and the
-    /// high-water mark (`writable` goes false past it).
-    ///
-    /// Errors: `EINVAL` for a negative offset or count, a file on another loop than
-    /// the connection's, or a file `sendfile` cannot send (a /proc or /sys file, whose
-    /// size says 0: read it and send the bytes); `EBADF` for a closed file (the `OpenFile` close waits for a
-    /// transfer's running call); `EPIPE` after `close()`/`shutdown()`; the socket's error
-    /// (`ECONNRESET`, `EPIPE`) when the peer goes away mid-file, which also ends the
-    /// connection; `ECANCELED` when the connection is closed here (`reset()`, its owner's
-    /// disposal) before the file went out; `EventLoopError.shutDown`.
+    /// Errors: `EINVAL` for a negative offset or count, a file on another loop, or a file `sendfile`
+    /// cannot send (a /proc or /sys file: read it and send the bytes); `EBADF` for a closed file;
+    /// `EPIPE` after `close()`/`shutdown()`; the socket's error (`ECONNRESET`, `EPIPE`) when the peer
+    /// goes away, which also ends the connection; `ECANCELED` when the connection is closed here
+    /// first; `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - file: An open regular file on the connection's loop.
     ///   - offset: Where to start in the file, 0 or more (default 0).
-    ///   - count: How many bytes; nil (default) for all of them up to the end of the file
-    ///     (its size when the transfer starts). A file shorter than `offset + count` ends
-    ///     the transfer early, with the bytes it had.
-    /// - Returns: A signal of the count sent, then completion (the async form,
-    ///   `FileSystem.sendFile(_:to:offset:count:)`, returns that count).
+    ///   - count: How many bytes; nil (default) for all up to the end of the file (its size when the
+    ///     transfer starts). A shorter file ends the transfer early, with the bytes it had.
+    /// - Returns: A signal of the count sent, then completion.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -76,10 +63,8 @@ extension StreamConnection {
     }
 }
 
-/// A stream's file transfers and what waits behind them (loop thread only).
-///
-/// While a file goes out, the stream's later writes, shutdown and close are held here in
-/// order (`StreamConnection` asks `isHolding` first) and handed back to the stream when it ends.
+/// A stream's file transfers and the writes, shutdown and close held behind them, in order,
+/// until the file ends (loop thread only).
 final class FileSends {
     // Loop thread only (owned by its stream).
     private enum Held {
@@ -91,10 +76,9 @@ final class FileSends {
     private unowned(unsafe) let stream: StreamConnection
     private var active: FileSendOperation?
     private var held: [Held] = []
-    /// What the held writes cost, each its payload plus `StreamConnection.perWriteOverhead` as a queued
-    /// write is counted: with the queue's cost, against the stream's `maxQueuedBytes` and its
-    /// high-water mark (`writable`). Counting payload alone would let small writes behind a stalled
-    /// file hold several times the limit in memory.
+    /// What the held writes cost, each its payload plus `StreamConnection.perWriteOverhead`, counted
+    /// with the queue's against the stream's limits (payload alone would let small writes behind a
+    /// stalled file hold several times the limit).
     private var heldCost = 0
 
     private init(stream: StreamConnection) { self.stream = stream }
@@ -107,7 +91,6 @@ final class FileSends {
         return made
     }
 
-    /// Whether writes must wait behind a file.
     var isHolding: Bool { active != nil }
 
     func enqueue(_ operation: FileSendOperation) {
@@ -129,8 +112,8 @@ final class FileSends {
         operation.onEnd = { [self] in
             active = nil
             releaseHeld()
-            // The held writes may have passed the high-water mark and then all been taken by the
-            // kernel at once: no write callback would then say `writable` again.
+            // The held writes may have passed the high-water mark and all been taken at once: no write
+            // callback would then say `writable` again.
             if active == nil, stream.isHandleOpen, !stream.isWritable, stream.queuedWriteCost <= stream.limits.lowWaterMark {
                 stream.setWritable(true)
             }
@@ -138,9 +121,8 @@ final class FileSends {
         operation.startWhenFlushed()
     }
 
-    /// Holds a write made while a file goes out; past the stream's limit (counting the held writes' cost
-    /// with the queue's) the write fails with `ENOBUFS` as any write does: through its completion, else by
-    /// ending the connection. Passing the high-water mark makes `writable` false, as a queued write does.
+    /// Holds a write made while a file goes out; past the stream's limit it fails with `ENOBUFS`
+    /// as any write does, and the high-water mark makes `writable` false.
     func hold(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         let limits = stream.limits
         let cost = bytes.count + StreamConnection.perWriteOverhead
@@ -197,7 +179,7 @@ final class FileSends {
 
 /// The result of one `sendFile`, replayed to every subscriber.
 final class FileSendOutcome: @unchecked Sendable {
-    // `state` is protected by its lock; subscribers are called after it is released.
+    // Sendable: `state` is behind its lock; subscribers are called after it is released.
     private enum State {
         case pending([Subscriber<Int>])
         case finished(Result<Int, any Error>)

@@ -7,22 +7,14 @@ import Musl
 /// The file status flags of the open file descriptions under `StandardIO`'s streams on
 /// descriptors 0, 1 and 2, counted per description.
 ///
-/// libuv makes a pipe or socket non-blocking in place, and `O_NONBLOCK` belongs to the open
-/// file description, not to the descriptor. Descriptors 0, 1 and 2 often share one: a program
-/// started by inetd or systemd socket activation, `prog <&3 >&3`, `2>&1`, a terminal's shell.
-/// So the rule: the flags saved when the first stream on a description opened are put back
-/// when the last stream on it closes, never before. Put back under a stream still open (the
-/// standard output writer, when the standard input reader is disposed), they would make its
-/// descriptor blocking, and the loop would block in `write(2)` until the peer reads.
+/// libuv sets `O_NONBLOCK` in place, on the open file description, which 0, 1 and 2 often share
+/// (inetd, socket activation, `prog <&3 >&3`, `2>&1`). So the flags saved by the first stream on
+/// a description are put back when the last one closes, never before: under a stream still open
+/// they would make the loop block in `write(2)`.
 ///
-/// Two descriptors are taken to be one description when `fstat` gives the same device and
-/// inode and `F_GETFL` the same access mode. That is exact for the cases that matter: two
-/// descriptors of one socket are always one description (a socket cannot be opened again by
-/// name), and the two ends of a pipe, or a FIFO or terminal opened once for reading and once
-/// for writing, differ in access mode. Two separate read-write openings of one FIFO or
-/// terminal would be counted as one, which only delays putting back the flags of the first
-/// until the second closes.
-///
+/// One description: same device and inode from `fstat` and same access mode. Exact for sockets
+/// and pipe ends; two read-write openings of one FIFO or terminal count as one, which only
+/// delays the first's restore.
 /// Thread rule: safe from any thread (a lock guards the counts).
 enum SharedDescriptions {
     /// What identifies a description here: its file and its access mode.
@@ -46,14 +38,13 @@ enum SharedDescriptions {
 
     private static let state = LockedValue(State())
 
-    /// Counts a stream about to open on `descriptor` (already claimed in `DescriptorClaims`),
-    /// before libuv changes its flags. Descriptors above 2 are not counted: libuv closes them
-    /// with their handle, and nothing of theirs outlives it.
+    /// Counts a stream about to open on `descriptor` (claimed already), before libuv changes its
+    /// flags. Descriptors above 2 are not counted: libuv closes them with their handle.
     static func streamWillOpen(on descriptor: Int32) {
         guard (0...2).contains(descriptor) else { return }
         state.withLock { state in
-            // The system calls run under the lock: another stream's restore (below) must not fall
-            // between this reading of the flags and libuv making the description non-blocking.
+            // Under the lock: another stream's restore must not fall between this read of the flags and
+            // libuv making the description non-blocking.
             guard let description = describe(descriptor) else { return }
             if var users = state.users[description] {
                 users.count += 1
@@ -65,8 +56,8 @@ enum SharedDescriptions {
         }
     }
 
-    /// Uncounts the stream on `descriptor` (its handle is closing): the last stream of its
-    /// description puts the saved flags back, if the descriptor still refers to that description.
+    /// Uncounts the stream on `descriptor`: the last of its description puts the saved flags back,
+    /// if the descriptor still refers to that description.
     static func streamDidClose(on descriptor: Int32) {
         state.withLock { state in
             guard let description = state.counted.removeValue(forKey: descriptor),
@@ -77,7 +68,7 @@ enum SharedDescriptions {
                 return
             }
             state.users[description] = nil
-            // Under the lock for the reason given in `streamWillOpen`.
+            // Under the lock, as in `streamWillOpen`.
             if users.savedFlags >= 0, describe(descriptor) == description {
                 _ = fcntl(descriptor, F_SETFL, users.savedFlags)
             }

@@ -5,24 +5,19 @@ import Musl
 #endif
 internal import CLibUV
 
-/// What the standard I/O family asks of the process's descriptors: the standard I/O family's
-/// backend seam, beside their streams (the stream family's `UVStream`) and a terminal's settings
-/// (`TerminalSettings`). A second backend answers these for its scripted process.
+/// What the standard I/O family asks of the process's descriptors: its backend seam, beside the
+/// streams' `UVStream` and `TerminalSettings`. A second backend answers these for its scripted process.
 ///
-/// Descriptors 0, 1 and 2 that were closed when the process made its first loop hold
-/// `/dev/null` from then on: a program started with standard input closed (`<&-`) would hand
-/// descriptor 0 to the next file it opens (the loop's epoll instance, say, which a read of
-/// "standard input" would then watch, and which libuv refuses to close: it never closes 0, 1
-/// or 2). So, as Node does, each closed one is opened on `/dev/null` before the first loop takes
-/// any descriptor, and `StandardIO` reports it as not open (`EBADF`).
-///
+/// Descriptors 0, 1 or 2 closed when the first loop is made are opened on `/dev/null`, as Node
+/// does: else the next file opened (the loop's epoll instance, which libuv never closes as 0–2)
+/// would take the number. `StandardIO` reports them as not open (`EBADF`).
 /// Thread rule: safe from any thread.
 enum StandardDescriptors {
     /// Bit `n` set: descriptor `n` was closed and now holds `/dev/null`. Computed once, by the first `EventLoop`.
     static let closedAtStart: Int = {
         var mask = 0
         for descriptor: Int32 in 0...2 where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
-            // `open` returns the lowest free number: this one (the lower ones are open by now).
+            // `open` returns the lowest free number: this one.
             let opened = open("/dev/null", O_RDWR)
             if opened == descriptor {
                 mask |= 1 << Int(descriptor)
@@ -33,7 +28,6 @@ enum StandardDescriptors {
         return mask
     }()
 
-    /// Whether `descriptor` (0, 1 or 2) was closed at start and holds the `/dev/null` put there.
     static func wasClosedAtStart(_ descriptor: Int32) -> Bool {
         (0...2).contains(descriptor) && closedAtStart & (1 << Int(descriptor)) != 0
     }

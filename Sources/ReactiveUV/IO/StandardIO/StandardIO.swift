@@ -8,33 +8,15 @@ import Musl
 
 /// Standard input, output and error as a byte signal and two writers, whatever they are connected to.
 ///
-/// - `input(on:)` reads descriptor 0 as a signal of chunks, whether it is a
-///   terminal, a pipe, a socket, a regular file or a device: terminals, pipes
-///   and sockets are read on the loop (epoll, through a libuv stream), files
-///   and devices (`< data.txt`, `< /dev/null`) on the thread pool from the
-///   current offset. It completes at end of input (end of file, the writer
-///   closing the pipe, Ctrl-D on a terminal).
-/// - `output` and `error` are `StandardWriter`s: writes queue on the loop,
-///   flow out as the reader takes them, and report their end; a reader that
-///   went away is an `EPIPE` on the write, never a `SIGPIPE` death.
+/// - `input(on:)` reads descriptor 0 as chunks: terminals, pipes and sockets on the loop, files
+///   and devices on the thread pool from the current offset. It completes at end of input.
+/// - `output` and `error` are `StandardWriter`s: writes queue on the loop and report their end; a
+///   reader that went away is an `EPIPE` on the write, never a `SIGPIPE` death (`SIGPIPE` is
+///   ignored process-wide from the first ReactiveUV stream).
 ///
-/// Bad input answered with an error on the signal (never a crash): a
-/// descriptor that is not open (`EBADF`, e.g. a program started with `<&-`),
-/// a directory (`EISDIR`), a datagram or other unusable socket (`ENOTSUP`).
-///
-/// Descriptors 0, 1 and 2 are never closed: disposing closes only the libuv
-/// handle. libuv makes a pipe or socket non-blocking in place (a terminal it
-/// reopens first, so the shell's descriptor is left alone); the original flags
-/// are put back when the last of these handles on the same open file
-/// description closes (standard input and output are often one socket or
-/// terminal: inetd, socket activation, `prog <&3 >&3`, `2>&1`), so a writer
-/// still open never turns blocking under the loop, and code that reads or
-/// writes the descriptor directly afterwards (and a shell sharing a pipe) sees
-/// it as before.
-///
-/// `SIGPIPE` is ignored for the whole process from the first use of any
-/// ReactiveUV stream (as libuv's users must: libuv does not do it), so a
-/// write to a pipe whose reader has gone fails with `EPIPE` instead.
+/// Errors on the signal, never a crash: a descriptor not open (`EBADF`), a directory (`EISDIR`),
+/// a datagram or other unusable socket (`ENOTSUP`). Descriptors 0, 1 and 2 are never closed, and
+/// their original flags come back when the last handle on their open file description closes.
 ///
 /// Thread rule: safe from any thread.
 public enum StandardIO {
@@ -64,11 +46,8 @@ public enum StandardIO {
         }
     }
 
-    /// What `descriptor` is connected to, or why it cannot be used as a stream.
-    ///
-    /// - Parameter descriptor: The descriptor (0, 1, 2, or any other open one).
-    /// - Returns: Its kind, or the error: `EBADF` when it is not open, `EISDIR` for a
-    ///   directory, `ENOTSUP` for a datagram socket or anything else that is not a byte stream.
+    /// What `descriptor` is connected to, or why it cannot be used as a stream: `EBADF` when it is
+    /// not open, `EISDIR` for a directory, `ENOTSUP` for a datagram socket or anything else.
     ///
     /// Thread rule: safe from any thread.
     public static func kind(of descriptor: Int32) -> Result<Kind, UVError> {
@@ -82,28 +61,18 @@ public enum StandardIO {
 
     /// Standard input as a signal of chunks (at most 64 KiB each), completing at its end.
     ///
-    /// Subscribing starts reading; disposing stops it (descriptor 0 stays
-    /// open, and its unread bytes stay in the pipe or terminal for a later
-    /// subscriber). One subscriber reads at a time: a second one while the
-    /// first is reading gets `EBUSY` (two libuv handles cannot watch one
-    /// descriptor). A terminal is read in whatever mode it is in (line by
-    /// line unless `TTY.setMode(.raw)`); Ctrl-D at the start of a line ends it.
-    ///
-    /// Fails with `EBADF` when descriptor 0 is not open, `EISDIR` when it is a
-    /// directory, `ENOTSUP` for a datagram socket, or the read's error.
-    /// Chunks come on the subscriber's home loop, like every I/O signal.
+    /// Disposing stops reading; unread bytes stay for a later subscriber. One subscriber at a time
+    /// (a second gets `EBUSY`). A terminal is read in its mode (line by line unless
+    /// `TTY.setMode(.raw)`). Fails with `EBADF`, `EISDIR`, `ENOTSUP` (see `kind(of:)`) or the read's error.
     ///
     /// - Parameter loop: The loop that reads; nil for the subscription's home loop.
-    /// - Returns: A signal of chunks.
     ///
     /// Thread rule: safe from any thread.
     public static func input(on loop: EventLoop? = nil) -> Signal<[UInt8]> {
         input(descriptor: 0, name: "standard input", on: loop)
     }
 
-    /// `input(on:)` for any descriptor (tests pass one end of a pipe or a pseudo-terminal).
-    ///
-    /// libuv closes a descriptor above 2 with its handle: such a descriptor belongs to the signal.
+    /// `input(on:)` for any descriptor; one above 2 belongs to the signal (libuv closes it with its handle).
     static func input(descriptor: Int32, name: String, on loop: EventLoop?) -> Signal<[UInt8]> {
         Signal { subscriber in
             LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input") { loop in
@@ -167,8 +136,8 @@ extension StandardIO.Kind {
     }
 }
 
-/// The descriptors that have an open libuv stream in this process: one each, or libuv's epoll
-/// registration for the descriptor would be shared by two handles.
+/// Descriptors with an open libuv stream in this process: one each, or two handles would share
+/// libuv's epoll registration.
 enum DescriptorClaims {
     private static let claimed = LockedValue<Set<Int32>>([])
 
@@ -182,16 +151,14 @@ enum DescriptorClaims {
     }
 }
 
-/// Owns a standard descriptor's stream while it is open: counts it as a user of the descriptor's
-/// open file description (whose flags libuv makes non-blocking: `SharedDescriptions`), and gives
+/// Owns a standard descriptor's stream while open: counts it in `SharedDescriptions` and gives
 /// the descriptor back (the count and the claim) when the stream ends.
-///
 /// Thread rule: loop thread of the stream (created there, told there).
 final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
-    // `descriptor` is immutable; `released` and `onEnd` are only touched on the stream's loop thread.
+    // Sendable: `descriptor` is immutable; `released` and `onEnd` are touched on the stream's loop thread only.
     let descriptor: Int32
     private var released = false
-    /// Told (on the loop thread) once the stream ended, with why.
+    /// Told once the stream ended, with why.
     var onEnd: ((StreamConnection.EndReason) -> Void)?
 
     init(descriptor: Int32) {
@@ -199,9 +166,8 @@ final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
         SharedDescriptions.streamWillOpen(on: descriptor)
     }
 
-    /// A stream on `descriptor` (already claimed in `DescriptorClaims`) owned by a new owner,
-    /// which puts the descriptor's flags back and frees the claim when the stream ends, or
-    /// here when it cannot be opened.
+    /// A stream on a claimed `descriptor` with a new owner, which gives the descriptor back when the
+    /// stream ends, or here when it cannot be opened.
     static func openStream(on descriptor: Int32, transport: StreamConnection.Transport, limits: StreamBufferLimits,
                            name: String, origin: String, loop: EventLoop) throws(UVError) -> (StreamConnection, StandardStreamOwner) {
         let owner = StandardStreamOwner(descriptor: descriptor)
@@ -224,8 +190,7 @@ final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
         onEnd?(reason)
     }
 
-    /// Uncounts the stream (the last one on the description puts its flags back: libuv set
-    /// `O_NONBLOCK`) and frees the claim. Idempotent.
+    /// Uncounts the stream and frees the claim. Idempotent.
     func release() {
         guard !released else { return }
         released = true
@@ -236,7 +201,7 @@ final class StandardStreamOwner: StreamConnectionOwner, @unchecked Sendable {
 
 /// The disposable of one `StandardIO.input` subscription on a stream: stops reading and closes the handle.
 final class StandardInputReader: LoopDisposable, @unchecked Sendable {
-    // Immutable; the stream is touched on its loop thread only (`abandon` runs there).
+    // Sendable: immutable; the stream is touched on its loop thread only (`abandon` runs there).
     private let stream: StreamConnection
     private let reading: any Disposable
     /// Kept alive with the subscription: the stream only holds it weakly.

@@ -9,27 +9,19 @@ import Musl
 extension StandardIO {
     /// The process's writer for standard output (descriptor 1), on the calling loop thread's loop or else `EventLoop.shared`.
     ///
-    /// The same as `output(on:)` with that loop. See `StandardWriter`.
-    ///
     /// Thread rule: safe from any thread.
     public static var output: StandardWriter { output(on: EventLoop.current ?? EventLoop.shared) }
 
     /// The process's writer for standard error (descriptor 2), on the calling loop thread's loop or else `EventLoop.shared`.
-    ///
-    /// The same as `error(on:)` with that loop. See `StandardWriter`.
     ///
     /// Thread rule: safe from any thread.
     public static var error: StandardWriter { error(on: EventLoop.current ?? EventLoop.shared) }
 
     /// The process's writer for standard output (descriptor 1).
     ///
-    /// There is one writer per descriptor at a time, so that writes go out in
-    /// the order they were made: the first call makes it on `loop`, and later
-    /// calls return the same writer (whatever loop they name) until it is
-    /// closed, fails or its loop shuts down; the next call then makes a new one.
-    ///
-    /// - Parameter loop: The loop whose thread writes.
-    /// - Returns: The writer.
+    /// One writer per descriptor at a time, so writes go out in order: the first call makes it on
+    /// `loop`; later calls return it (whatever loop they name) until it closes, fails or its loop
+    /// shuts down.
     ///
     /// Thread rule: safe from any thread.
     public static func output(on loop: EventLoop) -> StandardWriter {
@@ -37,9 +29,6 @@ extension StandardIO {
     }
 
     /// The process's writer for standard error (descriptor 2); see `output(on:)`.
-    ///
-    /// - Parameter loop: The loop whose thread writes.
-    /// - Returns: The writer.
     ///
     /// Thread rule: safe from any thread.
     public static func error(on loop: EventLoop) -> StandardWriter {
@@ -49,34 +38,22 @@ extension StandardIO {
 
 /// Writes to standard output or standard error (or another descriptor) with backpressure: `StandardIO.output`, `StandardIO.error`.
 ///
-/// What the descriptor is connected to decides how: a terminal, a pipe or a
-/// stream socket is written on the loop through a libuv stream (the bytes
-/// queue while the reader is slower, `queuedWriteByteCount` says how many,
-/// and each write's result says when they were taken); a regular file or a
-/// device (`> out.txt`, `> /dev/null`) is written at once on the loop thread,
-/// as Node does, since a local file never waits for a reader.
+/// A terminal, pipe or stream socket is written on the loop through a libuv stream (bytes queue
+/// while the reader is slower: `queuedWriteByteCount`); a file or device is written at once on
+/// the loop thread, as Node does. Memory stays bounded when a producer waits for a write's
+/// result (or for `queuedWriteByteCount` to fall) before writing more.
 ///
-/// The descriptor is looked at on the first write. Errors come through the
-/// write's result and the writer then stays failed (every later write gets
-/// the same error): `EPIPE` when the reader went away (`| head` exited),
-/// `EBADF` when the descriptor is not open (`>&-`), `EISDIR`, `ENOTSUP` for
-/// what cannot be written, `ENOBUFS` when a write would take the queue past
-/// `StreamBufferLimits.maxQueuedBytes` (64 MiB; the writer stays usable),
-/// `EventLoopError.shutDown` after the loop shut down.
+/// The descriptor is looked at on the first write. Errors come through the write's result and
+/// the writer stays failed: `EPIPE` (the reader went away), `EBADF` (`>&-`), `EISDIR`, `ENOTSUP`,
+/// `EventLoopError.shutDown`; `ENOBUFS` past `StreamBufferLimits.maxQueuedBytes` (still usable).
 ///
-/// Backpressure: a producer that writes faster than the reader reads should
-/// wait for a write's result (or `queuedWriteByteCount` to fall) before
-/// writing more; then memory stays bounded however slow the reader.
+/// `close()` flushes, then closes the handle; the descriptor itself is never closed.
 ///
-/// `close()` flushes and then closes the handle; the descriptor itself is
-/// never closed, and its flags (libuv makes a pipe non-blocking) are put back
-/// once no other `StandardIO` stream uses its open file description (see `StandardIO`).
-///
-/// Thread rule: every method is safe from any thread; work is done on the
-/// writer's loop (calls made there run at once, others are queued there in order).
+/// Thread rule: every method is safe from any thread; work is done on the writer's loop (calls
+/// made there run at once, others are queued there in order).
 public final class StandardWriter: @unchecked Sendable, CustomStringConvertible {
-    // `descriptor`, `name`, `loop` and `limits` are immutable; `state` and `closeWaiters` are confined
-    // to `loop`'s thread; `ended` is atomic and `openedStream` is set once (a compare-and-swap).
+    // Sendable: `descriptor`, `name`, `loop` and `limits` are immutable; `state` and `closeWaiters`
+    // are confined to `loop`'s thread; `ended` is atomic and `openedStream` set once.
     private enum State {
         case unopened
         case stream(StreamConnection, StandardStreamOwner)
@@ -97,7 +74,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     private let limits: StreamBufferLimits
     @exclusivity(unchecked) private var state = State.unopened
     @exclusivity(unchecked) private var closeWaiters: [WriteOutcome] = []
-    /// The stream once opened, for `queuedWriteByteCount` on other threads (it publishes its queue).
+    /// The stream once opened, for `queuedWriteByteCount` on other threads.
     private let openedStream = LazyObject<StreamConnection>()
     /// Set once the writer closed or failed: the registry then makes a new one.
     private let ended = Atomic<Bool>(false)
@@ -116,7 +93,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
-    /// A writer of `descriptor` on `loop` (tests pass one end of a pipe; libuv closes a descriptor above 2 with its handle).
+    /// A writer of `descriptor` on `loop` (tests pass a pipe's end; libuv closes a descriptor above 2 with its handle).
     init(descriptor: Int32, name: String, loop: EventLoop, limits: StreamBufferLimits = StreamBufferLimits()) {
         _ = ignoreBrokenPipeSignalOnce
         self.descriptor = descriptor
@@ -130,47 +107,32 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
     /// Thread rule: safe from any thread.
     public var description: String { "\(name) on loop \(loop.name)" }
 
-    /// Queues `bytes` with no result to wait for: the cheap way to write many small pieces (a line at a time).
+    /// Queues `bytes` with no result to wait for: the cheap way to write many small pieces.
     ///
-    /// Writes go out in call order, with those of `write(_:)` and
-    /// `send(_:completion:)`, and small ones made while earlier ones wait are
-    /// written together. A failure is not lost: the writer stays failed (a send
-    /// past `StreamBufferLimits.maxQueuedBytes` fails it with `ENOBUFS`, having
-    /// nobody else to tell), so the next write with a result, and `close()`,
-    /// report it. A producer should still wait now and then for a write's
-    /// result (one in every few hundred, or once `queuedWriteByteCount` is
-    /// high), which also bounds the queue when the reader is slow.
-    ///
-    /// - Parameter bytes: The bytes to write.
+    /// Writes go out in call order with the other forms'. A failure is not lost: the writer stays
+    /// failed (past `maxQueuedBytes`, with `ENOBUFS`), and the next write with a result, or
+    /// `close()`, reports it. Wait for a result now and then to bound the queue.
     ///
     /// Thread rule: safe from any thread.
     public func send(_ bytes: [UInt8]) {
         if loop.inEventLoop {
             write(bytes, completion: nil)
         } else {
-            // Refused only once the loop has shut down, which every later write and `close()` report too.
+            // Refused only once the loop has shut down, which later writes and `close()` report.
             _ = loop.enqueue { self.write(bytes, completion: nil) }
         }
     }
 
-    /// Queues `text` as UTF-8 (no newline is added), as `send(_:)` does bytes: nothing to subscribe to.
-    ///
-    /// - Parameter text: The text.
+    /// Queues `text` as UTF-8 (no newline added), as `send(_:)` does bytes.
     ///
     /// Thread rule: safe from any thread.
     public func send(_ text: String) {
         send(Array(text.utf8))
     }
 
-    /// Queues `bytes` and calls `completion` on the writer's loop thread once they were written (nil) or failed.
+    /// Queues `bytes` and calls `completion` once they were written (nil) or failed (see `StandardWriter`).
     ///
-    /// A small write made while earlier ones wait for the reader is copied into
-    /// one buffer with them (one `write(2)` for many); a larger one is not copied.
-    /// The errors are those listed on `StandardWriter`.
-    ///
-    /// - Parameters:
-    ///   - bytes: The bytes to write.
-    ///   - completion: Called once with nil when written, or the error.
+    /// Small writes made while earlier ones wait are copied into one buffer with them.
     ///
     /// Thread rule: safe from any thread; `completion` runs on the writer's loop thread
     /// (or on the calling thread with `EventLoopError.shutDown` when the loop has shut down).
@@ -185,13 +147,9 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
-    /// Queues `bytes` and returns a signal that completes once they were written (taken by the kernel).
+    /// Queues `bytes` and returns a signal that completes once the kernel took them (replayed).
     ///
-    /// The write starts now, whether or not the result is subscribed; writes
-    /// go out in call order. The result is replayed to every subscriber.
-    ///
-    /// - Parameter bytes: The bytes to write (a small write may be copied: see `send(_:completion:)`).
-    /// - Returns: A signal that completes when written, or fails with the error.
+    /// The write starts now, whether or not the result is subscribed; writes go out in call order.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -201,10 +159,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         return outcome.signal
     }
 
-    /// Writes `text` as UTF-8; see `write(_:)`.
-    ///
-    /// - Parameter text: The text (no newline is added).
-    /// - Returns: A signal that completes when written, or fails with the error.
+    /// Writes `text` as UTF-8 (no newline added); see `write(_:)`.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -214,8 +169,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     /// Bytes written to a pipe, socket or terminal that the reader has not taken yet; 0 for a file, or once closed.
     ///
-    /// On the writer's loop thread, exact; elsewhere, what the loop last
-    /// published (after each write and each flush). Never waits for the loop.
+    /// Exact on the writer's loop thread; elsewhere what the loop last published.
     ///
     /// Thread rule: safe from any thread; never blocks.
     public var queuedWriteByteCount: Int {
@@ -223,14 +177,13 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         return openedStream.load()?.queuedWriteByteCount ?? 0
     }
 
-    /// Flushes what is queued, then closes the writer's handle: the descriptor stays open, with its
-    /// flags as before once no other `StandardIO` stream shares its description.
+    /// Flushes what is queued, then closes the writer's handle; the descriptor stays open, its flags
+    /// restored once no other `StandardIO` stream shares its description.
     ///
-    /// Later writes fail with `EPIPE`. The next `StandardIO.output`/`error` call makes a new writer.
+    /// Later writes fail with `EPIPE`; the next `StandardIO.output`/`error` call makes a new writer.
     ///
-    /// - Returns: A signal that completes once the queued bytes were written and
-    ///   the handle closed, or fails with the error that ended the writer (or
-    ///   `EventLoopError.shutDown`). It starts now, whether or not it is subscribed.
+    /// - Returns: A signal that completes once flushed and closed, or fails with the error that ended
+    ///   the writer (or `EventLoopError.shutDown`). It starts now, whether or not subscribed.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -262,7 +215,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
                 return
             }
             stream.sendOnLoop(bytes) { [self] error in
-                // A write cancelled because an earlier one failed (EPIPE) reports that failure, which is what the caller needs.
+                // A write cancelled because an earlier one failed reports that failure.
                 if let error = error as? UVError, error.code == UV_ECANCELED.rawValue, case .failed(let cause) = state {
                     completion(cause)
                 } else {
@@ -304,8 +257,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             return
         }
         owner.onEnd = { [self] reason in streamDidEnd(reason) }
-        // Sends without a result go through libuv's queue too, so that those made while one is
-        // on its way are written together (see `StreamCore+Coalescing.swift`).
+        // Sends without a result also go through libuv's queue, so those made meanwhile are written together.
         stream.bits.batchesSends = true
         _ = openedStream.storeIfNil(stream)
         state = .stream(stream, owner)
@@ -348,7 +300,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             outcome.finish(nil)
         case .stream(let stream, _):
             closeWaiters.append(outcome)
-            // Once every write was called back; a failure on the way fails the waiters first (`fail`).
+            // Once every write was called back; a failure on the way fails the waiters first.
             if closeWaiters.count == 1 { stream.whenWritesFinished { [self] in finishClose() } }
         }
     }

@@ -17,10 +17,6 @@ public struct WindowSize: Sendable, Hashable, CustomStringConvertible {
 
     /// Creates a size.
     ///
-    /// - Parameters:
-    ///   - columns: Columns.
-    ///   - rows: Rows.
-    ///
     /// Thread rule: safe from any thread.
     public init(columns: Int, rows: Int) {
         self.columns = columns
@@ -33,37 +29,21 @@ public struct WindowSize: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(columns)x\(rows)" }
 }
 
-/// Terminals: their mode (line editing or raw keys), their size, and a signal of resizes.
+/// Terminals: their mode (line editing or raw keys), their size, and a signal of resizes. Reading
+/// and writing go through `StandardIO`; functions take a descriptor (default 0 or 1).
 ///
-/// Reading and writing a terminal goes through `StandardIO` (a terminal on
-/// standard input or output is a libuv TTY stream there); this type changes
-/// how the terminal behaves. The functions take a descriptor so that any
-/// terminal can be used; standard input (0) and standard output (1) are the defaults.
+/// `setMode(.raw)` saves the settings the first time and turns off line editing, echo and signal
+/// keys (Ctrl-C arrives as byte 3). The saved settings come back with `setMode(.normal)`, and,
+/// so a program ending in raw mode does not leave the shell without echo:
+/// - at exit (`atexit`);
+/// - on `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` left at their default action: the handler
+///   restores, then lets the signal terminate the process. A signal the program watches
+///   (`Signal.unixSignals`) is left to it while watched;
+/// - by `resetMode()`, async-signal-safe, for a crash handler of your own.
+/// `SIGKILL` or a trap with no handler cannot be caught: `stty sane` repairs the terminal.
 ///
-/// Mode and restoring it: `setMode(.raw)` saves the terminal's settings the
-/// first time and switches off line editing, echo and the keys that send
-/// signals (Ctrl-C then arrives as the byte 3, Ctrl-D as 4, and the program
-/// decides what they mean), with libuv's `UV_TTY_MODE_RAW` flags.
-/// `setMode(.normal)` puts the saved settings back. So that a program that
-/// ends in raw mode does not leave the user's shell without echo, the saved
-/// settings are also put back:
-/// - at exit (`exit()` or returning from `main`, through `atexit`);
-/// - on `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` whose action was the
-///   default (terminate): the handler puts the settings back, then lets the
-///   signal terminate the process as before. A signal the program watches
-///   itself (`Signal.unixSignals`) is left to it while it watches: restore the
-///   mode there, or let the program's exit do it. When its last watch ends
-///   (libuv then puts the default action back), the handler is installed
-///   again, in whichever order the watches and the raw mode came;
-/// - by `resetMode()`, which is async-signal-safe: call it from a crash
-///   handler of your own (as libuv's `uv_tty_reset_mode`).
-/// A crash that kills the process outright (`SIGKILL`, a trap with no handler)
-/// cannot be caught; `stty sane` repairs the terminal then.
-///
-/// The settings are saved and restored on the descriptor itself, not through
-/// a libuv TTY handle: libuv keeps its saved settings on the descriptor of the
-/// handle that changed the mode, which it reopens and closes with the handle,
-/// so its reset would go to a closed descriptor once that handle is gone.
+/// Settings are kept on the descriptor itself, not a libuv TTY handle, whose reset goes to a
+/// descriptor it closed with the handle.
 ///
 /// Thread rule: safe from any thread.
 public enum TTY {
@@ -73,14 +53,11 @@ public enum TTY {
     public enum Mode: Sendable, Hashable {
         /// The settings the terminal had before the first `setMode(.raw)`: line editing, echo, Ctrl-C as `SIGINT`.
         case normal
-        /// Keys as they are typed, one byte at a time: no line editing, no echo, no signal keys, 8-bit input; output still turns `\n` into `\r\n`.
+        /// Keys as typed, one byte at a time: no line editing, echo or signal keys, 8-bit input; output still turns `\n` into `\r\n`.
         case raw
     }
 
-    /// Whether `descriptor` is a terminal (`isatty`).
-    ///
-    /// - Parameter descriptor: The descriptor (default standard input).
-    /// - Returns: True for a terminal.
+    /// Whether `descriptor` (default standard input) is a terminal.
     ///
     /// Thread rule: safe from any thread.
     public static func isTerminal(_ descriptor: Int32 = 0) -> Bool {
@@ -90,7 +67,6 @@ public enum TTY {
     /// The terminal's size (`TIOCGWINSZ`).
     ///
     /// - Parameter descriptor: The terminal (default standard output).
-    /// - Returns: Its size.
     /// - Throws: `UVError`: `ENOTTY` when `descriptor` is not a terminal, `EBADF` when it is not open.
     ///
     /// Thread rule: safe from any thread.
@@ -102,17 +78,12 @@ public enum TTY {
         return WindowSize(columns: Int(size.ws_col), rows: Int(size.ws_row))
     }
 
-    /// The terminal's size each time it changes (`SIGWINCH`), read when the signal arrives.
-    ///
-    /// Watching uses a libuv signal handle on `loop`; disposing closes it.
-    /// The current size is not sent on subscription (read `windowSize(of:)`
-    /// for it). Fails with `ENOTTY` if `descriptor` is not a terminal when a
-    /// resize arrives.
+    /// The terminal's size each time it changes (`SIGWINCH`); not the current size on subscription.
+    /// Fails with `ENOTTY` if `descriptor` is not a terminal when a resize arrives.
     ///
     /// - Parameters:
     ///   - descriptor: The terminal (default standard output).
     ///   - loop: The loop whose thread watches; nil for the subscription's home loop.
-    /// - Returns: A signal of sizes.
     ///
     /// Thread rule: safe from any thread.
     public static func resizes(of descriptor: Int32 = 1, on loop: EventLoop? = nil) -> Signal<WindowSize> {
@@ -121,29 +92,24 @@ public enum TTY {
             .debugNamed("+TTY.resizes(\(descriptor))")
     }
 
-    /// Puts the terminal in `mode` (`tcsetattr`, after the output written so far has gone out).
+    /// Puts the terminal `descriptor` (default standard input) in `mode`, after the output written
+    /// so far has gone out.
     ///
-    /// The first change to `.raw` saves the settings that `.normal`, exit and
-    /// the terminating signals restore (see `TTY`). Setting the mode it is
-    /// already in does nothing harmful.
+    /// The first change to `.raw` saves the settings that `.normal`, exit and the terminating signals
+    /// restore. Setting the current mode again is harmless.
     ///
-    /// - Parameters:
-    ///   - mode: The mode.
-    ///   - descriptor: The terminal (default standard input).
-    /// - Throws: `UVError`: `ENOTTY` when `descriptor` is not a terminal, `EBADF`
-    ///   when it is not open, `EBUSY` when another descriptor's terminal is in raw
-    ///   mode (one terminal at a time: set it back to `.normal` first).
+    /// - Throws: `UVError`: `ENOTTY` when not a terminal, `EBADF` when not open, `EBUSY` when another
+    ///   descriptor's terminal is in raw mode (set it back to `.normal` first).
     ///
     /// Thread rule: safe from any thread (calls are serialized by a lock).
     public static func setMode(_ mode: Mode, of descriptor: Int32 = 0) throws(UVError) {
         try TerminalSettings.setMode(mode, of: descriptor)
     }
 
-    /// Puts back the settings saved by the first `setMode(.raw)`, if the terminal is in raw mode; otherwise does nothing.
+    /// Puts back the settings saved by the first `setMode(.raw)` if the terminal is in raw mode.
     ///
-    /// Async-signal-safe (one atomic load and one `tcsetattr`): call it from a
-    /// signal or crash handler. It does not forget the saved settings, so
-    /// calling it twice is harmless; `setMode(.normal)` is the ordinary way back.
+    /// Async-signal-safe: call it from a signal or crash handler. It keeps the saved settings, so a
+    /// second call is harmless.
     ///
     /// Thread rule: safe from any thread and from signal handlers.
     public static func resetMode() {
@@ -151,18 +117,15 @@ public enum TTY {
     }
 }
 
-/// The saved terminal settings and the hooks that restore them.
-///
-/// `saved` and `savedDescriptor` are read by a signal handler, so they are
-/// plain memory allocated once and an atomic: the handler takes no lock and
-/// allocates nothing. Writers hold `lock`.
+/// The saved terminal settings and the hooks that restore them. A signal handler reads `saved`
+/// and `savedDescriptor`, so they are memory allocated once and an atomic; writers hold `lock`.
 enum TerminalSettings {
     /// The settings before raw mode; meaningful while `savedDescriptor` >= 0.
-    // Written only under `lock` while `savedDescriptor` is -1; read by the restorers after an acquiring load.
+    // Written only under `lock` while `savedDescriptor` is -1; read after an acquiring load.
     nonisolated(unsafe) static let saved = UnsafeMutablePointer<termios>.allocate(capacity: 1)
     /// The descriptor whose settings `saved` holds, or -1 when no terminal is in raw mode.
     static let savedDescriptor = Atomic<Int32>(-1)
-    /// Whether the restoring handler is wanted on the terminating signals (set once, by the first raw mode).
+    /// Whether the restoring handler is wanted on the terminating signals (set by the first raw mode).
     static let restoresOnSignals = Atomic<Bool>(false)
     /// The signals whose default action terminates the process and that the handler covers.
     static let terminatingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
@@ -246,7 +209,7 @@ enum TerminalSettings {
     }
 
     /// After a libuv watch of `number` stopped (`SignalActions.lock` held): puts the restoring
-    /// handler back if the watch left the default action and the handler is wanted.
+    /// handler back if the watch left the default action.
     static func reinstallRestorer(for number: Int32) {
         guard restoresOnSignals.load(ordering: .acquiring), terminatingSignals.contains(number) else { return }
         installRestorerIfDefault(number)

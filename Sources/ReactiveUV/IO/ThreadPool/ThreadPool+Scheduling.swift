@@ -10,43 +10,34 @@ extension ThreadPool {
     ///
     /// Thread rule: a value type; safe from any thread.
     public enum ThreadScheduling: Sendable, Hashable, CustomStringConvertible {
-        /// The default: `.batch` when the process may run on one CPU only (its affinity, as
-        /// `taskset -c 0` or a one-CPU `cpuset` leaves it; `uv_available_parallelism()` is 1 when
-        /// the pool starts), `.lowered(by: 5)` otherwise.
+        /// The default: `.batch` when the process may run on one CPU only (`uv_available_parallelism()`
+        /// is 1 when the pool starts), `.lowered(by: 5)` otherwise.
         ///
-        /// A pool thread woken by a loop's request competes with that loop for a CPU. On one CPU it
-        /// can never run beside the loop, so switching the loop out to start that work at once buys
-        /// nothing and costs two context switches per request, so `.batch`. With more CPUs a woken
-        /// pool thread should still take a CPU from another process at once, which `.batch`
-        /// forbids; a lower weight only makes the loop win when the two meet on one CPU. The
-        /// figures behind both choices are in BENCHMARKS.md.
+        /// On one CPU a woken pool thread can never run beside the loop, so preempting the loop for it
+        /// buys nothing. With more CPUs it should still take a CPU from another process at once, which
+        /// `.batch` forbids; a lower weight only makes the loop win where the two meet (BENCHMARKS.md).
         ///
         /// Thread rule: safe from any thread.
         case automatic
-        /// `SCHED_BATCH`: a pool thread woken by new work does not preempt the thread that is
-        /// running; it runs at the next scheduling point (when that thread waits, or at the
-        /// scheduler's tick), with the same share of the CPU as before. A loop handing work to the
-        /// pool keeps running its callbacks; pool work (file requests, DNS lookups,
-        /// `ThreadPool.run`) may start up to a tick later while other processes keep the CPUs busy.
+        /// `SCHED_BATCH`: a woken pool thread does not preempt the running thread; it runs at the next
+        /// scheduling point, with the same CPU share. Pool work may start up to a tick later while
+        /// other processes keep the CPUs busy.
         ///
         /// Thread rule: safe from any thread.
         case batch
-        /// The pool's threads at `increment` (1 to 19) above the nice value of the loop thread
-        /// that starts the pool (at most 19), under the default policy: each weighs less than a
-        /// loop thread where they share a CPU (nice 5: about a third of its weight), and still
-        /// takes a CPU from a thread of another process when it wakes. Pool work gets less CPU
-        /// where the CPUs are short and other threads of the same scheduling group want them.
+        /// The pool's threads at `increment` (1 to 19) above the nice value of the loop thread that
+        /// starts the pool, under the default policy: each weighs less than a loop thread sharing its
+        /// CPU, and still takes a CPU from another process when it wakes.
         ///
         /// Thread rule: safe from any thread.
         case lowered(by: Int32)
         /// What libuv does: the pool threads inherit the policy and nice value of the thread that
-        /// starts the pool (the loop making the process's first pool request).
+        /// starts the pool.
         ///
         /// Thread rule: safe from any thread.
         case inherited
 
-        /// How far `.automatic` lowers the pool's threads on several CPUs: nice 5 weighs about a third
-        /// of nice 0 (less changes little, more loses to libuv's way beside CPU hogs).
+        /// How far `.automatic` lowers the pool's threads on several CPUs.
         static let automaticIncrement: Int32 = 5
 
         /// `"automatic"`, `"batch"`, `"lowered(by: 5)"` or `"inherited"`.
@@ -64,35 +55,26 @@ extension ThreadPool {
 
     /// How libuv's pool threads are, or will be, scheduled: `.automatic` unless `setThreadScheduling(_:)` said otherwise.
     ///
-    /// libuv makes its pool threads once, at the first request that needs the pool, and they
-    /// inherit the scheduling policy and nice value of the thread that makes them. ReactiveUV
-    /// makes that first request itself (a request that does nothing) from the loop thread:
-    /// - for batch threads (`.batch`, or `.automatic` on one CPU), with the loop thread switched
-    ///   to `SCHED_BATCH`, then switched straight back;
-    /// - for lowered threads (`.lowered(by:)`, or `.automatic` on several CPUs), then it raises
-    ///   the nice value of each thread libuv made during that request (the new threads of the
-    ///   process named as the loop thread, whose name they inherit). A nice value is set on the
-    ///   pool's threads, not inherited: an unprivileged thread could not lower its own again.
+    /// libuv makes its pool threads once, at the first pool request, and they inherit the scheduling
+    /// of the thread that makes them. ReactiveUV makes that request itself, from the loop thread:
+    /// for batch threads with the loop thread briefly under `SCHED_BATCH`; for lowered threads, then
+    /// raising the nice value of each thread libuv made meanwhile.
     ///
-    /// Two cases keep libuv's behaviour: a loop thread whose policy is not the default
-    /// `SCHED_OTHER` (a real-time or idle loop: the pool inherits that, as with libuv), and a
-    /// pool that other code in the process (C code using libuv directly) started first. If the
-    /// system refuses the policy or the nice value (a seccomp filter), a line on standard error
-    /// says so and the pool's threads keep what they inherited.
+    /// libuv's behaviour stays when the loop thread's policy is not `SCHED_OTHER`, or when other code
+    /// started the pool first. If the system refuses the policy or nice value, a line on standard
+    /// error says so and the threads keep what they inherited.
     ///
     /// Thread rule: safe from any thread.
     public static var threadScheduling: ThreadScheduling {
         PoolUse.state.withLock { $0.scheduling }
     }
 
-    /// Sets how libuv's pool threads will be scheduled (see `ThreadScheduling`).
-    ///
-    /// Call it at the start of the program, before anything uses the pool.
+    /// Sets how libuv's pool threads will be scheduled; call it before anything uses the pool.
     ///
     /// - Parameter scheduling: `.automatic` (the default), `.batch`, `.lowered(by:)` or `.inherited`
     ///   (libuv's own behaviour).
     /// - Throws: `UVError` `EINVAL` for `.lowered(by:)` outside 1...19; `EBUSY` once this library
-    ///   has queued work on the pool (its threads exist and keep their scheduling).
+    ///   has queued work on the pool.
     ///
     /// Thread rule: safe from any thread.
     public static func setThreadScheduling(_ scheduling: ThreadScheduling) throws(UVError) {
@@ -114,35 +96,29 @@ extension ThreadPool {
     }
 }
 
-/// The request that starts libuv's pool with batch or lowered threads: one `uv_queue_work` that does
-/// nothing, queued from the loop thread (switched to `SCHED_BATCH` meanwhile, for batch threads).
-///
-/// Made only when the pool's threads are to differ from the loop thread's (`PoolUse.noteUse`).
-///
-/// A tracked request like any other: shutdown waits for it, and `uv_loop_close` never sees it pending.
-///
+/// The request that starts libuv's pool with batch or lowered threads: one `uv_queue_work` that
+/// does nothing, from the loop thread. Tracked like any request, so shutdown waits for it.
 /// Thread rule: loop thread only.
 final class PoolStartRequest: LoopRequest {
     private init(loop: EventLoop) {
-        // Not a use to note: it is the pool's start (`PoolUse.start`), which would otherwise come back to itself.
+        // Not a use to note: it is the pool's start, which would come back to itself.
         super.init(loop: loop, type: UV_WORK, notingPoolUse: false)
     }
 
     override var label: String { "thread pool start" }
 
-    /// `SCHED_BATCH` (`<sched.h>` defines it only under `_GNU_SOURCE`, which Swift's Glibc module does not see).
+    /// `SCHED_BATCH` (`<sched.h>` defines it only under `_GNU_SOURCE`, unseen by Swift's Glibc module).
     static let batchPolicy: Int32 = 3
 
-    /// Queues the request (libuv starts its pool inside this call, at the process's first pool request).
+    /// Queues the request (libuv starts its pool inside this call).
     private func queue() -> Int32 {
-        // `willStart` keeps the request alive in `req.data` until `poolStartDone` takes it back.
         willStart()
         let result = uv_queue_work(loop.uvLoop, pointer(as: uv_work_t.self), poolStartWork, poolStartDone)
         if result < 0 { startFailed() }
         return result
     }
 
-    /// Starts the pool from `loop`'s thread with batch threads (`PoolUse.noteUse`, at the process's first pool use).
+    /// Starts the pool from `loop`'s thread with batch threads.
     static func start(on loop: EventLoop) {
         loop.assertInEventLoop()
         let request = PoolStartRequest(loop: loop)
@@ -158,19 +134,18 @@ final class PoolStartRequest: LoopRequest {
     }
 
     /// Starts the pool from `loop`'s thread, then sets each of its threads `increment` above the
-    /// loop thread's nice value (`PoolUse.noteUse`, at the process's first pool use).
+    /// loop thread's nice value.
     ///
-    /// libuv makes every pool thread inside the first `uv_queue_work` and waits there until each
-    /// has started (`init_threads`), so the threads that appear during that call, named as the
-    /// loop thread (a new thread inherits its maker's name), are the pool's. A pool that was
-    /// already running makes none: nothing changes then.
+    /// libuv makes every pool thread inside the first `uv_queue_work` and waits until each started,
+    /// so the threads that appear during the call, named as the loop thread (they inherit the
+    /// name), are the pool's. A pool already running makes none.
     static func startLowered(on loop: EventLoop, by increment: Int32) {
         loop.assertInEventLoop()
         // A real-time or idle loop thread: the pool inherits its policy, as with libuv.
         guard sched_getscheduler(0) == SCHED_OTHER else { return }
         let before = PoolThreads.taskIDs()
         let request = PoolStartRequest(loop: loop)
-        // Without /proc (not mounted) the pool's threads cannot be found: started as libuv does, and said.
+        // Without /proc the pool's threads cannot be found: started as libuv does, and said.
         guard !before.isEmpty, let name = PoolThreads.name(of: "/proc/thread-self/comm") else {
             reportMisuse("cannot list this process's threads (/proc/self/task): libuv's pool threads keep the loop thread's nice value")
             return
@@ -192,7 +167,6 @@ final class PoolStartRequest: LoopRequest {
         }
     }
 
-    /// What `withBatchScheduling` did.
     enum Outcome<Result> {
         /// `body` ran with the calling thread under `SCHED_BATCH`, and the thread is back to `SCHED_OTHER`.
         case ran(Result)
@@ -219,7 +193,6 @@ enum PoolThreads {
     /// `PRIO_PROCESS`, which with a thread ID names that thread on Linux.
     static var processWhich: __priority_which_t { __priority_which_t(PRIO_PROCESS.rawValue) }
 
-    /// The IDs of the process's threads.
     static func taskIDs() -> Set<Int32> {
         var ids = Set<Int32>()
         guard let directory = opendir("/proc/self/task") else { return ids }

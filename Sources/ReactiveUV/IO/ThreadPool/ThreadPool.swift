@@ -3,34 +3,24 @@ import Synchronization
 
 /// Blocking work on libuv's thread pool (`uv_queue_work`), with the result delivered as a signal.
 ///
-/// The pool is process-wide: 4 threads unless `UV_THREADPOOL_SIZE` says
-/// otherwise when it starts (at the first request that needs it; `setSize`
-/// sets it before that). File requests (`Files`, `OpenFile`, `FilePoll`), DNS
-/// lookups (which libuv lets take at most half of the threads, so slow lookups
-/// cannot starve the rest) and `run` all share it: work that blocks for long
-/// holds a thread the others wait for. `size` says how many threads there are.
+/// The pool is process-wide (`size` threads, 4 unless set) and shared by file requests, DNS
+/// lookups (at most half of the threads) and `run`: work that blocks for long holds a thread the
+/// others wait for.
 ///
 /// Thread rule: safe from any thread.
 public enum ThreadPool {
     /// Runs `work` on a pool thread and sends what it returns (then completes), or fails with what it throws.
     ///
-    /// The work is queued when a subscriber arrives. Disposing before it has
-    /// started cancels it (`uv_cancel`: it never runs); once it runs, it runs
-    /// to the end and its result is dropped. When the loop shuts down, queued
-    /// work is cancelled and the subscriber gets `EventLoopError.shutDown`;
-    /// work already running makes the shutdown wait for it.
+    /// Queued when a subscriber arrives. Disposing before it started cancels it; once running, it
+    /// runs to the end and its result is dropped. At shutdown queued work is cancelled (the
+    /// subscriber gets `EventLoopError.shutDown`) and running work makes the shutdown wait.
     ///
-    /// The work must not wait for another request on the pool (a `Files` or
-    /// `OpenFile` signal's `first()` or `waitUntilCompleted()`, a DNS lookup):
-    /// when every pool thread runs such work, none is left for the requests
-    /// they wait for, and each waits until its timeout, or for ever without one
-    /// (four `run`s each waiting on a `Files.read` did). Return a signal and
-    /// compose it instead (`flatMap`).
+    /// The work must not wait for another pool request (a `Files` signal's `first()`, a DNS lookup):
+    /// with every pool thread waiting, none is left to answer. Return a signal and `flatMap` it instead.
     ///
     /// - Parameters:
     ///   - loop: The loop that queues the work and receives the result; nil for the subscription's home loop.
-    ///   - work: The blocking work; it runs on a pool thread, never on a loop thread.
-    /// - Returns: A signal of one value.
+    ///   - work: The blocking work, run on a pool thread.
     ///
     /// Thread rule: safe from any thread.
     public static func run<Value: Sendable>(on loop: EventLoop? = nil, _ work: @escaping @Sendable () throws -> Value) -> Signal<Value> {
@@ -48,12 +38,8 @@ public enum ThreadPool {
 }
 
 /// A request that runs on libuv's thread pool: the thread-pool family's backend seam.
-///
-/// `queueOnPool` runs `runOnPool()` on a pool thread, then `complete(status:)` on the loop thread;
-/// every pool job (`ThreadPool.run`, the file family's jobs) is one of these, and the C callbacks
-/// see only this non-generic base. A second backend runs the same two steps its own way. How
-/// many threads libuv starts, and how, is `PoolUse` and `PoolStartRequest`'s.
-///
+/// `runOnPool()` runs on a pool thread, then `complete(status:)` on the loop thread; every pool
+/// job is one, so the C callbacks see only this base. A second backend runs the two steps its own way.
 /// Thread rule: loop thread only, except `runOnPool()` (a pool thread).
 class PoolWorkBase: LoopRequest {
     /// Runs the work; called on a pool thread.
@@ -62,8 +48,6 @@ class PoolWorkBase: LoopRequest {
     func complete(status: Int32) {}
 
     /// Queues the work (`uv_queue_work`); loop thread only.
-    ///
-    /// - Throws: `UVError` with `context` when libuv refused.
     final func queueOnPool(_ context: @autoclosure () -> String) throws(UVError) {
         let request = pointer(as: uv_work_t.self)
         try start(context()) { uv_queue_work(loop.uvLoop, request, poolWorkCallback, poolAfterWorkCallback) }
@@ -93,9 +77,9 @@ extension PoolWorkBase {
 
 /// One `uv_work_t` running a closure and delivering its result.
 final class PoolWork<Value: Sendable>: PoolWorkBase, LoopDisposable, @unchecked Sendable {
-    // `work` is immutable. `outcome` is written on the pool thread and read on the loop thread after
-    // libuv hands the request back (its queue mutex orders the two). `subscriber` is loop thread only
-    // (`dispose()` hops there); `disposedFlag` is atomic.
+    // Sendable: `work` is immutable; `outcome` is written on the pool thread and read on the loop
+    // thread after libuv hands the request back (its queue mutex orders them); `subscriber` is loop
+    // thread only; `disposedFlag` is atomic.
     private let work: @Sendable () throws -> Value
     private var outcome: Result<Value, any Error>?
     private var subscriber: Subscriber<Value>?

@@ -14,12 +14,6 @@ public struct Datagram: Sendable, Hashable {
 
     /// Creates a datagram.
     ///
-    /// - Parameters:
-    ///   - bytes: The payload.
-    ///   - sender: The sender's address.
-    ///   - truncated: Whether the payload was cut.
-    /// - Returns: The datagram.
-    ///
     /// Thread rule: safe from any thread.
     public init(bytes: [UInt8], sender: SocketAddress?, truncated: Bool = false) {
         self.bytes = bytes
@@ -34,16 +28,13 @@ public struct Datagram: Sendable, Hashable {
 public enum UDP {
     /// Binds a UDP socket to `host:port` and sends it once bound.
     ///
-    /// The socket belongs to the subscription: disposing closes it, and the
-    /// signal completes when the socket is closed (`UDPSocket.close()`). Bind
-    /// errors (`EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`, an unknown host) end the
-    /// signal with a `UVError`.
+    /// The socket belongs to the subscription: disposing closes it; the signal completes when the
+    /// socket closes. Bind errors (`EADDRINUSE`, `EACCES`, `EADDRNOTAVAIL`, an unknown host) fail it.
     ///
     /// - Parameters:
     ///   - host: A numeric address or a host name ("127.0.0.1", "::", "localhost").
     ///   - port: 0...65535; 0 picks a free port (see `UDPSocket.localAddress`).
     ///   - loop: Where the socket lives; nil for the subscription's home loop.
-    /// - Returns: A signal of one socket; it completes when the socket closes.
     ///
     /// Thread rule: safe from any thread.
     public static func bind(host: String = "127.0.0.1", port: Int = 0, on loop: EventLoop? = nil) -> Signal<UDPSocket> {
@@ -55,13 +46,8 @@ public enum UDP {
         }.debugNamed("+UDP.bind(\(host):\(port))")
     }
 
-    /// Binds a UDP socket to `host:port` and sends every datagram it receives; disposing closes it.
-    ///
-    /// - Parameters:
-    ///   - host: A numeric address or a host name.
-    ///   - port: 0...65535.
-    ///   - loop: Where the socket lives; nil for the subscription's home loop.
-    /// - Returns: A signal of datagrams; it fails on bind or receive errors.
+    /// Binds a UDP socket to `host:port` and sends every datagram it receives; fails on bind or
+    /// receive errors; disposing closes it.
     ///
     /// Thread rule: safe from any thread.
     public static func receive(host: String = "127.0.0.1", port: Int, on loop: EventLoop? = nil) -> Signal<Datagram> {
@@ -71,8 +57,8 @@ public enum UDP {
         }.debugNamed("+UDP.receive(\(host):\(port))")
     }
 
-    /// A signal that binds a socket per subscription, hands it to `bound` once bound (a bind
-    /// error ends the subscriber instead), and closes it when the subscription is disposed.
+    /// Binds a socket per subscription, hands it to `bound` (a bind error ends the subscriber
+    /// instead), and closes it when the subscription is disposed.
     private static func boundSocketSignal<Value>(
         _ what: String, host: String, port: Int, on loop: EventLoop?,
         bound: @escaping @Sendable (UDPHandle, Subscriber<Value>) -> Void
@@ -96,15 +82,13 @@ public enum UDP {
 ///
 /// Thread rule: every method is safe from any thread; work is done on the socket's loop.
 public final class UDPSocket: @unchecked Sendable {
-    // `handle` and `localAddress` are immutable; the handle's state is confined to its loop thread.
+    // Sendable: `handle` and `localAddress` are immutable; the handle's state is confined to its loop thread.
     let handle: UDPHandle
 
     /// The bound address (with the real port when 0 was asked for).
     public let localAddress: SocketAddress?
     /// The datagrams arriving at the socket; one subscriber at a time (a second gets `EBUSY`).
-    ///
-    /// Subscribing starts receiving, disposing stops it. It fails if receiving
-    /// fails, and completes when the socket closes.
+    /// Fails if receiving fails, completes when the socket closes.
     ///
     /// Thread rule: safe from any thread.
     public let datagrams: Signal<Datagram>
@@ -124,18 +108,10 @@ public final class UDPSocket: @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public var loop: EventLoop { handle.loop }
 
-    /// Sends one datagram to `address` and returns a signal that completes once it was handed to the kernel.
+    /// Sends one datagram to `address`; the signal completes once the kernel took it.
     ///
-    /// The send starts now (not on subscription). It fails with the socket's
-    /// error (`ENETUNREACH`...), `EBADF` once the socket is closed, or
-    /// `EMSGSIZE` naming the size and the limit for a payload no datagram can
-    /// carry (more than 65,507 bytes to an IPv4 address, 65,527 to IPv6),
-    /// checked before libuv sees it, whatever its size.
-    ///
-    /// - Parameters:
-    ///   - bytes: The payload (not copied).
-    ///   - address: Where to send it.
-    /// - Returns: A signal that completes (no value) when sent, or fails.
+    /// The send starts now. Fails with the socket's error (`ENETUNREACH`...), `EBADF` once closed,
+    /// or `EMSGSIZE` for a payload no datagram can carry (over 65,507 bytes to IPv4, 65,527 to IPv6).
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -168,16 +144,15 @@ public final class UDPSocket: @unchecked Sendable {
     }
 }
 
-/// The `uv_udp_t` behind a `UDPSocket`: the UDP family's backend seam, with its send request
-/// (`UDPSendRequest`). `UDPSocket` asks it to bind, receive and send; a second backend provides
-/// a handle with these members over its in-memory network.
-///
+/// The `uv_udp_t` behind a `UDPSocket`: the UDP family's backend seam, with `UDPSendRequest`.
+/// A second backend provides these members over its in-memory network.
 /// Thread rule: loop thread only, except `init` and `loop`.
 final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     /// `SingleReaderSource`'s name for this class.
     typealias TokenSource = UDPHandle
 
-    // Loop thread only (UDPSocket hops there), except `localAddress` (written before the socket is handed out).
+    // Sendable: loop thread only (UDPSocket hops there), except `localAddress`, written before the
+    // socket is handed out.
     private(set) var localAddress: SocketAddress?
     /// The `datagrams` reader and its token.
     private var readers = ReaderSlot<HomeGate<Datagram>>()
@@ -256,7 +231,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             end(UVError(code: Int32(count), context: "receiving on \(localAddress?.description ?? "?")"))
             return
         }
-        // Zero bytes without an address means "nothing more to read now"; with one, an empty datagram.
+        // Zero bytes without an address: nothing more to read now; with one, an empty datagram.
         guard count > 0 || address != nil else { return }
         let datagram = Datagram(bytes: ReadBuffer.copy(buffer?.pointee.base, count: count),
                                 sender: address.flatMap { SocketAddress($0) },
@@ -297,14 +272,13 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         }
     }
 
-    /// The largest UDP payload to an IPv4 address: 65,535 bytes of IP packet less 20 of IP header and 8 of UDP header.
+    /// 65,535 bytes of IP packet less the IP and UDP headers.
     static let largestIPv4Payload = 65_507
-    /// The largest UDP payload to an IPv6 address (without jumbograms): 65,535 bytes of UDP length less its 8-byte header.
+    /// 65,535 bytes of UDP length less its header (no jumbograms).
     static let largestIPv6Payload = 65_527
 
-    /// `EMSGSIZE` naming the size and the limit when no datagram to `address` can carry `count` bytes, else nil.
-    ///
-    /// Checked before libuv sees the size, whatever it is (a 4 GiB payload would trap converting it to 32 bits).
+    /// `EMSGSIZE` when no datagram to `address` can carry `count` bytes, checked before libuv sees
+    /// the size (a 4 GiB one would trap converting to 32 bits).
     static func payloadSizeError(_ count: Int, to address: SocketAddress) -> UVError? {
         let limit = address.family == .ipv4 ? largestIPv4Payload : largestIPv6Payload
         guard count > limit else { return nil }
@@ -339,7 +313,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
 
     /// Closes the handle when the owning subscription is disposed (from any thread).
     final class Disposer: LoopDisposable, @unchecked Sendable {
-        // `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
+        // Sendable: `handle` is immutable (its state is touched on its loop only); `disposedFlag` is atomic.
         private let handle: UDPHandle
         let disposedFlag = Atomic<Bool>(false)
 
@@ -384,7 +358,7 @@ final class UDPSendRequest: LoopRequest {
 
     func start(on udp: UnsafeMutablePointer<uv_udp_t>, to address: SocketAddress) throws(UVError) {
         let request = pointer(as: uv_udp_send_t.self)
-        // The payload array is held by this request until libuv calls back, and never mutated.
+        // Held by this request until libuv calls back, and never mutated.
         let base = payload.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress) }
         // The size was checked by `UDPHandle.payloadSizeError`; uv_buf_t counts in size_t.
         var buffer = uv_buf_t(base: base?.assumingMemoryBound(to: CChar.self), len: payload.count)

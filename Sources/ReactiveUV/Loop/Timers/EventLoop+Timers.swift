@@ -1,23 +1,16 @@
 @_spi(SchedulerImplementation) import ReactiveUVCore
 internal import CLibUV
 
-// A loop's timers, all in this folder:
-// - `Signal.timer` / `Signal.interval` (TimerSignals.swift): the public signal factories; on a
-//   loop they schedule a `ScheduledTimer` that also carries the subscriber's shutdown notice.
-// - `EventLoop.schedule(after:...)` and `LoopTimeScheduler` (LoopTimeScheduler.swift): the
-//   scheduler entry points; both end in `scheduleTimer` / `scheduleRepeatingTimer` below.
-// - `ScheduledTimer` (ScheduledTimer.swift): one piece of scheduled work and its disposable.
-// - `TimerQueue` (TimerQueue.swift): the loop's 4-ary min-heap of pending timers.
-// - This file: deadlines, and the driver: one `uv_timer_t` per loop (`timerDriver`, made with
-//   the loop like its wake-up handle) armed for the earliest deadline; its callback runs what
-//   is due. No scheduled timer owns a libuv handle of its own.
+// A loop's timers: the signal factories (TimerSignals.swift), the scheduler entry points
+// (`schedule(after:)`, LoopTimeScheduler.swift), one scheduled item (ScheduledTimer.swift), the
+// loop's min-heap (TimerQueue.swift), and here deadlines and the driver: one `uv_timer_t` per
+// loop armed for the earliest deadline, so no scheduled timer owns a libuv handle.
 
 extension EventLoop {
     /// `onShutdown` runs (on the loop thread, instead of `work`) if the loop shuts down while the timer is pending.
     func scheduleTimer(after delay: Duration, fromLoopTime: Bool = false, onShutdown: (@Sendable () -> Void)? = nil,
                        _ work: @escaping @Sendable () -> Void) -> (any Disposable)? {
-        // Zero goes through the run queue: it is due now, and the run queue keeps a
-        // chain of zero-delay work from starving the loop's other phases.
+        // Zero goes through the run queue, which keeps a chain of zero-delay work from starving I/O.
         if delay <= .zero { return scheduleSoon(work) }
         let deadline = timerDeadline(after: delay, fromLoopTime: fromLoopTime)
         return startTimer(ScheduledTimer(loop: self, deadline: deadline, interval: 0, requestedDelay: delay,
@@ -34,13 +27,8 @@ extension EventLoop {
                                          onShutdown: onShutdown, work: work))
     }
 
-    /// Nanoseconds on the monotonic clock when a timer of `delay` is due.
-    ///
-    /// From the call by default. With `fromLoopTime` on the loop thread, from
-    /// libuv's loop time (`uv_now`, read when the current iteration began, in
-    /// whole milliseconds) plus the delay rounded up to whole milliseconds:
-    /// exactly how `uv_timer_start` counts. Off the loop thread the loop's time
-    /// cannot be read safely, so the call time is used.
+    /// Nanoseconds on the monotonic clock when a timer of `delay` is due: from the call, or with
+    /// `fromLoopTime` on the loop thread as `uv_timer_start` counts (`uv_now` plus whole milliseconds).
     private func timerDeadline(after delay: Duration, fromLoopTime: Bool) -> UInt64 {
         guard fromLoopTime, inEventLoop else { return (SchedulerInstant.now + delay).nanoseconds }
         let milliseconds = delay.millisecondsRoundedUp
@@ -49,11 +37,10 @@ extension EventLoop {
         return overflow || overflow2 ? .max : sum
     }
 
-    /// libuv's loop time in milliseconds (`uv_now`: when the current iteration began). Loop thread only.
+    /// libuv's loop time in milliseconds (when the current iteration began). Loop thread only.
     var loopTimeMilliseconds: UInt64 { uv_now(uvLoop) }
 
-    /// Nanoseconds on the monotonic clock that a delay scheduled now counts from:
-    /// libuv's loop time with `fromLoopTime` on the loop thread, else the clock now.
+    /// The monotonic nanoseconds a delay scheduled now counts from (see `timerDeadline`).
     func timerBase(fromLoopTime: Bool) -> UInt64 {
         guard fromLoopTime, inEventLoop else { return SchedulerInstant.now.nanoseconds }
         return uv_now(uvLoop) &* 1_000_000
@@ -76,7 +63,6 @@ extension EventLoop {
         return timer
     }
 
-    /// Loop thread only.
     private func addTimer(_ timer: ScheduledTimer) {
         assertInEventLoop()
         if timer.isCancelled || !acceptsNewHandles {
@@ -87,7 +73,7 @@ extension EventLoop {
         if !firingTimers, timer.deadline < armedDeadline { armTimerDriver() }
     }
 
-    /// Loop thread only: drop a cancelled timer's closure now, and the heap entry when convenient.
+    /// Loop thread only: drops a cancelled timer's closure now, and the heap entry when convenient.
     func timerWasCancelled(_ timer: ScheduledTimer) {
         assertInEventLoop()
         guard timer.work != nil else { return }  // already fired, or dropped at shutdown
@@ -96,17 +82,15 @@ extension EventLoop {
         guard timer.inHeap else { return }  // not added yet: addTimer will see the flag
         timers.noteCancelled()
         if timers.liveCount == 0 {
-            // Nothing live is left: clear the heap so a cancelled far-future timer
-            // does not keep the driver armed (and an owner-thread run() from returning).
+            // Nothing live is left: clear the heap so a cancelled far-future timer does not keep the
+            // driver armed (and an owner-thread run() from returning).
             timers.removeCancelled()
             armTimerDriver()
         }
     }
 
-    /// The driver's callback: runs every timer due now, in deadline order.
-    ///
-    /// At most 16,384 per call; the rest continue from the run queue on the next
-    /// iteration (never by restarting the driver with 0 ms from its own callback).
+    /// The driver's callback: runs every timer due now, in deadline order, at most 16,384 a call
+    /// (the rest from the run queue next iteration).
     func fireDueTimers() {
         assertInEventLoop()
         firingTimers = true
@@ -119,8 +103,7 @@ extension EventLoop {
                 timer.work = nil
                 timer.onShutdown = nil
             } else {
-                // The next deadline is the first start + k·interval still ahead: a
-                // blocked loop coalesces missed ticks instead of bursting.
+                // Missed ticks coalesce: the next deadline is the first start + k·interval still ahead.
                 timer.deadline &+= timer.interval
                 if timer.deadline <= now {
                     timer.deadline &+= ((now - timer.deadline) / timer.interval + 1) &* timer.interval
@@ -139,10 +122,8 @@ extension EventLoop {
         armTimerDriver(fromDriverCallback: true)
     }
 
-    /// Arms the driver for the earliest deadline (rounded up to libuv's milliseconds), or stops it.
-    ///
-    /// From the driver's own callback the timeout is at least 1 ms: restarting a libuv
-    /// timer with 0 ms from its callback would run it again in the same pass, forever.
+    /// Arms the driver for the earliest deadline (rounded up to milliseconds), or stops it. From its
+    /// own callback at least 1 ms: 0 would run it again in the same pass, forever.
     func armTimerDriver(fromDriverCallback: Bool = false) {
         assertInEventLoop()
         let driver = timerDriverHandle

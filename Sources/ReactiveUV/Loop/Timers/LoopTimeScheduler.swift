@@ -1,25 +1,15 @@
-/// A scheduler on an event loop whose delays count from the loop's time, as
-/// libuv's and Node's timers do, instead of from the call.
+/// A scheduler on an event loop whose delays count from the loop's time, as libuv's and Node's
+/// timers do, instead of from the call.
 ///
-/// `loop.scheduler` (the loop itself) guarantees that work never runs before
-/// its delay has passed since `schedule(after:)` was called, as RAC's
-/// `after:` date and NIO's deadlines do. That costs a clock read per call and
-/// means a callback that schedules many timers pushes the later ones back by
-/// however long it has been running.
-///
-/// Called on the loop thread, this scheduler counts instead from libuv's
-/// loop time (`uv_now`: read when the current loop iteration began, in whole
-/// milliseconds) plus the delay rounded up to whole milliseconds, exactly
-/// like `uv_timer_start`. A million timers scheduled in one callback are then
-/// all measured from the same instant, and a timer may run up to the time the
-/// current iteration has already spent earlier than "delay after the call".
-/// Called from any other thread it counts from the call, like the loop.
-/// Everything else (the run queue, cancellation, shutdown, repeating
-/// schedules without drift) is the loop's own scheduler.
+/// On the loop thread a delay counts from `uv_now` (when the current iteration began, in whole
+/// milliseconds), rounded up to whole milliseconds, exactly like `uv_timer_start`: timers
+/// scheduled in one callback share a base, and may run earlier than "delay after the call" by
+/// the time the iteration has spent. Off the loop thread it counts from the call, like
+/// `loop.scheduler`, which never runs work before its delay since the call.
 ///
 /// Thread rule: safe from any thread.
 public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
-    // Immutable after init; the loop does its own synchronization.
+    // Sendable: immutable after init; the loop does its own synchronization.
     /// The loop whose timers this scheduler uses.
     public let loop: EventLoop
 
@@ -34,19 +24,9 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     public override var now: SchedulerInstant { SchedulerInstant.now }
 
-    /// The instant this scheduler's delays count from if it is called now.
-    ///
-    /// On the loop thread: libuv's loop time (`uv_now`, in whole milliseconds,
-    /// read when the current iteration began), so a timer scheduled now with
-    /// `schedule(after: d)` is due at `loopTime + d` (d rounded up to whole
-    /// milliseconds). Elsewhere: the monotonic clock now, since delays scheduled
-    /// off the loop thread count from the call. Both readings are on the
-    /// monotonic clock `SchedulerInstant.now` reads (libuv reads
-    /// `CLOCK_MONOTONIC` for its loop time where the coarse clock is coarser
-    /// than a millisecond, as on Linux with HZ below 1000; with a 1 ms coarse
-    /// clock the two may differ by up to a millisecond).
-    ///
-    /// - Returns: The base instant for delays scheduled now.
+    /// The instant delays scheduled now count from: libuv's loop time on the loop thread, the
+    /// monotonic clock now elsewhere (both on `SchedulerInstant`'s clock; libuv's may lag it by up
+    /// to a millisecond where its coarse clock is used).
     ///
     /// Thread rule: safe from any thread.
     public var loopTime: SchedulerInstant { SchedulerInstant(nanoseconds: loop.timerBase(fromLoopTime: true)) }
@@ -58,7 +38,6 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
 
     /// Runs `work` on the loop thread after what is already queued, like `EventLoop.schedule(_:)`.
     ///
-    /// - Parameter work: The work to run.
     /// - Returns: A disposable that cancels the work if it has not started, or nil after shutdown.
     ///
     /// Thread rule: safe from any thread.
@@ -69,13 +48,8 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
 
     /// Runs `work` once on the loop thread when `delay` has passed on the loop's clock.
     ///
-    /// On the loop thread the delay counts from the current iteration's loop
-    /// time and is rounded up to whole milliseconds; elsewhere it counts from
-    /// the call. A zero or negative delay queues the work like `schedule(_:)`.
+    /// A zero or negative delay queues the work like `schedule(_:)`.
     ///
-    /// - Parameters:
-    ///   - delay: How long to wait.
-    ///   - work: The work to run.
     /// - Returns: A disposable that cancels the timer, or nil after shutdown.
     ///
     /// Thread rule: safe from any thread.
@@ -84,13 +58,9 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
         loop.scheduleTimer(after: delay, fromLoopTime: true, work)
     }
 
-    /// Runs `work` after `delay` (counted as in `schedule(after:_:)`), then every `interval`, without drift.
+    /// Runs `work` after `delay` (counted as in `schedule(after:_:)`), then every `interval` (at
+    /// least 1 ms), without drift; `leeway` is ignored.
     ///
-    /// - Parameters:
-    ///   - delay: Time until the first run.
-    ///   - interval: Time between runs (at least 1 ms).
-    ///   - leeway: Ignored (libuv timers do not coalesce).
-    ///   - work: The work to run each tick.
     /// - Returns: A disposable that stops the timer, or nil after shutdown.
     ///
     /// Thread rule: safe from any thread.
@@ -106,9 +76,7 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
 }
 
 extension EventLoop {
-    /// This loop's timers counted from the loop's time (libuv's `uv_now`), like `uv_timer_start` and Node.
-    ///
-    /// See `LoopTimeScheduler` for when to prefer it over `scheduler`.
+    /// This loop's timers counted from the loop's time, like `uv_timer_start` and Node (see `LoopTimeScheduler`).
     ///
     /// Thread rule: safe from any thread.
     public var loopTimeScheduler: LoopTimeScheduler { LoopTimeScheduler(loop: self) }

@@ -1,14 +1,10 @@
 import Synchronization
 
 /// One piece of scheduled work on a loop's timer queue; the `Disposable` its scheduler returns.
-///
-/// Created on any thread by `EventLoop.schedule(after:...)`, then owned by the
-/// loop's queue until it fires or is cancelled. Disposing sets a flag at once
-/// (work that has not started never starts) and, on the loop thread, drops the
-/// closure so what it captured is freed.
+/// Disposing sets a flag at once (work not started never starts) and drops the closure on the loop thread.
 final class ScheduledTimer: LoopDisposable, @unchecked Sendable {
-    // `disposedFlag` is atomic; `work` and `deadline` are touched only on the loop thread once scheduled
-    // (they are written on the creating thread before the hand-off through the loop's queue).
+    // Sendable: `disposedFlag` is atomic; the rest is loop-thread-only once scheduled (written
+    // before the hand-off through the loop's queue).
     let loop: EventLoop
     let disposedFlag = Atomic<Bool>(false)
     var work: (@Sendable () -> Void)?
@@ -18,8 +14,7 @@ final class ScheduledTimer: LoopDisposable, @unchecked Sendable {
     let interval: UInt64
     /// Whether the loop's heap holds an entry for it (loop thread only).
     var inHeap = false
-    /// Run once, instead of `work`, if the loop shuts down while the timer is pending
-    /// (a timer signal tells its subscriber); cleared when the timer ends either way.
+    /// Run instead of `work` if the loop shuts down while the timer is pending; cleared when it ends.
     var onShutdown: (@Sendable () -> Void)?
     private let requestedDelay: Duration
 

@@ -1,10 +1,5 @@
-/// The loop's timers: a 4-ary min-heap ordered by (deadline, submission order), driven by one libuv timer.
-///
-/// One `uv_timer_t` armed for the earliest deadline serves every item, so an item is one small
-/// object and an entry in a contiguous array, with no handle or close callback of its own.
-/// Cancelled items stay in the heap until they surface or until more than half the heap is
-/// cancelled (then it is rebuilt).
-///
+/// The loop's timers: a 4-ary min-heap ordered by (deadline, submission order), driven by one
+/// libuv timer. Cancelled items stay until they surface or more than half the heap is cancelled.
 /// Thread rule: loop thread only.
 struct TimerQueue {
     private struct Entry {
@@ -19,7 +14,6 @@ struct TimerQueue {
 
     private var heap: [Entry] = []
     private var nextSequence: UInt64 = 0
-    /// Entries in the heap whose timer was cancelled.
     private(set) var cancelledCount = 0
 
     var isEmpty: Bool { heap.isEmpty }
@@ -50,7 +44,7 @@ struct TimerQueue {
         return timer
     }
 
-    /// Records that a timer in the heap was cancelled (its closure already dropped); rebuilds the heap when mostly dead.
+    /// Records that a timer in the heap was cancelled; rebuilds the heap when mostly dead.
     mutating func noteCancelled() {
         cancelledCount += 1
         if cancelledCount > 64 && cancelledCount * 2 > heap.count { removeCancelled() }

@@ -1,18 +1,13 @@
 extension Signal where Value == Void {
     /// Sends one `()` after `delay`, then completes.
     ///
-    /// Runs on the timers of `scheduler` (the subscription's home when nil):
-    /// on a loop, one entry in the loop's timer queue (no libuv handle of its
-    /// own; see Loop/Timers/EventLoop+Timers.swift); on a `TestScheduler`, its
-    /// virtual clock. The timer is scheduled when a subscriber arrives and
-    /// cancelled when the subscription ends or is disposed. A negative delay
-    /// counts as zero. If the timer's loop shuts down before it fires, the
-    /// signal fails with `EventLoopError.shutDown`.
+    /// The timer is scheduled when a subscriber arrives and cancelled when the subscription ends. A
+    /// negative delay counts as zero. If the timer's loop shuts down first, it fails with
+    /// `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - delay: How long to wait.
     ///   - scheduler: Where the timer runs; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public static func timer(after delay: Duration, on scheduler: Scheduler? = nil) -> Signal<Void> {
@@ -31,15 +26,12 @@ extension Signal where Value == Void {
 extension Signal where Value == Int {
     /// Sends the tick index 0, 1, 2, ... every `interval`, without drift, until disposed.
     ///
-    /// Tick N is due at subscription + (N+1)·interval (see
-    /// `Scheduler.schedule(after:repeatingEvery:leeway:_:)`). An interval
-    /// that is not positive ends the signal with a `UVError` (`EINVAL`); the
-    /// shutdown of the timer's loop ends it with `EventLoopError.shutDown`.
+    /// Tick N is due at subscription + (N+1)·interval. A non-positive interval fails with a
+    /// `UVError` (`EINVAL`); the timer's loop shutting down fails it with `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - interval: Time between ticks; must be positive.
     ///   - scheduler: Where the timer runs; nil for the subscription's home.
-    /// - Returns: The signal.
     ///
     /// Thread rule: safe from any thread.
     public static func interval(_ interval: Duration, on scheduler: Scheduler? = nil) -> Signal<Int> {
@@ -62,11 +54,8 @@ extension Signal where Value == Int {
     }
 }
 
-/// Schedules a timer signal's work on `scheduler`: once after `delay`, or then every `interval`.
-///
-/// On a loop (or its loop-time scheduler) the timer also carries the subscriber's
-/// shutdown notice: if the loop shuts down while the timer is pending, the
-/// subscriber gets `EventLoopError.shutDown` instead of waiting forever.
+/// Schedules a timer signal's work on `scheduler`; on a loop the timer also carries the
+/// subscriber's shutdown notice.
 private func scheduleTimer<Value>(
     on scheduler: Scheduler, after delay: Duration, every interval: Duration?, for subscriber: Subscriber<Value>,
     _ work: @escaping @Sendable () -> Void
@@ -90,17 +79,15 @@ private func scheduleTimer<Value>(
     return loop.scheduleTimer(after: delay, fromLoopTime: fromLoopTime, onShutdown: onShutdown, work)
 }
 
-/// A loop's scheduler returns nil only when it refused the work (it shut down):
-/// the subscriber gets that as an error instead of waiting forever. (Other
-/// schedulers, such as the immediate one, return nil after running the work.)
+/// A loop's scheduler returns nil only when it refused the work (shut down): the subscriber gets
+/// that as an error. Other schedulers (the immediate one) return nil after running the work.
 private func reportRefusal<Value>(by scheduler: Scheduler, to subscriber: Subscriber<Value>) {
     guard let loop = (scheduler as? EventLoop) ?? (scheduler as? LoopTimeScheduler)?.loop else { return }
     subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
 }
 
-/// Counts ticks of one interval subscription.
 private final class TickCounter: @unchecked Sendable {
-    // Only touched by the scheduler's work, which runs serially on one thread (the timer's loop).
+    // Sendable: touched only by the timer's work, which runs serially on the timer's loop.
     private var count = 0
     func next() -> Int {
         defer { count += 1 }
