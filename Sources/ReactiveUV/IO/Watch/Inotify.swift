@@ -62,7 +62,7 @@ final class InotifyHub: LoopHandle, @unchecked Sendable {  // loop thread only; 
     /// of the same inode in the instance replaces it (each owner filters what it needs).
     private static let watchMask = UInt32(bitPattern: IN_ATTRIB | IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF
         | IN_MOVE_SELF | IN_MOVED_FROM | IN_MOVED_TO)
-    private static let bufferSize = 16 * 1024
+    static let bufferSize = 16 * 1024
     /// Reads per poll callback: a flood of events must not keep the loop from its other work.
     private static let readsPerCallback = 64
 
