@@ -60,6 +60,25 @@ final class FileWatchMoveTests: XCTestCase {
         }
     }
 
+    /// A directory renamed over an empty one (which `rename(2)` allows): one `.moved`; the replaced directory's
+    /// watch is given up, the moved one's kept, and what is made in it is reported under the name.
+    func testADirectoryRenamedOverAnEmptyOneKeepsItsWatchUnderTheName() throws {
+        try makeDirectory("w/a")
+        try makeDirectory("w/b")
+        try write("1", to: "w/a/inside")
+        try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
+            let watch = try harness.record(FileWatch.changes(at: path("w"), recursive: true))
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 3, "w, a and b")
+            XCTAssertEqual(rename(path("w/a"), path("w/b")), 0)
+            XCTAssertEqual(try eventsBeforeSentinel(watch, "w").map(\.description), ["moved a -> b"])
+            try harness.wait(for: "the replaced directory's watch to go") { InotifyProbe.watchesOfThisProcess() - before == 2 }
+            let seen = watch.values.count
+            try write("2", to: "w/b/later")
+            XCTAssertEqual(try eventsBeforeSentinel(watch, "w", after: seen).first?.name, "b/later")
+        }
+    }
+
     /// A file moved out with nothing after it (its half waits for a read that never brings the other, then is
     /// reported alone), and a subdirectory moved out of a recursive watch: each a deletion, `.renamed` under the
     /// old name; the subdirectory is no longer watched.
