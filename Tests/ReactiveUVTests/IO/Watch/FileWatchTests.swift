@@ -32,7 +32,8 @@ final class FileWatchTests: XCTestCase {
             let beforeRename = watch.values.count
             try FileManager.default.moveItem(atPath: path("a.txt"), toPath: path("b.txt"))
             try waitFor(watch, .moved, "b.txt", after: beforeRename)
-            XCTAssertEqual(Array(watch.values.dropFirst(beforeRename)),
+            // The write's last `.changed` may come after `beforeRename` was counted.
+            XCTAssertEqual(watch.values.dropFirst(beforeRename).filter { $0.kind != .changed },
                            [FileEvent(kind: .moved, name: "b.txt", path: path("b.txt"), oldName: "a.txt", oldPath: path("a.txt"))])
 
             let beforeDelete = watch.values.count
