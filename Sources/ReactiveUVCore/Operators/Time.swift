@@ -128,6 +128,7 @@ extension Signal {
         return operatorSignal { downstream, subscription in
             let state = make(downstream, scheduler, subscription)
             let source = subscription.makeChild()
+            subscription.passFlowControl(from: source)
             self.attach(ClosureObserver(event: { event in
                 if event.isTerminating { subscription.endChild(source) }
                 state.receive(event)

@@ -124,6 +124,20 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         add(child)
         return child
     }
+
+    /// Makes this subscription's flow control the one `child`'s source registers, so a consumer can
+    /// still pause a source that an operator subscribed as a child. Home thread only.
+    func passFlowControl(from child: Subscription) {
+        deferFlowControl(to: ChildFlowControl(child))
+    }
+}
+
+/// The flow control of a child subscription's source, asked for on the parent (`passFlowControl(from:)`).
+private final class ChildFlowControl: FlowControlMaker {
+    // Immutable; the child is asked on the home thread only.
+    let child: Subscription
+    init(_ child: Subscription) { self.child = child }
+    func makeFlowControl(for subscription: Subscription) -> FlowControl? { child.flowControl }
 }
 
 /// A source that makes its `FlowControl` only when a consumer asks (see `Subscription.deferFlowControl(to:)`).

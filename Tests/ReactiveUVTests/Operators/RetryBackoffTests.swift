@@ -188,15 +188,7 @@ private final class AttemptSource: @unchecked Sendable {
                 return scripts[min(log.count - 1, scripts.count - 1)]
             }
             let pending = CompoundDisposable()
-            let target = UncheckedBox(subscriber)
-            for (offset, event) in script {
-                if offset == 0 {
-                    subscriber.send(event)
-                } else {
-                    let payload = UncheckedBox(event)
-                    pending.add(home.schedule(after: .milliseconds(offset)) { target.value.send(payload.value) })
-                }
-            }
+            sendScript(script, to: subscriber, on: home, pending: pending)
             return pending
         }
     }

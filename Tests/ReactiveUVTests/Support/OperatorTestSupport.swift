@@ -54,16 +54,23 @@ final class TestSource<Value>: @unchecked Sendable {
             log.withLock { $0.append("subscribed@\(home.now.nanoseconds / 1_000_000)") }
             let pending = CompoundDisposable()
             pending.add(ActionDisposable { log.withLock { $0.append("disposed@\(home.now.nanoseconds / 1_000_000)") } })
-            let target = UncheckedBox(subscriber)
-            for (offset, event) in events {
-                if offset == 0 {
-                    subscriber.send(event)
-                } else {
-                    let payload = UncheckedBox(event)
-                    pending.add(home.schedule(after: .milliseconds(offset)) { target.value.send(payload.value) })
-                }
-            }
+            sendScript(events, to: subscriber, on: home, pending: pending)
             return pending
+        }
+    }
+}
+
+/// Sends each `(milliseconds, event)` of `script` to `subscriber`: offset 0 at once, the others
+/// scheduled on `home`, their timers added to `pending`.
+func sendScript<Value>(_ script: [(Int, Event<Value>)], to subscriber: Subscriber<Value>, on home: Scheduler,
+                       pending: CompoundDisposable) {
+    let target = UncheckedBox(subscriber)
+    for (offset, event) in script {
+        if offset == 0 {
+            subscriber.send(event)
+        } else {
+            let payload = UncheckedBox(event)
+            pending.add(home.schedule(after: .milliseconds(offset)) { target.value.send(payload.value) })
         }
     }
 }

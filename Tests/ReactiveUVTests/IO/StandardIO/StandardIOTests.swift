@@ -149,38 +149,38 @@ final class StandardIOTests: XCTestCase {
     }
 
     /// A regular file is written at once, in order; closing the writer leaves the descriptor open.
-    func testWritingToARegularFile() throws {
+    /// Runs `body` with a descriptor open for writing on a new file; returns what the file holds after.
+    private func writingToAFile(_ body: (Int32, LoopHarness) throws -> Void) throws -> String {
         let path = NSTemporaryDirectory() + "stdio-out-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         defer {
             close(descriptor)
             unlink(path)
         }
-        checked { harness in
+        checked { harness in try body(descriptor, harness) }
+        XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0, "the descriptor stays open")
+        return try String(contentsOfFile: path, encoding: .utf8)
+    }
+
+    func testWritingToARegularFile() throws {
+        let written = try writingToAFile { descriptor, harness in
             let writer = StandardWriter(descriptor: descriptor, name: "test file", loop: harness.loop)
             XCTAssertTrue(try! harness.record(writer.write("one\n")).waitForTermination().isCompleted)
             XCTAssertTrue(try! harness.record(writer.write("two\n")).waitForTermination().isCompleted)
             XCTAssertTrue(try! harness.record(writer.close()).waitForTermination().isCompleted)
         }
-        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "one\ntwo\n")
-        XCTAssertGreaterThanOrEqual(fcntl(descriptor, F_GETFD), 0)
+        XCTAssertEqual(written, "one\ntwo\n")
     }
 
     /// `send(_:)` with text queues it as UTF-8 in call order with the other writes, with nothing to subscribe to.
     func testSendingTextWritesItInOrder() throws {
-        let path = NSTemporaryDirectory() + "stdio-send-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).txt"
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        defer {
-            close(descriptor)
-            unlink(path)
-        }
-        checked { harness in
+        let written = try writingToAFile { descriptor, harness in
             let writer = StandardWriter(descriptor: descriptor, name: "test file", loop: harness.loop)
             writer.send("héllo ")
             writer.send(Array("bytes ".utf8))
             writer.send("world\n")
             XCTAssertTrue(try! harness.record(writer.close()).waitForTermination().isCompleted)
         }
-        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "héllo bytes world\n")
+        XCTAssertEqual(written, "héllo bytes world\n")
     }
 }

@@ -8,19 +8,7 @@ import Glibc
 
 /// `FileWatch.followEvents`: where it starts, a file missing at the start, what it refuses, and what a
 /// dispose leaves behind (nothing).
-final class FileFollowStartTests: XCTestCase {
-    private var directory = ""
-    private var path: String { directory + "/app.log" }
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "reactiveuv-follow-start-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class FileFollowStartTests: FollowTestCase {
     /// `.beginning`, `.end`, `.offset(2)`, and an offset past the end (the file was truncated since: a
     /// `.truncated` notice, then from 0); each then gets the same append.
     func testEachStartPositionReadsFromItsPlace() throws {
@@ -136,29 +124,5 @@ final class FileFollowStartTests: XCTestCase {
         XCTAssertEqual(report.loopCloseResult, 0)
         XCTAssertEqual(recorder.current?.terminal?.error as? EventLoopError, .shutDown(loop: "follow-shutdown"))
         XCTAssertEqual(try descriptorsOpen(on: path), 0)
-    }
-
-    // MARK: - helpers
-
-    private func write(_ text: String) throws {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
-    private func append(_ text: String) throws {
-        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(text.utf8))
-    }
-
-    private func waitForLog(_ follow: EventRecorder<FileFollow.Event>, _ expected: [String],
-                            file: StaticString = #filePath, line: UInt = #line) throws {
-        try follow.wait(for: "the log \(expected)") { FollowLog.of($0) == expected || FollowLog.of($0).count > expected.count }
-        XCTAssertEqual(FollowLog.of(follow.events), expected, file: file, line: line)
-    }
-
-    private func checked(_ body: (LoopHarness) throws -> Void) throws {
-        let report = LoopHarness.run(body)
-        XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 }

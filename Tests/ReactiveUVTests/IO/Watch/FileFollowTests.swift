@@ -12,19 +12,7 @@ import Glibc
 /// Each test asserts the whole log of events in order (adjacent byte chunks joined, so a read's size
 /// does not matter). A change made inside `harness.onLoop` lands while the loop is held, so the
 /// follower sees all of it in one pass.
-final class FileFollowTests: XCTestCase {
-    private var directory = ""
-    private var path: String { directory + "/app.log" }
-
-    override func setUpWithError() throws {
-        directory = NSTemporaryDirectory() + "reactiveuv-follow-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
+final class FileFollowTests: FollowTestCase {
     /// Appends are sent in order, each byte once, from the end the file had at the start.
     func testAppendsAreSentInOrderFromTheEnd() throws {
         try write("before\n")
@@ -76,7 +64,7 @@ final class FileFollowTests: XCTestCase {
                 FileFollowSession.beforeLookingAtNameForTesting.withLock {
                     $0 = { _ in
                         guard armed.withLock({ let was = $0; $0 = false; return was }) else { return }
-                        try? FileFollowTests.append("late\n", to: rotated)
+                        try? Self.append("late\n", to: rotated)
                     }
                 }
             }
@@ -173,34 +161,6 @@ final class FileFollowTests: XCTestCase {
             XCTAssertEqual(lines.values.map { String(decoding: $0, as: UTF8.self) }, ["a", "b", "c", "d"])
             XCTAssertNil(lines.terminal)
         }
-    }
-
-    // MARK: - helpers
-
-    private func write(_ text: String, to file: String? = nil) throws {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: file ?? path))
-    }
-
-    private func append(_ text: String, to file: String? = nil) throws {
-        try FileFollowTests.append(text, to: file ?? path)
-    }
-
-    private static func append(_ text: String, to file: String) throws {
-        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: file))
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(text.utf8))
-    }
-
-    private func waitForLog(_ follow: EventRecorder<FileFollow.Event>, _ expected: [String],
-                            file: StaticString = #filePath, line: UInt = #line) throws {
-        try follow.wait(for: "the log \(expected)") { FollowLog.of($0) == expected || FollowLog.of($0).count > expected.count }
-        XCTAssertEqual(FollowLog.of(follow.events), expected, file: file, line: line)
-    }
-
-    private func checked(_ body: (LoopHarness) throws -> Void) throws {
-        let report = LoopHarness.run(body)
-        XCTAssertTrue(report.isClean, "\(report.problems)")
     }
 }
 
