@@ -1,5 +1,5 @@
 import Foundation
-import ReactiveUV
+@testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
@@ -176,6 +176,53 @@ final class ConnectionDrainTests: XCTestCase {
             XCTAssertTrue(try clientBytes.waitForTermination().isCompleted, "the client's connection read EOF: \(clientBytes.events)")
             try harness.onLoop {}
             XCTAssertEqual(clientHeard.events.count, 0, "a client's connection heard a drain: \(clientHeard.events)")
+        }
+    }
+
+    /// Bytes the kernel holds unread make a connection busy: closing it then would reset the
+    /// client. The drain leaves it open; once the handler reads the request, answers and marks
+    /// it idle, it closes, and the client reads the answer, then EOF.
+    func testBytesWaitingUnreadKeepAConnectionOpenUntilItsRequestIsAnswered() throws {
+        LoopHarness.run { harness in
+            let drain = Subject<TCPServer.DrainRequest>()
+            let (server, port) = try startServer(harness, drain: drain)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let heard = try harness.record(connection.draining, label: "draining")
+            try client.sendAll([1])
+            try harness.wait(for: "the request to wait unread on the server") {
+                (try? harness.onLoop { connection.io.unreadByteCount }) == 1
+            }
+
+            drain.sendNext(.graceful(timeout: .seconds(60), closingIdle: true))
+            XCTAssertTrue(try heard.waitForTermination().isCompleted, "\(heard.events)")
+            XCTAssertTrue(try harness.onLoop { connection.isOpen }, "a connection with a request unread was closed")
+            try answerRequests(connection, on: harness)
+            XCTAssertTrue(try client.receiveUntilEOF() == answer(1), "the answer, then EOF")
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
+        }
+    }
+
+    /// A write queued since the last `markIdle()` (a greeting sent on accept) makes a connection
+    /// busy: the drain leaves it open until the handler marks it idle; then the client reads the
+    /// greeting, then EOF.
+    func testAWriteQueuedSinceTheLastMarkKeepsAConnectionOpenUntilItIsMarkedIdle() throws {
+        LoopHarness.run { harness in
+            let drain = Subject<TCPServer.DrainRequest>()
+            let (server, port) = try startServer(harness, drain: drain)
+            let client = try BlockingClient(port: port)
+            defer { client.close() }
+            let connection = try waitForAccepted(server, 1)[0]
+            let heard = try harness.record(connection.draining, label: "draining")
+            try harness.onLoop { connection.send(answer(1)) }
+
+            drain.sendNext(.graceful(timeout: .seconds(60), closingIdle: true))
+            XCTAssertTrue(try heard.waitForTermination().isCompleted, "\(heard.events)")
+            XCTAssertTrue(try harness.onLoop { connection.isOpen }, "a connection that had just written was closed as idle")
+            connection.markIdle()  // from this thread: it hops to the loop
+            XCTAssertTrue(try client.receiveUntilEOF() == answer(1), "the greeting, then EOF")
+            XCTAssertTrue(try server.waitForTermination().isCompleted, "\(server.events)")
         }
     }
 

@@ -57,9 +57,10 @@ final class GroupConnectionDrainTests: XCTestCase {
         }
     }
 
-    /// A Unix-socket group (the first loop accepts and hands the clients out in turn): of four
-    /// clients, two per loop, the idle ones read EOF at the drain's start; the two in the middle
-    /// of a request get the rest of their answer, then EOF, and the server completes.
+    /// A Unix-socket group (the first loop accepts and hands the clients out in turn), four
+    /// clients, two per loop: a plain drain reaches every connection and closes none; a later
+    /// request closing idle ones closes the two idle clients (they read EOF); the two in the
+    /// middle of a request get the rest of their answer, then EOF, and the server completes.
     func testAUnixGroupClosesIdleClientsAtOnceAndTheOthersAfterTheirAnswer() throws {
         try withGroup { harness, group, directory in
             let path = directory + "/drain.sock"
@@ -81,15 +82,22 @@ final class GroupConnectionDrainTests: XCTestCase {
                 XCTAssertTrue(try client.receive(exactly: 1 << 16) == answer(1))
             }
 
+            drain.sendNext(.graceful(timeout: .seconds(60)))
+            try harness.wait(for: "every connection heard the drain") { heard.current.count == 4 }
+            XCTAssertEqual(Set(heard.current), Set(group.loops.map(\.name)), "heard on both loops")
+            // Each loop has told its connections and closed none: a turn of each after the telling.
+            for loop in group.loops { try loop.tryExecute { harness.loop.execute {} } }
+            try harness.onLoop {}
+            XCTAssertTrue(accepted(unix: server).allSatisfy(\.isOpen), "a plain drain closed a connection")
+
             drain.sendNext(.graceful(timeout: .seconds(60), closingIdle: true))
             for (index, client) in idle.enumerated() {
                 let end = client.receiveUntilEnd()
                 XCTAssertEqual(end.bytes, [], "idle client \(index) was sent nothing")
-                XCTAssertEqual(end.end, .endOfFile, "idle client \(index) was closed at the drain's start")
+                XCTAssertEqual(end.end, .endOfFile, "idle client \(index) was closed by the later request")
             }
-            try harness.wait(for: "every connection heard the drain") { heard.current.count == 4 }
-            XCTAssertEqual(Set(heard.current), Set(group.loops.map(\.name)), "heard on both loops")
             XCTAssertNil(server.terminal, "the server completed with requests in flight")
+            XCTAssertEqual(heard.current.count, 4, "a connection heard the drain twice")
 
             finish.sendNext(())
             for (index, client) in busy.enumerated() {
