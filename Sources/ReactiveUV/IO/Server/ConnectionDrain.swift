@@ -9,9 +9,10 @@ extension StreamConnection {
     /// closes the connection; under a drain that closes idle connections
     /// (`.graceful(timeout:closingIdle: true)`) calling `markIdle()` closes it. Subscribed
     /// during a drain, it sends at once. It completes with no value when the connection ends
-    /// before any drain. On a connection no server accepted (`TCP.connect`, a pipe) it never
-    /// sends and never completes, so `work.take(until: connection.draining)` runs as long as
-    /// it would without it. Every connection of a server on a group hears it on its own loop.
+    /// before any drain, or at once when subscribed after its end. On an open connection no
+    /// server accepted (`TCP.connect`, a pipe) it sends nothing and does not complete, so
+    /// `work.take(until: connection.draining)` runs as long as it would without it. Every
+    /// connection of a server on a group hears it on its own loop.
     ///
     /// Order: on the connection's loop the value comes before the drain closes the connection
     /// for being idle (a subscriber homed on another loop hears it after a hop, possibly after
