@@ -19,6 +19,7 @@ public enum EchoEvent: Sendable {
     /// A client was turned away at once because `options.maxConnections` clients were connected.
     case refused(peer: SocketAddress?, open: Int)
     /// A drain began: no new client is accepted; the `open` clients are still echoed until they leave (or the deadline).
+    /// With a drain that closes idle connections, the idle ones (everything they sent was echoed) are closed at once.
     case draining(open: Int)
 }
 
@@ -30,7 +31,9 @@ public enum EchoServer {
     ///
     /// Each client is served until it half-closes (its echo is flushed, then
     /// the connection closes), resets, or the subscription is disposed, which
-    /// closes every connection. Reading pauses while a client does not read
+    /// closes every connection. A client counts as idle (`StreamConnection.markIdle()`)
+    /// whenever everything it sent has been echoed and nothing more waits unread: a drain
+    /// asked with `closingIdle` closes it then, after its echo. Reading pauses while a client does not read
     /// its echo (see `TCPBufferLimits`), so a client that only sends cannot
     /// grow the server's memory. With `options.maxConnections`, clients beyond
     /// the limit are reset at once and reported as `.refused`. A bind error ends
@@ -240,6 +243,9 @@ private final class EchoSessions: Sendable {
             next: { chunk in
                 client.echoed += chunk.count
                 connection.send(chunk)
+                // Everything read is echoed (queued): a drain closing idle clients may close this one
+                // now, after the echo. Echo has no message boundary, so that is the only one there is.
+                connection.markIdle()
             },
             error: { error in
                 connection.close()

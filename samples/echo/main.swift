@@ -1,6 +1,7 @@
 // echo: a TCP (or Unix-socket) echo server. Prints when clients come and go. The first Ctrl-C
-// drains (no new clients; the connected ones are served until they leave, at most
-// --drain-timeout), the second forces; then it exits 0.
+// drains (no new clients; the idle ones, whose bytes were all echoed, are closed at once; the
+// others are served until they are idle or leave, at most --drain-timeout), the second forces;
+// then it exits 0.
 //
 //   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
 //   echo --unix /tmp/echo.sock [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
@@ -21,9 +22,10 @@ let usage = """
       --loops N             serve the clients on N loops, each on its own thread (default: one
                             per core); for TCP the kernel spreads the clients over them, for a
                             Unix socket the first loop accepts and hands them out in turn
-      --drain-timeout S     on the first Ctrl-C (or SIGTERM) stop accepting and wait up to S seconds
-                            (default 10) for the connected clients to leave, then reset the rest;
-                            a second Ctrl-C resets them at once
+      --drain-timeout S     on the first Ctrl-C (or SIGTERM) stop accepting, close the idle clients
+                            (all they sent was echoed) and wait up to S seconds (default 10) for
+                            the others to finish, then reset the rest; a second Ctrl-C resets them
+                            at once
       --verbose             print which loop serves each client
       --unix PATH           serve a Unix-domain socket at PATH instead (a socket file left
                             by an earlier run that nobody listens on is replaced; removed when
@@ -85,7 +87,7 @@ func main() -> Int32 {
             case .refused(let peer, let open):
                 printLine("client \(describe(peer)) refused: \(open) connections open, the limit")
             case .draining(let open):
-                printLine("echo: no longer accepting; waiting for \(open) connection(s) to close")
+                printLine("echo: no longer accepting; \(open) connection(s) open: closing the idle ones, waiting for the others")
             }
         },
         error: { error in
@@ -103,7 +105,7 @@ func main() -> Int32 {
         interruptionCount.value += 1
         if interruptionCount.value == 1 {
             printLine("interrupted by \(signalName(number)): draining \(clients.value) connection(s) for up to \(drainTimeout) (again to force)")
-            drainRequests.sendNext(.graceful(timeout: drainTimeout))
+            drainRequests.sendNext(.graceful(timeout: drainTimeout, closingIdle: true))
         } else {
             printLine("interrupted by \(signalName(number)) again: resetting \(clients.value) connection(s)")
             drainRequests.sendNext(.force)

@@ -4,8 +4,8 @@ import XCTest
 
 /// Runs the built `echo` executable as a user would.
 final class EchoSampleTests: XCTestCase {
-    /// Survives a resetting client, a silent one and a megabyte one; the first Ctrl-C drains
-    /// (the silent client keeps it waiting), the second resets the silent client and exits 0.
+    /// Survives a resetting client, a silent one and a megabyte one; the first Ctrl-C drains:
+    /// the silent client is idle, so it is closed at once (it reads EOF), and echo exits 0.
     func testServesEveryKindOfClientAndExitsZeroOnCtrlC() throws {
         let sample = try SampleProcess("echo", ["--port", "0"])
         defer { if sample.process.isRunning { sample.process.terminate() } }
@@ -38,68 +38,74 @@ final class EchoSampleTests: XCTestCase {
 
         sample.process.interrupt()  // SIGINT, as Ctrl-C sends
         sample.waitForOutput(containing: "interrupted by SIGINT: draining 1 connection(s)")
-        sample.process.interrupt()
+        XCTAssertEqual(silent.receiveUntilEnd().end, .endOfFile, "the silent client was closed as idle, not reset")
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
-        XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
-        XCTAssertEqual(silent.receiveUntilEnd().end, .reset, "the silent client's connection was reset")
+        XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
+        XCTAssertFalse(sample.standardOutput.contains("interrupted by SIGINT again"), sample.standardOutput)
         XCTAssertEqual(sample.standardError, "")
     }
 
-    /// The first Ctrl-C drains: the listening socket closes (a new client is refused), a
-    /// connected client still gets its echo and leaves; the second Ctrl-C resets the client
-    /// that stayed, and echo exits 0.
-    func testFirstCtrlCDrainsAndAConnectedClientStillGetsItsEchoSecondForces() throws {
+    /// The first Ctrl-C drains: the listening socket closes (a new client is refused), and the
+    /// idle clients (one echoed, one silent) read EOF at once, while a client that sends and
+    /// never reads its echo (the server holds its bytes) keeps echo running; the second Ctrl-C
+    /// resets that one, and echo exits 0.
+    func testFirstCtrlCClosesIdleClientsAtOnceAndTheSecondResetsAStalledOne() throws {
         let sample = try SampleProcess("echo", ["--port", "0", "--loops", "2", "--drain-timeout", "60"])
         defer { if sample.process.isRunning { sample.process.terminate() } }
         let port = try listeningPort(of: sample)
-        let working = try BlockingClient(port: port)
-        defer { working.close() }
-        let staying = try BlockingClient(port: port)
-        defer { staying.close() }
-        sample.waitForOutput(containing: "connected (2 open)")
+        let echoed = try BlockingClient(port: port)
+        defer { echoed.close() }
+        try echoed.sendAll(bytePattern(100, seed: 4))
+        XCTAssertEqual(try echoed.receive(exactly: 100), bytePattern(100, seed: 4))
+        let silent = try BlockingClient(port: port)
+        defer { silent.close() }
+        let stalled = try stalledClient(port: port)
+        defer { stalled.close() }
+        sample.waitForOutput(containing: "connected (3 open)")
 
         sample.process.interrupt()
-        sample.waitForOutput(containing: "interrupted by SIGINT: draining 2 connection(s) for up to 60.0 seconds (again to force)")
-        sample.waitForOutput(containing: "echo: no longer accepting; waiting for 2 connection(s) to close")
+        sample.waitForOutput(containing: "interrupted by SIGINT: draining 3 connection(s) for up to 60.0 seconds (again to force)")
+        // The count is the group's when its last loop stopped accepting: another loop may have closed its idle clients by then.
+        sample.waitForOutput(containing: "connection(s) open: closing the idle ones, waiting for the others")
+        for (name, client) in [("echoed", echoed), ("silent", silent)] {
+            let end = client.receiveUntilEnd()
+            XCTAssertEqual(end.bytes, [], "the \(name) client was sent nothing more")
+            XCTAssertEqual(end.end, .endOfFile, "the \(name) client was closed at the drain's start")
+        }
         XCTAssertThrowsError(try BlockingClient(port: port), "a client connected during the drain") { error in
             XCTAssertEqual((error as? BlockingClientError)?.errno, ECONNREFUSED, "\(error)")
         }
-        let payload = bytePattern(200_000, seed: 4)
-        let echoed = Locked<Result<[UInt8], any Error>?>(nil)
-        Thread {
-            let result = Result<[UInt8], any Error> { try working.receive(exactly: payload.count) }
-            echoed.withLock { $0 = result }
-        }.start()
-        try working.sendAll(payload)
-        waitUntil("the echo during the drain", timeout: .seconds(60)) { echoed.current != nil }
-        XCTAssertTrue(try echoed.current?.get() == payload, "the echo during the drain differs from what was sent")
-        working.shutdownWrite()
-        XCTAssertEqual(try working.receiveUntilEOF(), [])
-        sample.waitForOutput(containing: "left after 200000 bytes (1 open)")
-        XCTAssertTrue(sample.process.isRunning, "echo exited with a client still connected")
+        sample.waitForOutput(containing: "left after 100 bytes")
+        sample.waitForOutput(containing: "left after 0 bytes")
+        XCTAssertTrue(sample.process.isRunning, "echo exited with the stalled client still connected")
+        XCTAssertFalse(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
 
         sample.process.interrupt()
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
         XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
         XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
-        XCTAssertEqual(staying.receiveUntilEnd().end, .reset, "the client that stayed was reset")
+        XCTAssertTrue(stalled.receiveUntilEnd().end.endedByPeer, "the stalled client's connection ended")
         XCTAssertEqual(sample.standardError, "")
     }
 
-    /// With no second Ctrl-C, `--drain-timeout` resets a silent client at the deadline (not
-    /// before) and echo exits 0.
-    func testDrainTimeoutResetsASilentClientAndExitsZero() throws {
+    /// With no second Ctrl-C, `--drain-timeout` resets a stalled client at the deadline (echo
+    /// exits no sooner) while the idle one read EOF at the drain's start; echo exits 0.
+    func testDrainTimeoutResetsAStalledClientAndClosesAnIdleOneAtOnce() throws {
         let sample = try SampleProcess("echo", ["--port", "0", "--loops", "1", "--drain-timeout", "0.3"])
         defer { if sample.process.isRunning { sample.process.terminate() } }
         let port = try listeningPort(of: sample)
-        let silent = try BlockingClient(port: port)
-        defer { silent.close() }
-        sample.waitForOutput(containing: "connected (1 open)")
+        let idle = try BlockingClient(port: port)
+        defer { idle.close() }
+        let stalled = try stalledClient(port: port)
+        defer { stalled.close() }
+        sample.waitForOutput(containing: "connected (2 open)")
         let interrupted = ContinuousClock.now
         sample.process.interrupt()
-        XCTAssertEqual(silent.receiveUntilEnd().end, .reset, "the silent client was reset at the deadline")
-        XCTAssertGreaterThanOrEqual(ContinuousClock.now - interrupted, .milliseconds(300), "reset before the deadline")
+        XCTAssertEqual(idle.receiveUntilEnd().end, .endOfFile, "the idle client was closed, not reset")
+        // The stalled client is not read before echo exits: reading would let its echo flow.
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - interrupted, .milliseconds(300), "echo drained before the deadline")
+        XCTAssertTrue(stalled.receiveUntilEnd().end.endedByPeer, "the stalled client's connection ended")
         XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
         XCTAssertEqual(sample.standardError, "")
     }
@@ -124,13 +130,13 @@ final class EchoSampleTests: XCTestCase {
         sample.waitForOutput(containing: "connected (32 open)")
         XCTAssertTrue(sample.standardOutput.contains("served on loop echo-0"), sample.standardOutput)
         XCTAssertTrue(sample.standardOutput.contains("served on loop echo-1"), sample.standardOutput)
-        sample.process.interrupt()  // drains: the 32 clients stay connected
+        sample.process.interrupt()  // drains: the 32 clients are idle, so each is closed at once
         sample.waitForOutput(containing: "draining 32 connection(s)")
-        sample.process.interrupt()  // forces
-        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
         for (index, client) in clients.enumerated() {
-            XCTAssertTrue(client.receiveUntilEnd().end.endedByPeer, "client \(index) was closed at exit")
+            XCTAssertEqual(client.receiveUntilEnd().end, .endOfFile, "client \(index) was closed as idle")
         }
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
         XCTAssertEqual(sample.standardError, "")
     }
 
@@ -174,9 +180,9 @@ final class EchoSampleTests: XCTestCase {
 
     /// `echo --unix PATH --loops 2 --verbose` serves clients on both loops (the first accepts and
     /// hands them out in turn); the first Ctrl-C drains: the socket file goes (a new client gets
-    /// `ENOENT`), a connected client is still echoed and leaves; the second Ctrl-C closes the
-    /// client that stayed, and echo exits 0.
-    func testUnixSocketOnTwoLoopsDrainsOnFirstCtrlCAndForcesOnTheSecond() throws {
+    /// `ENOENT`), the four clients, idle once echoed, read EOF at once on both loops, and echo
+    /// exits 0 with no second Ctrl-C.
+    func testUnixSocketOnTwoLoopsClosesItsIdleClientsOnTheFirstCtrlC() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/echo.sock"
             let sample = try SampleProcess("echo", ["--unix", path, "--loops", "2", "--verbose", "--drain-timeout", "60"])
@@ -197,26 +203,17 @@ final class EchoSampleTests: XCTestCase {
 
             sample.process.interrupt()
             sample.waitForOutput(containing: "interrupted by SIGINT: draining 4 connection(s) for up to 60.0 seconds (again to force)")
-            sample.waitForOutput(containing: "echo: no longer accepting; waiting for 4 connection(s) to close")
-            XCTAssertNil(fileType(path), "the socket file is still there during the drain")
+            for (index, client) in clients.enumerated() {
+                let end = client.receiveUntilEnd()
+                XCTAssertEqual(end.bytes, [], "client \(index) was sent nothing more")
+                XCTAssertEqual(end.end, .endOfFile, "client \(index) was closed as idle")
+            }
             XCTAssertThrowsError(try UnixBlockingClient(path: path), "a client connected during the drain") { error in
                 XCTAssertEqual((error as? BlockingClientError)?.errno, ENOENT, "\(error)")
             }
-            for index in 0..<3 {
-                let payload = bytePattern(50_000, seed: 10 + index)
-                try clients[index].sendAll(payload)
-                XCTAssertTrue(try clients[index].receive(exactly: payload.count) == payload, "client \(index)'s echo during the drain")
-                clients[index].shutdownWrite()
-                XCTAssertEqual(try clients[index].receiveUntilEOF(), [])
-            }
-            sample.waitForOutput(containing: "bytes (1 open)")  // a leave line: "connected (1 open)" came first
-            XCTAssertTrue(sample.process.isRunning, "echo exited with a client still connected")
-
-            sample.process.interrupt()
             XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
-            XCTAssertTrue(sample.standardOutput.contains("interrupted by SIGINT again: resetting 1 connection(s)"), sample.standardOutput)
             XCTAssertTrue(sample.standardOutput.contains("echo: drained"), sample.standardOutput)
-            XCTAssertTrue(clients[3].receiveUntilEnd().end.endedByPeer, "the client that stayed was closed")
+            XCTAssertFalse(sample.standardOutput.contains("interrupted by SIGINT again"), sample.standardOutput)
             XCTAssertEqual(sample.standardError, "")
         }
     }
@@ -233,6 +230,35 @@ final class EchoSampleTests: XCTestCase {
             let sample = try SampleProcess("echo", arguments)
             XCTAssertEqual(sample.waitForExit(), 2, "\(arguments)")
             waitUntil("usage for \(arguments)") { sample.standardError.contains("usage: echo") }
+        }
+    }
+
+    /// A client that sends without reading its echo until the server no longer takes its bytes:
+    /// more than its small receive buffer and the server's largest send buffer hold, so from then
+    /// on the server keeps bytes of it unread or unsent, and it is never idle.
+    private func stalledClient(port: Int) throws -> BlockingClient {
+        var small: Int32 = 16 << 10
+        let client = try BlockingClient(port: port) { descriptor in
+            _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        }
+        // The kernel doubles the size asked for; the third field of tcp_wmem caps a send buffer's growth.
+        let sendBufferMaximum = try String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8)
+            .split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } ?? (64 << 20)
+        let bound = 2 * Int(small) + sendBufferMaximum
+        try client.setSendTimeout(.seconds(1))
+        let chunk = bytePattern(1 << 20, seed: 9)
+        var total = 0
+        var stalls = 0
+        while true {
+            let sent = client.send(chunk)
+            total += sent
+            if sent < chunk.count {
+                if total > bound { return client }
+                stalls += 1
+            }
+            if total > 1 << 30 || stalls == 60 {
+                throw TestFailure("\(total) bytes sent, \(stalls) s without progress: echo neither stalled past \(bound) bytes nor took them all")
+            }
         }
     }
 

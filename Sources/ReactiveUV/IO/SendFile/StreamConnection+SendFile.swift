@@ -47,6 +47,7 @@ extension StreamConnection {
             return outcome.signal
         }
         let start: @Sendable () -> Void = { [self] in
+            bits.busy = true
             let operation = FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
             FileSends.of(self).enqueue(operation)
         }

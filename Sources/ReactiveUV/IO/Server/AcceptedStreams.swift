@@ -45,7 +45,8 @@ final class ConnectionBudget: Sendable {
     }
 }
 
-/// The connections a listener keeps: their owner, the connection limit's count, and ending them all.
+/// The connections a listener keeps: their owner, the connection limit's count, telling them of a
+/// drain (ConnectionDrain.swift), and ending them all.
 ///
 /// Loop thread only; held (strongly) by its listener, and the accepted streams' owner.
 final class AcceptedStreams: StreamConnectionOwner {
@@ -63,6 +64,12 @@ final class AcceptedStreams: StreamConnectionOwner {
     private var onEmpty: (() -> Void)?
     /// The owner link every stream kept here shares (`StreamConnection.ownerLink`): one per listener.
     private lazy var link = StreamOwnerLink(self)
+    /// Whether a drain began: every connection kept here was told (`beginDraining`).
+    var isDraining = false
+    /// The `draining` subscribers of each open connection, until the drain tells them or the connection ends.
+    var drainWatchers: [ObjectIdentifier: [(id: Int, subscriber: Subscriber<Void>)]] = [:]
+    /// The next `draining` subscriber's id (for its disposal).
+    var nextDrainWatcherID = 0
 
     init(budget: ConnectionBudget) {
         self.budget = budget
@@ -88,6 +95,7 @@ final class AcceptedStreams: StreamConnectionOwner {
 
     func streamDidEnd(_ stream: StreamConnection, reason: StreamConnection.EndReason) {
         if streams.removeIfPresent(stream) { budget.give() }
+        if !drainWatchers.isEmpty { endDrainWatchers(of: stream) }
         if count == 0, let onEmpty {
             self.onEmpty = nil
             onEmpty()

@@ -13,8 +13,9 @@ extension GroupServer {
     private enum DrainStep {
         /// The first request: every share stops accepting and drains.
         case begin([Share])
-        /// `.force` during a drain: every share resets what is left.
-        case force([Share])
+        /// `.force` during a drain: every share resets what is left; or a graceful request that closes
+        /// idle connections: every share closes its idle ones.
+        case again([Share])
         /// A request before anything was bound: what was there is stopped, `.draining(open: 0)` is
         /// sent, and the server completes.
         case endBeforeServing(State)
@@ -39,9 +40,11 @@ extension GroupServer {
                 state = .draining(shares: shares, pending: Set(shares.map(ObjectIdentifier.init)).subtracting(shutDown))
                 return .begin(shares)
             case .draining(let shares, _):
-                // A later graceful request changes nothing (each share would ignore it too).
-                if case .force = request { return .force(shares) }
-                return .nothing
+                // A later graceful request changes nothing (each share would ignore it too), unless it closes idle connections.
+                switch request {
+                case .force, .graceful(_, closingIdle: true): return .again(shares)
+                case .graceful: return .nothing
+                }
             case .starting:
                 // Nothing bound yet (a host still resolving): the drain is over at once.
                 let previous = state
@@ -53,7 +56,7 @@ extension GroupServer {
         }
         switch step {
         case .begin(let shares): distribute(request, to: shares, announcing: true)
-        case .force(let shares): distribute(request, to: shares, announcing: false)
+        case .again(let shares): distribute(request, to: shares, announcing: false)
         case .endBeforeServing(let previous):
             stop(previous)
             // A drain began, as on one loop, with nothing to wait for: said, as every drain says it.

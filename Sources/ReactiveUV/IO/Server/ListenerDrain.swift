@@ -31,10 +31,13 @@ extension Listener {
 
     /// Handles one drain request.
     ///
-    /// `.graceful(timeout:)` (the first request only): stops accepting at once (the socket closes),
-    /// calls `announce` with the connections still open, then `done` once the last of them closed,
-    /// or once `timeout` passed and the rest were reset. `.force`: the same with no wait (the rest
-    /// are reset now), also during a graceful drain. A request after the drain finished does nothing.
+    /// `.graceful(timeout:closingIdle:)` (the first request only): stops accepting at once (the
+    /// socket closes), calls `announce` with the connections still open, tells each of them
+    /// (`StreamConnection.draining`), closes the idle ones when `closingIdle` is set, then calls
+    /// `done` once the last of them closed, or once `timeout` passed and the rest were reset.
+    /// `.force`: the same with no wait (the rest are reset now), also during a graceful drain. A
+    /// later graceful request with `closingIdle` closes the idle connections then. A request after
+    /// the drain finished does nothing.
     ///
     /// Loop thread only.
     func drain(_ request: TCPServer.DrainRequest, announce: ((Int) -> Void)?, done: @escaping () -> Void) {
@@ -43,21 +46,31 @@ extension Listener {
         case .drained:
             return
         case .draining:
-            if case .force = request { forceDrain() }
+            switch request {
+            case .force: forceDrain()
+            case .graceful(_, let closingIdle): if closingIdle { accepted.beginDraining(closingIdle: true) }
+            }
             return
         case .serving:
             break
         }
         let timeout: Duration
+        let closingIdle: Bool
         switch request {
-        case .graceful(let wait): timeout = max(wait, .zero)
-        case .force: timeout = .zero
+        case .graceful(let wait, let closesIdle):
+            timeout = max(wait, .zero)
+            closingIdle = closesIdle
+        case .force:
+            timeout = .zero
+            closingIdle = false
         }
         socket.close()
         announce?(accepted.count)
         let deadline = timeout > .zero ? loop.schedule(after: timeout) { [weak self] in self?.forceDrain() } : nil
         drainState = .draining(deadline: deadline, done: done)
         accepted.whenEmpty { [weak self] in self?.finishDrain() }
+        // Told before a reset, so a handler learns why its connection goes.
+        accepted.beginDraining(closingIdle: closingIdle && timeout > .zero)
         if timeout == .zero { forceDrain() }
     }
 

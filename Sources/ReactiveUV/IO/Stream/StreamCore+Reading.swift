@@ -209,6 +209,7 @@ extension StreamConnection {
     func didRead(_ count: Int, at base: UnsafeMutableRawPointer?) {
         if count > 0 {
             noteActivityIfTracked()
+            bits.busy = true
             let wasBulk = bits.bulkReads != .off
             bits.bulkReads = bits.bulkReads.after(reading: count, limit: readChunkLimit)
             // A bulk read's array is handed over when the read filled a quarter of it at least, so a

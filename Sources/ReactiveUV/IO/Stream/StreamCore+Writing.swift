@@ -38,6 +38,7 @@ extension StreamConnection {
             completion?(nil)
             return
         }
+        bits.busy = true
         // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
         if let fileSends, fileSends.isHolding {
             return fileSends.hold(bytes, completion: completion)

@@ -1,6 +1,6 @@
-/// A stream's small states in sixteen bits: nine flags, where its reading stands and whether reads
+/// A stream's small states in sixteen bits: eleven flags, where its reading stands and whether reads
 /// go into bulk arrays. Packed, so an idle server's connections (one per client) stay in a smaller
-/// malloc block than eleven one-byte fields would take.
+/// malloc block than thirteen one-byte fields would take.
 ///
 /// Thread rule: loop thread only (a field of its stream).
 struct StreamStateBits {
@@ -25,6 +25,8 @@ struct StreamStateBits {
     private static let inputShift: UInt16 = 8
     private static let bulkReadsShift: UInt16 = 10
     private static let batchesSendsBit: UInt16 = 1 << 12
+    private static let busyBit: UInt16 = 1 << 13
+    private static let closesWhenIdleBit: UInt16 = 1 << 14
     private static let twoBits: UInt16 = 0b11
 
     private func flag(_ bit: UInt16) -> Bool { raw & bit != 0 }
@@ -53,6 +55,12 @@ struct StreamStateBits {
     var closesWhenFlushed: Bool { get { flag(Self.closesWhenFlushedBit) } set { set(Self.closesWhenFlushedBit, newValue) } }
     /// The peer's EOF was read.
     var peerEnded: Bool { get { flag(Self.peerEndedBit) } set { set(Self.peerEndedBit, newValue) } }
+
+    /// A byte was read or a write queued since the handler last called `markIdle()` (clear when
+    /// accepted): a drain that closes idle connections leaves it open (ConnectionDrain.swift).
+    var busy: Bool { get { flag(Self.busyBit) } set { set(Self.busyBit, newValue) } }
+    /// A drain that closes idle connections has reached this one: `markIdle()` closes it.
+    var closesWhenIdle: Bool { get { flag(Self.closesWhenIdleBit) } set { set(Self.closesWhenIdleBit, newValue) } }
 
     /// Where reading stands (two bits: every value is a case).
     var input: Input {

@@ -13,22 +13,29 @@ public enum TCPServer {
         /// A client was turned away (reset at once) because `options.maxConnections` were open.
         case refused(peer: SocketAddress?, open: Int)
         /// A drain began (see `DrainRequest`): the server accepts no more clients, and waits
-        /// for these `open` connections to close. Sent once; finish each connection's current
-        /// work and `close()` it. When the last one has closed (or the drain's deadline
-        /// reset the rest) the signal completes.
+        /// for these `open` connections to close. Sent once; each connection hears it too
+        /// (`StreamConnection.draining`): finish its current work and `close()` it (or
+        /// `markIdle()` it, when the drain closes idle connections). When the last one has
+        /// closed (or the drain's deadline reset the rest) the signal completes.
         case draining(open: Int)
     }
 
     /// What a server's `drain` signal asks: to quiesce gracefully, or to stop now.
     ///
     /// The server follows its drain signal from the moment it is subscribed:
-    /// - `.graceful(timeout:)` (the first one counts; later ones are ignored): the listening
-    ///   sockets close at once, on every loop of a group (a client connecting from then on is
-    ///   refused with `ECONNREFUSED`; one queued in the kernel and not yet accepted is reset),
-    ///   `serve` sends `.draining(open:)`, and the connections already accepted carry on
-    ///   untouched. When the last one has closed the server signal completes; at `timeout`
-    ///   the ones still open are reset (their `bytes` complete; RST to the peer) and the
-    ///   signal completes.
+    /// - `.graceful(timeout:closingIdle:)` (the first one counts): the listening sockets close
+    ///   at once, on every loop of a group (a client connecting from then on is refused with
+    ///   `ECONNREFUSED`; one queued in the kernel and not yet accepted is reset), `serve` sends
+    ///   `.draining(open:)`, and each connection already accepted hears it on its own loop
+    ///   (`StreamConnection.draining`). With `closingIdle` (NIO's quiesce of an HTTP server,
+    ///   Node's `closeIdleConnections()`), the idle connections (see
+    ///   `StreamConnection.markIdle()`) close at once, gracefully: the peer reads what was
+    ///   queued, then EOF; each other one closes as soon as its handler marks it idle, so a
+    ///   request in flight finishes first. Without it, the connections carry on untouched. When
+    ///   the last one has closed the server signal completes; at `timeout` the ones still open
+    ///   (and only those) are reset (their `bytes` complete; RST to the peer) and the signal
+    ///   completes. A later graceful request is ignored, except that one with `closingIdle`
+    ///   closes the idle connections then (its timeout is ignored: the first deadline holds).
     /// - `.force`: the same, resetting the open connections now (also during a graceful drain:
     ///   the second Ctrl-C).
     ///
@@ -39,9 +46,10 @@ public enum TCPServer {
     ///
     /// Thread rule: a value type; safe from any thread.
     public enum DrainRequest: Sendable, Hashable {
-        /// Stop accepting, tell the application, wait up to `timeout` for the connections to close, then reset the rest.
+        /// Stop accepting, tell the application and each connection, close the idle connections when
+        /// `closingIdle` is set, wait up to `timeout` for the others to close, then reset the rest.
         /// A zero or negative `timeout` waits for nothing: the same as `.force`.
-        case graceful(timeout: Duration)
+        case graceful(timeout: Duration, closingIdle: Bool = false)
         /// Stop accepting and reset every open connection now.
         case force
     }

@@ -230,6 +230,7 @@ extension StreamConnection {
                                context: context))
             return
         }
+        bits.busy = true
         guard passed !== self else {
             completion(UVError(code: UVError.invalidArgumentCode,
                                message: "an IPC connection cannot pass itself", context: context))

@@ -28,17 +28,22 @@ public enum UnixSocket {
         case refused(open: Int)
         /// A drain began (see `DrainRequest`): the socket is closed and its file removed, so no
         /// client is accepted any more, and the server waits for these `open` connections to
-        /// close. Sent once; finish each connection's current work and `close()` it. When the
-        /// last one has closed (or the drain's deadline closed the rest) the signal completes.
+        /// close. Sent once; each connection hears it too (`StreamConnection.draining`): finish
+        /// its current work and `close()` it (or `markIdle()` it, when the drain closes idle
+        /// connections). When the last one has closed (or the drain's deadline closed the rest)
+        /// the signal completes.
         case draining(open: Int)
     }
 
     /// What a server's `drain` signal asks: to quiesce gracefully, or to stop now (the same type as `TCPServer.DrainRequest`).
     ///
-    /// `.graceful(timeout:)` (the first one counts): the listening socket closes at once and
-    /// its file is removed (a client connecting from then on gets `ENOENT`, or `ECONNREFUSED`
-    /// on an abstract name; a new server may bind the path while this one drains), `serve`
-    /// sends `.draining(open:)`, and the connections already accepted carry on untouched. When
+    /// `.graceful(timeout:closingIdle:)` (the first one counts): the listening socket closes at
+    /// once and its file is removed (a client connecting from then on gets `ENOENT`, or
+    /// `ECONNREFUSED` on an abstract name; a new server may bind the path while this one
+    /// drains), `serve` sends `.draining(open:)`, and each connection already accepted hears it
+    /// (`StreamConnection.draining`). With `closingIdle` the idle ones close at once, gracefully
+    /// (the peer reads what was queued, then EOF), and each other one as soon as its handler
+    /// marks it idle (`StreamConnection.markIdle()`); without it they carry on untouched. When
     /// the last one has closed the server signal completes; at `timeout` the ones still open
     /// are closed at once, their unsent data dropped (Unix sockets have no RST: the peer reads
     /// EOF, or `ECONNRESET` if it had sent bytes nobody read), and the signal completes.
