@@ -15,7 +15,8 @@ import Musl
 /// exit(Program.run(server, shuttingDown: group))
 /// ```
 ///
-/// The main thread is no loop's here; with a top-level `await`, `await Program.run(...)` suspends instead.
+/// The main thread is no loop's here. With a top-level `await`, `await Program.wait(for:shuttingDown:)` suspends
+/// instead (a distinct name: top-level code would pick a blocking overload of the same name).
 ///
 /// Thread rule: see each member.
 public enum Program {
@@ -26,11 +27,12 @@ public enum Program {
     ///
     /// - Parameters:
     ///   - timeout: How long a graceful drain waits for connections to close before resetting them.
+    ///   - closingIdle: Whether the drain closes idle connections at once (see `StreamConnection.markIdle()`).
     ///   - signals: The signals that ask for the drain; nil for SIGTERM and SIGINT. An empty list fails with `EINVAL`.
     ///   - loop: The loop that catches the signals; nil for the subscription's home.
     ///
     /// Thread rule: safe from any thread.
-    public static func drainOnTermination(timeout: Duration = .seconds(10), signals: [Int32]? = nil,
+    public static func drainOnTermination(timeout: Duration = .seconds(10), closingIdle: Bool = false, signals: [Int32]? = nil,
                                           on loop: EventLoop? = nil) -> Signal<TCPServer.DrainRequest> {
         let signals = signals ?? [SIGTERM, SIGINT]
         guard !signals.isEmpty else {
@@ -39,7 +41,7 @@ public enum Program {
         return Signal<Int32>.unixSignals(signals, on: loop)
             .scan(0) { count, _ in count + 1 }
             .take(2)
-            .map { $0 == 1 ? .graceful(timeout: timeout) : .force }
+            .map { $0 == 1 ? .graceful(timeout: timeout, closingIdle: closingIdle) : .force }
     }
 
     /// Blocks the calling thread until `work` ends, shuts `groups` down, and returns the exit status:
@@ -65,14 +67,15 @@ public enum Program {
         return status
     }
 
-    /// `run(_:shuttingDown:)` for a `main.swift` with a top-level `await`: suspends instead of blocking.
+    /// `run(_:shuttingDown:)` for async code (a `main.swift` with a top-level `await`): suspends until
+    /// `work` ends instead of blocking, then shuts `groups` down.
     ///
     /// - Returns: The exit status: 0 completed, 1 failed (written to standard error), 70 on a loop's thread.
     ///
     /// Thread rule: safe from any task except one running on a loop (its loop would wait for itself).
-    public static func run<Value>(_ work: Signal<Value>, shuttingDown groups: EventLoopGroup...) async -> Int32 {
+    public static func wait<Value>(for work: Signal<Value>, shuttingDown groups: EventLoopGroup...) async -> Int32 {
         if let loop = EventLoop.current {
-            reportMisuse("Program.run was awaited on EventLoop '\(loop.name)''s thread, which would wait for itself: await it from main.swift")
+            reportMisuse("Program.wait(for:) was awaited on EventLoop '\(loop.name)''s thread, which would wait for itself: await it from main.swift")
             return 70
         }
         var status: Int32 = 0

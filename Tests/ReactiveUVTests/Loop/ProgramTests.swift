@@ -34,11 +34,11 @@ final class ProgramTests: XCTestCase {
     func testTheAsyncFormReturnsTheStatusAndShutsTheGroupDown() async {
         let group = EventLoopGroup(loopCount: 1, name: "program-async")
         let work = Signal<Void>.timer(after: .milliseconds(5), on: group.loops[0]).map { _ in 1 }
-        let status = await Program.run(work, shuttingDown: group)
+        let status = await Program.wait(for: work, shuttingDown: group)
         XCTAssertEqual(status, 0)
         XCTAssertTrue(group.loops[0].isShutDown)
         let failing = EventLoopGroup(loopCount: 1, name: "program-async-fail")
-        let failed = await Program.run(Signal<Void>.error(UVError(code: UVError.invalidArgumentCode, context: "the test's work")), shuttingDown: failing)
+        let failed = await Program.wait(for: Signal<Void>.error(UVError(code: UVError.invalidArgumentCode, context: "the test's work")), shuttingDown: failing)
         XCTAssertEqual(failed, 1)
     }
 

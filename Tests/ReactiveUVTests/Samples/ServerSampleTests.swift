@@ -38,6 +38,21 @@ final class ServerSampleTests: XCTestCase {
         XCTAssertTrue(staying.receiveUntilEnd().end.endedByPeer, "the client that stayed was closed at exit")
     }
 
+    /// The same program with a top-level `await` (`Program.wait(for:shuttingDown:)`) serves and exits 0.
+    func testTheTopLevelAwaitFormServesAndExitsZeroOnSIGTERM() throws {
+        let sample = try SampleProcess("server-await", ["0"])
+        defer { if sample.process.isRunning { sample.process.terminate() } }
+        let client = try BlockingClient(port: listeningPort(of: sample))
+        defer { client.close() }
+        try client.sendAll(Array("await\n".utf8))
+        XCTAssertEqual(try client.receive(exactly: 6), Array("await\n".utf8))
+        client.shutdownWrite()
+        XCTAssertEqual(try client.receiveUntilEOF(), [], "the server closes after the client's EOF")
+        kill(sample.process.processIdentifier, SIGTERM)
+        XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
+        XCTAssertEqual(sample.standardError, "")
+    }
+
     func testAPortInUsePrintsTheErrorAndExitsOne() throws {
         let first = try SampleProcess("server", ["0"])
         defer { if first.process.isRunning { first.process.terminate() } }
