@@ -68,11 +68,7 @@ extension Signal {
                                    subscription: subscription, interval: interval, limit: count)
             // The open window's values go with the subscription, not when a cancelled timer is dropped.
             state.releaseAtTeardown()
-            let source = subscription.makeChild()
-            self.attach(ClosureObserver(event: { event in
-                if event.isTerminating { subscription.endChild(source) }
-                state.receive(event)
-            }), to: source)
+            self.attachAsChild(of: subscription) { state.receive($0) }
         }
     }
 }

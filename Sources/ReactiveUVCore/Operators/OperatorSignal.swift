@@ -105,6 +105,18 @@ extension Subscription {
 }
 
 extension Signal {
+    /// Subscribes this signal as a child of `subscription`: its terminal event ends only the child, so
+    /// what the operator still holds (a pending value, an event hopping to another scheduler) outlives
+    /// the source's end. A consumer's flow control reaches the source. Home thread only.
+    func attachAsChild(of subscription: Subscription, _ receive: @escaping (Event<Value>) -> Void) {
+        let source = subscription.makeChild()
+        subscription.passFlowControl(from: source)
+        attach(ClosureObserver(event: { event in
+            if event.isTerminating { subscription.endChild(source) }
+            receive(event)
+        }), to: source)
+    }
+
     /// A signal whose subscribers run `body` (for operators with several inputs or their own timers).
     func operatorSignal<U>(
         _ body: @escaping @Sendable (_ downstream: @escaping (Event<U>) -> Void, _ subscription: Subscription) -> Void

@@ -29,11 +29,7 @@ extension Signal {
         return operatorSignal { downstream, subscription in
             let state = RateLimitState(downstream, scheduler: scheduler ?? subscription.home,
                                        subscription: subscription, interval: interval, keepsLatest: latest)
-            let source = subscription.makeChild()
-            self.attach(ClosureObserver(event: { event in
-                if event.isTerminating { subscription.endChild(source) }
-                state.receive(event)
-            }), to: source)
+            self.attachAsChild(of: subscription) { state.receive($0) }
         }.debugNamed("[\(name)] -throttle: \(interval) latest: \(latest)")
     }
 }

@@ -62,11 +62,7 @@ extension Signal {
         operatorSignal { downstream, subscription in
             let state = DelayState(downstream, scheduler: scheduler ?? subscription.home,
                                    subscription: subscription, interval: interval)
-            let source = subscription.makeChild()
-            self.attach(ClosureObserver(event: { event in
-                if event.isTerminating { subscription.endChild(source) }
-                state.receive(event)
-            }), to: source)
+            self.attachAsChild(of: subscription) { state.receive($0) }
         }.debugNamed("[\(name)] -delay: \(interval)")
     }
 
@@ -127,12 +123,7 @@ extension Signal {
         }
         return operatorSignal { downstream, subscription in
             let state = make(downstream, scheduler, subscription)
-            let source = subscription.makeChild()
-            subscription.passFlowControl(from: source)
-            self.attach(ClosureObserver(event: { event in
-                if event.isTerminating { subscription.endChild(source) }
-                state.receive(event)
-            }), to: source)
+            self.attachAsChild(of: subscription) { state.receive($0) }
         }
     }
 }
