@@ -53,12 +53,8 @@ final class ConnectionDrainTests: XCTestCase {
     /// client reads the whole answer, then EOF, and the server completes.
     func testARequestInFlightFinishesThenItsConnectionCloses() throws {
         LoopHarness.run { harness in
-            let drain = Subject<TCPServer.DrainRequest>()
-            let (server, port) = try startServer(harness, drain: drain)
-            let client = try BlockingClient(port: port)
+            let (drain, server, client, connection, heard) = try oneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            let heard = try harness.record(connection.draining, label: "draining")
             let finish = Subject<Void>()
             try harness.onLoop {
                 _ = connection.bytes.subscribeNext { _ in
@@ -184,12 +180,8 @@ final class ConnectionDrainTests: XCTestCase {
     /// it idle, it closes, and the client reads the answer, then EOF.
     func testBytesWaitingUnreadKeepAConnectionOpenUntilItsRequestIsAnswered() throws {
         LoopHarness.run { harness in
-            let drain = Subject<TCPServer.DrainRequest>()
-            let (server, port) = try startServer(harness, drain: drain)
-            let client = try BlockingClient(port: port)
+            let (drain, server, client, connection, heard) = try oneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            let heard = try harness.record(connection.draining, label: "draining")
             try client.sendAll([1])
             try harness.wait(for: "the request to wait unread on the server") {
                 (try? harness.onLoop { connection.io.unreadByteCount }) == 1
@@ -209,12 +201,8 @@ final class ConnectionDrainTests: XCTestCase {
     /// greeting, then EOF.
     func testAWriteQueuedSinceTheLastMarkKeepsAConnectionOpenUntilItIsMarkedIdle() throws {
         LoopHarness.run { harness in
-            let drain = Subject<TCPServer.DrainRequest>()
-            let (server, port) = try startServer(harness, drain: drain)
-            let client = try BlockingClient(port: port)
+            let (drain, server, client, connection, heard) = try oneClient(harness)
             defer { client.close() }
-            let connection = try waitForAccepted(server, 1)[0]
-            let heard = try harness.record(connection.draining, label: "draining")
             try harness.onLoop { connection.send(answer(1)) }
 
             drain.sendNext(.graceful(timeout: .seconds(60), closingIdle: true))
@@ -234,6 +222,17 @@ final class ConnectionDrainTests: XCTestCase {
             throw TestFailure("no accepted connection from port \(client.localPort)")
         }
         return found
+    }
+
+    /// A server with one client: its drain requests, the server's events, the client, its connection
+    /// and what the connection hears of the drain.
+    private func oneClient(_ harness: LoopHarness) throws -> (Subject<TCPServer.DrainRequest>, EventRecorder<TCPServer.Event>,
+                                                               BlockingClient, TCPConnection, EventRecorder<Void>) {
+        let drain = Subject<TCPServer.DrainRequest>()
+        let (server, port) = try startServer(harness, drain: drain)
+        let client = try BlockingClient(port: port)
+        let connection = try waitForAccepted(server, 1)[0]
+        return (drain, server, client, connection, try harness.record(connection.draining, label: "draining"))
     }
 
     private func startServer(_ harness: LoopHarness, drain: Signal<TCPServer.DrainRequest>) throws -> (EventRecorder<TCPServer.Event>, Int) {

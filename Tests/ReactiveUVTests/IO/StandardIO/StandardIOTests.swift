@@ -73,32 +73,36 @@ final class StandardIOTests: XCTestCase {
 
     /// Input from a regular file whose consumer paused it (no read in flight) ends with
     /// `EventLoopError.shutDown` when the loop shuts down, and the duplicate descriptor is closed.
-    func testPausedInputFromAFileEndsWithShutDownWhenTheLoopShutsDown() async throws {
+    /// Runs `body` with a descriptor open for reading on a new 4 MiB file and the file's path.
+    private func readingAFile(_ body: (Int32, String) async throws -> Void) async throws {
         let path = NSTemporaryDirectory() + "stdio-paused-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).bin"
         try Data(bytePattern(4 << 20, seed: 3)).write(to: URL(fileURLWithPath: path))
         defer { unlink(path) }
         let descriptor = open(path, O_RDONLY)
         defer { close(descriptor) }
-        let loop = EventLoop(name: "paused-input")
-        try await assertAPausedReaderEndsWithShutDown(StandardIO.input(descriptor: descriptor, name: "test file", on: loop), on: loop)
-        XCTAssertEqual(try descriptorsOpen(on: path), 1, "only the test's own descriptor is left open on the file")
+        try await body(descriptor, path)
+    }
+
+    func testPausedInputFromAFileEndsWithShutDownWhenTheLoopShutsDown() async throws {
+        try await readingAFile { descriptor, path in
+            let loop = EventLoop(name: "paused-input")
+            try await assertAPausedReaderEndsWithShutDown(StandardIO.input(descriptor: descriptor, name: "test file", on: loop), on: loop)
+            XCTAssertEqual(try descriptorsOpen(on: path), 1, "only the test's own descriptor is left open on the file")
+        }
     }
 
     /// The same through operators that subscribe their source as a child (`delay`, `throttle(_:latest:)`):
     /// the consumer's pause still reaches the file reader, so nothing piles up unasked.
     func testAPauseReachesTheSourceThroughDelayAndThrottle() async throws {
-        let path = NSTemporaryDirectory() + "stdio-paused-ops-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).bin"
-        try Data(bytePattern(4 << 20, seed: 5)).write(to: URL(fileURLWithPath: path))
-        defer { unlink(path) }
-        let descriptor = open(path, O_RDONLY)
-        defer { close(descriptor) }
-        let delayed = EventLoop(name: "paused-delay")
-        let input = StandardIO.input(descriptor: descriptor, name: "test file", on: delayed)
-        try await assertAPausedReaderEndsWithShutDown(input.delay(.milliseconds(1), on: delayed), on: delayed)
-        let throttled = EventLoop(name: "paused-throttle")
-        _ = lseek(descriptor, 0, SEEK_SET)
-        let again = StandardIO.input(descriptor: descriptor, name: "test file", on: throttled)
-        try await assertAPausedReaderEndsWithShutDown(again.throttle(.milliseconds(1), latest: true, on: throttled), on: throttled)
+        try await readingAFile { descriptor, _ in
+            let delayed = EventLoop(name: "paused-delay")
+            let input = StandardIO.input(descriptor: descriptor, name: "test file", on: delayed)
+            try await assertAPausedReaderEndsWithShutDown(input.delay(.milliseconds(1), on: delayed), on: delayed)
+            let throttled = EventLoop(name: "paused-throttle")
+            _ = lseek(descriptor, 0, SEEK_SET)
+            let again = StandardIO.input(descriptor: descriptor, name: "test file", on: throttled)
+            try await assertAPausedReaderEndsWithShutDown(again.throttle(.milliseconds(1), latest: true, on: throttled), on: throttled)
+        }
     }
 
     /// A directory on the descriptor is EISDIR, a closed descriptor EBADF: errors on the signal, no handle left open.
