@@ -1,5 +1,4 @@
-// filewatch: prints one line per change to a file or directory (time, kind, name; a rename within the
-// watch as "moved OLD -> NEW").
+// filewatch: prints one line per change to a file or directory (time, kind, name).
 //
 //   filewatch PATH [--recursive] [--poll 500ms]
 import ReactiveUV
@@ -91,7 +90,7 @@ func main() -> Int32 {
             error: fail))
     } else {
         subscriptions.add(FileWatch.changes(at: options.path, recursive: options.recursive).subscribe(
-            next: { event in printLine("\(timeOfDay()) \(event)") },
+            next: { event in printLine("\(timeOfDay()) \(event.kind) \(event.name)") },
             error: fail))
     }
     if status.value != 0 {
