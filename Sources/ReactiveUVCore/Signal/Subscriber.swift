@@ -91,6 +91,12 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         send(.completed)
     }
 
+    /// Ends the subscription: with `failure` as its error, or completed when it is nil. Thread rule: safe from any thread.
+    @inlinable
+    package func sendEnd(failure: (any Error)?) {
+        if let failure { sendError(failure) } else { sendCompleted() }
+    }
+
     /// Sends an event.
     ///
     /// Thread rule: safe from any thread.

@@ -156,7 +156,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
             return
         case .gate(let gate):
             endAfterOutput()
-            if let error { gate.sendError(error) } else { gate.sendCompleted() }
+            gate.sendEnd(failure: error)
         case .handler(let handler):
             endAfterOutput()
             if let error { handler(.failure(error)) }

@@ -123,7 +123,7 @@ extension OpenFile {
                 return nil
             }
             requestClose(by: .close) { error in
-                if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+                subscriber.sendEnd(failure: error)
             }
             return nil
         }

@@ -102,7 +102,7 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
     /// Starts reading `pipes` (standard output, then standard error). Loop thread only.
     func start(reading pipes: [ChildPipe]) {
         // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
-        subscriber?.setFlowControl(pause: { self.setPaused(true) }, resume: { self.setPaused(false) })
+        subscriber?.setFlowControl(pause: { self.readings.setPaused(true) }, resume: { self.readings.setPaused(false) })
         pipesOpen = pipes.count
         for pipe in pipes {
             guard subscriber != nil else { return }  // the first pipe's reading failed at once (EBUSY)
@@ -125,15 +125,11 @@ final class ChildOutputMerge: LoopDisposable, @unchecked Sendable {
         if pipesOpen == 0 { finish(nil) }
     }
 
-    private func setPaused(_ paused: Bool) {
-        readings.setPaused(paused)
-    }
-
     private func finish(_ error: (any Error)?) {
         let subscriber = self.subscriber
         self.subscriber = nil
         release()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+        subscriber?.sendEnd(failure: error)
     }
 
     private func release() {

@@ -17,7 +17,7 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
 
     func start(_ spawn: Signal<RunningChild>, input: [UInt8]?) {
         // Strong captures: the cycle ends when the subscription's teardown drops the flow control.
-        subscriber?.setFlowControl(pause: { self.setPaused(true) }, resume: { self.setPaused(false) })
+        subscriber?.setFlowControl(pause: { self.readings.setPaused(true) }, resume: { self.readings.setPaused(false) })
         let subscription = spawn.subscribe(
             next: { [self] child in started(child, input: input) },
             error: { [self] error in finish(error) },
@@ -50,15 +50,11 @@ final class ProcessRun: LoopDisposable, @unchecked Sendable {
         }
     }
 
-    private func setPaused(_ paused: Bool) {
-        readings.setPaused(paused)
-    }
-
     private func finish(_ error: (any Error)?) {
         let subscriber = self.subscriber
         self.subscriber = nil
         release()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+        subscriber?.sendEnd(failure: error)
     }
 
     private func release() {

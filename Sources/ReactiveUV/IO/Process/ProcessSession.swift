@@ -203,7 +203,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         let subscriber = self.subscriber
         self.subscriber = nil
         closePipes()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+        subscriber?.sendEnd(failure: error)
     }
 
     private func closePipes() {

@@ -95,6 +95,11 @@ enum HomeGate<Value> {
         }
     }
 
+    /// Ends the subscription: with `failure`, or completed when it is nil.
+    func sendEnd(failure: (any Error)?) {
+        if let failure { sendError(failure) } else { sendCompleted() }
+    }
+
     /// Sends an error, ending the subscription.
     func sendError(_ error: any Error) {
         switch self {

@@ -52,7 +52,7 @@ class ConnectionSubscription<Connection: StreamConnection>: LoopDisposable, Stre
         let subscriber = self.subscriber
         self.subscriber = nil
         release()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+        subscriber?.sendEnd(failure: error)
     }
 
     /// Releases what the subscription holds: the connection closes. A subclass releases its own, then calls this.

@@ -40,7 +40,7 @@ public enum UDP {
     public static func bind(host: String = "127.0.0.1", port: Int = 0, on loop: EventLoop? = nil) -> Signal<UDPSocket> {
         boundSocketSignal("UDP.bind", host: host, port: port, on: loop) { handle, subscriber in
             handle.onEnd = { error in
-                if let error { subscriber.sendError(error) } else { subscriber.sendCompleted() }
+                subscriber.sendEnd(failure: error)
             }
             subscriber.sendNext(UDPSocket(handle))
         }.debugNamed("+UDP.bind(\(host):\(port))")
@@ -298,7 +298,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         self.onEnd = nil
         let reader = readers.take()
         closeHandle()
-        if let error { reader?.sendError(error) } else { reader?.sendCompleted() }
+        reader?.sendEnd(failure: error)
         onEnd?(error)
     }
 

@@ -186,7 +186,7 @@ final class IPCReceiver: LoopDisposable, StreamConnectionOwner, StreamDescriptor
     private func finish(_ error: (any Error)?) {
         let subscriber = self.subscriber
         release()
-        if let error { subscriber?.sendError(error) } else { subscriber?.sendCompleted() }
+        subscriber?.sendEnd(failure: error)
     }
 
     private func release() {
