@@ -9,23 +9,23 @@ import XCTest
 final class UnixIPCLimitTests: XCTestCase {
     private let ipc = UnixSocketOptions(ipc: true)
 
-    /// A raw peer passes 100 descriptors in one message: the message's byte and the 64 that came
-    /// are sent, then `incoming` fails with EMSGSIZE naming the 100 (the kernel closed the other 36
-    /// without a word).
-    func testAMessageWithMoreDescriptorsThanAReadTakesIsEMSGSIZE() throws {
-        try withLoop { harness in
-            let (rawEnd, channelEnd) = try UnixSocket.pair()
-            let raw = try XCTUnwrap(rawEnd.takeDescriptor())
-            defer { close(raw) }
+    /// Passes `count` descriptors with one byte (5) in one message from a raw peer to an IPC channel's
+    /// `incoming`, then a message after it (9); returns `incoming` once the error or that message came
+    /// (on its arrival, a reader that said nothing has let a loss pass). `close` closes the raw peer and the
+    /// passed descriptors, at the end of the test.
+    private func sendDescriptors(_ count: Int, on harness: LoopHarness) throws
+        -> (incoming: EventRecorder<UnixConnection.Incoming>, close: () -> Void) {
+        let (rawEnd, channelEnd) = try UnixSocket.pair()
+        let raw = try XCTUnwrap(rawEnd.takeDescriptor())
+        var passed: [Int32] = []
+        let closeAll = { close(raw); for descriptor in passed { close(descriptor) } }
+        do {
             let channel = try harness.record(UnixSocket.open(channelEnd, options: ipc), label: "channel").waitForValues(1)[0]
             let incoming = try harness.record(channel.incoming, label: "incoming")
-            let passed = try connectedUnixSockets(copies: 100)
-            defer { for descriptor in passed { close(descriptor) } }
+            passed = try connectedUnixSockets(copies: count)
             XCTAssertEqual(ruv_test_send_descriptors(raw, passed, Int32(passed.count), 5), 1)
-            // A message after it: on its arrival, a reader that said nothing has let the loss pass.
             var marker: UInt8 = 9
             XCTAssertEqual(write(raw, &marker, 1), 1)
-
             try incoming.wait(for: "the error, or the message after", timeout: .seconds(60)) { events in
                 events.contains { event in
                     if event.isTerminating { return true }
@@ -33,6 +33,20 @@ final class UnixIPCLimitTests: XCTestCase {
                     return false
                 }
             }
+            return (incoming, closeAll)
+        } catch {
+            closeAll()
+            throw error
+        }
+    }
+
+    /// A raw peer passes 100 descriptors in one message: the message's byte and the 64 that came
+    /// are sent, then `incoming` fails with EMSGSIZE naming the 100 (the kernel closed the other 36
+    /// without a word).
+    func testAMessageWithMoreDescriptorsThanAReadTakesIsEMSGSIZE() throws {
+        try withLoop { harness in
+            let (incoming, closeAll) = try sendDescriptors(100, on: harness)
+            defer { closeAll() }
             let error = try XCTUnwrap(incoming.terminal?.error as? UVError, "no error: \(incoming.values.count) values")
             XCTAssertEqual(error.name, "EMSGSIZE")
             XCTAssertTrue(error.message.contains("passed 100 descriptors in one message"), error.message)
@@ -46,23 +60,8 @@ final class UnixIPCLimitTests: XCTestCase {
     /// 64 descriptors in one message, libuv's limit, all arrive: no error.
     func testAMessageWithSixtyFourDescriptorsArrivesWhole() throws {
         try withLoop { harness in
-            let (rawEnd, channelEnd) = try UnixSocket.pair()
-            let raw = try XCTUnwrap(rawEnd.takeDescriptor())
-            defer { close(raw) }
-            let channel = try harness.record(UnixSocket.open(channelEnd, options: ipc), label: "channel").waitForValues(1)[0]
-            let incoming = try harness.record(channel.incoming, label: "incoming")
-            let passed = try connectedUnixSockets(copies: 64)
-            defer { for descriptor in passed { close(descriptor) } }
-            XCTAssertEqual(ruv_test_send_descriptors(raw, passed, Int32(passed.count), 5), 1)
-            var marker: UInt8 = 9
-            XCTAssertEqual(write(raw, &marker, 1), 1)
-            try incoming.wait(for: "the message after", timeout: .seconds(60)) { events in
-                events.contains { event in
-                    if event.isTerminating { return true }
-                    if case .next(.bytes(let bytes)) = event { return bytes.contains(9) }
-                    return false
-                }
-            }
+            let (incoming, closeAll) = try sendDescriptors(64, on: harness)
+            defer { closeAll() }
             XCTAssertNil(incoming.terminal, "\(String(describing: incoming.terminal))")
             let connections = incoming.values.filter { if case .unix = $0 { return true } else { return false } }
             XCTAssertEqual(connections.count, 64)
