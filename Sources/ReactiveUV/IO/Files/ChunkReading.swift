@@ -29,12 +29,19 @@ final class ChunkReading: @unchecked Sendable {
         self.file = file
         self.chunkSize = chunkSize
         self.openedHere = openedHere
-        operation.onEnd { [self] in
-            if self.file >= 0 { Files.closeNow(self.file) }
-            self.file = -1
-            free(buffer)
-            buffer = nil
-        }
+        // Weak: the operation outlives a handover (FIFO, regular file) until it is disposed, which a
+        // loop that has shut down never runs; a strong capture would keep both, and the loop, forever.
+        operation.onEnd { [weak self] in self?.release() }
+    }
+
+    deinit { release() }
+
+    /// Closes the descriptor this still owns and frees the buffer (once no pool job uses it: a job holds this).
+    private func release() {
+        if file >= 0 { Files.closeNow(file) }
+        file = -1
+        free(buffer)
+        buffer = nil
     }
 
     /// `fstat`s the descriptor: a FIFO is read on the loop, anything else on the pool.

@@ -271,10 +271,17 @@ final class FilesTests: XCTestCase {
     func testShutdownEndsAPausedRegularFileReadAndClosesTheFile() async throws {
         let path = directory + "/paused.bin"
         try Data(bytePattern(4 << 20, seed: 9)).write(to: URL(fileURLWithPath: path))
-        let loop = EventLoop(name: "chunks-shutdown")
-        let first = try await assertAPausedReaderEndsWithShutDown(Files.chunks(path, chunkSize: 4096, on: loop), on: loop)
-        XCTAssertEqual(first?.count, 4096)
+        weak var released: EventLoop?
+        try await {
+            let loop = EventLoop(name: "chunks-shutdown")
+            released = loop
+            let first = try await assertAPausedReaderEndsWithShutDown(Files.chunks(path, chunkSize: 4096, on: loop), on: loop)
+            XCTAssertEqual(first?.count, 4096)
+        }()
         XCTAssertEqual(try descriptorsOpen(on: path), 0, "the file is still open after the loop shut down")
+        let giveUp = ContinuousClock.now + LoopHarness.defaultTimeout
+        while released != nil && ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertNil(released, "something still holds the loop that shut down under the chunked read")
     }
 
     /// A file that grows after its size was taken is read to its new end.
@@ -371,9 +378,18 @@ final class FilesTests: XCTestCase {
 
     /// A loop that shuts down under FIFO reads (whole and in chunks) tells both subscribers, closes their
     /// pipe handles and its uv_loop_close returns 0.
+    /// Then nothing is left holding the loop (the chunked read's operation used to keep itself and the loop).
     func testShutdownEndsFIFOReadsWithShutDown() throws {
+        weak var released: EventLoop?
+        try shutDownUnderFIFOReads { released = $0 }
+        waitUntil("the shut-down loop to be released") { released == nil }
+        XCTAssertNil(released, "something still holds the loop that shut down under the FIFO reads")
+    }
+
+    private func shutDownUnderFIFOReads(_ made: (EventLoop) -> Void) throws {
         let fifo = try makeFIFO("shutdown")
         let loop = EventLoop(name: "fifo-shutdown")
+        made(loop)
         let whole = EventRecorder(Files.read(fifo, on: loop))
         let chunks = EventRecorder(Files.chunks(fifo, on: loop))
         waitUntil("both FIFO handles") { (try? loop.openHandles().count) == 2 }
