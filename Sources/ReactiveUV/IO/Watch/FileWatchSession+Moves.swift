@@ -39,19 +39,29 @@ extension FileWatchSession {
         try watchNewSubdirectory(name, nameIsExact: event.nameIsExact)
     }
 
+    /// Moves the watches of a directory renamed within the tree. The queue may lag the file system (a scan, or a
+    /// check of a name, saw it later), so where the directory is now is asked: back at its old name (an exchange
+    /// or a rename undone since), it stays there; at neither, it moved on and a later event says where.
     private func moveWatches(from oldName: String, to newName: String, _ from: InotifyEvent, _ to: InotifyEvent) throws(UVError) {
-        let moving = directories[oldName]
-        if let occupant = directories[newName], occupant != moving {
-            try settleDisplaced([oldName, newName], arrived: newName, nameIsExact: to.nameIsExact)
-            return
-        }
-        // A link's target may differ from its new place, and a name that is not UTF-8 cannot be watched by path:
-        // those, and directories not watched before, are taken as the two halves would be.
-        guard moving != nil, to.has(IN_ISDIR), to.nameIsExact else {
+        // A non-directory moves no watch; a link's target may differ from its new place, and a name that is not
+        // UTF-8 cannot be watched by path: those are taken as the two halves would be.
+        guard to.has(IN_ISDIR), to.nameIsExact else {
             entryLeft(oldName, from)
             try entryArrived(newName, to)
             return
         }
+        let moving = directories[oldName]
+        if let occupant = directories[newName], occupant != moving {
+            try settleDisplaced([oldName, newName], arrived: newName, moving: moving)
+            return
+        }
+        guard let moving else {
+            // Not watched before: taken in, unless a scan watched it under the new name already.
+            entryLeft(oldName, from)
+            try entryArrived(newName, to)
+            return
+        }
+        if !nameStillLeads(to: moving, newName), nameStillLeads(to: moving, oldName) { return }
         moveTree(takeTree(oldName), from: oldName, to: newName)
     }
 
@@ -74,9 +84,9 @@ extension FileWatchSession {
 
     /// A watched directory had the new name already: renamed over (it is gone), or exchanged with the moved one
     /// (`renameat2` `RENAME_EXCHANGE`; the second pair, the other way, follows). Which directory each name leads
-    /// to now is asked of the file system, and each tree goes where its directory is; a tree whose directory
-    /// is at neither name is dropped.
-    private func settleDisplaced(_ names: [String], arrived: String, nameIsExact: Bool) throws(UVError) {
+    /// to now is asked of the file system, and each tree goes where its directory is; the moved one, at neither
+    /// name, moved on since and takes the new name; any other tree at neither name is dropped.
+    private func settleDisplaced(_ names: [String], arrived: String, moving: Int32?) throws(UVError) {
         var taken: [Int32: (name: String, tree: [(path: String, descriptor: Int32)])] = [:]
         for name in names {
             if let root = directories[name] { taken[root] = (name, takeTree(name)) }
@@ -88,8 +98,11 @@ extension FileWatchSession {
             } else if watches[descriptor] == nil {
                 // A directory not watched before: the entry moved in is taken in; any other has its own event coming.
                 hub?.removeWatch(descriptor, for: self)
-                if name == arrived { try watchNewSubdirectory(name, nameIsExact: nameIsExact) }
+                if name == arrived { try watchNewSubdirectory(name, nameIsExact: true) }
             }
+        }
+        if let moving, directories[arrived] == nil, let (oldName, tree) = taken.removeValue(forKey: moving) {
+            moveTree(tree, from: oldName, to: arrived)
         }
         for (_, tree) in taken.values {
             for (_, descriptor) in tree { forget(descriptor) }

@@ -1,5 +1,5 @@
 import Foundation
-import ReactiveUV
+@testable import ReactiveUV
 import ReactiveUVTesting
 import XCTest
 
@@ -146,10 +146,12 @@ final class FileWatchMoveTests: XCTestCase {
             let watch = try harness.record(FileWatch.changes(at: path("w"), recursive: true))
             XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 52, "w, tree and its 50 directories")
             let inodes = InotifyProbe.watchedInodesOfThisProcess()
+            let listings = WatchedTree.listings.load(ordering: .relaxed)
 
             XCTAssertEqual(rename(path("w/tree"), path("w/renamed")), 0)
             XCTAssertEqual(try eventsBeforeSentinel(watch, "w"),
                            [FileEvent(kind: .moved, name: "renamed", path: path("w/renamed"), oldName: "tree", oldPath: path("w/tree"))])
+            XCTAssertEqual(WatchedTree.listings.load(ordering: .relaxed) - listings, 0, "no directory listed again")
             XCTAssertEqual(InotifyProbe.watchedInodesOfThisProcess(), inodes, "the same directories are watched")
             XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 52)
 
@@ -160,6 +162,46 @@ final class FileWatchMoveTests: XCTestCase {
             XCTAssertEqual(later.first, FileEvent(kind: .renamed, name: "renamed/d7/new.txt", path: path("w/renamed/d7/new.txt")))
             XCTAssertTrue(later.contains(FileEvent(kind: .changed, name: "renamed/d31/f5", path: path("w/renamed/d31/f5"))), "\(later)")
             XCTAssertTrue(later.allSatisfy { $0.name.hasPrefix("renamed/") }, "\(later)")
+            XCTAssertNil(watch.terminal)
+        }
+    }
+
+    /// A watched directory holding 10 subdirectories exchanged with a link to a directory outside the tree
+    /// (`renameat2` `RENAME_EXCHANGE`) 101 times, then 99 more, all read together: the link's halves come
+    /// after the directory's, and the queue lags the names. Each exchange is two `.moved` events; the same
+    /// directories stay watched (none outside the tree), no directory is listed again, and a file made below
+    /// the directory is reported under the name it has.
+    func testADirectoryExchangedWithALinkManyTimesKeepsItsWatchesAndIsNeverListedAgain() throws {
+        for index in 0..<10 {
+            try makeDirectory("w/box/d/sub\(index)")
+            try makeDirectory("out/victim/sub\(index)")
+        }
+        XCTAssertEqual(symlink(path("out/victim"), path("w/box/link")), 0)
+        let exchange = try exchangeFunction()
+        try checked { harness in
+            let before = InotifyProbe.watchesOfThisProcess()
+            let watch = try harness.record(FileWatch.changes(at: path("w"), recursive: true))
+            XCTAssertEqual(InotifyProbe.watchesOfThisProcess() - before, 13, "w, box, d and its 10 subdirectories")
+            let inodes = InotifyProbe.watchedInodesOfThisProcess()
+            let listings = WatchedTree.listings.load(ordering: .relaxed)
+            var seen = 0
+            for (count, directoryName) in [(101, "link"), (99, "d")] {
+                // On the loop: every exchange is made before the watch reads the first of its events.
+                try harness.onLoop { [self] in
+                    for _ in 0..<count { XCTAssertEqual(exchange(path("w/box/d"), path("w/box/link")), 0) }
+                }
+                let events = try eventsBeforeSentinel(watch, "w", after: seen)
+                XCTAssertEqual(events.count, count * 2)
+                let others = events.filter { !($0.kind == .moved && Set([$0.oldName, $0.name]) == ["box/d", "box/link"]) }
+                XCTAssertEqual(others.prefix(3), [], "\(others.count) events not an exchange's")
+                XCTAssertEqual(WatchedTree.listings.load(ordering: .relaxed) - listings, 0, "no directory listed again")
+                XCTAssertEqual(InotifyProbe.watchedInodesOfThisProcess(), inodes, "the same directories are watched")
+
+                seen = watch.values.count
+                try write("x", to: "w/box/\(directoryName)/sub3/made")
+                XCTAssertEqual(try eventsBeforeSentinel(watch, "w", after: seen).first?.name, "box/\(directoryName)/sub3/made")
+                seen = watch.values.count
+            }
             XCTAssertNil(watch.terminal)
         }
     }
@@ -209,6 +251,20 @@ final class FileWatchMoveTests: XCTestCase {
     }
 
     private func path(_ name: String) -> String { directory + "/" + name }
+
+    /// `renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)`; skips the test where it is missing or unsupported.
+    private func exchangeFunction() throws -> @Sendable (String, String) -> Int32 {
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else {
+            throw XCTSkip("this C library has no renameat2")
+        }
+        let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+        let exchange: @Sendable (String, String) -> Int32 = { renameat2(AT_FDCWD, $0, AT_FDCWD, $1, 2) }  // RENAME_EXCHANGE
+        guard exchange(path("out"), path("w")) == 0, exchange(path("out"), path("w")) == 0 else {
+            throw XCTSkip("this file system cannot exchange names (errno \(errno))")
+        }
+        return exchange
+    }
 
     private func makeDirectory(_ name: String) throws {
         try FileManager.default.createDirectory(atPath: path(name), withIntermediateDirectories: true)
