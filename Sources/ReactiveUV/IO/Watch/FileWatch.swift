@@ -107,7 +107,9 @@ public enum FileWatch {
     /// reported once as `.notWatched` and the rest of the tree is watched. A
     /// subdirectory renamed within the tree keeps its watches (nothing is read
     /// again, nothing below it is reported): later changes below it are
-    /// reported under the new name.
+    /// reported under the name it has when the rename is read (a directory
+    /// renamed back meanwhile, or exchanged, stays watched where it is). An
+    /// exchange (`renameat2` `RENAME_EXCHANGE`) is two `.moved`, one each way.
     ///
     /// A recursive watch does not follow symbolic links: a link to a directory
     /// (inside the tree or out of it) is reported as an entry, but what it

@@ -70,7 +70,7 @@ final class FileWatchSilenceTests: XCTestCase {
     /// Two subdirectories of a recursive watch exchanged atomically (`renameat2` with `RENAME_EXCHANGE`, as
     /// `mv --exchange` or a deploy's directory swap does): inotify reports "b" moved in before "b" moved out,
     /// so the watch added for the new "b" was dropped by the older move, and files made in "b" afterwards
-    /// were never reported. Now the exchange is two `.moved` events, and both are watched under their new names.
+    /// were never reported. The exchange is two `.moved` events, and both stay watched under their new names.
     func testTwoSubdirectoriesExchangedAtomicallyAreBothStillWatched() throws {
         typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else {
