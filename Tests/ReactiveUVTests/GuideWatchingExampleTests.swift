@@ -15,6 +15,58 @@ final class GuideWatchingExampleTests: XCTestCase {
     }
     // GUIDE-WATCHING-SETTLED-END
 
+    // GUIDE-WATCHING-MIRROR-BEGIN
+    /// What a mirror of `directory` does for each change: a rename in the watched tree is one rename in
+    /// the mirror (a directory's with all it holds), any other change a fresh copy of the name (or its
+    /// removal, if nothing has it now), and lost events a full rescan.
+    enum MirrorStep: Equatable, Sendable {
+        case rename(from: String, to: String)
+        case refresh(String)
+        case rescan
+    }
+
+    func mirrorSteps(for directory: String) -> Signal<MirrorStep> {
+        FileWatch.changes(at: directory, recursive: true).compactMap { event -> MirrorStep? in
+            switch event.kind {
+            case .moved: .rename(from: event.oldName ?? event.name, to: event.name)
+            case .renamed, .changed: .refresh(event.name)
+            case .eventsLost: .rescan
+            case .notWatched: nil  // not readable: nothing to copy
+            }
+        }
+    }
+    // GUIDE-WATCHING-MIRROR-END
+
+    /// A tree of 100 files renamed is one step for the mirror, not a copy of each file; a file made in it
+    /// afterwards is refreshed under the new name. Each case ends with a sentinel file: the steps before
+    /// its own are all the case caused.
+    func testTheMirrorExampleIsThisCodeAndRenamesATreeInOneStep() throws {
+        try assertDocumentBlock("docs/guides/watching.md", containing: "func mirrorSteps(", matches: "GUIDE-WATCHING-MIRROR")
+        let directory = NSTemporaryDirectory() + "guide-mirror-" + UUID().uuidString
+        for index in 0..<5 {
+            try FileManager.default.createDirectory(atPath: directory + "/tree/d\(index)", withIntermediateDirectories: true)
+            for file in 0..<20 { XCTAssertTrue(FileManager.default.createFile(atPath: directory + "/tree/d\(index)/f\(file)", contents: nil)) }
+        }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let report = LoopHarness.run(timeout: .seconds(60)) { harness in
+            let steps = try harness.record(mirrorSteps(for: directory))
+            // Written in place (`FileManager.createFile` writes a temporary file and renames it: a `.moved`).
+            func make(_ name: String) throws { try Data().write(to: URL(fileURLWithPath: directory + "/" + name)) }
+            func stepsBeforeSentinel(_ name: String, after index: Int) throws -> [MirrorStep] {
+                try make(name)
+                try steps.wait(for: "refresh \(name)") { $0.compactMap(\.value).dropFirst(index).contains(.refresh(name)) }
+                return Array(steps.values.dropFirst(index).prefix { $0 != .refresh(name) })
+            }
+            XCTAssertEqual(rename(directory + "/tree", directory + "/kept"), 0)
+            XCTAssertEqual(try stepsBeforeSentinel("sentinel-1", after: 0), [.rename(from: "tree", to: "kept")])
+            let seen = steps.values.count
+            try make("kept/d2/new")
+            XCTAssertEqual(try stepsBeforeSentinel("sentinel-2", after: seen).first, .refresh("kept/d2/new"))
+            XCTAssertNil(steps.terminal)
+        }
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+
     /// A burst of writes, in the directory and in a subdirectory, is told once it has been quiet for
     /// 100 ms; a later write is told again; the watch stays open until disposed.
     func testTheSettledExampleIsThisCodeAndSendsAfterEachBurst() throws {

@@ -1,4 +1,5 @@
-// filewatch: prints one line per change to a file or directory (time, kind, name).
+// filewatch: prints one line per change to a file or directory (time, kind, name; a rename within the
+// watch as "moved OLD -> NEW").
 //
 //   filewatch PATH [--recursive] [--poll 500ms]
 import ReactiveUV
@@ -90,7 +91,7 @@ func main() -> Int32 {
             error: fail))
     } else {
         subscriptions.add(FileWatch.changes(at: options.path, recursive: options.recursive).subscribe(
-            next: { event in printLine("\(timeOfDay()) \(event.kind) \(event.name)") },
+            next: { event in printLine("\(timeOfDay()) \(event)") },
             error: fail))
     }
     if status.value != 0 {

@@ -14,7 +14,7 @@ final class FileWatchSampleTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// One line per event with the time, kind and name; Ctrl-C exits 0.
+    /// One line per event with the time, kind and name (a rename with both names); Ctrl-C exits 0.
     func testPrintsOneLinePerEventAndExitsZeroOnCtrlC() throws {
         let sample = try SampleProcess("filewatch", [directory, "--recursive"])
         defer { if sample.process.isRunning { sample.process.terminate() } }
@@ -23,6 +23,8 @@ final class FileWatchSampleTests: XCTestCase {
         sample.waitForOutput(containing: " renamed sub\n")
         try Data("hi".utf8).write(to: URL(fileURLWithPath: directory + "/sub/note.txt"))
         sample.waitForOutput(containing: " renamed sub/note.txt\n")
+        try FileManager.default.moveItem(atPath: directory + "/sub/note.txt", toPath: directory + "/sub/kept.txt")
+        sample.waitForOutput(containing: " moved sub/note.txt -> sub/kept.txt\n")
         sample.process.interrupt()
         XCTAssertEqual(sample.waitForExit(), 0, sample.standardError)
 
@@ -32,10 +34,11 @@ final class FileWatchSampleTests: XCTestCase {
         XCTAssertFalse(events.isEmpty)
         for line in events {
             let parts = line.split(separator: " ")
-            XCTAssertEqual(parts.count, 3, line)
+            XCTAssertEqual(parts.count, parts[1] == "moved" ? 5 : 3, line)
             XCTAssertNotNil(parts[0].range(of: #"^\d\d:\d\d:\d\d\.\d\d\d$"#, options: .regularExpression), "time in '\(line)'")
-            XCTAssertTrue(["renamed", "changed"].contains(String(parts[1])), line)
+            XCTAssertTrue(["renamed", "changed", "moved"].contains(String(parts[1])), line)
         }
+        XCTAssertFalse(sample.standardOutput.contains(" renamed sub/kept.txt"), "the rename is one line: \(sample.standardOutput)")
         XCTAssertEqual(sample.standardError, "")
     }
 

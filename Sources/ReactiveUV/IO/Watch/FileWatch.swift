@@ -5,13 +5,18 @@ import Synchronization
 ///
 /// Thread rule: a value type; safe from any thread.
 public struct FileEvent: Sendable, Hashable, CustomStringConvertible {
-    /// What happened: libuv's two kinds of change, and two notices about the watch itself.
+    /// What happened: libuv's two kinds of change, a rename with both names, and two notices about the watch itself.
     public enum Kind: Sendable, Hashable {
         /// The contents or attributes changed (`chmod`, `touch`, a write).
         case changed
-        /// An entry appeared, disappeared or was renamed (creation and deletion are reported as renames);
-        /// for a watched file, also the file replaced under its name.
+        /// An entry appeared or disappeared (creation and deletion are reported as renames, as libuv does),
+        /// including one moved into or out of the watch; for a watched file, also the file replaced under its name.
         case renamed
+        /// An entry of a watched directory was renamed, its old and new names both under the watch (within one
+        /// directory, or across the directories of a recursive watch): `name` is the new name, `oldName` the old;
+        /// an entry the new name replaced is not reported apart. A directory renamed in a recursive watch is one
+        /// event; what is below it stays watched, under the new name. Never sent by the watch of a file.
+        case moved
         /// The kernel's event queue overflowed (`IN_Q_OVERFLOW`): changes made before this event may
         /// not have been reported. Every change after it is; rescan what you keep about the tree.
         /// `name` is `"."` for a directory, the file's name for a file.
@@ -29,32 +34,47 @@ public struct FileEvent: Sendable, Hashable, CustomStringConvertible {
     public let name: String
     /// The watched path the event belongs to plus `name` (for the watched directory itself or a watched file, the watched path).
     public let path: String
+    /// For `.moved`, the entry's name before the move, relative to the watched directory as `name` is; nil otherwise.
+    public let oldName: String?
+    /// For `.moved`, the entry's full path before the move, as `path` is; nil otherwise.
+    public let oldPath: String?
 
     /// Creates an event.
     ///
     /// - Parameters:
     ///   - kind: What happened.
-    ///   - name: The entry, relative to the watched directory.
+    ///   - name: The entry, relative to the watched directory (for `.moved`, its new name).
     ///   - path: The full path.
+    ///   - oldName: For `.moved`, the name before the move; nil for the other kinds.
+    ///   - oldPath: For `.moved`, the full path before the move; nil for the other kinds.
     /// - Returns: The event.
     ///
     /// Thread rule: safe from any thread.
-    public init(kind: Kind, name: String, path: String) {
+    public init(kind: Kind, name: String, path: String, oldName: String? = nil, oldPath: String? = nil) {
         self.kind = kind
         self.name = name
         self.path = path
+        self.oldName = oldName
+        self.oldPath = oldPath
     }
 
-    /// `"renamed sub/a.txt"`.
+    /// `"renamed sub/a.txt"`; for a move, `"moved a.txt -> sub/b.txt"`.
     ///
     /// Thread rule: safe from any thread.
-    public var description: String { "\(kind) \(name)" }
+    public var description: String {
+        guard let oldName else { return "\(kind) \(name)" }
+        return "\(kind) \(oldName) -> \(name)"
+    }
 }
 
 /// File and directory watching: inotify read on the loop (`uv_poll`), and `uv_fs_poll` on stat.
 ///
 /// Thread rule: safe from any thread.
 public enum FileWatch {
+    /// How long the first half of a rename (`IN_MOVED_FROM`) that ended a read waits for its second half in
+    /// the next read before it is reported alone, as `.renamed` (an entry moved out of the watch).
+    static let moveHalfWait: Duration = .milliseconds(20)
+
     /// Sends an event for each change to the file at `path`, or to the entries of the directory at `path`.
     ///
     /// The watch starts when a subscriber arrives and stops when the
@@ -65,6 +85,18 @@ public enum FileWatch {
     /// several per write). A change to the watched directory itself (`chmod`,
     /// `touch`) is `.changed` with the name `"."`.
     ///
+    /// A rename whose old and new names are both under a directory's watch is
+    /// one `.moved` event with both names; an entry moved out of the watch is
+    /// `.renamed` under its old name (a deletion), one moved in is `.renamed`
+    /// under its new name (a creation). inotify reports a rename's two halves
+    /// as two events with one cookie, queued one after the other: they are
+    /// paired when the second is the next event the loop's inotify instance
+    /// reads after the first, in the same read or the next. A first half that
+    /// ends a read waits up to 20 ms for the next; with none, or another event
+    /// first, it is reported alone as `.renamed`. So a move out of the watch
+    /// is reported up to 20 ms late, and a rename whose halves another event
+    /// came between (another process's, a queue overflow) is two `.renamed`.
+    ///
     /// `recursive: true` also watches every subdirectory, following new ones
     /// as they appear (Linux has no recursive inotify, so ReactiveUV adds one
     /// watch per directory). Entries found in a directory when its watch is
@@ -72,7 +104,12 @@ public enum FileWatch {
     /// before its watch existed is not missed (an entry may then be reported
     /// twice). A subdirectory deleted and made again is watched again (the new
     /// one is a different inode). A subdirectory the process may not read is
-    /// reported once as `.notWatched` and the rest of the tree is watched.
+    /// reported once as `.notWatched` and the rest of the tree is watched. A
+    /// subdirectory renamed within the tree keeps its watches (nothing is read
+    /// again, nothing below it is reported): later changes below it are
+    /// reported under the name it has when the rename is read (a directory
+    /// renamed back meanwhile, or exchanged, stays watched where it is). An
+    /// exchange (`renameat2` `RENAME_EXCHANGE`) is two `.moved`, one each way.
     ///
     /// A recursive watch does not follow symbolic links: a link to a directory
     /// (inside the tree or out of it) is reported as an entry, but what it

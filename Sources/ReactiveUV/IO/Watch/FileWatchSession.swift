@@ -45,7 +45,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
 
     let loop: EventLoop
     let root: String
-    private let recursive: Bool
+    let recursive: Bool
     let followSymlinks: Bool
     var subscriber: Subscriber<FileEvent>?
     private var state = State.starting
@@ -232,22 +232,13 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
             }
             return
         }
-        let name = relative.isEmpty ? event.name : relative + "/" + event.name
+        let name = entryName(event.name, in: relative)
         emit(event.has(IN_MODIFY | IN_ATTRIB) ? .changed : .renamed, name)
         guard recursive, subscriber != nil else { return }
         if event.has(IN_DELETE | IN_MOVED_FROM) {
-            // A move this old can come after the name was watched again: two directories exchanged
-            // (`renameat2` `RENAME_EXCHANGE`, `mv --exchange`) report "b" moved in before "b" moved out. The
-            // watch added meanwhile is on what the name leads to now, and stays.
-            if event.has(IN_MOVED_FROM), let descriptor = directories[name], nameStillLeads(to: descriptor, name) { return }
-            dropTree(name)
-        } else if event.has(IN_CREATE | IN_MOVED_TO),
-                  event.has(IN_ISDIR) || isDirectoryToWatch(name, listedAsDirectory: false) {
-            do {
-                try watchNewSubdirectory(name, nameIsExact: event.nameIsExact)
-            } catch {
-                fail(error)
-            }
+            entryLeft(name, event)
+        } else if event.has(IN_CREATE | IN_MOVED_TO) {
+            do { try entryArrived(name, event) } catch { fail(error) }
         }
     }
 
@@ -306,7 +297,17 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
         subscriber?.sendNext(FileEvent(kind: kind, name: name, path: path))
     }
 
+    /// An entry renamed within the watched directory (or tree): one event with both names.
+    func emitMove(from oldName: String, to name: String) {
+        subscriber?.sendNext(FileEvent(kind: .moved, name: name, path: fullPath(name), oldName: oldName, oldPath: fullPath(oldName)))
+    }
+
     // MARK: - Paths
+
+    /// The path relative to the root of the entry `name` of the watched directory `relative`.
+    func entryName(_ name: String, in relative: String) -> String {
+        relative.isEmpty ? name : relative + "/" + name
+    }
 
     func fullPath(_ relative: String) -> String {
         relative.isEmpty ? root : (root == "/" ? "/" : root + "/") + relative
@@ -323,7 +324,7 @@ final class FileWatchSession: InotifyOwner, LoopDisposable, @unchecked Sendable 
 
     // MARK: - Ending
 
-    private func fail(_ error: any Error) {
+    func fail(_ error: any Error) {
         closeAll()?.sendError(error)
     }
 

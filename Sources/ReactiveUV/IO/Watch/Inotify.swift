@@ -11,6 +11,8 @@ struct InotifyEvent {
     let descriptor: Int32
     /// The `IN_*` bits.
     let mask: UInt32
+    /// What ties the two halves of a rename (`IN_MOVED_FROM`, `IN_MOVED_TO`); 0 for other events.
+    let cookie: UInt32
     /// The entry's name inside a watched directory; empty when the event is about the watched inode itself.
     let name: String
     /// Whether `name` is the entry's name exactly: false when it is not valid UTF-8 (`name` then shows
@@ -24,6 +26,9 @@ struct InotifyEvent {
 protocol InotifyOwner: AnyObject {
     /// An event on one of the descriptors this owner added (also `IN_IGNORED`, after which the descriptor is gone).
     func inotify(_ event: InotifyEvent)
+    /// The two halves of one rename, both on descriptors this owner added (`from` is `IN_MOVED_FROM`, `to` its
+    /// `IN_MOVED_TO`). An owner holding only one of the descriptors hears that half through `inotify(_:)`.
+    func inotifyMoved(from: InotifyEvent, to: InotifyEvent)
     /// The kernel's queue overflowed: events of every watch of the instance were lost.
     func inotifyOverflowed()
     /// The instance failed (a read error) or its loop is shutting down: the owner must end.
@@ -46,7 +51,7 @@ protocol InotifyOwner: AnyObject {
 /// Memory: the handle memory is freed in the close callback; the inotify file
 /// descriptor is closed there too (after libuv stopped polling it), which also
 /// drops every kernel watch it still held.
-final class InotifyHub: LoopHandle {
+final class InotifyHub: LoopHandle, @unchecked Sendable {  // loop thread only; the release timer runs there too
     // Loop thread only: each loop's thread alone reads and writes its own key of `hubs`.
     private static let hubs = LockedValue<[ObjectIdentifier: HubReference]>([:])
     private struct HubReference: @unchecked Sendable {  // handed out only to the hub's own loop thread (key above)
@@ -57,13 +62,16 @@ final class InotifyHub: LoopHandle {
     /// of the same inode in the instance replaces it (each owner filters what it needs).
     private static let watchMask = UInt32(bitPattern: IN_ATTRIB | IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF
         | IN_MOVE_SELF | IN_MOVED_FROM | IN_MOVED_TO)
-    private static let bufferSize = 16 * 1024
+    static let bufferSize = 16 * 1024
     /// Reads per poll callback: a flood of events must not keep the loop from its other work.
     private static let readsPerCallback = 64
 
     private let descriptor: Int32
     private var owners: [Int32: [ObjectIdentifier: any InotifyOwner]] = [:]
     private let buffer = UnsafeMutableRawPointer.allocate(byteCount: InotifyHub.bufferSize, alignment: 8)
+    private var pairing = InotifyMovePairing()
+    /// Reports a move's first half alone when no read brought its second half in time.
+    private var heldHalfTimer: (timer: any Disposable, cookie: UInt32)?
 
     /// The loop's hub, opened on first use.
     ///
@@ -172,6 +180,8 @@ final class InotifyHub: LoopHandle {
     }
 
     override func willClose() {
+        heldHalfTimer?.timer.dispose()
+        heldHalfTimer = nil
         uvCheckReporting(uv_poll_stop(pointer(as: uv_poll_t.self)), "uv_poll_stop(inotify)")
         let key = ObjectIdentifier(loop)
         Self.hubs.withLock { if $0[key]?.hub === self { $0[key] = nil } }
@@ -213,22 +223,25 @@ final class InotifyHub: LoopHandle {
             if count < 0 {
                 let code = errno
                 if code == EINTR { continue }
-                if code == EAGAIN || code == EWOULDBLOCK { return }
+                if code == EAGAIN || code == EWOULDBLOCK { break }
                 end(UVError(code: -code, context: "reading the inotify instance"))
                 closeHandle()
                 return
             }
             dispatch(count)
         }
+        if isHandleOpen { waitForHeldHalf() }
     }
 
-    /// Hands each event of the buffer to the owners of its descriptor (owners may leave while it runs).
+    /// Hands each event of the buffer to the owners of its descriptor (owners may leave while it runs), a
+    /// rename's two halves together (`InotifyMovePairing`).
     private func dispatch(_ count: Int) {
         let headerSize = 16  // int wd; uint32_t mask, cookie, len; then `len` bytes of NUL-padded name
         var offset = 0
         while offset + headerSize <= count, isHandleOpen {
             let watch = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
             let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+            let cookie = buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
             let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
             let namePointer = (buffer + offset + headerSize).assumingMemoryBound(to: UInt8.self)
             let nameBytes = UnsafeBufferPointer(start: namePointer, count: min(nameLength, count - offset - headerSize))
@@ -236,20 +249,69 @@ final class InotifyHub: LoopHandle {
             // Validated once; decoded again, with U+FFFD, only for a name that is not UTF-8.
             let exact = String(validating: bytes, as: UTF8.self)
             offset += headerSize + nameLength
-            let event = InotifyEvent(descriptor: watch, mask: mask, name: exact ?? String(decoding: bytes, as: UTF8.self),
-                                     nameIsExact: exact != nil)
-            if event.has(IN_Q_OVERFLOW) {
-                for owner in allOwners() { owner.inotifyOverflowed() }
-                continue
+            let event = InotifyEvent(descriptor: watch, mask: mask, cookie: cookie,
+                                     name: exact ?? String(decoding: bytes, as: UTF8.self), nameIsExact: exact != nil)
+            // A watch already given up: its events neither reach anyone nor part a rename's halves.
+            guard event.has(IN_Q_OVERFLOW) || owners[watch] != nil else { continue }
+            let (released, ready) = pairing.next(event)
+            if let released { deliver(released) }
+            switch ready {
+            case .single(let event)?: deliver(event)
+            case .move(let from, let to)?: deliver(from: from, to: to)
+            case nil: break
             }
-            guard let shares = owners[watch] else { continue }  // a watch already given up
-            if event.has(IN_IGNORED) {
-                // The kernel dropped the watch (the inode is gone, or its file system unmounted).
-                owners[watch] = nil
-            }
-            for owner in shares.values { owner.inotify(event) }
-            if owners.isEmpty { closeHandle() }
         }
+    }
+
+    /// One event to the owners of its descriptor (looked up now: an earlier delivery may have removed them).
+    private func deliver(_ event: InotifyEvent) {
+        guard isHandleOpen else { return }
+        if event.has(IN_Q_OVERFLOW) {
+            for owner in allOwners() { owner.inotifyOverflowed() }
+            return
+        }
+        guard let shares = owners[event.descriptor] else { return }
+        if event.has(IN_IGNORED) {
+            // The kernel dropped the watch (the inode is gone, or its file system unmounted).
+            owners[event.descriptor] = nil
+        }
+        for owner in shares.values { owner.inotify(event) }
+        if owners.isEmpty { closeHandle() }
+    }
+
+    /// A rename's two halves: together to the owners of both descriptors, each alone to the owners of one.
+    private func deliver(from: InotifyEvent, to: InotifyEvent) {
+        guard isHandleOpen else { return }
+        let fromShares = owners[from.descriptor] ?? [:]
+        let toShares = owners[to.descriptor] ?? [:]
+        for (key, owner) in fromShares {
+            if toShares[key] != nil { owner.inotifyMoved(from: from, to: to) } else { owner.inotify(from) }
+        }
+        for (key, owner) in toShares where fromShares[key] == nil { owner.inotify(to) }
+        if owners.isEmpty { closeHandle() }
+    }
+
+    /// A move's first half that ended the reads: its second half may still be on its way into the queue (the
+    /// kernel queues the two one after the other), so it waits for the next read, but not beyond `moveHalfWait`.
+    private func waitForHeldHalf() {
+        guard let held = pairing.held else {
+            heldHalfTimer?.timer.dispose()
+            heldHalfTimer = nil
+            return
+        }
+        guard heldHalfTimer?.cookie != held.cookie else { return }
+        heldHalfTimer?.timer.dispose()
+        heldHalfTimer = nil
+        // At shutdown the hub closes and tells its owners; nothing is left to report the half to.
+        guard let timer = loop.scheduleTimer(after: FileWatch.moveHalfWait, { [self] in releaseHeldHalf(cookie: held.cookie) }) else { return }
+        heldHalfTimer = (timer, held.cookie)
+    }
+
+    private func releaseHeldHalf(cookie: UInt32) {
+        guard heldHalfTimer?.cookie == cookie else { return }
+        heldHalfTimer = nil
+        guard isHandleOpen, pairing.held?.cookie == cookie, let held = pairing.release() else { return }
+        deliver(held)
     }
 
     /// A `/proc/sys/fs/inotify` limit, or "unknown" when it cannot be read.

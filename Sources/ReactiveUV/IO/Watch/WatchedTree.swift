@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 
 /// The directories of a recursive `FileWatch`, opened from its root one component at a time.
 ///
@@ -27,6 +28,9 @@ struct WatchedTree {
     /// Whether symbolic links to directories are followed (`followSymlinks`).
     let followsLinks: Bool
     private let reader = DirectoryReader()
+
+    /// Test seam: directories listed by every recursive watch in the process.
+    static let listings = Atomic<Int>(0)
 
     init(root: String, rootID: FileID, followsLinks: Bool) {
         self.root = root
@@ -70,6 +74,7 @@ struct WatchedTree {
 
     /// The entries of the open directory `descriptor` (but `.` and `..`); `relative` names it in errors.
     func entries(of descriptor: Int32, relative: String) throws(UVError) -> [Entry] {
+        Self.listings.add(1, ordering: .relaxed)
         let raw: [DirectoryReader.Entry]
         do {
             raw = try reader.entries(of: descriptor)
