@@ -75,6 +75,8 @@ extension EventLoop {
         if let current = EventLoop.current {
             throw EventLoopError.calledOnLoopThread(operation: operation, loop: current.name)
         }
+        // Between callbacks the thread driving a simulated loop is its thread: waiting would hang.
+        if virtualClock != nil { return try performSimulatedNow(body) }
         let done = Latch()
         let result = LockedValue<T?>(nil)
         switch enqueueItem(.closure {

@@ -49,6 +49,10 @@ extension EventLoop {
     ///
     /// Thread rule: only on the thread that made the loop with `onCurrentThread()`.
     public func run() {
+        guard virtualClock == nil else {
+            reportMisuse("EventLoop '\(name)' is simulated: its simulation runs it (run(for:), runUntilIdle()), not run()")
+            return
+        }
         guard !ownsThread else {
             reportMisuse("EventLoop '\(name)' runs on its own thread: run() is only for loops made with EventLoop.onCurrentThread()")
             return
@@ -156,6 +160,8 @@ extension EventLoop {
         if let current = EventLoop.current {
             throw EventLoopError.calledOnLoopThread(operation: "shutdown() of EventLoop '\(name)'", loop: current.name)
         }
+        // Nobody else drives a simulated loop: its shutdown runs here, as its callbacks do.
+        if virtualClock != nil { return try shutDownSimulated() }
         let found = transitionRequestClose(allowIdle: false)
         if found == .idle {
             // Nobody is running the loop to carry the shutdown out.
@@ -168,7 +174,7 @@ extension EventLoop {
         return try finishedReport()
     }
 
-    private func finishedReport() throws(EventLoopError) -> ShutdownReport {
+    func finishedReport() throws(EventLoopError) -> ShutdownReport {
         let report = self.report ?? ShutdownReport(closedHandles: [], loopCloseResult: 0)
         if report.loopCloseResult != 0 {
             throw EventLoopError.loopCloseFailed(loop: name, error: UVError(code: report.loopCloseResult, context: "uv_loop_close"))

@@ -98,6 +98,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     var report: ShutdownReport?
     /// Called by `run()` just before it decides whether to leave (tests only).
     var beforeLeavingRunForTesting: (() -> Void)?
+    /// The virtual clock of a simulated loop (driven by a simulation, not by libuv); nil for a real loop.
+    let virtualClock: VirtualClock?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -132,8 +134,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
         EventLoop(name: name, ownsThread: false, isShared: false, metrics: metrics ?? .default)
     }
 
-    private init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default) {
+    init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default,
+         virtualClock: VirtualClock? = nil) {
         self.name = name
+        self.virtualClock = virtualClock
         self.ownsThread = ownsThread
         self.isShared = isShared
         uvLoop = .allocate(capacity: 1)
@@ -164,7 +168,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             failure = error
         }
         metricsProbe = probe
-        state = Atomic(failure != nil ? .closed : ownsThread ? .running : .idle)
+        state = Atomic(failure != nil ? .closed : ownsThread || virtualClock != nil ? .running : .idle)
         metricsSampler = metrics.isEnabled && failure == nil ? LoopMetricsSampler(loopName: name, configuration: metrics) : nil
         startFailure = failure
         super.init()
@@ -182,6 +186,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
         if ownsThread {
             startThread()
+        } else if virtualClock != nil {
+            // The simulation runs each callback with this loop as the thread's current one; this
+            // retain stands for the owner thread's key, which `finishClosing` releases.
+            _ = Unmanaged.passRetained(self)
         } else {
             // The key holds a retain, released when the loop finishes, so it never points at a dead loop.
             precondition(ThreadLocals.currentLoop.value == nil,
@@ -331,10 +339,17 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     // MARK: - Scheduler (timers in Loop/Timers/, queued work in EventLoop+Scheduler.swift)
 
-    /// The monotonic clock `uv_hrtime` reads.
+    /// The monotonic clock `uv_hrtime` reads; a simulated loop's virtual time.
     ///
     /// Thread rule: safe from any thread.
-    public override var now: SchedulerInstant { SchedulerInstant.now }
+    public override var now: SchedulerInstant { SchedulerInstant(nanoseconds: clockNanoseconds) }
+
+    /// What the loop's timers count from: the monotonic clock, or the simulation's virtual time.
+    @inline(__always)
+    var clockNanoseconds: UInt64 {
+        if let virtualClock { return virtualClock.nanoseconds }
+        return SchedulerInstant.now.nanoseconds
+    }
 
     /// Runs `work` on the loop thread after what is already queued.
     ///

@@ -30,7 +30,7 @@ extension EventLoop {
     /// Nanoseconds on the monotonic clock when a timer of `delay` is due: from the call, or with
     /// `fromLoopTime` on the loop thread as `uv_timer_start` counts (`uv_now` plus whole milliseconds).
     private func timerDeadline(after delay: Duration, fromLoopTime: Bool) -> UInt64 {
-        guard fromLoopTime, inEventLoop else { return (SchedulerInstant.now + delay).nanoseconds }
+        guard fromLoopTime, inEventLoop else { return (SchedulerInstant(nanoseconds: clockNanoseconds) + delay).nanoseconds }
         let milliseconds = delay.millisecondsRoundedUp
         let (scaled, overflow) = milliseconds.multipliedReportingOverflow(by: 1_000_000)
         let (sum, overflow2) = timerBase(fromLoopTime: true).addingReportingOverflow(scaled)
@@ -38,12 +38,16 @@ extension EventLoop {
     }
 
     /// libuv's loop time in milliseconds (when the current iteration began). Loop thread only.
-    var loopTimeMilliseconds: UInt64 { uv_now(uvLoop) }
+    /// A simulated loop's is its virtual time in whole milliseconds.
+    var loopTimeMilliseconds: UInt64 {
+        if let virtualClock { return virtualClock.nanoseconds / 1_000_000 }
+        return uv_now(uvLoop)
+    }
 
     /// The monotonic nanoseconds a delay scheduled now counts from (see `timerDeadline`).
     func timerBase(fromLoopTime: Bool) -> UInt64 {
-        guard fromLoopTime, inEventLoop else { return SchedulerInstant.now.nanoseconds }
-        return uv_now(uvLoop) &* 1_000_000
+        guard fromLoopTime, inEventLoop else { return clockNanoseconds }
+        return loopTimeMilliseconds &* 1_000_000
     }
 
     /// Queues a timer on the loop thread (from any thread).
@@ -94,9 +98,26 @@ extension EventLoop {
     func fireDueTimers() {
         assertInEventLoop()
         firingTimers = true
-        let now = SchedulerInstant.now.nanoseconds
+        let now = clockNanoseconds
         var budget = 16_384
         var more = false
+        while let work = takeDueTimerWork(at: now) {
+            work()
+            budget -= 1
+            if budget == 0 {
+                more = timers.earliestDeadline.map { $0 <= now } ?? false
+                break
+            }
+        }
+        firingTimers = false
+        if more { _ = enqueue { [self] in fireDueTimers() } }
+        armTimerDriver(fromDriverCallback: true)
+    }
+
+    /// The work of the earliest live timer due at `now`, skipping cancelled ones; a repeating timer
+    /// is put back for its next tick first. Nil when no live timer is due.
+    @inline(__always)
+    func takeDueTimerWork(at now: UInt64) -> (@Sendable () -> Void)? {
         while let timer = timers.popDue(at: now) {
             guard let work = timer.work, !timer.isCancelled else { continue }
             if timer.interval == 0 {
@@ -110,16 +131,9 @@ extension EventLoop {
                 }
                 timers.push(timer)
             }
-            work()
-            budget -= 1
-            if budget == 0 {
-                more = timers.earliestDeadline.map { $0 <= now } ?? false
-                break
-            }
+            return work
         }
-        firingTimers = false
-        if more { _ = enqueue { [self] in fireDueTimers() } }
-        armTimerDriver(fromDriverCallback: true)
+        return nil
     }
 
     /// Arms the driver for the earliest deadline (rounded up to milliseconds), or stops it. From its
@@ -133,6 +147,8 @@ extension EventLoop {
             return
         }
         armedDeadline = deadline
+        // A simulated loop's driver is its simulation, which reads the heap itself.
+        if virtualClock != nil { return }
         let loopNow = uv_now(uvLoop) &* 1_000_000
         var timeout: UInt64 = deadline <= loopNow ? 0 : (deadline - loopNow + 999_999) / 1_000_000
         if fromDriverCallback && timeout == 0 { timeout = 1 }

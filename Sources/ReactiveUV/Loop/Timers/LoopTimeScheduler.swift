@@ -19,10 +19,10 @@ public final class LoopTimeScheduler: Scheduler, @unchecked Sendable {
         loopLifecycle = loop
     }
 
-    /// The monotonic clock.
+    /// The loop's clock: the monotonic clock, or a simulated loop's virtual time.
     ///
     /// Thread rule: safe from any thread.
-    public override var now: SchedulerInstant { SchedulerInstant.now }
+    public override var now: SchedulerInstant { loop.now }
 
     /// The instant delays scheduled now count from: libuv's loop time on the loop thread, the
     /// monotonic clock now elsewhere (both on `SchedulerInstant`'s clock; libuv's may lag it by up

@@ -44,6 +44,15 @@ struct TimerQueue {
         return timer
     }
 
+    /// Pops cancelled timers off the top, so `earliestDeadline` is a live one's (a simulation jumps to it).
+    mutating func dropCancelledAtTop() {
+        while let first = heap.first {
+            let timer = first.timer.takeUnretainedValue()
+            guard timer.work == nil || timer.isCancelled else { return }
+            _ = popDue(at: first.deadline)
+        }
+    }
+
     /// Records that a timer in the heap was cancelled; rebuilds the heap when mostly dead.
     mutating func noteCancelled() {
         cancelledCount += 1

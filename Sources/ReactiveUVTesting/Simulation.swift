@@ -1,0 +1,245 @@
+import ReactiveUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
+
+/// Runs production code on simulated event loops: virtual time, one thread, and an order of
+/// callbacks drawn from a seed, so a run is exact and replays from its seed.
+///
+/// `loop` (and each `makeLoop(name:)`) is a real `EventLoop` (the same run queues, timers,
+/// operators, executor and shutdown) that this simulation drives instead of libuv. Nothing runs
+/// until the test calls `run(for:)` or `runUntilIdle()`: they run every callback that is ready,
+/// and when none is, jump the virtual clock to the next timer. Where several callbacks are ready
+/// at once (on different loops, or a loop's own queue, its inbox and a due timer), the seeded
+/// generator picks which runs first; each source keeps its own order (submission order, timers
+/// by deadline). Every callback is appended to `trace`; `traceHash` sums it up.
+///
+/// ```swift
+/// let simulation = Simulation(seed: 7)
+/// let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)).take(3))
+/// simulation.runUntilIdle()
+/// // recorder.recorded times: 1 s, 2 s, 3 s (virtual), whatever the machine's load.
+/// simulation.finish()   // disposes recorders, checks nothing is left open, shuts the loops down
+/// ```
+///
+/// Thread rule: use a simulation and its loops from one thread (the test's); their callbacks run
+/// on it, inside `run(for:)`, `runUntilIdle()` and `perform(on:_:)`.
+public final class Simulation: @unchecked Sendable {
+    // Sendable: every stored var is touched only by the driving thread (the thread rule); the
+    // clock is atomic, so callbacks of other code may read the time.
+
+    /// The seed the order of ready callbacks is drawn from.
+    public let seed: UInt64
+    /// The first simulated loop.
+    public let loop: EventLoop
+    /// Every loop of this simulation, `loop` first.
+    public private(set) var loops: [EventLoop]
+    /// Every callback run so far, with its virtual time.
+    public private(set) var trace = SimulationTrace()
+
+    private let clock: VirtualClock
+    private var generator: SeededRandomNumberGenerator
+    private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
+    private var recorders: [any Disposable] = []
+    private var problems: [String] = []
+    private var driving = false
+    private var report: HarnessReport?
+
+    /// A simulation at virtual time zero with one loop named `loopName`.
+    ///
+    /// - Parameter seed: Picks the order of callbacks ready at once; equal seeds, equal runs.
+    ///
+    /// Thread rule: the thread that will drive it.
+    public init(seed: UInt64, loopName: String = "sim") {
+        self.seed = seed
+        clock = VirtualClock()
+        generator = SeededRandomNumberGenerator(seed: seed)
+        loop = EventLoop.simulated(name: loopName, clock: clock)
+        loops = [loop]
+    }
+
+    deinit {
+        // A safety net for a test that forgot finish(): a loop must be shut down before release.
+        if report == nil { _ = finish() }
+    }
+
+    /// Adds a simulated loop on the same virtual clock, named `name`.
+    ///
+    /// Thread rule: the driving thread.
+    public func makeLoop(name: String) -> EventLoop {
+        let made = EventLoop.simulated(name: name, clock: clock)
+        loops.append(made)
+        return made
+    }
+
+    /// The virtual time (zero when the simulation began); the loops' `now`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var now: SchedulerInstant { SchedulerInstant(nanoseconds: clock.nanoseconds) }
+
+    /// The trace's hash: equal for two runs of one program from one seed.
+    ///
+    /// Thread rule: the driving thread.
+    public var traceHash: UInt64 { trace.hash }
+
+    /// Runs `body` now as a callback of `loop` (default: `self.loop`), traced like the others, so
+    /// what it subscribes lives on that loop and its timers on virtual time.
+    ///
+    /// - Returns: What `body` returned.
+    /// - Throws: What `body` threw; `SimulationMisuse` (nothing run) for a loop not of this
+    ///   simulation, from inside a simulated callback, or after `finish()`.
+    ///
+    /// Thread rule: the driving thread, outside the simulation's callbacks.
+    @discardableResult
+    public func perform<R>(on loop: EventLoop? = nil, _ body: () throws -> R) throws -> R {
+        let target = loop ?? self.loop
+        if driving { throw SimulationMisuse("perform(on:) was called from inside a simulated callback") }
+        if report != nil { throw SimulationMisuse("perform(on:) was called after finish()") }
+        guard let index = loops.firstIndex(where: { $0 === target }) else {
+            throw SimulationMisuse("perform(on:) was given loop '\(target.name)', which is not one of this simulation's")
+        }
+        trace.append(SimulationTraceEntry(time: now, loopName: target.name, loopIndex: index, kind: .perform))
+        return try target.performAsSimulatedCallback { () throws -> R in try body() }
+    }
+
+    /// Subscribes to `signal` on `loop` (default: `self.loop`) and records its events with their
+    /// virtual times; `finish()` disposes it.
+    ///
+    /// - Throws: `SimulationMisuse` as `perform(on:_:)` does.
+    ///
+    /// Thread rule: the driving thread, outside the simulation's callbacks.
+    public func record<Value>(_ signal: Signal<Value>, on loop: EventLoop? = nil, label: String? = nil) throws -> EventRecorder<Value> {
+        let recorder = try perform(on: loop) { EventRecorder(signal, label: label) }
+        recorders.append(ActionDisposable { recorder.dispose() })
+        return recorder
+    }
+
+    /// Runs callbacks, jumping the clock to the next timer whenever none is ready, until nothing is
+    /// left to run, or `limit` callbacks ran (then a problem is noted for `finish()`). Called from
+    /// inside a callback it runs nothing and notes a problem.
+    ///
+    /// - Returns: How many callbacks ran.
+    ///
+    /// Thread rule: the driving thread, outside the simulation's callbacks.
+    @discardableResult
+    public func runUntilIdle(limit: Int = 1_000_000) -> Int {
+        drive(until: nil, limit: limit, what: "runUntilIdle()")
+    }
+
+    /// Runs callbacks for `duration` of virtual time (negative counts as zero), jumping from timer
+    /// to timer; the clock ends at exactly now + `duration`, unless `limit` callbacks ran first
+    /// (then a problem is noted for `finish()`). Called from inside a callback it runs nothing and
+    /// notes a problem.
+    ///
+    /// - Returns: How many callbacks ran.
+    ///
+    /// Thread rule: the driving thread, outside the simulation's callbacks.
+    @discardableResult
+    public func run(for duration: Duration, limit: Int = 1_000_000) -> Int {
+        let (target, overflow) = clock.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
+        return drive(until: overflow ? .max : target, limit: limit, what: "run(for: \(duration))")
+    }
+
+    private func drive(until target: UInt64?, limit: Int, what: String) -> Int {
+        guard !driving else {
+            problems.append("\(what) was called from inside a simulated callback, and ran nothing")
+            return 0
+        }
+        driving = true
+        defer { driving = false }
+        var ran = 0
+        while true {
+            if runOneReady() {
+                ran += 1
+                if ran >= limit { break }
+                continue
+            }
+            guard let next = nextDeadline(), next <= target ?? .max else {
+                if let target { clock.advance(to: target) }
+                return ran
+            }
+            clock.advance(to: next)
+        }
+        let left = loops.contains { !$0.simulatedReadiness().isEmpty } || nextDeadline().map { $0 <= target ?? .max } == true
+        if left {
+            problems.append("\(what) stopped after \(limit) callbacks with work still due at \(now)"
+                            + (target == nil ? " (repeating work never idles: use run(for:))" : ""))
+        } else if let target {
+            clock.advance(to: target)
+        }
+        return ran
+    }
+
+    /// Runs one ready callback, drawn by the generator when several are ready; false when none is.
+    private func runOneReady() -> Bool {
+        candidates.removeAll(keepingCapacity: true)
+        for (index, loop) in loops.enumerated() {
+            let ready = loop.simulatedReadiness()
+            if ready.isEmpty { continue }
+            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where ready.contains(kind) {
+                candidates.append((index, kind))
+            }
+        }
+        guard !candidates.isEmpty else { return false }
+        let pick = candidates.count == 1 ? 0 : Int(generator.next() % UInt64(candidates.count))
+        let chosen = candidates[pick]
+        let time = now
+        let loop = loops[chosen.loop]
+        let kind: SimulationCallbackKind
+        switch loop.runSimulatedCallback(chosen.ready) {
+        case .queuedWork: kind = .queuedWork
+        case .inboxWork: kind = .inboxWork
+        case .taskJob: kind = .taskJob
+        case .actorJob: kind = .actorJob
+        case .timer: kind = .timer
+        case .shutdown: kind = .shutdown
+        case .none: return true
+        }
+        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind))
+        return true
+    }
+
+    private func nextDeadline() -> UInt64? {
+        loops.compactMap { $0.simulatedNextDeadline() }.min()
+    }
+
+    /// Disposes every recorder, runs what that queued (no time passes), lists what is still open
+    /// (pending timers included: there must be none), shuts every loop down and checks
+    /// `uv_loop_close` returned 0. Calling it again returns the first report.
+    ///
+    /// - Returns: The report, with the problems `run` calls noted.
+    ///
+    /// Thread rule: the driving thread, outside the simulation's callbacks.
+    @discardableResult
+    public func finish() -> HarnessReport {
+        if let report { return report }
+        for recorder in recorders { recorder.dispose() }
+        recorders = []
+        driving = true
+        var rounds = 0
+        while rounds < 100_000, runOneReady() { rounds += 1 }
+        driving = false
+        let leaked = loops.flatMap { $0.simulatedOpenHandles() }
+        var closeResult: Int32 = 0
+        for loop in loops {
+            do {
+                let result = try loop.tryShutdown().loopCloseResult
+                if closeResult == 0 { closeResult = result }
+            } catch {
+                problems.append("shutdown of loop '\(loop.name)' failed: \(error)")
+                closeResult = -1
+            }
+        }
+        let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems)
+        report = made
+        return made
+    }
+}
+
+/// A `Simulation` used against its thread rule or after `finish()`; nothing was run.
+///
+/// Thread rule: a value; safe from any thread.
+public struct SimulationMisuse: Error, CustomStringConvertible {
+    /// What was wrong.
+    public let description: String
+
+    init(_ description: String) { self.description = "Simulation: " + description }
+}

@@ -1,0 +1,91 @@
+import ReactiveUV
+
+/// What kind of callback a simulated loop ran.
+///
+/// Thread rule: a value; safe from any thread.
+public enum SimulationCallbackKind: String, Sendable, Equatable {
+    /// Work a loop queued for itself (`execute`, `schedule` from its own callbacks).
+    case queuedWork = "queued work"
+    /// Work queued from outside the loop: another loop, or the test's thread.
+    case inboxWork = "work from outside"
+    /// A job of a task that prefers the loop (`Task(executorPreference: loop)`).
+    case taskJob = "task job"
+    /// A job of an actor on the loop's serial executor.
+    case actorJob = "actor job"
+    /// A timer (`schedule(after:)`, a time operator, `Signal.timer`).
+    case timer
+    /// The loop's closing stages, after `shutdown()` was asked from a callback.
+    case shutdown
+    /// The test's own code, run as the loop's callback by `Simulation.perform(on:_:)`.
+    case perform
+
+    var code: UInt8 {
+        switch self {
+        case .queuedWork: 1
+        case .inboxWork: 2
+        case .taskJob: 3
+        case .actorJob: 4
+        case .timer: 5
+        case .shutdown: 6
+        case .perform: 7
+        }
+    }
+}
+
+/// One callback of a simulation: when (virtual time), on which loop, and what kind.
+///
+/// Thread rule: a value; safe from any thread.
+public struct SimulationTraceEntry: Sendable, Equatable, CustomStringConvertible {
+    /// The virtual time it ran at.
+    public let time: SchedulerInstant
+    /// The name of the loop it ran on.
+    public let loopName: String
+    /// The loop's place in the simulation (0 for `Simulation.loop`, then in order of `makeLoop`).
+    public let loopIndex: Int
+    /// What kind of callback it was.
+    public let kind: SimulationCallbackKind
+
+    /// `"1.500 ms  loop 'sim': timer"`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        let micros = time.nanoseconds / 1_000
+        let millis = "\(micros / 1_000).\(String(micros % 1_000 + 1_000).dropFirst())"
+        return "\(millis) ms  loop '\(loopName)': \(kind.rawValue)"
+    }
+}
+
+/// The callbacks of one simulation in the order they ran, and their running hash: the same seed
+/// and program give the same hash, and any change of order, time or loop changes it.
+///
+/// Thread rule: a value; the simulation appends on its driving thread.
+public struct SimulationTrace: Sendable {
+    /// Every callback so far, in order.
+    public private(set) var entries: [SimulationTraceEntry] = []
+    /// FNV-1a over each entry's virtual time, loop index and kind.
+    public private(set) var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+
+    /// The hash as 16 hexadecimal digits, as the check mode prints it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var hashHex: String {
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    mutating func append(_ entry: SimulationTraceEntry) {
+        entries.append(entry)
+        mix(entry.time.nanoseconds, bytes: 8)
+        mix(UInt64(truncatingIfNeeded: entry.loopIndex), bytes: 4)
+        mix(UInt64(entry.kind.code), bytes: 1)
+    }
+
+    private mutating func mix(_ value: UInt64, bytes: Int) {
+        var rest = value
+        for _ in 0..<bytes {
+            hash ^= rest & 0xFF
+            hash &*= 0x0000_0100_0000_01B3
+            rest >>= 8
+        }
+    }
+}
