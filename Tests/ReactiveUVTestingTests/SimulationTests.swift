@@ -222,4 +222,20 @@ final class SimulationTests: XCTestCase {
             XCTAssertTrue(simulation.trace.entries.contains { $0.kind == .taskJob })
         }
     }
+
+    func testRunningFromInsideACallbackRunsNothingAndIsReported() throws {
+        let simulation = Simulation(seed: 12)
+        let ranInside = Locked<Int>(-1)
+        let performError = Locked<String>("")
+        simulation.loop.schedule(after: .milliseconds(1)) {
+            ranInside.withLock { $0 = simulation.runUntilIdle() }
+            do { try simulation.perform {} } catch { performError.withLock { $0 = "\(error)" } }
+        }
+        simulation.loop.schedule(after: .milliseconds(2)) {}
+        simulation.runUntilIdle()
+        XCTAssertEqual(ranInside.current, 0)
+        XCTAssertTrue(performError.current.contains("from inside a simulated callback"), performError.current)
+        XCTAssertEqual(simulation.now, ms(2), "the outer run went on")
+        XCTAssertEqual(simulation.finish().problems, ["runUntilIdle() was called from inside a simulated callback, and ran nothing"])
+    }
 }
