@@ -45,7 +45,9 @@ public final class Simulation: @unchecked Sendable {
 
     /// A simulation at virtual time zero with one loop named `loopName`.
     ///
-    /// - Parameter seed: Picks the order of callbacks ready at once; equal seeds, equal runs.
+    /// - Parameters:
+    ///   - seed: Picks the order of callbacks ready at once; equal seeds, equal runs.
+    ///   - loopName: The name of the first loop (``loop``).
     ///
     /// Thread rule: the thread that will drive it.
     public init(seed: UInt64, loopName: String = "sim") {
