@@ -384,7 +384,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         // One loop per way of sending, so the loop to the sink keeps nothing else live across calls.
         if let sink {
             // The callback itself: `cutPieces` checks the disposed flag before every piece.
-            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.next?(piece) } }
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.callNext(piece) } }
         }
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }

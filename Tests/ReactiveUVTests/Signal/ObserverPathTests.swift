@@ -12,7 +12,7 @@ final class ObserverPathTests: XCTestCase {
     private func gatedKind<Value>(_ disposable: any Disposable, of _: Value.Type) -> ObserverKind? {
         guard let subscription = disposable as? Subscription,
               let gate = subscription.root as? Subscriber<Value> else { return nil }
-        return gate.observer.takeUnretainedValue().kind
+        return gate.observerKind
     }
 
     func testASubjectsGateHoldsTheSubscribersSinkItself() {

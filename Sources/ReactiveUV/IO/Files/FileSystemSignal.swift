@@ -35,10 +35,9 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     // Called through the signal's vtable, so generic: specialized for the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
     static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: FileSystemSignal<Value>) {
-        if case .request = signal.source.work, takesSinkLane(observer, subscription, signal.source.loop) {
-            // The home is the calling thread's loop, and the observer the subscription's own sink.
-            let operation = FileOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self),
-                                          output: .gate(.sink(unsafeDowncast(observer, to: Sink<Value>.self))))
+        if case .request = signal.source.work, case .sink(let sink) = observer, takesSinkLane(sink, signal.source.loop) {
+            // The home is the calling thread's loop.
+            let operation = FileOperation(loop: unsafeDowncast(sink.home, to: EventLoop.self), output: .gate(.sink(sink)))
             subscription.attachRoot(operation)
             operation.single(signal)
             return
@@ -57,13 +56,11 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     /// Whether the operation may send to the subscription's own sink with no gate (`HomeGate`'s rules): the
     /// observer is that sink (callbacks, no operator), on the thread of the home loop, which is the signal's loop.
     @inline(__always)
-    private static func takesSinkLane(_ observer: Observer<Value>, _ subscription: Subscription, _ explicit: EventLoop?) -> Bool {
-        guard observer.kind == .sink, let current = ThreadLocals.currentLoop.value,
-              current == Unmanaged.passUnretained(subscription.home).toOpaque() else { return false }
+    private static func takesSinkLane(_ sink: SinkSubscription<Value>, _ explicit: EventLoop?) -> Bool {
+        guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(sink.home).toOpaque() else { return false }
         // Only a loop's thread names its loop there: the home is that loop.
-        let loop = unsafeDowncast(subscription.home, to: EventLoop.self)
-        guard explicit == nil || explicit === loop, loop.acceptsNewHandles, !subscription.isDisposed else { return false }
-        return unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription
+        let loop = unsafeDowncast(sink.home, to: EventLoop.self)
+        return (explicit == nil || explicit === loop) && loop.acceptsNewHandles && !sink.isDisposed
     }
 
     /// Starts a one-request signal's request.

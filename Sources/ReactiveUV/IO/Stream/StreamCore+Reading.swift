@@ -27,8 +27,8 @@ extension StreamConnection {
         switch subscriber {
         case .sink(let sink):
             // No gate at the sink's root: the stream takes that place, and is told at teardown.
-            assert(!sink.subscription.hasRoot, "a sink reader's subscription already has a root")
-            sink.subscription.attachRoot(self)
+            assert(!sink.hasRoot, "a sink reader's subscription already has a root")
+            sink.attachRoot(self)
             return nil
         case .subscriber:
             return ReaderToken(self)
