@@ -63,6 +63,7 @@ class OperatorState<Value>: ObserverReleasing {
     /// Called once when the operator ends (terminal event or teardown): drop queues and captured closures here.
     func didFinish() {}
 
+    @usableFromInline
     package final func releaseObserver() {
         if isDone { return }
         isDone = true

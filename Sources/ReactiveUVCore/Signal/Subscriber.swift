@@ -41,7 +41,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// A gate for a source's `didSubscribe`, or (with `subject`) a subject's registration.
     @usableFromInline
-    package init(observer: Observer<Value>, subscription: Subscription, subject: Subject<Value>? = nil) {
+    package init(observer: __shared Observer<Value>, subscription: Subscription, subject: __shared Subject<Value>? = nil) {
         switch observer {
         case .sink(let sink):
             assert(sink === subscription, "a sink attached outside its own subscription")
@@ -273,6 +273,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery in
     /// progress, if any).
+    @usableFromInline
     package func releaseObserver() {
         leaveSubject()
         if flags & Self.releasedFlag != 0 { return }

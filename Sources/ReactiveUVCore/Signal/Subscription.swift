@@ -15,7 +15,7 @@ package class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Se
     /// The thread running the subscriber's callbacks, 0 when none (see `DeliveryHandshake`).
     @usableFromInline package let delivering = Atomic<UInt>(0)
     /// The source's subscriber, released at teardown; set by `attachRoot`.
-    private(set) final var root: (any ObserverReleasing)?
+    @usableFromInline @exclusivity(unchecked) final var root: (any ObserverReleasing)?
     /// Whether a root was attached (and not yet released).
     package final var hasRoot: Bool { root != nil }
     /// Set by a source that can pause (home thread only), or made on first use through
@@ -117,8 +117,9 @@ package class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Se
 
     /// Gives the subscription its root, released at teardown. Home thread only. On a disposed
     /// subscription (maybe torn down already, a cycle) it is released at once instead.
+    @inlinable
     @inline(__always)
-    package final func attachRoot(_ root: some ObserverReleasing) {
+    package final func attachRoot(_ root: consuming some ObserverReleasing) {
         if isDisposed {
             root.releaseObserver()
         } else {
@@ -157,6 +158,7 @@ package protocol FlowControlMaker: AnyObject {
 }
 
 /// A subscriber that can drop its observer chain when its subscription is torn down.
+@usableFromInline
 package protocol ObserverReleasing: AnyObject {
     func releaseObserver()
 }

@@ -63,6 +63,7 @@ enum HomeGate<Value> {
     var isDisposed: Bool { subscription.isDisposed }
 
     /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
+    @inline(__always)
     func sendNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
@@ -71,6 +72,7 @@ enum HomeGate<Value> {
     }
 
     /// Sends a value on the home thread (the caller checked it once, as `Subscriber.deliverNext`'s callers do).
+    @inline(__always)
     func deliverNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.deliverNext(value)
@@ -91,6 +93,7 @@ enum HomeGate<Value> {
     }
 
     /// Sends completion, ending the subscription.
+    @inline(__always)
     func sendCompleted() {
         switch self {
         case .subscriber(let subscriber): subscriber.sendCompleted()
@@ -99,11 +102,13 @@ enum HomeGate<Value> {
     }
 
     /// Ends the subscription: with `failure`, or completed when it is nil.
+    @inline(__always)
     func sendEnd(failure: (any Error)?) {
         if let failure { sendError(failure) } else { sendCompleted() }
     }
 
     /// Sends an error, ending the subscription.
+    @inline(__always)
     func sendError(_ error: any Error) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendError(error)

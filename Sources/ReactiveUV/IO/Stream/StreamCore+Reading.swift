@@ -177,6 +177,7 @@ extension StreamConnection {
     /// reading for it, if it is still the current reader. On the loop's thread, or queued there (a
     /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
     /// ended its readers already).
+    @usableFromInline
     package final func releaseObserver() {
         if loop.inEventLoop {
             stopDisposedReader()
