@@ -6,7 +6,7 @@ extension Signal {
         next: @escaping (Value) -> Void, error: @escaping (any Error) -> Void, completed: @escaping () -> Void
     ) -> Subscription {
         let sink = SinkSubscription(next: next, error: error, completed: completed)
-        start(.sink(sink), on: sink)
+        start(sink: sink)
         return sink
     }
 

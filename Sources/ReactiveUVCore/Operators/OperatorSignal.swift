@@ -64,7 +64,7 @@ class OperatorState<Value>: ObserverReleasing {
     func didFinish() {}
 
     @usableFromInline
-    package final func releaseObserver() {
+    package final func releaseObserver(of _: Subscription) {
         if isDone { return }
         isDone = true
         downstream = nil

@@ -36,7 +36,7 @@ extension Signal {
         if SignalLogging.isActive {
             startLogging(sink)
         } else {
-            start(.sink(sink), on: sink)
+            start(sink: sink)
         }
         return sink
     }

@@ -104,6 +104,13 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
+    /// `start(.sink(sink), on: sink)`: a subscription with callbacks, its own observer. Borrowed here, the
+    /// sink is wrapped in the observer without a retain.
+    @inlinable
+    package final func start(sink: SinkSubscription<Value>) {
+        start(.sink(sink), on: sink)
+    }
+
     /// `start(.closures(closures), on: subscription)`.
     @inlinable
     package final func start(_ closures: ClosureObserver<Value>, on subscription: Subscription) {

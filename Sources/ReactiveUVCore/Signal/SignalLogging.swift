@@ -101,7 +101,7 @@ extension Signal {
     @inline(never)
     func startLogging(_ sink: SinkSubscription<Value>) {
         guard let logger = SignalLogging.subscriptionLogger() else {
-            start(.sink(sink), on: sink)
+            start(sink: sink)
             return
         }
         let log = SignalEventLogger(logger: logger, name: name)

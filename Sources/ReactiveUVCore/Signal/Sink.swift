@@ -110,6 +110,37 @@ package final class SinkSubscription<Value>: Subscription, @unchecked Sendable {
         Self.call(&next, value)
     }
 
+    /// A subject's value, this subscription being its own gate there (`Subject.attach`): delivered now
+    /// on the home thread (`current` is the calling thread's scheduler), else hopped there in order, as
+    /// a `Subscriber` does.
+    @inlinable
+    func receiveNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if current == Unmanaged.passUnretained(home).toOpaque() {
+            handleNext(value)
+        } else {
+            hop(.next(value))
+        }
+    }
+
+    /// `receiveNext` for any event.
+    @inlinable
+    func receive(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        if current == Unmanaged.passUnretained(home).toOpaque() {
+            handle(event)
+        } else {
+            hop(event)
+        }
+    }
+
+    /// Queues `event` on the home; a home that has shut down stops the subscription (as `Subscriber.hop`).
+    @usableFromInline
+    func hop(_ event: Event<Value>) {
+        if isDisposed { return }
+        // Two boxes, not a tuple in one: see UncheckedSendable.
+        let target = UncheckedSendable(self), payload = UncheckedSendable(event)
+        if !home.scheduleDroppingIfShutDown({ target.value.handle(payload.value) }) { dispose() }
+    }
+
     /// Calls the callback where it is stored: an access in place is not copied, so not retained.
     @inlinable
     @inline(__always)

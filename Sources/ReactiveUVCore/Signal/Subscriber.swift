@@ -274,7 +274,7 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery in
     /// progress, if any).
     @usableFromInline
-    package func releaseObserver() {
+    package func releaseObserver(of _: Subscription) {
         leaveSubject()
         if flags & Self.releasedFlag != 0 { return }
         if depth > 0 {

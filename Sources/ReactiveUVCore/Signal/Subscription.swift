@@ -102,12 +102,12 @@ package class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Se
     private func tearDown() {
         disposeChildren()
         releaseCallbacks()
-        // Moved out and consumed: `root?.releaseObserver()` would retain and release the existential.
+        // Moved out and consumed: `root?.releaseObserver(of:)` would retain and release the existential.
         let root = self.root.take()
         // Most have none; storing nil would still call release.
         if flowControlSlot != nil { flowControlSlot = nil }
         switch consume root {
-        case .some(let root): root.releaseObserver()
+        case .some(let root): root.releaseObserver(of: self)
         case .none: break
         }
     }
@@ -121,7 +121,7 @@ package class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Se
     @inline(__always)
     package final func attachRoot(_ root: consuming some ObserverReleasing) {
         if isDisposed {
-            root.releaseObserver()
+            root.releaseObserver(of: self)
         } else {
             self.root = root
         }
@@ -157,8 +157,11 @@ package protocol FlowControlMaker: AnyObject {
     func makeFlowControl(for subscription: Subscription) -> FlowControl?
 }
 
-/// A subscriber that can drop its observer chain when its subscription is torn down.
+/// What a subscription's teardown tells: the root a source (its gate, its operator state, the
+/// source itself) or a subject (the subscription is its own gate there) gave it.
 @usableFromInline
 package protocol ObserverReleasing: AnyObject {
-    func releaseObserver()
+    /// `subscription`, whose root this is, is torn down: let go of its observer chain. Home thread
+    /// (or wherever the teardown runs once the home closed).
+    func releaseObserver(of subscription: Subscription)
 }

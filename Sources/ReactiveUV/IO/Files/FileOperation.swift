@@ -171,7 +171,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
 
     /// The subscription whose root this operation is was torn down (`HomeGate.sink`).
     @usableFromInline
-    func releaseObserver() {
+    func releaseObserver(of _: Subscription) {
         dispose()
     }
 

@@ -178,7 +178,7 @@ extension StreamConnection {
     /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
     /// ended its readers already).
     @usableFromInline
-    package final func releaseObserver() {
+    package final func releaseObserver(of _: Subscription) {
         if loop.inEventLoop {
             stopDisposedReader()
         } else {
