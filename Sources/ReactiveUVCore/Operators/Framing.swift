@@ -248,8 +248,8 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private let downstream: (Event<Output>) -> Void
     /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
     private let downstreamNext: ((Output) -> Void)?
-    /// The subscription's own sink, when it is the downstream (`fuseBursting`): pieces go to it
-    /// inside the drain's one delivery.
+    /// The chain's end when the subscription's own sink is the downstream (`fuseBursting`): pieces go
+    /// to it inside the drain's one delivery.
     private let sink: Sink<Output>?
     private let subscription: Subscription
 

@@ -44,7 +44,7 @@ package enum Observer<Value> {
     }
 
     /// This observer as an operator's downstream: closures, with the value shortcut if `values`. A
-    /// sink hands its callbacks over to a `Sink` the closures call (see `SinkSubscription.makeClosures`).
+    /// sink hands its callbacks over to a `Sink` the closures call (see `SinkSubscription.makeEnd`).
     @inlinable
     func closures(values: Bool) -> ClosureObserver<Value> {
         switch self {

@@ -219,7 +219,7 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 }
 
 /// `FusedSignal` for an operator that sends bursts per upstream event (framing), also given the
-/// subscription's own sink (see `fuseBursting`).
+/// chain's `Sink` (see `fuseBursting`).
 @usableFromInline
 final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Sendable: both stored properties are immutable.

@@ -2,7 +2,8 @@ import Synchronization
 
 /// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
 ///
-/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription.
+/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription of an operator
+/// (a subscription with callbacks is its own gate there).
 /// - After the subscription is disposed, or a terminal event passed, every event is dropped.
 /// - Events reach the observer on the home thread: a send from another thread hops there, in
 ///   order, so one subscription's events never overlap.

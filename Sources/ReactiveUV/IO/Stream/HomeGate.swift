@@ -11,7 +11,7 @@
 ///   which disposes the subscription on a terminal event;
 /// - the source holds the gate until it ends and calls it from a local binding, so nothing frees
 ///   the sink during a delivery (the subscription's teardown makes the source let go, which
-///   breaks the sink → subscription → source cycle).
+///   breaks the subscription → source → subscription cycle).
 /// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
 /// reader), and the teardown reaches it there, with no lock and no child list. A source that
 /// registers flow control finds the subscription in `subscription`; a home reader needs no hop
