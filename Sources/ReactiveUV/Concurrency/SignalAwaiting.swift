@@ -5,10 +5,9 @@ extension Signal {
     func subscribeForValues(
         next: @escaping (Value) -> Void, error: @escaping (any Error) -> Void, completed: @escaping () -> Void
     ) -> Subscription {
-        let subscription = Subscription(home: Subscription.homeForCallingThread)
-        let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
-        start(sink, on: subscription)
-        return subscription
+        let sink = SinkSubscription(next: next, error: error, completed: completed)
+        start(sink: sink)
+        return sink
     }
 
     private func subscribe<State>(_ box: AwaitBox<State, Value>) -> Subscription {

@@ -15,6 +15,7 @@ extension EventLoop {
     }
 
     /// Whether new handles may be opened (false once shutdown has closed them all). Loop thread only.
+    @inline(__always)
     package var acceptsNewHandles: Bool { state.load(ordering: .relaxed).acceptsNewHandles }
 
     /// Whether new requests may start (false once shutdown began cancelling them). Loop thread only.

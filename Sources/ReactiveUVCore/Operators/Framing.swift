@@ -248,8 +248,8 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
     private let downstream: (Event<Output>) -> Void
     /// The downstream's value shortcut, when it has one: a piece is sent without building its event.
     private let downstreamNext: ((Output) -> Void)?
-    /// The subscription's own sink, when it is the downstream (`fuseBursting`): pieces go to it
-    /// inside the drain's one delivery.
+    /// The chain's end when the subscription's own sink is the downstream (`fuseBursting`): pieces go
+    /// to it inside the drain's one delivery.
     private let sink: Sink<Output>?
     private let subscription: Subscription
 
@@ -384,7 +384,7 @@ final class FramingDriver<Framer: ByteFramer, Output: FramedOutput> {
         // One loop per way of sending, so the loop to the sink keeps nothing else live across calls.
         if let sink {
             // The callback itself: `cutPieces` checks the disposed flag before every piece.
-            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.next?(piece) } }
+            return cutPieces(bytes, with: cut) { piece in sink._withUnsafeGuaranteedRef { $0.callNext(piece) } }
         }
         return cutPieces(bytes, with: cut) { piece in Self.send(piece, sink: nil, downstream: downstream, downstreamNext: downstreamNext) }
     }

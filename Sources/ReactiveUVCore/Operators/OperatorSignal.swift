@@ -63,7 +63,8 @@ class OperatorState<Value>: ObserverReleasing {
     /// Called once when the operator ends (terminal event or teardown): drop queues and captured closures here.
     func didFinish() {}
 
-    package final func releaseObserver() {
+    @usableFromInline
+    package final func releaseObserver(of _: Subscription) {
         if isDone { return }
         isDone = true
         downstream = nil

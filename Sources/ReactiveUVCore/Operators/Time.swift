@@ -178,7 +178,7 @@ class TimedState<Input, Output>: OperatorState<Output>, @unchecked Sendable {
         }
         let scheduler = self.scheduler
         subscription.add(ActionDisposable { [self] in
-            _ = scheduler.schedule { self.releaseObserver() }
+            _ = scheduler.schedule { self.releaseObserver(of: self.subscription) }
         })
     }
 

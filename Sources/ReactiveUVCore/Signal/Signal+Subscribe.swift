@@ -25,21 +25,20 @@ extension Signal {
         return subscribeSink(next: next, error: error, completed: completed)
     }
 
-    /// `subscribe(next:error:completed:)` with the callbacks handed over; returns the `Subscription`,
+    /// `subscribe(next:error:completed:)` with the callbacks handed over; returns the subscription,
     /// whose `flowControl` library consumers take.
     @inlinable
     package func subscribeSink(
         next: consuming ((Value) -> Void)?, error: consuming ((any Error) -> Void)?, completed: consuming (() -> Void)?
-    ) -> Subscription {
-        let subscription = Subscription(homeForCallingThread: ())
-        let sink = Sink(next: next, error: error, completed: completed, subscription: subscription)
+    ) -> SinkSubscription<Value> {
+        let sink = SinkSubscription(next: next, error: error, completed: completed)
         // Logging is out of line, so this body stays small enough to inline.
         if SignalLogging.isActive {
-            startLogging(sink, on: subscription)
+            startLogging(sink)
         } else {
-            start(sink, on: subscription)
+            start(sink: sink)
         }
-        return subscription
+        return sink
     }
 
     /// Subscribes to values only, delivered on the subscription's home thread.

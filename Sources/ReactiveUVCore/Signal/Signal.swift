@@ -73,6 +73,12 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
+    /// `attach(.closures(closures), to: subscription)`: how an operator attaches its closures.
+    @inlinable
+    final func attach(_ closures: ClosureObserver<Value>, to subscription: Subscription) {
+        attach(.closures(closures), to: subscription)
+    }
+
     /// Attaches `observer` on `subscription`'s home: now if on its thread, else queued there.
     @inlinable
     package final func start(_ observer: Observer<Value>, on subscription: Subscription) {
@@ -98,8 +104,22 @@ public class Signal<Value>: @unchecked Sendable {
         }
     }
 
+    /// `start(.sink(sink), on: sink)`: a subscription with callbacks, its own observer. Borrowed here, the
+    /// sink is wrapped in the observer without a retain.
+    @inlinable
+    package final func start(sink: SinkSubscription<Value>) {
+        start(.sink(sink), on: sink)
+    }
+
+    /// `start(.closures(closures), on: subscription)`.
+    @inlinable
+    package final func start(_ closures: ClosureObserver<Value>, on subscription: Subscription) {
+        start(.closures(closures), on: subscription)
+    }
+
     /// `fuse` for an operator that sends many values per upstream event: its transform also gets the
-    /// subscription's own sink, to send a burst through `Sink.handleNextInBurst` in one delivery.
+    /// end of the chain when the subscription's own sink is its downstream, to send a burst through
+    /// `Sink.handleNextInBurst` in one delivery.
     @inlinable
     func fuseBursting<U>(
         _ transform: @escaping @Sendable (
@@ -199,7 +219,7 @@ final class FusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
 }
 
 /// `FusedSignal` for an operator that sends bursts per upstream event (framing), also given the
-/// subscription's own sink (see `fuseBursting`).
+/// chain's `Sink` (see `fuseBursting`).
 @usableFromInline
 final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendable {
     // Sendable: both stored properties are immutable.
@@ -218,11 +238,13 @@ final class BurstFusedSignal<Upstream, Value>: Signal<Value>, @unchecked Sendabl
 
     @usableFromInline
     package override func attach(_ observer: Observer<Value>, to subscription: Subscription) {
-        let downstream = observer.closures(values: true)
         // Only this subscription's own sink: its deliveries are the ones a burst on it covers.
-        let sink = observer.kind == .sink ? unsafeDowncast(observer, to: Sink<Value>.self) : nil
-        let ownSink = sink.flatMap { $0.subscription === subscription ? $0 : nil }
-        upstream.attach(transform(downstream.event, downstream.next, ownSink, subscription), to: subscription)
+        let downstream: ClosureObserver<Value>, sink: Sink<Value>?
+        switch observer {
+        case .sink(let own): (downstream, sink) = own.makeEnd(own, true)
+        case .closures(let closures): (downstream, sink) = (closures, nil)
+        }
+        upstream.attach(transform(downstream.event, downstream.next, sink, subscription), to: subscription)
     }
 }
 

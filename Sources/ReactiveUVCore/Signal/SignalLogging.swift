@@ -99,18 +99,20 @@ extension Signal {
     /// `subscribe`'s logging path (kept out of line): logs subscribe, each event and dispose.
     @usableFromInline
     @inline(never)
-    func startLogging(_ sink: Sink<Value>, on subscription: Subscription) {
+    func startLogging(_ sink: SinkSubscription<Value>) {
         guard let logger = SignalLogging.subscriptionLogger() else {
-            start(sink, on: subscription)
+            start(sink: sink)
             return
         }
         let log = SignalEventLogger(logger: logger, name: name)
         log.subscribed()
-        subscription.add(ActionDisposable { log.disposed() })
+        sink.add(ActionDisposable { log.disposed() })
+        // The logger sits between the source and the callbacks, as an operator would.
+        let downstream = Observer.sink(sink).closures(values: false).event
         start(ClosureObserver(event: { event in
             log.log(event)
-            sink.handle(event)
-        }), on: subscription)
+            downstream(event)
+        }), on: sink)
     }
 
     /// Logs this signal's events through `logger`: subscribe, each value, error, completed, dispose (RAC's `logAll`).

@@ -15,7 +15,7 @@ import Musl
 /// nobody waits forever. `ReplaySubject` and `BehaviorSubject` also replay recent values.
 ///
 /// Thread rule: `send*` and subscribing are safe from any thread.
-public class Subject<Value>: Signal<Value>, @unchecked Sendable {
+public class Subject<Value>: Signal<Value>, ObserverReleasing, @unchecked Sendable {
     // Sendable: `lockWord` (a spin lock, never held while calling out) guards `registry`, `snapshot`
     // and `replay`; `version` mirrors `registry.version`. The first loop thread to send wins
     // `cacheOwner` (atomic) and alone touches the `cached*`, `cacheDepth` and `retired` vars,
@@ -29,8 +29,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline let cacheOwner = Atomic<UInt>(0)
     @usableFromInline @exclusivity(unchecked) final var cachedVersion: UInt64 = .max
     @usableFromInline @exclusivity(unchecked) final var cachedSnapshot: Unmanaged<SubjectSnapshot<Value>>?
-    /// The cached snapshot's only subscriber when it has exactly one.
-    @usableFromInline @exclusivity(unchecked) final var cachedSingle: Unmanaged<Subscriber<Value>>?
+    /// The cached snapshot's only subscriber when it has exactly one, else `.none`.
+    @usableFromInline @exclusivity(unchecked) final var cachedSingle = SubjectMember<Value>.none
     @usableFromInline @exclusivity(unchecked) final var cacheDepth = 0
     @usableFromInline @exclusivity(unchecked) final var retired: [Unmanaged<SubjectSnapshot<Value>>] = []
     /// Unregisters `abandonCache` from the owner loop's shutdown; written once, by the owner thread.
@@ -39,6 +39,8 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     @usableFromInline static var abandonedOwner: UInt { 1 }
     /// Looked up once, so subscribing (unspecialized) does not search the metadata cache.
     private let subscriberType = Subscriber<Value>.self
+    /// Tells the gates in the list from the subscriptions registered as their own (`SubjectMember`).
+    private var gateType: AnyObject.Type { subscriberType }
 
     /// Creates a subject with no subscribers.
     ///
@@ -84,9 +86,9 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     final func sendOnOwnerThread(_ value: Value, current: UnsafeMutableRawPointer) {
         // A subscriber may change the list and re-enter: the snapshot being walked is retired, not
         // released, until the outermost send is done.
-        if let single = cachedSingle {
+        if cachedSingle.bits != 0 {
             cacheDepth &+= 1
-            single._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            cachedSingle.sendNext(value, current: current)
             cacheDepth &-= 1
         } else if let snapshot = cachedSnapshot {
             cacheDepth &+= 1
@@ -149,7 +151,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
     final func abandonCache() {
         cacheOwner.store(Self.abandonedOwner, ordering: .relaxed)
         cachedVersion = .max
-        cachedSingle = nil
+        cachedSingle = .none
         guard let old = cachedSnapshot else { return }
         cachedSnapshot = nil
         if cacheDepth > 0 { retired.append(old) } else { old.release() }
@@ -164,7 +166,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
 
     @usableFromInline
     final func rebuildSnapshotLocked() -> SubjectSnapshot<Value> {
-        let fresh = SubjectSnapshot<Value>(registry.subscribers)
+        let fresh = SubjectSnapshot<Value>(registry.subscribers, gateType: gateType)
         snapshot = fresh
         return fresh
     }
@@ -177,7 +179,7 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         unlock()
         let old = cachedSnapshot
         cachedSnapshot = fresh
-        cachedSingle = fresh.flatMap { $0._withUnsafeGuaranteedRef { $0.count == 1 ? $0.elements[0] : nil } }
+        cachedSingle = fresh.flatMap { $0._withUnsafeGuaranteedRef { $0.count == 1 ? $0.elements[0] : nil } } ?? .none
         cachedVersion = freshVersion
         if let old {
             if cacheDepth > 0 { retired.append(old) } else { old.release() }
@@ -249,57 +251,76 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
         unlock()
         let current = ThreadLocals.currentScheduler.value
         for subscriber in subscribers {
-            unsafeDowncast(subscriber, to: Subscriber<Value>.self).send(event, current: current)
+            SubjectMember<Value>(subscriber, gateType: gateType).send(event, current: current)
         }
     }
 
-    /// Registers a gate holding `observer` (a `subscribe`'s sink itself, or an operator's closures).
+    /// Registers a gate holding `observer` (an operator's closures), or, for a subscription with
+    /// callbacks, the subscription itself as its own gate (the subject is then its root).
     @usableFromInline
     package override final func attach(_ observer: Observer<Value>, to subscription: Subscription) {
-        let subscriber = subscriberType.init(observer: observer, subscription: subscription, subject: self)
-        subscription.attachRoot(subscriber)
+        let member: AnyObject
+        if observer.kind == .sink {
+            // Its sink checks the disposed flag and hops to the home itself: no `Subscriber` needed.
+            member = subscription
+            subscription.attachRoot(self)
+        } else {
+            let subscriber = subscriberType.init(observer: observer, subscription: subscription, subject: self)
+            subscription.attachRoot(subscriber)
+            member = subscriber
+        }
         if subscription.isDisposed { return }
         if replayCapacity == 0 {
             lock()
             let ended = registry.terminated
             if !ended {
-                registry.subscribers.append(subscriber)
+                registry.subscribers.append(member)
                 changedLocked()
             }
             unlock()
             if !ended {
                 // Teardown leaves the list; this covers a disposal from a closed home that raced the append.
-                if subscription.isDisposed { subscriber.leaveSubject() }
+                if subscription.isDisposed { leave(member) }
                 return
             }
         }
-        attachReplaying(subscriber, to: subscription)
+        attachReplaying(member, to: subscription)
     }
 
     /// Registers a subscriber of a replaying (or ended) subject and replays to it.
-    private func attachReplaying(_ subscriber: Subscriber<Value>, to subscription: Subscription) {
+    private func attachReplaying(_ member: AnyObject, to subscription: Subscription) {
         // Replayed values and registration are taken together: each value is replayed or sent live,
         // never both and never missed.
         lock()
         let values = replay.buffer.elements
         let terminal = replay.terminal
         if terminal == nil {
-            registry.subscribers.append(subscriber)
+            registry.subscribers.append(member)
             changedLocked()
         }
         unlock()
         if terminal == nil, subscription.isDisposed {
             // This covers a disposal that raced the append.
-            subscriber.leaveSubject()
+            leave(member)
         }
         // On the home thread: delivered now, before any send hopped here from elsewhere.
         let current = ThreadLocals.currentScheduler.value
+        let gate = SubjectMember<Value>(member, gateType: gateType)
         for value in values {
             if subscription.isDisposed { return }
-            subscriber.send(.next(value), current: current)
+            gate.send(.next(value), current: current)
         }
         if let terminal {
-            subscriber.send(terminal, current: current)
+            gate.send(terminal, current: current)
+        }
+    }
+
+    /// Takes `member` off the list, once (its gate's own way, or directly for a subscription).
+    private func leave(_ member: AnyObject) {
+        if type(of: member) == gateType {
+            unsafeDowncast(member, to: Subscriber<Value>.self).leaveSubject()
+        } else {
+            remove(member)
         }
     }
 
@@ -321,6 +342,12 @@ public class Subject<Value>: Signal<Value>, @unchecked Sendable {
             }
             index -= 1
         }
+    }
+
+    /// The teardown of a subscription registered as its own gate (whose root this subject is): it leaves the list.
+    @usableFromInline
+    package final func releaseObserver(of subscription: Subscription) {
+        remove(subscription)
     }
 
     /// Records a change of the subscriber list (or the end) for senders. Lock held.

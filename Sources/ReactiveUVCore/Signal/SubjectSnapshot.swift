@@ -4,18 +4,20 @@
 final class SubjectSnapshot<Value> {
     // Immutable after init; freed (releasing the subscribers) when the last sender lets go.
     @usableFromInline let count: Int
-    @usableFromInline let elements: UnsafeMutablePointer<Unmanaged<Subscriber<Value>>>
+    @usableFromInline let elements: UnsafeMutablePointer<SubjectMember<Value>>
 
-    init(_ subscribers: ContiguousArray<AnyObject>) {
+    /// `subscribers` is the subject's list; `gateType` is `Subscriber<Value>.self` (see `SubjectMember`).
+    init(_ subscribers: ContiguousArray<AnyObject>, gateType: AnyObject.Type) {
         count = subscribers.count
         elements = .allocate(capacity: max(1, count))
         for (index, subscriber) in subscribers.enumerated() {
-            (elements + index).initialize(to: Unmanaged.passRetained(unsafeDowncast(subscriber, to: Subscriber<Value>.self)))
+            (elements + index).initialize(to: SubjectMember(subscriber, gateType: gateType))
+            _ = Unmanaged.passRetained(subscriber)
         }
     }
 
     deinit {
-        for index in 0..<count { elements[index].release() }
+        for index in 0..<count { elements[index].object.release() }
         elements.deallocate()
     }
 
@@ -23,7 +25,7 @@ final class SubjectSnapshot<Value> {
     func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
         var index = 0
         while index < count {
-            elements[index]._withUnsafeGuaranteedRef { $0.send(event, current: current) }
+            elements[index].send(event, current: current)
             index += 1
         }
     }
@@ -32,9 +34,61 @@ final class SubjectSnapshot<Value> {
     package func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
         var index = 0
         while index < count {
-            elements[index]._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+            elements[index].sendNext(value, current: current)
             index &+= 1
         }
     }
 }
 
+/// One of a subject's registrants, as senders see it: its gate (a `Subscriber`), or a subscription with
+/// callbacks registered as its own gate (`SinkSubscription`: the subject's sink lane, with no
+/// `Subscriber`). One word, the object's address with its low bit set for a sink; it holds no
+/// reference: whoever keeps one keeps the object alive.
+@usableFromInline
+struct SubjectMember<Value> {
+    // Immutable.
+    @usableFromInline let bits: UInt
+
+    /// `object`, a registrant of a `Subject<Value>`; `gateType` is `Subscriber<Value>.self`, looked up
+    /// once by the subject, so telling the two apart costs no metadata lookup.
+    init(_ object: AnyObject, gateType: AnyObject.Type) {
+        let address = UInt(bitPattern: Unmanaged.passUnretained(object).toOpaque())
+        bits = type(of: object) == gateType ? address : address | 1
+    }
+
+    /// No registrant (`Subject.cachedSingle` when the list has not exactly one).
+    @inlinable
+    static var none: SubjectMember<Value> { SubjectMember(bits: 0) }
+
+    @inlinable
+    init(bits: UInt) {
+        self.bits = bits
+    }
+
+    /// The registrant.
+    @inlinable
+    var object: Unmanaged<AnyObject> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits & ~1).unsafelyUnwrapped)
+    }
+
+    @inlinable
+    func sendNext(_ value: Value, current: UnsafeMutableRawPointer?) {
+        if bits & 1 == 0 {
+            Unmanaged<Subscriber<Value>>.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
+                ._withUnsafeGuaranteedRef { $0.sendNext(value, current: current) }
+        } else {
+            Unmanaged<SinkSubscription<Value>>.fromOpaque(UnsafeRawPointer(bitPattern: bits &- 1).unsafelyUnwrapped)
+                ._withUnsafeGuaranteedRef { $0.receiveNext(value, current: current) }
+        }
+    }
+
+    @inlinable
+    func send(_ event: Event<Value>, current: UnsafeMutableRawPointer?) {
+        let address = UnsafeRawPointer(bitPattern: bits & ~1).unsafelyUnwrapped
+        if bits & 1 == 0 {
+            Unmanaged<Subscriber<Value>>.fromOpaque(address)._withUnsafeGuaranteedRef { $0.send(event, current: current) }
+        } else {
+            Unmanaged<SinkSubscription<Value>>.fromOpaque(address)._withUnsafeGuaranteedRef { $0.receive(event, current: current) }
+        }
+    }
+}

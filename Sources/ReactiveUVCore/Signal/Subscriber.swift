@@ -2,7 +2,8 @@ import Synchronization
 
 /// The gate an event passes to enter a subscription: RAC's pass-through subscriber.
 ///
-/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription.
+/// `Signal { subscriber in ... }` sends to one; a subject keeps one per subscription of an operator
+/// (a subscription with callbacks is its own gate there).
 /// - After the subscription is disposed, or a terminal event passed, every event is dropped.
 /// - Events reach the observer on the home thread: a send from another thread hops there, in
 ///   order, so one subscription's events never overlap.
@@ -11,15 +12,18 @@ import Synchronization
 ///
 /// Thread rule: `send*` and `isDisposed` are safe from any thread.
 public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
-    // Sendable: `subscription`, `homeIdentity` and `observer` are immutable; `flags` and `depth` are
+    // Sendable: `subscription`, `homeIdentity`, `closures` and `observerKind` are immutable; `flags` and `depth` are
     // home-thread-only; `subject` is taken once, after `left`'s atomic exchange; `sourceFlowControl` is atomic.
     @usableFromInline package let subscription: Subscription
     /// `subscription.home`'s identity, compared with the thread's current scheduler.
     @usableFromInline package let homeIdentity: UnsafeMutableRawPointer
-    /// One reference to the observer until `releasedFlag` is set, without ARC traffic per delivery.
-    @usableFromInline let observer: Unmanaged<Observer<Value>>
+    /// The operator's closures, one reference until `releasedFlag` is set, without ARC traffic per
+    /// delivery; nil when the observer is the subscription's own sink (`subscription` holds it).
+    @usableFromInline let closures: Unmanaged<ClosureObserver<Value>>?
     /// `terminatedFlag`, `releasedFlag` and `releasePendingFlag` in one byte, so a value is gated by one test.
     @usableFromInline @exclusivity(unchecked) var flags: UInt8 = 0
+    /// What the observer takes: `.sink` (the subscription), or the closures' kind.
+    @usableFromInline let observerKind: ObserverKind
     /// Deliveries in progress (nested ones count), so teardown inside one waits for it to return.
     @usableFromInline @exclusivity(unchecked) var depth = 0
     /// The `Subject<Value>` this subscriber is registered with, if any: type-erased so unspecialized
@@ -38,15 +42,23 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// A gate for a source's `didSubscribe`, or (with `subject`) a subject's registration.
     @usableFromInline
-    package init(observer: Observer<Value>, subscription: Subscription, subject: Subject<Value>? = nil) {
-        self.observer = Unmanaged.passRetained(observer)
+    package init(observer: __shared Observer<Value>, subscription: Subscription, subject: __shared Subject<Value>? = nil) {
+        switch observer {
+        case .sink(let sink):
+            assert(sink === subscription, "a sink attached outside its own subscription")
+            closures = nil
+            observerKind = .sink
+        case .closures(let closures):
+            self.closures = Unmanaged.passRetained(closures)
+            observerKind = closures.kind
+        }
         self.subscription = subscription
         self.homeIdentity = Unmanaged.passUnretained(subscription.home).toOpaque()
         if let subject { self.subject = Unmanaged.passRetained(subject) }
     }
 
     deinit {
-        if flags & Self.releasedFlag == 0 { observer.release() }
+        if flags & Self.releasedFlag == 0 { closures?.release() }
         subject?.release()
         sourceFlowControl.load(ordering: .acquiring)?.release()
     }
@@ -151,15 +163,29 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     func deliver(_ event: Event<Value>) {
         let terminal = event.isTerminating
         guard enter(terminal: terminal) else { return }
-        observer._withUnsafeGuaranteedRef { $0.receive(event) }
+        if let closures {
+            closures._withUnsafeGuaranteedRef { $0.event(event) }
+        } else {
+            ownSink.handle(event)
+        }
         leave(terminal: terminal)
+    }
+
+    /// The subscription as its own sink (`observerKind == .sink`).
+    @inlinable
+    var ownSink: SinkSubscription<Value> {
+        unsafeDowncast(subscription, to: SinkSubscription<Value>.self)
     }
 
     /// Delivers a value on the home thread, through the gate (also a source's send that knows it runs there).
     @inlinable
     package func deliverNext(_ value: Value) {
         guard enter(terminal: false) else { return }
-        observer._withUnsafeGuaranteedRef { $0.receiveNext(value) }
+        if let closures {
+            closures._withUnsafeGuaranteedRef { $0.receiveNext(value) }
+        } else {
+            ownSink.handleNext(value)
+        }
         leave(terminal: false)
     }
 
@@ -174,21 +200,22 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
         }
         guard enter(terminal: false) else { return }
         let stopped = Self.terminatedFlag | Self.releasedFlag
-        observer._withUnsafeGuaranteedRef { observer in
-            if observer.kind == .sink, unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription {
-                let sink = unsafeDowncast(observer, to: Sink<Value>.self)
-                let entry = subscription.enterDelivery()
-                guard entry != .refused else { return }
-                for value in values {
-                    if flags & stopped != 0 || subscription.disposedFlag.load(ordering: .relaxed) { break }
-                    sink.handleNextInBurst(value)
-                }
-                subscription.leaveDelivery(entry)
-            } else {
+        if let closures {
+            closures._withUnsafeGuaranteedRef { observer in
                 for value in values {
                     if flags & stopped != 0 || subscription.isDisposed { break }
                     observer.receiveNext(value)
                 }
+            }
+        } else {
+            let sink = ownSink
+            let entry = sink.enterDelivery()
+            if entry != .refused {
+                for value in values {
+                    if flags & stopped != 0 || sink.disposedFlag.load(ordering: .relaxed) { break }
+                    sink.handleNextInBurst(value)
+                }
+                sink.leave(entry)
             }
         }
         leave(terminal: false)
@@ -247,7 +274,8 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
 
     /// Teardown (home thread): leave the subject, then let go of the observer (after the delivery in
     /// progress, if any).
-    package func releaseObserver() {
+    @usableFromInline
+    package func releaseObserver(of _: Subscription) {
         leaveSubject()
         if flags & Self.releasedFlag != 0 { return }
         if depth > 0 {
@@ -261,6 +289,6 @@ public final class Subscriber<Value>: ObserverReleasing, @unchecked Sendable {
     func releaseNow() {
         if flags & Self.releasedFlag != 0 { return }
         flags = (flags | Self.releasedFlag) & ~Self.releasePendingFlag
-        observer.release()
+        closures?.release()
     }
 }

@@ -6,20 +6,21 @@ import Synchronization
 /// home. `dispose()` sets the flag at once (no callback begins after it returns) and tears down
 /// on the home thread (queued there, or on the caller's once the home closed); it never waits.
 /// `disposeAndWait()` suspends until a callback already running elsewhere has returned.
+/// A `subscribe(next:error:completed:)` makes a `SinkSubscription`, which holds the callbacks too.
 /// Thread rule: `dispose()`/`disposeAndWait()`/`isDisposed` safe from any thread; the rest home thread only.
 @usableFromInline
-package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
+package class Subscription: CompoundDisposable, DeliveryHandshake, @unchecked Sendable {
     // Sendable: `home` is immutable; `delivering` is atomic; the rest is home thread only.
     @usableFromInline package let home: Scheduler
     /// The thread running the subscriber's callbacks, 0 when none (see `DeliveryHandshake`).
     @usableFromInline package let delivering = Atomic<UInt>(0)
     /// The source's subscriber, released at teardown; set by `attachRoot`.
-    private(set) var root: (any ObserverReleasing)?
+    @usableFromInline @exclusivity(unchecked) final var root: (any ObserverReleasing)?
     /// Whether a root was attached (and not yet released).
-    package var hasRoot: Bool { root != nil }
+    package final var hasRoot: Bool { root != nil }
     /// Set by a source that can pause (home thread only), or made on first use through
     /// `deferFlowControl(to:)`, so a reader nobody pauses never makes one.
-    package var flowControl: FlowControl? {
+    package final var flowControl: FlowControl? {
         get {
             guard let slot = flowControlSlot else { return nil }
             if let control = slot as? FlowControl { return control }
@@ -33,13 +34,13 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
         }
     }
     /// The flow control once made or set, else its `FlowControlMaker`, else nil: one word for both.
-    @exclusivity(unchecked) private var flowControlSlot: AnyObject?
+    @exclusivity(unchecked) private final var flowControlSlot: AnyObject?
 
     /// The flow control, if one was made or set; unlike `flowControl`, never makes one.
-    package var flowControlIfMade: FlowControl? { flowControlSlot as? FlowControl }
+    package final var flowControlIfMade: FlowControl? { flowControlSlot as? FlowControl }
 
     /// Lets `maker` make the flow control when a consumer first asks. Home thread only, for a source on it.
-    package func deferFlowControl(to maker: some FlowControlMaker) {
+    package final func deferFlowControl(to maker: some FlowControlMaker) {
         if flowControlSlot is FlowControl { return }
         flowControlSlot = maker
     }
@@ -65,10 +66,14 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
     @usableFromInline
     package static var homeForCallingThread: Scheduler { Scheduler.current ?? Runtime.defaultScheduler }
 
+    /// Whether `dispose()` was called (or the subscription ended). Final, so the gate's test inlines.
+    @inlinable
+    package final override var isDisposed: Bool { disposedFlag.load(ordering: .acquiring) }
+
     /// Sets the flag (no callback begins after this returns) and tears down on the home thread;
     /// never waits for a callback running elsewhere.
     @usableFromInline
-    package override func dispose() {
+    package final override func dispose() {
         guard markDisposed() else { return }
         if home.isCurrent {
             tearDown()
@@ -79,7 +84,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
 
     /// `dispose()`, then suspends until a callback running on another thread has returned (also the
     /// terminal callback of a subscription that ended by itself: its sink sets the flag first).
-    package override func disposeAndWait() async {
+    package final override func disposeAndWait() async {
         dispose()
         await waitForDeliveryToEnd(hoppingTo: home.loopLifecycle)
     }
@@ -96,22 +101,27 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
 
     private func tearDown() {
         disposeChildren()
-        // Moved out and consumed: `root?.releaseObserver()` would retain and release the existential.
+        releaseCallbacks()
+        // Moved out and consumed: `root?.releaseObserver(of:)` would retain and release the existential.
         let root = self.root.take()
         // Most have none; storing nil would still call release.
         if flowControlSlot != nil { flowControlSlot = nil }
         switch consume root {
-        case .some(let root): root.releaseObserver()
+        case .some(let root): root.releaseObserver(of: self)
         case .none: break
         }
     }
 
+    /// Lets go of the callbacks a subclass holds (`SinkSubscription`), at teardown.
+    func releaseCallbacks() {}
+
     /// Gives the subscription its root, released at teardown. Home thread only. On a disposed
     /// subscription (maybe torn down already, a cycle) it is released at once instead.
+    @inlinable
     @inline(__always)
-    package func attachRoot(_ root: some ObserverReleasing) {
+    package final func attachRoot(_ root: consuming some ObserverReleasing) {
         if isDisposed {
-            root.releaseObserver()
+            root.releaseObserver(of: self)
         } else {
             self.root = root
         }
@@ -119,7 +129,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
 
     /// Makes a subscription on the same home, owned by this one.
     @usableFromInline
-    func makeChild() -> Subscription {
+    final func makeChild() -> Subscription {
         let child = Subscription(home: home)
         add(child)
         return child
@@ -127,7 +137,7 @@ package final class Subscription: CompoundDisposable, DeliveryHandshake, @unchec
 
     /// Makes this subscription's flow control the one `child`'s source registers, so a consumer can
     /// still pause a source that an operator subscribed as a child. Home thread only.
-    func passFlowControl(from child: Subscription) {
+    final func passFlowControl(from child: Subscription) {
         deferFlowControl(to: ChildFlowControl(child))
     }
 }
@@ -147,7 +157,11 @@ package protocol FlowControlMaker: AnyObject {
     func makeFlowControl(for subscription: Subscription) -> FlowControl?
 }
 
-/// A subscriber that can drop its observer chain when its subscription is torn down.
+/// What a subscription's teardown tells: the root a source (its gate, its operator state, the
+/// source itself) or a subject (the subscription is its own gate there) gave it.
+@usableFromInline
 package protocol ObserverReleasing: AnyObject {
-    func releaseObserver()
+    /// `subscription`, whose root this is, is torn down: let go of its observer chain. Home thread
+    /// (or wherever the teardown runs once the home closed).
+    func releaseObserver(of subscription: Subscription)
 }

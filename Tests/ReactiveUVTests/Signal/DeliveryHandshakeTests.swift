@@ -20,10 +20,14 @@ final class DeliveryHandshakeTests: XCTestCase {
     /// delivers, and leaves the publication to the burst (it used to unpublish at its end, so the
     /// next value paid the full handshake again and `disposeAndWait()` no longer waited for the burst).
     func testASinkInsideABurstOfItsThreadJoinsItAndLeavesItPublished() {
-        let subscription = Subscription(home: TestScheduler())
         let seen = Locked<[UInt]>([])
-        let sink = Sink<Int>(next: { _ in seen.append(subscription.delivering.load(ordering: .relaxed)) },
-                             error: nil, completed: nil, subscription: subscription)
+        let published = Locked<SinkSubscription<Int>?>(nil)
+        let subscription = TestScheduler().performAsCurrent {
+            SinkSubscription<Int>(next: { _ in seen.append(published.current?.delivering.load(ordering: .relaxed) ?? 0) },
+                                  error: nil, completed: nil)
+        }
+        published.withLock { $0 = subscription }
+        let sink = Sink(handingOver: subscription)
         // The burst, as an operator opens it around the values of one event.
         subscription.delivering.store(me, ordering: .sequentiallyConsistent)
         sink.handleNext(1)
@@ -40,12 +44,16 @@ final class DeliveryHandshakeTests: XCTestCase {
     /// Inside a burst the disposed flag is still checked before every value: once the
     /// subscription is disposed (here by a callback of the burst), nothing more is delivered.
     func testASinkInsideABurstDeliversNothingOnceTheSubscriptionIsDisposed() {
-        let subscription = Subscription(home: TestScheduler())
         let seen = Locked<[Int]>([])
-        let sink = Sink<Int>(next: { value in
-            seen.append(value)
-            if value == 2 { _ = subscription.markDisposed() }
-        }, error: nil, completed: nil, subscription: subscription)
+        let disposing = Locked<SinkSubscription<Int>?>(nil)
+        let subscription = TestScheduler().performAsCurrent {
+            SinkSubscription<Int>(next: { value in
+                seen.append(value)
+                if value == 2 { _ = disposing.current?.markDisposed() }
+            }, error: nil, completed: nil)
+        }
+        disposing.withLock { $0 = subscription }
+        let sink = Sink(handingOver: subscription)
         let entry = subscription.enterDelivery()
         XCTAssertEqual(entry, .outermost)
         for value in 1...4 { sink.handleNext(value) }

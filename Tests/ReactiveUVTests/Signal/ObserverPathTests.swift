@@ -12,10 +12,12 @@ final class ObserverPathTests: XCTestCase {
     private func gatedKind<Value>(_ disposable: any Disposable, of _: Value.Type) -> ObserverKind? {
         guard let subscription = disposable as? Subscription,
               let gate = subscription.root as? Subscriber<Value> else { return nil }
-        return gate.observer.takeUnretainedValue().kind
+        return gate.observerKind
     }
 
-    func testASubjectsGateHoldsTheSubscribersSinkItself() {
+    /// A subscription with callbacks is a subject's registrant itself: no `Subscriber` gate, no closure;
+    /// the subject is its root (its teardown leaves the list).
+    func testASubjectRegistersASubscriptionWithCallbacksItselfWithNoGate() {
         let test = TestScheduler()
         let subject = Subject<Int>()
         let values = Locked<[Int]>([])
@@ -23,7 +25,8 @@ final class ObserverPathTests: XCTestCase {
         let subscription = test.performAsCurrent {
             subject.subscribe(next: { values.append($0) }, completed: { completed.withLock { $0 = true } })
         }
-        XCTAssertEqual(gatedKind(subscription, of: Int.self), .sink, "no closure between the subject's gate and the sink")
+        XCTAssertTrue((subscription as? Subscription)?.root === subject, "a gate or closure between the subject and the sink")
+        XCTAssertTrue(subscription is SinkSubscription<Int>)
         test.performAsCurrent {
             subject.sendNext(1)
             subject.sendNext(2)

@@ -170,7 +170,8 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
     }
 
     /// The subscription whose root this operation is was torn down (`HomeGate.sink`).
-    func releaseObserver() {
+    @usableFromInline
+    func releaseObserver(of _: Subscription) {
         dispose()
     }
 
@@ -235,6 +236,14 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
         startFailed()
         pending = .none
         if let failed { failed(error) } else { finish(error) }
+    }
+
+    /// A one-request signal's operation on the sink lane (`FileSystemSource.attach`): it sends to `sink`,
+    /// the subscription itself, and is its root (attached after the start, which may have ended it already).
+    static func startSingle(_ signal: FileSystemSignal<Value>, on loop: consuming EventLoop, sendingTo sink: SinkSubscription<Value>) {
+        let operation = FileOperation(loop: loop, output: .gate(.sink(sink)))
+        operation.single(signal)
+        sink.attachRoot(consume operation)
     }
 
     /// Runs the request of a one-request signal: sends what its `read` makes of the result, then completes.

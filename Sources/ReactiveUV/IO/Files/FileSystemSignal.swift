@@ -35,13 +35,13 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     // Called through the signal's vtable, so generic: specialized for the hot case (stat throughput).
     @_specialize(exported: false, where Value == FileInfo)
     static func attach(_ observer: Observer<Value>, to subscription: Subscription, signal: FileSystemSignal<Value>) {
-        if case .request = signal.source.work, takesSinkLane(observer, subscription, signal.source.loop) {
-            // The home is the calling thread's loop, and the observer the subscription's own sink.
-            let operation = FileOperation(loop: unsafeDowncast(subscription.home, to: EventLoop.self),
-                                          output: .gate(.sink(unsafeDowncast(observer, to: Sink<Value>.self))))
-            subscription.attachRoot(operation)
-            operation.single(signal)
-            return
+        if case .sink = observer {
+            // The observer is the subscription itself (not bound from the enum: that would retain it).
+            let sink = unsafeDowncast(subscription, to: SinkSubscription<Value>.self)
+            if let loop = sinkLane(sink, signal) {
+                FileOperation.startSingle(signal, on: loop, sendingTo: sink)
+                return
+            }
         }
         let subscriber = Subscriber(observer: observer, subscription: subscription)
         subscription.attachRoot(subscriber)
@@ -54,16 +54,17 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
         })
     }
 
-    /// Whether the operation may send to the subscription's own sink with no gate (`HomeGate`'s rules): the
-    /// observer is that sink (callbacks, no operator), on the thread of the home loop, which is the signal's loop.
+    /// The loop on which a one-request signal's operation may send to the subscription's own sink with no
+    /// gate (`HomeGate`'s rules), if it may: the observer is that sink (callbacks, no operator), on the
+    /// thread of the home loop, which is the signal's loop.
     @inline(__always)
-    private static func takesSinkLane(_ observer: Observer<Value>, _ subscription: Subscription, _ explicit: EventLoop?) -> Bool {
-        guard observer.kind == .sink, let current = ThreadLocals.currentLoop.value,
-              current == Unmanaged.passUnretained(subscription.home).toOpaque() else { return false }
+    private static func sinkLane(_ sink: SinkSubscription<Value>, _ signal: FileSystemSignal<Value>) -> EventLoop? {
+        guard case .request = signal.source.work, let current = ThreadLocals.currentLoop.value,
+              current == Unmanaged.passUnretained(sink.home).toOpaque() else { return nil }
         // Only a loop's thread names its loop there: the home is that loop.
-        let loop = unsafeDowncast(subscription.home, to: EventLoop.self)
-        guard explicit == nil || explicit === loop, loop.acceptsNewHandles, !subscription.isDisposed else { return false }
-        return unsafeDowncast(observer, to: Sink<Value>.self).subscription === subscription
+        let loop = unsafeDowncast(sink.home, to: EventLoop.self)
+        guard signal.source.loop.map({ $0 === loop }) ?? true, loop.acceptsNewHandles, !sink.isDisposed else { return nil }
+        return loop
     }
 
     /// Starts a one-request signal's request.

@@ -1,5 +1,5 @@
 /// Where a loop-bound source sends its events: the core's gate (a `Subscriber`), or, as its one
-/// specialization, the subscription's own `Sink` with no gate in between.
+/// specialization, the subscription itself as its own sink (`SinkSubscription`) with no gate in between.
 ///
 /// A source may send to the sink directly only where the sink already does all that the gate
 /// would (`directSink(for:in:on:)` checks it when the source is subscribed):
@@ -11,7 +11,7 @@
 ///   which disposes the subscription on a terminal event;
 /// - the source holds the gate until it ends and calls it from a local binding, so nothing frees
 ///   the sink during a delivery (the subscription's teardown makes the source let go, which
-///   breaks the sink → subscription → source cycle).
+///   breaks the subscription → source → subscription cycle).
 /// No gate takes the subscription's root slot, so the source takes it (`attachRoot`: a home stream
 /// reader), and the teardown reaches it there, with no lock and no child list. A source that
 /// registers flow control finds the subscription in `subscription`; a home reader needs no hop
@@ -22,7 +22,7 @@
 /// for `.subscriber`; a `.sink` is only ever made for, and called on, its home loop's thread.
 enum HomeGate<Value> {
     case subscriber(Subscriber<Value>)
-    case sink(Sink<Value>)
+    case sink(SinkSubscription<Value>)
 
     /// The sink a source on `loop` may send to without a gate, if `observer` is one: see the type's rules.
     /// Loop-bound sources call it in `attach`, on whatever thread subscribes; `loop` is then `subscription.home`.
@@ -31,24 +31,23 @@ enum HomeGate<Value> {
     /// made anywhere else costs one thread-local load, and no dynamic cast of the home is made.
     /// Inlined: across a call, the sink it returns would be retained, then released.
     @inline(__always)
-    static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: Scheduler) -> Sink<Value>? {
-        guard observer.kind == .sink else { return nil }
-        let home = subscription.home
+    static func directSink(for observer: Observer<Value>, in subscription: Subscription, on loop: Scheduler) -> SinkSubscription<Value>? {
+        guard case .sink(let sink) = observer else { return nil }
+        let home = sink.home
         // The calling thread's loop is the home, and it is the source's loop.
         guard let current = ThreadLocals.currentLoop.value, current == Unmanaged.passUnretained(home).toOpaque(),
               home === loop else {
             return nil
         }
-        guard loop.loopLifecycle?.acceptsNewHandles == true, !subscription.isDisposed else { return nil }
-        let sink = unsafeDowncast(observer, to: Sink<Value>.self)
-        return sink.subscription === subscription ? sink : nil
+        guard loop.loopLifecycle?.acceptsNewHandles == true, !sink.isDisposed else { return nil }
+        return sink
     }
 
     /// The subscription the events go to.
     var subscription: Subscription {
         switch self {
         case .subscriber(let subscriber): subscriber.subscription
-        case .sink(let sink): sink.subscription
+        case .sink(let sink): sink
         }
     }
 
@@ -56,7 +55,7 @@ enum HomeGate<Value> {
     var homeIdentity: UnsafeMutableRawPointer {
         switch self {
         case .subscriber(let subscriber): subscriber.homeIdentity
-        case .sink(let sink): Unmanaged.passUnretained(sink.subscription.home).toOpaque()
+        case .sink(let sink): Unmanaged.passUnretained(sink.home).toOpaque()
         }
     }
 
@@ -64,6 +63,7 @@ enum HomeGate<Value> {
     var isDisposed: Bool { subscription.isDisposed }
 
     /// Sends a value: through the gate (hopped to the home when needed), or to the sink.
+    @inline(__always)
     func sendNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNext(value)
@@ -72,6 +72,7 @@ enum HomeGate<Value> {
     }
 
     /// Sends a value on the home thread (the caller checked it once, as `Subscriber.deliverNext`'s callers do).
+    @inline(__always)
     func deliverNext(_ value: Value) {
         switch self {
         case .subscriber(let subscriber): subscriber.deliverNext(value)
@@ -83,11 +84,16 @@ enum HomeGate<Value> {
     func sendNexts<Values: Sequence>(_ values: Values) where Values.Element == Value {
         switch self {
         case .subscriber(let subscriber): subscriber.sendNexts(values)
-        case .sink(let sink): for value in values { sink.handleNext(value) }
+        case .sink(let sink):
+            let entry = sink.enterDelivery()
+            if entry == .refused { return }
+            for value in values { sink.handleNextInBurst(value) }
+            sink.leave(entry)
         }
     }
 
     /// Sends completion, ending the subscription.
+    @inline(__always)
     func sendCompleted() {
         switch self {
         case .subscriber(let subscriber): subscriber.sendCompleted()
@@ -96,11 +102,13 @@ enum HomeGate<Value> {
     }
 
     /// Ends the subscription: with `failure`, or completed when it is nil.
+    @inline(__always)
     func sendEnd(failure: (any Error)?) {
         if let failure { sendError(failure) } else { sendCompleted() }
     }
 
     /// Sends an error, ending the subscription.
+    @inline(__always)
     func sendError(_ error: any Error) {
         switch self {
         case .subscriber(let subscriber): subscriber.sendError(error)
@@ -113,7 +121,7 @@ enum HomeGate<Value> {
     var registeredFlowControl: FlowControl? {
         switch self {
         case .subscriber(let subscriber): subscriber.registeredFlowControl
-        case .sink(let sink): sink.subscription.flowControlIfMade
+        case .sink(let sink): sink.flowControlIfMade
         }
     }
 

@@ -27,8 +27,8 @@ extension StreamConnection {
         switch subscriber {
         case .sink(let sink):
             // No gate at the sink's root: the stream takes that place, and is told at teardown.
-            assert(!sink.subscription.hasRoot, "a sink reader's subscription already has a root")
-            sink.subscription.attachRoot(self)
+            assert(!sink.hasRoot, "a sink reader's subscription already has a root")
+            sink.attachRoot(self)
             return nil
         case .subscriber:
             return ReaderToken(self)
@@ -177,7 +177,8 @@ extension StreamConnection {
     /// reading for it, if it is still the current reader. On the loop's thread, or queued there (a
     /// home loop that has closed tears down on the disposer's thread; a loop refusing work has
     /// ended its readers already).
-    package final func releaseObserver() {
+    @usableFromInline
+    package final func releaseObserver(of _: Subscription) {
         if loop.inEventLoop {
             stopDisposedReader()
         } else {
