@@ -391,37 +391,3 @@ public class Subject<Value>: Signal<Value>, ObserverReleasing, @unchecked Sendab
         }
     }
 }
-
-/// The subscriber list of a subject, without its value type (no generic metadata to subscribe or leave).
-@usableFromInline
-struct SubjectRegistry {
-    // Only touched under the subject's lock.
-    /// The registered subscribers, all `Subscriber<Value>` of the owning subject.
-    @usableFromInline var subscribers: ContiguousArray<AnyObject> = []
-    /// Counts changes to `subscribers` (and the end), so the owner thread knows its snapshot is stale.
-    @usableFromInline var version: UInt64 = 0
-    @usableFromInline var terminated = false
-
-    init() {}
-}
-
-/// What a subject keeps for later subscribers: the last values (replaying subjects) and its end.
-@usableFromInline
-struct SubjectReplay<Value> {
-    // Only touched under the subject's lock.
-    @usableFromInline var terminal: Event<Value>?
-    /// How many values to keep: 0 for a plain subject, `Int.max` for unbounded replay.
-    @usableFromInline let capacity: Int
-    @usableFromInline var buffer = RingBuffer<Value>()
-
-    init(capacity: Int) {
-        self.capacity = capacity
-    }
-
-    @usableFromInline
-    mutating func record(_ value: Value) {
-        if capacity == 0 { return }
-        if buffer.count >= capacity { _ = buffer.popFirst() }
-        buffer.append(value)
-    }
-}

@@ -238,14 +238,6 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
         if let failed { failed(error) } else { finish(error) }
     }
 
-    /// A one-request signal's operation on the sink lane (`FileSystemSource.attach`): it sends to `sink`,
-    /// the subscription itself, and is its root (attached after the start, which may have ended it already).
-    static func startSingle(_ signal: FileSystemSignal<Value>, on loop: consuming EventLoop, sendingTo sink: SinkSubscription<Value>) {
-        let operation = FileOperation(loop: loop, output: .gate(.sink(sink)))
-        operation.single(signal)
-        sink.attachRoot(consume operation)
-    }
-
     /// Runs the request of a one-request signal: sends what its `read` makes of the result, then completes.
     func single(_ signal: FileSystemSignal<Value>) {
         guard mayStart() else { return }

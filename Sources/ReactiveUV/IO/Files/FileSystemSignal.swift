@@ -75,6 +75,16 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     }
 }
 
+extension FileOperation {
+    /// A one-request signal's operation on the sink lane (`FileSystemSource.attach`): it sends to `sink`,
+    /// the subscription itself, and is its root (attached after the start, which may have ended it already).
+    static func startSingle(_ signal: FileSystemSignal<Value>, on loop: consuming EventLoop, sendingTo sink: SinkSubscription<Value>) {
+        let operation = FileOperation(loop: loop, output: .gate(.sink(sink)))
+        operation.single(signal)
+        sink.attachRoot(consume operation)
+    }
+}
+
 /// What a file-system call is doing, for its errors and labels: `"stat /tmp/x"`, `"rename a -> b"`.
 /// Kept as its parts and written out only for an error or a message.
 ///
