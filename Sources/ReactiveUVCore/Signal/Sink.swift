@@ -211,16 +211,14 @@ package final class Sink<Value> {
         }
     }
 
-    /// The terminal event: the subscription is disposed first, then `error` or `completed` runs.
+    /// The terminal event: as the subscription's own (the callbacks it runs are the same once handed over).
     @inlinable
     func handleEnd(failure: (any Error)?) {
-        let entry = subscription.enterDelivery()
-        if entry == .refused { return }
-        defer { subscription.leaveDelivery(entry) }
-        subscription.end(failure: failure)
+        subscription.handleEnd(failure: failure)
     }
 
-    /// `handle(.next(value))`, without building the event.
+    /// `handle(.next(value))`, without building the event. Not the subscription's own: once handed over,
+    /// no release waits for the delivery's end, so the per-value path skips that check.
     @inlinable
     package func handleNext(_ value: Value) {
         let entry = subscription.enterDelivery()
@@ -242,7 +240,6 @@ package final class Sink<Value> {
     @inlinable
     @inline(__always)
     package func handleNextInBurst(_ value: Value) {
-        if subscription.disposedFlag.load(ordering: .relaxed) { return }
-        SinkSubscription.call(&subscription.next, value)
+        subscription.handleNextInBurst(value)
     }
 }
