@@ -49,6 +49,15 @@ extension StreamConnection {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
+        // The TLS lane (chosen once per connection): plaintext is sealed into records first.
+        if bits.tls { return sealAndQueue(bytes, completion: completion) }
+        queueWrite(bytes, cost: cost, completion: completion)
+    }
+
+    /// Writes `bytes` (already sealed, in the TLS lane) now if the kernel takes them, else queues
+    /// them as a request or into the batch; `cost` is what they count against the queue's limit.
+    @inline(__always)
+    final func queueWrite(_ bytes: [UInt8], cost: Int, completion: (((any Error)?) -> Void)?) {
         var written = 0
         if completion == nil, !bits.coalescing, !bits.batchesSends, transport == .tcp || (transport == .pipe && !ipc) {
             // Nobody waits for this write's result: try it now. With nothing queued (libuv answers
