@@ -25,8 +25,8 @@ extension StreamConnection {
         guard let session = TLSSession(context: context, server: server),
               server || session.expectServer(named: serverName ?? "", verifiesHostname: verifiesHostname) else {
             let error = TLSError.fromOpenSSL(verifyResult: Int(X509_V_OK), peer: peerDescription, fallback: .configuration)
-            end(.failed(error))
             completion(error)
+            end(.failed(error))
             return
         }
         extras.tlsSession = session
@@ -95,17 +95,16 @@ extension StreamConnection {
         failTLSHandshake(session, TLSError.fromOpenSSL(verifyResult: verifyResult, peer: peerDescription, fallback: .badRecord))
     }
 
-    /// Tells the handshake's waiter why it failed and ends the stream (after trying to send the alert).
+    /// Tells the handshake's waiter why it failed and ends the stream (the alert queued first).
     private func failTLSHandshake(_ session: TLSSession, _ error: TLSError) {
         session.handshakeTimer?.dispose()
         session.handshakeTimer = nil
         let completion = session.handshakeCompletion
         session.handshakeCompletion = nil
-        if isHandleOpen {
-            flushTLSOutput(session)
-            end(.failed(error))
-        }
+        // The waiter hears first: the stream's end would otherwise complete a client's connect signal.
+        if isHandleOpen { flushTLSOutput(session) }
         completion?(error)
+        end(.failed(error))
     }
 
     /// Hands the reader the plaintext of every whole record buffered, while it reads; then the

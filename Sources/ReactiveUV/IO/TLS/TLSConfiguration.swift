@@ -145,7 +145,10 @@ public struct TLSServerConfiguration: Sendable {
         let what = "TLSServerConfiguration"
         context = try TLSContext(server: true, what: what, alpn: applicationProtocols)
         try context.use(chain: certificateChain, key: privateKey, what: what)
-        if clientCertificates != .none { try context.trust(clientTrustRoots, what: what) }
+        if clientCertificates != .none {
+            try context.trust(clientTrustRoots, what: what)
+            context.askForClientCertificates(required: clientCertificates == .required)
+        }
         self.applicationProtocols = applicationProtocols
         self.handshakeTimeout = handshakeTimeout
         self.clientCertificates = clientCertificates

@@ -31,6 +31,8 @@ final class TLSContext: @unchecked Sendable {
         alpnWire = wire
         guard ruv_ssl_ctx_set_versions(context) == 1 else { throw TLSContext.failure(what, "cannot limit the versions to TLS 1.2 and 1.3") }
         ruv_ssl_ctx_set_defaults(context)
+        // A server that verifies clients must name its sessions, or a TLS 1.2 resumption fails.
+        if server { _ = SSL_CTX_set_session_id_context(context, Array("ReactiveUV".utf8), 10) }
         if !wire.isEmpty {
             if server {
                 SSL_CTX_set_alpn_select_cb(context, alpnSelect, Unmanaged.passUnretained(self).toOpaque())
@@ -56,6 +58,11 @@ final class TLSContext: @unchecked Sendable {
                 guard X509_STORE_add_cert(store, certificate) == 1 else { throw TLSContext.failure(what, "a trust root was refused") }
             }
         }
+    }
+
+    /// Asks clients for a certificate, verified against the trust roots; `required`: a client without one fails.
+    func askForClientCertificates(required: Bool) {
+        SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | (required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), nil)
     }
 
     /// Uses `chain` (leaf first) and `key`; refuses a key that does not match the leaf.
