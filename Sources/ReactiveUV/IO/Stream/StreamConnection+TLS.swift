@@ -3,7 +3,7 @@ internal import COpenSSL
 
 // The TLS lane: a stream whose `tls` bit is set reads ciphertext into its session's read BIO and
 // hands the reader the plaintext OpenSSL makes of it; its writes are sealed into records before
-// they join the write queue (`sealAndQueue`). The lane is chosen once, when the handshake starts;
+// they join the write queue (`sendSealedOnLoop`). The lane is chosen once, when the handshake starts;
 // a plain stream pays one test of the bit per read start and per write.
 extension StreamConnection {
     /// What the TLS handshake agreed on and who the peer proved to be; nil for a plain connection.
@@ -43,10 +43,10 @@ extension StreamConnection {
         continueTLSHandshake(session)
     }
 
-    /// libuv read `count` bytes of ciphertext into `base`, or reports EOF or an error (the lane's `didRead`).
-    final func tlsDidRead(_ count: Int, at base: UnsafeMutableRawPointer?) {
+    /// libuv read `count` bytes of ciphertext into `buffer`, or reports EOF or an error (the lane's `didRead`).
+    final func tlsDidRead(_ count: Int, in buffer: UnsafePointer<uv_buf_t>?) {
         guard isHandleOpen, let session = extrasIfMade?.tlsSession else { return }
-        if count > 0, let base {
+        if count > 0, let base = buffer?.pointee.base {
             noteActivityIfTracked()
             // A memory BIO grows to take it all; reading stops when the reader pauses, which bounds it.
             _ = BIO_write(session.readBIO, base, Int32(count))
@@ -127,7 +127,8 @@ extension StreamConnection {
             switch failure {
             case SSL_ERROR_WANT_READ:
                 guard session.socketEnded else { return }
-                if ruv_bio_pending(session.readBIO) > 0 {
+                // A record begun and not finished: in the BIO, or already in OpenSSL's buffer.
+                if session.hasBufferedInput {
                     end(.failed(TLSError(.badRecord, message: "the peer closed the connection in the middle of a record", peer: peerDescription)))
                 } else {
                     // EOF without close_notify: an end all the same (most HTTPS peers close so).
@@ -154,8 +155,23 @@ extension StreamConnection {
         }
     }
 
-    /// Seals `bytes` into records and queues them (the lane's write).
-    final func sealAndQueue(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+    /// The lane's `sendOnLoop` (open and not shut down for writing): the same checks, then `bytes`
+    /// sealed into records and queued.
+    final func sendSealedOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
+        if bytes.isEmpty {
+            completion?(nil)
+            return
+        }
+        bits.busy = true
+        if let fileSends, fileSends.isHolding {
+            return fileSends.hold(bytes, completion: completion)
+        }
+        let cost = bytes.count + StreamConnection.perWriteOverhead
+        if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {
+            let error = queueFullError(queuedCost: queuedWriteCost, byteCount: bytes.count)
+            if let completion { completion(error) } else { end(.failed(error)) }
+            return
+        }
         guard let session = extrasIfMade?.tlsSession, session.handshakeDone, !session.closeNotifySent else {
             completion?(UVError(code: UV_EPIPE.rawValue, message: "the TLS session is closed for writing", context: "write to \(peerDescription)"))
             return

@@ -29,7 +29,9 @@ extension StreamConnection {
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
     func sendOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         assertInEventLoop()
-        guard isHandleOpen, !bits.writesShutDown else {
+        guard isHandleOpen, bits.writableInPlainLane else {
+            // The TLS lane (chosen once per connection) seals its writes first: it shares this test.
+            if isHandleOpen, !bits.writesShutDown { return sendSealedOnLoop(bytes, completion: completion) }
             let reason = isHandleOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
@@ -49,8 +51,6 @@ extension StreamConnection {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
-        // The TLS lane (chosen once per connection): plaintext is sealed into records first.
-        if bits.tls { return sealAndQueue(bytes, completion: completion) }
         queueWrite(bytes, cost: cost, completion: completion)
     }
 

@@ -64,8 +64,11 @@ struct StreamStateBits {
     var closesWhenIdle: Bool { get { flag(Self.closesWhenIdleBit) } set { set(Self.closesWhenIdleBit, newValue) } }
 
     /// Bytes go through a TLS session (`StreamConnection+TLS.swift`): the lane is chosen once, when
-    /// the handshake starts, and reads and writes test this bit once each.
+    /// the handshake starts; a plain send tests it with `writesShutDown`, and a read start once.
     var tls: Bool { get { flag(Self.tlsBit) } set { set(Self.tlsBit, newValue) } }
+
+    /// Open for writing and not in the TLS lane: the send path's one test for both.
+    var writableInPlainLane: Bool { raw & (Self.writesShutDownBit | Self.tlsBit) == 0 }
 
     /// Where reading stands (two bits: every value is a case).
     var input: Input {

@@ -165,9 +165,11 @@ private let streamReadCallback: uv_read_cb = { stream, count, buffer in
     Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, at: buffer?.pointee.base) }
 }
 
+// Hands over the buffer itself, not its base: a body shaped like `streamReadCallback`'s would be
+// merged with it by the optimizer, and the plain lane would pay a switch on every read.
 private let tlsReadCallback: uv_read_cb = { stream, count, buffer in
     guard let data = stream?.pointee.data else { return }
-    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.tlsDidRead(count, at: buffer?.pointee.base) }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.tlsDidRead(count, in: buffer) }
 }
 
 private let streamWriteCallback: uv_write_cb = { request, status in

@@ -69,8 +69,9 @@ final class TLSSession {
         }
     }
 
-    /// Ciphertext not yet turned into records, or plaintext OpenSSL decrypted and holds.
-    var hasBufferedInput: Bool { ruv_bio_pending(readBIO) > 0 || SSL_pending(ssl) > 0 }
+    /// Ciphertext not yet turned into records (in the BIO, or part of a record in OpenSSL's
+    /// buffer), or plaintext OpenSSL decrypted and holds.
+    var hasBufferedInput: Bool { ruv_bio_pending(readBIO) > 0 || SSL_has_pending(ssl) == 1 }
 
     /// What the handshake agreed on and the verified peer certificate's names.
     func info() -> TLSSessionInfo {

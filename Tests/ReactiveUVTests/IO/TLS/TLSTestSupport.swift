@@ -218,3 +218,42 @@ print("GOT", received.decode(), flush=True)
 connection.unwrap()
 print("DONE", flush=True)
 """
+
+/// A Python `ssl` client over memory BIOs that finishes the handshake, then sends half of one
+/// record and ends the socket: with FIN ("fin") or RST ("reset"). Prints "SENT-HALF" first.
+/// Arguments: port, CA file, mode.
+let pythonHalfRecordClient = """
+import socket, ssl, struct, sys, time
+port, ca, mode = sys.argv[1:4]
+context = ssl.create_default_context(cafile=ca)
+raw = socket.create_connection(("127.0.0.1", int(port)))
+incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+while True:
+    try:
+        tls.do_handshake()
+        break
+    except ssl.SSLWantReadError:
+        raw.sendall(outgoing.read())
+        data = raw.recv(65536)
+        if not data:
+            sys.exit("closed during the handshake")
+        incoming.write(data)
+raw.sendall(outgoing.read())
+tls.write(b"x" * 1000)
+record = outgoing.read()
+raw.sendall(record[: len(record) // 2])
+print("SENT-HALF", flush=True)
+time.sleep(0.2)
+if mode == "reset":
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    raw.close()
+else:
+    raw.shutdown(socket.SHUT_WR)
+    try:
+        raw.recv(65536)
+    except Exception:
+        pass
+    raw.close()
+print("DONE", flush=True)
+"""
