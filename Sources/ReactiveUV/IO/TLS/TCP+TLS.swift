@@ -29,20 +29,8 @@ extension TCP {
     /// Thread rule: safe from any thread.
     public static func connect(host: String, port: Int, tls: TLSClientConfiguration, options: TCPOptions = TCPOptions(),
                                timeout: Duration? = nil, on loop: EventLoop? = nil) -> Signal<TCPConnection> {
-        let plain = connect(host: host, port: port, options: options, timeout: timeout, on: loop)
-        return Signal { subscriber in
-            plain.subscribe(
-                next: { connection in
-                    onLoop(of: connection) {
-                        connection.startTLS(tls.context, server: false, serverName: tls.serverName ?? host,
-                                            verifiesHostname: tls.verifiesHostname, timeout: tls.handshakeTimeout) { error in
-                            if let error { subscriber.sendError(error) } else { subscriber.sendNext(connection) }
-                        }
-                    }
-                },
-                error: { subscriber.sendError($0) },
-                completed: { subscriber.sendCompleted() })
-        }.debugNamed("+TCP.connect(\(host):\(port), tls)")
+        TLSHandshakes.client(connect(host: host, port: port, options: options, timeout: timeout, on: loop), tls: tls,
+                             serverName: tls.serverName ?? host).debugNamed("+TCP.connect(\(host):\(port), tls)")
     }
 
     /// Connects with TLS, runs `body` with the open connection, then closes it (close_notify,
@@ -116,25 +104,7 @@ extension TCPServer {
     public static func serve(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
                              tls: TLSServerConfiguration, on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil,
                              onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<Event> {
-        let plain = serve(host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain)
-        return Signal { subscriber in
-            plain.subscribe(
-                next: { event in
-                    guard case .accepted(let connection) = event else { return subscriber.sendNext(event) }
-                    onLoop(of: connection) {
-                        connection.startTLS(tls.context, server: true, serverName: nil, verifiesHostname: false,
-                                            timeout: tls.handshakeTimeout) { error in
-                            if let error { onHandshakeFailure?(error) } else { subscriber.sendNext(.accepted(connection)) }
-                        }
-                    }
-                },
-                error: { subscriber.sendError($0) },
-                completed: { subscriber.sendCompleted() })
-        }.debugNamed("+TCPServer.serve(\(host):\(port), tls)")
+        TLSHandshakes.server(serve(host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain), tls: tls,
+                             onHandshakeFailure: onHandshakeFailure).debugNamed("+TCPServer.serve(\(host):\(port), tls)")
     }
-}
-
-/// Runs `work` on `connection`'s loop thread: now when already there.
-private func onLoop(of connection: StreamConnection, _ work: @escaping @Sendable () -> Void) {
-    if connection.loop.inEventLoop { work() } else { connection.loop.execute(work) }
 }

@@ -98,4 +98,31 @@ final class TLSStreamTests: XCTestCase {
         let closed = try harness.record(file.close())
         _ = try closed.waitForTermination()
     }
+
+    func testTLSOverAUnixSocketEchoesAndNamesTheServerByServerName() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/tls.sock"
+            let harness = LoopHarness(name: "tls-unix")
+            defer { XCTAssertTrue(harness.finish().isClean) }
+            let server = try harness.record(UnixSocket.serve(path: path, options: UnixSocketOptions(allowHalfOpen: true),
+                                                             tls: certificates.server(), on: harness.loop).map { event -> UnixSocket.Event in
+                if case .accepted(let connection) = event {
+                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                }
+                return event
+            }, label: "tls unix server")
+            _ = try server.waitForValues(1)
+            // A path names no host: without `serverName` the client refuses to guess.
+            let unnamed = try harness.record(UnixSocket.connect(path: path, tls: certificates.client(), on: harness.loop))
+            XCTAssertEqual(try unnamed.waitForTermination().error as? TLSError, TLSError.configuration)
+            let connect = try harness.record(UnixSocket.connect(path: path, tls: certificates.client(serverName: "localhost"), on: harness.loop))
+            let connection = try connect.waitForValues(1)[0]
+            XCTAssertEqual(connection.tls?.peerCommonName, "localhost")
+            let bytes = try harness.record(connection.bytes)
+            let payload = bytePattern(300_000, seed: 3)
+            connection.send(payload)
+            XCTAssertEqual(try waitForBytes(bytes, payload.count), payload)
+            XCTAssertNil(try harness.record(connection.close()).waitForTermination().error)
+        }
+    }
 }

@@ -1,0 +1,47 @@
+/// The TLS forms of the client and server signals, over any transport: each connection the plain
+/// signal sends goes through its handshake on its own loop first.
+enum TLSHandshakes {
+    /// `plain`'s connection, sent once its client handshake (checking `serverName`) finished; the
+    /// signal fails with the handshake's `TLSError` otherwise.
+    static func client<Connection: StreamConnection>(_ plain: Signal<Connection>, tls: TLSClientConfiguration,
+                                                     serverName: String?) -> Signal<Connection> {
+        Signal { subscriber in
+            plain.subscribe(
+                next: { connection in
+                    onLoop(of: connection) {
+                        connection.startTLS(tls.context, server: false, serverName: serverName,
+                                            verifiesHostname: tls.verifiesHostname, timeout: tls.handshakeTimeout) { error in
+                            if let error { subscriber.sendError(error) } else { subscriber.sendNext(connection) }
+                        }
+                    }
+                },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+        }
+    }
+
+    /// `plain`'s events, each `.accepted` held until its connection's server handshake finished
+    /// (and dropped, after telling `onHandshakeFailure`, when it failed).
+    static func server<Event: ServerEvent>(_ plain: Signal<Event>, tls: TLSServerConfiguration,
+                                           onHandshakeFailure: (@Sendable (TLSError) -> Void)?) -> Signal<Event> {
+        Signal { subscriber in
+            plain.subscribe(
+                next: { event in
+                    guard let connection = event.acceptedConnection else { return subscriber.sendNext(event) }
+                    onLoop(of: connection) {
+                        connection.startTLS(tls.context, server: true, serverName: nil, verifiesHostname: false,
+                                            timeout: tls.handshakeTimeout) { error in
+                            if let error { onHandshakeFailure?(error) } else { subscriber.sendNext(event) }
+                        }
+                    }
+                },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+        }
+    }
+
+    /// Runs `work` on `connection`'s loop thread: now when already there.
+    private static func onLoop(of connection: StreamConnection, _ work: @escaping @Sendable () -> Void) {
+        if connection.loop.inEventLoop { work() } else { connection.loop.execute(work) }
+    }
+}
