@@ -21,6 +21,8 @@ public enum EchoEvent: Sendable {
     /// A drain began: no new client is accepted; the `open` clients are still echoed until they leave (or the deadline).
     /// With a drain that closes idle connections, the idle ones (everything they sent was echoed) are closed at once.
     case draining(open: Int)
+    /// A TLS client failed its handshake (`tls` given to `run`) and was closed; the error names it.
+    case handshakeFailed(TLSError)
 }
 
 /// The echo sample's server: every byte a client sends is sent back to it.
@@ -79,6 +81,8 @@ public enum EchoServer {
     ///   - group: The loops that serve the clients.
     ///   - drain: Requests to drain every loop (see `TCPServer.DrainRequest`): `.draining` is sent,
     ///     and the signal completes once every client has left (or was reset at the deadline).
+    ///   - tls: Serve TLS with this configuration (each client is served after its handshake; a
+    ///     failed one is reported as `.handshakeFailed`); nil for plain TCP.
     /// - Returns: A signal of server events; it completes only after a drain.
     ///
     /// Thread rule: safe from any thread.
@@ -88,7 +92,8 @@ public enum EchoServer {
         backlog: Int32? = nil,
         options: TCPOptions = TCPOptions(),
         on group: EventLoopGroup,
-        drain: Signal<TCPServer.DrainRequest>? = nil
+        drain: Signal<TCPServer.DrainRequest>? = nil,
+        tls: TLSServerConfiguration? = nil
     ) -> Signal<EchoEvent> {
         serving { sessions, report in
             let serveHere: @Sendable (TCPConnection) -> Void = { connection in
@@ -97,8 +102,11 @@ public enum EchoServer {
                 sessions.serve(connection, peer: connection.peerAddress)
             }
             // `.accepted` is served in `onAccepted`, on its own loop.
-            return TCPServer.serve(host: host, port: port, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
-                .map { event in echoEvent(event, serving: nil) }
+            let server = tls.map {
+                TCPServer.serve(host: host, port: port, backlog: backlog, options: options, tls: $0, on: group, onAccepted: serveHere,
+                                drain: drain, onHandshakeFailure: { report(.handshakeFailed($0)) })
+            } ?? TCPServer.serve(host: host, port: port, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
+            return server.map { event in echoEvent(event, serving: nil) }
         }
     }
 
@@ -141,6 +149,7 @@ public enum EchoServer {
     ///   - group: The loops that serve the clients.
     ///   - drain: Requests to drain every loop (see `UnixSocket.DrainRequest`): `.draining` is sent,
     ///     and the signal completes once every client has left (or was closed at the deadline).
+    ///   - tls: Serve TLS with this configuration (a failed handshake is reported as `.handshakeFailed`); nil for plain.
     /// - Returns: A signal of server events (`.listeningOnPath` first); it completes only after a drain.
     ///
     /// Thread rule: safe from any thread.
@@ -149,7 +158,8 @@ public enum EchoServer {
         backlog: Int32? = nil,
         options: UnixSocketOptions = UnixSocketOptions(),
         on group: EventLoopGroup,
-        drain: Signal<UnixSocket.DrainRequest>? = nil
+        drain: Signal<UnixSocket.DrainRequest>? = nil,
+        tls: TLSServerConfiguration? = nil
     ) -> Signal<EchoEvent> {
         serving { sessions, report in
             let serveHere: @Sendable (UnixConnection) -> Void = { connection in
@@ -158,8 +168,11 @@ public enum EchoServer {
                 sessions.serve(connection, peer: nil)
             }
             // `.accepted` is served in `onAccepted`, on its own loop.
-            return UnixSocket.serve(path: unixPath, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
-                .map { event in echoEvent(event, serving: nil) }
+            let server = tls.map {
+                UnixSocket.serve(path: unixPath, backlog: backlog, options: options, tls: $0, on: group, onAccepted: serveHere,
+                                 drain: drain, onHandshakeFailure: { report(.handshakeFailed($0)) })
+            } ?? UnixSocket.serve(path: unixPath, backlog: backlog, options: options, on: group, onAccepted: serveHere, drain: drain)
+            return server.map { event in echoEvent(event, serving: nil) }
         }
     }
 

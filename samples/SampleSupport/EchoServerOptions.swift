@@ -18,6 +18,10 @@ public struct EchoServerOptions: Sendable {
     public var backlog: Int32?
     /// How long the first Ctrl-C's drain waits for the clients to leave.
     public var drainTimeout = Duration.seconds(10)
+    /// The TLS certificate chain file (`--tls-cert`; with `--tls-key`, or neither), for a sample that serves TLS.
+    public var tlsCertificate: String?
+    /// The key of `tlsCertificate` (`--tls-key`).
+    public var tlsKey: String?
     /// The sample's own flags that were given (of those `parse` was told about).
     public var flags: Set<String> = []
 
@@ -31,11 +35,13 @@ public struct EchoServerOptions: Sendable {
     /// - Parameters:
     ///   - arguments: The arguments.
     ///   - flags: Flags without a value the sample takes besides the shared options (`--verbose`).
+    ///   - takesTLS: Whether `--tls-cert FILE` and `--tls-key FILE` are taken (the `echo` sample).
     /// - Returns: The options.
-    /// - Throws: `UsageError` for an unknown argument, a bad value, or neither or both of `--port` and `--unix`.
+    /// - Throws: `UsageError` for an unknown argument, a bad value, neither or both of `--port` and
+    ///   `--unix`, or one of `--tls-cert` and `--tls-key` without the other.
     ///
     /// Thread rule: safe from any thread.
-    public static func parse(_ arguments: [String], flags known: Set<String> = []) throws -> EchoServerOptions {
+    public static func parse(_ arguments: [String], flags known: Set<String> = [], takesTLS: Bool = false) throws -> EchoServerOptions {
         var options = EchoServerOptions()
         var reader = ArgumentReader(arguments)
         while let argument = try reader.next() {
@@ -54,6 +60,10 @@ public struct EchoServerOptions: Sendable {
                 options.backlog = Int32(try reader.count(for: argument, in: 1...Int(Int32.max)))
             case "--drain-timeout":
                 options.drainTimeout = try reader.seconds(for: argument)
+            case "--tls-cert" where takesTLS:
+                options.tlsCertificate = try reader.value(for: argument)
+            case "--tls-key" where takesTLS:
+                options.tlsKey = try reader.value(for: argument)
             case _ where known.contains(argument):
                 options.flags.insert(argument)
             default:
@@ -62,6 +72,9 @@ public struct EchoServerOptions: Sendable {
         }
         guard (options.port == nil) != (options.unixPath == nil) else {
             throw UsageError(options.port == nil ? "--port or --unix is required" : "--port and --unix do not go together")
+        }
+        guard (options.tlsCertificate == nil) == (options.tlsKey == nil) else {
+            throw UsageError("--tls-cert and --tls-key go together")
         }
         return options
     }

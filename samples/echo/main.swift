@@ -5,6 +5,7 @@
 //
 //   echo --port 7000 [--host 127.0.0.1] [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
 //   echo --unix /tmp/echo.sock [--max-connections 1000] [--backlog N] [--loops N] [--drain-timeout 10] [--verbose]
+//   either with --tls-cert FILE --tls-key FILE to serve TLS
 import EchoServerKit
 import ReactiveUV
 import SampleSupport
@@ -16,7 +17,9 @@ import Musl
 
 let usage = """
     usage: echo --port N [--host ADDRESS] [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS] [--verbose]
+                [--tls-cert FILE --tls-key FILE]
            echo --unix PATH [--max-connections N] [--backlog N] [--loops N] [--drain-timeout SECONDS] [--verbose]
+                [--tls-cert FILE --tls-key FILE]
       --port N              the TCP port to listen on; 0 picks a free one (printed)
       --host ADDRESS        the address to listen on (default 127.0.0.1)
       --loops N             serve the clients on N loops, each on its own thread (default: one
@@ -33,10 +36,22 @@ let usage = """
       --max-connections N   reset clients beyond N connected at once (default: no limit)
       --backlog N           let N clients wait to be accepted (default: the system's maximum,
                             net.core.somaxconn; a Unix socket refuses a client at once when full)
+      --tls-cert FILE       serve TLS 1.2/1.3 with this PEM certificate chain (with --tls-key)
+      --tls-key FILE        the certificate's PEM private key
     """
 
 func main() -> Int32 {
-    let options = parseCommandLine(program: "echo", usage: usage) { try EchoServerOptions.parse($0, flags: ["--verbose"]) }
+    let options = parseCommandLine(program: "echo", usage: usage) { try EchoServerOptions.parse($0, flags: ["--verbose"], takesTLS: true) }
+    // The certificate and key are read and checked now: a key that does not match fails here.
+    var tls: TLSServerConfiguration?
+    if let certificate = options.tlsCertificate, let key = options.tlsKey {
+        do {
+            tls = try TLSServerConfiguration(certificateChain: .file(certificate), privateKey: .file(key))
+        } catch {
+            printError("echo: \(error)")
+            return 1
+        }
+    }
 
     // The main thread becomes the loop thread: every callback below runs here.
     // No file descriptor (or thread) left: one line on standard error, and a failure status.
@@ -56,11 +71,11 @@ func main() -> Int32 {
     if let path = options.unixPath {
         server = EchoServer.run(unixPath: path, backlog: options.backlog, options: UnixSocketOptions(maxConnections: options.maxConnections,
                                                                            removeStaleSocketFile: true),
-                                on: group, drain: drainRequests)
+                                on: group, drain: drainRequests, tls: tls)
     } else {
         server = EchoServer.run(host: options.host, port: options.port!, backlog: options.backlog,
                                 options: TCPOptions(maxConnections: options.maxConnections), on: group,
-                                drain: drainRequests)
+                                drain: drainRequests, tls: tls)
     }
     let verbose = options.flags.contains("--verbose")
     subscriptions.add(server.subscribe(
@@ -86,6 +101,8 @@ func main() -> Int32 {
                 printLine("client \(describe(peer)) \(how) after \(bytes) bytes (\(clients.value) open)")
             case .refused(let peer, let open):
                 printLine("client \(describe(peer)) refused: \(open) connections open, the limit")
+            case .handshakeFailed(let error):
+                printLine("client refused by TLS: \(error)")
             case .draining(let open):
                 printLine("echo: no longer accepting; \(open) connection(s) open: closing the idle ones, waiting for the others")
             }

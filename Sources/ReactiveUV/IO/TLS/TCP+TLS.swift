@@ -107,4 +107,31 @@ extension TCPServer {
         TLSHandshakes.server(serve(host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain), tls: tls,
                              onHandshakeFailure: onHandshakeFailure).debugNamed("+TCPServer.serve(\(host):\(port), tls)")
     }
+
+    /// Serves `host:port` with TLS on every loop of `group`: `serve(host:port:backlog:options:on:onAccepted:drain:)`'s
+    /// rules, each connection's handshake run on the loop that accepted it. `onAccepted` runs there
+    /// once the handshake finished, before `.accepted` is sent; a client that fails it is closed and
+    /// never sent, and `onHandshakeFailure` hears why.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
+    ///   - tls: The certificate, key and client-certificate policy.
+    ///   - group: The loops that accept and home the connections; every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread after its handshake, before `.accepted` is sent.
+    ///   - drain: Requests to quiesce every loop's share (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of server events.
+    ///
+    /// Thread rule: safe from any thread; the callbacks run on the connection's loop thread.
+    public static func serve(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                             tls: TLSServerConfiguration, on group: EventLoopGroup,
+                             onAccepted: (@Sendable (TCPConnection) -> Void)? = nil, drain: Signal<DrainRequest>? = nil,
+                             onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<Event> {
+        TLSHandshakes.groupServer(tls: tls, onAccepted: onAccepted, onHandshakeFailure: onHandshakeFailure) { handshake in
+            serve(host: host, port: port, backlog: backlog, options: options, on: group, onAccepted: handshake, drain: drain)
+        }.debugNamed("+TCPServer.serve(\(host):\(port), tls, on: group)")
+    }
 }

@@ -42,7 +42,7 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     public let kind: Kind
     /// What OpenSSL reported, in words.
     public let message: String
-    /// The other end ("127.0.0.1:8443"), or where the configuration came from.
+    /// The other end ("127.0.0.1:8443"); for `.configuration`, the configuration type that refused it.
     public let peer: String
 
     /// An error of `kind` with `message`, about `peer`.
@@ -54,11 +54,11 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         self.peer = peer
     }
 
-    /// "TLSError.hostnameMismatch: ... (peer 127.0.0.1:8443)".
+    /// "TLSError.hostnameMismatch: ... (peer 127.0.0.1:8443)"; a configuration error names its type instead.
     ///
     /// Thread rule: safe from any thread.
     public var description: String {
-        "TLSError.\(kind.rawValue): \(message)\(peer.isEmpty ? "" : " (peer \(peer))")"
+        "TLSError.\(kind.rawValue): \(message)\(peer.isEmpty ? "" : kind == .configuration ? " (\(peer))" : " (peer \(peer))")"
     }
 
     /// Whether two errors are of the same kind (message and peer aside).

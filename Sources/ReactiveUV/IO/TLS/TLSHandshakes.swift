@@ -40,6 +40,30 @@ enum TLSHandshakes {
         }
     }
 
+    /// A group server made by `plain` (given the `onAccepted` to pass on): each connection's server
+    /// handshake starts on its own loop as it is accepted; once it finished, `onAccepted` runs there
+    /// and `.accepted` is sent. The plain server's own `.accepted` events are left out.
+    static func groupServer<Event: ServerEvent>(
+        tls: TLSServerConfiguration, onAccepted: (@Sendable (Event.Connection) -> Void)?,
+        onHandshakeFailure: (@Sendable (TLSError) -> Void)?,
+        _ plain: @escaping @Sendable (_ onAccepted: @escaping @Sendable (Event.Connection) -> Void) -> Signal<Event>
+    ) -> Signal<Event> {
+        Signal { subscriber in
+            let handshake: @Sendable (Event.Connection) -> Void = { connection in
+                connection.startTLS(tls.context, server: true, serverName: nil, verifiesHostname: false,
+                                    timeout: tls.handshakeTimeout) { error in
+                    if let error { return onHandshakeFailure?(error) ?? () }
+                    onAccepted?(connection)
+                    subscriber.sendNext(.accepted(connection))
+                }
+            }
+            return plain(handshake).subscribe(
+                next: { event in if event.acceptedConnection == nil { subscriber.sendNext(event) } },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+        }
+    }
+
     /// Runs `work` on `connection`'s loop thread: now when already there.
     private static func onLoop(of connection: StreamConnection, _ work: @escaping @Sendable () -> Void) {
         if connection.loop.inEventLoop { work() } else { connection.loop.execute(work) }

@@ -90,4 +90,30 @@ extension UnixSocket {
         TLSHandshakes.server(serve(path: path, backlog: backlog, options: options, on: loop, drain: drain), tls: tls,
                              onHandshakeFailure: onHandshakeFailure).debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), tls)")
     }
+
+    /// Serves `path` with TLS on every loop of `group`: `serve(path:backlog:options:on:onAccepted:drain:)`'s
+    /// rules, each connection's handshake run on the loop it was handed to. `onAccepted` runs there
+    /// once the handshake finished, before `.accepted` is sent; a client that fails it is closed and
+    /// never sent, and `onHandshakeFailure` hears why.
+    ///
+    /// - Parameters:
+    ///   - path: A file path, or `"\0name"` for a Linux abstract name.
+    ///   - backlog: The kernel's queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Buffer limits, the connection limit (across the group), stale-file removal and permissions.
+    ///   - tls: The certificate, key and client-certificate policy.
+    ///   - group: The loops that home the connections; every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread after its handshake, before `.accepted` is sent.
+    ///   - drain: Requests to quiesce every loop's share (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of server events.
+    ///
+    /// Thread rule: safe from any thread; the callbacks run on the connection's loop thread.
+    public static func serve(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                             tls: TLSServerConfiguration, on group: EventLoopGroup,
+                             onAccepted: (@Sendable (UnixConnection) -> Void)? = nil, drain: Signal<DrainRequest>? = nil,
+                             onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<Event> {
+        TLSHandshakes.groupServer(tls: tls, onAccepted: onAccepted, onHandshakeFailure: onHandshakeFailure) { handshake in
+            serve(path: path, backlog: backlog, options: options, on: group, onAccepted: handshake, drain: drain)
+        }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), tls, on: group)")
+    }
 }
