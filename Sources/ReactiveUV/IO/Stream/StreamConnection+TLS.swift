@@ -74,7 +74,7 @@ extension StreamConnection {
         flushTLSOutput(session)
         guard isHandleOpen else { return }
         if result == 1 {
-            session.handshakeDone = true
+            session.handshakeFinished()
             session.handshakeTimer?.dispose()
             session.handshakeTimer = nil
             extras.tlsInfo = session.info()
@@ -172,7 +172,7 @@ extension StreamConnection {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
-        guard let session = extrasIfMade?.tlsSession, session.handshakeDone, !session.closeNotifySent else {
+        guard let session = extrasIfMade?.tlsSession, session.phase == .open else {
             completion?(UVError(code: UV_EPIPE.rawValue, message: "the TLS session is closed for writing", context: "write to \(peerDescription)"))
             return
         }
@@ -197,8 +197,7 @@ extension StreamConnection {
 
     /// Seals close_notify (once), before the FIN of `close()` or `shutdown()`.
     final func sendCloseNotify() {
-        guard let session = extrasIfMade?.tlsSession, session.handshakeDone, !session.closeNotifySent else { return }
-        session.closeNotifySent = true
+        guard let session = extrasIfMade?.tlsSession, session.closingForWrites() else { return }
         ERR_clear_error()
         _ = SSL_shutdown(session.ssl)
         ERR_clear_error()

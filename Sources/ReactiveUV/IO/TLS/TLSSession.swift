@@ -19,12 +19,18 @@ final class TLSSession {
     let writeBIO: OpaquePointer
     /// Keeps the `SSL_CTX` alive while the session uses it.
     let context: TLSContext
-    /// The handshake finished; records now carry the application's bytes.
-    var handshakeDone = false
+    /// Where the session stands: handshaking, then open for records both ways, then (after
+    /// `close()` or `shutdown()`) closed for writing. Changed only by `handshakeFinished()` and
+    /// `closingForWrites()`.
+    enum Phase {
+        case handshaking
+        case open
+        case sentCloseNotify
+    }
+
+    private(set) var phase = Phase.handshaking
     /// The socket's EOF was read: what is left in `readBIO` is all there will be.
     var socketEnded = false
-    /// close_notify was sealed (by `close()` or `shutdown()`).
-    var closeNotifySent = false
     /// A pump of buffered records is queued on the loop (after a reader resumed).
     var pumpQueued = false
     /// Who waits for the handshake (cleared when told).
@@ -47,6 +53,21 @@ final class TLSSession {
     }
 
     deinit { SSL_free(ssl) }
+
+    /// The handshake finished: records carry the application's bytes from now on.
+    var handshakeDone: Bool { phase != .handshaking }
+
+    func handshakeFinished() {
+        if phase == .handshaking { phase = .open }
+    }
+
+    /// Moves to `sentCloseNotify`; false when close_notify cannot or need not be sent (still
+    /// handshaking, or sent already).
+    func closingForWrites() -> Bool {
+        guard phase == .open else { return false }
+        phase = .sentCloseNotify
+        return true
+    }
 
     /// Client side: checks the server's certificate chain, and its name unless `verifiesHostname` is off;
     /// sends `name` as SNI unless it is an IP address.
