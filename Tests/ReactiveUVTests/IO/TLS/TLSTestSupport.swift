@@ -94,9 +94,14 @@ struct ToolProcess {
         }
     }
 
-    /// The rest of the output, after the process ended, and its status.
+    /// The rest of the output, after the process ended, and its status. A peer still running after
+    /// two minutes is ended (a test waiting on a peer that waits on it fails instead of hanging).
     func finish() -> (status: Int32, text: String) {
         try? input.fileHandleForWriting.close()
+        let process = self.process
+        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
+        defer { watchdog.cancel() }
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return (process.terminationStatus, text)
