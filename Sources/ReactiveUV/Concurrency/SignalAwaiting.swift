@@ -16,7 +16,7 @@ extension Signal {
 
     /// Waits for the signal to end and hands over what `reduce` kept; the box's first `finish`
     /// resumes the continuation, exactly once.
-    private func awaitTerminal<State>(
+    private nonisolated(nonsending) func awaitTerminal<State>(
         _ initial: State,
         stopEarly: Bool = false,
         _ reduce: @escaping (inout State, Value) -> Void
@@ -39,7 +39,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func first() async throws -> Value? where Value: Sendable {
+    public nonisolated(nonsending) func first() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none, stopEarly: true) { first, value in
             if first == nil { first = value }
         }
@@ -50,7 +50,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func last() async throws -> Value? where Value: Sendable {
+    public nonisolated(nonsending) func last() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none) { last, value in last = value }
     }
 
@@ -59,7 +59,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func collect() async throws -> [Value] where Value: Sendable {
+    public nonisolated(nonsending) func collect() async throws -> [Value] where Value: Sendable {
         try await awaitTerminal([Value]()) { values, value in values.append(value) }
     }
 
@@ -69,7 +69,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any task.
     @discardableResult
-    public func waitUntilCompleted() async -> (any Error)? {
+    public nonisolated(nonsending) func waitUntilCompleted() async -> (any Error)? {
         do {
             _ = try await awaitTerminal(()) { _, _ in }
             return nil
