@@ -22,7 +22,7 @@ import ReactiveUV
 ///
 /// Thread rule: use a simulation and its loops from one thread (the test's); their callbacks run
 /// on it, inside `run(for:)`, `runUntilIdle()` and `perform(on:_:)`.
-public final class Simulation: @unchecked Sendable {
+public final class Simulation: SimulationDriver, @unchecked Sendable {
     // Sendable: every stored var is touched only by the driving thread (the thread rule); the
     // clock is atomic, so callbacks of other code may read the time.
 
@@ -35,7 +35,7 @@ public final class Simulation: @unchecked Sendable {
     /// Every callback run so far, with its virtual time.
     public private(set) var trace = SimulationTrace()
 
-    private let clock: VirtualClock
+    private let virtualClock: VirtualClock
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
@@ -52,22 +52,24 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the thread that will drive it.
     public init(seed: UInt64, loopName: String = "sim") {
         self.seed = seed
-        clock = VirtualClock()
+        virtualClock = VirtualClock()
         generator = SeededRandomNumberGenerator(seed: seed)
-        loop = EventLoop.simulated(name: loopName, clock: clock)
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock)
         loops = [loop]
+        SimulationDrivers.register(self)
     }
 
     deinit {
         // A safety net for a test that forgot finish(): a loop must be shut down before release.
         if report == nil { _ = finish() }
+        SimulationDrivers.unregister(self)
     }
 
     /// Adds a simulated loop on the same virtual clock, named `name`.
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: clock)
+        let made = EventLoop.simulated(name: name, clock: virtualClock)
         loops.append(made)
         return made
     }
@@ -75,7 +77,12 @@ public final class Simulation: @unchecked Sendable {
     /// The virtual time (zero when the simulation began); the loops' `now`.
     ///
     /// Thread rule: safe from any thread.
-    public var now: SchedulerInstant { SchedulerInstant(nanoseconds: clock.nanoseconds) }
+    public var now: SchedulerInstant { SchedulerInstant(nanoseconds: virtualClock.nanoseconds) }
+
+    /// The virtual time as a Swift `Clock`: `Task.sleep(for:clock:)` and code taking a clock wait on it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var clock: SimulationClock { SimulationClock(loop: loop, virtualClock: virtualClock) }
 
     /// The trace's hash: equal for two runs of one program from one seed.
     ///
@@ -123,7 +130,7 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the driving thread, outside the simulation's callbacks.
     @discardableResult
     public func runUntilIdle(limit: Int = 1_000_000) -> Int {
-        drive(until: nil, limit: limit, what: "runUntilIdle()")
+        drive(until: nil, limit: limit, what: "runUntilIdle()", stop: { false })
     }
 
     /// Runs callbacks for `duration` of virtual time (negative counts as zero), jumping from timer
@@ -136,11 +143,13 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the driving thread, outside the simulation's callbacks.
     @discardableResult
     public func run(for duration: Duration, limit: Int = 1_000_000) -> Int {
-        let (target, overflow) = clock.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
-        return drive(until: overflow ? .max : target, limit: limit, what: "run(for: \(duration))")
+        let (target, overflow) = virtualClock.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
+        return drive(until: overflow ? .max : target, limit: limit, what: "run(for: \(duration))", stop: { false })
     }
 
-    private func drive(until target: UInt64?, limit: Int, what: String) -> Int {
+    /// Runs callbacks until `stop()` (checked after each), nothing is left before `target`, or
+    /// `limit` callbacks ran; the clock ends at `target` unless `stop()` or the limit ended it first.
+    private func drive(until target: UInt64?, limit: Int, what: String, stop: () -> Bool) -> Int {
         guard !driving else {
             problems.append("\(what) was called from inside a simulated callback, and ran nothing")
             return 0
@@ -151,21 +160,22 @@ public final class Simulation: @unchecked Sendable {
         while true {
             if runOneReady() {
                 ran += 1
+                if stop() { return ran }
                 if ran >= limit { break }
                 continue
             }
             guard let next = nextDeadline(), next <= target ?? .max else {
-                if let target { clock.advance(to: target) }
+                if let target { virtualClock.advance(to: target) }
                 return ran
             }
-            clock.advance(to: next)
+            virtualClock.advance(to: next)
         }
         let left = loops.contains { !$0.simulatedReadiness().isEmpty } || nextDeadline().map { $0 <= target ?? .max } == true
         if left {
             problems.append("\(what) stopped after \(limit) callbacks with work still due at \(now)"
                             + (target == nil ? " (repeating work never idles: use run(for:))" : ""))
         } else if let target {
-            clock.advance(to: target)
+            virtualClock.advance(to: target)
         }
         return ran
     }
@@ -203,6 +213,24 @@ public final class Simulation: @unchecked Sendable {
         loops.compactMap { $0.simulatedNextDeadline() }.min()
     }
 
+    /// A blocking wait (`first(timeout:)`...) made on the driving thread: see `SimulationDriver`.
+    package func driveBlocking(operation: String, timeout: Duration?, start: () -> Void,
+                               isDone: () -> Bool, abandon: () -> Void) throws {
+        try perform(start)
+        if isDone() { return }
+        let target = timeout.map { timeout -> UInt64 in
+            let (sum, overflow) = virtualClock.nanoseconds.addingReportingOverflow(timeout.clampedNanoseconds)
+            return overflow ? .max : sum
+        }
+        _ = drive(until: target, limit: 1_000_000, what: operation, stop: isDone)
+        if isDone() { return }
+        try perform(abandon)
+        if let timeout, let target, virtualClock.nanoseconds >= target {
+            throw TimeoutError(operation: operation, after: timeout)
+        }
+        throw SimulationMisuse("\(operation) would wait forever: nothing is left to run at \(now) and the signal has not ended")
+    }
+
     /// Disposes every recorder, runs what that queued (no time passes), lists what is still open
     /// (pending timers included: there must be none), shuts every loop down and checks
     /// `uv_loop_close` returned 0. Calling it again returns the first report.
@@ -232,6 +260,7 @@ public final class Simulation: @unchecked Sendable {
         }
         let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems)
         report = made
+        SimulationDrivers.unregister(self)
         return made
     }
 }

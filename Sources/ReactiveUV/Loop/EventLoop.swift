@@ -99,7 +99,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Called by `run()` just before it decides whether to leave (tests only).
     var beforeLeavingRunForTesting: (() -> Void)?
     /// The virtual clock of a simulated loop (driven by a simulation, not by libuv); nil for a real loop.
-    let virtualClock: VirtualClock?
+    package let virtualClock: VirtualClock?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
