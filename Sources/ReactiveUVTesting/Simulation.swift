@@ -74,6 +74,15 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         return made
     }
 
+    /// Adds `loopCount` simulated loops (at least 1) named `name-0`, `name-1`... and returns them
+    /// as an `EventLoopGroup`, for code that takes a group (`TCPServer.listen(on: group)`, `next()`).
+    /// `finish()` shuts them down with the others.
+    ///
+    /// Thread rule: the driving thread.
+    public func makeGroup(loopCount: Int, name: String = "group") -> EventLoopGroup {
+        EventLoopGroup(loops: (0..<max(1, loopCount)).map { makeLoop(name: "\(name)-\($0)") })
+    }
+
     /// The virtual time (zero when the simulation began); the loops' `now`.
     ///
     /// Thread rule: safe from any thread.

@@ -12,7 +12,7 @@ enum ServerSignal {
         socket makeSocket: @escaping @Sendable (EventLoop) -> Socket
     ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what, refusingSimulation: "Server") { loop in
                 let listener = Listener(socket: makeSocket(loop), callbacks: .init(
                     onEvent: { send($0, subscriber) }, onError: { subscriber.sendError($0) }, onLoopShutdown: nil))
                 // Followed before the listener starts: a request sent as soon as `.listening` arrives (from
@@ -37,7 +37,7 @@ enum ServerSignal {
         startShares: @escaping @Sendable (GroupServer<Socket>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: group.loops[0], for: subscriber, what: what) { _ in
+            LoopBinding.open(on: group.loops[0], for: subscriber, what: what, refusingSimulation: "Server") { _ in
                 let server = GroupServer<Socket>(
                     group: group, options: options, backlog: ListenBacklog(backlog), context: context,
                     onAccepted: onAccepted, output: GroupServerOutput(subscriber, send: send))

@@ -36,6 +36,7 @@ struct UVStream {
     /// `uv_tcp_init`, `uv_pipe_init` (`ipc`: one that passes descriptors), or `uv_tty_init` on
     /// `descriptor` (a terminal is opened on its descriptor from the start).
     func initialize(_ transport: StreamConnection.Transport, ipc: Bool, descriptor: Int32?, on loop: EventLoop) throws(UVError) {
+        try loop.refuseIfSimulated("Stream", what: "a \(transport.connectionTypeName)")
         let raw = UnsafeMutableRawPointer(stream)
         switch transport {
         case .tcp:

@@ -39,7 +39,7 @@ public enum TCP {
         on loop: EventLoop? = nil
     ) -> Signal<TCPConnection> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "TCP.connect") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "TCP.connect", refusingSimulation: "TCP") { loop in
                 let attempt = TCPConnectAttempt(loop: loop, host: host, port: port, options: options, subscriber: subscriber)
                 attempt.start(timeout: timeout)
                 return attempt
