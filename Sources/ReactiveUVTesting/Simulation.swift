@@ -36,6 +36,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     public private(set) var trace = SimulationTrace()
 
     private let virtualClock: VirtualClock
+    /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
+    package let network: SimulatedNetwork
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
@@ -54,7 +56,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         self.seed = seed
         virtualClock = VirtualClock()
         generator = SeededRandomNumberGenerator(seed: seed)
-        loop = EventLoop.simulated(name: loopName, clock: virtualClock)
+        // Faults draw from a generator of their own, so they do not shift the order's draws.
+        let faultNumbers = FaultNumbers(seed: seed)
+        network = SimulatedNetwork(random: { faultNumbers.next() })
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network)
         loops = [loop]
         SimulationDrivers.register(self)
     }
@@ -69,7 +74,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: virtualClock)
+        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network)
         loops.append(made)
         return made
     }
@@ -272,6 +277,16 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         SimulationDrivers.unregister(self)
         return made
     }
+}
+
+/// The seed's numbers for the network's faults, apart from those that order callbacks.
+private final class FaultNumbers: @unchecked Sendable {
+    // Sendable: drawn only on the simulation's driving thread.
+    private var generator: SeededRandomNumberGenerator
+
+    init(seed: UInt64) { generator = SeededRandomNumberGenerator(seed: seed ^ 0x9E37_79B9_7F4A_7C15) }
+
+    func next() -> UInt64 { generator.next() }
 }
 
 /// A `Simulation` used against its thread rule or after `finish()`; nothing was run.

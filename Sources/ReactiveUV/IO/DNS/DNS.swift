@@ -76,6 +76,11 @@ enum HostResolution {
             completion(.failure(EventLoopError.shutDown(loop: loop.name)))
             return nil
         }
+        // A lookup on libuv's pool would never be answered on a simulated loop.
+        if loop.isSimulated {
+            completion(.failure(loop.simulationRefusal("DNS", what: "resolving \(host)")))
+            return nil
+        }
         let lookup = AddressLookup(loop: loop, host: host, port: port, completion: completion)
         do {
             try lookup.start(socketType: socketType)

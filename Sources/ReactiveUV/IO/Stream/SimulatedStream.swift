@@ -39,6 +39,10 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     private var lastArrival: UInt64 = 0
     private var sentEnd = false
     private var sendsReset = false
+    /// Its stream started closing: nothing more is received.
+    private(set) var isClosed = false
+    /// A reset drawn from the seed (`injectReset`), cancelled by the close.
+    private var faultTimer: (any Disposable)?
 
     init(loop: EventLoop, latency: Duration) {
         self.loop = loop
@@ -69,15 +73,6 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     }
 
     var unreadByteCount: Int32? { Int32(clamping: inbound.count - inboundStart) }
-
-    /// Takes every byte at once (the simulated network has room), unless writes are queued
-    /// (`UV_EAGAIN`, as libuv answers then) or the peer reset the connection.
-    func tryWrite(_ bytes: [UInt8]) -> Int32 {
-        if inboundEnd == UV_ECONNRESET.rawValue { return UV_ECONNRESET.rawValue }
-        guard pendingWrites.isEmpty else { return UV_EAGAIN.rawValue }
-        transmit(bytes[...])
-        return Int32(clamping: bytes.count)
-    }
 
     /// Sends `bytes[written...]` now; the request is called back as the next callbacks run.
     func write(_ bytes: [UInt8], skipping written: Int, with request: WriteRequest) -> Int32 {
@@ -110,8 +105,27 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// after the writes' and the shutdown's.
     func close() {
         reading = false
+        isClosed = true
+        faultTimer?.dispose()
+        faultTimer = nil
         if sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
         loop.execute { [self] in finishClose() }
+    }
+
+    /// A client the listener never accepted (it closed): RST to the peer, nothing more received.
+    func abandon() {
+        isClosed = true
+        sendEnd(reset: true)
+    }
+
+    /// A fault: `after` from now the connection is reset, both ways (unless it closed first).
+    func injectReset(after delay: Duration) {
+        faultTimer = loop.schedule(after: delay) { [self] in
+            faultTimer = nil
+            guard !isClosed else { return }
+            sendEnd(reset: true)
+            receiveEnd(UV_ECONNRESET.rawValue)
+        }
     }
 
     // MARK: - transmission
@@ -134,22 +148,30 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         let now = loop.now.nanoseconds
         let arrival = max(now &+ latency.clampedNanoseconds, lastArrival)
         lastArrival = arrival
-        let peerLoop = peer.loop
-        let sameLoop = peerLoop === loop
-        _ = loop.schedule(after: .nanoseconds(Int64(clamping: arrival - now))) { [weak peer] in
-            guard let peer else { return }
-            if sameLoop { arrive(peer) } else { peerLoop.execute { arrive(peer) } }
+        SimulatedStreamEnd.message(from: loop, to: peer.loop, after: .nanoseconds(Int64(clamping: arrival - now))) { [weak peer] in
+            if let peer { arrive(peer) }
+        }
+    }
+
+    /// Runs `body` on `destination` `delay` after now on `source`: a timer of the sender, then
+    /// (between loops) work from outside for the receiver, as a packet would take.
+    static func message(from source: EventLoop, to destination: EventLoop, after delay: Duration,
+                        _ body: @escaping @Sendable () -> Void) {
+        let sameLoop = source === destination
+        _ = source.schedule(after: delay) {
+            if sameLoop { body() } else { destination.execute(body) }
         }
     }
 
     private func receive(_ bytes: [UInt8]) {
-        guard connection != nil, inboundEnd == nil else { return }
+        // Kept from before the stream is attached (bytes sent before the listener accepted).
+        guard !isClosed, inboundEnd == nil else { return }
         inbound.append(contentsOf: bytes)
         queueReadIfReady()
     }
 
     private func receiveEnd(_ code: Int32) {
-        guard connection != nil else { return }
+        guard !isClosed else { return }
         if code == UV_ECONNRESET.rawValue {
             // A reset drops what was not read yet, and the next read fails (even after an EOF).
             inbound = []
@@ -222,12 +244,11 @@ extension StreamConnection {
     /// Opens this stream over `end` instead of a libuv handle; loop thread only.
     func openSimulated(_ end: SimulatedStreamEnd) {
         assertInEventLoop()
-        // Nothing of libuv's runs on this memory; leak reports read the handle's type.
-        handle.pointee.type = transport == .tcp ? UV_TCP : UV_NAMED_PIPE
         bits.simulated = true
         end.attach(self)
         extras.simulated = end
-        didOpen()
+        // Nothing of libuv's runs on this memory; leak reports read the handle's type.
+        didOpenSimulated(as: transport == .tcp ? UV_TCP : UV_NAMED_PIPE)
     }
 
     /// `closeHandle()` for a simulated stream: its end runs the close callback as a callback of the loop.

@@ -63,6 +63,10 @@ struct StreamStateBits {
     /// A drain that closes idle connections has reached this one: `markIdle()` closes it.
     var closesWhenIdle: Bool { get { flag(Self.closesWhenIdleBit) } set { set(Self.closesWhenIdleBit, newValue) } }
 
+    /// Whether a send may try writing at once (`uv_try_write`): not while gathering a batch or
+    /// batching sends, nor on a simulated stream (its writes all go as requests). One test of three bits.
+    var mayTryWrite: Bool { raw & (Self.coalescingBit | Self.batchesSendsBit | Self.simulatedBit) == 0 }
+
     /// The stream runs over a simulated end (`SimulatedStreamEnd`), not a libuv handle: set once,
     /// when it opens, and read by `StreamIO` on each call to the backend.
     var simulated: Bool { get { flag(Self.simulatedBit) } set { set(Self.simulatedBit, newValue) } }

@@ -173,9 +173,13 @@ public enum TCPServer {
         _ what: String, host: String, port: Int, backlog: Int32?, options: TCPOptions, on loop: EventLoop?,
         drain: Signal<DrainRequest>?, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        ServerSignal.onLoop(what, on: loop, drain: drain, send: send) { loop in
+        ServerSignal.onLoop(what, on: loop, drain: drain, send: send, socket: { loop in
             TCPListeningSocket(loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog), options: options)
-        }
+        }, simulatedSocket: { loop in
+            // A simulated loop always has its simulation's network.
+            SimulatedTCPListeningSocket(loop: loop, host: host, port: port, backlog: ListenBacklog(backlog), options: options,
+                                        network: loop.simulatedNetwork!)
+        })
     }
 
     /// A server on every loop of `group`: a `GroupServer` with a `SO_REUSEPORT` socket per loop.

@@ -1,0 +1,132 @@
+internal import CLibUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
+
+/// The network a simulation's loops share: TCP listeners by address and port, and the links
+/// between connected ends, with latency and resets drawn from the simulation's seed.
+///
+/// A connect is a message exchange on virtual time: the SYN reaches the listener's loop after the
+/// link's latency (accepted there, or refused when nothing listens), the answer comes back after
+/// as long again. Each connection's latency is drawn once (`latency` plus up to `jitter`), so its
+/// bytes keep their order; with `resetPerMille` set, that many connections in a thousand are reset
+/// (RST both ways) at a time drawn within `resetWithin`.
+///
+/// Thread rule: the simulation's driving thread (its loops' callbacks).
+package final class SimulatedNetwork: @unchecked Sendable {
+    // Sendable: touched only on the driving thread, whose callbacks are all its loops'.
+
+    /// What the links do, from the seed.
+    ///
+    /// Thread rule: a value; safe from any thread.
+    package struct Faults: Sendable {
+        /// The least one-way delay of a connection.
+        package var latency: Duration = .milliseconds(1)
+        /// The most a connection's delay exceeds `latency` (drawn per connection).
+        package var jitter: Duration = .zero
+        /// Connections in a thousand reset at a drawn time (RST both ways).
+        package var resetPerMille = 0
+        /// The window after the connect in which a drawn reset falls.
+        package var resetWithin: Duration = .seconds(1)
+
+        package init() {}
+    }
+
+    package var faults = Faults()
+    /// Connections reset by `resetPerMille` so far.
+    package private(set) var resetsInjected = 0
+
+    private let random: () -> UInt64
+    private var listeners: [SocketAddress: SimulatedTCPListeningSocket] = [:]
+    private var nextClientPort = 49_152
+    private var nextServerPort = 32_768
+
+    /// A network drawing its faults from `random` (the seed's numbers).
+    package init(random: @escaping () -> UInt64) {
+        self.random = random
+    }
+
+    private func draw(below bound: UInt64) -> UInt64 {
+        bound == 0 ? 0 : random() % bound
+    }
+
+    // MARK: - listeners
+
+    /// Binds `socket` to `address` (port 0: a free one); `EADDRINUSE` when taken.
+    func bind(_ socket: SimulatedTCPListeningSocket, to address: SocketAddress) -> Result<SocketAddress, UVError> {
+        var bound = address
+        if address.port == 0 {
+            repeat {
+                guard let next = try? SocketAddress(host: address.host, port: nextServerPort) else { break }
+                bound = next
+                nextServerPort = nextServerPort == 49_151 ? 32_768 : nextServerPort + 1
+            } while listeners[bound] != nil
+        }
+        if listeners[bound] != nil || wildcardTaken(bound) {
+            return .failure(UVError(code: UVError.addressInUseCode, context: "bind to \(bound) on the simulated network"))
+        }
+        listeners[bound] = socket
+        return .success(bound)
+    }
+
+    /// Forgets `socket`'s address; new connects to it are refused.
+    func unbind(_ socket: SimulatedTCPListeningSocket) {
+        for (address, bound) in listeners where bound === socket { listeners[address] = nil }
+    }
+
+    private func wildcardTaken(_ address: SocketAddress) -> Bool {
+        listeners.keys.contains { $0.port == address.port && ($0.isWildcard || address.isWildcard) }
+    }
+
+    private func listener(at address: SocketAddress) -> SimulatedTCPListeningSocket? {
+        listeners[address] ?? listeners.first { $0.key.port == address.port && $0.key.isWildcard }?.value
+    }
+
+    // MARK: - connecting
+
+    /// Opens `client` (made, not opened, on `loop`) on a simulated end and sends its SYN to
+    /// `address`; `answer` runs on `loop` once the answer is back: 0, or `ECONNREFUSED` when
+    /// nothing listens there (or the listener closed, or the client gave up, meanwhile).
+    func connect(_ client: TCPConnection, on loop: EventLoop, to address: SocketAddress,
+                 answer: @escaping (Int32) -> Void) {
+        let latency = faults.latency + .nanoseconds(Int64(clamping: draw(below: UInt64(clamping: faults.jitter.clampedNanoseconds &+ 1))))
+        let clientEnd = SimulatedStreamEnd(loop: loop, latency: latency)
+        let local = (try? SocketAddress(host: address.family == .ipv6 ? "::1" : "127.0.0.1", port: nextClientPort)) ?? address
+        nextClientPort = nextClientPort == 65_535 ? 49_152 : nextClientPort + 1
+        client.openSimulated(clientEnd)
+        client.keepSimulatedAddresses(local: local, peer: address)
+        let box = UncheckedSendable(answer)
+        // The SYN reaches the listener's loop after the latency; its answer comes back as late again.
+        guard let socket = listener(at: address) else {
+            // Nothing listens there: the refusal still takes the round trip.
+            SimulatedStreamEnd.message(from: loop, to: loop, after: latency * 2) { box.value(UVError.connectionRefusedCode) }
+            return
+        }
+        let serverLoop = socket.loop
+        let listening = UncheckedSendable(socket)
+        SimulatedStreamEnd.message(from: loop, to: serverLoop, after: latency) { [self] in
+            let socket = listening.value
+            guard socket.acceptsClients, !clientEnd.isClosed else {
+                SimulatedStreamEnd.message(from: serverLoop, to: loop, after: latency) { box.value(UVError.connectionRefusedCode) }
+                return
+            }
+            let serverEnd = SimulatedStreamEnd(loop: serverLoop, latency: latency)
+            SimulatedStreamEnd.connect(clientEnd, serverEnd)
+            // Answered before the listener accepts, so the answer leads anything the server sends.
+            SimulatedStreamEnd.message(from: serverLoop, to: loop, after: latency) { box.value(0) }
+            socket.arrived(serverEnd, from: local)
+            drawReset(serverEnd)
+        }
+    }
+
+    /// With `resetPerMille`, resets this connection at a drawn time (both ends get RST).
+    private func drawReset(_ serverEnd: SimulatedStreamEnd) {
+        guard faults.resetPerMille > 0, draw(below: 1_000) < UInt64(faults.resetPerMille) else { return }
+        let after = Duration.nanoseconds(Int64(clamping: draw(below: UInt64(clamping: faults.resetWithin.clampedNanoseconds &+ 1))))
+        resetsInjected += 1
+        serverEnd.injectReset(after: after)
+    }
+}
+
+extension SocketAddress {
+    /// `0.0.0.0` or `::`: every address of the host.
+    var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
+}

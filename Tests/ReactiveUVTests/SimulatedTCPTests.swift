@@ -1,0 +1,139 @@
+import EchoServerKit
+@testable import ReactiveUV
+@testable import ReactiveUVTesting
+import XCTest
+
+/// `TCP.connect` and `TCPServer` (the echo sample's own server) on a simulation's network:
+/// virtual time, one trace per seed, latency and resets drawn from it.
+final class SimulatedTCPTests: XCTestCase {
+    private func ms(_ value: UInt64) -> SchedulerInstant { SchedulerInstant(nanoseconds: value * 1_000_000) }
+
+    private func payload(_ count: Int, _ salt: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ salt) }
+    }
+
+    /// A client that sends `bytes`, half-closes, and collects what comes back until the server closes.
+    private func client(sending bytes: [UInt8], port: Int = 7000) -> Signal<[UInt8]> {
+        TCP.connect(host: "127.0.0.1", port: port).flatMap { connection in
+            connection.send(bytes)
+            connection.shutdown()
+            return connection.bytes
+        }
+    }
+
+    private struct Outcome {
+        let server: EventRecorder<EchoEvent>
+        let clients: [EventRecorder<[UInt8]>]
+        let payloads: [[UInt8]]
+    }
+
+    /// The echo server on loop "server", `count` clients on the simulation's loop.
+    private func echo(_ simulation: Simulation, clients count: Int, sizes: [Int] = [10, 100_000, 3_000]) throws -> Outcome {
+        let server = simulation.makeLoop(name: "server")
+        let events = try simulation.record(EchoServer.run(port: 7000), on: server)
+        let payloads = (0..<count).map { payload(sizes[$0 % sizes.count], $0) }
+        let clients = try payloads.map { try simulation.record(client(sending: $0)) }
+        return Outcome(server: events, clients: clients, payloads: payloads)
+    }
+
+    func testTheEchoSampleServesClientsOnVirtualTimeWithOneTracePerSeed() throws {
+        Simulation.check(seed: 51) { simulation in
+            let run = try echo(simulation, clients: 3)
+            simulation.runUntilIdle()
+            for (index, recorder) in run.clients.enumerated() {
+                XCTAssertEqual(Array(recorder.values.joined()), run.payloads[index], "client \(index) got its bytes back")
+                guard case .completed? = recorder.terminal else { return XCTFail("client \(index): \(String(describing: recorder.terminal))") }
+            }
+            // Connect: SYN 1 ms, answer 1 ms; the echo of 10 bytes is back 2 ms after it was sent.
+            XCTAssertEqual(run.clients[0].recorded.first?.time, ms(4))
+            let events = run.server.values
+            guard case .listening(let address)? = events.first else { return XCTFail("\(events)") }
+            XCTAssertEqual(address.description, "127.0.0.1:7000")
+            let left = events.compactMap { event -> Int? in
+                if case .disconnected(_, let bytes, nil, _) = event { return bytes }
+                return nil
+            }
+            XCTAssertEqual(left.sorted(), run.payloads.map(\.count).sorted(), "each client left cleanly after its echo")
+            let peers = events.compactMap { event -> Int? in
+                if case .connected(let peer?, _) = event { return peer.port }
+                return nil
+            }
+            XCTAssertEqual(Set(peers).count, 3, "each client has a port of its own")
+            XCTAssertTrue(peers.allSatisfy { $0 >= 49_152 })
+        }
+    }
+
+    func testConnectingWhereNothingListensIsRefusedAfterARoundTrip() throws {
+        Simulation.check(seed: 52) { simulation in
+            let refused = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7001))
+            simulation.runUntilIdle()
+            XCTAssertEqual((refused.terminal?.error as? UVError)?.code, UVError.connectionRefusedCode)
+            XCTAssertEqual(refused.recorded.map(\.time), [ms(2)])
+        }
+    }
+
+    func testASecondServerOnTheSamePortFailsWithEADDRINUSEAndPortZeroPicksOne() throws {
+        Simulation.check(seed: 53) { simulation in
+            let first = try simulation.record(TCPServer.serve(port: 7000))
+            let second = try simulation.record(TCPServer.serve(port: 7000))
+            let any = try simulation.record(TCPServer.serve(port: 0))
+            simulation.runUntilIdle()
+            guard case .listening? = first.values.first else { return XCTFail("\(first.recorded)") }
+            XCTAssertEqual((second.terminal?.error as? UVError)?.code, UVError.addressInUseCode)
+            guard case .listening(let picked)? = any.values.first else { return XCTFail("\(any.recorded)") }
+            XCTAssertGreaterThanOrEqual(picked.port, 32_768)
+        }
+    }
+
+    func testAHostNameIsRefusedOnTheSimulatedNetwork() throws {
+        Simulation.check(seed: 54) { simulation in
+            let named = try simulation.record(TCP.connect(host: "example.invalid", port: 80))
+            simulation.runUntilIdle()
+            let error = named.terminal?.error as? UVError
+            XCTAssertEqual(error?.code, UVError.notSupported.code)
+            XCTAssertTrue(error?.message.hasPrefix("DNS has no simulated backend") == true, "\(String(describing: error))")
+        }
+    }
+
+    /// Every client gets back exactly what it sent, or a reported error; the run's hash.
+    private func chaos(seed: UInt64) -> (hash: UInt64, resets: Int, failed: Int) {
+        var resets = 0
+        var failed = 0
+        let hash = Simulation.check(seed: seed) { simulation in
+            simulation.network.faults.jitter = .milliseconds(20)
+            simulation.network.faults.resetPerMille = 400
+            simulation.network.faults.resetWithin = .milliseconds(30)
+            let run = try echo(simulation, clients: 8)
+            simulation.runUntilIdle()
+            failed = 0
+            for (index, recorder) in run.clients.enumerated() {
+                switch recorder.terminal {
+                case .completed?:
+                    XCTAssertEqual(Array(recorder.values.joined()), run.payloads[index], "seed \(seed) client \(index)")
+                case .error(let error)?:
+                    XCTAssertEqual((error as? UVError)?.name, "ECONNRESET", "seed \(seed) client \(index)")
+                    XCTAssertTrue(run.payloads[index].starts(with: Array(recorder.values.joined())),
+                                  "what came back before the reset is a prefix of what was sent")
+                    failed += 1
+                default:
+                    XCTFail("seed \(seed) client \(index) did not end: \(recorder.recorded.count) events")
+                }
+            }
+            resets = simulation.network.resetsInjected
+        }
+        return (hash, resets, failed)
+    }
+
+    func testResetsDrawnFromTheSeedEndSomeClientsWithAnErrorAndTheRunReplays() {
+        var hashes: Set<UInt64> = []
+        var anyFailed = false
+        for seed: UInt64 in 60...63 {
+            let (hash, resets, failed) = chaos(seed: seed)
+            hashes.insert(hash)
+            XCTAssertLessThanOrEqual(failed, resets, "no client fails without an injected reset")
+            anyFailed = anyFailed || failed > 0
+        }
+        XCTAssertTrue(anyFailed, "some seed resets a client mid-echo")
+        XCTAssertEqual(hashes.count, 4, "each seed its own run")
+    }
+}
