@@ -95,6 +95,44 @@ final class SimulatedTCPTests: XCTestCase {
         }
     }
 
+    func testTheEchoSampleDrainsOnVirtualTimeServingTheClientInTransferAndResettingTheOneLeftOpen() throws {
+        Simulation.check(seed: 55) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            let drain = Signal<Int>.interval(.milliseconds(10)).take(1).map { _ in
+                TCPServer.DrainRequest.graceful(timeout: .milliseconds(50))
+            }
+            let events = try simulation.record(EchoServer.run(port: 7000, drain: drain), on: server)
+            // The first client is still sending when the drain comes: it half-closes at 30 ms.
+            let finishing = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+                connection.send([1, 2, 3])
+                _ = connection.loop.schedule(after: .milliseconds(30)) {
+                    connection.send([4, 5])
+                    connection.shutdown()
+                }
+                return connection.bytes
+            })
+            // The second never closes: the deadline resets it.
+            let lingering = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+                connection.send([9])
+                return connection.bytes
+            })
+            simulation.run(for: .milliseconds(20))
+            let late = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000))
+            simulation.runUntilIdle()
+
+            XCTAssertEqual(Array(finishing.values.joined()), [1, 2, 3, 4, 5], "served to the end during the drain")
+            guard case .completed? = finishing.terminal else { return XCTFail("\(finishing.recorded)") }
+            XCTAssertEqual(lingering.values, [[9]])
+            XCTAssertEqual((lingering.terminal?.error as? UVError)?.name, "ECONNRESET")
+            XCTAssertEqual(lingering.recorded.last?.time, ms(61), "reset at the 60 ms deadline, 1 ms away")
+            XCTAssertEqual((late.terminal?.error as? UVError)?.code, UVError.connectionRefusedCode, "no accepting while draining")
+            let draining = events.recorded.filter { if case .next(.draining(let open)) = $0.event { open == 2 } else { false } }
+            XCTAssertEqual(draining.map(\.time), [ms(10)])
+            guard case .completed? = events.terminal else { return XCTFail("\(events.recorded)") }
+            XCTAssertEqual(events.recorded.last?.time, ms(60))
+        }
+    }
+
     /// Every client gets back exactly what it sent, or a reported error; the run's hash.
     private func chaos(seed: UInt64) -> (hash: UInt64, resets: Int, failed: Int) {
         var resets = 0
