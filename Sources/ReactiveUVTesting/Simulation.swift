@@ -44,6 +44,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     private var problems: [String] = []
     private var driving = false
     private var report: HarnessReport?
+    /// The digest of what simulated streams read during the callback running now, if any read.
+    private var callbackPayload: UInt64?
 
     /// A simulation at virtual time zero with one loop named `loopName`.
     ///
@@ -62,6 +64,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network)
         loops = [loop]
         SimulationDrivers.register(self)
+        network.readObserver = { [weak self] bytes, status in
+            guard let self else { return }
+            callbackPayload = SimulationTrace.digest(bytes, status: status, into: callbackPayload ?? SimulationTrace.payloadSeed)
+        }
     }
 
     deinit {
@@ -210,6 +216,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         let time = now
         let loop = loops[chosen.loop]
         let kind: SimulationCallbackKind
+        callbackPayload = nil
+        defer { callbackPayload = nil }
         switch loop.runSimulatedCallback(chosen.ready) {
         case .queuedWork: kind = .queuedWork
         case .inboxWork: kind = .inboxWork
@@ -219,7 +227,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .shutdown: kind = .shutdown
         case .none: return true
         }
-        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind))
+        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
+                                          payload: callbackPayload))
         return true
     }
 

@@ -133,14 +133,80 @@ final class SimulatedTCPTests: XCTestCase {
         }
     }
 
+    func testFaultsOutsideTheirRangeAreRefusedAndLeftAsTheyWere() throws {
+        let simulation = Simulation(seed: 56)
+        let bad = [SimulationNetworkFaults(latency: .milliseconds(-1)), SimulationNetworkFaults(jitter: .seconds(-1)),
+                   SimulationNetworkFaults(resetPerMille: 1_001), SimulationNetworkFaults(resetWithin: .seconds(-2))]
+        let named = ["latency", "jitter", "resetPerMille", "resetWithin"]
+        for (faults, field) in zip(bad, named) {
+            XCTAssertThrowsError(try simulation.setNetworkFaults(faults)) { error in
+                XCTAssertTrue("\(error)".contains("setNetworkFaults: \(field) must"), "\(error)")
+            }
+        }
+        XCTAssertEqual(simulation.networkFaults, SimulationNetworkFaults())
+        try simulation.setNetworkFaults(SimulationNetworkFaults(latency: .milliseconds(3)))
+        XCTAssertEqual(simulation.networkFaults.latency, .milliseconds(3))
+        XCTAssertTrue(simulation.finish().isClean)
+    }
+
+    func testAnIdleClientIsClosedAfterTheIdleTimeoutOfVirtualTime() throws {
+        Simulation.check(seed: 57) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            var options = TCPOptions()
+            options.idleTimeout = .milliseconds(100)
+            let events = try simulation.record(EchoServer.run(port: 7000, options: options), on: server)
+            let quiet = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+                connection.send([1])
+                return connection.bytes
+            })
+            simulation.run(for: .milliseconds(300))
+            XCTAssertEqual(quiet.values, [[1]])
+            guard case .completed? = quiet.terminal else { return XCTFail("\(quiet.recorded)") }
+            // Last byte at 4 ms (its echo read), idle from then; checks every 25 ms: closed at 125 ms, FIN read at 126 ms.
+            XCTAssertEqual(quiet.recorded.last?.time, ms(126))
+            let timedOut = events.values.contains { event in
+                if case .disconnected(_, _, let error?, _) = event { return (error as? UVError)?.code == UVError.timedOutCode }
+                return false
+            }
+            XCTAssertTrue(timedOut, "\(events.values)")
+        }
+    }
+
+    func testTheTraceDigestsWhatEachReadCarried() throws {
+        func run(_ bytes: [UInt8]) -> SimulationTrace {
+            let simulation = Simulation(seed: 58)
+            defer { XCTAssertTrue(simulation.finish().isClean) }
+            do {
+                let run = try simulation.record(TCPServer.listen(port: 7000).map { connection in
+                    _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                    return 0
+                })
+                _ = run
+                _ = try simulation.record(client(sending: bytes))
+                simulation.runUntilIdle()
+            } catch {
+                XCTFail("\(error)")
+            }
+            return simulation.trace
+        }
+        let first = run([1, 2, 3])
+        let same = run([1, 2, 3])
+        let other = run([1, 2, 4])
+        XCTAssertEqual(first.hash, same.hash)
+        XCTAssertNotEqual(first.hash, other.hash, "the same callbacks at the same times, other bytes: another hash")
+        XCTAssertEqual(first.entries.map(\.time), other.entries.map(\.time))
+        XCTAssertEqual(first.entries.map(\.kind), other.entries.map(\.kind))
+        let difference = Simulation.firstDifference(first.entries, other.entries)
+        XCTAssertTrue(difference.contains(" read "), difference)
+    }
+
     /// Every client gets back exactly what it sent, or a reported error; the run's hash.
     private func chaos(seed: UInt64) -> (hash: UInt64, resets: Int, failed: Int) {
         var resets = 0
         var failed = 0
         let hash = Simulation.check(seed: seed) { simulation in
-            simulation.network.faults.jitter = .milliseconds(20)
-            simulation.network.faults.resetPerMille = 400
-            simulation.network.faults.resetWithin = .milliseconds(30)
+            try simulation.setNetworkFaults(SimulationNetworkFaults(
+                jitter: .milliseconds(20), resetPerMille: 400, resetWithin: .milliseconds(30)))
             let run = try echo(simulation, clients: 8)
             simulation.runUntilIdle()
             failed = 0
@@ -157,7 +223,7 @@ final class SimulatedTCPTests: XCTestCase {
                     XCTFail("seed \(seed) client \(index) did not end: \(recorder.recorded.count) events")
                 }
             }
-            resets = simulation.network.resetsInjected
+            resets = simulation.networkResetsInjected
         }
         return (hash, resets, failed)
     }

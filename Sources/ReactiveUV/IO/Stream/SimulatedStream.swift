@@ -43,10 +43,19 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     private(set) var isClosed = false
     /// A reset drawn from the seed (`injectReset`), cancelled by the close.
     private var faultTimer: (any Disposable)?
+    /// When a byte last crossed this end either way (virtual nanoseconds): its idle time's start.
+    private(set) var lastActivity: UInt64
 
     init(loop: EventLoop, latency: Duration) {
         self.loop = loop
         self.latency = latency
+        lastActivity = loop.now.nanoseconds
+    }
+
+    /// How long no byte crossed this end, in whole milliseconds of virtual time.
+    var idleMilliseconds: UInt64 {
+        let now = loop.now.nanoseconds
+        return now > lastActivity ? (now - lastActivity) / 1_000_000 : 0
     }
 
     /// Connects two ends: each one's writes arrive at the other.
@@ -133,6 +142,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Delivers to the peer after the latency, never before an earlier transmission.
     private func transmit(_ bytes: ArraySlice<UInt8>) {
         guard !bytes.isEmpty else { return }
+        lastActivity = loop.now.nanoseconds
         let payload = Array(bytes)
         send { $0.receive(payload) }
     }
@@ -206,9 +216,12 @@ final class SimulatedStreamEnd: @unchecked Sendable {
                 inbound.removeAll(keepingCapacity: true)
                 inboundStart = 0
             }
+            lastActivity = loop.now.nanoseconds
+            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: base, count: count), status: 0)
             connection.didRead(count, at: base)
         } else if let code = inboundEnd, !endDelivered {
             endDelivered = true
+            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: nil, count: 0), status: code)
             connection.didRead(Int(code), at: nil)
         }
         queueReadIfReady()

@@ -33,6 +33,10 @@ package final class SimulatedNetwork: @unchecked Sendable {
     package var faults = Faults()
     /// Connections reset by `resetPerMille` so far.
     package private(set) var resetsInjected = 0
+    /// Told of every read a simulated stream is handed (the bytes, or an empty buffer and the
+    /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
+    /// them into its trace.
+    package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
 
     private let random: () -> UInt64
     private var listeners: [SocketAddress: SimulatedTCPListeningSocket] = [:]
@@ -42,6 +46,11 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// A network drawing its faults from `random` (the seed's numbers).
     package init(random: @escaping () -> UInt64) {
         self.random = random
+    }
+
+    /// A read is about to be handed to a simulated stream (see `readObserver`).
+    func noteRead(_ bytes: UnsafeRawBufferPointer, status: Int32) {
+        readObserver?(bytes, status)
     }
 
     private func draw(below bound: UInt64) -> UInt64 {

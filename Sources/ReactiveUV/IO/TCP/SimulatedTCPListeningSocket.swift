@@ -10,7 +10,7 @@ internal import CLibUV
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSocket>, ListeningSocket {
-    /// Idle time is not measured on the simulated network yet (`idleMilliseconds` is nil).
+    /// Virtual time is exact: no margin.
     static let idleMarginMilliseconds: UInt64 = 0
 
     let accepts = true
@@ -111,7 +111,11 @@ final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSo
         return origin
     }
 
-    static func idleMilliseconds(of connection: StreamConnection) -> UInt64? { nil }
+    /// How long no byte crossed the connection's simulated end, in virtual milliseconds.
+    static func idleMilliseconds(of connection: StreamConnection) -> UInt64? {
+        guard connection.isHandleOpen else { return nil }
+        return connection.extrasIfMade?.simulated?.idleMilliseconds
+    }
 
     static func transportRefusal(of options: TCPOptions, context: String) -> UVError? {
         TCPOptions.keepAliveRefusal(options.keepAlive, context: context)
