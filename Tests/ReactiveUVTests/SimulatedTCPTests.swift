@@ -200,6 +200,61 @@ final class SimulatedTCPTests: XCTestCase {
         XCTAssertTrue(difference.contains(" read "), difference)
     }
 
+    func testAPartitionHoldsTheCutOffHostsPacketsUntilItHealsAndSparesTheOthers() throws {
+        Simulation.check(seed: 59) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            let other = simulation.makeLoop(name: "other")
+            _ = try simulation.record(EchoServer.run(port: 7000), on: server)
+            let near = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000))
+            let far = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000), on: other)
+            simulation.run(for: .milliseconds(10))
+            guard let nearConnection = near.values.first, let farConnection = far.values.first else {
+                return XCTFail("not connected: \(near.recorded) \(far.recorded)")
+            }
+            try simulation.partition(simulation.loop, server, for: .milliseconds(50))
+            let nearEcho = try simulation.record(nearConnection.bytes)
+            let farEcho = try simulation.record(farConnection.bytes, on: other)
+            try simulation.perform { nearConnection.send([7]) }
+            try simulation.perform(on: other) { farConnection.send([8]) }
+            simulation.run(for: .milliseconds(100))
+            XCTAssertEqual(nearEcho.values, [[7]])
+            XCTAssertEqual(nearEcho.recorded.first?.time, ms(62), "held until the heal at 60 ms, then 1 ms each way")
+            XCTAssertEqual(farEcho.values, [[8]])
+            XCTAssertEqual(farEcho.recorded.first?.time, ms(12), "another host is not cut off")
+            try simulation.perform { _ = nearConnection.close() }
+            try simulation.perform(on: other) { _ = farConnection.close() }
+            simulation.runUntilIdle()
+        }
+    }
+
+    func testAPartitionOfALoopNotOfTheSimulationOrWithItselfIsRefused() throws {
+        let simulation = Simulation(seed: 60)
+        let stranger = Simulation(seed: 60)
+        XCTAssertThrowsError(try simulation.partition(simulation.loop, stranger.loop, for: .seconds(1))) { error in
+            XCTAssertTrue("\(error)".contains("both loops must be this simulation's"), "\(error)")
+        }
+        XCTAssertThrowsError(try simulation.partition(simulation.loop, simulation.loop, for: .seconds(1))) { error in
+            XCTAssertTrue("\(error)".contains("cannot be cut off from itself"), "\(error)")
+        }
+        let other = simulation.makeLoop(name: "other")
+        XCTAssertThrowsError(try simulation.partition(simulation.loop, other, for: .seconds(-1))) { error in
+            XCTAssertTrue("\(error)".contains("must not be negative"), "\(error)")
+        }
+        XCTAssertTrue(simulation.finish().isClean)
+        XCTAssertTrue(stranger.finish().isClean)
+    }
+
+    func testShortReadsHandTheBytesInDrawnPiecesAndTheEchoIsWhole() throws {
+        Simulation.check(seed: 61) { simulation in
+            try simulation.setNetworkFaults(SimulationNetworkFaults(shortReadPerMille: 1_000))
+            let run = try echo(simulation, clients: 1, sizes: [1_000])
+            simulation.runUntilIdle()
+            XCTAssertEqual(Array(run.clients[0].values.joined()), run.payloads[0])
+            XCTAssertGreaterThan(run.clients[0].values.count, 1, "the echo came back in pieces")
+            XCTAssertTrue(run.clients[0].values.allSatisfy { $0.count < 1_000 })
+        }
+    }
+
     /// Every client gets back exactly what it sent, or a reported error; the run's hash.
     private func chaos(seed: UInt64) -> (hash: UInt64, resets: Int, failed: Int) {
         var resets = 0

@@ -156,7 +156,9 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     private func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
         guard let peer else { return }  // the peer's stream is gone: nothing receives
         let now = loop.now.nanoseconds
-        let arrival = max(now &+ latency.clampedNanoseconds, lastArrival)
+        let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
+            ?? latency.clampedNanoseconds
+        let arrival = max(now &+ delay, lastArrival)
         lastArrival = arrival
         SimulatedStreamEnd.message(from: loop, to: peer.loop, after: .nanoseconds(Int64(clamping: arrival - now))) { [weak peer] in
             if let peer { arrive(peer) }
@@ -209,7 +211,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         let available = inbound.count - inboundStart
         if available > 0 {
             let (base, size) = connection.readBuffer()
-            let count = min(size, available)
+            let count = loop.simulatedNetwork?.readSize(min(size, available)) ?? min(size, available)
             inbound.withUnsafeBytes { base.copyMemory(from: $0.baseAddress! + inboundStart, byteCount: count) }
             inboundStart += count
             if inboundStart == inbound.count {

@@ -26,6 +26,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
         package var resetPerMille = 0
         /// The window after the connect in which a drawn reset falls.
         package var resetWithin: Duration = .seconds(1)
+        /// Reads in a thousand cut short: the stream is handed a drawn part of what arrived.
+        package var shortReadPerMille = 0
 
         package init() {}
     }
@@ -39,6 +41,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
     package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
 
     private let random: () -> UInt64
+    /// Pairs of loops (hosts) whose packets wait until the virtual time given, then go through.
+    private var partitions: [(first: ObjectIdentifier, second: ObjectIdentifier, heal: UInt64)] = []
     private var listeners: [SocketAddress: SimulatedTCPListeningSocket] = [:]
     private var nextClientPort = 49_152
     private var nextServerPort = 32_768
@@ -51,6 +55,33 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// A read is about to be handed to a simulated stream (see `readObserver`).
     func noteRead(_ bytes: UnsafeRawBufferPointer, status: Int32) {
         readObserver?(bytes, status)
+    }
+
+    /// Holds every packet between `first` and `second` until `heal` (virtual nanoseconds): TCP
+    /// retransmits, so nothing is lost, it arrives a latency after the heal.
+    package func partition(_ first: EventLoop, _ second: EventLoop, until heal: UInt64) {
+        partitions.append((ObjectIdentifier(first), ObjectIdentifier(second), heal))
+    }
+
+    /// How long a packet sent now from `source` to `destination` takes: `latency`, or until a
+    /// latency after the partition between them heals.
+    func delay(from source: EventLoop, to destination: EventLoop, latency: UInt64) -> UInt64 {
+        let now = source.now.nanoseconds
+        partitions.removeAll { $0.heal <= now }
+        var arrival = now &+ latency
+        let (from, to) = (ObjectIdentifier(source), ObjectIdentifier(destination))
+        for held in partitions where (held.first == from && held.second == to) || (held.first == to && held.second == from) {
+            arrival = max(arrival, held.heal &+ latency)
+        }
+        return arrival - now
+    }
+
+    /// How much of `available` bytes one read hands over: all, or (a short read) a drawn part.
+    func readSize(_ available: Int) -> Int {
+        guard available > 1, faults.shortReadPerMille > 0, draw(below: 1_000) < UInt64(faults.shortReadPerMille) else {
+            return available
+        }
+        return 1 + Int(draw(below: UInt64(available - 1)))
     }
 
     private func draw(below bound: UInt64) -> UInt64 {
@@ -111,19 +142,26 @@ package final class SimulatedNetwork: @unchecked Sendable {
         }
         let serverLoop = socket.loop
         let listening = UncheckedSendable(socket)
-        SimulatedStreamEnd.message(from: loop, to: serverLoop, after: latency) { [self] in
+        SimulatedStreamEnd.message(from: loop, to: serverLoop, after: hop(loop, serverLoop, latency)) { [self] in
             let socket = listening.value
             guard socket.acceptsClients, !clientEnd.isClosed else {
-                SimulatedStreamEnd.message(from: serverLoop, to: loop, after: latency) { box.value(UVError.connectionRefusedCode) }
+                SimulatedStreamEnd.message(from: serverLoop, to: loop, after: hop(serverLoop, loop, latency)) {
+                    box.value(UVError.connectionRefusedCode)
+                }
                 return
             }
             let serverEnd = SimulatedStreamEnd(loop: serverLoop, latency: latency)
             SimulatedStreamEnd.connect(clientEnd, serverEnd)
             // Answered before the listener accepts, so the answer leads anything the server sends.
-            SimulatedStreamEnd.message(from: serverLoop, to: loop, after: latency) { box.value(0) }
+            SimulatedStreamEnd.message(from: serverLoop, to: loop, after: hop(serverLoop, loop, latency)) { box.value(0) }
             socket.arrived(serverEnd, from: local)
             drawReset(serverEnd)
         }
+    }
+
+    /// One packet's delay from `source` to `destination`, partitions counted.
+    private func hop(_ source: EventLoop, _ destination: EventLoop, _ latency: Duration) -> Duration {
+        .nanoseconds(Int64(clamping: delay(from: source, to: destination, latency: latency.clampedNanoseconds)))
     }
 
     /// With `resetPerMille`, resets this connection at a drawn time (both ends get RST).
