@@ -37,7 +37,7 @@ final class SimulationRefusalTests: XCTestCase {
         }
     }
 
-    func testASimulatedGroupHandsOutItsLoopsAndRefusesAGroupServer() throws {
+    func testASimulatedGroupHandsOutItsLoopsAndRefusesAUnixGroupServer() throws {
         Simulation.check(seed: 32) { simulation in
             let group = simulation.makeGroup(loopCount: 3, name: "g")
             XCTAssertEqual(group.loops.map(\.name), ["g-0", "g-1", "g-2"])
@@ -46,7 +46,7 @@ final class SimulationRefusalTests: XCTestCase {
             let ticks = try group.loops.map { loop in
                 try simulation.record(Signal<Int>.interval(.milliseconds(10)).take(2).deliver(on: loop))
             }
-            let server = try simulation.record(TCPServer.listen(port: 0, on: group))
+            let server = try simulation.record(UnixSocket.listen(path: "/tmp/no-such-simulated-group.sock", on: group))
             simulation.runUntilIdle()
             for (index, recorder) in ticks.enumerated() {
                 XCTAssertEqual(recorder.values, [0, 1])

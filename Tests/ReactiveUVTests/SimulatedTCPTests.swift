@@ -255,6 +255,29 @@ final class SimulatedTCPTests: XCTestCase {
         }
     }
 
+    func testTheEchoSampleServesOnASimulatedGroupEachClientOnTheShareDrawnForIt() throws {
+        Simulation.check(seed: 62) { simulation in
+            let group = simulation.makeGroup(loopCount: 3, name: "serve")
+            let events = try simulation.record(EchoServer.run(port: 7000, on: group), on: group.loops[0])
+            let payloads = (0..<6).map { payload(500 + $0, $0) }
+            let clients = try payloads.map { try simulation.record(client(sending: $0)) }
+            simulation.runUntilIdle()
+            for (index, recorder) in clients.enumerated() {
+                XCTAssertEqual(Array(recorder.values.joined()), payloads[index], "client \(index)")
+                guard case .completed? = recorder.terminal else { return XCTFail("client \(index): \(recorder.recorded)") }
+            }
+            guard case .listening(let address)? = events.values.first else { return XCTFail("\(events.values)") }
+            XCTAssertEqual(address.port, 7000)
+            let servedOn = events.values.compactMap { event -> String? in
+                if case .served(_, let loop) = event { return loop }
+                return nil
+            }
+            XCTAssertEqual(servedOn.count, 6)
+            XCTAssertTrue(Set(servedOn).isSubset(of: ["serve-0", "serve-1", "serve-2"]))
+            XCTAssertGreaterThan(Set(servedOn).count, 1, "the clients are spread over the shares")
+        }
+    }
+
     /// Every client gets back exactly what it sent, or a reported error; the run's hash.
     private func chaos(seed: UInt64) -> (hash: UInt64, resets: Int, failed: Int) {
         var resets = 0

@@ -54,15 +54,17 @@ enum ServerSignal {
     }
 
     /// A server on every loop of `group`: `startShares` (the transport's) makes and starts the shares,
-    /// on the group's first loop, once the loops and the options have been checked.
+    /// on the group's first loop, once the loops and the options have been checked. A simulated
+    /// group is refused (`family`) unless the transport's `startShares` is the simulated one (nil).
     static func onGroup<Socket: ListeningSocket, Value>(
         _ what: String, group: EventLoopGroup, options: Socket.Options, backlog: Int32?, context: String,
         onAccepted: (@Sendable (Socket.Event.Connection) -> Void)?, drain: Signal<TCPServer.DrainRequest>?,
+        refusingSimulation family: StaticString? = "Server",
         send: @escaping @Sendable (Socket.Event, Subscriber<Value>) -> Void,
         startShares: @escaping @Sendable (GroupServer<Socket>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: group.loops[0], for: subscriber, what: what, refusingSimulation: "Server") { _ in
+            LoopBinding.open(on: group.loops[0], for: subscriber, what: what, refusingSimulation: family) { _ in
                 let server = GroupServer<Socket>(
                     group: group, options: options, backlog: ListenBacklog(backlog), context: context,
                     onAccepted: onAccepted, output: GroupServerOutput(subscriber, send: send))

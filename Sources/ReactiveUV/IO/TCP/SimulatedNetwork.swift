@@ -43,7 +43,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
     private let random: () -> UInt64
     /// Pairs of loops (hosts) whose packets wait until the virtual time given, then go through.
     private var partitions: [(first: ObjectIdentifier, second: ObjectIdentifier, heal: UInt64)] = []
-    private var listeners: [SocketAddress: SimulatedTCPListeningSocket] = [:]
+    /// Listening sockets by address: one, or a group's shares (a client goes to a drawn one).
+    private var listeners: [SocketAddress: [SimulatedTCPListeningSocket]] = [:]
     private var nextClientPort = 49_152
     private var nextServerPort = 32_768
 
@@ -90,8 +91,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
 
     // MARK: - listeners
 
-    /// Binds `socket` to `address` (port 0: a free one); `EADDRINUSE` when taken.
-    func bind(_ socket: SimulatedTCPListeningSocket, to address: SocketAddress) -> Result<SocketAddress, UVError> {
+    /// Binds `sockets` (one, or a group's shares) to `address` (port 0: a free one); `EADDRINUSE` when taken.
+    func bind(_ sockets: [SimulatedTCPListeningSocket], to address: SocketAddress) -> Result<SocketAddress, UVError> {
         var bound = address
         if address.port == 0 {
             repeat {
@@ -103,21 +104,34 @@ package final class SimulatedNetwork: @unchecked Sendable {
         if listeners[bound] != nil || wildcardTaken(bound) {
             return .failure(UVError(code: UVError.addressInUseCode, context: "bind to \(bound) on the simulated network"))
         }
-        listeners[bound] = socket
+        listeners[bound] = sockets
         return .success(bound)
     }
 
-    /// Forgets `socket`'s address; new connects to it are refused.
+    /// `bind` for one socket.
+    func bind(_ socket: SimulatedTCPListeningSocket, to address: SocketAddress) -> Result<SocketAddress, UVError> {
+        bind([socket], to: address)
+    }
+
+    /// Forgets `socket`'s address (the others of its group keep it); new connects to it are refused.
     func unbind(_ socket: SimulatedTCPListeningSocket) {
-        for (address, bound) in listeners where bound === socket { listeners[address] = nil }
+        for (address, sockets) in listeners where sockets.contains(where: { $0 === socket }) {
+            let kept = sockets.filter { $0 !== socket }
+            listeners[address] = kept.isEmpty ? nil : kept
+        }
     }
 
     private func wildcardTaken(_ address: SocketAddress) -> Bool {
         listeners.keys.contains { $0.port == address.port && ($0.isWildcard || address.isWildcard) }
     }
 
+    /// The socket a client connecting to `address` reaches: the one bound there (or on a
+    /// wildcard of its port), or a drawn share of a group's that takes clients.
     private func listener(at address: SocketAddress) -> SimulatedTCPListeningSocket? {
-        listeners[address] ?? listeners.first { $0.key.port == address.port && $0.key.isWildcard }?.value
+        let sockets = listeners[address] ?? listeners.first { $0.key.port == address.port && $0.key.isWildcard }?.value ?? []
+        let open = sockets.filter(\.acceptsClients)
+        if open.count <= 1 { return open.first ?? sockets.first }
+        return open[Int(draw(below: UInt64(open.count)))]
     }
 
     // MARK: - connecting
