@@ -99,7 +99,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Called by `run()` just before it decides whether to leave (tests only).
     var beforeLeavingRunForTesting: (() -> Void)?
     /// The virtual clock of a simulated loop (driven by a simulation, not by libuv); nil for a real loop.
-    let virtualClock: VirtualClock?
+    package let virtualClock: VirtualClock?
+    /// The network a simulated loop's TCP connections and servers use; nil for a real loop.
+    package let simulatedNetwork: SimulatedNetwork?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -135,9 +137,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default,
-         virtualClock: VirtualClock? = nil) {
+         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil) {
         self.name = name
         self.virtualClock = virtualClock
+        self.simulatedNetwork = simulatedNetwork
         self.ownsThread = ownsThread
         self.isShared = isShared
         uvLoop = .allocate(capacity: 1)

@@ -1,4 +1,4 @@
-/// A stream's small states in sixteen bits: eleven flags, where its reading stands and whether reads
+/// A stream's small states in sixteen bits: twelve flags (the backend's among them), where its reading stands and whether reads
 /// go into bulk arrays. Packed, so an idle server's connections (one per client) stay in a smaller
 /// malloc block than thirteen one-byte fields would take.
 ///
@@ -27,6 +27,7 @@ struct StreamStateBits {
     private static let batchesSendsBit: UInt16 = 1 << 12
     private static let busyBit: UInt16 = 1 << 13
     private static let closesWhenIdleBit: UInt16 = 1 << 14
+    private static let simulatedBit: UInt16 = 1 << 15
     private static let twoBits: UInt16 = 0b11
 
     private func flag(_ bit: UInt16) -> Bool { raw & bit != 0 }
@@ -61,6 +62,14 @@ struct StreamStateBits {
     var busy: Bool { get { flag(Self.busyBit) } set { set(Self.busyBit, newValue) } }
     /// A drain that closes idle connections has reached this one: `markIdle()` closes it.
     var closesWhenIdle: Bool { get { flag(Self.closesWhenIdleBit) } set { set(Self.closesWhenIdleBit, newValue) } }
+
+    /// Whether a send may try writing at once (`uv_try_write`): not while gathering a batch or
+    /// batching sends, nor on a simulated stream (its writes all go as requests). One test of three bits.
+    var mayTryWrite: Bool { raw & (Self.coalescingBit | Self.batchesSendsBit | Self.simulatedBit) == 0 }
+
+    /// The stream runs over a simulated end (`SimulatedStreamEnd`), not a libuv handle: set once,
+    /// when it opens, and read by `StreamIO` on each call to the backend.
+    var simulated: Bool { get { flag(Self.simulatedBit) } set { set(Self.simulatedBit, newValue) } }
 
     /// Where reading stands (two bits: every value is a case).
     var input: Input {

@@ -126,7 +126,7 @@ public enum UnixSocket {
         on loop: EventLoop? = nil
     ) -> Signal<UnixConnection> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "UnixSocket.connect") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "UnixSocket.connect", refusingSimulation: "Unix") { loop in
                 let context = "UnixSocket.connect(\(UnixSocketPath.display(path)))"
                 let attempt = UnixConnectAttempt(loop: loop, path: path, context: context, options: options, subscriber: subscriber)
                 attempt.start { () throws(UVError) in
