@@ -33,6 +33,13 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // TLS on the streams: Debian's OpenSSL 3, so its security updates reach users through the system.
+        .systemLibrary(
+            name: "COpenSSL",
+            path: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // The per-thread current scheduler and loop, as C `__thread` variables (an inline read, no call).
         .target(name: "CReactiveUVThreadLocal"),
         // Separators found 64 bytes at a time (AVX2 or SSE2) and a short line copied inline: `lines()`, `split(separator:)`.
@@ -48,6 +55,7 @@ let package = Package(
         .target(name: "ReactiveUV", dependencies: [
             "ReactiveUVCore",
             "CLibUV",
+            "COpenSSL",
             "CReactiveUVThreadLocal",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),

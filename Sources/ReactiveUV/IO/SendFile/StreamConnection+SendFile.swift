@@ -20,7 +20,7 @@ extension StreamConnection {
     /// cannot send (a /proc or /sys file: read it and send the bytes); `EBADF` for a closed file;
     /// `EPIPE` after `close()`/`shutdown()`; the socket's error (`ECONNRESET`, `EPIPE`) when the peer
     /// goes away, which also ends the connection; `ECANCELED` when the connection is closed here
-    /// first; `EventLoopError.shutDown`.
+    /// first; `EventLoopError.shutDown`; `ENOTSUP` on a TLS connection (the kernel would send plaintext).
     ///
     /// - Parameters:
     ///   - file: An open regular file on the connection's loop.
@@ -47,6 +47,12 @@ extension StreamConnection {
             return outcome.signal
         }
         let start: @Sendable () -> Void = { [self] in
+            // sendfile(2) would put the file's plaintext on the wire: the kernel cannot seal records.
+            if bits.tls {
+                return outcome.finish(.failure(UVError(code: UV_ENOTSUP.rawValue,
+                                                       message: "sendFile on a TLS connection is not supported yet: read the file and send its bytes",
+                                                       context: context)))
+            }
             bits.busy = true
             let operation = FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
             FileSends.of(self).enqueue(operation)

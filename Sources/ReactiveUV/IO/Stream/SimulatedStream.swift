@@ -220,13 +220,20 @@ final class SimulatedStreamEnd: @unchecked Sendable {
             }
             lastActivity = loop.now.nanoseconds
             loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: base, count: count), status: 0)
-            connection.didRead(count, at: base)
+            deliver(count, at: base, to: connection)
         } else if let code = inboundEnd, !endDelivered {
             endDelivered = true
             loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: nil, count: 0), status: code)
-            connection.didRead(Int(code), at: nil)
+            deliver(Int(code), at: nil, to: connection)
         }
         queueReadIfReady()
+    }
+
+    /// A read to the stream as libuv's read callback would hand it: ciphertext to the TLS lane, else plain.
+    private func deliver(_ count: Int, at base: UnsafeMutableRawPointer?, to connection: StreamConnection) {
+        guard connection.bits.tls else { return connection.didRead(count, at: base) }
+        var buffer = uv_buf_t(base: base?.assumingMemoryBound(to: CChar.self), len: base == nil ? 0 : count)
+        connection.tlsDidRead(count, in: &buffer)
     }
 
     private func finishOldestWrite() {

@@ -28,6 +28,8 @@ extension StreamConnection {
     ///
     /// - Returns: libuv's refusal, or nil when the request is in flight (`outcome` learns its end).
     private func requestFIN(outcome: WriteOutcome?) -> UVError? {
+        // A TLS session says it is done (close_notify) before the FIN.
+        if bits.tls { sendCloseNotify() }
         bits.writesShutDown = true
         // The gathered writes go before the FIN (libuv sends it after the requests it holds).
         if bits.coalescing {
@@ -93,10 +95,10 @@ extension StreamConnection {
     /// no unread byte is left in the socket, and closing it sends FIN, not RST) and no write is
     /// queued or waiting for its callback (every byte is the kernel's, which sends them before the
     /// FIN; each write's completion has come before the close's, as it would after a shutdown).
-    /// Not an IPC pipe: its descriptor-passing writes are counted apart. A `uv_shutdown` first would
+    /// Not an IPC pipe: its descriptor-passing writes are counted apart; not TLS: close_notify goes first. A `uv_shutdown` first would
     /// cost a request, a system call and a loop turn to send the same FIN.
     private var closesAtOnce: Bool {
-        bits.peerEnded && !ipc && queuedWriteCost == 0 && io.queuedByteCount == 0
+        bits.peerEnded && !ipc && !bits.tls && queuedWriteCost == 0 && io.queuedByteCount == 0
     }
 
     /// The graceful close is done: the socket closes first, then its waiters hear of it,

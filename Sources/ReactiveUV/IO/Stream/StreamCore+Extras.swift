@@ -24,7 +24,7 @@ import Musl
 final class StreamExtras: @unchecked Sendable {
     // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`, `batch`,
     // `lastBatchByteCount`, `requestsInFlight`, `flushWaiters`, `writeRequestsStarted`, `closeWaiters`, `fileSends`,
-    // `writableWatchers`, `isWritable`, `bulkChunk`, `simulated`, `descriptorReceiver`, `endError`. `namedPeer` is written before the stream is handed out and
+    // `writableWatchers`, `isWritable`, `bulkChunk`, `simulated`, `descriptorReceiver`, `endError`, `tlsSession`; `tlsInfo` as `namedPeer`. `namedPeer` is written before the stream is handed out and
     // only read after. The rest are atomics or lock their own state.
 
     /// Finished write requests kept for reuse (loop thread only): see `StreamConnection.keepForReuse`.
@@ -72,6 +72,11 @@ final class StreamExtras: @unchecked Sendable {
     /// The same sends' cost (payload plus `perWriteOverhead`): with `publishedWriteCost` it bounds a
     /// flood from another thread at the moment of each send.
     let costInTransit = Atomic<Int>(0)
+    /// The TLS record layer of a stream in the TLS lane (`StreamConnection+TLS.swift`; loop thread only).
+    @exclusivity(unchecked) var tlsSession: TLSSession?
+    /// What the TLS handshake agreed on: written on the loop thread before the connection is handed
+    /// out, only read after (`StreamConnection.tls`).
+    @exclusivity(unchecked) var tlsInfo: TLSSessionInfo?
     /// The error that ended the stream (`EndReason.failed`), once it failed (loop thread only).
     @exclusivity(unchecked) var endError: (any Error)?
     /// The loop time (ms) a byte last moved, for a stream whose origin tracks it (loop thread only).

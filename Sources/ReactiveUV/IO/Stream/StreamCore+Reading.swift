@@ -119,9 +119,10 @@ extension StreamConnection {
         guard isHandleOpen, readers.reader != nil, bits.input == .reading || bits.input == .paused else { return nil }
         let shouldRead = !bits.writeBackpressure && !bits.consumerPaused
         if shouldRead && bits.input == .paused {
-            if let error = io.startReading(ipc: ipc) { return error }
+            if let error = io.startReading(ipc: ipc, tls: bits.tls) { return error }
             bits.input = .reading
             if ipc { descriptorsMayBePending() }
+            if bits.tls { tlsReadingResumed() }
         } else if !shouldRead && bits.input == .reading {
             io.stopReading()
             bits.input = .paused

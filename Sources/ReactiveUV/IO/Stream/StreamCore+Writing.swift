@@ -29,7 +29,9 @@ extension StreamConnection {
     /// Queues `bytes`; `completion` (if any) learns when they are flushed or why they were not.
     func sendOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         assertInEventLoop()
-        guard isHandleOpen, !bits.writesShutDown else {
+        guard isHandleOpen, bits.writableInPlainLane else {
+            // The TLS lane (chosen once per connection) seals its writes first: it shares this test.
+            if isHandleOpen, !bits.writesShutDown { return sendSealedOnLoop(bytes, completion: completion) }
             let reason = isHandleOpen ? "the connection was shut down for writing" : "the connection is closed"
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
@@ -49,6 +51,13 @@ extension StreamConnection {
             if let completion { completion(error) } else { end(.failed(error)) }
             return
         }
+        queueWrite(bytes, cost: cost, completion: completion)
+    }
+
+    /// Writes `bytes` (already sealed, in the TLS lane) now if the kernel takes them, else queues
+    /// them as a request or into the batch; `cost` is what they count against the queue's limit.
+    @inline(__always)
+    final func queueWrite(_ bytes: [UInt8], cost: Int, completion: (((any Error)?) -> Void)?) {
         var written = 0
         if completion == nil, bits.mayTryWrite, transport == .tcp || (transport == .pipe && !ipc) {
             // Nobody waits for this write's result: try it now. With nothing queued (libuv answers

@@ -251,6 +251,7 @@ public class StreamConnection: LoopHandleOwner, SingleReaderSource, FlowControlM
         }
         readers.take()
         ownerLink = nil
+        if bits.tls { tlsDidClose() }
     }
 }
 

@@ -35,10 +35,11 @@ struct StreamIO {
         try uv.adopt(descriptor, transport)
     }
 
-    /// Starts reading; the backend calls `readBuffer()` and `didRead(_:at:)` back.
-    func startReading(ipc: Bool) -> UVError? {
+    /// Starts reading; the backend calls `readBuffer()` and `didRead(_:at:)` back (in the TLS lane,
+    /// `tlsDidRead(_:in:)`: a simulated end asks the stream's `tls` bit itself).
+    func startReading(ipc: Bool, tls: Bool = false) -> UVError? {
         if isSimulated { return simulated.startReading() }
-        return uv.startReading(ipc: ipc)
+        return uv.startReading(ipc: ipc, tls: tls)
     }
 
     func stopReading() {

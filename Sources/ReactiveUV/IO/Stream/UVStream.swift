@@ -67,10 +67,11 @@ struct UVStream {
     }
 
     /// Starts reading: libuv asks the stream for a buffer, then hands it what it read.
-    /// On an IPC pipe each buffer is first cut to what a peek saw (`peekBeforeIPCRead`).
-    func startReading(ipc: Bool) -> UVError? {
+    /// On an IPC pipe each buffer is first cut to what a peek saw (`peekBeforeIPCRead`); in the TLS
+    /// lane what was read is ciphertext, handed to `tlsDidRead` instead of `didRead`.
+    func startReading(ipc: Bool, tls: Bool = false) -> UVError? {
         do {
-            try uvCheck(uv_read_start(stream, ipc ? ipcStreamAllocate : streamAllocate, streamReadCallback), "uv_read_start")
+            try uvCheck(uv_read_start(stream, ipc ? ipcStreamAllocate : streamAllocate, tls ? tlsReadCallback : streamReadCallback), "uv_read_start")
         } catch {
             return error
         }
@@ -164,6 +165,13 @@ private let ipcStreamAllocate: uv_alloc_cb = { handle, _, buffer in
 private let streamReadCallback: uv_read_cb = { stream, count, buffer in
     guard let data = stream?.pointee.data else { return }
     Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.didRead(count, at: buffer?.pointee.base) }
+}
+
+// Hands over the buffer itself, not its base: a body shaped like `streamReadCallback`'s would be
+// merged with it by the optimizer, and the plain lane would pay a switch on every read.
+private let tlsReadCallback: uv_read_cb = { stream, count, buffer in
+    guard let data = stream?.pointee.data else { return }
+    Unmanaged<StreamConnection>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.tlsDidRead(count, in: buffer) }
 }
 
 private let streamWriteCallback: uv_write_cb = { request, status in

@@ -1,0 +1,140 @@
+// TLS over TCP: the plain client and server signals, each connection handed on only once its
+// handshake has finished on its loop. A TLS connection is a `TCPConnection` like any other.
+
+extension TCP {
+    /// Connects to `host:port`, runs the TLS handshake, and sends the connection once it finished.
+    ///
+    /// The connection is a `TCPConnection` like a plain one (`bytes`, `send`, `write`, `close`,
+    /// flow control, half-close, the framing operators), in the TLS lane: what it reads is the
+    /// plaintext of the peer's records, what it writes is sealed into records, and `close()` sends
+    /// close_notify before FIN. `connection.tls` says what the handshake agreed on.
+    ///
+    /// The server's certificate is checked against `tls.trustRoots` and, unless
+    /// `verifiesHostname` is off, against `tls.serverName ?? host` (also sent as SNI when it is not
+    /// an IP address). The signal fails with the plain `connect`'s errors, or with a `TLSError`
+    /// naming the peer: `.unknownCA`, `.certificateExpired`, `.hostnameMismatch`,
+    /// `.noSharedProtocol`, `.handshakeTimeout`, `.peerAlert`, `.badRecord`, `.handshakeTruncated`.
+    /// Ownership is the plain `connect`'s: disposing closes the connection, and the signal
+    /// completes when it closes.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name.
+    ///   - port: 1...65535.
+    ///   - tls: What to trust and offer.
+    ///   - options: Socket options and buffer limits for the connection.
+    ///   - timeout: Give up connecting (before the handshake) after this long; nil leaves it to the system.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    /// - Returns: A signal of one connection, sent after the handshake; it completes when the connection closes.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func connect(host: String, port: Int, tls: TLSClientConfiguration, options: TCPOptions = TCPOptions(),
+                               timeout: Duration? = nil, on loop: EventLoop? = nil) -> Signal<TCPConnection> {
+        let plain = connect(host: host, port: port, options: options, timeout: timeout, on: loop)
+        return Signal { subscriber in
+            plain.subscribe(
+                next: { connection in
+                    onLoop(of: connection) {
+                        connection.startTLS(tls.context, server: false, serverName: tls.serverName ?? host,
+                                            verifiesHostname: tls.verifiesHostname, timeout: tls.handshakeTimeout) { error in
+                            if let error { subscriber.sendError(error) } else { subscriber.sendNext(connection) }
+                        }
+                    }
+                },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+        }.debugNamed("+TCP.connect(\(host):\(port), tls)")
+    }
+
+    /// Connects with TLS, runs `body` with the open connection, then closes it (close_notify,
+    /// then FIN), and returns what `body` returned: `withConnection(host:port:...)`'s rules, with
+    /// `connect(host:port:tls:...)`'s errors.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name.
+    ///   - port: 1...65535.
+    ///   - tls: What to trust and offer.
+    ///   - options: Socket options and buffer limits for the connection.
+    ///   - timeout: Give up connecting after this long; nil leaves it to the system.
+    ///   - loop: Where the socket lives; nil for the calling task's loop.
+    ///   - isolation: The caller's isolation, where `body` runs (leave the default).
+    ///   - body: Runs with the open connection, in the caller's isolation.
+    /// - Returns: What `body` returned.
+    ///
+    /// Thread rule: safe from any task; `body` runs in the caller's isolation.
+    public static func withConnection<Result>(
+        host: String, port: Int, tls: TLSClientConfiguration, options: TCPOptions = TCPOptions(), timeout: Duration? = nil,
+        on loop: EventLoop? = nil, isolation: isolated (any Actor)? = #isolation, _ body: (TCPConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withScopedConnection(connect(host: host, port: port, tls: tls, options: options, timeout: timeout, on: loop),
+                                       isolation: isolation, body)
+    }
+}
+
+extension TCPServer {
+    /// Listens on `host:port` and sends each connection whose TLS handshake finished.
+    ///
+    /// `listen(host:port:backlog:options:on:drain:)` with a TLS server in front of each
+    /// connection: the handshake runs on the connection's loop as soon as it is accepted, and a
+    /// client that fails it (plain bytes, an old TLS version, no certificate when one is
+    /// required, no answer within `tls.handshakeTimeout`) is closed and never sent; `onHandshakeFailure`
+    /// hears why, with the client's address.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port (use `serve` to learn which).
+    ///   - backlog: The kernel's queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Socket options and buffer limits for each accepted connection.
+    ///   - tls: The certificate, key and client-certificate policy.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of connections, each after its handshake.
+    ///
+    /// Thread rule: safe from any thread; `onHandshakeFailure` runs on the connection's loop thread.
+    public static func listen(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                              tls: TLSServerConfiguration, on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil,
+                              onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<TCPConnection> {
+        serve(host: host, port: port, backlog: backlog, options: options, tls: tls, on: loop, drain: drain,
+              onHandshakeFailure: onHandshakeFailure).compactMap { $0.acceptedConnection }
+    }
+
+    /// Like `listen(host:port:backlog:options:tls:on:drain:onHandshakeFailure:)`, but first sends
+    /// `.listening(address)`; `.accepted` comes for each connection once its handshake finished.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port, reported by `.listening`.
+    ///   - backlog: The kernel's queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Socket options and buffer limits for each accepted connection.
+    ///   - tls: The certificate, key and client-certificate policy.
+    ///   - loop: Where the socket lives; nil for the subscription's home loop.
+    ///   - drain: Requests to quiesce (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of server events.
+    ///
+    /// Thread rule: safe from any thread; `onHandshakeFailure` runs on the connection's loop thread.
+    public static func serve(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                             tls: TLSServerConfiguration, on loop: EventLoop? = nil, drain: Signal<DrainRequest>? = nil,
+                             onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<Event> {
+        let plain = serve(host: host, port: port, backlog: backlog, options: options, on: loop, drain: drain)
+        return Signal { subscriber in
+            plain.subscribe(
+                next: { event in
+                    guard case .accepted(let connection) = event else { return subscriber.sendNext(event) }
+                    onLoop(of: connection) {
+                        connection.startTLS(tls.context, server: true, serverName: nil, verifiesHostname: false,
+                                            timeout: tls.handshakeTimeout) { error in
+                            if let error { onHandshakeFailure?(error) } else { subscriber.sendNext(.accepted(connection)) }
+                        }
+                    }
+                },
+                error: { subscriber.sendError($0) },
+                completed: { subscriber.sendCompleted() })
+        }.debugNamed("+TCPServer.serve(\(host):\(port), tls)")
+    }
+}
+
+/// Runs `work` on `connection`'s loop thread: now when already there.
+private func onLoop(of connection: StreamConnection, _ work: @escaping @Sendable () -> Void) {
+    if connection.loop.inEventLoop { work() } else { connection.loop.execute(work) }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import ReactiveUV
+import ReactiveUVTesting
+import XCTest
+
+/// A TLS connection behaves as a stream connection: the async forms, flow control with records
+/// buffered while the reader is paused, and a peer that cuts a record short.
+final class TLSStreamTests: XCTestCase {
+    private var certificates: TLSTestCertificates!
+
+    override func setUpWithError() throws {
+        certificates = try TLSTestCertificates.shared()
+    }
+
+    func testWithConnectionEchoesMegabytesThroughAServerPausedByItsOwnBackpressure() async throws {
+        let certificates = self.certificates!
+        await withFinishedHarness(named: "tls-async") { harness in
+            let server = try harness.record(
+                TCPServer.serve(port: 0, tls: certificates.server(), on: harness.loop).map { event -> TCPServer.Event in
+                    if case .accepted(let connection) = event {
+                        connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                    }
+                    return event
+                }, label: "tls echo")
+            guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
+            // More than the echo's high-water mark: its reading pauses with records still in its read BIO.
+            let payload = bytePattern(6 << 20, seed: 5)
+            let answer = try await TCP.withConnection(host: "localhost", port: address.port, tls: certificates.client(), on: harness.loop) { connection in
+                connection.send(payload)
+                var answer: [UInt8] = []
+                for try await chunk in connection.bytes.values {
+                    answer += chunk
+                    if answer.count >= payload.count { break }
+                }
+                return answer
+            }
+            XCTAssertEqual(answer.count, payload.count)
+            XCTAssertTrue(answer == payload, "every byte came back in order")
+        }
+    }
+
+    func testAReaderThatComesLateGetsWhatArrivedWithTheHandshakeAndTheEnd() throws {
+        let harness = LoopHarness(name: "tls-late-reader")
+        defer { XCTAssertTrue(harness.finish().isClean) }
+        let server = try harness.record(TCPServer.serve(port: 0, options: TCPOptions(allowHalfOpen: true),
+                                                        tls: certificates.server(), on: harness.loop), label: "tls server")
+        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
+        // The Python client sends right after its handshake, then waits for the echo; nobody reads yet.
+        let client = try startPython(pythonClient, ["\(address.port)", certificates.caCertificate, "early bytes", "-", "-"])
+        let connection = try waitForAccepted(server, 1)[0]
+        // Its handshake is done and its bytes are on their way, maybe in the read that finished the handshake.
+        XCTAssertNotNil(client.readLine(containing: "VERSION"))
+        let bytes = try harness.record(connection.bytes)
+        XCTAssertEqual(try waitForBytes(bytes, 11), Array("early bytes".utf8))
+        connection.send(Array("early bytes".utf8))
+        // The client's close_notify (its unwrap after the echo) ends `bytes` cleanly; ours answers it.
+        XCTAssertNil(try bytes.waitForTermination().error)
+        _ = try harness.record(connection.close()).waitForTermination()
+        XCTAssertTrue(client.finish().text.contains("GOT early bytes"))
+    }
+
+    /// Runs the half-record client against a server whose connection is read, and returns how `bytes` ended.
+    private func halfRecordEnd(mode: String) throws -> Event<[UInt8]> {
+        let harness = LoopHarness(name: "tls-half-record")
+        defer { XCTAssertTrue(harness.finish().isClean) }
+        let server = try harness.record(TCPServer.serve(port: 0, tls: certificates.server(), on: harness.loop), label: "tls server")
+        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
+        let client = try startPython(pythonHalfRecordClient, ["\(address.port)", certificates.caCertificate, mode])
+        defer { _ = client.finish() }
+        let connection = try waitForAccepted(server, 1)[0]
+        let bytes = try harness.record(connection.bytes)
+        let end = try bytes.waitForTermination()
+        XCTAssertTrue(received(bytes).isEmpty, "no plaintext from half a record")
+        return end
+    }
+
+    func testAPeerThatClosesInTheMiddleOfARecordFailsAsBadRecord() throws {
+        let end = try halfRecordEnd(mode: "fin")
+        XCTAssertEqual(end.error as? TLSError, TLSError.badRecord, "\(end)")
+    }
+
+    func testAPeerThatResetsInTheMiddleOfARecordFailsWithTheReset() throws {
+        let end = try halfRecordEnd(mode: "reset")
+        XCTAssertEqual(end.error as? UVError, UVError.connectionReset, "\(end)")
+    }
+
+    func testSendFileOnATLSConnectionIsRefused() throws {
+        let harness = LoopHarness(name: "tls-sendfile")
+        defer { XCTAssertTrue(harness.finish().isClean) }
+        let server = try harness.record(TCPServer.serve(port: 0, tls: certificates.server(), on: harness.loop), label: "tls server")
+        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
+        let connect = try harness.record(TCP.connect(host: "localhost", port: address.port, tls: certificates.client(), on: harness.loop))
+        let connection = try connect.waitForValues(1)[0]
+        let file = try XCTUnwrap(try harness.record(Files.open(certificates.caCertificate, on: harness.loop)).waitForValues(1).first)
+        let sent = try harness.record(connection.sendFile(file))
+        XCTAssertEqual((try sent.waitForTermination().error as? UVError)?.name, "ENOTSUP")
+        XCTAssertTrue(connection.isOpen, "the connection stays usable")
+        let closed = try harness.record(file.close())
+        _ = try closed.waitForTermination()
+    }
+}
