@@ -254,9 +254,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         throw SimulationMisuse("\(operation) would wait forever: nothing is left to run at \(now) and the signal has not ended")
     }
 
-    /// Disposes every recorder, runs what that queued (no time passes), lists what is still open
-    /// (pending timers included: there must be none), shuts every loop down and checks
-    /// `uv_loop_close` returned 0. Calling it again returns the first report.
+    /// Disposes every recorder, runs what that queued (time passes only while network packets
+    /// are in flight, so the last FIN and RST land), lists what is still open (pending timers
+    /// included: there must be none), shuts every loop down and checks `uv_loop_close` returned
+    /// 0. Calling it again returns the first report.
     ///
     /// - Returns: The report, with the problems `run` calls noted.
     ///
@@ -268,7 +269,14 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         recorders = []
         driving = true
         var rounds = 0
-        while rounds < 100_000, runOneReady() { rounds += 1 }
+        while rounds < 100_000 {
+            if runOneReady() {
+                rounds += 1
+                continue
+            }
+            guard network.packetsInFlight > 0, let next = nextDeadline() else { break }
+            virtualClock.advance(to: next)
+        }
         driving = false
         let leaked = loops.flatMap { $0.simulatedOpenHandles() }
         var closeResult: Int32 = 0

@@ -319,3 +319,20 @@ final class SimulatedTCPTests: XCTestCase {
         XCTAssertEqual(hashes.count, 4, "each seed its own run")
     }
 }
+
+/// What `finish()` finds when a test leaves connections open.
+final class SimulatedTCPFinishTests: XCTestCase {
+    func testFinishingWithConnectionsOpenLetsTheirLastPacketsLandAndLeavesNothingOpen() throws {
+        let simulation = Simulation(seed: 70)
+        let server = simulation.makeLoop(name: "server")
+        _ = try simulation.record(EchoServer.run(port: 7000), on: server)
+        let connected = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+            connection.send([1, 2])
+            return connection.bytes
+        })
+        simulation.run(for: .milliseconds(10))
+        XCTAssertEqual(connected.values, [[1, 2]])
+        let report = simulation.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}

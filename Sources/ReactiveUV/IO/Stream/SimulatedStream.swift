@@ -170,8 +170,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     static func message(from source: EventLoop, to destination: EventLoop, after delay: Duration,
                         _ body: @escaping @Sendable () -> Void) {
         let sameLoop = source === destination
+        let network = source.simulatedNetwork
+        network?.packetsInFlight += 1
+        let landing: @Sendable () -> Void = {
+            network?.packetsInFlight -= 1
+            body()
+        }
         _ = source.schedule(after: delay) {
-            if sameLoop { body() } else { destination.execute(body) }
+            if sameLoop { landing() } else { destination.execute(landing) }
         }
     }
 

@@ -39,6 +39,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
     /// them into its trace.
     package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
+    /// Packets (bytes, FIN, RST, a connect's SYN or answer) sent and not yet landed: the
+    /// simulation's `finish()` lets them land before it looks for what is left open.
+    package internal(set) var packetsInFlight = 0
 
     private let random: () -> UInt64
     /// Pairs of loops (hosts) whose packets wait until the virtual time given, then go through.
