@@ -12,6 +12,13 @@ import ReactiveUV
 /// generator picks which runs first; each source keeps its own order (submission order, timers
 /// by deadline). Every callback is appended to `trace`; `traceHash` sums it up.
 ///
+/// The loops share a simulated network: `TCPServer` and `TCP.connect` on them (numeric addresses)
+/// exchange bytes, FIN and RST on virtual time, with the latency, jitter, resets and short reads
+/// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
+/// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
+/// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
+/// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
 /// let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)).take(3))
