@@ -12,7 +12,8 @@ import ReactiveUV
 /// generator picks which runs first; each source keeps its own order (submission order, timers
 /// by deadline). Every callback is appended to `trace`; `traceHash` sums it up.
 ///
-/// The loops share a simulated network: `TCPServer` and `TCP.connect` on them (numeric addresses)
+/// The loops share a simulated network: `TCPServer` and `TCP.connect` on them (numeric addresses),
+/// and `UnixSocket.listen` and `connect` (paths are names of the simulation, not files),
 /// exchange bytes, FIN and RST on virtual time, with the latency, jitter, resets and short reads
 /// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
 /// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its

@@ -121,10 +121,11 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         loop.execute { [self] in finishClose() }
     }
 
-    /// A client the listener never accepted (it closed): RST to the peer, nothing more received.
-    func abandon() {
+    /// A client the listener never accepted (it closed): RST (TCP) or EOF (a Unix socket) to
+    /// the peer, nothing more received.
+    func abandon(reset: Bool = true) {
         isClosed = true
-        sendEnd(reset: true)
+        sendEnd(reset: reset)
     }
 
     /// A fault: `after` from now the connection is reset, both ways (unless it closed first).
