@@ -12,6 +12,14 @@ import ReactiveUV
 /// generator picks which runs first; each source keeps its own order (submission order, timers
 /// by deadline). Every callback is appended to `trace`; `traceHash` sums it up.
 ///
+/// The loops share a simulated network: `TCPServer` and `TCP.connect` on them (numeric addresses),
+/// and `UnixSocket.listen` and `connect` (paths are names of the simulation, not files),
+/// exchange bytes, FIN and RST on virtual time, with the latency, jitter, resets and short reads
+/// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
+/// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
+/// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
+/// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
 /// let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)).take(3))
@@ -254,9 +262,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         throw SimulationMisuse("\(operation) would wait forever: nothing is left to run at \(now) and the signal has not ended")
     }
 
-    /// Disposes every recorder, runs what that queued (no time passes), lists what is still open
-    /// (pending timers included: there must be none), shuts every loop down and checks
-    /// `uv_loop_close` returned 0. Calling it again returns the first report.
+    /// Disposes every recorder, runs what that queued (time passes only while network packets
+    /// are in flight, so the last FIN and RST land), lists what is still open (pending timers
+    /// included: there must be none), shuts every loop down and checks `uv_loop_close` returned
+    /// 0. Calling it again returns the first report.
     ///
     /// - Returns: The report, with the problems `run` calls noted.
     ///
@@ -268,7 +277,14 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         recorders = []
         driving = true
         var rounds = 0
-        while rounds < 100_000, runOneReady() { rounds += 1 }
+        while rounds < 100_000 {
+            if runOneReady() {
+                rounds += 1
+                continue
+            }
+            guard network.packetsInFlight > 0, let next = nextDeadline() else { break }
+            virtualClock.advance(to: next)
+        }
         driving = false
         let leaked = loops.flatMap { $0.simulatedOpenHandles() }
         var closeResult: Int32 = 0

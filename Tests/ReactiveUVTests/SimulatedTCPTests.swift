@@ -319,3 +319,48 @@ final class SimulatedTCPTests: XCTestCase {
         XCTAssertEqual(hashes.count, 4, "each seed its own run")
     }
 }
+
+/// What `finish()` finds when a test leaves connections open.
+final class SimulatedTCPFinishTests: XCTestCase {
+    func testFinishingWithConnectionsOpenLetsTheirLastPacketsLandAndLeavesNothingOpen() throws {
+        let simulation = Simulation(seed: 70)
+        let server = simulation.makeLoop(name: "server")
+        _ = try simulation.record(EchoServer.run(port: 7000), on: server)
+        let connected = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+            connection.send([1, 2])
+            return connection.bytes
+        })
+        simulation.run(for: .milliseconds(10))
+        XCTAssertEqual(connected.values, [[1, 2]])
+        let report = simulation.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
+
+/// A task on a simulated loop using the async forms over the simulated network.
+final class SimulatedTCPTaskTests: XCTestCase {
+    func testALoopTaskConnectsSleepsOnTheSimulationClockAndReadsItsEchoDeterministically() throws {
+        Simulation.check(seed: 71) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            _ = try simulation.record(EchoServer.run(port: 7000), on: server)
+            let clock = simulation.clock
+            let outcome = Locked<String>("")
+            try simulation.perform {
+                simulation.loop.task { _ in
+                    let echoed = try await TCP.withConnection(host: "127.0.0.1", port: 7000) { connection in
+                        try await Task.sleep(for: .milliseconds(20), clock: clock)
+                        connection.send(Array("ping".utf8))
+                        connection.shutdown()
+                        var received: [UInt8] = []
+                        for try await chunk in connection.bytes.values { received += chunk }
+                        return String(decoding: received, as: UTF8.self)
+                    }
+                    outcome.withLock { $0 = "\(echoed) at \(clock.now)" }
+                }
+            }
+            simulation.runUntilIdle()
+            // Connected at 2 ms, sent at 22 ms, echoed back and the server's FIN read at 24 ms.
+            XCTAssertEqual(outcome.current, "ping at 0.024 seconds")
+        }
+    }
+}

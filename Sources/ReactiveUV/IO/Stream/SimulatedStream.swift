@@ -121,10 +121,11 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         loop.execute { [self] in finishClose() }
     }
 
-    /// A client the listener never accepted (it closed): RST to the peer, nothing more received.
-    func abandon() {
+    /// A client the listener never accepted (it closed): RST (TCP) or EOF (a Unix socket) to
+    /// the peer, nothing more received.
+    func abandon(reset: Bool = true) {
         isClosed = true
-        sendEnd(reset: true)
+        sendEnd(reset: reset)
     }
 
     /// A fault: `after` from now the connection is reset, both ways (unless it closed first).
@@ -170,8 +171,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     static func message(from source: EventLoop, to destination: EventLoop, after delay: Duration,
                         _ body: @escaping @Sendable () -> Void) {
         let sameLoop = source === destination
+        let network = source.simulatedNetwork
+        network?.packetsInFlight += 1
+        let landing: @Sendable () -> Void = {
+            network?.packetsInFlight -= 1
+            body()
+        }
         _ = source.schedule(after: delay) {
-            if sameLoop { body() } else { destination.execute(body) }
+            if sameLoop { landing() } else { destination.execute(landing) }
         }
     }
 

@@ -39,12 +39,17 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
     /// them into its trace.
     package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
+    /// Packets (bytes, FIN, RST, a connect's SYN or answer) sent and not yet landed: the
+    /// simulation's `finish()` lets them land before it looks for what is left open.
+    package internal(set) var packetsInFlight = 0
 
     private let random: () -> UInt64
     /// Pairs of loops (hosts) whose packets wait until the virtual time given, then go through.
     private var partitions: [(first: ObjectIdentifier, second: ObjectIdentifier, heal: UInt64)] = []
     /// Listening sockets by address: one, or a group's shares (a client goes to a drawn one).
     private var listeners: [SocketAddress: [SimulatedTCPListeningSocket]] = [:]
+    /// Unix socket servers by path (names of the simulation, not files).
+    private var unixListeners: [String: SimulatedUnixListeningSocket] = [:]
     private var nextClientPort = 49_152
     private var nextServerPort = 32_768
 
@@ -121,6 +126,27 @@ package final class SimulatedNetwork: @unchecked Sendable {
         }
     }
 
+    /// Holds `path` for `socket`; `EADDRINUSE` when a server of the simulation holds it.
+    func bindUnix(_ socket: SimulatedUnixListeningSocket, at path: String, context: String) throws(UVError) {
+        guard unixListeners[path] == nil else {
+            throw UVError(code: UVError.addressInUseCode, message: "another server of the simulation listens on this path",
+                          context: context)
+        }
+        unixListeners[path] = socket
+    }
+
+    /// Frees `socket`'s path.
+    func unbindUnix(_ socket: SimulatedUnixListeningSocket) {
+        if unixListeners[socket.path] === socket { unixListeners[socket.path] = nil }
+    }
+
+    func unixListener(at path: String) -> SimulatedUnixListeningSocket? { unixListeners[path] }
+
+    /// A connection's one-way delay: `latency` plus a drawn part of `jitter`.
+    func drawLatency() -> Duration {
+        faults.latency + .nanoseconds(Int64(clamping: draw(below: faults.jitter.clampedNanoseconds &+ 1)))
+    }
+
     private func wildcardTaken(_ address: SocketAddress) -> Bool {
         listeners.keys.contains { $0.port == address.port && ($0.isWildcard || address.isWildcard) }
     }
@@ -141,7 +167,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// nothing listens there (or the listener closed, or the client gave up, meanwhile).
     func connect(_ client: TCPConnection, on loop: EventLoop, to address: SocketAddress,
                  answer: @escaping (Int32) -> Void) {
-        let latency = faults.latency + .nanoseconds(Int64(clamping: draw(below: UInt64(clamping: faults.jitter.clampedNanoseconds &+ 1))))
+        let latency = drawLatency()
         let clientEnd = SimulatedStreamEnd(loop: loop, latency: latency)
         let local = (try? SocketAddress(host: address.family == .ipv6 ? "::1" : "127.0.0.1", port: nextClientPort)) ?? address
         nextClientPort = nextClientPort == 65_535 ? 49_152 : nextClientPort + 1
@@ -174,7 +200,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
     }
 
     /// One packet's delay from `source` to `destination`, partitions counted.
-    private func hop(_ source: EventLoop, _ destination: EventLoop, _ latency: Duration) -> Duration {
+    func hop(_ source: EventLoop, _ destination: EventLoop, _ latency: Duration) -> Duration {
         .nanoseconds(Int64(clamping: delay(from: source, to: destination, latency: latency.clampedNanoseconds)))
     }
 
