@@ -12,6 +12,14 @@ import ReactiveUV
 /// generator picks which runs first; each source keeps its own order (submission order, timers
 /// by deadline). Every callback is appended to `trace`; `traceHash` sums it up.
 ///
+/// The loops share a simulated network: `TCPServer` and `TCP.connect` on them (numeric addresses),
+/// and `UnixSocket.listen` and `connect` (paths are names of the simulation, not files),
+/// exchange bytes, FIN and RST on virtual time, with the latency, jitter, resets and short reads
+/// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
+/// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
+/// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
+/// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
 /// let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)).take(3))
@@ -22,7 +30,7 @@ import ReactiveUV
 ///
 /// Thread rule: use a simulation and its loops from one thread (the test's); their callbacks run
 /// on it, inside `run(for:)`, `runUntilIdle()` and `perform(on:_:)`.
-public final class Simulation: @unchecked Sendable {
+public final class Simulation: SimulationDriver, @unchecked Sendable {
     // Sendable: every stored var is touched only by the driving thread (the thread rule); the
     // clock is atomic, so callbacks of other code may read the time.
 
@@ -35,13 +43,17 @@ public final class Simulation: @unchecked Sendable {
     /// Every callback run so far, with its virtual time.
     public private(set) var trace = SimulationTrace()
 
-    private let clock: VirtualClock
+    private let virtualClock: VirtualClock
+    /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
+    package let network: SimulatedNetwork
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
     private var report: HarnessReport?
+    /// The digest of what simulated streams read during the callback running now, if any read.
+    private var callbackPayload: UInt64?
 
     /// A simulation at virtual time zero with one loop named `loopName`.
     ///
@@ -52,30 +64,53 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the thread that will drive it.
     public init(seed: UInt64, loopName: String = "sim") {
         self.seed = seed
-        clock = VirtualClock()
+        virtualClock = VirtualClock()
         generator = SeededRandomNumberGenerator(seed: seed)
-        loop = EventLoop.simulated(name: loopName, clock: clock)
+        // Faults draw from a generator of their own, so they do not shift the order's draws.
+        let faultNumbers = FaultNumbers(seed: seed)
+        network = SimulatedNetwork(random: { faultNumbers.next() })
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network)
         loops = [loop]
+        SimulationDrivers.register(self)
+        network.readObserver = { [weak self] bytes, status in
+            guard let self else { return }
+            callbackPayload = SimulationTrace.digest(bytes, status: status, into: callbackPayload ?? SimulationTrace.payloadSeed)
+        }
     }
 
     deinit {
         // A safety net for a test that forgot finish(): a loop must be shut down before release.
         if report == nil { _ = finish() }
+        SimulationDrivers.unregister(self)
     }
 
     /// Adds a simulated loop on the same virtual clock, named `name`.
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: clock)
+        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network)
         loops.append(made)
         return made
+    }
+
+    /// Adds `loopCount` simulated loops (at least 1) named `name-0`, `name-1`... and returns them
+    /// as an `EventLoopGroup`, for code that takes a group (`TCPServer.listen(on: group)`, `next()`).
+    /// `finish()` shuts them down with the others.
+    ///
+    /// Thread rule: the driving thread.
+    public func makeGroup(loopCount: Int, name: String = "group") -> EventLoopGroup {
+        EventLoopGroup(loops: (0..<max(1, loopCount)).map { makeLoop(name: "\(name)-\($0)") })
     }
 
     /// The virtual time (zero when the simulation began); the loops' `now`.
     ///
     /// Thread rule: safe from any thread.
-    public var now: SchedulerInstant { SchedulerInstant(nanoseconds: clock.nanoseconds) }
+    public var now: SchedulerInstant { SchedulerInstant(nanoseconds: virtualClock.nanoseconds) }
+
+    /// The virtual time as a Swift `Clock`: `Task.sleep(for:clock:)` and code taking a clock wait on it.
+    ///
+    /// Thread rule: safe from any thread.
+    public var clock: SimulationClock { SimulationClock(loop: loop, virtualClock: virtualClock) }
 
     /// The trace's hash: equal for two runs of one program from one seed.
     ///
@@ -123,7 +158,7 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the driving thread, outside the simulation's callbacks.
     @discardableResult
     public func runUntilIdle(limit: Int = 1_000_000) -> Int {
-        drive(until: nil, limit: limit, what: "runUntilIdle()")
+        drive(until: nil, limit: limit, what: "runUntilIdle()", stop: { false })
     }
 
     /// Runs callbacks for `duration` of virtual time (negative counts as zero), jumping from timer
@@ -136,11 +171,13 @@ public final class Simulation: @unchecked Sendable {
     /// Thread rule: the driving thread, outside the simulation's callbacks.
     @discardableResult
     public func run(for duration: Duration, limit: Int = 1_000_000) -> Int {
-        let (target, overflow) = clock.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
-        return drive(until: overflow ? .max : target, limit: limit, what: "run(for: \(duration))")
+        let (target, overflow) = virtualClock.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
+        return drive(until: overflow ? .max : target, limit: limit, what: "run(for: \(duration))", stop: { false })
     }
 
-    private func drive(until target: UInt64?, limit: Int, what: String) -> Int {
+    /// Runs callbacks until `stop()` (checked after each), nothing is left before `target`, or
+    /// `limit` callbacks ran; the clock ends at `target` unless `stop()` or the limit ended it first.
+    private func drive(until target: UInt64?, limit: Int, what: String, stop: () -> Bool) -> Int {
         guard !driving else {
             problems.append("\(what) was called from inside a simulated callback, and ran nothing")
             return 0
@@ -151,21 +188,22 @@ public final class Simulation: @unchecked Sendable {
         while true {
             if runOneReady() {
                 ran += 1
+                if stop() { return ran }
                 if ran >= limit { break }
                 continue
             }
             guard let next = nextDeadline(), next <= target ?? .max else {
-                if let target { clock.advance(to: target) }
+                if let target { virtualClock.advance(to: target) }
                 return ran
             }
-            clock.advance(to: next)
+            virtualClock.advance(to: next)
         }
         let left = loops.contains { !$0.simulatedReadiness().isEmpty } || nextDeadline().map { $0 <= target ?? .max } == true
         if left {
             problems.append("\(what) stopped after \(limit) callbacks with work still due at \(now)"
                             + (target == nil ? " (repeating work never idles: use run(for:))" : ""))
         } else if let target {
-            clock.advance(to: target)
+            virtualClock.advance(to: target)
         }
         return ran
     }
@@ -186,6 +224,8 @@ public final class Simulation: @unchecked Sendable {
         let time = now
         let loop = loops[chosen.loop]
         let kind: SimulationCallbackKind
+        callbackPayload = nil
+        defer { callbackPayload = nil }
         switch loop.runSimulatedCallback(chosen.ready) {
         case .queuedWork: kind = .queuedWork
         case .inboxWork: kind = .inboxWork
@@ -195,7 +235,8 @@ public final class Simulation: @unchecked Sendable {
         case .shutdown: kind = .shutdown
         case .none: return true
         }
-        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind))
+        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
+                                          payload: callbackPayload))
         return true
     }
 
@@ -203,9 +244,28 @@ public final class Simulation: @unchecked Sendable {
         loops.compactMap { $0.simulatedNextDeadline() }.min()
     }
 
-    /// Disposes every recorder, runs what that queued (no time passes), lists what is still open
-    /// (pending timers included: there must be none), shuts every loop down and checks
-    /// `uv_loop_close` returned 0. Calling it again returns the first report.
+    /// A blocking wait (`first(timeout:)`...) made on the driving thread: see `SimulationDriver`.
+    package func driveBlocking(operation: String, timeout: Duration?, start: () -> Void,
+                               isDone: () -> Bool, abandon: () -> Void) throws {
+        try perform(start)
+        if isDone() { return }
+        let target = timeout.map { timeout -> UInt64 in
+            let (sum, overflow) = virtualClock.nanoseconds.addingReportingOverflow(timeout.clampedNanoseconds)
+            return overflow ? .max : sum
+        }
+        _ = drive(until: target, limit: 1_000_000, what: operation, stop: isDone)
+        if isDone() { return }
+        try perform(abandon)
+        if let timeout, let target, virtualClock.nanoseconds >= target {
+            throw TimeoutError(operation: operation, after: timeout)
+        }
+        throw SimulationMisuse("\(operation) would wait forever: nothing is left to run at \(now) and the signal has not ended")
+    }
+
+    /// Disposes every recorder, runs what that queued (time passes only while network packets
+    /// are in flight, so the last FIN and RST land), lists what is still open (pending timers
+    /// included: there must be none), shuts every loop down and checks `uv_loop_close` returned
+    /// 0. Calling it again returns the first report.
     ///
     /// - Returns: The report, with the problems `run` calls noted.
     ///
@@ -217,7 +277,14 @@ public final class Simulation: @unchecked Sendable {
         recorders = []
         driving = true
         var rounds = 0
-        while rounds < 100_000, runOneReady() { rounds += 1 }
+        while rounds < 100_000 {
+            if runOneReady() {
+                rounds += 1
+                continue
+            }
+            guard network.packetsInFlight > 0, let next = nextDeadline() else { break }
+            virtualClock.advance(to: next)
+        }
         driving = false
         let leaked = loops.flatMap { $0.simulatedOpenHandles() }
         var closeResult: Int32 = 0
@@ -232,8 +299,19 @@ public final class Simulation: @unchecked Sendable {
         }
         let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems)
         report = made
+        SimulationDrivers.unregister(self)
         return made
     }
+}
+
+/// The seed's numbers for the network's faults, apart from those that order callbacks.
+private final class FaultNumbers: @unchecked Sendable {
+    // Sendable: drawn only on the simulation's driving thread.
+    private var generator: SeededRandomNumberGenerator
+
+    init(seed: UInt64) { generator = SeededRandomNumberGenerator(seed: seed ^ 0x9E37_79B9_7F4A_7C15) }
+
+    func next() -> UInt64 { generator.next() }
 }
 
 /// A `Simulation` used against its thread rule or after `finish()`; nothing was run.

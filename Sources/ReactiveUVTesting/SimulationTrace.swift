@@ -44,14 +44,26 @@ public struct SimulationTraceEntry: Sendable, Equatable, CustomStringConvertible
     public let loopIndex: Int
     /// What kind of callback it was.
     public let kind: SimulationCallbackKind
+    /// A digest of what simulated streams read in this callback (the bytes, or how a stream
+    /// ended), or nil when none read: equal runs read equal bytes.
+    public let payload: UInt64?
 
-    /// `"1.500 ms  loop 'sim': timer"`.
+    init(time: SchedulerInstant, loopName: String, loopIndex: Int, kind: SimulationCallbackKind, payload: UInt64? = nil) {
+        self.time = time
+        self.loopName = loopName
+        self.loopIndex = loopIndex
+        self.kind = kind
+        self.payload = payload
+    }
+
+    /// `"1.500 ms  loop 'sim': timer"`, with `" read 0123456789abcdef"` when it read bytes.
     ///
     /// Thread rule: safe from any thread.
     public var description: String {
         let micros = time.nanoseconds / 1_000
         let millis = "\(micros / 1_000).\(String(micros % 1_000 + 1_000).dropFirst())"
-        return "\(millis) ms  loop '\(loopName)': \(kind.rawValue)"
+        let read = payload.map { " read " + String($0, radix: 16) } ?? ""
+        return "\(millis) ms  loop '\(loopName)': \(kind.rawValue)\(read)"
     }
 }
 
@@ -62,7 +74,7 @@ public struct SimulationTraceEntry: Sendable, Equatable, CustomStringConvertible
 public struct SimulationTrace: Sendable {
     /// Every callback so far, in order.
     public private(set) var entries: [SimulationTraceEntry] = []
-    /// FNV-1a over each entry's virtual time, loop index and kind.
+    /// FNV-1a over each entry's virtual time, loop index, kind and payload digest.
     public private(set) var hash: UInt64 = 0xCBF2_9CE4_8422_2325
 
     /// The hash as 16 hexadecimal digits, as the check mode prints it.
@@ -78,7 +90,27 @@ public struct SimulationTrace: Sendable {
         mix(entry.time.nanoseconds, bytes: 8)
         mix(UInt64(truncatingIfNeeded: entry.loopIndex), bytes: 4)
         mix(UInt64(entry.kind.code), bytes: 1)
+        if let payload = entry.payload { mix(payload, bytes: 8) }
     }
+
+    /// FNV-1a 64 of `bytes` continued from `digest` (start from `payloadSeed`).
+    static func digest(_ bytes: UnsafeRawBufferPointer, status: Int32, into digest: UInt64) -> UInt64 {
+        var hash = digest
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        var rest = UInt32(bitPattern: status)
+        for _ in 0..<4 {
+            hash ^= UInt64(rest & 0xFF)
+            hash &*= 0x0000_0100_0000_01B3
+            rest >>= 8
+        }
+        return hash
+    }
+
+    /// Where a callback's payload digest starts.
+    static let payloadSeed: UInt64 = 0xCBF2_9CE4_8422_2325
 
     private mutating func mix(_ value: UInt64, bytes: Int) {
         var rest = value

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/socket.h>
+#include <dlfcn.h>
+#include <stdint.h>
 
 // Defined by the ASan/TSan runtimes; null when no sanitizer is linked in.
 extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
@@ -75,4 +77,36 @@ long ruv_test_send_descriptors(int socket, const int *descriptors, int count, un
 
 size_t ruv_test_malloc_usable_size(void *pointer) {
     return malloc_usable_size(pointer);
+}
+
+// The Swift runtime's allocator entry (pointer arguments and result: the C and Swift calling
+// conventions agree on them). Defined in the test executable, it takes precedence over
+// libswiftCore's for every caller that links through the dynamic symbol table.
+typedef void *(*ruv_alloc_object_fn)(const void *metadata, size_t size, size_t alignment_mask);
+static __thread int ruv_counting_objects;  // 0: off; 1: every object; 2: class instances only
+static __thread unsigned long ruv_counted_objects;
+
+void *swift_allocObject(const void *metadata, size_t size, size_t alignment_mask) {
+    static ruv_alloc_object_fn runtime;
+    ruv_alloc_object_fn forward = __atomic_load_n(&runtime, __ATOMIC_ACQUIRE);
+    if (forward == NULL) {
+        forward = (ruv_alloc_object_fn)dlsym(RTLD_NEXT, "swift_allocObject");
+        if (forward == NULL) abort();
+        __atomic_store_n(&runtime, forward, __ATOMIC_RELEASE);
+    }
+    // A metadata's first word is its kind: 0 for a class, 0x400 and up for a closure context or a box.
+    if (ruv_counting_objects == 1 || (ruv_counting_objects == 2 && *(const uintptr_t *)metadata == 0)) {
+        ruv_counted_objects += 1;
+    }
+    return forward(metadata, size, alignment_mask);
+}
+
+void ruv_test_count_objects_start(int class_instances_only) {
+    ruv_counted_objects = 0;
+    ruv_counting_objects = class_instances_only ? 2 : 1;
+}
+
+unsigned long ruv_test_count_objects_stop(void) {
+    ruv_counting_objects = 0;
+    return ruv_counted_objects;
 }

@@ -316,6 +316,27 @@ case "async-stat":
         done.raise()
     }
     done.wait()
+case "async-resume":
+    // The floor of any async form over a loop callback: `count` awaits, from 32 tasks that prefer the loop,
+    // of a continuation the loop resumes from a queued closure (no I/O, no signal, no cancellation handler).
+    let done = Flag()
+    Task(executorPreference: loop) {
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<32 {
+                group.addTask(executorPreference: loop) {
+                    var index = task
+                    while index < count {
+                        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                            loop.execute { continuation.resume() }
+                        }
+                        index += 32
+                    }
+                }
+            }
+        }
+        done.raise()
+    }
+    done.wait()
 case "list", "rawc-list", "async-list":
     // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
     // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline; or (async-list)
@@ -364,7 +385,7 @@ case "list", "rawc-list", "async-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-calls, async-values, echo-async, actor-preference, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client")
 }
 loop.shutdown()
 

@@ -36,7 +36,8 @@ extension EventLoop {
     ///
     /// Calls from it to actors on this loop need no hop. Nonisolated async functions it awaits run
     /// on the global executor, as from any actor; to keep *all* of a task's code on the loop, use
-    /// `Task(executorPreference: loop)`.
+    /// `Task(executorPreference: loop)`. On a simulated loop the task prefers the loop from its
+    /// start, so every job of it is a callback the simulation orders and traces.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -45,10 +46,12 @@ extension EventLoop {
         _ operation: @escaping @Sendable (isolated LoopIsolation) async throws -> Success
     ) -> Task<Success, any Error> {
         let isolation = self.isolation
+        if isSimulated { return Task(executorPreference: self, priority: priority) { try await operation(isolation) } }
         return Task(priority: priority) { try await operation(isolation) }
     }
 
-    /// Starts a task whose code is isolated to this loop (an operation that cannot throw).
+    /// Starts a task whose code is isolated to this loop (an operation that cannot throw); on a
+    /// simulated loop it prefers the loop from its start, as the throwing form does.
     ///
     /// Thread rule: safe from any thread.
     @discardableResult
@@ -57,6 +60,7 @@ extension EventLoop {
         _ operation: @escaping @Sendable (isolated LoopIsolation) async -> Success
     ) -> Task<Success, Never> {
         let isolation = self.isolation
+        if isSimulated { return Task(executorPreference: self, priority: priority) { await operation(isolation) } }
         return Task(priority: priority) { await operation(isolation) }
     }
 }

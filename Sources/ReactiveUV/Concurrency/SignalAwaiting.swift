@@ -16,7 +16,7 @@ extension Signal {
 
     /// Waits for the signal to end and hands over what `reduce` kept; the box's first `finish`
     /// resumes the continuation, exactly once.
-    private func awaitTerminal<State>(
+    private nonisolated(nonsending) func awaitTerminal<State>(
         _ initial: State,
         stopEarly: Bool = false,
         _ reduce: @escaping (inout State, Value) -> Void
@@ -39,7 +39,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func first() async throws -> Value? where Value: Sendable {
+    public nonisolated(nonsending) func first() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none, stopEarly: true) { first, value in
             if first == nil { first = value }
         }
@@ -50,7 +50,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func last() async throws -> Value? where Value: Sendable {
+    public nonisolated(nonsending) func last() async throws -> Value? where Value: Sendable {
         try await awaitTerminal(Optional<Value>.none) { last, value in last = value }
     }
 
@@ -59,7 +59,7 @@ extension Signal {
     /// - Throws: The signal's error, or `CancellationError` if the task is cancelled.
     ///
     /// Thread rule: safe from any task.
-    public func collect() async throws -> [Value] where Value: Sendable {
+    public nonisolated(nonsending) func collect() async throws -> [Value] where Value: Sendable {
         try await awaitTerminal([Value]()) { values, value in values.append(value) }
     }
 
@@ -69,7 +69,7 @@ extension Signal {
     ///
     /// Thread rule: safe from any task.
     @discardableResult
-    public func waitUntilCompleted() async -> (any Error)? {
+    public nonisolated(nonsending) func waitUntilCompleted() async -> (any Error)? {
         do {
             _ = try await awaitTerminal(()) { _, _ in }
             return nil
@@ -86,6 +86,9 @@ extension Signal {
     /// - Returns: The first value, or nil if the signal completed without one.
     /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
+    /// On the thread driving a `Simulation` it runs the simulation (the timeout in virtual time)
+    /// and throws an error naming the wait if the simulation goes idle before the signal ends.
+    ///
     /// Thread rule: any thread except a loop thread.
     public func first(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
         try block(operation: "first()", timeout: timeout, Optional<Value>.none, stopEarly: true) { first, value in
@@ -98,6 +101,9 @@ extension Signal {
     /// - Parameter timeout: The longest wait; nil waits forever.
     /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
     ///
+    /// On the thread driving a `Simulation` it runs the simulation (the timeout in virtual time)
+    /// and throws an error naming the wait if the simulation goes idle before the signal ends.
+    ///
     /// Thread rule: any thread except a loop thread.
     public func last(timeout: Duration? = nil) throws -> Value? where Value: Sendable {
         try block(operation: "last()", timeout: timeout, Optional<Value>.none) { last, value in last = value }
@@ -107,6 +113,9 @@ extension Signal {
     ///
     /// - Parameter timeout: The longest wait; nil waits forever.
     /// - Throws: The signal's error; `TimeoutError`; `EventLoopError.calledOnLoopThread` on a loop thread.
+    ///
+    /// On the thread driving a `Simulation` it runs the simulation (the timeout in virtual time)
+    /// and throws an error naming the wait if the simulation goes idle before the signal ends.
     ///
     /// Thread rule: any thread except a loop thread.
     public func waitUntilCompleted(timeout: Duration? = nil) throws {
@@ -124,6 +133,14 @@ extension Signal {
             throw EventLoopError.calledOnLoopThread(operation: operation, loop: loop.name)
         }
         let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
+        if let driver = SimulationDrivers.current {
+            // Nothing but this thread runs a simulation's loops: drive them instead of waiting.
+            try driver.driveBlocking(operation: operation, timeout: timeout,
+                                     start: { box.setSubscription(subscribe(box)) },
+                                     isDone: { box.isFinished },
+                                     abandon: { box.finish(.failure(CancellationError())) })
+            return try box.result()
+        }
         let done = Latch()
         box.onFinish = { done.open() }
         let subscription = subscribe(box)
@@ -205,6 +222,9 @@ final class AwaitBox<State, Value>: @unchecked Sendable {
         if let continuation { resume(continuation, result) }
         onFinish?()
     }
+
+    /// Whether the wait is over (a value that stops it early, an error or the completion came).
+    var isFinished: Bool { lock.withLock { outcome != nil } }
 
     func result() throws -> State {
         try lock.withLock {

@@ -99,7 +99,7 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         ///
         /// Thread rule: from the iterating task.
         public mutating func next() async throws -> Value? {
-            try await lifetime.channel.next(isolation: nil)
+            try await lifetime.channel.next()
         }
 
         /// The next value, or nil at the end, waited for on the caller's executor (the form
@@ -109,7 +109,7 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         ///
         /// Thread rule: from the iterating task.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Value? {
-            try await lifetime.channel.next(isolation: actor)
+            try await lifetime.channel.next()
         }
     }
 }
@@ -229,10 +229,12 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         control?.endTaken()
     }
 
-    /// The next value; waits on `actor`'s executor (nil: the global one).
+    /// The next value; waits on the caller's executor. Nonsending: a value that is ready costs the
+    /// iterating task no executor switch on the way in (the runtime's switch checks take a lock).
     @_specialize(exported: false, where Value == [UInt8])
     @_specialize(exported: false, where Value == DirectoryEntry)
-    func next(isolation actor: isolated (any Actor)?) async throws -> Value? {
+    nonisolated(nonsending) func next() async throws -> Value? {
+        let actor = #isolation
         if Task.isCancelled {
             // Cancellation ends the sequence at once, not after the buffer drained.
             cancel()

@@ -56,6 +56,12 @@ extension EventLoop {
                 walk.pointee.visit(handle)
             }, pointer)
         }
+        if virtualClock != nil {
+            // A simulated stream has no libuv handle: the walk cannot see it, the list can.
+            for (memory, owner) in ours where !walk.seen.contains(memory) {
+                walk.found.append(OpenHandle(kind: owner.kind, label: owner.label, isActive: true, isReferenced: true))
+            }
+        }
         return walk.found + pendingTimerHandles()
     }
 
@@ -132,10 +138,13 @@ private struct HandleWalk {
     unowned(unsafe) let loop: EventLoop
     let ours: [UnsafeMutableRawPointer: any LoopHandleOwner]
     var found: [OpenHandle] = []
+    /// Our handles the walk met (the others of `ours` are simulated).
+    var seen: Set<UnsafeMutableRawPointer> = []
 
     mutating func visit(_ handle: UnsafeMutablePointer<uv_handle_t>) {
         if loop.isInternal(handle) || uv_is_closing(handle) != 0 { return }
         let owner = ours[UnsafeMutableRawPointer(handle)]
+        if owner != nil { seen.insert(UnsafeMutableRawPointer(handle)) }
         found.append(OpenHandle(
             kind: String(cString: uv_handle_type_name(handle.pointee.type)),
             label: owner?.label,

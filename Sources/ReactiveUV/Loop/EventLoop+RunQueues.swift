@@ -23,11 +23,15 @@ extension EventLoop {
         if stop { uv_stop(uvLoop) }
     }
 
+    @inline(__always)
     func startIdleIfNeeded() {
-        if !idleStarted {
-            idleStarted = true
-            uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
-        }
+        if !idleStarted { startIdle() }
+    }
+
+    @inline(never)
+    private func startIdle() {
+        idleStarted = true
+        uvCheckReporting(uv_idle_start(idle, eventLoopIdleCallback), "uv_idle_start")
     }
 
     /// The idle handle's callback: the local run queue, and the remote one while it is busy.

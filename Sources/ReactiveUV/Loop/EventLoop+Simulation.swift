@@ -1,3 +1,4 @@
+internal import CLibUV
 @_spi(SchedulerImplementation) import ReactiveUVCore
 import Synchronization
 
@@ -60,17 +61,37 @@ package enum SimulatedCallback: UInt8, Sendable, CustomStringConvertible {
 /// libuv's clock; libuv itself runs only to close the loop. The only branches on it are on cold
 /// paths: the clock read, arming the timer driver, `run()`, `tryShutdown()`, `performAndWait`.
 extension EventLoop {
-    /// A loop driven by a simulation on `clock`: no thread of its own, no metrics.
+    /// A loop driven by a simulation on `clock`, its TCP on `network`: no thread of its own, no metrics.
     ///
     /// Thread rule: the simulation's driving thread.
-    package static func simulated(name: String, clock: VirtualClock) -> EventLoop {
-        EventLoop(name: name, ownsThread: false, isShared: false, metrics: .disabled, virtualClock: clock)
+    package static func simulated(name: String, clock: VirtualClock, network: SimulatedNetwork? = nil) -> EventLoop {
+        EventLoop(name: name, ownsThread: false, isShared: false, metrics: .disabled, virtualClock: clock,
+                  simulatedNetwork: network)
     }
 
     /// Whether a simulation drives this loop.
     ///
     /// Thread rule: safe from any thread.
     package var isSimulated: Bool { virtualClock != nil }
+
+    /// The error of a family with no simulated backend yet, asked of a simulated loop: its libuv
+    /// handle or request would never be polled, so the factory refuses instead of hanging.
+    ///
+    /// Thread rule: safe from any thread.
+    @inline(never)
+    func simulationRefusal(_ family: StaticString, what: String) -> UVError {
+        UVError(code: UV_ENOTSUP.rawValue,
+                message: "\(family) has no simulated backend yet: a simulated loop cannot run \(what)",
+                context: "simulated loop '\(name)'")
+    }
+
+    /// Throws `simulationRefusal` on a simulated loop; nothing on a real one.
+    ///
+    /// Thread rule: safe from any thread.
+    @inline(__always)
+    func refuseIfSimulated(_ family: StaticString, what: @autoclosure () -> String) throws(UVError) {
+        if virtualClock != nil { throw simulationRefusal(family, what: what()) }
+    }
 
     /// Runs `body` with this loop as the calling thread's loop and scheduler, then restores them.
     @inline(__always)

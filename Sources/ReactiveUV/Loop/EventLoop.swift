@@ -99,7 +99,9 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Called by `run()` just before it decides whether to leave (tests only).
     var beforeLeavingRunForTesting: (() -> Void)?
     /// The virtual clock of a simulated loop (driven by a simulation, not by libuv); nil for a real loop.
-    let virtualClock: VirtualClock?
+    package let virtualClock: VirtualClock?
+    /// The network a simulated loop's TCP connections and servers use; nil for a real loop.
+    package let simulatedNetwork: SimulatedNetwork?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -135,9 +137,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default,
-         virtualClock: VirtualClock? = nil) {
+         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil) {
         self.name = name
         self.virtualClock = virtualClock
+        self.simulatedNetwork = simulatedNetwork
         self.ownsThread = ownsThread
         self.isShared = isShared
         uvLoop = .allocate(capacity: 1)
@@ -319,7 +322,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// Thread rule: safe from any thread.
     @inlinable
     public var inEventLoop: Bool {
-        ThreadLocals.currentLoop.value == Unmanaged.passUnretained(self).toOpaque()
+        // As integers: one compare (this loop's address is never null).
+        UInt(bitPattern: ThreadLocals.currentLoop.value) == UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// This loop as a `Scheduler`.
@@ -401,7 +405,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     ///
     /// Thread rule: safe from any thread.
     public func execute(_ work: consuming @escaping @Sendable () -> Void) {
-        if !enqueue(work) { reportRejected() }
+        // Consumed into the queue: the caller's reference is the queue's, with no retain and release around it.
+        if !enqueue(consume work) { reportRejected() }
     }
 
     /// Runs `work` on the loop thread, or throws if the loop has shut down.
@@ -409,14 +414,14 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     /// - Throws: `EventLoopError.shutDown` when the loop no longer accepts work.
     ///
     /// Thread rule: safe from any thread.
-    public func tryExecute(_ work: @escaping @Sendable () -> Void) throws(EventLoopError) {
-        if !enqueue(work) { throw refusal }
+    public func tryExecute(_ work: consuming @escaping @Sendable () -> Void) throws(EventLoopError) {
+        if !enqueue(consume work) { throw refusal }
     }
 
     /// Queues work; false when the loop no longer accepts it.
     @discardableResult
     func enqueue(_ work: consuming @escaping @Sendable () -> Void) -> Bool {
-        enqueueItem(.closure(work)) == .accepted
+        enqueueItem(.closure(consume work)) == .accepted
     }
 
     /// What happened to a submission.
@@ -430,6 +435,7 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Queues a closure or a job. The state check and the append are one critical section,
     /// so accepted work always runs on the loop thread.
+    @inline(__always)
     func enqueueItem(_ work: consuming WorkItem, refusingIdle: Bool = false) -> Submission {
         if inEventLoop {
             // Only this thread moves the state to `.closed`: a relaxed read is exact here.
@@ -438,6 +444,12 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
             startIdleIfNeeded()
             return .accepted
         }
+        return enqueueFromOtherThread(work, refusingIdle: refusingIdle)
+    }
+
+    /// `enqueueItem` from a thread that is not the loop's: into the inbox, waking the loop if it sleeps.
+    @inline(never)
+    private func enqueueFromOtherThread(_ work: consuming WorkItem, refusingIdle: Bool) -> Submission {
         // Straight-line under the spin lock (no closure): the item is moved into the queue.
         inboxLock.lock()
         let current = state.load(ordering: .relaxed)

@@ -28,6 +28,14 @@ public final class EventLoopGroup: Sendable {
         loops = (0..<count).map { EventLoop(name: "\(name)-\($0)", metrics: metrics) }
     }
 
+    /// A group of loops made elsewhere (a simulation's), handed out round robin like any group's.
+    ///
+    /// Thread rule: safe from any thread.
+    package init(loops: [EventLoop]) {
+        precondition(!loops.isEmpty, "a group has at least one loop")
+        self.loops = loops
+    }
+
     /// The number of online cores (at least 1): a server's loop count.
     ///
     /// Thread rule: safe from any thread.

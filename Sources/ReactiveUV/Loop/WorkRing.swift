@@ -18,17 +18,19 @@ struct WorkRing {
 
     var isEmpty: Bool { count == 0 }
 
+    @inline(__always)
     mutating func push(_ work: consuming Work) {
         if count == capacity { grow() }
-        (storage + ((head + count) & (capacity - 1))).initialize(to: work)
-        count += 1
+        (storage + ((head &+ count) & (capacity &- 1))).initialize(to: work)
+        count &+= 1
     }
 
+    @inline(__always)
     mutating func pop() -> Work? {
         guard count > 0 else { return nil }
         let work = (storage + head).move()
-        head = (head + 1) & (capacity - 1)
-        count -= 1
+        head = (head &+ 1) & (capacity &- 1)
+        count &-= 1
         return work
     }
 
@@ -45,6 +47,7 @@ struct WorkRing {
         storage.deallocate()
     }
 
+    @inline(never)
     private mutating func grow() {
         let newCapacity = capacity * 2
         let newStorage = UnsafeMutablePointer<Work>.allocate(capacity: newCapacity)

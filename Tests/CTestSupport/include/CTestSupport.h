@@ -30,4 +30,14 @@ long ruv_test_send_descriptor(int socket, int descriptor, unsigned char byte);
 /// Linux's limit per message), as a peer that is not libuv may. Returns sendmsg's result (1), or -errno.
 long ruv_test_send_descriptors(int socket, const int *descriptors, int count, unsigned char byte);
 
+/// Starts counting the Swift heap objects (class instances, closure contexts, boxes, array storage)
+/// made on the calling thread: `swift_allocObject` is interposed by this test executable and forwards
+/// to the runtime's. Counting on one thread leaves other threads' work out of the figure.
+/// `class_instances_only` leaves closure contexts and boxes out, which an unoptimized build makes
+/// where an optimized one keeps them on the stack.
+void ruv_test_count_objects_start(int class_instances_only);
+
+/// Stops counting on the calling thread and returns how many objects it made since the start.
+unsigned long ruv_test_count_objects_stop(void);
+
 #endif

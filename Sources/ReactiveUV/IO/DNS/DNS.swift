@@ -24,7 +24,7 @@ public enum DNS {
     /// Thread rule: safe from any thread.
     public static func resolve(_ host: String, port: Int = 0, on loop: EventLoop? = nil) -> Signal<[SocketAddress]> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "DNS.resolve") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "DNS.resolve", refusingSimulation: "DNS") { loop in
                 HostResolution.resolve(host, port: port, socketType: SOCK_STREAM_VALUE, on: loop) { result in
                     switch result {
                     case .success(let addresses):
@@ -74,6 +74,11 @@ enum HostResolution {
         }
         guard loop.acceptsNewRequests else {
             completion(.failure(EventLoopError.shutDown(loop: loop.name)))
+            return nil
+        }
+        // A lookup on libuv's pool would never be answered on a simulated loop.
+        if loop.isSimulated {
+            completion(.failure(loop.simulationRefusal("DNS", what: "resolving \(host)")))
             return nil
         }
         let lookup = AddressLookup(loop: loop, host: host, port: port, completion: completion)

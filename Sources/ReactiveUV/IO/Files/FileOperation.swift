@@ -220,6 +220,10 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
     /// Whether a step may start: the operation runs and its loop takes requests (else it fails with `shutDown`).
     private func mayStart() -> Bool {
         guard isRunning else { return false }
+        if loop.isSimulated {
+            finish(loop.simulationRefusal("Files", what: label))
+            return false
+        }
         guard loop.acceptsNewRequests else {
             finish(EventLoopError.shutDown(loop: loop.name))
             return false

@@ -27,7 +27,7 @@ func withScopedFile<Result>(_ opening: Signal<OpenFile>, isolation: isolated (an
     let ownership = ValuesChannel(signal: opening, policy: .default)
     // Cancelling the subscription closes the file if nothing else did (a cancelled task, a failed close).
     defer { ownership.cancel() }
-    guard let file = try await ownership.next(isolation: isolation) else {
+    guard let file = try await ownership.next() else {
         // The signal sends its file or fails; it ends without one only when the task was cancelled.
         throw CancellationError()
     }

@@ -15,7 +15,7 @@ extension Signal where Value == Int32 {
     /// Thread rule: safe from any thread.
     public static func unixSignals(_ numbers: [Int32], on loop: EventLoop? = nil) -> Signal<Int32> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals", refusingSimulation: "OSSignals") { loop in
                 let handles = CompoundDisposable()
                 return LoopBinding.started(handles, for: subscriber) {
                     for number in numbers {

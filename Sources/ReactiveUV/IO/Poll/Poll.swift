@@ -123,7 +123,7 @@ public enum Poll {
                     context: context))
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "Poll.readiness") { loop in
+            return LoopBinding.open(on: loop, for: subscriber, what: "Poll.readiness", refusingSimulation: "Poll") { loop in
                 let handle = PollHandle(loop: loop, descriptor: fd, subscriber: subscriber)
                 return LoopBinding.started(handle, for: subscriber) { try handle.start(events: events) }
             }

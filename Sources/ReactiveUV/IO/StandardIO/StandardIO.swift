@@ -75,7 +75,7 @@ public enum StandardIO {
     /// `input(on:)` for any descriptor; one above 2 belongs to the signal (libuv closes it with its handle).
     static func input(descriptor: Int32, name: String, on loop: EventLoop?) -> Signal<[UInt8]> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input", refusingSimulation: "StandardIO") { loop in
                 let kind: Kind
                 switch StandardIO.kind(of: descriptor, name: name) {
                 case .success(let found): kind = found

@@ -227,6 +227,10 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     /// Looks at the descriptor and opens what writes it.
     private func open() {
+        if loop.isSimulated {
+            fail(loop.simulationRefusal("StandardIO", what: "a writer of \(name)"))
+            return
+        }
         let kind: StandardIO.Kind
         switch StandardIO.kind(of: descriptor, name: name) {
         case .success(let found): kind = found

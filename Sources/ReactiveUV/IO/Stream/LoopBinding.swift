@@ -7,16 +7,23 @@ enum LoopBinding {
     /// - When the caller is already on that loop, `open` runs now.
     /// - Otherwise it is queued to the loop; if the loop has shut down, the
     ///   subscriber gets `EventLoopError.shutDown`.
+    /// - `family`, when given, names a family with no simulated backend: on a simulated loop the
+    ///   subscriber gets its `ENOTSUP` refusal and nothing is opened.
     static func open<Value>(
         on explicit: EventLoop?,
         for subscriber: Subscriber<Value>,
         what: @autoclosure () -> String,
+        refusingSimulation family: StaticString? = nil,
         _ open: @escaping (EventLoop) -> (any Disposable)?
     ) -> (any Disposable)? {
         guard let loop = explicit ?? (subscriber.homeScheduler as? EventLoop) else {
             subscriber.sendError(UVError(
                 code: UVError.invalidArgumentCode,
                 message: "\(what()) needs an EventLoop: subscribe on a loop thread or pass one with `on:` (home is \(subscriber.homeScheduler.schedulerDescription))"))
+            return nil
+        }
+        if let family, loop.isSimulated {
+            subscriber.sendError(loop.simulationRefusal(family, what: what()))
             return nil
         }
         if loop.inEventLoop {

@@ -9,7 +9,7 @@ func withScopedConnection<Connection: StreamConnection, Result>(
     // The subscription owns the connection: it is kept (unlike `first()`'s) until the close is done.
     let ownership = ValuesChannel(signal: connecting, policy: .default)
     defer { ownership.cancel() }
-    guard let connection = try await ownership.next(isolation: isolation) else {
+    guard let connection = try await ownership.next() else {
         // The signal sends its connection or fails; it ends without one only when the task was cancelled.
         throw CancellationError()
     }

@@ -137,7 +137,7 @@ extension StreamConnection {
         let owner = self.owner
         ownerLink = nil
         if reset, transport == .tcp { io.lingerForReset() }
-        closeHandle()
+        if bits.simulated { closeSimulated() } else { closeHandle() }
         fileSends?.streamEnded(reason)
         endWritableWatchers()
         switch reason {

@@ -24,7 +24,7 @@ import Musl
 final class StreamExtras: @unchecked Sendable {
     // Loop thread only (the stream's): `writePool`, `writePoolCount`, `queuedWriteCost`, `batch`,
     // `lastBatchByteCount`, `requestsInFlight`, `flushWaiters`, `writeRequestsStarted`, `closeWaiters`, `fileSends`,
-    // `writableWatchers`, `isWritable`, `bulkChunk`, `descriptorReceiver`, `endError`, `tlsSession`; `tlsInfo` as `namedPeer`. `namedPeer` is written before the stream is handed out and
+    // `writableWatchers`, `isWritable`, `bulkChunk`, `simulated`, `descriptorReceiver`, `endError`, `tlsSession`; `tlsInfo` as `namedPeer`. `namedPeer` is written before the stream is handed out and
     // only read after. The rest are atomics or lock their own state.
 
     /// Finished write requests kept for reuse (loop thread only): see `StreamConnection.keepForReuse`.
@@ -54,6 +54,8 @@ final class StreamExtras: @unchecked Sendable {
     @exclusivity(unchecked) var isWritable = true
     /// The array libuv is reading into in bulk mode (full length, contents undefined until read; loop thread only).
     @exclusivity(unchecked) var bulkChunk: [UInt8] = []
+    /// A simulated stream's end (its backend), from its opening until its close callback (loop thread only).
+    @exclusivity(unchecked) var simulated: SimulatedStreamEnd?
 
     /// Who takes the descriptors an IPC pipe receives (loop thread only): see `StreamConnection.descriptorReceiver`.
     weak var descriptorReceiver: (any StreamDescriptorReceiver)?

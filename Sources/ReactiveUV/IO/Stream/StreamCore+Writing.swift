@@ -59,7 +59,7 @@ extension StreamConnection {
     @inline(__always)
     final func queueWrite(_ bytes: [UInt8], cost: Int, completion: (((any Error)?) -> Void)?) {
         var written = 0
-        if completion == nil, !bits.coalescing, !bits.batchesSends, transport == .tcp || (transport == .pipe && !ipc) {
+        if completion == nil, bits.mayTryWrite, transport == .tcp || (transport == .pipe && !ipc) {
             // Nobody waits for this write's result: try it now. With nothing queued (libuv answers
             // EAGAIN otherwise, and no batch is waiting, so the order holds) the kernel usually takes
             // all of it, and no request, callback or pooled object is involved; what it did not take

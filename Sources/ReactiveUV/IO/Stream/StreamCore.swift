@@ -148,8 +148,8 @@ public class StreamConnection: LoopHandleOwner, SingleReaderSource, FlowControlM
 
     static var closeCallback: uv_close_cb { streamCloseCallback }
 
-    /// The connection's stream, as the backend seam speaks to it.
-    final var io: UVStream { UVStream(handleCell.handle) }
+    /// The connection's backend, as the stream core speaks to it: libuv's, or a simulated end.
+    final var io: StreamIO { StreamIO(connection: self) }
 
     /// The handle as libuv's stream type, for the families that call libuv on it themselves
     /// (listeners accepting into it, descriptor passing, a child's stdio).

@@ -1,38 +1,40 @@
-/// A stream's small states in sixteen bits: twelve flags, where its reading stands and whether reads
+/// A stream's small states in one 32-bit word: thirteen flags (the backend's and the TLS lane's
+/// among them), where its reading stands and whether reads
 /// go into bulk arrays. Packed, so an idle server's connections (one per client) stay in a smaller
 /// malloc block than thirteen one-byte fields would take.
 ///
 /// Thread rule: loop thread only (a field of its stream).
 struct StreamStateBits {
     /// Where a stream's reading stands.
-    enum Input: UInt16 {
+    enum Input: UInt32 {
         case idle = 0   // nobody reads
         case reading    // uv_read_start is active
         case paused     // a reader is there, but reading is paused (write backpressure or the consumer asked)
         case ended      // EOF was read: nothing more will come
     }
 
-    private var raw: UInt16 = 0
+    private var raw: UInt32 = 0
 
-    private static let coalescingBit: UInt16 = 1 << 0
-    private static let writeBackpressureBit: UInt16 = 1 << 1
-    private static let consumerPausedBit: UInt16 = 1 << 2
-    private static let readerIsHomeBit: UInt16 = 1 << 3
-    private static let writesShutDownBit: UInt16 = 1 << 4
-    private static let shutdownPendingBit: UInt16 = 1 << 5
-    private static let closesWhenFlushedBit: UInt16 = 1 << 6
-    private static let peerEndedBit: UInt16 = 1 << 7
-    private static let inputShift: UInt16 = 8
-    private static let bulkReadsShift: UInt16 = 10
-    private static let batchesSendsBit: UInt16 = 1 << 12
-    private static let busyBit: UInt16 = 1 << 13
-    private static let closesWhenIdleBit: UInt16 = 1 << 14
-    private static let tlsBit: UInt16 = 1 << 15
-    private static let twoBits: UInt16 = 0b11
+    private static let coalescingBit: UInt32 = 1 << 0
+    private static let writeBackpressureBit: UInt32 = 1 << 1
+    private static let consumerPausedBit: UInt32 = 1 << 2
+    private static let readerIsHomeBit: UInt32 = 1 << 3
+    private static let writesShutDownBit: UInt32 = 1 << 4
+    private static let shutdownPendingBit: UInt32 = 1 << 5
+    private static let closesWhenFlushedBit: UInt32 = 1 << 6
+    private static let peerEndedBit: UInt32 = 1 << 7
+    private static let inputShift: UInt32 = 8
+    private static let bulkReadsShift: UInt32 = 10
+    private static let batchesSendsBit: UInt32 = 1 << 12
+    private static let busyBit: UInt32 = 1 << 13
+    private static let closesWhenIdleBit: UInt32 = 1 << 14
+    private static let simulatedBit: UInt32 = 1 << 15
+    private static let tlsBit: UInt32 = 1 << 16
+    private static let twoBits: UInt32 = 0b11
 
-    private func flag(_ bit: UInt16) -> Bool { raw & bit != 0 }
+    private func flag(_ bit: UInt32) -> Bool { raw & bit != 0 }
 
-    private mutating func set(_ bit: UInt16, _ on: Bool) {
+    private mutating func set(_ bit: UInt32, _ on: Bool) {
         raw = on ? raw | bit : raw & ~bit
     }
 
@@ -63,6 +65,14 @@ struct StreamStateBits {
     /// A drain that closes idle connections has reached this one: `markIdle()` closes it.
     var closesWhenIdle: Bool { get { flag(Self.closesWhenIdleBit) } set { set(Self.closesWhenIdleBit, newValue) } }
 
+    /// Whether a send may try writing at once (`uv_try_write`): not while gathering a batch or
+    /// batching sends, nor on a simulated stream (its writes all go as requests). One test of three bits.
+    var mayTryWrite: Bool { raw & (Self.coalescingBit | Self.batchesSendsBit | Self.simulatedBit) == 0 }
+
+    /// The stream runs over a simulated end (`SimulatedStreamEnd`), not a libuv handle: set once,
+    /// when it opens, and read by `StreamIO` on each call to the backend.
+    var simulated: Bool { get { flag(Self.simulatedBit) } set { set(Self.simulatedBit, newValue) } }
+
     /// Bytes go through a TLS session (`StreamConnection+TLS.swift`): the lane is chosen once, when
     /// the handshake starts; a plain send tests it with `writesShutDown`, and a read start once.
     var tls: Bool { get { flag(Self.tlsBit) } set { set(Self.tlsBit, newValue) } }
@@ -79,6 +89,6 @@ struct StreamStateBits {
     /// Whether reads go into bulk arrays (two bits: `BulkReads` has three cases).
     var bulkReads: StreamConnection.BulkReads {
         get { StreamConnection.BulkReads(rawValue: UInt8(truncatingIfNeeded: raw >> Self.bulkReadsShift & Self.twoBits)) ?? .off }
-        set { raw = raw & ~(Self.twoBits << Self.bulkReadsShift) | UInt16(newValue.rawValue) << Self.bulkReadsShift }
+        set { raw = raw & ~(Self.twoBits << Self.bulkReadsShift) | UInt32(newValue.rawValue) << Self.bulkReadsShift }
     }
 }

@@ -5,13 +5,14 @@ import Glibc
 import Musl
 #endif
 
-/// The stream family's backend seam: every call a byte stream makes of libuv, and libuv's
+/// The stream family's libuv backend: every call a byte stream makes of libuv, and libuv's
 /// callbacks into the stream.
 ///
-/// The stream core (`StreamConnection`) asks only this type's members, and hears back only
+/// The stream core (`StreamConnection`) asks only these members (through `StreamIO`, the seam,
+/// which sends a simulated stream's calls to its `SimulatedStreamEnd` instead), and hears back only
 /// through `readBuffer()`, `didRead(_:at:)`, `writeDidFinish(_:status:)` and
-/// `shutdownDidFinish(_:status:)`, with libuv's status codes (`UV_EOF`, `UV_ECANCELED`). A second
-/// backend provides a type with these members over its own sockets. Descriptor passing over an
+/// `shutdownDidFinish(_:status:)`, with libuv's status codes (`UV_EOF`, `UV_ECANCELED`), as the
+/// simulated backend does too. Descriptor passing over an
 /// IPC pipe (`StreamDescriptorPassing.swift`) and TCP's socket options are their families' own.
 ///
 /// A view of the connection's handle memory: it stores nothing and is made where it is used.
@@ -36,6 +37,7 @@ struct UVStream {
     /// `uv_tcp_init`, `uv_pipe_init` (`ipc`: one that passes descriptors), or `uv_tty_init` on
     /// `descriptor` (a terminal is opened on its descriptor from the start).
     func initialize(_ transport: StreamConnection.Transport, ipc: Bool, descriptor: Int32?, on loop: EventLoop) throws(UVError) {
+        try loop.refuseIfSimulated("Stream", what: "a \(transport.connectionTypeName)")
         let raw = UnsafeMutableRawPointer(stream)
         switch transport {
         case .tcp:

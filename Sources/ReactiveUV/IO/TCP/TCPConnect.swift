@@ -112,6 +112,10 @@ final class TCPConnectAttempt: ConnectionSubscription<TCPConnection>, @unchecked
         let address = addresses[nextAddress]
         nextAddress += 1
         let stream = TCPConnection(loop: loop, transport: .tcp, limits: options.limits, origin: "from TCP.connect(\(place))")
+        if let network = loop.simulatedNetwork {
+            connectSimulated(stream, to: address, on: network)
+            return
+        }
         let request = ConnectRequest(loop: loop, attempt: self, address: address)
         do {
             try stream.open()
@@ -138,6 +142,24 @@ final class TCPConnectAttempt: ConnectionSubscription<TCPConnection>, @unchecked
         timer = nil
         stream.didConnectTCP(options: options)
         send(stream)
+    }
+
+    /// `tryNextAddress` on the simulated network: the stream opens now, the answer comes after a round trip.
+    private func connectSimulated(_ stream: TCPConnection, to address: SocketAddress, on network: SimulatedNetwork) {
+        own(stream)
+        network.connect(stream, on: loop, to: address) { [self] status in
+            guard self.stream === stream, !hasEnded else { return }
+            if status < 0 {
+                self.stream = nil
+                stream.end(.closed)
+                lastError = address.explaining(UVError(code: status, context: "connect to \(address)"))
+                tryNextAddress()
+                return
+            }
+            timer?.dispose()
+            timer = nil
+            send(stream)
+        }
     }
 
     override func release() {

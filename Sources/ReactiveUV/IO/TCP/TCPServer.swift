@@ -173,9 +173,13 @@ public enum TCPServer {
         _ what: String, host: String, port: Int, backlog: Int32?, options: TCPOptions, on loop: EventLoop?,
         drain: Signal<DrainRequest>?, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        ServerSignal.onLoop(what, on: loop, drain: drain, send: send) { loop in
+        ServerSignal.onLoop(what, on: loop, drain: drain, send: send, socket: { loop in
             TCPListeningSocket(loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog), options: options)
-        }
+        }, simulatedSocket: { loop in
+            // A simulated loop always has its simulation's network.
+            SimulatedTCPListeningSocket(loop: loop, source: .bind(host: host, port: port), backlog: ListenBacklog(backlog),
+                                        options: options, network: loop.simulatedNetwork!)
+        })
     }
 
     /// A server on every loop of `group`: a `GroupServer` with a `SO_REUSEPORT` socket per loop.
@@ -184,8 +188,16 @@ public enum TCPServer {
         onAccepted: (@Sendable (TCPConnection) -> Void)?, drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        ServerSignal.onGroup("TCPServer.serve(on: group)", group: group, options: options, backlog: backlog,
-                             context: "TCPServer.serve(on: group)", onAccepted: onAccepted, drain: drain, send: send) {
+        // A group's loops are all simulated or all real (a simulation makes its own groups).
+        if group.loops[0].isSimulated {
+            return ServerSignal.onGroup("TCPServer.serve(on: group)", group: group, options: options, backlog: backlog,
+                                        context: "TCPServer.serve(on: group)", onAccepted: onAccepted, drain: drain,
+                                        refusingSimulation: nil, send: send) {
+                SimulatedTCPListeningSocket.startShares(of: $0, host: host, port: port)
+            }
+        }
+        return ServerSignal.onGroup("TCPServer.serve(on: group)", group: group, options: options, backlog: backlog,
+                                    context: "TCPServer.serve(on: group)", onAccepted: onAccepted, drain: drain, send: send) {
             TCPListeningSocket.startShares(of: $0, host: host, port: port)
         }
     }

@@ -73,6 +73,8 @@ extension StreamConnection {
 
     /// Applies the options once connected or accepted, and notes the descriptor the addresses are read from.
     func didConnectTCP(options: TCPOptions) {
+        // A simulated stream has no socket: its addresses are kept already, its options mean nothing.
+        if bits.simulated { return }
         var descriptor = uv_os_fd_t()
         if uv_fileno(handle, &descriptor) == 0, descriptor >= 0, isHandleOpen { openState.store(descriptor, ordering: .releasing) }
         // Nobody can receive an error here; the connection still works without the option.
@@ -81,6 +83,13 @@ extension StreamConnection {
         if let delay = options.keepAlive {
             uvCheckReporting(uv_tcp_keepalive(tcp, 1, keepAliveSeconds(delay)), "uv_tcp_keepalive on \(peerDescription)")
         }
+    }
+
+    /// Keeps a simulated stream's two addresses, as a socket's would be read (it has no descriptor).
+    func keepSimulatedAddresses(local: SocketAddress, peer: SocketAddress) {
+        let cache = addressCache
+        _ = cache.keep(local, peer: false)
+        _ = cache.keep(peer, peer: true)
     }
 
     /// This end's address (`peer` false) or the other end's, read on the first request and kept.
@@ -154,6 +163,7 @@ extension StreamConnection {
     func applyNoDelay(_ enabled: Bool) throws(UVError) {
         assertInEventLoop()
         guard isHandleOpen else { throw closedError("setNoDelay") }
+        if bits.simulated { return }  // nothing to tune on the simulated network
         try uvCheck(uv_tcp_nodelay(tcp, enabled ? 1 : 0), "uv_tcp_nodelay")
     }
 
@@ -164,6 +174,7 @@ extension StreamConnection {
         if let refusal = TCPOptions.keepAliveRefusal(delay, option: "the keep-alive delay", context: "setKeepAlive on \(peerDescription)") {
             throw refusal
         }
+        if bits.simulated { return }
         try uvCheck(uv_tcp_keepalive(tcp, delay == nil ? 0 : 1, delay.map(keepAliveSeconds) ?? 0), "uv_tcp_keepalive")
     }
 

@@ -25,7 +25,7 @@ public enum ThreadPool {
     /// Thread rule: safe from any thread.
     public static func run<Value: Sendable>(on loop: EventLoop? = nil, _ work: @escaping @Sendable () throws -> Value) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "ThreadPool.run") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "ThreadPool.run", refusingSimulation: "ThreadPool") { loop in
                 guard loop.acceptsNewRequests else {
                     subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
                     return nil

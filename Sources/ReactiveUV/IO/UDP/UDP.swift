@@ -64,7 +64,7 @@ public enum UDP {
         bound: @escaping @Sendable (UDPHandle, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what, refusingSimulation: "UDP") { loop in
                 let handle = UDPHandle(loop: loop)
                 handle.bind(host: host, port: port) { result in
                     switch result {

@@ -129,6 +129,10 @@ public enum UnixSocket {
             LoopBinding.open(on: loop, for: subscriber, what: "UnixSocket.connect") { loop in
                 let context = "UnixSocket.connect(\(UnixSocketPath.display(path)))"
                 let attempt = UnixConnectAttempt(loop: loop, path: path, context: context, options: options, subscriber: subscriber)
+                if let network = loop.simulatedNetwork {
+                    attempt.startSimulated(on: network)
+                    return attempt
+                }
                 attempt.start { () throws(UVError) in
                     let name = try UnixSocketPath(path, context: context)
                     return (try UnixSocketDescriptor.connect(name, context: context), name.description)
@@ -143,10 +147,14 @@ public enum UnixSocket {
         _ what: String, path: String, backlog: Int32?, options: UnixSocketOptions, on loop: EventLoop?,
         drain: Signal<DrainRequest>?, send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        ServerSignal.onLoop(what, on: loop, drain: drain, send: send) { loop in
+        ServerSignal.onLoop(what, on: loop, drain: drain, send: send, socket: { loop in
             UnixListeningSocket(loop: loop, accepts: true, path: path, what: what, backlog: ListenBacklog(backlog), options: options,
                                 inGroup: false)
-        }
+        }, simulatedSocket: { loop in
+            // A simulated loop always has its simulation's network.
+            SimulatedUnixListeningSocket(loop: loop, path: path, what: what, backlog: ListenBacklog(backlog), options: options,
+                                         network: loop.simulatedNetwork!)
+        })
     }
 }
 
@@ -193,6 +201,26 @@ final class UnixConnectAttempt: ConnectionSubscription<UnixConnection>, @uncheck
         } catch {
             finish(error)
             return
+        }
+        own(stream)
+        send(stream)
+    }
+
+    /// `start` on the simulated network: connected at once, the server told after the latency.
+    func startSimulated(on network: SimulatedNetwork) {
+        if options.ipc {
+            return finish(loop.simulationRefusal("Unix descriptor passing", what: context))
+        }
+        do throws(UVError) {
+            _ = try UnixSocketPath(path, context: context)
+        } catch {
+            return finish(error)
+        }
+        let stream = UnixConnection(loop: loop, limits: options.limits, originLabel: StreamOrigin("from \(context)", limits: options.limits),
+                                    ipc: false, path: path)
+        stream.peerDescription = UnixSocketPath.display(path)
+        if let error = network.connectUnix(stream, on: loop, to: path, context: context) {
+            return finish(error)
         }
         own(stream)
         send(stream)

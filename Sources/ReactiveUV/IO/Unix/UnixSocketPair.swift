@@ -125,7 +125,7 @@ extension UnixSocket {
     private static func adopting(context: String, options: UnixSocketOptions, on loop: EventLoop?,
                                  _ socket: @escaping @Sendable () throws(UVError) -> (descriptor: Int32, name: String)) -> Signal<UnixConnection> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: context) { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: context, refusingSimulation: "Unix") { loop in
                 let attempt = UnixConnectAttempt(loop: loop, path: "", context: context, options: options, subscriber: subscriber)
                 attempt.start(socket)
                 return attempt

@@ -59,7 +59,7 @@ extension FileWatch {
                                              context: "FileWatch.poll(\(path))"))
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll") { loop in
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll", refusingSimulation: "Watch") { loop in
                 let handle = FilePollHandle(loop: loop, path: path, subscriber: subscriber)
                 return LoopBinding.started(handle, for: subscriber) { try handle.start(interval: interval) }
             }

@@ -1,0 +1,316 @@
+internal import CLibUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
+
+/// One end of a simulated byte stream, the stream core's backend on a simulated loop (see
+/// `StreamIO`): what its stream writes reaches the peer end after the link's latency, in order;
+/// FIN and RST travel the same way. Every effect is a callback of a loop (a timer for the
+/// latency, queued work for a read, a write's or shutdown's completion, the close), so a
+/// simulation orders and traces it.
+///
+/// It answers the stream as libuv would: `readBuffer()` then `didRead` with a count, `UV_EOF` or
+/// `UV_ECONNRESET`; `writeDidFinish` for each write in order (before the close callback, status 0:
+/// the bytes were all taken); `shutdownDidFinish` after the writes queued before it (`ECANCELED`
+/// if the stream closes first); the close callback after everything else.
+///
+/// Thread rule: loop thread only (its stream's); the peer is touched only from the peer's loop.
+final class SimulatedStreamEnd: @unchecked Sendable {
+    // Sendable: every field is touched on `loop`'s thread only (the closures sent to other loops
+    // touch the peer end on its own loop).
+
+    let loop: EventLoop
+    /// Time from a write here to its arrival at the peer.
+    let latency: Duration
+    /// The stream this end serves, from `openSimulated` until its close callback.
+    private(set) var connection: StreamConnection?
+    /// The other end (each stream owns its own end, so neither keeps the other alive).
+    weak var peer: SimulatedStreamEnd?
+
+    private var inbound: [UInt8] = []
+    private var inboundStart = 0
+    /// `UV_EOF` or `UV_ECONNRESET` once the peer's FIN or RST arrived; read after the bytes before it.
+    private var inboundEnd: Int32?
+    private var endDelivered = false
+    private var reading = false
+    private var readQueued = false
+    /// Writes started and not yet called back, oldest first (each holds the reference handed over).
+    private var pendingWrites: [Unmanaged<WriteRequest>] = []
+    private var pendingShutdown: ShutdownRequest?
+    /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
+    private var lastArrival: UInt64 = 0
+    private var sentEnd = false
+    private var sendsReset = false
+    /// Its stream started closing: nothing more is received.
+    private(set) var isClosed = false
+    /// A reset drawn from the seed (`injectReset`), cancelled by the close.
+    private var faultTimer: (any Disposable)?
+    /// When a byte last crossed this end either way (virtual nanoseconds): its idle time's start.
+    private(set) var lastActivity: UInt64
+
+    init(loop: EventLoop, latency: Duration) {
+        self.loop = loop
+        self.latency = latency
+        lastActivity = loop.now.nanoseconds
+    }
+
+    /// How long no byte crossed this end, in whole milliseconds of virtual time.
+    var idleMilliseconds: UInt64 {
+        let now = loop.now.nanoseconds
+        return now > lastActivity ? (now - lastActivity) / 1_000_000 : 0
+    }
+
+    /// Connects two ends: each one's writes arrive at the other.
+    static func connect(_ first: SimulatedStreamEnd, _ second: SimulatedStreamEnd) {
+        first.peer = second
+        second.peer = first
+    }
+
+    /// Serves `connection` (called by `StreamConnection.openSimulated`).
+    func attach(_ connection: StreamConnection) {
+        self.connection = connection
+    }
+
+    // MARK: - the stream's calls
+
+    func startReading() -> UVError? {
+        reading = true
+        queueReadIfReady()
+        return nil
+    }
+
+    func stopReading() {
+        reading = false
+    }
+
+    var unreadByteCount: Int32? { Int32(clamping: inbound.count - inboundStart) }
+
+    /// Sends `bytes[written...]` now; the request is called back as the next callbacks run.
+    func write(_ bytes: [UInt8], skipping written: Int, with request: WriteRequest) -> Int32 {
+        if inboundEnd == UV_ECONNRESET.rawValue { return UV_ECONNRESET.rawValue }
+        request.payload = bytes
+        // Read by `LoopRequest.cancel`; libuv would have written it.
+        request.request.pointee.type = UV_WRITE
+        request.willStart(handingOver: true)
+        pendingWrites.append(Unmanaged.passUnretained(request))
+        transmit(bytes[written...])
+        loop.execute { [self] in finishOldestWrite() }
+        return 0
+    }
+
+    /// FIN after the writes sent before it; the request is called back after theirs.
+    func shutdown(_ request: ShutdownRequest) throws(UVError) {
+        request.request.pointee.type = UV_SHUTDOWN
+        try request.start("shutdown of a simulated stream") { 0 }
+        pendingShutdown = request
+        sendEnd(reset: false)
+        loop.execute { [self] in finishShutdown(status: 0) }
+    }
+
+    /// The close to come sends RST, not FIN.
+    func resetOnClose() {
+        sendsReset = true
+    }
+
+    /// The stream started closing: FIN (or RST) goes to the peer, then the close callback runs,
+    /// after the writes' and the shutdown's.
+    func close() {
+        reading = false
+        isClosed = true
+        faultTimer?.dispose()
+        faultTimer = nil
+        if sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
+        loop.execute { [self] in finishClose() }
+    }
+
+    /// A client the listener never accepted (it closed): RST (TCP) or EOF (a Unix socket) to
+    /// the peer, nothing more received.
+    func abandon(reset: Bool = true) {
+        isClosed = true
+        sendEnd(reset: reset)
+    }
+
+    /// A fault: `after` from now the connection is reset, both ways (unless it closed first).
+    func injectReset(after delay: Duration) {
+        faultTimer = loop.schedule(after: delay) { [self] in
+            faultTimer = nil
+            guard !isClosed else { return }
+            sendEnd(reset: true)
+            receiveEnd(UV_ECONNRESET.rawValue)
+        }
+    }
+
+    // MARK: - transmission
+
+    /// Delivers to the peer after the latency, never before an earlier transmission.
+    private func transmit(_ bytes: ArraySlice<UInt8>) {
+        guard !bytes.isEmpty else { return }
+        lastActivity = loop.now.nanoseconds
+        let payload = Array(bytes)
+        send { $0.receive(payload) }
+    }
+
+    private func sendEnd(reset: Bool) {
+        sentEnd = true
+        let code = reset ? UV_ECONNRESET.rawValue : UV_EOF.rawValue
+        send { $0.receiveEnd(code) }
+    }
+
+    private func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
+        guard let peer else { return }  // the peer's stream is gone: nothing receives
+        let now = loop.now.nanoseconds
+        let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
+            ?? latency.clampedNanoseconds
+        let arrival = max(now &+ delay, lastArrival)
+        lastArrival = arrival
+        SimulatedStreamEnd.message(from: loop, to: peer.loop, after: .nanoseconds(Int64(clamping: arrival - now))) { [weak peer] in
+            if let peer { arrive(peer) }
+        }
+    }
+
+    /// Runs `body` on `destination` `delay` after now on `source`: a timer of the sender, then
+    /// (between loops) work from outside for the receiver, as a packet would take.
+    static func message(from source: EventLoop, to destination: EventLoop, after delay: Duration,
+                        _ body: @escaping @Sendable () -> Void) {
+        let sameLoop = source === destination
+        let network = source.simulatedNetwork
+        network?.packetsInFlight += 1
+        let landing: @Sendable () -> Void = {
+            network?.packetsInFlight -= 1
+            body()
+        }
+        _ = source.schedule(after: delay) {
+            if sameLoop { landing() } else { destination.execute(landing) }
+        }
+    }
+
+    private func receive(_ bytes: [UInt8]) {
+        // Kept from before the stream is attached (bytes sent before the listener accepted).
+        guard !isClosed, inboundEnd == nil else { return }
+        inbound.append(contentsOf: bytes)
+        queueReadIfReady()
+    }
+
+    private func receiveEnd(_ code: Int32) {
+        guard !isClosed else { return }
+        if code == UV_ECONNRESET.rawValue {
+            // A reset drops what was not read yet, and the next read fails (even after an EOF).
+            inbound = []
+            inboundStart = 0
+            inboundEnd = code
+            endDelivered = false
+        } else if inboundEnd == nil {
+            inboundEnd = code
+        }
+        queueReadIfReady()
+    }
+
+    // MARK: - callbacks of the loop
+
+    private func queueReadIfReady() {
+        guard reading, !readQueued, inbound.count > inboundStart || (inboundEnd != nil && !endDelivered) else { return }
+        readQueued = true
+        loop.execute { [self] in readOnce() }
+    }
+
+    /// One read, as libuv's read callback: a chunk of what arrived, else the end.
+    private func readOnce() {
+        readQueued = false
+        guard reading, let connection, connection.isHandleOpen else { return }
+        let available = inbound.count - inboundStart
+        if available > 0 {
+            let (base, size) = connection.readBuffer()
+            let count = loop.simulatedNetwork?.readSize(min(size, available)) ?? min(size, available)
+            inbound.withUnsafeBytes { base.copyMemory(from: $0.baseAddress! + inboundStart, byteCount: count) }
+            inboundStart += count
+            if inboundStart == inbound.count {
+                inbound.removeAll(keepingCapacity: true)
+                inboundStart = 0
+            }
+            lastActivity = loop.now.nanoseconds
+            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: base, count: count), status: 0)
+            deliver(count, at: base, to: connection)
+        } else if let code = inboundEnd, !endDelivered {
+            endDelivered = true
+            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: nil, count: 0), status: code)
+            deliver(Int(code), at: nil, to: connection)
+        }
+        queueReadIfReady()
+    }
+
+    /// A read to the stream as libuv's read callback would hand it: ciphertext to the TLS lane, else plain.
+    private func deliver(_ count: Int, at base: UnsafeMutableRawPointer?, to connection: StreamConnection) {
+        guard connection.bits.tls else { return connection.didRead(count, at: base) }
+        var buffer = uv_buf_t(base: base?.assumingMemoryBound(to: CChar.self), len: base == nil ? 0 : count)
+        connection.tlsDidRead(count, in: &buffer)
+    }
+
+    private func finishOldestWrite() {
+        guard !pendingWrites.isEmpty, let connection else { return }
+        let write = pendingWrites.removeFirst()
+        write._withUnsafeGuaranteedRef { $0.didFinish() }
+        connection.writeDidFinish(write, status: 0)
+    }
+
+    private func finishShutdown(status: Int32) {
+        guard let request = pendingShutdown, let data = request.request.pointee.data else { return }
+        pendingShutdown = nil
+        // Balances the retain `start` took, as libuv's callback does.
+        Unmanaged<ShutdownRequest>.fromOpaque(data).release()
+        request.didFinish()
+        request.owner.shutdownDidFinish(request, status: status)
+    }
+
+    private func finishClose() {
+        while !pendingWrites.isEmpty { finishOldestWrite() }
+        finishShutdown(status: UV_ECANCELED.rawValue)
+        guard let connection else { return }
+        self.connection = nil
+        inbound = []
+        StreamConnection.finishClose(connection.handle)
+    }
+}
+
+extension StreamConnection {
+    /// Opens this stream over `end` instead of a libuv handle; loop thread only.
+    func openSimulated(_ end: SimulatedStreamEnd) {
+        assertInEventLoop()
+        bits.simulated = true
+        end.attach(self)
+        extras.simulated = end
+        // Nothing of libuv's runs on this memory; leak reports read the handle's type.
+        didOpenSimulated(as: transport == .tcp ? UV_TCP : UV_NAMED_PIPE)
+    }
+
+    /// `closeHandle()` for a simulated stream: its end runs the close callback as a callback of the loop.
+    func closeSimulated() {
+        guard handleState == .open, let end = extrasIfMade?.simulated else { return }
+        handleState = .closing
+        loop.openHandleList.remove(handleCell.memory)
+        willClose()
+        end.close()
+    }
+}
+
+/// Connected simulated streams, for the simulated network and its tests.
+///
+/// Thread rule: each call on its loops' thread (a simulation's driving thread, inside a callback).
+package enum SimulatedStreams {
+    /// Two connected TCP connections: the first on `first`, the second on `second`, bytes taking
+    /// `latency` each way, each with `options`' limits and half-close rule; `names` name each end
+    /// for the other's messages.
+    package static func tcpPair(
+        _ first: EventLoop, _ second: EventLoop, latency: Duration,
+        options: TCPOptions = TCPOptions(), names: (String, String) = ("a", "b")
+    ) -> (TCPConnection, TCPConnection) {
+        let limits = options.limits
+        let one = TCPConnection(loop: first, transport: .tcp, limits: limits, origin: "from a simulated pair (\(names.0))")
+        let other = TCPConnection(loop: second, transport: .tcp, limits: limits, origin: "from a simulated pair (\(names.1))")
+        let oneEnd = SimulatedStreamEnd(loop: first, latency: latency)
+        let otherEnd = SimulatedStreamEnd(loop: second, latency: latency)
+        SimulatedStreamEnd.connect(oneEnd, otherEnd)
+        one.peerDescription = names.1
+        other.peerDescription = names.0
+        first.performAsSimulatedCallback { one.openSimulated(oneEnd) }
+        second.performAsSimulatedCallback { other.openSimulated(otherEnd) }
+        return (one, other)
+    }
+}

@@ -1,0 +1,128 @@
+internal import CLibUV
+
+/// A Unix socket server on the simulated network: the simulated side of a `Listener` (see
+/// `ListeningSocket`), picked by `UnixSocket.listen`/`serve` on a simulated loop.
+///
+/// Its path is a name in the loop's `SimulatedNetwork`, not a file (`EADDRINUSE` when a server of
+/// the simulation holds it); the path's rules are checked as on a real loop. A client's connect
+/// succeeds at once (as a Unix socket's does when the backlog has room); the server is told after
+/// the latency, and accepts it into a `UnixConnection` over the client's simulated end. Descriptor
+/// passing (`ipc`) has no simulated backend: such a server fails with `ENOTSUP`.
+///
+/// Thread rule: loop thread only, except the immutable settings.
+final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListeningSocket>, ListeningSocket {
+    /// Virtual time is exact: no margin.
+    static let idleMarginMilliseconds: UInt64 = 0
+
+    let accepts = true
+    let path: String
+    let context: String
+    private let network: SimulatedNetwork
+    /// Clients whose connect arrived, not yet accepted, oldest first.
+    private var pending: [SimulatedStreamEnd] = []
+    private var sharedOrigin: StreamOrigin?
+    /// Bound and not closed: a client connecting now is taken.
+    private(set) var acceptsClients = false
+
+    init(loop: EventLoop, path: String, what: String, backlog: ListenBacklog, options: UnixSocketOptions, network: SimulatedNetwork) {
+        self.path = path
+        self.network = network
+        context = "\(what)(\(UnixSocketPath.display(path)))"
+        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE), options: options, backlog: backlog,
+                   origin: "UnixSocket.listen")
+    }
+
+    override var label: String { "unix socket listener on \(place) from \(origin) (simulated)" }
+
+    var place: String { UnixSocketPath.display(path) }
+
+    func start() {
+        guard let listener, listener.isServing else { return }
+        if options.ipc {
+            return listener.fail(loop.simulationRefusal("Unix descriptor passing", what: context))
+        }
+        do throws(UVError) {
+            _ = try UnixSocketPath(path, context: context)
+            try network.bindUnix(self, at: path, context: context)
+        } catch {
+            return listener.fail(error)
+        }
+        acceptsClients = true
+        didOpenSimulated(as: UV_NAMED_PIPE)
+        listener.tell(.listening(path))
+    }
+
+    /// A client's connect arrived (a callback of this loop): it waits to be accepted.
+    func arrived(_ end: SimulatedStreamEnd) {
+        pending.append(end)
+        if isHandleOpen { listener?.acceptPending() }
+    }
+
+    func accept() throws(UVError) -> UnixConnection {
+        guard !pending.isEmpty else { throw UVError(code: UV_EAGAIN.rawValue, context: "accept on \(place)") }
+        let end = pending.removeFirst()
+        let connection = UnixConnection(loop: loop, limits: options.limits, originLabel: acceptedOrigin, ipc: false, path: path)
+        connection.openSimulated(end)
+        return connection
+    }
+
+    func refuse(_ connection: UnixConnection, open: Int) -> UnixSocket.Event {
+        connection.end(.closed)  // a Unix socket has no reset: the client reads EOF
+        return .refused(open: open)
+    }
+
+    func close() {
+        acceptsClients = false
+        network.unbindUnix(self)
+        // Clients never accepted read EOF, as when a real server's socket closes.
+        for end in pending { end.abandon(reset: false) }
+        pending = []
+        guard handleState == .open else { return }
+        handleState = .closing
+        loop.openHandleList.remove(handleCell.memory)
+        willClose()
+        let owner = UncheckedSendable(self)
+        loop.execute { SimulatedUnixListeningSocket.finishClose(owner.value.handle) }
+    }
+
+    override func closeForShutdown() {
+        if let listener { listener.loopDidShutDown() } else { close() }
+    }
+
+    private var acceptedOrigin: StreamOrigin {
+        if let sharedOrigin { return sharedOrigin }
+        let made = StreamOrigin("accepted by \(origin)(\(place)) (simulated)", limits: options.limits, peerName: place)
+        sharedOrigin = made
+        return made
+    }
+
+    /// How long no byte crossed the connection's simulated end, in virtual milliseconds.
+    static func idleMilliseconds(of connection: StreamConnection) -> UInt64? {
+        guard connection.isHandleOpen else { return nil }
+        return connection.extrasIfMade?.simulated?.idleMilliseconds
+    }
+
+    static func transportRefusal(of options: UnixSocketOptions, context: String) -> UVError? { nil }
+}
+
+extension SimulatedNetwork {
+    /// Opens `client` (made, not opened, on `loop`) connected to the server at `path`, at once;
+    /// the server hears of it after the latency. `ENOENT` when no server of the simulation holds the path.
+    func connectUnix(_ client: UnixConnection, on loop: EventLoop, to path: String, context: String) -> UVError? {
+        guard let socket = unixListener(at: path), socket.acceptsClients else {
+            return UVError(code: UVError.noSuchFileCode, message: "no server listens on this path in the simulation", context: context)
+        }
+        let latency = drawLatency()
+        let clientEnd = SimulatedStreamEnd(loop: loop, latency: latency)
+        let serverEnd = SimulatedStreamEnd(loop: socket.loop, latency: latency)
+        SimulatedStreamEnd.connect(clientEnd, serverEnd)
+        client.openSimulated(clientEnd)
+        let listening = UncheckedSendable(socket)
+        SimulatedStreamEnd.message(from: loop, to: socket.loop, after: hop(loop, socket.loop, latency)) {
+            let socket = listening.value
+            // A server that closed meanwhile: the client reads EOF.
+            if socket.acceptsClients { socket.arrived(serverEnd) } else { serverEnd.abandon(reset: false) }
+        }
+        return nil
+    }
+}
