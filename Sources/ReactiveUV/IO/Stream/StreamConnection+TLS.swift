@@ -158,20 +158,7 @@ extension StreamConnection {
     /// The lane's `sendOnLoop` (open and not shut down for writing): the same checks, then `bytes`
     /// sealed into records and queued.
     final func sendSealedOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
-        if bytes.isEmpty {
-            completion?(nil)
-            return
-        }
-        bits.busy = true
-        if let fileSends, fileSends.isHolding {
-            return fileSends.hold(bytes, completion: completion)
-        }
-        let cost = bytes.count + StreamConnection.perWriteOverhead
-        if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {
-            let error = queueFullError(queuedCost: queuedWriteCost, byteCount: bytes.count)
-            if let completion { completion(error) } else { end(.failed(error)) }
-            return
-        }
+        guard admitSend(bytes, completion: completion) != nil else { return }
         guard let session = extrasIfMade?.tlsSession, session.phase == .open else {
             completion?(UVError(code: UV_EPIPE.rawValue, message: "the TLS session is closed for writing", context: "write to \(peerDescription)"))
             return

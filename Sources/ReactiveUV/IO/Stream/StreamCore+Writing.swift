@@ -36,22 +36,32 @@ extension StreamConnection {
             completion?(UVError(code: UV_EPIPE.rawValue, message: reason, context: "write to \(peerDescription)"))
             return
         }
+        guard let cost = admitSend(bytes, completion: completion) else { return }
+        queueWrite(bytes, cost: cost, completion: completion)
+    }
+
+    /// What every send checks before its bytes are queued (plain, or sealed in the TLS lane): the cost
+    /// to queue them, or nil when the send was answered here (empty, held behind a file, or refused as
+    /// past the queue's bound).
+    @inline(__always)
+    final func admitSend(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) -> Int? {
         if bytes.isEmpty {
             completion?(nil)
-            return
+            return nil
         }
         bits.busy = true
         // A file is going out: these bytes follow it (StreamConnection+SendFile.swift).
         if let fileSends, fileSends.isHolding {
-            return fileSends.hold(bytes, completion: completion)
+            fileSends.hold(bytes, completion: completion)
+            return nil
         }
         let cost = bytes.count + StreamConnection.perWriteOverhead
         if queuedWriteCost > 0 && queuedWriteCost + cost > limits.maxQueuedBytes {
             let error = queueFullError(queuedCost: queuedWriteCost, byteCount: bytes.count)
             if let completion { completion(error) } else { end(.failed(error)) }
-            return
+            return nil
         }
-        queueWrite(bytes, cost: cost, completion: completion)
+        return cost
     }
 
     /// Writes `bytes` (already sealed, in the TLS lane) now if the kernel takes them, else queues
