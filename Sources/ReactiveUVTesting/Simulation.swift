@@ -52,6 +52,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     private var problems: [String] = []
     private var driving = false
     private var report: HarnessReport?
+    /// The partitions asked so far, as faults (`injectedFaults`).
+    var partitionsInjected: [SimulationFault] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
     private var callbackPayload: UInt64?
 
