@@ -91,7 +91,8 @@ extension Simulation {
         partitionsInjected.append(.partition(first.name, second.name, at: .nanoseconds(Int64(clamping: now.nanoseconds)), for: duration))
     }
 
-    /// How many connections the drawn resets have reset so far.
+    /// How many connections had a reset armed so far (drawn from the seed or planned); one that
+    /// ended before its reset's time is counted but left alone.
     ///
     /// Thread rule: the driving thread.
     public var networkResetsInjected: Int { network.resetsInjected }

@@ -33,7 +33,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
     }
 
     package var faults = Faults()
-    /// Connections reset by `resetPerMille` so far.
+    /// Connections whose reset was armed (drawn from `resetPerMille` or planned) so far.
     package private(set) var resetsInjected = 0
     /// Resets written in a plan (connection number to virtual nanoseconds); they win over a draw.
     package var plannedResets: [Int: UInt64] = [:]
