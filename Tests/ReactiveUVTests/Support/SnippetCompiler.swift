@@ -74,6 +74,7 @@ struct SnippetCompiler {
             "-Xcc", "-fmodule-map-file=\(buildDirectory.appendingPathComponent("CReactiveUVByteScan.build/module.modulemap").path)",
             "-Xcc", "-I", "-Xcc", packageRoot.appendingPathComponent("Sources/CReactiveUVByteScan/include").path,
             "-Xcc", "-fmodule-map-file=\(packageRoot.appendingPathComponent("CLibUV/module.modulemap").path)",
+            "-Xcc", "-fmodule-map-file=\(packageRoot.appendingPathComponent("COpenSSL/module.modulemap").path)",
             file.path,
         ]
         process.arguments = arguments
