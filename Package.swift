@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "filewatch", targets: ["filewatch"]),
         .executable(name: "lines", targets: ["lines"]),
         .executable(name: "tail", targets: ["tail"]),
+        .executable(name: "chaos", targets: ["chaos"]),
     ],
     dependencies: [
         // Loop metrics (opt-in, see Loop/LoopMetrics.swift) and signal event logging.
@@ -77,6 +78,9 @@ let package = Package(
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
         .executableTarget(name: "tail", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/tail"),
+        // The echo server under seeded faults on the simulated network: one seed, one trace.
+        .executableTarget(name: "chaos", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "SampleSupport"],
+                          path: "samples/chaos"),
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [

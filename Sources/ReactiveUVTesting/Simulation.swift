@@ -16,6 +16,8 @@ import ReactiveUV
 /// and `UnixSocket.listen` and `connect` (paths are names of the simulation, not files),
 /// exchange bytes, FIN and RST on virtual time, with the latency, jitter, resets and short reads
 /// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
+/// Faults may instead be written as a plan (`init(seed:loopName:faultPlan:)`); `injectedFaults`
+/// records what a run armed, and `shrink(seed:faults:print:_:)` cuts a failing list down.
 /// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
@@ -52,6 +54,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     private var problems: [String] = []
     private var driving = false
     private var report: HarnessReport?
+    /// The partitions asked so far, as faults (`injectedFaults`).
+    var partitionsInjected: [SimulationFault] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
     private var callbackPayload: UInt64?
 

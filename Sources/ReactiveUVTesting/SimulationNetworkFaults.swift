@@ -88,9 +88,11 @@ extension Simulation {
         guard duration >= .zero else { throw SimulationMisuse("partition: the duration must not be negative, got \(duration)") }
         let (heal, overflow) = now.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
         network.partition(first, second, until: overflow ? .max : heal)
+        partitionsInjected.append(.partition(first.name, second.name, at: .nanoseconds(Int64(clamping: now.nanoseconds)), for: duration))
     }
 
-    /// How many connections the drawn resets have reset so far.
+    /// How many connections had a reset armed so far (drawn from the seed or planned); one that
+    /// ended before its reset's time is counted but left alone.
     ///
     /// Thread rule: the driving thread.
     public var networkResetsInjected: Int { network.resetsInjected }

@@ -33,8 +33,19 @@ package final class SimulatedNetwork: @unchecked Sendable {
     }
 
     package var faults = Faults()
-    /// Connections reset by `resetPerMille` so far.
+    /// Connections whose reset was armed (drawn from `resetPerMille` or planned) so far.
     package private(set) var resetsInjected = 0
+    /// Resets written in a plan (connection number to virtual nanoseconds); they win over a draw.
+    package var plannedResets: [Int: UInt64] = [:]
+    /// False under a written plan: `resetPerMille` is still drawn (so the other faults keep the
+    /// seed's numbers) but arms nothing.
+    package var drawsResets = true
+    /// Every reset armed (drawn or planned): connection number and when it falls (virtual nanoseconds).
+    package private(set) var resetsArmed: [(connection: Int, at: UInt64)] = []
+    /// The number the next `connect` gets, from 1 in the order of the connects.
+    private var nextConnection = 1
+    /// The numbers of the connections a listener accepted (their reset is settled then).
+    package private(set) var connectionsAccepted: Set<Int> = []
     /// Told of every read a simulated stream is handed (the bytes, or an empty buffer and the
     /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
     /// them into its trace.
@@ -44,8 +55,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
     package internal(set) var packetsInFlight = 0
 
     private let random: () -> UInt64
-    /// Pairs of loops (hosts) whose packets wait until the virtual time given, then go through.
-    private var partitions: [(first: ObjectIdentifier, second: ObjectIdentifier, heal: UInt64)] = []
+    /// Pairs of hosts (loop names) whose packets sent from `start` wait until `heal` (virtual
+    /// nanoseconds), then go through.
+    private var partitions: [(first: String, second: String, start: UInt64, heal: UInt64)] = []
     /// Listening sockets by address: one, or a group's shares (a client goes to a drawn one).
     private var listeners: [SocketAddress: [SimulatedTCPListeningSocket]] = [:]
     /// Unix socket servers by path (names of the simulation, not files).
@@ -66,7 +78,13 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// Holds every packet between `first` and `second` until `heal` (virtual nanoseconds): TCP
     /// retransmits, so nothing is lost, it arrives a latency after the heal.
     package func partition(_ first: EventLoop, _ second: EventLoop, until heal: UInt64) {
-        partitions.append((ObjectIdentifier(first), ObjectIdentifier(second), heal))
+        partition(first.name, second.name, from: first.now.nanoseconds, until: heal)
+    }
+
+    /// Holds every packet sent between the loops named `first` and `second` from `start` until
+    /// `heal` (virtual nanoseconds); a loop is a host by its name.
+    package func partition(_ first: String, _ second: String, from start: UInt64, until heal: UInt64) {
+        partitions.append((first, second, start, heal))
     }
 
     /// How long a packet sent now from `source` to `destination` takes: `latency`, or until a
@@ -75,8 +93,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
         let now = source.now.nanoseconds
         partitions.removeAll { $0.heal <= now }
         var arrival = now &+ latency
-        let (from, to) = (ObjectIdentifier(source), ObjectIdentifier(destination))
-        for held in partitions where (held.first == from && held.second == to) || (held.first == to && held.second == from) {
+        let (from, to) = (source.name, destination.name)
+        for held in partitions where held.start <= now
+            && ((held.first == from && held.second == to) || (held.first == to && held.second == from)) {
             arrival = max(arrival, held.heal &+ latency)
         }
         return arrival - now
@@ -168,6 +187,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
     func connect(_ client: TCPConnection, on loop: EventLoop, to address: SocketAddress,
                  answer: @escaping (Int32) -> Void) {
         let latency = drawLatency()
+        let number = nextConnection
+        nextConnection += 1
         let clientEnd = SimulatedStreamEnd(loop: loop, latency: latency)
         let local = (try? SocketAddress(host: address.family == .ipv6 ? "::1" : "127.0.0.1", port: nextClientPort)) ?? address
         nextClientPort = nextClientPort == 65_535 ? 49_152 : nextClientPort + 1
@@ -195,7 +216,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
             // Answered before the listener accepts, so the answer leads anything the server sends.
             SimulatedStreamEnd.message(from: serverLoop, to: loop, after: hop(serverLoop, loop, latency)) { box.value(0) }
             socket.arrived(serverEnd, from: local)
-            drawReset(serverEnd)
+            drawReset(serverEnd, connection: number)
         }
     }
 
@@ -204,12 +225,21 @@ package final class SimulatedNetwork: @unchecked Sendable {
         .nanoseconds(Int64(clamping: delay(from: source, to: destination, latency: latency.clampedNanoseconds)))
     }
 
-    /// With `resetPerMille`, resets this connection at a drawn time (both ends get RST).
-    private func drawReset(_ serverEnd: SimulatedStreamEnd) {
-        guard faults.resetPerMille > 0, draw(below: 1_000) < UInt64(faults.resetPerMille) else { return }
-        let after = Duration.nanoseconds(Int64(clamping: draw(below: UInt64(clamping: faults.resetWithin.clampedNanoseconds &+ 1))))
+    /// With `resetPerMille`, resets this connection at a drawn time (both ends get RST); with a
+    /// plan, at the plan's time (at once if it has passed) instead.
+    private func drawReset(_ serverEnd: SimulatedStreamEnd, connection: Int) {
+        let now = serverEnd.loop.now.nanoseconds
+        connectionsAccepted.insert(connection)
+        var at: UInt64?
+        if faults.resetPerMille > 0, draw(below: 1_000) < UInt64(faults.resetPerMille) {
+            at = now &+ draw(below: UInt64(clamping: faults.resetWithin.clampedNanoseconds &+ 1))
+        }
+        if !drawsResets { at = nil }
+        if let planned = plannedResets[connection] { at = planned }
+        guard let at else { return }
         resetsInjected += 1
-        serverEnd.injectReset(after: after)
+        resetsArmed.append((connection, at))
+        serverEnd.injectReset(after: .nanoseconds(Int64(clamping: at > now ? at - now : 0)))
     }
 }
 

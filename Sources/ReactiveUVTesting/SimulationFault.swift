@@ -1,0 +1,133 @@
+import ReactiveUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
+
+/// One fault of a simulated network, written down: what a seeded run injected
+/// (`Simulation.injectedFaults`), or a plan given instead of the seed's draws
+/// (`Simulation(seed:faultPlan:)`), which `Simulation.shrink(seed:faults:_:)` cuts down.
+///
+/// Times are virtual, from the start of the simulation. Its `description` is Swift code:
+/// `.reset(connection: 3, at: .milliseconds(40))`, to paste into a plan.
+///
+/// Thread rule: a value; safe from any thread.
+public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
+    /// The TCP connection numbered `connection` (from 1, in the order of the `TCP.connect`s on
+    /// the simulated network, refused ones included) is reset both ways at `at`; at once when it
+    /// is accepted later than that. A connection that ended before `at` is left alone.
+    case reset(connection: Int, at: Duration)
+    /// The hosts (loops, by name) `first` and `second` are cut off from each other from `at` for
+    /// `duration`: their packets wait and land a latency after the heal, as TCP retransmits.
+    case partition(_ first: String, _ second: String, at: Duration, for: Duration)
+
+    /// When the fault strikes, from the start of the simulation.
+    ///
+    /// Thread rule: safe from any thread.
+    public var time: Duration {
+        switch self {
+        case .reset(_, let at), .partition(_, _, let at, _): at
+        }
+    }
+
+    /// The fault as Swift code, e.g. `.partition("server", "client-0", at: .seconds(2), for: .milliseconds(300))`.
+    ///
+    /// Thread rule: safe from any thread.
+    public var description: String {
+        switch self {
+        case .reset(let connection, let at):
+            ".reset(connection: \(connection), at: \(Self.swiftCode(at)))"
+        case .partition(let first, let second, let at, let duration):
+            ".partition(\(Self.quoted(first)), \(Self.quoted(second)), at: \(Self.swiftCode(at)), for: \(Self.swiftCode(duration)))"
+        }
+    }
+
+    /// `faults` as a Swift array literal, one fault a line: what a test pastes as its plan.
+    ///
+    /// Thread rule: safe from any thread.
+    public static func swiftCode(_ faults: [SimulationFault]) -> String {
+        guard !faults.isEmpty else { return "[]" }
+        return "[\n" + faults.map { "    \($0)," }.joined(separator: "\n") + "\n]"
+    }
+
+    /// What is wrong with this fault, or nil.
+    var refusal: String? {
+        switch self {
+        case .reset(let connection, let at):
+            if connection < 1 { return "a reset's connection number starts at 1, got \(connection)" }
+            if at < .zero { return "a reset's time must not be negative, got \(at)" }
+        case .partition(let first, let second, let at, let duration):
+            if first == second { return "a partition needs two hosts, got '\(first)' twice" }
+            if at < .zero { return "a partition's time must not be negative, got \(at)" }
+            if duration < .zero { return "a partition's duration must not be negative, got \(duration)" }
+        }
+        return nil
+    }
+
+    /// The largest whole unit that states `duration` exactly, as Swift code.
+    static func swiftCode(_ duration: Duration) -> String {
+        let nanoseconds = duration.clampedNanoseconds
+        for (unit, size) in [("seconds", UInt64(1_000_000_000)), ("milliseconds", 1_000_000), ("microseconds", 1_000)]
+        where nanoseconds >= size && nanoseconds % size == 0 {
+            return ".\(unit)(\(nanoseconds / size))"
+        }
+        return nanoseconds == 0 ? ".zero" : ".nanoseconds(\(nanoseconds))"
+    }
+
+    private static func quoted(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+}
+
+extension Simulation {
+    /// A simulation whose network faults are `faultPlan` instead of the seed's draws: its resets
+    /// replace those `resetPerMille` would draw (the draws are still made, so latency, jitter
+    /// and short reads keep the seed's numbers), its partitions are set now for their times.
+    /// Partitions asked later with `partition(_:_:for:)` or `inject(_:)` still apply.
+    ///
+    /// - Throws: `SimulationMisuse` naming the first bad fault (a connection number below 1, a
+    ///   negative time or duration, a partition of a host with itself).
+    ///
+    /// Thread rule: the thread that will drive it.
+    public convenience init(seed: UInt64, loopName: String = "sim", faultPlan: [SimulationFault]) throws(SimulationMisuse) {
+        for fault in faultPlan {
+            if let refusal = fault.refusal { throw SimulationMisuse("fault plan: \(refusal) in \(fault)") }
+        }
+        self.init(seed: seed, loopName: loopName)
+        network.drawsResets = false
+        for fault in faultPlan { try inject(fault) }
+    }
+
+    /// Injects one fault now, seeded or planned alike: a reset for a connection (made or to be
+    /// made), or a partition from its time (a time already passed counts from now). It joins
+    /// `injectedFaults`.
+    ///
+    /// - Throws: `SimulationMisuse` for a bad fault (see `init(seed:loopName:faultPlan:)`), or a
+    ///   reset of a connection already accepted; nothing is changed.
+    ///
+    /// Thread rule: the driving thread.
+    public func inject(_ fault: SimulationFault) throws(SimulationMisuse) {
+        if let refusal = fault.refusal { throw SimulationMisuse("inject: \(refusal) in \(fault)") }
+        switch fault {
+        case .reset(let connection, let at):
+            if network.connectionsAccepted.contains(connection) {
+                throw SimulationMisuse("inject: connection \(connection) was already accepted; plan its reset before it connects")
+            }
+            network.plannedResets[connection] = at.clampedNanoseconds
+        case .partition(let first, let second, let at, let duration):
+            let start = max(at.clampedNanoseconds, now.nanoseconds)
+            let (heal, overflow) = at.clampedNanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
+            network.partition(first, second, from: start, until: overflow ? .max : heal)
+            partitionsInjected.append(fault)
+        }
+    }
+
+    /// Every fault injected so far, by time: the resets armed (drawn from the seed or planned)
+    /// and the partitions (planned, injected or asked with `partition(_:_:for:)`). Given back as
+    /// a plan with the same seed, it replays the run's faults.
+    ///
+    /// Thread rule: the driving thread.
+    public var injectedFaults: [SimulationFault] {
+        let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
+        return (partitionsInjected + resets).enumerated()
+            .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
+            .map(\.element)
+    }
+}
