@@ -52,8 +52,6 @@ protocol ListeningSocket: AnyObject, SendableMetatype {
     func start()
     /// Takes the pending client into a new open connection, its options applied.
     func accept() throws(UVError) -> Event.Connection
-    /// Turns away a connection accepted past the limit (`open` were open): ends it, and says so.
-    func refuse(_ connection: Event.Connection, open: Int) -> Event
     /// Stops accepting for good: closes the socket and what goes with it (a Unix socket's file), or
     /// what it was to adopt. Idempotent; the listener and its connections stay.
     func close()
@@ -71,6 +69,16 @@ protocol ServerEvent: Sendable {
     static func draining(open: Int) -> Self
     /// The connection of an `.accepted` event; nil for every other event.
     var acceptedConnection: Connection? { get }
+    /// Turns away a connection accepted past the limit (`open` were open): ends it as the transport
+    /// does (TCP with a reset), and says so.
+    static func refusing(_ connection: Connection, open: Int) -> Self
+}
+
+extension ListeningSocket {
+    /// Turns away a connection accepted past the limit: the transport's `ServerEvent.refusing`.
+    func refuse(_ connection: Event.Connection, open: Int) -> Event {
+        Event.refusing(connection, open: open)
+    }
 }
 
 extension ServerEvent {

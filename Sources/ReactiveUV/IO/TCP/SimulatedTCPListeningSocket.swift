@@ -12,6 +12,8 @@ internal import CLibUV
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSocket>, ListeningSocket {
+    typealias Event = TCPServer.Event
+
     /// Virtual time is exact: no margin.
     static let idleMarginMilliseconds: UInt64 = 0
 
@@ -102,11 +104,6 @@ final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSo
         return connection
     }
 
-    func refuse(_ connection: TCPConnection, open: Int) -> TCPServer.Event {
-        let peer = connection.address(peer: true)
-        connection.end(.closed, reset: true)
-        return .refused(peer: peer, open: open)
-    }
 
     func close() {
         acceptsClients = false

@@ -12,6 +12,8 @@ import Musl
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class TCPListeningSocket: ListeningHandle<TCPListeningSocket>, ListeningSocket {
+    typealias Event = TCPServer.Event
+
     /// Where the listening socket comes from.
     enum Source {
         /// Resolve the host, then bind and listen through libuv (a server on one loop).
@@ -127,12 +129,6 @@ final class TCPListeningSocket: ListeningHandle<TCPListeningSocket>, ListeningSo
         return connection
     }
 
-    func refuse(_ connection: TCPConnection, open: Int) -> TCPServer.Event {
-        let peer = connection.address(peer: true)
-        // Accepted only to be turned away: a reset tells the client at once and leaves no TIME_WAIT state here.
-        connection.end(.closed, reset: true)
-        return .refused(peer: peer, open: open)
-    }
 
     func close() {
         lookup?.dispose()

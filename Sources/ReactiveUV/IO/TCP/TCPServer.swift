@@ -208,4 +208,11 @@ extension TCPServer.Event: ServerEvent {
     var acceptedConnection: TCPConnection? {
         if case .accepted(let connection) = self { connection } else { nil }
     }
+
+    static func refusing(_ connection: TCPConnection, open: Int) -> TCPServer.Event {
+        let peer = connection.address(peer: true)
+        // Accepted only to be turned away: a reset tells the client at once and leaves no TIME_WAIT state here.
+        connection.end(.closed, reset: true)
+        return .refused(peer: peer, open: open)
+    }
 }

@@ -11,6 +11,8 @@ internal import CLibUV
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListeningSocket>, ListeningSocket {
+    typealias Event = UnixSocket.Event
+
     /// Virtual time is exact: no margin.
     static let idleMarginMilliseconds: UInt64 = 0
 
@@ -66,10 +68,6 @@ final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListening
         return connection
     }
 
-    func refuse(_ connection: UnixConnection, open: Int) -> UnixSocket.Event {
-        connection.end(.closed)  // a Unix socket has no reset: the client reads EOF
-        return .refused(open: open)
-    }
 
     func close() {
         acceptsClients = false

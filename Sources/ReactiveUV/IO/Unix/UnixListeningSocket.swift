@@ -14,6 +14,8 @@ import Musl
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class UnixListeningSocket: ListeningHandle<UnixListeningSocket>, ListeningSocket {
+    typealias Event = UnixSocket.Event
+
     /// A stamp is the loop time at the start of the iteration that moved the bytes, a little early.
     static let idleMarginMilliseconds: UInt64 = 2
 
@@ -97,10 +99,6 @@ final class UnixListeningSocket: ListeningHandle<UnixListeningSocket>, Listening
         return connection
     }
 
-    func refuse(_ connection: UnixConnection, open: Int) -> UnixSocket.Event {
-        connection.end(.closed)  // a Unix socket has no reset: the client reads EOF
-        return .refused(open: open)
-    }
 
     /// Closes the socket and removes its file: a new server may bind the path while this one drains.
     func close() {

@@ -163,6 +163,11 @@ extension UnixSocket.Event: ServerEvent {
     var acceptedConnection: UnixConnection? {
         if case .accepted(let connection) = self { connection } else { nil }
     }
+
+    static func refusing(_ connection: UnixConnection, open: Int) -> UnixSocket.Event {
+        connection.end(.closed)  // a Unix socket has no reset: the client reads EOF
+        return .refused(open: open)
+    }
 }
 
 /// One `UnixSocket.connect` or `UnixSocket.open` subscription: get the socket, then own the connection.
