@@ -251,10 +251,19 @@ final class DirectoryTests: FileSystemTestCase {
             XCTAssertEqual(received.current, 100)
             XCTAssertEqual(try descriptors(openOn: listed), 0, "closed at the end")
 
-            let parted = try harness.record(Files.list(listed, batchSize: 1, on: nil, afterEachBatch: nil))
-            try parted.waitForValues(5)
-            XCTAssertGreaterThan(try descriptors(openOn: listed), 0)
-            parted.dispose()
+            // A listing paused part way (so it cannot finish first, however fast the loop) holds its
+            // directory open until disposed.
+            let partedCount = Locked(0)
+            let parted = Locked<Subscription?>(nil)
+            try harness.onLoop {
+                let disposable = Files.list(listed, batchSize: 1, on: nil, afterEachBatch: nil).subscribe(next: { _ in
+                    if partedCount.withLock({ $0 += 1; return $0 }) == 5 { parted.current?.flowControl?.pause() }
+                })
+                parted.withLock { $0 = disposable as? Subscription }
+            }
+            try harness.wait(for: "five entries") { partedCount.current >= 5 }
+            XCTAssertGreaterThan(try descriptors(openOn: listed), 0, "a paused listing keeps its directory open")
+            try harness.onLoop { parted.current?.dispose() }
             try harness.waitOrThrow(for: "the directory to be closed") { try descriptors(openOn: listed) == 0 }
         }
     }
