@@ -45,22 +45,32 @@ struct TLSFiles {
 enum TLSScenarios {
     static let workloadCommon = "loopback, server and client on one thread, TLS 1.3 (X25519, ECDSA P-256 certificate), client verifying chain and name"
 
-    /// Runs `body` for each contender `rounds` times, rotating which goes first; the median of each.
-    static func interleaved(rounds: Int, _ contenders: [(String, () -> Double?)]) -> [String: [Double]] {
+    /// Runs each contender `rounds` times, rotating which goes first: every figure, by contender,
+    /// and ours ÷ raw C within each round (the pair ran back to back, so a neighbour's burst moves
+    /// both less than it moves the medians).
+    static func interleaved(rounds: Int, _ contenders: [(String, () -> Double?)]) -> (figures: [String: [Double]], pairs: [Double]) {
         var figures: [String: [Double]] = [:]
+        var pairs: [Double] = []
         for round in 0..<rounds {
+            var thisRound: [String: Double] = [:]
             for index in 0..<contenders.count {
                 let (name, run) = contenders[(index + round) % contenders.count]
-                if let value = run(), value > 0 { figures[name, default: []].append(value) }
+                if let value = run(), value > 0 {
+                    figures[name, default: []].append(value)
+                    thisRound[name] = value
+                }
             }
+            if let ours = thisRound[Contender.ours], let c = thisRound[Contender.rawCTLS] { pairs.append(ours / c) }
         }
-        return figures
+        return (figures, pairs)
     }
 
-    static func measurements(_ figures: [String: [Double]], _ details: [(String, String)]) -> [Measurement] {
+    static func measurements(_ run: (figures: [String: [Double]], pairs: [Double]), _ details: [(String, String)]) -> [Measurement] {
         details.compactMap { name, detail in
-            guard let values = figures[name], !values.isEmpty else { return nil }
-            return Measurement(name, median(values), detail: "\(detail); median of \(values.count): \(values.map { format($0) }.joined(separator: ", "))")
+            guard let values = run.figures[name], !values.isEmpty else { return nil }
+            let pairs = name == Contender.ours && !run.pairs.isEmpty
+                ? "; ours ÷ C per round \(run.pairs.map { format($0) }.joined(separator: ", "))" : ""
+            return Measurement(name, median(values), detail: "\(detail); median of \(values.count): \(values.map { format($0) }.joined(separator: ", "))\(pairs)")
         }
     }
 
