@@ -48,29 +48,53 @@ enum TLSScenarios {
     /// Runs each contender `rounds` times, rotating which goes first: every figure, by contender,
     /// and ours ÷ raw C within each round (the pair ran back to back, so a neighbour's burst moves
     /// both less than it moves the medians).
-    static func interleaved(rounds: Int, _ contenders: [(String, () -> Double?)]) -> (figures: [String: [Double]], pairs: [Double]) {
+    /// With `work` (bytes in MB, or handshakes), also that work per CPU second of this process and
+    /// its children (getrusage), which a neighbour taking the CPU moves less than the wall clock.
+    static func interleaved(rounds: Int, work: Double? = nil, _ contenders: [(String, () -> Double?)]) -> (figures: [String: [Double]], pairs: [Double], perCPU: [String: [Double]]) {
         var figures: [String: [Double]] = [:]
+        var perCPU: [String: [Double]] = [:]
         var pairs: [Double] = []
         for round in 0..<rounds {
             var thisRound: [String: Double] = [:]
             for index in 0..<contenders.count {
                 let (name, run) = contenders[(index + round) % contenders.count]
+                let cpuBefore = cpuSeconds()
                 if let value = run(), value > 0 {
                     figures[name, default: []].append(value)
                     thisRound[name] = value
+                    let cpu = cpuSeconds() - cpuBefore
+                    if let work, cpu > 0 { perCPU[name, default: []].append(work / cpu) }
                 }
             }
             if let ours = thisRound[Contender.ours], let c = thisRound[Contender.rawCTLS] { pairs.append(ours / c) }
         }
-        return (figures, pairs)
+        return (figures, pairs, perCPU)
     }
 
-    static func measurements(_ run: (figures: [String: [Double]], pairs: [Double]), _ details: [(String, String)]) -> [Measurement] {
-        details.compactMap { name, detail in
+    /// User + system CPU seconds of this process and its waited-for children.
+    static func cpuSeconds() -> Double {
+        var total = 0.0
+        for who in [RUSAGE_SELF, RUSAGE_CHILDREN] {
+            var usage = rusage()
+            getrusage(__rusage_who_t(who.rawValue), &usage)
+            total += Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        return total
+    }
+
+    static func measurements(_ run: (figures: [String: [Double]], pairs: [Double], perCPU: [String: [Double]]), unit: String = "",
+                             _ details: [(String, String)]) -> [Measurement] {
+        let cCPU = run.perCPU[Contender.rawCTLS].map(median)
+        return details.compactMap { name, detail in
             guard let values = run.figures[name], !values.isEmpty else { return nil }
             let pairs = name == Contender.ours && !run.pairs.isEmpty
                 ? "; ours ÷ C per round \(run.pairs.map { format($0) }.joined(separator: ", "))" : ""
-            return Measurement(name, median(values), detail: "\(detail); median of \(values.count): \(values.map { format($0) }.joined(separator: ", "))\(pairs)")
+            var cpu = ""
+            if let perCPU = run.perCPU[name], !perCPU.isEmpty {
+                cpu = "; \(format(median(perCPU))) \(unit) per CPU second"
+                if name == Contender.ours, let cCPU, cCPU > 0 { cpu += " (\(format(median(perCPU) / cCPU))× C's)" }
+            }
+            return Measurement(name, median(values), detail: "\(detail); median of \(values.count): \(values.map { format($0) }.joined(separator: ", "))\(pairs)\(cpu)")
         }
     }
 
@@ -79,7 +103,7 @@ enum TLSScenarios {
         if let files = TLSFiles.make() {
             defer { files.remove() }
             var agreed = "?"
-            let figures = interleaved(rounds: rounds, [
+            let figures = interleaved(rounds: rounds, work: Double(total) / 1e6, [
                 (Contender.ours, {
                     guard let figures = TLSOurs.pump(files, total: total) else { return nil }
                     agreed = figures.agreed
@@ -92,7 +116,7 @@ enum TLSScenarios {
                 (Contender.nio, { TLSAnchors.nioPump(files, total: total) }),
                 (Contender.node, { runNode("tls_bench.js", ["bulk", files.certificate, files.key, String(total)])?["rate"] }),
             ])
-            measurements = self.measurements(figures, [
+            measurements = self.measurements(figures, unit: "MB", [
                 (Contender.ours, "TCPServer.serve(tls:) + TCP.connect(tls:), send(_:completion:); \(agreed)"),
                 (Contender.rawCTLS, "uv_tcp + SSL_write_ex/SSL_read_ex between memory BIOs"),
                 (Contender.nio, "NIOSSLClientHandler/NIOSSLServerHandler, 1 thread"),
@@ -111,7 +135,7 @@ enum TLSScenarios {
         if let files = TLSFiles.make() {
             defer { files.remove() }
             var x25519 = 0
-            let figures = interleaved(rounds: rounds, [
+            let figures = interleaved(rounds: rounds, work: Double(count), [
                 (Contender.ours, { TLSOurs.handshakes(files, count: count, inFlight: inFlight) }),
                 (Contender.rawCTLS, {
                     var agreed: Int32 = 0
@@ -122,7 +146,7 @@ enum TLSScenarios {
                 (Contender.nio, { TLSAnchors.nioHandshakes(files, count: count, inFlight: inFlight) }),
                 (Contender.node, { runNode("tls_bench.js", ["handshakes", files.certificate, files.key, String(count), String(inFlight)])?["rate"] }),
             ])
-            measurements = self.measurements(figures, [
+            measurements = self.measurements(figures, unit: "handshakes", [
                 (Contender.ours, "TCP.connect(tls:) then close(); the server closes at the end of bytes"),
                 (Contender.rawCTLS, "SSL_do_handshake between memory BIOs, SSL_shutdown; X25519 in \(x25519) of \(count)"),
                 (Contender.nio, "NIOSSL handlers, 1 thread"),
