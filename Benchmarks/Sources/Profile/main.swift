@@ -410,7 +410,7 @@ case "list", "rawc-list", "async-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake")
 }
 loop.shutdown()
 
