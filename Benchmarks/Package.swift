@@ -9,9 +9,11 @@ let package = Package(
         .package(name: "ReactiveUV", path: ".."),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
+        // The TLS scenarios' NIO anchor (BoringSSL, vendored).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
-        .target(name: "CBaselines", linkerSettings: [.linkedLibrary("uv"), .linkedLibrary("pthread")]),
+        .target(name: "CBaselines", linkerSettings: [.linkedLibrary("uv"), .linkedLibrary("pthread"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .target(name: "MallocCounter"),
         .executableTarget(
             name: "ReactiveUVBenchmarks",
@@ -21,6 +23,8 @@ let package = Package(
                 .product(name: "ReactiveUV", package: "ReactiveUV"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
         ),

@@ -181,6 +181,31 @@ case "unix-pump":
             }
         }
     }
+case "tls-pump":
+    // The TLS bulk scenario's shape on one loop: `count` writes of 64 KiB sealed, 8 in flight, until the server decrypted all.
+    let (serverTLS, clientTLS) = TLSProfileFiles.configurations()
+    PumpState.run(count: count) { pump in
+        TCPServer.serve(port: 0, tls: serverTLS).subscribeNext { event in
+            switch event {
+            case .listening(let address):
+                pump.client = TCP.connect(host: "127.0.0.1", port: address.port, tls: clientTLS).subscribeNext { pump.start($0) }
+            case .refused, .draining:
+                break
+            case .accepted(let connection):
+                pump.count(connection)
+            }
+        }
+    }
+case "rawc-tls-pump":
+    let (certificate, key) = TLSProfileFiles.make()
+    _ = rawc_tls_pump(certificate, key, UInt64(count) * 65_536, 65_536, 8)
+case "tls-handshake":
+    // `count` TLS 1.3 handshakes, one at a time, both ends ours on one loop.
+    profileTLSHandshakes(count: count)
+case "rawc-tls-handshake":
+    let (certificate, key) = TLSProfileFiles.make()
+    var x25519: Int32 = 0
+    _ = rawc_tls_handshakes(certificate, key, Int32(count), 1, &x25519)
 case "rawc-unix-pump":
     let path = NSTemporaryDirectory() + "/ruv-profile-rawpump-\(getpid()).sock"
     unlink(path)
@@ -385,7 +410,7 @@ case "list", "rawc-list", "async-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake")
 }
 loop.shutdown()
 

@@ -59,6 +59,8 @@ enum Contender {
     static let oursLoopTime = "ReactiveUV loop time"
     static let rawC = "raw libuv C"
     static let rawCRefcounted = "raw C refcount"
+    /// libuv + the system's OpenSSL between memory BIOs (the TLS scenarios' anchor).
+    static let rawCTLS = "raw C + OpenSSL"
     static let nio = "SwiftNIO"
     static let dispatch = "Dispatch"
     static let node = "Node"

@@ -59,6 +59,9 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("Group accept churn", { [ScalingScenarios.churn(warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000)] }),
     ("Connection churn (server in its own process)", { ServerScenarios.churn(rounds: quick ? 1 : 5, warmup: quick ? 300 : 1000, measure: quick ? 700 : 3000) }),
     ("Idle connections", { [ServerScenarios.idle(count: 10_000 / scale, rounds: quick ? 1 : 3)] }),
+    ("TLS bulk throughput", { [TLSScenarios.bulk(total: (1 << 30) / UInt64(scale), rounds: quick ? 1 : 3)] }),
+    ("TLS handshakes per second", { [TLSScenarios.handshakes(count: 2000 / scale, rounds: quick ? 1 : 5)] }),
+    ("Idle TLS connections memory", { [TLSScenarios.idle(count: 10_000 / scale, rounds: quick ? 1 : 2)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

@@ -182,4 +182,22 @@ int rawc_process_descriptor_count(int pid);
  * the soft limit now in force (children started afterwards inherit it), -1 on failure. */
 int rawc_raise_descriptor_limit(int wanted);
 
+/* TLS on one loop over loopback, OpenSSL (the system's) between memory BIOs per connection;
+ * `cert` is a PEM certificate for "localhost" (also the client's only trust root), `key` its key.
+ * Pump: the client keeps `in_flight` SSL_writes of `chunk` bytes outstanding until the server
+ * decrypted `total`; returns ns from the client's handshake end until then (0 on failure). */
+uint64_t rawc_tls_pump(const char *cert, const char *key, uint64_t total, int chunk, int in_flight);
+/* `count` connections, `in_flight` at a time, each closed (close_notify) once its handshake finished;
+ * returns ns until the server finished the last handshake (0 on failure); `x25519` counts the
+ * handshakes that agreed on X25519. */
+uint64_t rawc_tls_handshakes(const char *cert, const char *key, int count, int in_flight, int *x25519);
+/* Live heap (glibc's mallinfo2: in use in every arena plus mmapped blocks), in bytes. */
+int64_t rawc_heap_in_use(void);
+/* Opens `count` connections (`in_flight` handshakes at a time) and reads the heap before the
+ * first and once both ends of every one finished the handshake and sat idle; returns the
+ * connections held, -1 on failure. Closes them all before returning. */
+/* Raises RLIMIT_NOFILE to `wanted`, the hard limit too when allowed (root); returns the soft limit now in force. */
+int rawc_raise_descriptor_hard_limit(int wanted);
+int64_t rawc_tls_idle(const char *cert, const char *key, int count, int in_flight, int64_t *heap_before, int64_t *heap_after);
+
 #endif
