@@ -110,14 +110,27 @@ extension StreamConnection {
     /// Hands the reader the plaintext of every whole record buffered, while it reads; then the
     /// end: close_notify or the socket's EOF (a record cut short by it fails as `badRecord`).
     private func pumpTLSPlaintext(_ session: TLSSession) {
-        let buffer = loop.readBuffer
+        // One record opens at most 16 KiB. It is opened into an array of that size: a record that
+        // fills half of it goes to the reader in that array (no copy, what bulk transfers get); a
+        // shorter one is copied out and the array opens the next (kept only for this pass).
+        let size = min(readChunkLimit, 16_384)
+        var spare: [UInt8]?
         while isHandleOpen, bits.input == .reading {
             ERR_clear_error()
+            var record = spare.take() ?? [UInt8](unsafeUninitializedCapacity: size) { _, initialized in initialized = size }
             var count = 0
-            let result = SSL_read_ex(session.ssl, buffer, readChunkLimit, &count)
+            let result = record.withUnsafeMutableBytes { SSL_read_ex(session.ssl, $0.baseAddress, $0.count, &count) }
             if result == 1 {
                 bits.busy = true
-                readers.reader?.deliver(ReadBuffer.copy(buffer, count: count), from: self, home: bits.readerIsHome)
+                let chunk: [UInt8]
+                if count * 2 >= size {
+                    record.removeLast(size - count)
+                    chunk = record
+                } else {
+                    chunk = record.withUnsafeBytes { ReadBuffer.copy($0.baseAddress, count: count) }
+                    spare = record
+                }
+                readers.reader?.deliver(chunk, from: self, home: bits.readerIsHome)
                 continue
             }
             let failure = SSL_get_error(session.ssl, result)
