@@ -14,8 +14,10 @@ extension StreamConnection {
     /// Puts the stream in the TLS lane and starts the handshake; `completion` hears once, on the
     /// loop thread, that it finished (nil) or why it failed (the stream is then ended).
     ///
+    /// A client with a `resumptionKey` (its server) offers the session kept for it, if any.
+    ///
     /// Called on the loop thread, on an open stream nobody reads yet.
-    final func startTLS(_ context: TLSContext, server: Bool, serverName: String?, verifiesHostname: Bool,
+    final func startTLS(_ context: TLSContext, server: Bool, serverName: String?, verifiesHostname: Bool, resumptionKey: String? = nil,
                         timeout: Duration, completion: @escaping (TLSError?) -> Void) {
         assertInEventLoop()
         guard isHandleOpen else {
@@ -29,6 +31,7 @@ extension StreamConnection {
             end(.failed(error))
             return
         }
+        if let resumptionKey { session.resume(server: resumptionKey) }
         extras.tlsSession = session
         bits.tls = true
         session.handshakeCompletion = completion
@@ -78,6 +81,7 @@ extension StreamConnection {
             session.handshakeTimer?.dispose()
             session.handshakeTimer = nil
             extras.tlsInfo = session.info()
+            session.keepResumedSession()
             // Reading resumes when a reader comes (what was read past the handshake stays buffered).
             io.stopReading()
             let completion = session.handshakeCompletion

@@ -30,7 +30,7 @@ extension TCP {
     public static func connect(host: String, port: Int, tls: TLSClientConfiguration, options: TCPOptions = TCPOptions(),
                                timeout: Duration? = nil, on loop: EventLoop? = nil) -> Signal<TCPConnection> {
         TLSHandshakes.client(connect(host: host, port: port, options: options, timeout: timeout, on: loop), tls: tls,
-                             serverName: tls.serverName ?? host).debugNamed("+TCP.connect(\(host):\(port), tls)")
+                             serverName: tls.serverName ?? host, server: "\(tls.serverName ?? host)@\(host):\(port)").debugNamed("+TCP.connect(\(host):\(port), tls)")
     }
 
     /// Connects with TLS, runs `body` with the open connection, then closes it (close_notify,

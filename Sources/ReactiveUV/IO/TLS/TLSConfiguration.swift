@@ -67,6 +67,8 @@ public struct TLSClientConfiguration: Sendable {
     public let applicationProtocols: [String]
     /// How long the handshake may take after the TCP connection is made.
     public let handshakeTimeout: Duration
+    /// Whether connections resume sessions the same server gave an earlier one.
+    public let resumesSessions: Bool
 
     /// A client configuration.
     ///
@@ -78,13 +80,16 @@ public struct TLSClientConfiguration: Sendable {
     ///   - certificateChain: A client certificate (leaf first), for servers that ask for one.
     ///   - privateKey: Its key (required with `certificateChain`).
     ///   - handshakeTimeout: How long the handshake may take (10 seconds by default).
+    ///   - resumesSessions: Keep the session (TLS 1.2) or ticket (TLS 1.3) each server sends, and
+    ///     offer it on the next connection to the same server: the same name, address and port
+    ///     (on by default; the last 128 servers are kept). A resumed connection says so in `tls?.resumed`.
     /// - Throws: `TLSError.configuration` for unreadable PEM, a key that does not match the certificate,
     ///   or an ALPN name longer than 255 bytes.
     ///
     /// Thread rule: safe from any thread.
     public init(trustRoots: TLSTrustRoots = .system, serverName: String? = nil, verifiesHostname: Bool = true,
                 applicationProtocols: [String] = [], certificateChain: TLSPEMSource? = nil, privateKey: TLSPEMSource? = nil,
-                handshakeTimeout: Duration = .seconds(10)) throws(TLSError) {
+                handshakeTimeout: Duration = .seconds(10), resumesSessions: Bool = true) throws(TLSError) {
         let what = "TLSClientConfiguration"
         context = try TLSContext(server: false, what: what, alpn: applicationProtocols)
         try context.trust(trustRoots, what: what)
@@ -96,6 +101,8 @@ public struct TLSClientConfiguration: Sendable {
         self.verifiesHostname = verifiesHostname
         self.applicationProtocols = applicationProtocols
         self.handshakeTimeout = handshakeTimeout
+        self.resumesSessions = resumesSessions
+        if resumesSessions { context.cacheSessions(capacity: 128) }
     }
 }
 
@@ -227,4 +234,7 @@ public struct TLSSessionInfo: Sendable, Hashable {
     public let peerSubject: String?
     /// The verified peer certificate's common name, or nil.
     public let peerCommonName: String?
+    /// Whether the handshake resumed an earlier session (a TLS 1.3 ticket or a TLS 1.2 session)
+    /// instead of a full one; the peer's identity is then the one verified when it was made.
+    public let resumed: Bool
 }

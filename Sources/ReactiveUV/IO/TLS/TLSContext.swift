@@ -15,6 +15,8 @@ final class TLSContext: @unchecked Sendable {
     let alpnWire: [UInt8]
     /// A server's certificates by SNI name (nil: its own certificate for every client).
     private(set) var serverNames: TLSServerNames?
+    /// A client's sessions to resume, by server (nil: every connection makes a full handshake).
+    private(set) var sessionCache: TLSSessionCache?
 
     init(server: Bool, what: String, alpn: [String]) throws(TLSError) {
         guard let context = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()) else {
@@ -50,6 +52,12 @@ final class TLSContext: @unchecked Sendable {
     func chooseCertificates(_ names: TLSServerNames) {
         serverNames = names
         ruv_ssl_ctx_set_servername_callback(pointer, serverNameSelect, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Keeps the sessions and tickets servers send, for the next connection to the same server (a client context).
+    func cacheSessions(capacity: Int) {
+        sessionCache = TLSSessionCache(capacity: capacity)
+        ruv_ssl_ctx_set_client_session_cache(pointer, clientSessionArrived)
     }
 
     /// Trusts the system's CAs (OpenSSL's default verify paths) or the PEM certificates given.

@@ -37,6 +37,8 @@ final class TLSSession {
     var handshakeCompletion: ((TLSError?) -> Void)?
     /// The handshake's deadline.
     var handshakeTimer: (any Disposable)?
+    /// A client's server, as its context's session cache knows it ("name@host:port"); nil: no resumption.
+    private(set) var resumptionKey: String?
 
     init?(context: TLSContext, server: Bool) {
         guard let ssl = SSL_new(context.pointer) else { return nil }
@@ -80,6 +82,25 @@ final class TLSSession {
         return SSL_set1_host(ssl, name) == 1
     }
 
+    /// Client side: offers the session kept for `server`, if any, and keeps the ones the server sends for it.
+    func resume(server: String) {
+        guard let cache = context.sessionCache else { return }
+        resumptionKey = server
+        // Unretained: the `SSL` is freed in this object's `deinit`, so it never outlives it.
+        SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(self).toOpaque())
+        guard let kept = cache.take(for: server) else { return }
+        _ = SSL_set_session(ssl, kept)
+        SSL_SESSION_free(kept)
+    }
+
+    /// Client side, the handshake done: a resumed TLS 1.2 session is kept again (no new one is
+    /// sent for it); TLS 1.3 servers send new tickets, which `clientSessionArrived` keeps.
+    func keepResumedSession() {
+        guard let key = resumptionKey, let cache = context.sessionCache, SSL_session_reused(ssl) == 1,
+              SSL_version(ssl) != TLS1_3_VERSION, let session = SSL_get1_session(ssl) else { return }
+        cache.store(session, for: key)
+    }
+
     /// The bytes OpenSSL has queued to send, taken out of `writeBIO` (empty when none).
     func takeOutput() -> [UInt8] {
         let pending = ruv_bio_pending(writeBIO)
@@ -114,7 +135,7 @@ final class TLSSession {
             }
         }
         return TLSSessionInfo(protocolVersion: version, cipher: cipher, applicationProtocol: alpn,
-                              peerSubject: subject, peerCommonName: commonName)
+                              peerSubject: subject, peerCommonName: commonName, resumed: SSL_session_reused(ssl) == 1)
     }
 
     /// "CN=client,O=Example" (RFC 2253 order and escaping).

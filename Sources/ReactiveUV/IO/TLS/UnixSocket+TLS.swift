@@ -26,7 +26,8 @@ extension UnixSocket {
                 return nil
             }
         }
-        return TLSHandshakes.client(connect(path: path, options: options, on: loop), tls: tls, serverName: tls.serverName)
+        return TLSHandshakes.client(connect(path: path, options: options, on: loop), tls: tls, serverName: tls.serverName,
+                                    server: "\(tls.serverName ?? "")@\(path)")
             .debugNamed("+UnixSocket.connect(\(UnixSocketPath.display(path)), tls)")
     }
 
