@@ -43,7 +43,9 @@ extension StreamConnection {
             failTLSHandshake(session, TLSError(.handshakeTruncated, message: "cannot read: \(error)", peer: peerDescription))
             return
         }
-        continueTLSHandshake(session)
+        // A server waits for the ClientHello: a first handshake step with nothing to read would
+        // only allocate OpenSSL's buffers for a client that may never send.
+        if !server { continueTLSHandshake(session) }
     }
 
     /// libuv read `count` bytes of ciphertext into `buffer`, or reports EOF or an error (the lane's `didRead`).
