@@ -24,8 +24,8 @@ extension StreamConnection {
             completion(TLSError(.handshakeTruncated, message: "the connection closed before the handshake", peer: peerDescription))
             return
         }
-        guard let session = TLSSession(context: context, server: server),
-              server || session.expectServer(named: serverName ?? "", verifiesHostname: verifiesHostname) else {
+        let session = TLSSession(context: context, server: server)
+        guard server || (session.makeRecordLayer() && session.expectServer(named: serverName ?? "", verifiesHostname: verifiesHostname)) else {
             let error = TLSError.fromOpenSSL(verifyResult: Int(X509_V_OK), peer: peerDescription, fallback: .configuration)
             completion(error)
             end(.failed(error))
@@ -43,14 +43,17 @@ extension StreamConnection {
             failTLSHandshake(session, TLSError(.handshakeTruncated, message: "cannot read: \(error)", peer: peerDescription))
             return
         }
-        // A server waits for the ClientHello: a first handshake step with nothing to read would
-        // only allocate OpenSSL's buffers for a client that may never send.
+        // A server makes its `SSL` when the ClientHello comes: a client that never sends costs none.
         if !server { continueTLSHandshake(session) }
     }
 
     /// libuv read `count` bytes of ciphertext into `buffer`, or reports EOF or an error (the lane's `didRead`).
     final func tlsDidRead(_ count: Int, in buffer: UnsafePointer<uv_buf_t>?) {
         guard isHandleOpen, let session = extrasIfMade?.tlsSession else { return }
+        if count > 0 || count == endOfFileCode, !session.makeRecordLayer() {
+            failTLSHandshake(session, TLSError.fromOpenSSL(verifyResult: Int(X509_V_OK), peer: peerDescription, fallback: .configuration))
+            return
+        }
         if count > 0, let base = buffer?.pointee.base {
             noteActivityIfTracked()
             // A memory BIO grows to take it all; reading stops when the reader pauses, which bounds it.
