@@ -40,6 +40,19 @@ static inline BIO *ruv_bio_new_memory(void) {
     return bio;
 }
 
+/* The server's choice of certificate by the client's SNI: `callback` may switch the session's SSL_CTX. */
+static inline void ruv_ssl_ctx_set_servername_callback(SSL_CTX *context, int (*callback)(SSL *, int *, void *), void *argument) {
+    SSL_CTX_set_tlsext_servername_callback(context, callback);
+    SSL_CTX_set_tlsext_servername_arg(context, argument);
+}
+
+/* A client keeps the sessions (TLS 1.2) and tickets (TLS 1.3) it is given, through `callback`
+ * only: the internal store is keyed by session id, not by the server it was made with. */
+static inline void ruv_ssl_ctx_set_client_session_cache(SSL_CTX *context, int (*callback)(SSL *, SSL_SESSION *)) {
+    SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(context, callback);
+}
+
 /* A subject in one line, "CN=client,O=Example". */
 static inline unsigned long ruv_name_flags_rfc2253(void) {
     return XN_FLAG_RFC2253;

@@ -14,21 +14,24 @@ extension StreamConnection {
     /// Puts the stream in the TLS lane and starts the handshake; `completion` hears once, on the
     /// loop thread, that it finished (nil) or why it failed (the stream is then ended).
     ///
+    /// A client with a `resumptionKey` (its server) offers the session kept for it, if any.
+    ///
     /// Called on the loop thread, on an open stream nobody reads yet.
-    final func startTLS(_ context: TLSContext, server: Bool, serverName: String?, verifiesHostname: Bool,
+    final func startTLS(_ context: TLSContext, server: Bool, serverName: String?, verifiesHostname: Bool, resumptionKey: String? = nil,
                         timeout: Duration, completion: @escaping (TLSError?) -> Void) {
         assertInEventLoop()
         guard isHandleOpen else {
             completion(TLSError(.handshakeTruncated, message: "the connection closed before the handshake", peer: peerDescription))
             return
         }
-        guard let session = TLSSession(context: context, server: server),
-              server || session.expectServer(named: serverName ?? "", verifiesHostname: verifiesHostname) else {
+        let session = TLSSession(context: context, server: server)
+        guard server || (session.makeRecordLayer() && session.expectServer(named: serverName ?? "", verifiesHostname: verifiesHostname)) else {
             let error = TLSError.fromOpenSSL(verifyResult: Int(X509_V_OK), peer: peerDescription, fallback: .configuration)
             completion(error)
             end(.failed(error))
             return
         }
+        if let resumptionKey { session.resume(server: resumptionKey) }
         extras.tlsSession = session
         bits.tls = true
         session.handshakeCompletion = completion
@@ -40,12 +43,17 @@ extension StreamConnection {
             failTLSHandshake(session, TLSError(.handshakeTruncated, message: "cannot read: \(error)", peer: peerDescription))
             return
         }
-        continueTLSHandshake(session)
+        // A server makes its `SSL` when the ClientHello comes: a client that never sends costs none.
+        if !server { continueTLSHandshake(session) }
     }
 
     /// libuv read `count` bytes of ciphertext into `buffer`, or reports EOF or an error (the lane's `didRead`).
     final func tlsDidRead(_ count: Int, in buffer: UnsafePointer<uv_buf_t>?) {
         guard isHandleOpen, let session = extrasIfMade?.tlsSession else { return }
+        if count > 0 || count == endOfFileCode, !session.makeRecordLayer() {
+            failTLSHandshake(session, TLSError.fromOpenSSL(verifyResult: Int(X509_V_OK), peer: peerDescription, fallback: .configuration))
+            return
+        }
         if count > 0, let base = buffer?.pointee.base {
             noteActivityIfTracked()
             // A memory BIO grows to take it all; reading stops when the reader pauses, which bounds it.
@@ -78,6 +86,7 @@ extension StreamConnection {
             session.handshakeTimer?.dispose()
             session.handshakeTimer = nil
             extras.tlsInfo = session.info()
+            session.keepResumedSession()
             // Reading resumes when a reader comes (what was read past the handshake stays buffered).
             io.stopReading()
             let completion = session.handshakeCompletion

@@ -30,7 +30,7 @@ extension TCP {
     public static func connect(host: String, port: Int, tls: TLSClientConfiguration, options: TCPOptions = TCPOptions(),
                                timeout: Duration? = nil, on loop: EventLoop? = nil) -> Signal<TCPConnection> {
         TLSHandshakes.client(connect(host: host, port: port, options: options, timeout: timeout, on: loop), tls: tls,
-                             serverName: tls.serverName ?? host).debugNamed("+TCP.connect(\(host):\(port), tls)")
+                             serverName: tls.serverName ?? host, server: "\(tls.serverName ?? host)@\(host):\(port)").debugNamed("+TCP.connect(\(host):\(port), tls)")
     }
 
     /// Connects with TLS, runs `body` with the open connection, then closes it (close_notify,
@@ -133,5 +133,30 @@ extension TCPServer {
         TLSHandshakes.groupServer(tls: tls, onAccepted: onAccepted, onHandshakeFailure: onHandshakeFailure) { handshake in
             serve(host: host, port: port, backlog: backlog, options: options, on: group, onAccepted: handshake, drain: drain)
         }.debugNamed("+TCPServer.serve(\(host):\(port), tls, on: group)")
+    }
+
+    /// Listens on `host:port` with TLS on every loop of `group` and sends each connection whose
+    /// handshake finished: `serve(host:port:backlog:options:tls:on:onAccepted:drain:onHandshakeFailure:)`
+    /// without the other events. A connection arrives on its own loop's thread, after `onAccepted` ran there.
+    ///
+    /// - Parameters:
+    ///   - host: A numeric address or a host name to resolve.
+    ///   - port: 0...65535; 0 picks a free port (use `serve` to learn which).
+    ///   - backlog: Each loop's kernel queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Socket options and buffer limits for each accepted connection; `maxConnections` counts across the group.
+    ///   - tls: The certificates, key and client-certificate policy.
+    ///   - group: The loops that accept and home the connections; every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread after its handshake, before it is sent.
+    ///   - drain: Requests to quiesce every loop's share (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of connections, each after its handshake.
+    ///
+    /// Thread rule: safe from any thread; the callbacks run on the connection's loop thread.
+    public static func listen(host: String = "127.0.0.1", port: Int, backlog: Int32? = nil, options: TCPOptions = TCPOptions(),
+                              tls: TLSServerConfiguration, on group: EventLoopGroup,
+                              onAccepted: (@Sendable (TCPConnection) -> Void)? = nil, drain: Signal<DrainRequest>? = nil,
+                              onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<TCPConnection> {
+        serve(host: host, port: port, backlog: backlog, options: options, tls: tls, on: group, onAccepted: onAccepted, drain: drain,
+              onHandshakeFailure: onHandshakeFailure).compactMap { $0.acceptedConnection }
     }
 }

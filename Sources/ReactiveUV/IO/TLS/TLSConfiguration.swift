@@ -67,6 +67,8 @@ public struct TLSClientConfiguration: Sendable {
     public let applicationProtocols: [String]
     /// How long the handshake may take after the TCP connection is made.
     public let handshakeTimeout: Duration
+    /// Whether connections resume sessions the same server gave an earlier one.
+    public let resumesSessions: Bool
 
     /// A client configuration.
     ///
@@ -78,13 +80,16 @@ public struct TLSClientConfiguration: Sendable {
     ///   - certificateChain: A client certificate (leaf first), for servers that ask for one.
     ///   - privateKey: Its key (required with `certificateChain`).
     ///   - handshakeTimeout: How long the handshake may take (10 seconds by default).
+    ///   - resumesSessions: Keep the session (TLS 1.2) or ticket (TLS 1.3) each server sends, and
+    ///     offer it on the next connection to the same server: the same name, address and port
+    ///     (on by default; the last 128 servers are kept). A resumed connection says so in `tls?.resumed`.
     /// - Throws: `TLSError.configuration` for unreadable PEM, a key that does not match the certificate,
     ///   or an ALPN name longer than 255 bytes.
     ///
     /// Thread rule: safe from any thread.
     public init(trustRoots: TLSTrustRoots = .system, serverName: String? = nil, verifiesHostname: Bool = true,
                 applicationProtocols: [String] = [], certificateChain: TLSPEMSource? = nil, privateKey: TLSPEMSource? = nil,
-                handshakeTimeout: Duration = .seconds(10)) throws(TLSError) {
+                handshakeTimeout: Duration = .seconds(10), resumesSessions: Bool = true) throws(TLSError) {
         let what = "TLSClientConfiguration"
         context = try TLSContext(server: false, what: what, alpn: applicationProtocols)
         try context.trust(trustRoots, what: what)
@@ -96,15 +101,21 @@ public struct TLSClientConfiguration: Sendable {
         self.verifiesHostname = verifiesHostname
         self.applicationProtocols = applicationProtocols
         self.handshakeTimeout = handshakeTimeout
+        self.resumesSessions = resumesSessions
+        if resumesSessions { context.cacheSessions(capacity: 128) }
     }
 }
 
 /// What a TLS server presents and asks of its clients: pass it to `TCPServer.listen(...tls:)`.
 ///
-/// Making one loads the certificate chain and key and checks that they match: a mismatch is a
-/// `TLSError.configuration` here, not a failure at the first connection.
+/// Making one loads the certificate chains and keys and checks that they match: a mismatch is a
+/// `TLSError.configuration` here, not a failure at the first connection. A server may hold one
+/// certificate per host name (`serverNames`), chosen by the client's SNI, beside a default one.
 ///
-/// Thread rule: immutable; safe from any thread.
+/// Copies of a configuration share its certificates: `reloadCertificates` replaces them for the
+/// next handshake of every server using it, while connections already made keep theirs.
+///
+/// Thread rule: safe from any thread (`reloadCertificates` too).
 public struct TLSServerConfiguration: Sendable {
     /// Whether the server asks clients for a certificate.
     ///
@@ -118,7 +129,9 @@ public struct TLSServerConfiguration: Sendable {
         case required
     }
 
-    let context: TLSContext
+    /// The context the next handshake starts with; replaced whole by `reloadCertificates`.
+    private let current: LockedValue<TLSContext>
+    private let settings: TLSServerSettings
     /// The ALPN protocols the server accepts, preferred first; empty: ALPN is not answered.
     public let applicationProtocols: [String]
     /// How long a client may take to finish the handshake before it is closed (`TLSError.handshakeTimeout`).
@@ -126,32 +139,84 @@ public struct TLSServerConfiguration: Sendable {
     /// Whether clients are asked for certificates.
     public let clientCertificates: ClientCertificates
 
-    /// A server configuration.
+    /// The context for a handshake starting now.
+    var context: TLSContext { current.withLock { $0 } }
+
+    /// A server configuration with one certificate, and optionally others chosen by SNI.
     ///
     /// - Parameters:
     ///   - certificateChain: The server's certificate, then its intermediates (PEM).
     ///   - privateKey: The certificate's key (PEM, unencrypted).
+    ///   - serverNames: Certificates for the host names a client may ask for by SNI ("api.example.com",
+    ///     or "*.example.com" for one more label); a client naming none of them, or no name, gets `certificateChain`.
     ///   - clientCertificates: Whether to ask clients for certificates (`.none` by default).
     ///   - clientTrustRoots: The CAs client certificates must lead to (`.system` by default).
     ///   - applicationProtocols: ALPN names the server accepts, preferred first; a client offering
     ///     none of them fails the handshake (`TLSError.noSharedProtocol`).
     ///   - handshakeTimeout: How long a client may take to finish the handshake (10 seconds by default).
-    /// - Throws: `TLSError.configuration` for unreadable PEM or a key that does not match the certificate.
+    /// - Throws: `TLSError.configuration` for unreadable PEM, a key that does not match its
+    ///   certificate, or a server name that is not a host name.
     ///
     /// Thread rule: safe from any thread.
-    public init(certificateChain: TLSPEMSource, privateKey: TLSPEMSource, clientCertificates: ClientCertificates = .none,
-                clientTrustRoots: TLSTrustRoots = .system, applicationProtocols: [String] = [],
-                handshakeTimeout: Duration = .seconds(10)) throws(TLSError) {
-        let what = "TLSServerConfiguration"
-        context = try TLSContext(server: true, what: what, alpn: applicationProtocols)
-        try context.use(chain: certificateChain, key: privateKey, what: what)
-        if clientCertificates != .none {
-            try context.trust(clientTrustRoots, what: what)
-            context.askForClientCertificates(required: clientCertificates == .required)
-        }
+    public init(certificateChain: TLSPEMSource, privateKey: TLSPEMSource, serverNames: [String: TLSCertificateChain] = [:],
+                clientCertificates: ClientCertificates = .none, clientTrustRoots: TLSTrustRoots = .system,
+                applicationProtocols: [String] = [], handshakeTimeout: Duration = .seconds(10)) throws(TLSError) {
+        try self.init(defaultCertificate: TLSCertificateChain(certificateChain, privateKey: privateKey), serverNames: serverNames,
+                      clientCertificates: clientCertificates, clientTrustRoots: clientTrustRoots,
+                      applicationProtocols: applicationProtocols, handshakeTimeout: handshakeTimeout)
+    }
+
+    /// A server configuration choosing its certificate by the client's SNI, with or without a default.
+    ///
+    /// Without `defaultCertificate`, a client that names no host, or one with no certificate here,
+    /// fails the handshake with an unrecognized_name alert (`TLSError.unrecognizedName` on both ends).
+    ///
+    /// - Parameters:
+    ///   - defaultCertificate: The certificate for clients naming no host in `serverNames`; nil: refuse them.
+    ///   - serverNames: Certificates by host name ("api.example.com", or "*.example.com" for one more label).
+    ///   - clientCertificates: Whether to ask clients for certificates (`.none` by default).
+    ///   - clientTrustRoots: The CAs client certificates must lead to (`.system` by default).
+    ///   - applicationProtocols: ALPN names the server accepts, preferred first.
+    ///   - handshakeTimeout: How long a client may take to finish the handshake (10 seconds by default).
+    /// - Throws: `TLSError.configuration` for no certificate at all, unreadable PEM, a key that does
+    ///   not match its certificate, or a server name that is not a host name.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(defaultCertificate: TLSCertificateChain?, serverNames: [String: TLSCertificateChain],
+                clientCertificates: ClientCertificates = .none, clientTrustRoots: TLSTrustRoots = .system,
+                applicationProtocols: [String] = [], handshakeTimeout: Duration = .seconds(10)) throws(TLSError) {
+        settings = TLSServerSettings(applicationProtocols: applicationProtocols, clientCertificates: clientCertificates,
+                                     clientTrustRoots: clientTrustRoots)
+        current = LockedValue(try settings.makeContext(defaultCertificate: defaultCertificate, serverNames: serverNames,
+                                                       what: "TLSServerConfiguration"))
         self.applicationProtocols = applicationProtocols
         self.handshakeTimeout = handshakeTimeout
         self.clientCertificates = clientCertificates
+    }
+
+    /// Replaces the certificates for every handshake that starts from now on, in every server using
+    /// this configuration (or a copy of it), without a restart; connections already made, and
+    /// handshakes under way, keep the certificate they began with. ALPN and the client-certificate
+    /// policy stay as they were (the client trust roots are read again).
+    ///
+    /// Everything is read and checked before anything changes: on a throw, the old certificates stay.
+    ///
+    /// - Parameters:
+    ///   - defaultCertificate: The certificate for clients naming no host in `serverNames`; nil: refuse them.
+    ///   - serverNames: Certificates by host name, as in `init`.
+    /// - Throws: `TLSError.configuration` as `init` does: a key that does not match its certificate, say.
+    ///
+    /// Thread rule: safe from any thread.
+    public func reloadCertificates(defaultCertificate: TLSCertificateChain?, serverNames: [String: TLSCertificateChain] = [:]) throws(TLSError) {
+        let replacement = try settings.makeContext(defaultCertificate: defaultCertificate, serverNames: serverNames,
+                                                   what: "TLSServerConfiguration.reloadCertificates")
+        // The old context is released outside the lock (its `deinit` calls OpenSSL).
+        let old = current.withLock { context in
+            let old = context
+            context = replacement
+            return old
+        }
+        _ = old
     }
 }
 
@@ -169,4 +234,7 @@ public struct TLSSessionInfo: Sendable, Hashable {
     public let peerSubject: String?
     /// The verified peer certificate's common name, or nil.
     public let peerCommonName: String?
+    /// Whether the handshake resumed an earlier session (a TLS 1.3 ticket or a TLS 1.2 session)
+    /// instead of a full one; the peer's identity is then the one verified when it was made.
+    public let resumed: Bool
 }

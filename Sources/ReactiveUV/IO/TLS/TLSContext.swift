@@ -8,11 +8,15 @@ internal import COpenSSL
 ///
 /// Thread rule: immutable after `init`; safe from any thread.
 final class TLSContext: @unchecked Sendable {
-    // Safe: the `SSL_CTX` is only configured inside `init` and then only handed to `SSL_new`,
-    // which OpenSSL allows from any thread; `alpnWire` is never written after `init`.
+    // Safe: the `SSL_CTX` is only configured while its configuration is made and then only handed
+    // to `SSL_new`, which OpenSSL allows from any thread; no field is written after that.
     let pointer: OpaquePointer
     /// The ALPN list in wire form (length-prefixed names), for the server's selection callback.
     let alpnWire: [UInt8]
+    /// A server's certificates by SNI name (nil: its own certificate for every client).
+    private(set) var serverNames: TLSServerNames?
+    /// A client's sessions to resume, by server (nil: every connection makes a full handshake).
+    private(set) var sessionCache: TLSSessionCache?
 
     init(server: Bool, what: String, alpn: [String]) throws(TLSError) {
         guard let context = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()) else {
@@ -43,6 +47,18 @@ final class TLSContext: @unchecked Sendable {
     }
 
     deinit { SSL_CTX_free(pointer) }
+
+    /// Chooses among `names` by the client's SNI (a server context, before any session is made from it).
+    func chooseCertificates(_ names: TLSServerNames) {
+        serverNames = names
+        ruv_ssl_ctx_set_servername_callback(pointer, serverNameSelect, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Keeps the sessions and tickets servers send, for the next connection to the same server (a client context).
+    func cacheSessions(capacity: Int) {
+        sessionCache = TLSSessionCache(capacity: capacity)
+        ruv_ssl_ctx_set_client_session_cache(pointer, clientSessionArrived)
+    }
 
     /// Trusts the system's CAs (OpenSSL's default verify paths) or the PEM certificates given.
     func trust(_ roots: TLSTrustRoots, what: String) throws(TLSError) {

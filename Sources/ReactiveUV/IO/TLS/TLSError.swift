@@ -32,6 +32,8 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         case badRecord
         /// The peer closed the connection before the handshake finished.
         case handshakeTruncated
+        /// The client asked (by SNI) for a host the server has no certificate for, and it has no default one.
+        case unrecognizedName
         /// The peer sent an alert refusing the handshake (it did not accept our certificate, say).
         case peerAlert
         /// A configuration was refused: an unreadable file, a key that does not match its certificate.
@@ -98,6 +100,8 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let badRecord = TLSError(.badRecord, message: "")
     /// A pattern for `catch` and `case`: the peer closed before the handshake finished.
     public static let handshakeTruncated = TLSError(.handshakeTruncated, message: "")
+    /// A pattern for `catch` and `case`: the server has no certificate for the name the client asked for.
+    public static let unrecognizedName = TLSError(.unrecognizedName, message: "")
     /// A pattern for `catch` and `case`: the peer refused the handshake with an alert.
     public static let peerAlert = TLSError(.peerAlert, message: "")
     /// A pattern for `catch` and `case`: a configuration was refused.
@@ -149,6 +153,8 @@ extension TLSError {
         case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE, SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
             .peerSentNoCertificate
         case SSL_R_TLSV1_ALERT_UNKNOWN_CA: .unknownCA
+        // The server's SNI callback is the only one of ours that fails with CALLBACK_FAILED.
+        case SSL_R_TLSV1_UNRECOGNIZED_NAME, SSL_R_CALLBACK_FAILED: .unrecognizedName
         case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED: .certificateExpired
         case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE, SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN,
              SSL_R_TLSV1_ALERT_DECRYPT_ERROR, SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:

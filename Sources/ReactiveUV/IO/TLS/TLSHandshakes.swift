@@ -2,15 +2,16 @@
 /// signal sends goes through its handshake on its own loop first.
 enum TLSHandshakes {
     /// `plain`'s connection, sent once its client handshake (checking `serverName`) finished; the
-    /// signal fails with the handshake's `TLSError` otherwise.
+    /// signal fails with the handshake's `TLSError` otherwise. `server` ("name@host:port") keys the
+    /// sessions it may resume.
     static func client<Connection: StreamConnection>(_ plain: Signal<Connection>, tls: TLSClientConfiguration,
-                                                     serverName: String?) -> Signal<Connection> {
+                                                     serverName: String?, server: String) -> Signal<Connection> {
         Signal { subscriber in
             plain.subscribe(
                 next: { connection in
                     onLoop(of: connection) {
-                        connection.startTLS(tls.context, server: false, serverName: serverName,
-                                            verifiesHostname: tls.verifiesHostname, timeout: tls.handshakeTimeout) { error in
+                        connection.startTLS(tls.context, server: false, serverName: serverName, verifiesHostname: tls.verifiesHostname,
+                                            resumptionKey: server, timeout: tls.handshakeTimeout) { error in
                             if let error { subscriber.sendError(error) } else { subscriber.sendNext(connection) }
                         }
                     }

@@ -13,10 +13,13 @@ import Musl
 /// Thread rule: loop thread only (the stream's); kept in its extras.
 final class TLSSession {
     // Loop thread only: every field is read and written by the stream's loop.
-    let ssl: OpaquePointer
+    /// Made by `makeRecordLayer()`: at once for a client, at the client's first bytes for a server
+    /// (a client that never sends costs no `SSL`); nil before.
+    private(set) var ssl: OpaquePointer!
     /// Owned by `ssl` (`SSL_set_bio`).
-    let readBIO: OpaquePointer
-    let writeBIO: OpaquePointer
+    private(set) var readBIO: OpaquePointer!
+    private(set) var writeBIO: OpaquePointer!
+    let server: Bool
     /// Keeps the `SSL_CTX` alive while the session uses it.
     let context: TLSContext
     /// Where the session stands: handshaking, then open for records both ways, then (after
@@ -37,22 +40,36 @@ final class TLSSession {
     var handshakeCompletion: ((TLSError?) -> Void)?
     /// The handshake's deadline.
     var handshakeTimer: (any Disposable)?
+    /// A client's server, as its context's session cache knows it ("name@host:port"); nil: no resumption.
+    private(set) var resumptionKey: String?
 
-    init?(context: TLSContext, server: Bool) {
-        guard let ssl = SSL_new(context.pointer) else { return nil }
-        guard let readBIO = ruv_bio_new_memory(), let writeBIO = ruv_bio_new_memory() else {
+    init(context: TLSContext, server: Bool) {
+        self.context = context
+        self.server = server
+    }
+
+    deinit { if let ssl { SSL_free(ssl) } }
+
+    /// Makes the `SSL` and its BIOs if not made yet; false when OpenSSL could not.
+    func makeRecordLayer() -> Bool {
+        if ssl != nil { return true }
+        guard let ssl = SSL_new(context.pointer) else { return false }
+        guard let readBIO = ruv_bio_new_memory() else {
             SSL_free(ssl)
-            return nil
+            return false
+        }
+        guard let writeBIO = ruv_bio_new_memory() else {
+            BIO_free(readBIO)
+            SSL_free(ssl)
+            return false
         }
         SSL_set_bio(ssl, readBIO, writeBIO)
         if server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
         self.ssl = ssl
         self.readBIO = readBIO
         self.writeBIO = writeBIO
-        self.context = context
+        return true
     }
-
-    deinit { SSL_free(ssl) }
 
     /// The handshake finished: records carry the application's bytes from now on.
     var handshakeDone: Bool { phase != .handshaking }
@@ -80,8 +97,28 @@ final class TLSSession {
         return SSL_set1_host(ssl, name) == 1
     }
 
+    /// Client side: offers the session kept for `server`, if any, and keeps the ones the server sends for it.
+    func resume(server: String) {
+        guard let cache = context.sessionCache else { return }
+        resumptionKey = server
+        // Unretained: the `SSL` is freed in this object's `deinit`, so it never outlives it.
+        SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(self).toOpaque())
+        guard let kept = cache.take(for: server) else { return }
+        _ = SSL_set_session(ssl, kept)
+        SSL_SESSION_free(kept)
+    }
+
+    /// Client side, the handshake done: a resumed TLS 1.2 session is kept again (no new one is
+    /// sent for it); TLS 1.3 servers send new tickets, which `clientSessionArrived` keeps.
+    func keepResumedSession() {
+        guard let key = resumptionKey, let cache = context.sessionCache, SSL_session_reused(ssl) == 1,
+              SSL_version(ssl) != TLS1_3_VERSION, let session = SSL_get1_session(ssl) else { return }
+        cache.store(session, for: key)
+    }
+
     /// The bytes OpenSSL has queued to send, taken out of `writeBIO` (empty when none).
     func takeOutput() -> [UInt8] {
+        guard let writeBIO else { return [] }
         let pending = ruv_bio_pending(writeBIO)
         guard pending > 0 else { return [] }
         return [UInt8](unsafeUninitializedCapacity: pending) { buffer, count in
@@ -92,7 +129,7 @@ final class TLSSession {
 
     /// Ciphertext not yet turned into records (in the BIO, or part of a record in OpenSSL's
     /// buffer), or plaintext OpenSSL decrypted and holds.
-    var hasBufferedInput: Bool { ruv_bio_pending(readBIO) > 0 || SSL_has_pending(ssl) == 1 }
+    var hasBufferedInput: Bool { ssl != nil && (ruv_bio_pending(readBIO) > 0 || SSL_has_pending(ssl) == 1) }
 
     /// What the handshake agreed on and the verified peer certificate's names.
     func info() -> TLSSessionInfo {
@@ -114,7 +151,7 @@ final class TLSSession {
             }
         }
         return TLSSessionInfo(protocolVersion: version, cipher: cipher, applicationProtocol: alpn,
-                              peerSubject: subject, peerCommonName: commonName)
+                              peerSubject: subject, peerCommonName: commonName, resumed: SSL_session_reused(ssl) == 1)
     }
 
     /// "CN=client,O=Example" (RFC 2253 order and escaping).

@@ -26,7 +26,8 @@ extension UnixSocket {
                 return nil
             }
         }
-        return TLSHandshakes.client(connect(path: path, options: options, on: loop), tls: tls, serverName: tls.serverName)
+        return TLSHandshakes.client(connect(path: path, options: options, on: loop), tls: tls, serverName: tls.serverName,
+                                    server: "\(tls.serverName ?? "")@\(path)")
             .debugNamed("+UnixSocket.connect(\(UnixSocketPath.display(path)), tls)")
     }
 
@@ -115,5 +116,29 @@ extension UnixSocket {
         TLSHandshakes.groupServer(tls: tls, onAccepted: onAccepted, onHandshakeFailure: onHandshakeFailure) { handshake in
             serve(path: path, backlog: backlog, options: options, on: group, onAccepted: handshake, drain: drain)
         }.debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), tls, on: group)")
+    }
+
+    /// Listens on `path` with TLS for every loop of `group` and sends each connection whose
+    /// handshake finished: `serve(path:backlog:options:tls:on:onAccepted:drain:onHandshakeFailure:)`
+    /// without the other events. A connection arrives on its own loop's thread, after `onAccepted` ran there.
+    ///
+    /// - Parameters:
+    ///   - path: A file path, or `"\0name"` for a Linux abstract name.
+    ///   - backlog: The kernel's queue of connections not yet accepted (nil: the system's maximum).
+    ///   - options: Buffer limits, the connection limit (across the group), stale-file removal and permissions.
+    ///   - tls: The certificates, key and client-certificate policy.
+    ///   - group: The loops that home the connections; the first one accepts. Every loop must be running.
+    ///   - onAccepted: Called on the connection's own loop thread after its handshake, before it is sent.
+    ///   - drain: Requests to quiesce (see `DrainRequest`).
+    ///   - onHandshakeFailure: Called on the connection's loop thread with each failed handshake's error.
+    /// - Returns: A signal of connections, each after its handshake.
+    ///
+    /// Thread rule: safe from any thread; the callbacks run on the connection's loop thread.
+    public static func listen(path: String, backlog: Int32? = nil, options: UnixSocketOptions = UnixSocketOptions(),
+                              tls: TLSServerConfiguration, on group: EventLoopGroup,
+                              onAccepted: (@Sendable (UnixConnection) -> Void)? = nil, drain: Signal<DrainRequest>? = nil,
+                              onHandshakeFailure: (@Sendable (TLSError) -> Void)? = nil) -> Signal<UnixConnection> {
+        serve(path: path, backlog: backlog, options: options, tls: tls, on: group, onAccepted: onAccepted, drain: drain,
+              onHandshakeFailure: onHandshakeFailure).compactMap { $0.acceptedConnection }
     }
 }

@@ -322,31 +322,31 @@ final class TCPIdleMemoryTests: XCTestCase {
         }
     }
 
-    /// Opens `count` blocking TCP connections to 127.0.0.1:`port` that never send, appending their descriptors.
-    private func openSilentClients(_ count: Int, to port: Int, into clients: inout [Int32]) throws {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        for _ in 0..<count {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            guard connected == 0 else {
-                close(descriptor)
-                throw TestFailure("connect() failed: errno \(errno)")
-            }
-            clients.append(descriptor)
-        }
-    }
-
     private func checked(_ body: (LoopHarness) throws -> Void) throws {
         let report = LoopHarness.run(body)
         XCTAssertTrue(report.isClean, "\(report.problems)")
+    }
+}
+
+/// Opens `count` blocking TCP connections to 127.0.0.1:`port` that never send, appending their descriptors.
+func openSilentClients(_ count: Int, to port: Int, into clients: inout [Int32]) throws {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    for _ in 0..<count {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw TestFailure("connect() failed: errno \(errno)")
+        }
+        clients.append(descriptor)
     }
 }
 

@@ -69,4 +69,74 @@ final class TLSGroupServerTests: XCTestCase {
             }
         }
     }
+
+    func testListenWithTLSOnAGroupSendsEachConnectionOnItsOwnLoopAfterItsHandshake() throws {
+        let certificates = try TLSTestCertificates.shared()
+        let port = try unusedPort()
+        withGroup { harness, group in
+            let loops = Locked<[String]>([])
+            let failures = Locked<[TLSError]>([])
+            let server = TCPServer.listen(port: port, tls: try certificates.server(applicationProtocols: ["echo/1"]), on: group,
+                                          onAccepted: { connection in
+                                              XCTAssertTrue(connection.loop.inEventLoop, "onAccepted runs on the connection's loop")
+                                              XCTAssertEqual(connection.tls?.applicationProtocol, "echo/1", "the handshake finished before")
+                                              loops.withLock { $0.append(connection.loop.name) }
+                                              connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                                          },
+                                          onHandshakeFailure: { error in failures.withLock { $0.append(error) } })
+            let connections = try harness.record(server, label: "listen")
+            let client = try certificates.client(applicationProtocols: ["echo/1"])
+            for index in 0..<6 {
+                // The port is bound once every loop listens: the first connects may find nobody yet.
+                var connection: TCPConnection?
+                try harness.wait(for: "a TLS connection") {
+                    connection = try? harness.record(TCP.connect(host: "localhost", port: port, tls: client, on: harness.loop)).waitForValues(1)[0]
+                    return connection != nil
+                }
+                let bytes = try harness.record(connection!.bytes)
+                let message = Array("group client \(index)".utf8)
+                connection!.send(message)
+                XCTAssertEqual(try waitForBytes(bytes, message.count), message)
+                XCTAssertNil(try harness.record(connection!.close()).waitForTermination().error)
+            }
+            try harness.wait(for: "six connections sent") { connections.values.count >= 6 }
+            XCTAssertEqual(connections.values.count, 6, "each connection sent once, after its handshake")
+            XCTAssertTrue(Set(loops.current).isSubset(of: Set(group.loops.map(\.name))), "\(loops.current)")
+            let plain = try BlockingClient(port: port)
+            defer { plain.close() }
+            try plain.sendAll(Array("plain text\r\n".utf8))
+            try harness.wait(for: "the plain client's failure") { !failures.current.isEmpty }
+            XCTAssertEqual(failures.current.first, TLSError.badRecord)
+            XCTAssertEqual(connections.values.count, 6, "the plain client is never sent")
+        }
+    }
+
+    func testListenWithTLSOverAUnixSocketOnAGroup() throws {
+        let certificates = try TLSTestCertificates.shared()
+        try withTemporaryDirectory { directory in
+            let path = directory + "/listen-tls.sock"
+            withGroup { harness, group in
+                let server = UnixSocket.listen(path: path, tls: try certificates.server(), on: group, onAccepted: { connection in
+                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                })
+                let connections = try harness.record(server, label: "listen")
+                let client = try certificates.client(serverName: "localhost")
+                for index in 0..<3 {
+                    var connection: UnixConnection?
+                    try harness.wait(for: "a TLS connection") {
+                        connection = try? harness.record(UnixSocket.connect(path: path, tls: client, on: harness.loop)).waitForValues(1)[0]
+                        return connection != nil
+                    }
+                    let bytes = try harness.record(connection!.bytes)
+                    let message = Array("unix listen \(index)".utf8)
+                    connection!.send(message)
+                    XCTAssertEqual(try waitForBytes(bytes, message.count), message)
+                    XCTAssertEqual(connection!.tls?.resumed, index > 0, "the client resumes over a Unix socket too")
+                    XCTAssertNil(try harness.record(connection!.close()).waitForTermination().error)
+                }
+                try harness.wait(for: "three connections sent") { connections.values.count >= 3 }
+                XCTAssertEqual(connections.values.count, 3)
+            }
+        }
+    }
 }

@@ -19,6 +19,9 @@ struct TLSTestCertificates: Sendable {
     var otherKey: String { "\(directory)/other.key" }
     var selfSignedCertificate: String { "\(directory)/selfsigned.pem" }
     var selfSignedKey: String { "\(directory)/selfsigned.key" }
+    /// For alpha.test and for *.beta.test (subjects CN=alpha.test and CN=beta.test), with `serverKey`.
+    var alphaCertificate: String { "\(directory)/alpha.pem" }
+    var betaCertificate: String { "\(directory)/beta.pem" }
 
     /// The set, made on first use.
     static func shared() throws -> TLSTestCertificates {
@@ -46,6 +49,11 @@ struct TLSTestCertificates: Sendable {
         try openssl("x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 30 -extfile client.ext")
         try openssl("genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out other.key")
         try openssl("req -x509 \(key) -keyout selfsigned.key -out selfsigned.pem -days 30 -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1")
+        for (name, san) in [("alpha", "DNS:alpha.test"), ("beta", "DNS:*.beta.test")] {
+            try "subjectAltName=\(san)\n".write(toFile: "\(directory)/\(name).ext", atomically: true, encoding: .utf8)
+            try openssl("req -new -key server.key -out \(name).csr -subj /CN=\(name).test")
+            try openssl("x509 -req -in \(name).csr -CA ca.pem -CAkey ca.key -CAcreateserial -out \(name).pem -days 30 -extfile \(name).ext")
+        }
         return TLSTestCertificates(directory: directory)
     }
 
