@@ -23,8 +23,9 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     enum Work {
         /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`: `Value` is `FileInfo`), or only completes.
         case request(start: Start, sendsStat: Bool)
-        /// A longer operation, whose first step `body` starts.
-        case steps((FileOperation<Value>) -> Void)
+        /// A longer operation, whose first step `body` starts; on a simulated loop `simulated` runs
+        /// instead (on the in-memory tree), or the operation is refused when there is none.
+        case steps((FileOperation<Value>) -> Void, simulated: ((FileOperation<Value>) -> Void)?)
     }
 
     let loop: EventLoop?
@@ -49,7 +50,11 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
         if subscription.isDisposed { return }
         subscription.add(LoopBinding.open(on: signal.source.loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
             let operation = FileOperation(loop: loop, subscriber: subscriber)
-            if case .steps(let body) = signal.source.work { body(operation) } else { operation.single(signal) }
+            guard case .steps(let body, let simulated) = signal.source.work else {
+                operation.single(signal)
+                return operation
+            }
+            if let simulated, loop.isSimulated { simulated(operation) } else { body(operation) }
             return operation
         })
     }
@@ -95,11 +100,14 @@ struct FileCallContext: Sendable, CustomStringConvertible {
     let path: String
     /// The second path of a two-path call (the destination of `rename`), if any.
     let other: String?
+    /// The call's mode argument (`access`, `chmod`), for a simulated loop's answer; 0 for the others.
+    let mode: Int32
 
-    init(_ call: StaticString, _ path: String, _ other: String? = nil) {
+    init(_ call: StaticString, _ path: String, _ other: String? = nil, mode: Int32 = 0) {
         self.call = call
         self.path = path
         self.other = other
+        self.mode = mode
     }
 
     var description: String {
@@ -126,10 +134,13 @@ extension Files {
 
     /// A cold file-system signal: `checks` run when it is made (their error fails each subscriber before
     /// any request), then `body` starts the operation's first step on the loop thread.
+    /// `simulated` is what the operation does on a simulated loop (its answer from the in-memory tree).
     static func operation<Value>(_ call: StaticString, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                                 simulated: ((FileOperation<Value>) -> Void)? = nil,
                                  _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(body))).debugNamed("+Files.\(call)")
+        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(body, simulated: simulated)))
+            .debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request: `start` is given the loop, the request, `context` (whose paths a closure with
