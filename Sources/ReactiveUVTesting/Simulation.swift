@@ -76,6 +76,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         let faultNumbers = FaultNumbers(seed: seed)
         network = SimulatedNetwork(random: { faultNumbers.next() })
         files = SimulatedFileSystem(clock: virtualClock)
+        let fileNumbers = FaultNumbers(seed: seed ^ 0xD1B5_4A32_D192_ED03)
+        files.random = { fileNumbers.next() }
         loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files)
         loops = [loop]
         SimulationDrivers.register(self)

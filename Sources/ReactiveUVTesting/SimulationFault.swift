@@ -152,7 +152,7 @@ extension Simulation {
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (faultsArmed + resets).enumerated()
+        return (faultsArmed + resets + drawnFileFaults).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

@@ -73,6 +73,8 @@ final class SimulatedFilesTests: XCTestCase {
             XCTAssertEqual(try outcome(Files.read("/"), simulation).error, .isDirectory)
             XCTAssertEqual(try outcome(Files.write([1], to: "/"), simulation).error, .isDirectory)
             XCTAssertEqual(try outcome(Files.read("/none"), simulation).error, .noSuchFile)
+            XCTAssertEqual(try outcome(Files.chunks("/log.txt", chunkSize: 2), simulation).values, [Array("ne".utf8), Array("w".utf8)])
+            XCTAssertEqual(try outcome(Files.chunks("/"), simulation).error, .isDirectory)
             XCTAssertEqual(try outcome(Files.write([1], to: "/none/file"), simulation).error, .noSuchFile)
         }
     }
@@ -174,6 +176,31 @@ final class SimulatedFilesTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("a file fault needs a path"), "\(error)")
         }
         XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+    }
+
+    func testFileFaultsDrawnFromTheSeedReplayAsAPlan() throws {
+        let simulation = Simulation(seed: 48)
+        try simulation.setFileFaults(SimulationFileFaults(noSpacePerMille: 300))
+        // Twenty writes, one every 10 ms, each reported as done or as its error.
+        let writes = Signal<Int>.interval(.milliseconds(10)).take(20).flatMap(maxConcurrent: 1) { index in
+            Files.write([UInt8(index)], to: "/f\(index % 3)").then(Signal.return("ok"))
+                .catch { error in Signal.return("\((error as? UVError)?.name ?? "?")") }
+        }
+        let recorder = try simulation.record(writes)
+        simulation.runUntilIdle()
+        let failed = recorder.values.filter { $0 != "ok" }
+        XCTAssertFalse(failed.isEmpty, "at 300 in a thousand, some of twenty writes fail")
+        XCTAssertTrue(failed.allSatisfy { $0 == "ENOSPC" }, "\(failed)")
+        XCTAssertEqual(simulation.injectedFaults.count, failed.count)
+        XCTAssertTrue(simulation.finish().isClean)
+
+        // The faults it drew, given back as a plan, fail the same writes.
+        let replay = try Simulation(seed: 48, faultPlan: simulation.injectedFaults)
+        let again = try replay.record(writes)
+        replay.runUntilIdle()
+        XCTAssertEqual(again.values, recorder.values)
+        XCTAssertTrue(replay.finish().isClean)
+        XCTAssertThrowsError(try Simulation(seed: 1).setFileFaults(SimulationFileFaults(readErrorPerMille: 1001)))
     }
 
     func testAFileSignalDisposedBeforeItsAnswerSendsNothing() throws {

@@ -42,10 +42,10 @@ extension FileOperation {
     /// A one-request signal on a simulated loop (`single`): its call answered from the tree.
     @inline(never)
     func simulateSingle(_ signal: FileSystemSignal<Value>) {
-        guard case .request(_, let sendsStat) = signal.source.work else { return }
+        guard case .request(_, let sendsStat, let mode) = signal.source.work else { return }
         let context = signal.source.context
         simulate(context.description) { files throws(UVError) -> Value? in
-            let info = try files.answer(context)
+            let info = try files.answer(context, mode: mode)
             // `Value` is `FileInfo` (a stat) or `Void`, as in `finishSingle`.
             if sendsStat, let info { return info as? Value }
             return () as? Value
@@ -55,17 +55,17 @@ extension FileOperation {
 
 extension SimulatedFileSystem {
     /// The answer to a one-request signal's call: the `FileInfo` of `stat`/`lstat`, nil for the others.
-    func answer(_ call: FileCallContext) throws(UVError) -> FileInfo? {
+    func answer(_ call: FileCallContext, mode: UInt16) throws(UVError) -> FileInfo? {
         let context = call.description
         switch call.call.description {
         case "stat": return try stat(call.path, followLinks: true, context: context)
         case "lstat": return try stat(call.path, followLinks: false, context: context)
-        case "access": try access(call.path, mode: call.mode, context: context)
+        case "access": try access(call.path, mode: Int32(mode), context: context)
         case "unlink": try unlink(call.path, context: context)
         case "rmdir": try removeDirectory(call.path, context: context)
         case "rename": try rename(call.path, to: call.other ?? "", context: context)
         case "symlink": try symbolicLink(at: call.path, target: call.other ?? "", context: context)
-        case "chmod": try changeMode(call.path, to: UInt32(bitPattern: call.mode), context: context)
+        case "chmod": try changeMode(call.path, to: UInt32(mode), context: context)
         default:
             throw UVError(code: UV_ENOTSUP.rawValue,
                           message: "the simulated file system has no \(call.call) yet", context: context)

@@ -389,7 +389,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
             uv_fs_req_cleanup(fs)
             return runReleases()
         }
-        guard result >= 0, case .request(_, let sendsStat) = signal.source.work else {
+        guard result >= 0, case .request(_, let sendsStat, _) = signal.source.work else {
             uv_fs_req_cleanup(fs)
             endAfterOutput()
             return gate.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.source.context.description))

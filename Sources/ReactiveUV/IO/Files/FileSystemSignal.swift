@@ -22,10 +22,10 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
 
     enum Work {
         /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`: `Value` is `FileInfo`), or only completes.
-        case request(start: Start, sendsStat: Bool)
-        /// A longer operation, whose first step `body` starts; on a simulated loop `simulated` runs
-        /// instead (on the in-memory tree), or the operation is refused when there is none.
-        case steps((FileOperation<Value>) -> Void, simulated: ((FileOperation<Value>) -> Void)?)
+        /// `mode` is the call's mode argument (`access`, `chmod`), which a simulated loop's answer reads.
+        case request(start: Start, sendsStat: Bool, mode: UInt16)
+        /// A longer operation: its steps, or its answer on a simulated loop.
+        case steps(FileSteps<Value>)
     }
 
     let loop: EventLoop?
@@ -50,11 +50,11 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
         if subscription.isDisposed { return }
         subscription.add(LoopBinding.open(on: signal.source.loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
             let operation = FileOperation(loop: loop, subscriber: subscriber)
-            guard case .steps(let body, let simulated) = signal.source.work else {
+            guard case .steps(let steps) = signal.source.work else {
                 operation.single(signal)
                 return operation
             }
-            if let simulated, loop.isSimulated { simulated(operation) } else { body(operation) }
+            if let simulated = steps.simulated, loop.isSimulated { simulated(operation) } else { steps.body(operation) }
             return operation
         })
     }
@@ -75,7 +75,7 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     /// Starts a one-request signal's request.
     @inline(__always)
     func start(_ loop: UnsafeMutablePointer<uv_loop_t>, _ request: UnsafeMutablePointer<uv_fs_t>) -> Int32 {
-        guard case .request(let start, _) = work else { return UVError.invalidArgumentCode }
+        guard case .request(let start, _, _) = work else { return UVError.invalidArgumentCode }
         return start(loop, request, context, fileSystemRequestCallback)
     }
 }
@@ -90,6 +90,21 @@ extension FileOperation {
     }
 }
 
+/// A longer file-system operation's bodies: `body` starts its first step; on a simulated loop
+/// `simulated` runs instead (its answer from the in-memory tree), or, when nil, the first step is refused.
+///
+/// Thread rule: immutable; the closures run on the loop thread only.
+final class FileSteps<Value>: @unchecked Sendable {
+    // Sendable: immutable, and its closures run on the operation's loop thread only.
+    let body: (FileOperation<Value>) -> Void
+    let simulated: ((FileOperation<Value>) -> Void)?
+
+    init(body: @escaping (FileOperation<Value>) -> Void, simulated: ((FileOperation<Value>) -> Void)?) {
+        self.body = body
+        self.simulated = simulated
+    }
+}
+
 /// What a file-system call is doing, for its errors and labels: `"stat /tmp/x"`, `"rename a -> b"`.
 /// Kept as its parts and written out only for an error or a message.
 ///
@@ -100,14 +115,11 @@ struct FileCallContext: Sendable, CustomStringConvertible {
     let path: String
     /// The second path of a two-path call (the destination of `rename`), if any.
     let other: String?
-    /// The call's mode argument (`access`, `chmod`), for a simulated loop's answer; 0 for the others.
-    let mode: Int32
 
-    init(_ call: StaticString, _ path: String, _ other: String? = nil, mode: Int32 = 0) {
+    init(_ call: StaticString, _ path: String, _ other: String? = nil) {
         self.call = call
         self.path = path
         self.other = other
-        self.mode = mode
     }
 
     var description: String {
@@ -139,17 +151,18 @@ extension Files {
                                  simulated: ((FileOperation<Value>) -> Void)? = nil,
                                  _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(body, simulated: simulated)))
+        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(FileSteps(body: body, simulated: simulated))))
             .debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request: `start` is given the loop, the request, `context` (whose paths a closure with
-    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result.
+    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result; `mode`
+    /// is the call's mode argument, for a simulated loop.
     private static func single<Value>(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
-                                      sendsStat: Bool, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
+                                      sendsStat: Bool, mode: UInt16 = 0, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
         let call = context.call
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: context, work: .request(start: start, sendsStat: sendsStat)))
+        return FileSystemSignal(FileSystemSource(loop: loop, context: context, work: .request(start: start, sendsStat: sendsStat, mode: mode)))
             .debugNamed("+Files.\(call)")
     }
 
@@ -160,9 +173,9 @@ extension Files {
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
-    static func single(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+    static func single(_ context: consuming FileCallContext, on loop: EventLoop?, mode: UInt16 = 0, checks: () throws(UVError) -> Void,
                        _ start: @escaping FileSystemSource<Void>.Start) -> Signal<Void> {
-        single(context, on: loop, checks: checks, sendsStat: false, start)
+        single(context, on: loop, checks: checks, sendsStat: false, mode: mode, start)
     }
 }
 

@@ -69,7 +69,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func access(_ path: String, _ mode: FileAccess, on loop: EventLoop? = nil) -> Signal<Void> {
-        single(FileCallContext("access", path, mode: mode.rawValue), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("access", path), on: loop, mode: UInt16(truncatingIfNeeded: mode.rawValue), checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "access")
             guard mode.rawValue & ~7 == 0 else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "access mode \(mode.rawValue) is not a combination of read, write and execute",

@@ -52,6 +52,11 @@ public enum Files {
             try FileSystemArguments.check(path, in: "Files.chunks")
             try FileSystemArguments.require((1...maxChunkSize).contains(chunkSize), "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
                                             context: "Files.chunks \(path)")
+        }, simulated: { operation in
+            operation.simulateAll("read \(path)") { files throws(UVError) in
+                let bytes = try files.read(path, maxSize: .max, context: "read \(path)")
+                return stride(from: 0, to: bytes.count, by: chunkSize).map { Array(bytes[$0..<min($0 + chunkSize, bytes.count)]) }
+            }
         }) { operation in
             operation.open(path, flags: O_RDONLY | O_NONBLOCK) { file in
                 ChunkReading(operation: operation, path: path, file: file, chunkSize: chunkSize, openedHere: true).examine()

@@ -53,7 +53,7 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     }
 
     /// A fault armed on a path: the first call of its kind on that path at or after `at` fails with it.
-    package enum FaultKind: Sendable, Equatable {
+    package enum FaultKind: Sendable, Hashable {
         /// A write fails with `ENOSPC`.
         case noSpace
         /// An open fails with `EMFILE`.
@@ -69,6 +69,12 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     private var faults: [(kind: FaultKind, path: String, at: UInt64)] = []
     /// The faults that struck, in order: kind, path and virtual time.
     package private(set) var faultsStruck: [(kind: FaultKind, path: String, at: UInt64)] = []
+    /// Calls in a thousand of each kind that fail, drawn from `random` (set by the simulation).
+    package var drawnPerMille: [FaultKind: Int] = [:]
+    /// The seed's numbers for drawn faults.
+    package var random: (() -> UInt64)?
+    /// The drawn faults that struck, in order.
+    package private(set) var drawnStruck: [(kind: FaultKind, path: String, at: UInt64)] = []
 
     /// An empty tree (`/` alone, mode 0755) on `clock`'s time.
     package init(clock: VirtualClock) {
@@ -85,8 +91,12 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     func strike(_ kind: FaultKind, _ path: String, context: String) throws(UVError) {
         let now = clock.nanoseconds
         let absolute = Self.normalized(path)
-        guard let index = faults.firstIndex(where: { $0.kind == kind && $0.path == absolute && $0.at <= now }) else { return }
-        faults.remove(at: index)
+        if let index = faults.firstIndex(where: { $0.kind == kind && $0.path == absolute && $0.at <= now }) {
+            faults.remove(at: index)
+        } else {
+            guard let perMille = drawnPerMille[kind], perMille > 0, let random, random() % 1_000 < UInt64(perMille) else { return }
+            drawnStruck.append((kind, absolute, now))
+        }
         faultsStruck.append((kind, absolute, now))
         let code = switch kind {
         case .noSpace: UV_ENOSPC.rawValue
