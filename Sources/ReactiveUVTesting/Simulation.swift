@@ -20,7 +20,9 @@ import ReactiveUV
 /// records what a run armed, and `shrink(seed:faults:print:_:)` cuts a failing list down.
 /// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
-/// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
+/// times on virtual time), with `ENOSPC`, `EMFILE` and `EIO` from a plan or `setFileFaults(_:)`.
+/// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
