@@ -203,6 +203,30 @@ final class SimulatedFilesTests: XCTestCase {
         XCTAssertThrowsError(try Simulation(seed: 1).setFileFaults(SimulationFileFaults(readErrorPerMille: 1001)))
     }
 
+    func testADirectoryWatchHearsWhatInotifyWouldRaise() throws {
+        Simulation.check(seed: 49) { simulation in
+            XCTAssertNil(try outcome(Files.createDirectory("/w/sub", withParents: true), simulation).error)
+            let events = try simulation.record(FileWatch.changes(at: "/w"))
+            simulation.run(for: .milliseconds(1))
+            XCTAssertNil(try outcome(Files.write(Array("a".utf8), to: "/w/a"), simulation).error)
+            XCTAssertNil(try outcome(Files.write(Array("b".utf8), to: "/w/a", append: true), simulation).error)
+            XCTAssertNil(try outcome(Files.chmod("/w/a", 0o600), simulation).error)
+            XCTAssertNil(try outcome(Files.rename(from: "/w/a", to: "/w/b"), simulation).error)
+            XCTAssertNil(try outcome(Files.rename(from: "/w/b", to: "/w/sub/b"), simulation).error)
+            XCTAssertNil(try outcome(Files.write([1], to: "/w/sub/c"), simulation).error)
+            XCTAssertNil(try outcome(Files.createDirectory("/w/d"), simulation).error)
+            XCTAssertNil(try outcome(Files.removeDirectory("/w/d"), simulation).error)
+            XCTAssertEqual(events.values.map(\.description),
+                           ["renamed a", "changed a", "changed a", "changed a", "moved a -> b", "renamed b", "renamed d", "renamed d"],
+                           "made, written, appended, chmod, moved within, moved out; nothing from the subdirectory")
+            XCTAssertEqual(events.values.first?.path, "/w/a")
+            XCTAssertEqual(events.values[4].oldPath, "/w/a")
+            XCTAssertEqual(events.recorded.map(\.time), Array(repeating: ms(1), count: 8))
+            XCTAssertEqual(try outcome(FileWatch.changes(at: "/none"), simulation).error, .noSuchFile)
+            XCTAssertEqual(try outcome(FileWatch.changes(at: "/w/sub/c"), simulation).error, .notSupported)
+        }
+    }
+
     func testAFileSignalDisposedBeforeItsAnswerSendsNothing() throws {
         Simulation.check(seed: 47) { simulation in
             let recorder = try simulation.record(Files.write([1], to: "/x"))

@@ -16,9 +16,11 @@ extension SimulatedFileSystem {
 
     /// `chmod(2)`, following links.
     func changeMode(_ path: String, to mode: UInt32, context: String) throws(UVError) {
-        let node = try existing(path, followLast: true, context: context)
+        let (parent, name, found) = try locate(path, followLast: true, context: context)
+        guard let node = found else { throw Self.error(UV_ENOENT, context) }
         node.permissions = mode & 0o7777
         node.changed = now
+        notify(parent, .changed, name)
     }
 
     /// `mkdir(2)`: `EEXIST` for any name taken (a dangling link too), `EACCES` without write permission on the parent.
@@ -95,8 +97,11 @@ extension SimulatedFileSystem {
         }
         try require(3, of: from.parent, context)
         try require(3, of: to.parent, context)
-        setEntry(from.name, in: from.parent, to: nil)
-        setEntry(to.name, in: to.parent, to: moving)
+        // Within one directory its watchers hear one move; across two, each hears its side.
+        let within = from.parent === to.parent
+        setEntry(from.name, in: from.parent, to: nil, quietly: within)
+        setEntry(to.name, in: to.parent, to: moving, quietly: within)
+        if within { notify(to.parent, .moved, to.name, oldName: from.name) }
         moving.changed = now
     }
 
@@ -149,6 +154,7 @@ extension SimulatedFileSystem {
         }
         node.modified = now
         node.changed = now
+        notify(parent, .changed, name)
         try strike(.noSpace, path, context: context)
         guard case .file(var contents) = node.content else { return }
         node.content = .file([])

@@ -76,6 +76,30 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     /// The drawn faults that struck, in order.
     package private(set) var drawnStruck: [(kind: FaultKind, path: String, at: UInt64)] = []
 
+    /// What watches each directory (`SimulatedDirectoryWatch`), by the directory's node.
+    private var watchers: [ObjectIdentifier: [(key: Int, tell: (FileEvent.Kind, String, String?) -> Void)]] = [:]
+    private var nextWatcherKey = 0
+
+    /// Tells `tell` each change to `directory`'s entries (kind, name, old name of a move) until the returned closure runs.
+    func watch(_ directory: Node, _ tell: @escaping (FileEvent.Kind, String, String?) -> Void) -> () -> Void {
+        let id = ObjectIdentifier(directory)
+        nextWatcherKey += 1
+        let key = nextWatcherKey
+        watchers[id, default: []].append((key, tell))
+        // Holds the node, so its identifier is not reused while watched.
+        return { [self] in
+            _ = directory
+            watchers[id]?.removeAll { $0.key == key }
+            if watchers[id]?.isEmpty == true { watchers[id] = nil }
+        }
+    }
+
+    /// Tells the watchers of `directory` (if any) that `name` changed as `kind` says.
+    func notify(_ directory: Node, _ kind: FileEvent.Kind, _ name: String, oldName: String? = nil) {
+        guard !watchers.isEmpty, let list = watchers[ObjectIdentifier(directory)] else { return }
+        for watcher in list { watcher.tell(kind, name, oldName) }
+    }
+
     /// An empty tree (`/` alone, mode 0755) on `clock`'s time.
     package init(clock: VirtualClock) {
         self.clock = clock
@@ -179,8 +203,10 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         return node
     }
 
-    /// Sets `name` in `directory` to `node` (nil removes it), stamping the directory's times.
-    func setEntry(_ name: String, in directory: Node, to node: Node?) {
+    /// Sets `name` in `directory` to `node` (nil removes it), stamping the directory's times; its
+    /// watchers hear `.renamed` (an entry appeared or went, as libuv reports both) unless `quietly`.
+    func setEntry(_ name: String, in directory: Node, to node: Node?, quietly: Bool = false) {
+        if !quietly { notify(directory, .renamed, name) }
         guard case .directory(var entries) = directory.content else { return }
         directory.content = .directory([:])
         entries[name] = node
