@@ -20,7 +20,9 @@ import ReactiveUV
 /// records what a run armed, and `shrink(seed:faults:print:_:)` cuts a failing list down.
 /// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
-/// simulation. Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
+/// times on virtual time), with `ENOSPC`, `EMFILE` and `EIO` from a plan or `setFileFaults(_:)`.
+/// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
@@ -48,14 +50,16 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     private let virtualClock: VirtualClock
     /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
     package let network: SimulatedNetwork
+    /// The in-memory file system of this simulation's loops (`Files` on them).
+    package let files: SimulatedFileSystem
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
     private var report: HarnessReport?
-    /// The partitions asked so far, as faults (`injectedFaults`).
-    var partitionsInjected: [SimulationFault] = []
+    /// The partitions asked and file faults armed so far (`injectedFaults`).
+    var faultsArmed: [SimulationFault] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
     private var callbackPayload: UInt64?
 
@@ -73,7 +77,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         // Faults draw from a generator of their own, so they do not shift the order's draws.
         let faultNumbers = FaultNumbers(seed: seed)
         network = SimulatedNetwork(random: { faultNumbers.next() })
-        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network)
+        files = SimulatedFileSystem(clock: virtualClock)
+        let fileNumbers = FaultNumbers(seed: seed ^ 0xD1B5_4A32_D192_ED03)
+        files.random = { fileNumbers.next() }
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files)
         loops = [loop]
         SimulationDrivers.register(self)
         network.readObserver = { [weak self] bytes, status in
@@ -92,7 +99,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network)
+        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network, files: files)
         loops.append(made)
         return made
     }

@@ -17,13 +17,21 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     /// The hosts (loops, by name) `first` and `second` are cut off from each other from `at` for
     /// `duration`: their packets wait and land a latency after the heal, as TCP retransmits.
     case partition(_ first: String, _ second: String, at: Duration, for: Duration)
+    /// The first `Files.write` to `path` (absolute, as the program names it) at or after `at`
+    /// fails with `ENOSPC`; the file is made or emptied first, as a full disk leaves it.
+    case noSpace(path: String, at: Duration)
+    /// The first open of `path` (a whole-file read or write) at or after `at` fails with `EMFILE`.
+    case tooManyOpenFiles(path: String, at: Duration)
+    /// The first read of `path` at or after `at` fails with `EIO`.
+    case readError(path: String, at: Duration)
 
     /// When the fault strikes, from the start of the simulation.
     ///
     /// Thread rule: safe from any thread.
     public var time: Duration {
         switch self {
-        case .reset(_, let at), .partition(_, _, let at, _): at
+        case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
+             .readError(_, let at): at
         }
     }
 
@@ -36,6 +44,12 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".reset(connection: \(connection), at: \(Self.swiftCode(at)))"
         case .partition(let first, let second, let at, let duration):
             ".partition(\(Self.quoted(first)), \(Self.quoted(second)), at: \(Self.swiftCode(at)), for: \(Self.swiftCode(duration)))"
+        case .noSpace(let path, let at):
+            ".noSpace(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .tooManyOpenFiles(let path, let at):
+            ".tooManyOpenFiles(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .readError(let path, let at):
+            ".readError(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         }
     }
 
@@ -57,6 +71,9 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             if first == second { return "a partition needs two hosts, got '\(first)' twice" }
             if at < .zero { return "a partition's time must not be negative, got \(at)" }
             if duration < .zero { return "a partition's duration must not be negative, got \(duration)" }
+        case .noSpace(let path, let at), .tooManyOpenFiles(let path, let at), .readError(let path, let at):
+            if path.isEmpty { return "a file fault needs a path, got an empty one" }
+            if at < .zero { return "a file fault's time must not be negative, got \(at)" }
         }
         return nil
     }
@@ -115,7 +132,16 @@ extension Simulation {
             let start = max(at.clampedNanoseconds, now.nanoseconds)
             let (heal, overflow) = at.clampedNanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
             network.partition(first, second, from: start, until: overflow ? .max : heal)
-            partitionsInjected.append(fault)
+            faultsArmed.append(fault)
+        case .noSpace(let path, let at):
+            files.arm(.noSpace, path: path, at: at.clampedNanoseconds)
+            faultsArmed.append(fault)
+        case .tooManyOpenFiles(let path, let at):
+            files.arm(.tooManyOpenFiles, path: path, at: at.clampedNanoseconds)
+            faultsArmed.append(fault)
+        case .readError(let path, let at):
+            files.arm(.readError, path: path, at: at.clampedNanoseconds)
+            faultsArmed.append(fault)
         }
     }
 
@@ -126,7 +152,7 @@ extension Simulation {
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (partitionsInjected + resets).enumerated()
+        return (faultsArmed + resets + drawnFileFaults).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

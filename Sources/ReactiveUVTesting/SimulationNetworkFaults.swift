@@ -88,7 +88,7 @@ extension Simulation {
         guard duration >= .zero else { throw SimulationMisuse("partition: the duration must not be negative, got \(duration)") }
         let (heal, overflow) = now.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
         network.partition(first, second, until: overflow ? .max : heal)
-        partitionsInjected.append(.partition(first.name, second.name, at: .nanoseconds(Int64(clamping: now.nanoseconds)), for: duration))
+        faultsArmed.append(.partition(first.name, second.name, at: .nanoseconds(Int64(clamping: now.nanoseconds)), for: duration))
     }
 
     /// How many connections had a reset armed so far (drawn from the seed or planned); one that

@@ -102,6 +102,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     package let virtualClock: VirtualClock?
     /// The network a simulated loop's TCP connections and servers use; nil for a real loop.
     package let simulatedNetwork: SimulatedNetwork?
+    /// The in-memory file system a simulated loop's `Files` calls use; nil for a real loop.
+    package let simulatedFiles: SimulatedFileSystem?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -137,10 +139,11 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default,
-         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil) {
+         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil, simulatedFiles: SimulatedFileSystem? = nil) {
         self.name = name
         self.virtualClock = virtualClock
         self.simulatedNetwork = simulatedNetwork
+        self.simulatedFiles = simulatedFiles
         self.ownsThread = ownsThread
         self.isShared = isShared
         uvLoop = .allocate(capacity: 1)

@@ -84,7 +84,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
     @exclusivity(unchecked) private var output: Output
     @exclusivity(unchecked) private var pending = Pending.none
     /// The pending (or last) step's call, for labels.
-    @exclusivity(unchecked) private var stepContext: String?
+    @exclusivity(unchecked) var stepContext: String?
     /// What to undo at the end, newest last.
     @exclusivity(unchecked) private var releases: [() -> Void] = []
     @exclusivity(unchecked) private var poolWork: (() -> Void)?
@@ -244,7 +244,10 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
 
     /// Runs the request of a one-request signal: sends what its `read` makes of the result, then completes.
     func single(_ signal: FileSystemSignal<Value>) {
-        guard mayStart() else { return }
+        // `mayStart` with the simulated loop's answer in place of its refusal.
+        guard isRunning else { return }
+        if loop.isSimulated { return simulateSingle(signal) }
+        guard loop.acceptsNewRequests else { return finish(EventLoopError.shutDown(loop: loop.name)) }
         pending = .single(signal)
         let uvLoop = loop.uvLoop
         begin({ signal.source.start(uvLoop, $0) }, failed: nil)
@@ -386,7 +389,7 @@ final class FileOperation<Value>: FileSystemRequest, LoopDisposable, ObserverRel
             uv_fs_req_cleanup(fs)
             return runReleases()
         }
-        guard result >= 0, case .request(_, let sendsStat) = signal.source.work else {
+        guard result >= 0, case .request(_, let sendsStat, _) = signal.source.work else {
             uv_fs_req_cleanup(fs)
             endAfterOutput()
             return gate.sendError(UVError(code: Int32(truncatingIfNeeded: result), context: signal.source.context.description))

@@ -22,9 +22,10 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
 
     enum Work {
         /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`: `Value` is `FileInfo`), or only completes.
-        case request(start: Start, sendsStat: Bool)
-        /// A longer operation, whose first step `body` starts.
-        case steps((FileOperation<Value>) -> Void)
+        /// `mode` is the call's mode argument (`access`, `chmod`), which a simulated loop's answer reads.
+        case request(start: Start, sendsStat: Bool, mode: UInt16)
+        /// A longer operation: its steps, or its answer on a simulated loop.
+        case steps(FileSteps<Value>)
     }
 
     let loop: EventLoop?
@@ -49,7 +50,11 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
         if subscription.isDisposed { return }
         subscription.add(LoopBinding.open(on: signal.source.loop, for: subscriber, what: "Files.\(signal.source.context.call)") { loop in
             let operation = FileOperation(loop: loop, subscriber: subscriber)
-            if case .steps(let body) = signal.source.work { body(operation) } else { operation.single(signal) }
+            guard case .steps(let steps) = signal.source.work else {
+                operation.single(signal)
+                return operation
+            }
+            if let simulated = steps.simulated, loop.isSimulated { simulated(operation) } else { steps.body(operation) }
             return operation
         })
     }
@@ -70,7 +75,7 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     /// Starts a one-request signal's request.
     @inline(__always)
     func start(_ loop: UnsafeMutablePointer<uv_loop_t>, _ request: UnsafeMutablePointer<uv_fs_t>) -> Int32 {
-        guard case .request(let start, _) = work else { return UVError.invalidArgumentCode }
+        guard case .request(let start, _, _) = work else { return UVError.invalidArgumentCode }
         return start(loop, request, context, fileSystemRequestCallback)
     }
 }
@@ -82,6 +87,21 @@ extension FileOperation {
         let operation = FileOperation(loop: loop, output: .gate(.sink(sink)))
         operation.single(signal)
         sink.attachRoot(consume operation)
+    }
+}
+
+/// A longer file-system operation's bodies: `body` starts its first step; on a simulated loop
+/// `simulated` runs instead (its answer from the in-memory tree), or, when nil, the first step is refused.
+///
+/// Thread rule: immutable; the closures run on the loop thread only.
+final class FileSteps<Value>: @unchecked Sendable {
+    // Sendable: immutable, and its closures run on the operation's loop thread only.
+    let body: (FileOperation<Value>) -> Void
+    let simulated: ((FileOperation<Value>) -> Void)?
+
+    init(body: @escaping (FileOperation<Value>) -> Void, simulated: ((FileOperation<Value>) -> Void)?) {
+        self.body = body
+        self.simulated = simulated
     }
 }
 
@@ -126,19 +146,23 @@ extension Files {
 
     /// A cold file-system signal: `checks` run when it is made (their error fails each subscriber before
     /// any request), then `body` starts the operation's first step on the loop thread.
+    /// `simulated` is what the operation does on a simulated loop (its answer from the in-memory tree).
     static func operation<Value>(_ call: StaticString, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+                                 simulated: ((FileOperation<Value>) -> Void)? = nil,
                                  _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(body))).debugNamed("+Files.\(call)")
+        return FileSystemSignal(FileSystemSource(loop: loop, context: FileCallContext(call, ""), work: .steps(FileSteps(body: body, simulated: simulated))))
+            .debugNamed("+Files.\(call)")
     }
 
     /// A signal of one request: `start` is given the loop, the request, `context` (whose paths a closure with
-    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result.
+    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result; `mode`
+    /// is the call's mode argument, for a simulated loop.
     private static func single<Value>(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
-                                      sendsStat: Bool, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
+                                      sendsStat: Bool, mode: UInt16 = 0, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
         let call = context.call
         if let refusal = refusal(checks) { return Signal.error(refusal).debugNamed("+Files.\(call)") }
-        return FileSystemSignal(FileSystemSource(loop: loop, context: context, work: .request(start: start, sendsStat: sendsStat)))
+        return FileSystemSignal(FileSystemSource(loop: loop, context: context, work: .request(start: start, sendsStat: sendsStat, mode: mode)))
             .debugNamed("+Files.\(call)")
     }
 
@@ -149,9 +173,9 @@ extension Files {
     }
 
     /// A signal of one request that completes (with no value) when it succeeds.
-    static func single(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
+    static func single(_ context: consuming FileCallContext, on loop: EventLoop?, mode: UInt16 = 0, checks: () throws(UVError) -> Void,
                        _ start: @escaping FileSystemSource<Void>.Start) -> Signal<Void> {
-        single(context, on: loop, checks: checks, sendsStat: false, start)
+        single(context, on: loop, checks: checks, sendsStat: false, mode: mode, start)
     }
 }
 

@@ -9,7 +9,7 @@ extension Files {
     /// Sets the permission bits of `path` to `mode` (`chmod(2)`, following links), then completes; a mode beyond
     /// 0o7777 fails with `EINVAL`, a file the caller does not own with `EPERM`. Thread rule: safe from any thread.
     public static func chmod(_ path: String, _ mode: UInt32, on loop: EventLoop? = nil) -> Signal<Void> {
-        single(FileCallContext("chmod", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("chmod", path), on: loop, mode: UInt16(truncatingIfNeeded: mode), checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "chmod")
             try FileSystemArguments.check(mode: mode, in: "chmod \(path)")
         }, { uv_fs_chmod($0, $1, path, Int32(mode), $3) })

@@ -39,6 +39,15 @@ extension Files {
         operation("createDirectory", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "mkdir")
             try FileSystemArguments.check(mode: mode, in: "mkdir \(path)")
+        }, simulated: { operation in
+            operation.simulate("mkdir \(path)") { files throws(UVError) in
+                if withParents {
+                    try files.makeDirectories(path, mode: mode, context: "mkdir \(path)")
+                } else {
+                    try files.makeDirectory(path, mode: mode, context: "mkdir \(path)")
+                }
+                return nil
+            }
         }) { operation in
             if withParents {
                 DirectoryCreation(operation: operation, path: path, mode: Int32(mode)).makeLevel()
@@ -73,6 +82,11 @@ extension Files {
         operation("removeTree", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "removeTree")
             if let refusal = TreeRemoval.refusal(of: path) { throw refusal }
+        }, simulated: { operation in
+            operation.simulate("removeTree \(path)") { files throws(UVError) in
+                try files.removeTree(path, context: "removeTree \(path)")
+                return nil
+            }
         }) { operation in
             TreeRemoval(operation: operation, root: path).start()
         }
@@ -119,6 +133,8 @@ extension Files {
         operation("list", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "opendir")
             try FileSystemArguments.require(batchSize > 0, "batch size must be positive, not \(batchSize)", context: "opendir \(path)")
+        }, simulated: { operation in
+            operation.simulateAll("opendir \(path)") { files throws(UVError) in try files.list(path, context: "opendir \(path)") }
         }) { operation in
             DirectoryListing(operation: operation, path: path, batchSize: batchSize, afterEachBatch: afterEachBatch,
                              afterEachRead: afterEachRead).start()

@@ -92,7 +92,9 @@ extension Files {
     /// Sends what the symbolic link at `path` contains (`readlink(2)`), unresolved; anything else is `EINVAL`, and a
     /// target that is not valid UTF-8 fails with `EILSEQ` (a `String` would change it). Thread rule: safe from any thread.
     public static func readLink(_ path: String, on loop: EventLoop? = nil) -> Signal<String> {
-        pathAnswer("readLink", "readlink", path, on: loop) { uv_fs_readlink($0, $1, path, $2) }
+        pathAnswer("readLink", "readlink", path, on: loop, simulated: { files throws(UVError) in
+            try files.readLink(path, context: "readlink \(path)")
+        }) { uv_fs_readlink($0, $1, path, $2) }
     }
 
     /// Sends the absolute path of `path` with every link, `.` and `..` resolved (`realpath(3)`); a missing path is
@@ -104,9 +106,11 @@ extension Files {
     /// A call whose answer is a path (`readlink`, `realpath`): sent if it is valid UTF-8, else `EILSEQ`.
     private static func pathAnswer(
         _ name: StaticString, _ call: StaticString, _ path: String, on loop: EventLoop?,
+        simulated: ((SimulatedFileSystem) throws(UVError) -> String)? = nil,
         _ start: @escaping (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, @escaping uv_fs_cb) -> Int32
     ) -> Signal<String> {
-        operation(name, on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "\(call)") }) { operation in
+        operation(name, on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "\(call)") },
+                  simulated: simulated.map { answer in { operation in operation.simulate("\(call) \(path)", answer) } }) { operation in
             let context = "\(call) \(path)"
             operation.request(context, start, read: { _, fs in
                 String(validatingCString: fs.pointee.ptr.assumingMemoryBound(to: CChar.self))

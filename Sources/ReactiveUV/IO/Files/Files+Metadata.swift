@@ -69,7 +69,7 @@ extension Files {
     ///
     /// Thread rule: safe from any thread.
     public static func access(_ path: String, _ mode: FileAccess, on loop: EventLoop? = nil) -> Signal<Void> {
-        single(FileCallContext("access", path), on: loop, checks: { () throws(UVError) in
+        single(FileCallContext("access", path), on: loop, mode: UInt16(truncatingIfNeeded: mode.rawValue), checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "access")
             guard mode.rawValue & ~7 == 0 else {
                 throw UVError(code: UVError.invalidArgumentCode, message: "access mode \(mode.rawValue) is not a combination of read, write and execute",
@@ -93,6 +93,15 @@ extension Files {
         // An empty path names no file: `access` answers `ENOENT`, which is `false` here.
         operation("exists", on: loop, checks: { () throws(UVError) in
             if !path.isEmpty { try FileSystemArguments.check(path, in: "exists") }
+        }, simulated: { operation in
+            operation.simulate("access \(path)") { files throws(UVError) in
+                do throws(UVError) {
+                    try files.access(path, mode: 0, context: "access \(path)")
+                    return true
+                } catch where error.code == UVError.noSuchFileCode {
+                    return false
+                }
+            }
         }) { operation in
             let answer = { (exists: Bool) in
                 operation.send(exists)

@@ -37,6 +37,8 @@ public enum Files {
         operation("read", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "Files.read")
             try FileSystemArguments.require(maxSize >= 0, "maxSize must be 0 or more, not \(maxSize)", context: "Files.read \(path)")
+        }, simulated: { operation in
+            operation.simulate("read \(path)") { files throws(UVError) in try files.read(path, maxSize: maxSize, context: "read \(path)") }
         }) { operation in
             WholeFileRead(operation: operation, path: path, maxSize: maxSize, readSize: readSize, afterEachRead: afterEachRead).start()
         }
@@ -50,6 +52,11 @@ public enum Files {
             try FileSystemArguments.check(path, in: "Files.chunks")
             try FileSystemArguments.require((1...maxChunkSize).contains(chunkSize), "chunkSize must be 1...\(maxChunkSize) bytes, not \(chunkSize)",
                                             context: "Files.chunks \(path)")
+        }, simulated: { operation in
+            operation.simulateAll("read \(path)") { files throws(UVError) in
+                let bytes = try files.read(path, maxSize: .max, context: "read \(path)")
+                return stride(from: 0, to: bytes.count, by: chunkSize).map { Array(bytes[$0..<min($0 + chunkSize, bytes.count)]) }
+            }
         }) { operation in
             operation.open(path, flags: O_RDONLY | O_NONBLOCK) { file in
                 ChunkReading(operation: operation, path: path, file: file, chunkSize: chunkSize, openedHere: true).examine()
@@ -67,7 +74,12 @@ public enum Files {
     /// `write(_:to:append:on:)` for any bytes, with the largest request (tests make it small).
     static func write(_ bytes: WriteBytes, to path: String, append: Bool = false, on loop: EventLoop? = nil,
                       largestRequest: Int = largestWriteRequest) -> Signal<Void> {
-        operation("write", on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "Files.write") }) { operation in
+        operation("write", on: loop, checks: { () throws(UVError) in try FileSystemArguments.check(path, in: "Files.write") }, simulated: { operation in
+            operation.simulate("write \(path)") { files throws(UVError) in
+                try files.write(bytes.withBytes { Array($0) }, to: path, append: append, mode: 0o644, context: "write \(path)")
+                return nil
+            }
+        }) { operation in
             let flags = O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC)
             operation.open(path, flags: flags, mode: 0o644, failed: { error in
                 guard error.code == UV_ENXIO.rawValue else { return operation.finish(error) }

@@ -159,7 +159,10 @@ public enum FileWatch {
                 subscriber.sendError(refusal)
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes", refusingSimulation: "Watch") { loop in
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
+                if loop.isSimulated {
+                    return SimulatedDirectoryWatch.open(path, recursive: recursive, files: loop.simulatedFiles, loop: loop, subscriber: subscriber)
+                }
                 let session = FileWatchSession(loop: loop, root: path, recursive: recursive, followSymlinks: followSymlinks,
                                                subscriber: subscriber)
                 return LoopBinding.started(session, for: subscriber) { try session.start() }
