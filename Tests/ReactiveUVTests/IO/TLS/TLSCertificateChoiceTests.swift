@@ -5,20 +5,7 @@ import XCTest
 
 /// Which certificate a TLS server presents: chosen by the client's SNI among several (checked with
 /// `openssl s_client -servername` and our client), and replaced by `reloadCertificates` without a restart.
-final class TLSCertificateChoiceTests: XCTestCase {
-    private var certificates: TLSTestCertificates!
-
-    override func setUpWithError() throws {
-        certificates = try TLSTestCertificates.shared()
-    }
-
-    private func withHarness(_ body: (LoopHarness) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
-        let harness = LoopHarness(name: "tls-certificates")
-        do { try body(harness) } catch { XCTFail("\(error)", file: file, line: line) }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
-    }
-
+final class TLSCertificateChoiceTests: TLSTestCase {
     private var alpha: TLSCertificateChain { TLSCertificateChain(.file(certificates.alphaCertificate), privateKey: .file(certificates.serverKey)) }
     private var beta: TLSCertificateChain { TLSCertificateChain(.file(certificates.betaCertificate), privateKey: .file(certificates.serverKey)) }
 

@@ -4,20 +4,7 @@ import ReactiveUVTesting
 import XCTest
 
 /// `TCP.connect(host:port:tls:)` against real peers: Python's `ssl` module and `openssl s_server`.
-final class TLSClientTests: XCTestCase {
-    private var certificates: TLSTestCertificates!
-
-    override func setUpWithError() throws {
-        certificates = try TLSTestCertificates.shared()
-    }
-
-    private func withHarness(_ body: (LoopHarness) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
-        let harness = LoopHarness(name: "tls-client")
-        do { try body(harness) } catch { XCTFail("\(error)", file: file, line: line) }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
-    }
-
+final class TLSClientTests: TLSTestCase {
     /// A Python echo server with `certificate`; returns it and its port.
     private func pythonServer(certificate: String? = nil, key: String? = nil, clientCA: String = "-", alpn: String = "-") throws -> (ToolProcess, Int) {
         let server = try startPython(pythonEchoServer, [certificate ?? certificates.serverCertificate, key ?? certificates.serverKey, clientCA, alpn])

@@ -5,20 +5,7 @@ import XCTest
 
 /// Client session resumption: a second connection to the same server resumes the first one's
 /// session (TLS 1.3 ticket, TLS 1.2 session), against our server and `openssl s_server`.
-final class TLSResumptionTests: XCTestCase {
-    private var certificates: TLSTestCertificates!
-
-    override func setUpWithError() throws {
-        certificates = try TLSTestCertificates.shared()
-    }
-
-    private func withHarness(_ body: (LoopHarness) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
-        let harness = LoopHarness(name: "tls-resumption")
-        do { try body(harness) } catch { XCTFail("\(error)", file: file, line: line) }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
-    }
-
+final class TLSResumptionTests: TLSTestCase {
     /// Connects, sends `message`, reads `answer` (a TLS 1.3 server's tickets come before it), closes;
     /// returns what the handshake agreed on.
     private func exchange(_ harness: LoopHarness, host: String = "localhost", port: Int, tls: TLSClientConfiguration,

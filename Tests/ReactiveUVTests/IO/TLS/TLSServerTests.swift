@@ -5,20 +5,7 @@ import XCTest
 
 /// `TCPServer.serve(...tls:)` against real clients (Python's `ssl`, `openssl s_client`, plain
 /// sockets sending what is not TLS) and against our own TLS client.
-final class TLSServerTests: XCTestCase {
-    private var certificates: TLSTestCertificates!
-
-    override func setUpWithError() throws {
-        certificates = try TLSTestCertificates.shared()
-    }
-
-    private func withHarness(_ body: (LoopHarness) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
-        let harness = LoopHarness(name: "tls-server")
-        do { try body(harness) } catch { XCTFail("\(error)", file: file, line: line) }
-        let report = harness.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
-    }
-
+final class TLSServerTests: TLSTestCase {
     /// An echo server on a free port (each connection echoes what it reads and closes after the
     /// peer's end); returns its recorder, its port and the handshake failures it heard of.
     private func startEchoServer(_ harness: LoopHarness, tls: TLSServerConfiguration) throws

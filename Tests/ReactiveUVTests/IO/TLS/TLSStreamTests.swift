@@ -5,13 +5,7 @@ import XCTest
 
 /// A TLS connection behaves as a stream connection: the async forms, flow control with records
 /// buffered while the reader is paused, and a peer that cuts a record short.
-final class TLSStreamTests: XCTestCase {
-    private var certificates: TLSTestCertificates!
-
-    override func setUpWithError() throws {
-        certificates = try TLSTestCertificates.shared()
-    }
-
+final class TLSStreamTests: TLSTestCase {
     func testWithConnectionEchoesMegabytesThroughAServerPausedByItsOwnBackpressure() async throws {
         let certificates = self.certificates!
         await withFinishedHarness(named: "tls-async") { harness in

@@ -270,3 +270,21 @@ else:
     raw.close()
 print("DONE", flush=True)
 """
+
+/// The base of the TLS test classes: the shared certificates, and a harness whose leak check ends the test.
+class TLSTestCase: XCTestCase {
+    var certificates: TLSTestCertificates!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        certificates = try TLSTestCertificates.shared()
+    }
+
+    /// Runs `body` with a harness named after the test class; fails on a thrown error or what `finish()` reports.
+    func withHarness(_ body: (LoopHarness) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
+        let harness = LoopHarness(name: String(describing: type(of: self)))
+        do { try body(harness) } catch { XCTFail("\(error)", file: file, line: line) }
+        let report = harness.finish()
+        XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
+    }
+}
