@@ -35,6 +35,14 @@ extension Simulation {
             if !simulation.finish().problems.isEmpty { failed = true }
             return failed
         }
+        // A plan the simulation refuses is said as such, not taken for a run that passes (a part of a
+        // valid plan is valid, so the runs below cannot be refused).
+        do {
+            _ = try Simulation(seed: seed, faultPlan: faults).finish()
+        } catch {
+            print("simulation seed \(seed): the fault plan is refused (\(error)); nothing to shrink")
+            return faults
+        }
         guard fails(faults) else {
             print("simulation seed \(seed): the run does not fail with these \(faults.count) fault(s); nothing to shrink")
             return faults

@@ -9,22 +9,6 @@ final class TLSCertificateChoiceTests: TLSTestCase {
     private var alpha: TLSCertificateChain { TLSCertificateChain(.file(certificates.alphaCertificate), privateKey: .file(certificates.serverKey)) }
     private var beta: TLSCertificateChain { TLSCertificateChain(.file(certificates.betaCertificate), privateKey: .file(certificates.serverKey)) }
 
-    /// An echo server on a free port; returns its port and the handshake failures it heard of.
-    private func startEchoServer(_ harness: LoopHarness, tls: TLSServerConfiguration) throws -> (Int, Locked<[TLSError]>) {
-        let failures = Locked<[TLSError]>([])
-        let events = TCPServer.serve(host: "127.0.0.1", port: 0, tls: tls, on: harness.loop,
-                                     onHandshakeFailure: { error in failures.withLock { $0.append(error) } })
-            .map { event -> TCPServer.Event in
-                if case .accepted(let connection) = event {
-                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
-                }
-                return event
-            }
-        let server = try harness.record(events, label: "tls server")
-        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
-        return (address.port, failures)
-    }
-
     /// The subject line `openssl s_client -servername NAME` prints for the server's certificate ("subject=CN = alpha.test").
     private func subjectSeenByOpenSSL(port: Int, serverName: String?) throws -> String {
         let client = try startTool("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.caCertificate]
@@ -50,7 +34,7 @@ final class TLSCertificateChoiceTests: TLSTestCase {
         let tls = try TLSServerConfiguration(certificateChain: .file(certificates.serverCertificate), privateKey: .file(certificates.serverKey),
                                              serverNames: ["alpha.test": alpha, "*.beta.test": beta])
         withHarness { harness in
-            let (port, failures) = try startEchoServer(harness, tls: tls)
+            let (_, port, failures) = try startTLSEchoServer(harness, tls: tls)
             XCTAssertEqual(try subjectSeenByOpenSSL(port: port, serverName: "alpha.test"), "subject=CN = alpha.test")
             XCTAssertEqual(try subjectSeenByOpenSSL(port: port, serverName: "ALPHA.test"), "subject=CN = alpha.test", "names match in any case")
             XCTAssertEqual(try subjectSeenByOpenSSL(port: port, serverName: "api.beta.test"), "subject=CN = beta.test", "the wildcard")
@@ -66,7 +50,7 @@ final class TLSCertificateChoiceTests: TLSTestCase {
     func testWithoutADefaultAnUnknownServerNameFailsAsUnrecognizedNameOnBothEnds() throws {
         let tls = try TLSServerConfiguration(defaultCertificate: nil, serverNames: ["alpha.test": alpha])
         withHarness { harness in
-            let (port, failures) = try startEchoServer(harness, tls: tls)
+            let (_, port, failures) = try startTLSEchoServer(harness, tls: tls)
             XCTAssertEqual(try echoWithOurClient(harness, port: port, serverName: "alpha.test")?.peerCommonName, "alpha.test")
             let client = try TLSClientConfiguration(trustRoots: .certificates(.file(certificates.caCertificate)), serverName: "other.test",
                                                     verifiesHostname: false)
@@ -96,7 +80,7 @@ final class TLSCertificateChoiceTests: TLSTestCase {
     func testReloadingServesTheNewCertificateToNewClientsWhileAConnectionMadeBeforeKeepsWorking() throws {
         let tls = try TLSServerConfiguration(certificateChain: .file(certificates.alphaCertificate), privateKey: .file(certificates.serverKey))
         withHarness { harness in
-            let (port, failures) = try startEchoServer(harness, tls: tls)
+            let (_, port, failures) = try startTLSEchoServer(harness, tls: tls)
             let client = try TLSClientConfiguration(trustRoots: .certificates(.file(certificates.caCertificate)), verifiesHostname: false)
             let before = try harness.record(TCP.connect(host: "127.0.0.1", port: port, tls: client, on: harness.loop)).waitForValues(1)[0]
             XCTAssertEqual(before.tls?.peerCommonName, "alpha.test")
@@ -132,7 +116,7 @@ final class TLSCertificateChoiceTests: TLSTestCase {
         XCTAssertThrowsError(try tls.reloadCertificates(defaultCertificate: TLSCertificateChain(.file("/nonexistent/cert.pem"),
                                                                                                  privateKey: .file(certificates.serverKey))))
         withHarness { harness in
-            let (port, _) = try startEchoServer(harness, tls: tls)
+            let (_, port, _) = try startTLSEchoServer(harness, tls: tls)
             XCTAssertEqual(try subjectSeenByOpenSSL(port: port, serverName: nil), "subject=CN = alpha.test", "the old certificate is still served")
         }
     }

@@ -19,22 +19,10 @@ final class TLSResumptionTests: TLSTestCase {
         return try XCTUnwrap(connection.tls)
     }
 
-    private func startEchoServer(_ harness: LoopHarness) throws -> Int {
-        let events = TCPServer.serve(host: "127.0.0.1", port: 0, tls: try certificates.server(), on: harness.loop)
-            .map { event -> TCPServer.Event in
-                if case .accepted(let connection) = event {
-                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
-                }
-                return event
-            }
-        let server = try harness.record(events, label: "tls server")
-        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
-        return address.port
-    }
 
     func testASecondConnectionToOurServerResumesAndAThirdResumesWithTheNewTicket() throws {
         withHarness { harness in
-            let port = try startEchoServer(harness)
+            let port = try startTLSEchoServer(harness, tls: certificates.server()).port
             let tls = try certificates.client()
             let first = try exchange(harness, port: port, tls: tls)
             XCTAssertFalse(first.resumed, "nothing to resume yet")

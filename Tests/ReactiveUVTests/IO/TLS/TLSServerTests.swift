@@ -6,22 +6,10 @@ import XCTest
 /// `TCPServer.serve(...tls:)` against real clients (Python's `ssl`, `openssl s_client`, plain
 /// sockets sending what is not TLS) and against our own TLS client.
 final class TLSServerTests: TLSTestCase {
-    /// An echo server on a free port (each connection echoes what it reads and closes after the
-    /// peer's end); returns its recorder, its port and the handshake failures it heard of.
+    /// The shared echo server, half-open allowed (a client's FIN leaves the echo of what it sent to come).
     private func startEchoServer(_ harness: LoopHarness, tls: TLSServerConfiguration) throws
-        -> (EventRecorder<TCPServer.Event>, Int, Locked<[TLSError]>) {
-        let failures = Locked<[TLSError]>([])
-        let events = TCPServer.serve(host: "127.0.0.1", port: 0, options: TCPOptions(allowHalfOpen: true), tls: tls, on: harness.loop,
-                                     onHandshakeFailure: { error in failures.withLock { $0.append(error) } })
-            .map { event -> TCPServer.Event in
-                if case .accepted(let connection) = event {
-                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
-                }
-                return event
-            }
-        let server = try harness.record(events, label: "tls server")
-        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
-        return (server, address.port, failures)
+        -> (server: EventRecorder<TCPServer.Event>, port: Int, failures: Locked<[TLSError]>) {
+        try startTLSEchoServer(harness, tls: tls, options: TCPOptions(allowHalfOpen: true))
     }
 
     /// Waits for the first handshake failure and returns it; it names the client's address.

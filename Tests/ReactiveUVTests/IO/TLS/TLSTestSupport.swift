@@ -287,4 +287,22 @@ class TLSTestCase: XCTestCase {
         let report = harness.finish()
         XCTAssertTrue(report.isClean, "\(report.problems)", file: file, line: line)
     }
+
+    /// An echo server on a free port (each connection echoes what it reads and closes after the
+    /// peer's end); returns its recorder, its port and the handshake failures it heard of.
+    func startTLSEchoServer(_ harness: LoopHarness, tls: TLSServerConfiguration, options: TCPOptions = TCPOptions()) throws
+        -> (server: EventRecorder<TCPServer.Event>, port: Int, failures: Locked<[TLSError]>) {
+        let failures = Locked<[TLSError]>([])
+        let events = TCPServer.serve(host: "127.0.0.1", port: 0, options: options, tls: tls, on: harness.loop,
+                                     onHandshakeFailure: { error in failures.withLock { $0.append(error) } })
+            .map { event -> TCPServer.Event in
+                if case .accepted(let connection) = event {
+                    connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
+                }
+                return event
+            }
+        let server = try harness.record(events, label: "tls server")
+        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
+        return (server, address.port, failures)
+    }
 }
