@@ -341,6 +341,26 @@ case "async-stat":
         done.raise()
     }
     done.wait()
+case "async-stat-isolated":
+    // The same stats from 32 tasks isolated to the loop (`loop.task`).
+    let path = NSTemporaryDirectory() + "reactiveuv-profile-astat-\(getpid())"
+    guard FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])) else { fatalError("cannot create \(path)") }
+    defer { unlink(path) }
+    let remaining = Flag()
+    let finished = ListTally()
+    for task in 0..<32 {
+        loop.task { _ in
+            var index = task
+            while index < count {
+                let info = try? await FileSystem.stat(path, on: loop)
+                if info?.size != 3 { print("bad") }
+                index += 32
+            }
+            finished.entries += 1
+            if finished.entries == 32 { remaining.raise() }
+        }
+    }
+    remaining.wait()
 case "async-resume":
     // The floor of any async form over a loop callback: `count` awaits, from 32 tasks that prefer the loop,
     // of a continuation the loop resumes from a queued closure (no I/O, no signal, no cancellation handler).
@@ -362,7 +382,7 @@ case "async-resume":
         done.raise()
     }
     done.wait()
-case "list", "rawc-list", "async-list":
+case "list", "rawc-list", "async-list", "async-list-isolated":
     // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
     // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline; or (async-list)
     // `for try await` over `FileSystem.list` in a task that prefers the loop. The directory
@@ -380,6 +400,23 @@ case "list", "rawc-list", "async-list":
             var entries: UInt64 = 0
             _ = rawc_fs_list(directory, Int32(Files.listBatchSize), &entries)
             if entries != 20_000 { print("listed \(entries)") }
+        } else if mode == "async-list-isolated" {
+            // The same loop in a task isolated to the loop (`loop.task`): no task executor preference to look up per hop.
+            let done = Flag()
+            let listed = ListTally()
+            loop.task { _ in
+                do {
+                    for try await entry in FileSystem.list(directory, on: loop) {
+                        listed.entries += 1
+                        listed.nameBytes += entry.name.utf8.count
+                    }
+                } catch {
+                    print("async-list: \(error)")
+                }
+                done.raise()
+            }
+            done.wait()
+            if listed.entries != 20_000 || listed.nameBytes == 0 { print("listed \(listed.entries)") }
         } else if mode == "async-list" {
             let done = Flag()
             let listed = ListTally()
@@ -410,7 +447,7 @@ case "list", "rawc-list", "async-list":
         }
     }
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-stat, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-list-isolated, async-stat, async-stat-isolated, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake")
 }
 loop.shutdown()
 

@@ -91,7 +91,7 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         // The only strong reference to the token (the callbacks hold the channel), so the token dies
         // with the last copy of the iterator.
-        let lifetime: ValuesIteratorLifetime<Value>
+        @usableFromInline let lifetime: ValuesIteratorLifetime<Value>
 
         /// The next value, or nil once the signal completed or the task was cancelled (buffered values dropped).
         ///
@@ -108,16 +108,21 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
+        @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Value? {
-            try await lifetime.channel.next()
+            // A value already buffered is taken without an async call: inlined into the loop, the
+            // iteration pays no task allocation and no executor check per value.
+            if !Task.isCancelled, let value = lifetime.channel.takeBuffered() { return value }
+            return try await lifetime.channel.next()
         }
     }
 }
 
 /// Owned by the iterator alone; its deinit, the "loop left early" signal, disposes the
 /// subscription (the channel and the subscription reference each other while the source is live).
+@usableFromInline
 final class ValuesIteratorLifetime<Value>: Sendable {
-    let channel: ValuesChannel<Value>
+    @usableFromInline let channel: ValuesChannel<Value>
 
     init(_ channel: ValuesChannel<Value>) { self.channel = channel }
 
@@ -132,29 +137,31 @@ final class ValuesIteratorLifetime<Value>: Sendable {
 /// Its methods run unspecialized for a value type from another module, where every type built on
 /// `Value` needs a metadata lookup: so only the buffer and `handoff` are, the continuation carries
 /// nothing, and the hot cases (`[UInt8]`, `DirectoryEntry`) are specialized.
+@usableFromInline
 final class ValuesChannel<Value>: @unchecked Sendable {
-    // Sendable: `lock` guards `state` and `handoff`; continuations are resumed after unlocking.
-    private struct State {
+    // Sendable: `lock` guards `state` and `handoff`; `receiverControl` is the serialized `receive`'s own; continuations are resumed after unlocking.
+    @usableFromInline
+    struct State {
         /// Waiting values from `head` on.
-        var buffer: [Value?] = []
-        var head = 0
+        @usableFromInline var buffer: [Value?] = []
+        @usableFromInline var head = 0
         var terminal: Result<Void, any Error>?
         /// The waiting task's continuation, taken under the lock by its one resumer; a value for the
         /// task goes in `handoff`.
         var waiter: BridgeContinuation<Void>?
         var subscription: Subscription?
         var started = false
-        var finished = false
+        @usableFromInline var finished = false
         /// The consumer is gone: a subscription made later is disposed at once.
         var cancelled = false
-        var paused = false
+        @usableFromInline var paused = false
         /// The flow control `paused` applies to.
         var pausedControl: FlowControl?
         /// Numbers pause and resume requests, so the source applies only the newest.
         var flowRequest = 0
         /// Byte chunks in a bounded buffer: `bufferedBytes` counts them.
-        let countsBytes: Bool
-        var bufferedBytes = 0
+        @usableFromInline let countsBytes: Bool
+        @usableFromInline var bufferedBytes = 0
         /// Told when the task has taken the end.
         var endControl: FlowControl?
         /// Kept from the first value on (the subscription drops it at the end).
@@ -162,7 +169,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
         init(countsBytes: Bool) { self.countsBytes = countsBytes }
 
-        var count: Int { buffer.count - head }
+        @inlinable var count: Int { buffer.count - head }
 
         /// Whether the buffer holds enough to pause a source: `limit` values, or `maxBufferedBytes` bytes of chunks.
         func isFull(limit: Int) -> Bool {
@@ -179,6 +186,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             buffer.append(value)
         }
 
+        @inlinable
         mutating func popFirst() -> Value? {
             guard head < buffer.count else { return nil }
             let value = buffer[head]
@@ -195,10 +203,13 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     private let signal: Signal<Value>
     private let policy: ValuesBufferPolicy
-    private let lock = SpinLock()
-    @exclusivity(unchecked) private var state: State
+    @usableFromInline let lock = SpinLock()
+    @usableFromInline @exclusivity(unchecked) var state: State
     /// The value for the task `state.waiter` woke.
     @exclusivity(unchecked) private var handoff: Value?
+    /// The source's flow control once found: read and written only by `receive`, whose calls the
+    /// subscription serializes.
+    @exclusivity(unchecked) private var receiverControl: FlowControl?
 
     init(signal: Signal<Value>, policy: ValuesBufferPolicy) {
         self.signal = signal
@@ -231,6 +242,7 @@ final class ValuesChannel<Value>: @unchecked Sendable {
 
     /// The next value; waits on the caller's executor. Nonsending: a value that is ready costs the
     /// iterating task no executor switch on the way in (the runtime's switch checks take a lock).
+    @usableFromInline
     @_specialize(exported: false, where Value == [UInt8])
     @_specialize(exported: false, where Value == DirectoryEntry)
     nonisolated(nonsending) func next() async throws -> Value? {
@@ -269,6 +281,16 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if value != nil { return value }
         _ = try takeReady(&value)
         return value
+    }
+
+    /// The first buffered value, if one is waiting and nothing else needs doing (no source to
+    /// resume, no end to take): the iterator's inlined fast path. Nil sends it to `next()`.
+    @inlinable
+    func takeBuffered() -> Value? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !state.finished, !state.paused, state.count > 0 else { return nil }
+        return state.popFirst()
     }
 
     /// A value (or the end) ready without waiting: true with `value` set (nil at the end), false when
@@ -336,7 +358,11 @@ final class ValuesChannel<Value>: @unchecked Sendable {
         if ValuesDeliveryTestHook.isSet.load(ordering: .relaxed), ValuesDeliveryTestHook.run() { return }
         var overflow = false
         var pause: Int?
-        let flowControl = locked { $0.subscription }?.flowControl
+        var flowControl = receiverControl
+        if flowControl == nil {
+            flowControl = locked { $0.subscription }?.flowControl
+            receiverControl = flowControl
+        }
         let waiter: BridgeContinuation<Void>? = locked { state in
             if state.terminal != nil { return nil }
             if state.sourceControl == nil { state.sourceControl = flowControl }
