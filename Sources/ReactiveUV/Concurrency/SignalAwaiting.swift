@@ -22,8 +22,11 @@ extension Signal {
         _ reduce: @escaping (inout State, Value) -> Void
     ) async throws -> State {
         let box = AwaitBox<State, Value>(initial, stopEarly: stopEarly, reduce)
+        // The operation closure is nonisolated: without the caller's isolation named, the subscription
+        // below would be made on the global executor, away from a loop-isolated caller's loop.
+        let actor = #isolation
         return try await withTaskCancellationHandler {
-            try await withBridgeContinuation { (continuation: BridgeContinuation<State>) in
+            try await withBridgeContinuation(isolation: actor) { (continuation: BridgeContinuation<State>) in
                 // Cancelled before it got here: start nothing (a cancelled `FileSystem.createDirectory`
                 // must not make the directory).
                 guard box.setContinuation(continuation) else { return }

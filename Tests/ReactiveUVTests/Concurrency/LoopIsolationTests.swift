@@ -134,4 +134,29 @@ final class LoopIsolationTests: XCTestCase {
                        "between two buffered values the task left the loop (a hop to the global executor and back)")
         try await loop.shutdownGracefully()
     }
+
+    /// Awaiting a signal's end (`first`, `last`, `FileSystem.stat`) in a loop-isolated task
+    /// subscribes on the loop, so the signal's work starts there without a hop to another scheduler.
+    func testAwaitingASignalInALoopTaskSubscribesOnTheLoop() async throws {
+        let loop = EventLoop(name: "await-isolated")
+        let subscribedOn = Locked<[String]>([])
+        let probe = Signal<Int> { subscriber in
+            subscribedOn.withLock { $0.append("loop thread \(loop.inEventLoop), current scheduler is the loop \(Scheduler.current === loop)") }
+            subscriber.sendNext(1)
+            subscriber.sendCompleted()
+            return nil
+        }
+        let path = NSTemporaryDirectory() + "reactiveuv-await-isolated-\(getpid())"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data([1, 2])))
+        defer { unlink(path) }
+        let size = try await loop.task { _ -> Int in
+            _ = try await probe.first()
+            _ = try await probe.last()
+            return Int(try await FileSystem.stat(path).size)
+        }.value
+        XCTAssertEqual(size, 2, "FileSystem.stat found the loop without `on:`: the task's current scheduler")
+        XCTAssertEqual(subscribedOn.current, Array(repeating: "loop thread true, current scheduler is the loop true", count: 2),
+                       "the subscription was made away from the task's loop")
+        try await loop.shutdownGracefully()
+    }
 }
