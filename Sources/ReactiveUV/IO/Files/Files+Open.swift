@@ -56,6 +56,13 @@ extension Files {
         return operation("open", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "open")
             flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
+        }, simulated: { operation in
+            let flags = flags
+            operation.simulateStep("open \(path)") { files throws(UVError) in
+                try files.open(path, flags: flags, permissions: permissions, context: "open \(path)")
+            } then: { descriptor in
+                deliver(opened: (descriptor, path), by: operation) { opened in try? operation.loop.simulatedFiles?.close(opened.0, context: "close") }
+            }
         }) { operation in
             let flags = flags
             openFile(operation, "open \(path)", removeIfUnwanted: false) {
@@ -131,23 +138,29 @@ extension Files {
             if removeIfUnwanted { runNow("unlink \(opened.1)") { uv_fs_unlink(nil, $0, opened.1, nil) } }
         }
         operation.job(context, { _ in try open() }, discard: discard) { opened in
-            // Disposed on another thread while the job ran: the file sent now would be dropped.
-            if operation.isUnwanted { return discard(opened) }
-            let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)
-            // The loop began shutting down while the file opened: it is closed already.
-            if file.isClosed { return operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
-            file.onClose = { closer in
-                switch closer {
-                case .close: operation.finish()
-                case .shutdown: operation.finish(EventLoopError.shutDown(loop: file.loop.name))
-                case .dispose, .open: break
-                }
-            }
-            operation.onEnd {
-                file.onClose = nil
-                file.requestClose(by: .dispose)
-            }
-            operation.send(file)
+            deliver(opened: opened, by: operation, discard: discard)
         }
+    }
+
+    /// Sends the file `open` made (its descriptor and path), which the operation owns until it is closed; one nobody
+    /// wants any more is given to `discard`.
+    private static func deliver(opened: (Int32, String), by operation: FileOperation<OpenFile>, discard: ((Int32, String)) -> Void) {
+        // Disposed on another thread while the job ran: the file sent now would be dropped.
+        if operation.isUnwanted { return discard(opened) }
+        let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)
+        // The loop began shutting down while the file opened: it is closed already.
+        if file.isClosed { return operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
+        file.onClose = { closer in
+            switch closer {
+            case .close: operation.finish()
+            case .shutdown: operation.finish(EventLoopError.shutDown(loop: file.loop.name))
+            case .dispose, .open: break
+            }
+        }
+        operation.onEnd {
+            file.onClose = nil
+            file.requestClose(by: .dispose)
+        }
+        operation.send(file)
     }
 }

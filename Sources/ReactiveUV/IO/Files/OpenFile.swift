@@ -6,6 +6,9 @@ import Glibc
 import Musl
 #endif
 
+/// What an open file's operation does on a simulated loop: the answer of the simulation's tree for the descriptor.
+typealias SimulatedFileWork<Value> = @Sendable (SimulatedFileSystem, Int32) throws(UVError) -> Value
+
 /// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes, `fstat`, sync,
 /// truncate and close, each a cold signal run on libuv's thread pool (and an `async throws` function on
 /// `FileSystem` that takes the file first).
@@ -95,9 +98,11 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
 
     /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread. Returns the
     /// job (the caller's disposable), or nil after `completion` got the failure.
+    /// On a simulated loop `simulated` runs instead, as one callback of the loop (without it the job is refused).
     @discardableResult
     func run<Value: Sendable>(_ operation: String,
                               _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
+                              simulated: SimulatedFileWork<Value>? = nil,
                               completion: @escaping (Result<Value, any Error>) -> Void) -> FileOperation<Value>? {
         guard case .open(let descriptor) = state else {
             completion(.failure(closedError(operation) ?? UVError(code: UV_EBADF.rawValue, context: "\(operation) \(path)")))
@@ -114,9 +119,13 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         let key = ObjectIdentifier(job)
         jobs[key] = job
         job.onEnd { [self] in jobEnded(key) }
-        job.job("\(operation) \(path)", { stop in try work(descriptor, stop) }) { [job] value in
-            job.send(value)
-            job.finish()
+        if let simulated, loop.isSimulated {
+            job.simulate("\(operation) \(path)") { files throws(UVError) in try simulated(files, descriptor) }
+        } else {
+            job.job("\(operation) \(path)", { stop in try work(descriptor, stop) }) { [job] value in
+                job.send(value)
+                job.finish()
+            }
         }
         return job.isRunning ? job : nil
     }
@@ -155,7 +164,10 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     /// Closes now on the loop thread (closing a local file does not block).
     private func closeNow(_ descriptor: Int32, by closer: Closer) {
         state = .closed(closer)
-        let error = Files.refusal { () throws(UVError) in try Files.callNow("close \(path)", { uv_fs_close(nil, $0, descriptor, nil) }) { _, _ in } }
+        let error = Files.refusal { () throws(UVError) in
+            if let files = loop.simulatedFiles { return try files.close(descriptor, context: "close \(path)") }
+            try Files.callNow("close \(path)", { uv_fs_close(nil, $0, descriptor, nil) }) { _, _ in }
+        }
         let waiters = closeWaiters
         closeWaiters = []
         let onClose = self.onClose.take()

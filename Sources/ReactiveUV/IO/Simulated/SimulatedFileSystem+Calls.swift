@@ -16,11 +16,10 @@ extension SimulatedFileSystem {
 
     /// `chmod(2)`, following links.
     func changeMode(_ path: String, to mode: UInt32, context: String) throws(UVError) {
-        let (parent, name, found) = try locate(path, followLast: true, context: context)
-        guard let node = found else { throw Self.error(UV_ENOENT, context) }
+        let node = try existing(path, followLast: true, context: context)
         node.permissions = mode & 0o7777
         node.changed = now
-        notify(parent, .changed, name)
+        touched(node)
     }
 
     /// `mkdir(2)`: `EEXIST` for any name taken (a dangling link too), `EACCES` without write permission on the parent.
@@ -154,7 +153,7 @@ extension SimulatedFileSystem {
         }
         node.modified = now
         node.changed = now
-        notify(parent, .changed, name)
+        touched(node)
         try strike(.noSpace, path, context: context)
         guard case .file(var contents) = node.content else { return }
         node.content = .file([])
