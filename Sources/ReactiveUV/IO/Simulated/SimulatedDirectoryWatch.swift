@@ -51,7 +51,7 @@ final class SimulatedDirectoryWatch: LoopDisposable, @unchecked Sendable {
     /// directory itself has the name "": `.changed` is reported as ".", `.renamed` (it left its name) ends the watch.
     private func post(_ kind: FileEvent.Kind, _ name: String, _ oldName: String?) {
         let base = root.hasSuffix("/") ? root : root + "/"
-        let overflowed = files.strikes(.watchOverflow, root)
+        let overflowed = files.overflows(root)
         let gone = name.isEmpty && kind == .renamed
         loop.execute { [self] in
             if disposedFlag.load(ordering: .acquiring) || subscriber == nil { return }

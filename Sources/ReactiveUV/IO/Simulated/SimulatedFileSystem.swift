@@ -83,6 +83,8 @@ package final class SimulatedFileSystem: @unchecked Sendable {
 
     /// The open file descriptions, by the descriptor `OpenFile` holds (negative: no real descriptor has one).
     var descriptors: [Int32: OpenDescription] = [:]
+    /// The instant each watched path last drew an overflow (`overflows`).
+    private var overflowDrawnAt: [String: UInt64] = [:]
 
     /// What watches each node (`SimulatedDirectoryWatch`, `SimulatedFileWatch`), by the node.
     private var watchers: [ObjectIdentifier: [(key: Int, tell: (FileEvent.Kind, String, String?) -> Void)]] = [:]
@@ -131,14 +133,24 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         throw UVError(code: code, message: "injected by the simulation's fault plan", context: context)
     }
 
-    /// Whether a fault of `kind` on `path` strikes now (planned, or drawn from the seed); noted if it does.
-    func strikes(_ kind: FaultKind, _ path: String) -> Bool {
+    /// Whether the watch of `path` loses an event now to an overflow: a planned one strikes at the watch's
+    /// first event at or after its time; one drawn from the seed only at the watch's first event of an
+    /// instant, so that, written as a plan, it strikes the same event.
+    func overflows(_ path: String) -> Bool {
+        let absolute = Self.normalized(path)
+        let firstOfInstant = overflowDrawnAt[absolute] != now
+        overflowDrawnAt[absolute] = now
+        return strikes(.watchOverflow, path, draws: firstOfInstant)
+    }
+
+    /// Whether a fault of `kind` on `path` strikes now (planned, or drawn from the seed if `draws`); noted if it does.
+    func strikes(_ kind: FaultKind, _ path: String, draws: Bool = true) -> Bool {
         let now = clock.nanoseconds
         let absolute = Self.normalized(path)
         if let index = faults.firstIndex(where: { $0.kind == kind && $0.path == absolute && $0.at <= now }) {
             faults.remove(at: index)
         } else {
-            guard let perMille = drawnPerMille[kind], perMille > 0, let random, random() % 1_000 < UInt64(perMille) else { return false }
+            guard draws, let perMille = drawnPerMille[kind], perMille > 0, let random, random() % 1_000 < UInt64(perMille) else { return false }
             drawnStruck.append((kind, absolute, now))
         }
         faultsStruck.append((kind, absolute, now))

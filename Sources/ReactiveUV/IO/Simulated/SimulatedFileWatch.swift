@@ -61,8 +61,9 @@ final class SimulatedFileWatch: LoopDisposable, @unchecked Sendable {
         if let parent = try? files.locate(root, followLast: true, context: "").parent {
             unregisterParent = files.watch(parent) { [weak self] kind, name, oldName in
                 guard let self else { return }
-                // The directory itself moved or went: only the name can tell what the file is now.
-                if name.isEmpty ? kind == .renamed : name == fileName || oldName == fileName { post(nil) }
+                // The name came or went, or the directory itself did: only the name can tell what the file is now.
+                // (A write's `.changed` here is the file's own, heard on the file.)
+                if kind != .changed && (name.isEmpty || name == fileName || oldName == fileName) { post(nil) }
             }
         }
     }
@@ -70,7 +71,7 @@ final class SimulatedFileWatch: LoopDisposable, @unchecked Sendable {
     /// A change the tree made, handled as a callback of the loop after the call that made it: `.changed`
     /// is sent, then (for every change) the name is looked at.
     private func post(_ kind: FileEvent.Kind?) {
-        let overflowed = files.strikes(.watchOverflow, root)
+        let overflowed = files.overflows(root)
         loop.execute { [self] in
             guard !disposedFlag.load(ordering: .acquiring), subscriber != nil else { return }
             if overflowed {
