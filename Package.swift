@@ -74,7 +74,9 @@ let package = Package(
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
         .executableTarget(name: "server", dependencies: ["ReactiveUV"], path: "samples/server"),
         .executableTarget(name: "server-await", dependencies: ["ReactiveUV"], path: "samples/server-await"),
-        .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
+        // The echo-async server's logic, shared by the `echo-async` executable and the tests.
+        .target(name: "EchoAsyncKit", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/EchoAsyncKit"),
+        .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "EchoAsyncKit", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
         .executableTarget(name: "tail", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/tail"),
@@ -84,7 +86,7 @@ let package = Package(
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [
-            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport", "CReactiveUVByteScan",
+            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "EchoAsyncKit", "CTestSupport", "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
