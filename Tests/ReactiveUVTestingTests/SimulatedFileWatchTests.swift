@@ -92,6 +92,9 @@ final class SimulatedFileWatchTests: XCTestCase {
         XCTAssertEqual(simulation.injectedFaults, [plan[1], plan[0]], "by time")
         XCTAssertEqual("\(plan[0])", #".watchOverflow(path: "/w", at: .milliseconds(5))"#)
         XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+        XCTAssertThrowsError(try Simulation(seed: 1, faultPlan: [.watchOverflow(path: "", at: .zero)])) { error in
+            XCTAssertTrue("\(error)".contains("a file fault needs a path"), "\(error)")
+        }
     }
 
     func testWatchOverflowsDrawnFromTheSeedReplayAsAPlan() throws {

@@ -95,6 +95,9 @@ final class SimulatedOpenFileTests: XCTestCase {
             XCTAssertEqual(try outcome(Files.open("/d/f"), simulation).error, .permissionDenied)
             XCTAssertNil(try outcome(Files.chmod("/d", 0o500), simulation).error)
             XCTAssertEqual(try outcome(Files.open("/d/g", mode: .write, options: [.create]), simulation).error, .permissionDenied)
+            let temporary = try outcome(Files.makeTemporaryFile(in: "/d"), simulation).error
+            XCTAssertEqual(temporary, .notSupported)
+            XCTAssertEqual(temporary?.message.hasPrefix("Files has no simulated backend yet"), true, "\(String(describing: temporary))")
             // What is still open is closed by the loop's shutdown at finish().
             XCTAssertEqual(simulation.files.openDescriptorCount, 2)
         }
