@@ -140,6 +140,19 @@ final class SimulatedOpenFileTests: XCTestCase {
         XCTAssertEqual(simulation.files.openDescriptorCount, 0, "the shutdown closed the file")
     }
 
+    func testWhatFilesReadIsDigestedIntoTheTrace() throws {
+        func traceHash(_ text: String) throws -> UInt64 {
+            let simulation = Simulation(seed: 66)
+            XCTAssertNil(try outcome(Files.write(Array(text.utf8), to: "/f"), simulation).error)
+            let (_, file) = try open("/f", simulation)
+            XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).values, [Array(text.utf8)])
+            XCTAssertTrue(simulation.finish().isClean)
+            return simulation.traceHash
+        }
+        XCTAssertEqual(try traceHash("abc"), try traceHash("abc"))
+        XCTAssertNotEqual(try traceHash("abc"), try traceHash("abd"), "the same callbacks, other bytes read: another trace")
+    }
+
     func testAsyncFormsRunOnTheSimulatedLoopsTask() throws {
         Simulation.check(seed: 65) { simulation in
             let loop = simulation.loop

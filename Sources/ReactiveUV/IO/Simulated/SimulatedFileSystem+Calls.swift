@@ -130,6 +130,7 @@ extension SimulatedFileSystem {
         try strike(.readError, path, context: context)
         guard bytes.count <= maxSize else { throw Self.error(UV_EFBIG, context) }
         node.accessed = now
+        bytes.withUnsafeBytes { readObserver?($0, Int32(clamping: bytes.count)) }
         return bytes
     }
 

@@ -75,8 +75,9 @@ extension SimulatedFileSystem {
         guard case .file(let bytes) = open.node.content else { throw Self.error(UV_EISDIR, context) }
         try strike(.readError, open.path, context: context)
         open.node.accessed = now
-        guard offset < bytes.count else { return [] }
-        return Array(bytes[offset..<min(bytes.count, offset + count)])
+        let read = offset < bytes.count ? Array(bytes[offset..<min(bytes.count, offset + count)]) : []
+        read.withUnsafeBytes { readObserver?($0, Int32(clamping: read.count)) }
+        return read
     }
 
     /// `pwrite(2)` of all of `bytes` at `offset` (nil: at the end, an append), the gap past the end read

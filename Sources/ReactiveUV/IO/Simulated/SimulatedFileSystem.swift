@@ -81,6 +81,8 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     /// The drawn faults that struck, in order.
     package private(set) var drawnStruck: [(kind: FaultKind, path: String, at: UInt64)] = []
 
+    /// Told the bytes of every file read (a whole file, or an open file's read), so the trace digests them.
+    package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
     /// The open file descriptions, by the descriptor `OpenFile` holds (negative: no real descriptor has one).
     var descriptors: [Int32: OpenDescription] = [:]
     /// The instant each watched path last drew an overflow (`overflows`).
