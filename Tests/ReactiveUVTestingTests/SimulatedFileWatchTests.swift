@@ -69,6 +69,24 @@ final class SimulatedFileWatchTests: XCTestCase {
         }
     }
 
+    func testRemovingATreeEndsTheWatchesInsideItAndLeavesItsOpenFilesReadable() throws {
+        Simulation.check(seed: 76) { simulation in
+            try succeeds(Files.createDirectory("/a/b", withParents: true), simulation)
+            try succeeds(Files.write(Array("x".utf8), to: "/a/b/f"), simulation)
+            let inner = try simulation.record(FileWatch.changes(at: "/a/b"))
+            let opening = try simulation.record(Files.open("/a/b/f"))
+            simulation.runUntilIdle()
+            let file = try XCTUnwrap(opening.values.first)
+            try succeeds(Files.removeTree("/a"), simulation)
+            XCTAssertEqual(inner.terminal?.error as? UVError, .noSuchFile, "\(inner.recorded)")
+            let info = try simulation.record(file.stat())
+            let bytes = try simulation.record(file.read(at: 0, count: 4))
+            simulation.runUntilIdle()
+            XCTAssertEqual(info.values.first?.linkCount, 0)
+            XCTAssertEqual(bytes.values, [Array("x".utf8)])
+        }
+    }
+
     func testAWatchOverflowLosesAnEventAndSaysSoThenWatchingGoesOn() throws {
         let plan: [SimulationFault] = [.watchOverflow(path: "/w", at: .milliseconds(5)), .watchOverflow(path: "/w/f", at: .zero)]
         let simulation = try Simulation(seed: 74, faultPlan: plan)

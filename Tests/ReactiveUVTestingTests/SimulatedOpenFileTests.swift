@@ -28,6 +28,13 @@ final class SimulatedOpenFileTests: XCTestCase {
         return (recorder, try XCTUnwrap(recorder.values.first, "open \(path): \(recorder.recorded)", line: line))
     }
 
+    /// Makes a temporary file in `directory` and runs until it is sent.
+    private func open(temporaryIn directory: String, _ simulation: Simulation, line: UInt = #line) throws -> (EventRecorder<OpenFile>, OpenFile) {
+        let recorder = try simulation.record(Files.makeTemporaryFile(in: directory))
+        simulation.runUntilIdle()
+        return (recorder, try XCTUnwrap(recorder.values.first, "mkstemp in \(directory): \(recorder.recorded)", line: line))
+    }
+
     func testAnOpenFileReadsAndWritesAtOffsetsThenClosesAndSaysEBADF() throws {
         Simulation.check(seed: 61) { simulation in
             simulation.run(for: .milliseconds(3))
@@ -95,9 +102,6 @@ final class SimulatedOpenFileTests: XCTestCase {
             XCTAssertEqual(try outcome(Files.open("/d/f"), simulation).error, .permissionDenied)
             XCTAssertNil(try outcome(Files.chmod("/d", 0o500), simulation).error)
             XCTAssertEqual(try outcome(Files.open("/d/g", mode: .write, options: [.create]), simulation).error, .permissionDenied)
-            let temporary = try outcome(Files.makeTemporaryFile(in: "/d"), simulation).error
-            XCTAssertEqual(temporary, .notSupported)
-            XCTAssertEqual(temporary?.message.hasPrefix("Files has no simulated backend yet"), true, "\(String(describing: temporary))")
             // What is still open is closed by the loop's shutdown at finish().
             XCTAssertEqual(simulation.files.openDescriptorCount, 2)
         }
@@ -138,6 +142,24 @@ final class SimulatedOpenFileTests: XCTestCase {
         XCTAssertEqual(simulation.injectedFaults, plan)
         XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
         XCTAssertEqual(simulation.files.openDescriptorCount, 0, "the shutdown closed the file")
+    }
+
+    func testTemporaryFilesAreMadeWithNamesFromACountAndRemovedWhenUnwanted() throws {
+        Simulation.check(seed: 67) { simulation in
+            XCTAssertNil(try outcome(Files.createDirectory("/tmp"), simulation).error)
+            let (_, first) = try open(temporaryIn: "/tmp", simulation)
+            let (_, second) = try open(temporaryIn: "/tmp", simulation)
+            XCTAssertEqual([first.path, second.path], ["/tmp/reactiveuv-baaaaa", "/tmp/reactiveuv-caaaaa"])
+            XCTAssertEqual(try outcome(first.stat(), simulation).values.first?.permissions, 0o600)
+            XCTAssertEqual(try outcome(first.write(Array("scratch".utf8), at: 0), simulation).values, [7])
+            XCTAssertEqual(try outcome(Files.read(first.path), simulation).values, [Array("scratch".utf8)])
+            XCTAssertEqual(try outcome(Files.makeTemporaryFile(in: "/none"), simulation).error, .noSuchFile)
+            // One made for a subscriber disposed before it was sent is removed.
+            let unwanted = try simulation.record(Files.makeTemporaryFile(in: "/tmp"))
+            unwanted.dispose()
+            simulation.runUntilIdle()
+            XCTAssertEqual(try outcome(Files.list("/tmp"), simulation).values.map(\.name), ["reactiveuv-baaaaa", "reactiveuv-caaaaa"])
+        }
     }
 
     func testWhatFilesReadIsDigestedIntoTheTrace() throws {

@@ -87,6 +87,15 @@ extension Files {
             // An empty directory would put the file in `/`; a NUL would cut the template elsewhere than asked.
             try FileSystemArguments.check(folder, "directory", in: "mkstemp")
             try FileSystemArguments.check(template, "prefix", in: "mkstemp")
+        }, simulated: { operation in
+            operation.simulateStep("mkstemp \(template)") { files throws(UVError) in
+                try files.makeTemporaryFile(template, context: "mkstemp \(template)")
+            } then: { made in
+                deliver(opened: made, by: operation) { made in
+                    try? operation.loop.simulatedFiles?.close(made.0, context: "close")
+                    try? operation.loop.simulatedFiles?.unlink(made.1, context: "unlink \(made.1)")
+                }
+            }
         }) { operation in
             openFile(operation, "open \(template)", removeIfUnwanted: true) {
                 // libuv fills the X's of its copy of the template in.

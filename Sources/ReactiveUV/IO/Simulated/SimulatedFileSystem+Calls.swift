@@ -72,6 +72,17 @@ extension SimulatedFileSystem {
         if name.isEmpty { throw Self.error(UV_EBUSY, context) }
         try require(3, of: parent, context)
         setEntry(name, in: parent, to: nil)
+        if let node { unlinkContents(of: node) }
+    }
+
+    /// Everything under a removed directory is unlinked too: open files there read on, watches there end.
+    private func unlinkContents(of directory: Node) {
+        guard case .directory(let entries) = directory.content else { return }
+        for (_, child) in entries.sorted(by: { $0.key < $1.key }) {
+            child.parent = nil
+            notify(child, .renamed, "")
+            unlinkContents(of: child)
+        }
     }
 
     /// `rename(2)`: replaces a file, or an empty directory with a directory; `ENOTDIR`, `EISDIR`,

@@ -67,6 +67,29 @@ extension SimulatedFileSystem {
         return descriptor
     }
 
+    /// `mkstemp(3)`: the six X's that end `template` replaced until the name is free (by a count, so runs agree),
+    /// the file made with mode 0600 and opened for reading and writing. Returns the descriptor and the name.
+    func makeTemporaryFile(_ template: String, context: String) throws(UVError) -> (Int32, String) {
+        guard template.hasSuffix("XXXXXX") else { throw Self.error(UV_EINVAL, context) }
+        let stem = String(template.dropLast(6))
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        while true {
+            temporaryCount += 1
+            var count = temporaryCount
+            var suffix = ""
+            for _ in 0..<6 {
+                suffix.append(alphabet[count % alphabet.count])
+                count /= alphabet.count
+            }
+            let path = stem + suffix
+            do throws(UVError) {
+                return (try open(path, flags: O_RDWR | O_CREAT | O_EXCL, permissions: 0o600, context: context), path)
+            } catch where error.code == UV_EEXIST.rawValue {
+                continue
+            }
+        }
+    }
+
     /// `pread(2)`: up to `count` bytes at `offset`, fewer at the end, none past it; `EBADF` for a file
     /// opened to write only, `EISDIR` for a directory, an armed `EIO`.
     func read(_ descriptor: Int32, at offset: Int, count: Int, context: String) throws(UVError) -> [UInt8] {

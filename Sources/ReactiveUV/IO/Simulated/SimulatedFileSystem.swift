@@ -85,6 +85,8 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
     /// The open file descriptions, by the descriptor `OpenFile` holds (negative: no real descriptor has one).
     var descriptors: [Int32: OpenDescription] = [:]
+    /// Temporary files named so far (`makeTemporaryFile`).
+    var temporaryCount = 0
     /// The instant each watched path last drew an overflow (`overflows`).
     private var overflowDrawnAt: [String: UInt64] = [:]
 
