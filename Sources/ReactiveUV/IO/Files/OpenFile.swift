@@ -18,6 +18,7 @@ typealias SimulatedFileWork<Value> = @Sendable (SimulatedFileSystem, Int32) thro
 /// `pwrite`: no shared offset); appends run one after another. A close waits for the operations running on the
 /// pool (a descriptor is never reused under them); queued and later ones fail with `EBADF` naming who closed
 /// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
+/// On a simulated loop each operation is one callback answered from the simulation's in-memory tree.
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     // `path` and `loop` are immutable, `closedBy` atomic; the rest is loop thread only (operations hop there).
