@@ -61,7 +61,9 @@ extension Files {
             operation.simulateStep("open \(path)") { files throws(UVError) in
                 try files.open(path, flags: flags, permissions: permissions, context: "open \(path)")
             } then: { descriptor in
-                deliver(opened: (descriptor, path), by: operation) { opened in try? operation.loop.simulatedFiles?.close(opened.0, context: "close") }
+                deliver(opened: (descriptor, path), by: operation) { opened in
+                    try? operation.loop.simulatedFiles?.close(opened.0, context: "close \(path)")
+                }
             }
         }) { operation in
             let flags = flags
