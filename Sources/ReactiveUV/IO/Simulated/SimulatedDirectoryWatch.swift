@@ -35,7 +35,7 @@ final class SimulatedDirectoryWatch: LoopDisposable, @unchecked Sendable {
             if recursive { throw loop.simulationRefusal("Watch", what: "a recursive watch") }
             let node = try files.existing(root, followLast: true, context: context)
             guard case .directory = node.content else {
-                return SimulatedFileWatch.open(root, files: files, loop: loop, subscriber: subscriber)
+                return SimulatedFileWatch.open(root, node: node, files: files, loop: loop, subscriber: subscriber)
             }
             let watch = SimulatedDirectoryWatch(loop: loop, root: root, files: files, subscriber: subscriber)
             watch.unregister = files.watch(node) { [weak watch] kind, name, oldName in watch?.post(kind, name, oldName) }

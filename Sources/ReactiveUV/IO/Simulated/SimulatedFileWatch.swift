@@ -41,9 +41,9 @@ final class SimulatedFileWatch: LoopDisposable, @unchecked Sendable {
         self.subscriber = subscriber
     }
 
-    /// Watches the file at `root` (it exists and is not a directory).
-    static func open(_ root: String, files: SimulatedFileSystem, loop: EventLoop, subscriber: Subscriber<FileEvent>) -> (any Disposable)? {
-        guard let node = try? files.existing(root, followLast: true, context: "FileWatch.changes \(root)") else { return nil }
+    /// Watches the file `node` that `root` names.
+    static func open(_ root: String, node: SimulatedFileSystem.Node, files: SimulatedFileSystem, loop: EventLoop,
+                     subscriber: Subscriber<FileEvent>) -> any Disposable {
         let watch = SimulatedFileWatch(loop: loop, root: root, files: files, node: node, subscriber: subscriber)
         watch.follow(node)
         watch.shutdownToken = loop.shutdownObservers.add { [weak watch] in watch?.end(EventLoopError.shutDown(loop: loop.name)) }
@@ -58,7 +58,8 @@ final class SimulatedFileWatch: LoopDisposable, @unchecked Sendable {
             self?.post(kind == .changed ? .changed : nil)
         }
         unregisterParent.take()?()
-        if let parent = try? files.locate(root, followLast: true, context: "").parent {
+        // The directory of the name (a link's, not its target's): where another file takes the name.
+        if let parent = try? files.locate(root, followLast: false, context: "").parent {
             unregisterParent = files.watch(parent) { [weak self] kind, name, oldName in
                 guard let self else { return }
                 // The name came or went, or the directory itself did: only the name can tell what the file is now.
