@@ -74,17 +74,21 @@ let package = Package(
         .executableTarget(name: "echo", dependencies: ["ReactiveUV", "EchoServerKit", "SampleSupport"], path: "samples/echo"),
         .executableTarget(name: "server", dependencies: ["ReactiveUV"], path: "samples/server"),
         .executableTarget(name: "server-await", dependencies: ["ReactiveUV"], path: "samples/server-await"),
-        .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/echo-async"),
+        // The echo-async server's logic, shared by the `echo-async` executable and the tests.
+        .target(name: "EchoAsyncKit", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/EchoAsyncKit"),
+        .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "EchoAsyncKit", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
         .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
-        .executableTarget(name: "tail", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/tail"),
+        // The tail sample's logic (last lines, -F), shared by the `tail` executable and the tests.
+        .target(name: "TailKit", dependencies: ["ReactiveUV"], path: "samples/TailKit"),
+        .executableTarget(name: "tail", dependencies: ["ReactiveUV", "TailKit", "SampleSupport"], path: "samples/tail"),
         // The echo server under seeded faults on the simulated network: one seed, one trace.
         .executableTarget(name: "chaos", dependencies: ["ReactiveUV", "ReactiveUVTesting", "EchoServerKit", "SampleSupport"],
                           path: "samples/chaos"),
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [
-            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "CTestSupport", "CReactiveUVByteScan",
+            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "EchoAsyncKit", "TailKit", "CTestSupport", "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),

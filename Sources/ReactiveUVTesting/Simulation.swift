@@ -18,10 +18,11 @@ import ReactiveUV
 /// of `setNetworkFaults(_:)` drawn from the seed, and `partition(_:_:for:)` between two loops.
 /// Faults may instead be written as a plan (`init(seed:loopName:faultPlan:)`); `injectedFaults`
 /// records what a run armed, and `shrink(seed:faults:print:_:)` cuts a failing list down.
-/// What the streams read is digested into the trace. Tasks follow too: `loop.task` runs on its
+/// What the streams and files read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
-/// times on virtual time), with `ENOSPC`, `EMFILE` and `EIO` from a plan or `setFileFaults(_:)`.
+/// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes` and `follow`), with
+/// `ENOSPC`, `EMFILE`, `EIO` and watch overflows from a plan or `setFileFaults(_:)`.
 /// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
@@ -87,6 +88,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
             guard let self else { return }
             callbackPayload = SimulationTrace.digest(bytes, status: status, into: callbackPayload ?? SimulationTrace.payloadSeed)
         }
+        files.readObserver = network.readObserver
     }
 
     deinit {

@@ -17,13 +17,17 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     /// The hosts (loops, by name) `first` and `second` are cut off from each other from `at` for
     /// `duration`: their packets wait and land a latency after the heal, as TCP retransmits.
     case partition(_ first: String, _ second: String, at: Duration, for: Duration)
-    /// The first `Files.write` to `path` (absolute, as the program names it) at or after `at`
-    /// fails with `ENOSPC`; the file is made or emptied first, as a full disk leaves it.
+    /// The first `Files.write` to `path` (absolute, as the program names it), or write of an
+    /// `OpenFile` opened there, at or after `at` fails with `ENOSPC`; `Files.write` makes or
+    /// empties the file first, as a full disk leaves it, an `OpenFile`'s write changes nothing.
     case noSpace(path: String, at: Duration)
-    /// The first open of `path` (a whole-file read or write) at or after `at` fails with `EMFILE`.
+    /// The first open of `path` (a whole-file read or write, `Files.open`) at or after `at` fails with `EMFILE`.
     case tooManyOpenFiles(path: String, at: Duration)
     /// The first read of `path` at or after `at` fails with `EIO`.
     case readError(path: String, at: Duration)
+    /// The kernel's event queue of the watch of `path` (`FileWatch.changes`, a file or a directory) overflows at
+    /// its first change at or after `at`: that change's event is lost and `.eventsLost` is sent in its place.
+    case watchOverflow(path: String, at: Duration)
 
     /// When the fault strikes, from the start of the simulation.
     ///
@@ -31,7 +35,7 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     public var time: Duration {
         switch self {
         case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
-             .readError(_, let at): at
+             .readError(_, let at), .watchOverflow(_, let at): at
         }
     }
 
@@ -50,6 +54,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".tooManyOpenFiles(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         case .readError(let path, let at):
             ".readError(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .watchOverflow(let path, let at):
+            ".watchOverflow(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         }
     }
 
@@ -71,7 +77,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             if first == second { return "a partition needs two hosts, got '\(first)' twice" }
             if at < .zero { return "a partition's time must not be negative, got \(at)" }
             if duration < .zero { return "a partition's duration must not be negative, got \(duration)" }
-        case .noSpace(let path, let at), .tooManyOpenFiles(let path, let at), .readError(let path, let at):
+        case .noSpace(let path, let at), .tooManyOpenFiles(let path, let at), .readError(let path, let at),
+             .watchOverflow(let path, let at):
             if path.isEmpty { return "a file fault needs a path, got an empty one" }
             if at < .zero { return "a file fault's time must not be negative, got \(at)" }
         }
@@ -141,6 +148,9 @@ extension Simulation {
             faultsArmed.append(fault)
         case .readError(let path, let at):
             files.arm(.readError, path: path, at: at.clampedNanoseconds)
+            faultsArmed.append(fault)
+        case .watchOverflow(let path, let at):
+            files.arm(.watchOverflow, path: path, at: at.clampedNanoseconds)
             faultsArmed.append(fault)
         }
     }

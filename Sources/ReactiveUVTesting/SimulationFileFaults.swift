@@ -7,24 +7,30 @@ import ReactiveUV
 public struct SimulationFileFaults: Sendable, Equatable {
     /// Writes in a thousand that fail with `ENOSPC`, 0...1000 (default 0).
     public var noSpacePerMille: Int
-    /// Opens (of a whole-file read or write) in a thousand that fail with `EMFILE`, 0...1000 (default 0).
+    /// Opens (of a whole-file read or write, `Files.open`) in a thousand that fail with `EMFILE`, 0...1000 (default 0).
     public var tooManyOpenFilesPerMille: Int
     /// Reads in a thousand that fail with `EIO`, 0...1000 (default 0).
     public var readErrorPerMille: Int
+    /// Watch events in a thousand lost to an overflow of the kernel's queue (`.eventsLost` sent in their
+    /// place), 0...1000 (default 0).
+    public var watchOverflowPerMille: Int
 
     /// Faults as given; `Simulation.setFileFaults(_:)` checks them.
     ///
     /// Thread rule: safe from any thread.
-    public init(noSpacePerMille: Int = 0, tooManyOpenFilesPerMille: Int = 0, readErrorPerMille: Int = 0) {
+    public init(noSpacePerMille: Int = 0, tooManyOpenFilesPerMille: Int = 0, readErrorPerMille: Int = 0,
+                watchOverflowPerMille: Int = 0) {
         self.noSpacePerMille = noSpacePerMille
         self.tooManyOpenFilesPerMille = tooManyOpenFilesPerMille
         self.readErrorPerMille = readErrorPerMille
+        self.watchOverflowPerMille = watchOverflowPerMille
     }
 
     /// What is wrong with these faults, or nil.
     var refusal: String? {
         for (name, value) in [("noSpacePerMille", noSpacePerMille), ("tooManyOpenFilesPerMille", tooManyOpenFilesPerMille),
-                              ("readErrorPerMille", readErrorPerMille)] where !(0...1_000).contains(value) {
+                              ("readErrorPerMille", readErrorPerMille),
+                              ("watchOverflowPerMille", watchOverflowPerMille)] where !(0...1_000).contains(value) {
             return "\(name) must be in 0...1000, got \(value)"
         }
         return nil
@@ -41,7 +47,7 @@ extension Simulation {
     public func setFileFaults(_ faults: SimulationFileFaults) throws(SimulationMisuse) {
         if let refusal = faults.refusal { throw SimulationMisuse("setFileFaults: \(refusal)") }
         files.drawnPerMille = [.noSpace: faults.noSpacePerMille, .tooManyOpenFiles: faults.tooManyOpenFilesPerMille,
-                               .readError: faults.readErrorPerMille]
+                               .readError: faults.readErrorPerMille, .watchOverflow: faults.watchOverflowPerMille]
     }
 
     /// The file faults drawn from the seed that struck, as plan entries.
@@ -52,6 +58,7 @@ extension Simulation {
             case .noSpace: SimulationFault.noSpace(path: struck.path, at: at)
             case .tooManyOpenFiles: SimulationFault.tooManyOpenFiles(path: struck.path, at: at)
             case .readError: SimulationFault.readError(path: struck.path, at: at)
+            case .watchOverflow: SimulationFault.watchOverflow(path: struck.path, at: at)
             }
         }
     }

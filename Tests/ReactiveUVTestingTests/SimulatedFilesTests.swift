@@ -223,7 +223,6 @@ final class SimulatedFilesTests: XCTestCase {
             XCTAssertEqual(events.values[4].oldPath, "/w/a")
             XCTAssertEqual(events.recorded.map(\.time), Array(repeating: ms(1), count: 8))
             XCTAssertEqual(try outcome(FileWatch.changes(at: "/none"), simulation).error, .noSuchFile)
-            XCTAssertEqual(try outcome(FileWatch.changes(at: "/w/sub/c"), simulation).error, .notSupported)
         }
     }
 

@@ -7,9 +7,9 @@
 //
 //   echo-async --port 7000 [--host 127.0.0.1] [--max-connections N] [--backlog N] [--loops N] [--drain-timeout 10]
 //   echo-async --unix /tmp/echo.sock [--max-connections N] [--backlog N] [--loops N] [--drain-timeout 10]
+import EchoAsyncKit
 import ReactiveUV
 import SampleSupport
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -34,94 +34,6 @@ let usage = """
                             net.core.somaxconn; a Unix socket refuses a client at once when full)
     """
 
-/// How many clients are connected: counted by the tasks of every loop.
-final class OpenCount: Sendable {
-    private let count = Atomic<Int>(0)
-
-    /// One more; returns the new count.
-    func opened() -> Int { count.wrappingAdd(1, ordering: .relaxed).newValue }
-    /// One fewer; returns the new count.
-    func closed() -> Int { count.wrappingSubtract(1, ordering: .relaxed).newValue }
-    var current: Int { count.load(ordering: .relaxed) }
-}
-
-/// What either server sends, as this sample prints it.
-enum ServerEvent: Sendable {
-    case listening(String)
-    case accepted(StreamConnection, peer: String)
-    case refused(peer: String, open: Int)
-    case draining(open: Int)
-}
-
-/// The TCP or Unix-socket server on `group`, following `drain`.
-func server(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>) -> Signal<ServerEvent> {
-    if let path = options.unixPath {
-        let socketOptions = UnixSocketOptions(maxConnections: options.maxConnections, removeStaleSocketFile: true)
-        return UnixSocket.serve(path: path, backlog: options.backlog, options: socketOptions, on: group, drain: drain).map { event in
-            switch event {
-            case .listening(let path): .listening("unix \(path)")
-            case .accepted(let connection): .accepted(connection, peer: "on \(path)")
-            case .refused(let open): .refused(peer: "on \(path)", open: open)
-            case .draining(let open): .draining(open: open)
-            }
-        }
-    }
-    let tcpOptions = TCPOptions(maxConnections: options.maxConnections)
-    return TCPServer.serve(host: options.host, port: options.port ?? 0, backlog: options.backlog, options: tcpOptions,
-                           on: group, drain: drain).map { event in
-        switch event {
-        case .listening(let address): .listening("\(address)")
-        case .accepted(let connection): .accepted(connection, peer: describe(connection.peerAddress))
-        case .refused(let peer, let open): .refused(peer: describe(peer), open: open)
-        case .draining(let open): .draining(open: open)
-        }
-    }
-}
-
-/// Serves until the server completes (a drain finished) or fails: one child task per connection,
-/// on the connection's own loop, each echoing its bytes.
-func serve(_ options: EchoServerOptions, on group: EventLoopGroup, drain: Signal<TCPServer.DrainRequest>,
-           open: OpenCount) async throws {
-    try await withThrowingDiscardingTaskGroup { clients in
-        for try await event in server(options, on: group, drain: drain).values(bufferingPolicy: .unbounded) {
-            switch event {
-            case .listening(let place):
-                printLine("echo-async: listening on \(place)")
-                printLine("echo-async: serving on \(group.loops.count) loop(s)")
-            case .refused(let peer, let open):
-                printLine("client \(peer) refused: \(open) connections open, the limit")
-            case .draining(let open):
-                printLine("echo-async: no longer accepting; waiting for \(open) connection(s) to close")
-            case .accepted(let connection, let peer):
-                let count = open.opened()
-                printLine("client \(peer) connected (\(count) open)")
-                // On the connection's loop: its bytes are read there and the echo written there.
-                clients.addTask(executorPreference: connection.loop) {
-                    var echoed = 0
-                    var failure: (any Error)?
-                    do {
-                        // A full buffer pauses the socket (and a long write queue pauses it too).
-                        for try await chunk in connection.bytes.values {
-                            connection.send(chunk)
-                            echoed += chunk.count
-                        }
-                    } catch {
-                        failure = error
-                    }
-                    // The client half-closed, went away, or the drain's deadline reset it: close()
-                    // sends what is still queued, then FIN (at once when the connection has ended).
-                    if let error = await connection.close().waitUntilCompleted(), !(error is CancellationError) {
-                        failure = failure ?? error
-                    }
-                    let count = open.closed()
-                    let how = failure.map { "dropped (\($0))" } ?? "left"
-                    printLine("client \(peer) \(how) after \(echoed) bytes (\(count) open)")
-                }
-            }
-        }
-    }
-}
-
 @main
 struct EchoAsync {
     static func main() async {
@@ -142,7 +54,7 @@ struct EchoAsync {
         await withTaskGroup(of: Int32?.self) { tasks in
             tasks.addTask(executorPreference: loop) {
                 do {
-                    try await serve(options, on: group, drain: drainRequests, open: open)
+                    try await EchoAsyncServer.serve(options, on: group, drain: drainRequests, open: open, log: printLine)
                     printLine("echo-async: drained")
                     return 0
                 } catch {

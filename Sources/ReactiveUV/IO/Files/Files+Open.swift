@@ -56,6 +56,15 @@ extension Files {
         return operation("open", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "open")
             flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
+        }, simulated: { operation in
+            let flags = flags
+            operation.simulateStep("open \(path)") { files throws(UVError) in
+                try files.open(path, flags: flags, permissions: permissions, context: "open \(path)")
+            } then: { descriptor in
+                deliver(opened: (descriptor, path), by: operation) { opened in
+                    try? operation.loop.simulatedFiles?.close(opened.0, context: "close \(path)")
+                }
+            }
         }) { operation in
             let flags = flags
             openFile(operation, "open \(path)", removeIfUnwanted: false) {
@@ -80,6 +89,15 @@ extension Files {
             // An empty directory would put the file in `/`; a NUL would cut the template elsewhere than asked.
             try FileSystemArguments.check(folder, "directory", in: "mkstemp")
             try FileSystemArguments.check(template, "prefix", in: "mkstemp")
+        }, simulated: { operation in
+            operation.simulateStep("mkstemp \(template)") { files throws(UVError) in
+                try files.makeTemporaryFile(template, context: "mkstemp \(template)")
+            } then: { made in
+                deliver(opened: made, by: operation) { made in
+                    try? operation.loop.simulatedFiles?.close(made.0, context: "close")
+                    try? operation.loop.simulatedFiles?.unlink(made.1, context: "unlink \(made.1)")
+                }
+            }
         }) { operation in
             openFile(operation, "open \(template)", removeIfUnwanted: true) {
                 // libuv fills the X's of its copy of the template in.
@@ -131,23 +149,29 @@ extension Files {
             if removeIfUnwanted { runNow("unlink \(opened.1)") { uv_fs_unlink(nil, $0, opened.1, nil) } }
         }
         operation.job(context, { _ in try open() }, discard: discard) { opened in
-            // Disposed on another thread while the job ran: the file sent now would be dropped.
-            if operation.isUnwanted { return discard(opened) }
-            let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)
-            // The loop began shutting down while the file opened: it is closed already.
-            if file.isClosed { return operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
-            file.onClose = { closer in
-                switch closer {
-                case .close: operation.finish()
-                case .shutdown: operation.finish(EventLoopError.shutDown(loop: file.loop.name))
-                case .dispose, .open: break
-                }
-            }
-            operation.onEnd {
-                file.onClose = nil
-                file.requestClose(by: .dispose)
-            }
-            operation.send(file)
+            deliver(opened: opened, by: operation, discard: discard)
         }
+    }
+
+    /// Sends the file `open` made (its descriptor and path), which the operation owns until it is closed; one nobody
+    /// wants any more is given to `discard`.
+    private static func deliver(opened: (Int32, String), by operation: FileOperation<OpenFile>, discard: ((Int32, String)) -> Void) {
+        // Disposed on another thread while the job ran: the file sent now would be dropped.
+        if operation.isUnwanted { return discard(opened) }
+        let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)
+        // The loop began shutting down while the file opened: it is closed already.
+        if file.isClosed { return operation.finish(EventLoopError.shutDown(loop: operation.loop.name)) }
+        file.onClose = { closer in
+            switch closer {
+            case .close: operation.finish()
+            case .shutdown: operation.finish(EventLoopError.shutDown(loop: file.loop.name))
+            case .dispose, .open: break
+            }
+        }
+        operation.onEnd {
+            file.onClose = nil
+            file.requestClose(by: .dispose)
+        }
+        operation.send(file)
     }
 }

@@ -16,7 +16,9 @@ extension OpenFile {
     public func read(at offset: Int, count: Int) -> Signal<[UInt8]> {
         let path = self.path
         if let error = checkRange(offset: offset, count: count, limit: Self.maxReadCount, "read") { return .error(error) }
-        return operation("read") { descriptor, _ in
+        return operation("read", simulated: { files, descriptor throws(UVError) in
+            try files.read(descriptor, at: offset, count: count, context: "read \(path)")
+        }) { descriptor, _ in
             try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
         }
     }
@@ -43,7 +45,9 @@ extension OpenFile {
     func write(_ bytes: [UInt8], at offset: Int, largestRequest: Int) -> Signal<Int> {
         let path = self.path
         if let error = checkRange(offset: offset, count: bytes.count, limit: Int.max, "write") { return .error(error) }
-        return operation("write") { descriptor, stop in
+        return operation("write", simulated: { files, descriptor throws(UVError) in
+            try files.write(bytes, to: descriptor, at: offset, context: "write \(path)")
+        }) { descriptor, stop in
             try OpenFile.writeAll(.array(bytes), to: descriptor, at: offset, largestRequest: largestRequest, stop: stop, context: "write \(path)")
         }
     }
@@ -54,7 +58,9 @@ extension OpenFile {
     public func append(_ bytes: [UInt8]) -> Signal<Int> {
         let path = self.path
         return onLoop("append") { [self] subscriber in
-            let append = QueuedAppend(file: self, subscriber: subscriber) { descriptor, stop in
+            let append = QueuedAppend(file: self, subscriber: subscriber, simulated: { files, descriptor throws(UVError) in
+                try files.write(bytes, to: descriptor, at: nil, context: "append \(path)")
+            }) { descriptor, stop in
                 var status = Glibc.stat()
                 guard fstat(descriptor, &status) == 0 else { throw systemCallError("append \(path)") }
                 return try OpenFile.writeAll(.array(bytes), to: descriptor, at: Int(status.st_size),
@@ -68,7 +74,9 @@ extension OpenFile {
     /// Sends what `fstat` says about the file, then completes. Thread rule: safe from any thread.
     public func stat() -> Signal<FileInfo> {
         let path = self.path
-        return operation("fstat") { descriptor, _ in
+        return operation("fstat", simulated: { files, descriptor throws(UVError) in
+            try files.stat(descriptor, context: "fstat \(path)")
+        }) { descriptor, _ in
             try Files.callNow("fstat \(path)", { uv_fs_fstat(nil, $0, descriptor, nil) }) { _, fs in FileInfo(statOf: fs) }
         }
     }
@@ -92,7 +100,9 @@ extension OpenFile {
     /// `sync` or `dataSync`: `call` with the descriptor on the pool.
     private func flush(_ name: String, _ call: @escaping @Sendable (Int32) -> Int32) -> Signal<Void> {
         let path = self.path
-        return operation(name) { descriptor, _ in
+        return operation(name, simulated: { files, descriptor throws(UVError) in
+            try files.sync(descriptor, context: "\(name) \(path)")
+        }) { descriptor, _ in
             guard call(descriptor) == 0 else { throw systemCallError("\(name) \(path)") }
         }.ignoreValues()
     }
@@ -104,7 +114,9 @@ extension OpenFile {
         guard size >= 0 else {
             return .error(UVError(code: UVError.invalidArgumentCode, message: "the size must be 0 or more, not \(size)", context: "ftruncate \(path)"))
         }
-        return operation("ftruncate") { descriptor, _ in
+        return operation("ftruncate", simulated: { files, descriptor throws(UVError) in
+            try files.truncate(descriptor, to: size, context: "ftruncate \(path)")
+        }) { descriptor, _ in
             guard ftruncate(descriptor, off_t(size)) == 0 else {
                 // The kernel's EINVAL for a descriptor open for reading only reads as a bad size.
                 let code = errno
@@ -131,10 +143,12 @@ extension OpenFile {
 
     // MARK: - helpers
 
-    /// A signal that runs `work` with the descriptor on the pool and sends its value.
-    func operation<Value: Sendable>(_ name: String, _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
+    /// A signal that runs `work` with the descriptor on the pool and sends its value (on a simulated loop,
+    /// `simulated` with the simulation's tree and the descriptor).
+    func operation<Value: Sendable>(_ name: String, simulated: SimulatedFileWork<Value>? = nil,
+                                    _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
         onLoop(name) { [self] subscriber in
-            run(name, work) { result in subscriber.sendOnce(result) }
+            run(name, work, simulated: simulated) { result in subscriber.sendOnce(result) }
         }
     }
 
@@ -206,15 +220,20 @@ extension OpenFile {
         guard flags >= 0 else { return nil }
         let reads = what == "read"
         switch flags & O_ACCMODE {
-        case O_WRONLY where reads:
+        case O_WRONLY where reads: return accessModeError(writeOnly: true, what, context: context)
+        case O_RDONLY where !reads: return accessModeError(writeOnly: false, what, context: context)
+        default: return nil
+        }
+    }
+
+    /// The `EBADF` of a read on a file opened for writing only (`writeOnly`), or of `what` on one opened for reading only.
+    static func accessModeError(writeOnly: Bool, _ what: String, context: String) -> UVError {
+        if writeOnly {
             return UVError(code: -EBADF, message: "the file was opened for writing only (mode .write): a read needs .read or .readWrite",
                            context: context)
-        case O_RDONLY where !reads:
-            return UVError(code: -EBADF, message: "the file was opened for reading only (mode .read): a \(what) needs .write or .readWrite",
-                           context: context)
-        default:
-            return nil
         }
+        return UVError(code: -EBADF, message: "the file was opened for reading only (mode .read): a \(what) needs .write or .readWrite",
+                       context: context)
     }
 
     /// Writes all of `bytes` at `offset` (nil: at the descriptor's position) in calls of at most `largestRequest`.

@@ -64,6 +64,8 @@ final class ChunkedFileRead: LoopDisposable, @unchecked Sendable {
             nextOffset += count
             let job = file.run("read", { descriptor, _ in
                 try OpenFile.readBytes(descriptor, at: offset, count: count, context: "read \(path)")
+            }, simulated: { files, descriptor throws(UVError) in
+                try files.read(descriptor, at: offset, count: count, context: "read \(path)")
             }) { [self] result in
                 inFlight[offset] = nil
                 guard subscriber != nil, offset >= deliverOffset else { return }
@@ -127,20 +129,23 @@ final class QueuedAppend: LoopDisposable, @unchecked Sendable {
     let disposedFlag = Atomic<Bool>(false)
     private let file: OpenFile
     private let work: @Sendable (Int32, JobStopFlag) throws -> Int
+    private let simulated: SimulatedFileWork<Int>
     private var subscriber: Subscriber<Int>?
     private var job: FileOperation<Int>?
 
-    init(file: OpenFile, subscriber: Subscriber<Int>, work: @escaping @Sendable (Int32, JobStopFlag) throws -> Int) {
+    init(file: OpenFile, subscriber: Subscriber<Int>, simulated: @escaping SimulatedFileWork<Int>,
+         work: @escaping @Sendable (Int32, JobStopFlag) throws -> Int) {
         self.loop = file.loop
         self.file = file
         self.subscriber = subscriber
+        self.simulated = simulated
         self.work = work
     }
 
     /// Runs the append (its turn came); the file's next append starts when it ends.
     func start() {
         guard subscriber != nil else { return file.appendEnded() }
-        job = file.run("append", work) { [self] result in
+        job = file.run("append", work, simulated: simulated) { [self] result in
             job = nil
             subscriber.take()?.sendOnce(result)
         }

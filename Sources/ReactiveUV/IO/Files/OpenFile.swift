@@ -6,6 +6,9 @@ import Glibc
 import Musl
 #endif
 
+/// What an open file's operation does on a simulated loop: the answer of the simulation's tree for the descriptor.
+typealias SimulatedFileWork<Value> = @Sendable (SimulatedFileSystem, Int32) throws(UVError) -> Value
+
 /// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes, `fstat`, sync,
 /// truncate and close, each a cold signal run on libuv's thread pool (and an `async throws` function on
 /// `FileSystem` that takes the file first).
@@ -15,6 +18,7 @@ import Musl
 /// `pwrite`: no shared offset); appends run one after another. A close waits for the operations running on the
 /// pool (a descriptor is never reused under them); queued and later ones fail with `EBADF` naming who closed
 /// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
+/// On a simulated loop each operation is one callback answered from the simulation's in-memory tree.
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     // `path` and `loop` are immutable, `closedBy` atomic; the rest is loop thread only (operations hop there).
@@ -95,9 +99,11 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
 
     /// Queues `work` with the descriptor on the pool; `completion` gets its result on the loop thread. Returns the
     /// job (the caller's disposable), or nil after `completion` got the failure.
+    /// On a simulated loop `simulated` runs instead, as one callback of the loop (without it the job is refused).
     @discardableResult
     func run<Value: Sendable>(_ operation: String,
                               _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value,
+                              simulated: SimulatedFileWork<Value>? = nil,
                               completion: @escaping (Result<Value, any Error>) -> Void) -> FileOperation<Value>? {
         guard case .open(let descriptor) = state else {
             completion(.failure(closedError(operation) ?? UVError(code: UV_EBADF.rawValue, context: "\(operation) \(path)")))
@@ -114,9 +120,13 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
         let key = ObjectIdentifier(job)
         jobs[key] = job
         job.onEnd { [self] in jobEnded(key) }
-        job.job("\(operation) \(path)", { stop in try work(descriptor, stop) }) { [job] value in
-            job.send(value)
-            job.finish()
+        if let simulated, loop.isSimulated {
+            job.simulate("\(operation) \(path)") { files throws(UVError) in try simulated(files, descriptor) }
+        } else {
+            job.job("\(operation) \(path)", { stop in try work(descriptor, stop) }) { [job] value in
+                job.send(value)
+                job.finish()
+            }
         }
         return job.isRunning ? job : nil
     }
@@ -155,7 +165,10 @@ public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     /// Closes now on the loop thread (closing a local file does not block).
     private func closeNow(_ descriptor: Int32, by closer: Closer) {
         state = .closed(closer)
-        let error = Files.refusal { () throws(UVError) in try Files.callNow("close \(path)", { uv_fs_close(nil, $0, descriptor, nil) }) { _, _ in } }
+        let error = Files.refusal { () throws(UVError) in
+            if let files = loop.simulatedFiles { return try files.close(descriptor, context: "close \(path)") }
+            try Files.callNow("close \(path)", { uv_fs_close(nil, $0, descriptor, nil) }) { _, _ in }
+        }
         let waiters = closeWaiters
         closeWaiters = []
         let onClose = self.onClose.take()

@@ -19,23 +19,37 @@ extension FileOperation {
     /// Thread rule: loop thread only.
     @inline(never)
     func simulateAll(_ context: String, _ answer: @escaping (SimulatedFileSystem) throws(UVError) -> [Value]) {
+        simulateStep(context, answer) { [self] values in
+            for value in values {
+                guard isRunning else { return }
+                send(value)
+            }
+            finish()
+        }
+    }
+
+    /// One step answered from the tree as one callback of the loop: `then` gets the answer while the
+    /// operation runs; the answer's error fails the operation.
+    ///
+    /// Thread rule: loop thread only.
+    @inline(never)
+    func simulateStep<Answer>(_ context: String, _ answer: @escaping (SimulatedFileSystem) throws(UVError) -> Answer,
+                              then: @escaping (Answer) -> Void) {
         guard isRunning else { return }
         guard let files = loop.simulatedFiles else { return finish(loop.simulationRefusal("Files", what: context)) }
         guard loop.acceptsNewRequests else { return finish(EventLoopError.shutDown(loop: loop.name)) }
         stepContext = context
         // The simulation runs the callback on the thread that made it.
-        let answer = UncheckedSendable(answer)
+        let step = UncheckedSendable((answer, then))
         loop.execute { [self] in
             guard isRunning else { return }
+            let answered: Answer
             do throws(UVError) {
-                for value in try answer.value(files) {
-                    guard isRunning else { return }
-                    send(value)
-                }
-                finish()
+                answered = try step.value.0(files)
             } catch {
-                finish(error)
+                return finish(error)
             }
+            step.value.1(answered)
         }
     }
 

@@ -16,11 +16,10 @@ extension SimulatedFileSystem {
 
     /// `chmod(2)`, following links.
     func changeMode(_ path: String, to mode: UInt32, context: String) throws(UVError) {
-        let (parent, name, found) = try locate(path, followLast: true, context: context)
-        guard let node = found else { throw Self.error(UV_ENOENT, context) }
+        let node = try existing(path, followLast: true, context: context)
         node.permissions = mode & 0o7777
         node.changed = now
-        notify(parent, .changed, name)
+        touched(node)
     }
 
     /// `mkdir(2)`: `EEXIST` for any name taken (a dangling link too), `EACCES` without write permission on the parent.
@@ -73,6 +72,17 @@ extension SimulatedFileSystem {
         if name.isEmpty { throw Self.error(UV_EBUSY, context) }
         try require(3, of: parent, context)
         setEntry(name, in: parent, to: nil)
+        if let node { unlinkContents(of: node) }
+    }
+
+    /// Everything under a removed directory is unlinked too: open files there read on, watches there end.
+    private func unlinkContents(of directory: Node) {
+        guard case .directory(let entries) = directory.content else { return }
+        for (_, child) in entries.sorted(by: { $0.key < $1.key }) {
+            child.parent = nil
+            notify(child, .renamed, "")
+            unlinkContents(of: child)
+        }
     }
 
     /// `rename(2)`: replaces a file, or an empty directory with a directory; `ENOTDIR`, `EISDIR`,
@@ -131,6 +141,7 @@ extension SimulatedFileSystem {
         try strike(.readError, path, context: context)
         guard bytes.count <= maxSize else { throw Self.error(UV_EFBIG, context) }
         node.accessed = now
+        bytes.withUnsafeBytes { readObserver?($0, Int32(clamping: bytes.count)) }
         return bytes
     }
 
@@ -154,7 +165,7 @@ extension SimulatedFileSystem {
         }
         node.modified = now
         node.changed = now
-        notify(parent, .changed, name)
+        touched(node)
         try strike(.noSpace, path, context: context)
         guard case .file(var contents) = node.content else { return }
         node.content = .file([])

@@ -25,6 +25,9 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         var modified: UInt64
         var changed: UInt64
         var accessed: UInt64
+        /// The directory whose entry names this node, and that name; nil once unlinked (no hard links here).
+        weak var parent: Node?
+        var name = ""
 
         init(_ content: Content, permissions: UInt32, inode: UInt64, time: UInt64) {
             self.content = content
@@ -60,6 +63,8 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         case tooManyOpenFiles
         /// A read fails with `EIO`.
         case readError
+        /// The watch's event queue overflows (`IN_Q_OVERFLOW`): one event is lost, `.eventsLost` sent instead.
+        case watchOverflow
     }
 
     private let clock: VirtualClock
@@ -76,11 +81,21 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     /// The drawn faults that struck, in order.
     package private(set) var drawnStruck: [(kind: FaultKind, path: String, at: UInt64)] = []
 
-    /// What watches each directory (`SimulatedDirectoryWatch`), by the directory's node.
+    /// Told the bytes of every file read (a whole file, or an open file's read), so the trace digests them.
+    package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
+    /// The open file descriptions, by the descriptor `OpenFile` holds (negative: no real descriptor has one).
+    var descriptors: [Int32: OpenDescription] = [:]
+    /// Temporary files named so far (`makeTemporaryFile`).
+    var temporaryCount = 0
+    /// The instant each watched path last drew an overflow (`overflows`).
+    private var overflowDrawnAt: [String: UInt64] = [:]
+
+    /// What watches each node (`SimulatedDirectoryWatch`, `SimulatedFileWatch`), by the node.
     private var watchers: [ObjectIdentifier: [(key: Int, tell: (FileEvent.Kind, String, String?) -> Void)]] = [:]
     private var nextWatcherKey = 0
 
-    /// Tells `tell` each change to `directory`'s entries (kind, name, old name of a move) until the returned closure runs.
+    /// Tells `tell` each change to `directory`'s entries (kind, name, old name of a move), and to the node itself
+    /// (name "": `.changed` for its contents or attributes, `.renamed` when it leaves its name), until the returned closure runs.
     func watch(_ directory: Node, _ tell: @escaping (FileEvent.Kind, String, String?) -> Void) -> () -> Void {
         let id = ObjectIdentifier(directory)
         nextWatcherKey += 1
@@ -113,21 +128,37 @@ package final class SimulatedFileSystem: @unchecked Sendable {
 
     /// Fails with `kind`'s error if a fault of that kind waits on `path` and its time has come.
     func strike(_ kind: FaultKind, _ path: String, context: String) throws(UVError) {
+        guard strikes(kind, path) else { return }
+        let code = switch kind {
+        case .noSpace: UV_ENOSPC.rawValue
+        case .tooManyOpenFiles: UV_EMFILE.rawValue
+        case .readError, .watchOverflow: UV_EIO.rawValue
+        }
+        throw UVError(code: code, message: "injected by the simulation's fault plan", context: context)
+    }
+
+    /// Whether the watch of `path` loses an event now to an overflow: a planned one strikes at the watch's
+    /// first event at or after its time; one drawn from the seed only at the watch's first event of an
+    /// instant, so that, written as a plan, it strikes the same event.
+    func overflows(_ path: String) -> Bool {
+        let absolute = Self.normalized(path)
+        let firstOfInstant = overflowDrawnAt[absolute] != now
+        overflowDrawnAt[absolute] = now
+        return strikes(.watchOverflow, path, draws: firstOfInstant)
+    }
+
+    /// Whether a fault of `kind` on `path` strikes now (planned, or drawn from the seed if `draws`); noted if it does.
+    func strikes(_ kind: FaultKind, _ path: String, draws: Bool = true) -> Bool {
         let now = clock.nanoseconds
         let absolute = Self.normalized(path)
         if let index = faults.firstIndex(where: { $0.kind == kind && $0.path == absolute && $0.at <= now }) {
             faults.remove(at: index)
         } else {
-            guard let perMille = drawnPerMille[kind], perMille > 0, let random, random() % 1_000 < UInt64(perMille) else { return }
+            guard draws, let perMille = drawnPerMille[kind], perMille > 0, let random, random() % 1_000 < UInt64(perMille) else { return false }
             drawnStruck.append((kind, absolute, now))
         }
         faultsStruck.append((kind, absolute, now))
-        let code = switch kind {
-        case .noSpace: UV_ENOSPC.rawValue
-        case .tooManyOpenFiles: UV_EMFILE.rawValue
-        case .readError: UV_EIO.rawValue
-        }
-        throw UVError(code: code, message: "injected by the simulation's fault plan", context: context)
+        return true
     }
 
     /// `path` as absolute components (the working directory is `/`); `.` dropped, `..` kept for the walk.
@@ -209,10 +240,22 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         if !quietly { notify(directory, .renamed, name) }
         guard case .directory(var entries) = directory.content else { return }
         directory.content = .directory([:])
+        if let old = entries[name], old !== node {
+            old.parent = nil
+            notify(old, .renamed, "")
+        }
+        node?.parent = directory
+        node?.name = name
         entries[name] = node
         directory.content = .directory(entries)
         directory.modified = now
         directory.changed = now
+    }
+
+    /// Tells the watchers of `node` and of its directory (under its name) that its contents or attributes changed.
+    func touched(_ node: Node) {
+        if let parent = node.parent { notify(parent, .changed, node.name) }
+        notify(node, .changed, "")
     }
 
     /// Fails with `EACCES` unless the owner bits of `node` allow `bits` (4 read, 2 write, 1 execute).
@@ -232,7 +275,7 @@ package final class SimulatedFileSystem: @unchecked Sendable {
         status.st_size = node.size
         status.st_ino = node.inode
         status.st_dev = 1
-        status.st_nlink = 1
+        status.st_nlink = node.parent != nil || node === root ? 1 : 0
         status.st_blksize = 4096
         status.st_blocks = (node.size + 511) / 512
         status.st_atim = Self.timespec(node.accessed)

@@ -198,7 +198,7 @@ extension FileWatch {
                 subscriber.sendError(refusal)
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.follow", refusingSimulation: "Watch") { loop in
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.follow") { loop in
                 FileFollowSession(loop: loop, settings: settings, subscriber: subscriber).start()
             }
         }.debugNamed("+FileWatch.followEvents(\(path))")
