@@ -21,8 +21,7 @@ struct FileSystemSource<Value>: SignalSource, @unchecked Sendable {
     typealias Start = (UnsafeMutablePointer<uv_loop_t>, UnsafeMutablePointer<uv_fs_t>, FileCallContext, @escaping uv_fs_cb) -> Int32
 
     enum Work {
-        /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`: `Value` is `FileInfo`), or only completes.
-        /// `mode` is the call's mode argument (`access`, `chmod`), which a simulated loop's answer reads.
+        /// One request; it sends the `stat` its `uv_fs_t` holds (`stat`, `lstat`), or only completes; `mode`: `access`, `chmod`.
         case request(start: Start, sendsStat: Bool, mode: UInt16)
         /// A longer operation: its steps, or its answer on a simulated loop.
         case steps(FileSteps<Value>)
@@ -90,21 +89,6 @@ extension FileOperation {
     }
 }
 
-/// A longer file-system operation's bodies: `body` starts its first step; on a simulated loop
-/// `simulated` runs instead (its answer from the in-memory tree), or, when nil, the first step is refused.
-///
-/// Thread rule: immutable; the closures run on the loop thread only.
-final class FileSteps<Value>: @unchecked Sendable {
-    // Sendable: immutable, and its closures run on the operation's loop thread only.
-    let body: (FileOperation<Value>) -> Void
-    let simulated: ((FileOperation<Value>) -> Void)?
-
-    init(body: @escaping (FileOperation<Value>) -> Void, simulated: ((FileOperation<Value>) -> Void)?) {
-        self.body = body
-        self.simulated = simulated
-    }
-}
-
 /// What a file-system call is doing, for its errors and labels: `"stat /tmp/x"`, `"rename a -> b"`.
 /// Kept as its parts and written out only for an error or a message.
 ///
@@ -145,8 +129,7 @@ extension Files {
     }
 
     /// A cold file-system signal: `checks` run when it is made (their error fails each subscriber before
-    /// any request), then `body` starts the operation's first step on the loop thread.
-    /// `simulated` is what the operation does on a simulated loop (its answer from the in-memory tree).
+    /// any request), then `body` starts the operation's first step on the loop thread (`simulated` on a simulated loop).
     static func operation<Value>(_ call: StaticString, on loop: EventLoop?, checks: () throws(UVError) -> Void,
                                  simulated: ((FileOperation<Value>) -> Void)? = nil,
                                  _ body: @escaping (FileOperation<Value>) -> Void) -> Signal<Value> {
@@ -156,8 +139,7 @@ extension Files {
     }
 
     /// A signal of one request: `start` is given the loop, the request, `context` (whose paths a closure with
-    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result; `mode`
-    /// is the call's mode argument, for a simulated loop.
+    /// no captures can use) and the callback. `sendsStat` (Value is `FileInfo`) sends the `stat` result.
     private static func single<Value>(_ context: consuming FileCallContext, on loop: EventLoop?, checks: () throws(UVError) -> Void,
                                       sendsStat: Bool, mode: UInt16 = 0, _ start: @escaping FileSystemSource<Value>.Start) -> Signal<Value> {
         let call = context.call

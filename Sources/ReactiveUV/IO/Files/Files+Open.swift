@@ -56,16 +56,7 @@ extension Files {
         return operation("open", on: loop, checks: { () throws(UVError) in
             try FileSystemArguments.check(path, in: "open")
             flags = try openFlags(mode: mode, options: options, permissions: permissions, path: path)
-        }, simulated: { operation in
-            let flags = flags
-            operation.simulateStep("open \(path)") { files throws(UVError) in
-                try files.open(path, flags: flags, permissions: permissions, context: "open \(path)")
-            } then: { descriptor in
-                deliver(opened: (descriptor, path), by: operation) { opened in
-                    try? operation.loop.simulatedFiles?.close(opened.0, context: "close \(path)")
-                }
-            }
-        }) { operation in
+        }, simulated: { simulateOpen($0, path, flags: flags, permissions: permissions) }) { operation in
             let flags = flags
             openFile(operation, "open \(path)", removeIfUnwanted: false) {
                 let file = try Files.callNow("open \(path)", { uv_fs_open(nil, $0, path, flags, Int32(bitPattern: permissions), nil) },
@@ -89,16 +80,7 @@ extension Files {
             // An empty directory would put the file in `/`; a NUL would cut the template elsewhere than asked.
             try FileSystemArguments.check(folder, "directory", in: "mkstemp")
             try FileSystemArguments.check(template, "prefix", in: "mkstemp")
-        }, simulated: { operation in
-            operation.simulateStep("mkstemp \(template)") { files throws(UVError) in
-                try files.makeTemporaryFile(template, context: "mkstemp \(template)")
-            } then: { made in
-                deliver(opened: made, by: operation) { made in
-                    try? operation.loop.simulatedFiles?.close(made.0, context: "close")
-                    try? operation.loop.simulatedFiles?.unlink(made.1, context: "unlink \(made.1)")
-                }
-            }
-        }) { operation in
+        }, simulated: { simulateMakeTemporaryFile($0, template) }) { operation in
             openFile(operation, "open \(template)", removeIfUnwanted: true) {
                 // libuv fills the X's of its copy of the template in.
                 try Files.callNow("mkstemp \(template)", { uv_fs_mkstemp(nil, $0, template, nil) }) { result, fs in
@@ -155,7 +137,7 @@ extension Files {
 
     /// Sends the file `open` made (its descriptor and path), which the operation owns until it is closed; one nobody
     /// wants any more is given to `discard`.
-    private static func deliver(opened: (Int32, String), by operation: FileOperation<OpenFile>, discard: ((Int32, String)) -> Void) {
+    static func deliver(opened: (Int32, String), by operation: FileOperation<OpenFile>, discard: ((Int32, String)) -> Void) {
         // Disposed on another thread while the job ran: the file sent now would be dropped.
         if operation.isUnwanted { return discard(opened) }
         let file = OpenFile(loop: operation.loop, path: opened.1, descriptor: opened.0)

@@ -143,8 +143,7 @@ extension OpenFile {
 
     // MARK: - helpers
 
-    /// A signal that runs `work` with the descriptor on the pool and sends its value (on a simulated loop,
-    /// `simulated` with the simulation's tree and the descriptor).
+    /// A signal that runs `work` with the descriptor on the pool (`simulated` on a simulated loop) and sends its value.
     func operation<Value: Sendable>(_ name: String, simulated: SimulatedFileWork<Value>? = nil,
                                     _ work: @escaping @Sendable (Int32, JobStopFlag) throws -> Value) -> Signal<Value> {
         onLoop(name) { [self] subscriber in

@@ -6,9 +6,6 @@ import Glibc
 import Musl
 #endif
 
-/// What an open file's operation does on a simulated loop: the answer of the simulation's tree for the descriptor.
-typealias SimulatedFileWork<Value> = @Sendable (SimulatedFileSystem, Int32) throws(UVError) -> Value
-
 /// A file opened by `Files.open` or `Files.makeTemporaryFile`: positional reads and writes, `fstat`, sync,
 /// truncate and close, each a cold signal run on libuv's thread pool (and an `async throws` function on
 /// `FileSystem` that takes the file first).
@@ -17,12 +14,11 @@ typealias SimulatedFileWork<Value> = @Sendable (SimulatedFileSystem, Int32) thro
 /// or the loop's shutdown closes it, once. Operations may start from any thread and run at once (`pread`,
 /// `pwrite`: no shared offset); appends run one after another. A close waits for the operations running on the
 /// pool (a descriptor is never reused under them); queued and later ones fail with `EBADF` naming who closed
-/// the file. A path renamed over or deleted meanwhile leaves the file on the old inode.
-/// On a simulated loop each operation is one callback answered from the simulation's in-memory tree.
+/// the file. A path renamed over or deleted meanwhile leaves the file on the old inode. On a simulated loop each
+/// operation is one callback answered from the simulation's in-memory tree.
 /// Thread rule: safe from any thread.
 public final class OpenFile: @unchecked Sendable, CustomStringConvertible {
     // `path` and `loop` are immutable, `closedBy` atomic; the rest is loop thread only (operations hop there).
-
     /// Who closed a file: named in the `EBADF` of later operations.
     enum Closer: UInt8 {
         case open = 0, dispose, close, shutdown
