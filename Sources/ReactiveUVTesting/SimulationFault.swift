@@ -24,6 +24,15 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     case tooManyOpenFiles(path: String, at: Duration)
     /// The first read of `path` at or after `at` fails with `EIO`.
     case readError(path: String, at: Duration)
+    /// Lookups of the name `host` started from `at` through `at + duration` fail with `EAI_AGAIN`,
+    /// as when no DNS server answers (`duration` zero: those started at `at`).
+    case dnsFailure(host: String, at: Duration, for: Duration)
+    /// The UDP datagram numbered `datagram` (from 1, in the order of the sends on the simulated
+    /// network) is lost. It has no time of its own: `time` is zero.
+    case dropDatagram(datagram: Int)
+    /// At `at` the virtual clock jumps forward by `by`, as after a suspended machine: every timer
+    /// and packet due meanwhile runs late, at once, in deadline order.
+    case clockJump(by: Duration, at: Duration)
 
     /// When the fault strikes, from the start of the simulation.
     ///
@@ -31,7 +40,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     public var time: Duration {
         switch self {
         case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
-             .readError(_, let at): at
+             .readError(_, let at), .dnsFailure(_, let at, _), .clockJump(_, let at): at
+        case .dropDatagram: .zero
         }
     }
 
@@ -50,6 +60,12 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".tooManyOpenFiles(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         case .readError(let path, let at):
             ".readError(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .dnsFailure(let host, let at, let duration):
+            ".dnsFailure(host: \(Self.quoted(host)), at: \(Self.swiftCode(at)), for: \(Self.swiftCode(duration)))"
+        case .dropDatagram(let datagram):
+            ".dropDatagram(datagram: \(datagram))"
+        case .clockJump(let by, let at):
+            ".clockJump(by: \(Self.swiftCode(by)), at: \(Self.swiftCode(at)))"
         }
     }
 
@@ -74,6 +90,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         case .noSpace(let path, let at), .tooManyOpenFiles(let path, let at), .readError(let path, let at):
             if path.isEmpty { return "a file fault needs a path, got an empty one" }
             if at < .zero { return "a file fault's time must not be negative, got \(at)" }
+        case .dnsFailure, .dropDatagram, .clockJump:
+            return networkRefusal
         }
         return nil
     }
@@ -88,7 +106,7 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         return nanoseconds == 0 ? ".zero" : ".nanoseconds(\(nanoseconds))"
     }
 
-    private static func quoted(_ text: String) -> String {
+    static func quoted(_ text: String) -> String {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
@@ -142,6 +160,8 @@ extension Simulation {
         case .readError(let path, let at):
             files.arm(.readError, path: path, at: at.clampedNanoseconds)
             faultsArmed.append(fault)
+        case .dnsFailure, .dropDatagram, .clockJump:
+            injectNetworkFault(fault)
         }
     }
 
@@ -152,7 +172,7 @@ extension Simulation {
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (faultsArmed + resets + drawnFileFaults).enumerated()
+        return (faultsArmed + resets + drawnFileFaults + drawnNetworkFaults).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

@@ -35,6 +35,15 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Writes started and not yet called back, oldest first (each holds the reference handed over).
     private var pendingWrites: [Unmanaged<WriteRequest>] = []
     private var pendingShutdown: ShutdownRequest?
+    /// What the peer's kernel has not taken yet of the newest pending writes, oldest first (short
+    /// writes: `SimulatedStream+ShortWrites.swift`); FIN waits behind it when `finAfterBacklog`.
+    var backlog: [ArraySlice<UInt8>] = []
+    var backlogBytes = 0
+    var finAfterBacklog = false
+    /// The next time the peer's window opens for the backlog, while it is not empty.
+    var windowTimer: (any Disposable)?
+    /// Pending writes the close found untaken: their callbacks say `ECANCELED`, as libuv's do.
+    private var cancelledAtClose = 0
     /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
     private var lastArrival: UInt64 = 0
     private var sentEnd = false
@@ -91,8 +100,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         request.request.pointee.type = UV_WRITE
         request.willStart(handingOver: true)
         pendingWrites.append(Unmanaged.passUnretained(request))
-        transmit(bytes[written...])
-        loop.execute { [self] in finishOldestWrite() }
+        let rest = bytes[written...]
+        let taken = backlog.isEmpty ? (loop.simulatedNetwork?.writeSize(rest.count) ?? rest.count) : 0
+        transmit(rest.prefix(taken))
+        if taken == rest.count {
+            loop.execute { [self] in finishOldestWrite() }
+        } else {
+            holdBack(rest.dropFirst(taken))
+        }
         return 0
     }
 
@@ -101,6 +116,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         request.request.pointee.type = UV_SHUTDOWN
         try request.start("shutdown of a simulated stream") { 0 }
         pendingShutdown = request
+        if !backlog.isEmpty { return finAfterBacklog = true }
         sendEnd(reset: false)
         loop.execute { [self] in finishShutdown(status: 0) }
     }
@@ -117,6 +133,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         isClosed = true
         faultTimer?.dispose()
         faultTimer = nil
+        cancelledAtClose = dropBacklog()
         if sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
         loop.execute { [self] in finishClose() }
     }
@@ -141,14 +158,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     // MARK: - transmission
 
     /// Delivers to the peer after the latency, never before an earlier transmission.
-    private func transmit(_ bytes: ArraySlice<UInt8>) {
+    func transmit(_ bytes: ArraySlice<UInt8>) {
         guard !bytes.isEmpty else { return }
         lastActivity = loop.now.nanoseconds
         let payload = Array(bytes)
         send { $0.receive(payload) }
     }
 
-    private func sendEnd(reset: Bool) {
+    func sendEnd(reset: Bool) {
         sentEnd = true
         let code = reset ? UV_ECONNRESET.rawValue : UV_EOF.rawValue
         send { $0.receiveEnd(code) }
@@ -197,6 +214,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
             inboundStart = 0
             inboundEnd = code
             endDelivered = false
+            failBacklog(UV_ECONNRESET.rawValue)
         } else if inboundEnd == nil {
             inboundEnd = code
         }
@@ -243,14 +261,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         connection.tlsDidRead(count, in: &buffer)
     }
 
-    private func finishOldestWrite() {
+    func finishOldestWrite(status: Int32 = 0) {
         guard !pendingWrites.isEmpty, let connection else { return }
         let write = pendingWrites.removeFirst()
         write._withUnsafeGuaranteedRef { $0.didFinish() }
-        connection.writeDidFinish(write, status: 0)
+        connection.writeDidFinish(write, status: status)
     }
 
-    private func finishShutdown(status: Int32) {
+    func finishShutdown(status: Int32) {
         guard let request = pendingShutdown, let data = request.request.pointee.data else { return }
         pendingShutdown = nil
         // Balances the retain `start` took, as libuv's callback does.
@@ -260,7 +278,8 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     }
 
     private func finishClose() {
-        while !pendingWrites.isEmpty { finishOldestWrite() }
+        while pendingWrites.count > cancelledAtClose { finishOldestWrite() }
+        while !pendingWrites.isEmpty { finishOldestWrite(status: UV_ECANCELED.rawValue) }
         finishShutdown(status: UV_ECANCELED.rawValue)
         guard let connection else { return }
         self.connection = nil
