@@ -22,6 +22,8 @@ import ReactiveUV
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
 /// times on virtual time), with `ENOSPC`, `EMFILE` and `EIO` from a plan or `setFileFaults(_:)`.
+/// `UDP` sockets exchange datagrams, host names resolve through `addHost(_:addresses:)`, and
+/// plans add DNS failures, dropped datagrams and clock jumps (`SimulationFault`).
 /// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
