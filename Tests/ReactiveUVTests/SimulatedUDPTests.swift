@@ -111,7 +111,8 @@ final class SimulatedUDPTests: XCTestCase {
         Simulation.check(seed: 85) { simulation in
             let receiver = try bound(simulation, port: 6000)
             let sender = try bound(simulation)
-            try simulation.perform { for _ in 0..<4 { sender.send([UInt8](repeating: 7, count: 60_000), to: try address("127.0.0.1", 6000)) } }
+            let destination = try address("127.0.0.1", 6000)
+            try simulation.perform { for _ in 0..<4 { sender.send([UInt8](repeating: 7, count: 60_000), to: destination) } }
             simulation.runUntilIdle()
             let got = try simulation.record(receiver.datagrams)
             simulation.runUntilIdle()

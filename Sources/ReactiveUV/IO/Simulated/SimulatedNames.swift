@@ -56,19 +56,23 @@ extension SimulatedNetwork {
     /// of the loop, traced), with the addresses or the error. The timer is the pending lookup.
     func resolve(_ host: String, port: Int, on loop: EventLoop,
                  _ completion: @escaping (Result<[SocketAddress], any Error>) -> Void) -> (any Disposable)? {
-        let result = names.lookUp(host, port: port, at: loop.now.nanoseconds, failurePerMille: faults.dnsFailurePerMille, draw: { bound in random() % bound },
-                                  armsDraws: drawsResets)
+        let result = lookUp(host, port: port, on: loop)
         let box = UncheckedSendable(completion)
         let answer = loop.schedule(after: faults.latency * 2) { box.value(result.mapError { $0 as any Error }) }
         if answer == nil { completion(.failure(EventLoopError.shutDown(loop: loop.name))) }
         return answer
     }
 
+    /// The host table's answer for `host` now, drawing a DNS failure from the seed.
+    private func lookUp(_ host: String, port: Int, on loop: EventLoop) -> Result<[SocketAddress], UVError> {
+        names.lookUp(host, port: port, at: loop.now.nanoseconds, failurePerMille: faults.dnsFailurePerMille,
+                     draw: { bound in random() % bound }, armsDraws: drawsResets)
+    }
+
     /// The first address of `host` for a server's bind, resolved at once; the lookup's error otherwise.
     func resolveForBind(_ host: String, port: Int, on loop: EventLoop) -> Result<SocketAddress, UVError> {
         if let numeric = try? SocketAddress(host: host, port: port) { return .success(numeric) }
-        return names.lookUp(host, port: port, at: loop.now.nanoseconds, failurePerMille: faults.dnsFailurePerMille, draw: { bound in random() % bound },
-                            armsDraws: drawsResets).flatMap { addresses in
+        return lookUp(host, port: port, on: loop).flatMap { addresses in
             guard let first = addresses.first else {
                 return .failure(UVError(code: UV_EAI_NODATA.rawValue, context: "resolving '\(host)'"))
             }
