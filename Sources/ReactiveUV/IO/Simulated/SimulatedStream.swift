@@ -44,6 +44,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     var windowTimer: (any Disposable)?
     /// Pending writes the close found untaken: their callbacks say `ECANCELED`, as libuv's do.
     private var cancelledAtClose = 0
+    /// Descriptor passing (`SimulatedStream+Passing.swift`): the end this one's socket was handed
+    /// to (it relays what arrives here), the relay kept alive by the end it was handed to, the
+    /// ends passed in with this end's bytes, and the bytes received and read (their boundaries).
+    weak var handedTo: SimulatedStreamEnd?
+    var relay: SimulatedStreamEnd?
+    var passedIn: [PassedEnd] = []
+    var bytesReceived = 0
+    var bytesRead = 0
     /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
     private var lastArrival: UInt64 = 0
     private var sentEnd = false
@@ -76,6 +84,17 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Serves `connection` (called by `StreamConnection.openSimulated`).
     func attach(_ connection: StreamConnection) {
         self.connection = connection
+    }
+
+    /// Takes `other`'s unread bytes and arrived end: its socket was handed to this end.
+    func takeUnread(from other: SimulatedStreamEnd) {
+        inbound = Array(other.inbound[other.inboundStart...])
+        bytesReceived = inbound.count
+        if !other.endDelivered { inboundEnd = other.inboundEnd }
+        // Writes from here never overtake those the old end sent.
+        lastArrival = other.lastArrival
+        other.inbound = []
+        other.inboundStart = 0
     }
 
     // MARK: - the stream's calls
@@ -134,7 +153,9 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         faultTimer?.dispose()
         faultTimer = nil
         cancelledAtClose = dropBacklog()
-        if sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
+        closePassedIn()
+        // A socket handed to another process lives on there: this close sends nothing.
+        if handedTo == nil, sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
         loop.execute { [self] in finishClose() }
     }
 
@@ -171,7 +192,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         send { $0.receiveEnd(code) }
     }
 
-    private func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
+    func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
         guard let peer else { return }  // the peer's stream is gone: nothing receives
         let now = loop.now.nanoseconds
         let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
@@ -199,14 +220,17 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         }
     }
 
-    private func receive(_ bytes: [UInt8]) {
+    func receive(_ bytes: [UInt8]) {
+        if let handedTo { return relay(to: handedTo) { $0.receive(bytes) } }
         // Kept from before the stream is attached (bytes sent before the listener accepted).
         guard !isClosed, inboundEnd == nil else { return }
         inbound.append(contentsOf: bytes)
+        bytesReceived += bytes.count
         queueReadIfReady()
     }
 
-    private func receiveEnd(_ code: Int32) {
+    func receiveEnd(_ code: Int32) {
+        if let handedTo { return relay(to: handedTo) { $0.receiveEnd(code) } }
         guard !isClosed else { return }
         if code == UV_ECONNRESET.rawValue {
             // A reset drops what was not read yet, and the next read fails (even after an EOF).
@@ -215,6 +239,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
             inboundEnd = code
             endDelivered = false
             failBacklog(UV_ECONNRESET.rawValue)
+            closePassedIn()
         } else if inboundEnd == nil {
             inboundEnd = code
         }
@@ -223,7 +248,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
 
     // MARK: - callbacks of the loop
 
-    private func queueReadIfReady() {
+    func queueReadIfReady() {
         guard reading, !readQueued, inbound.count > inboundStart || (inboundEnd != nil && !endDelivered) else { return }
         readQueued = true
         loop.execute { [self] in readOnce() }
@@ -234,9 +259,16 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         readQueued = false
         guard reading, let connection, connection.isHandleOpen else { return }
         let available = inbound.count - inboundStart
+        // A read ends where a passed socket came, as a `recvmsg` does at a message with `SCM_RIGHTS`.
+        let untilPassed = passedIn.first.map { $0.boundary - bytesRead } ?? available
+        if available > 0, untilPassed == 0 {
+            // The socket at this point waits for a reader that takes it (`incoming` restarting).
+            return connection.deliverSimulatedDescriptors()
+        }
         if available > 0 {
             let (base, size) = connection.readBuffer()
-            let count = loop.simulatedNetwork?.readSize(min(size, available)) ?? min(size, available)
+            let count = loop.simulatedNetwork?.readSize(min(size, available, untilPassed)) ?? min(size, available, untilPassed)
+            bytesRead += count
             inbound.withUnsafeBytes { base.copyMemory(from: $0.baseAddress! + inboundStart, byteCount: count) }
             inboundStart += count
             if inboundStart == inbound.count {
