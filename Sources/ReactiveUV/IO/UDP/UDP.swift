@@ -22,7 +22,7 @@ public struct Datagram: Sendable, Hashable {
     }
 }
 
-/// UDP sockets.
+/// UDP sockets; on a simulated loop, sockets of the simulation's network (datagrams on virtual time).
 ///
 /// Thread rule: safe from any thread.
 public enum UDP {
