@@ -19,6 +19,10 @@ final class SimulatedDNSTests: XCTestCase {
             XCTAssertEqual(resolved.recorded.map(\.time), [ms(2), ms(2)], "the answer, then completion, a round trip later")
             guard case .completed? = resolved.terminal else { return XCTFail("\(resolved.recorded)") }
             XCTAssertEqual(local.values.first?.map(\.description), ["127.0.0.1:80", "[::1]:80"])
+            let answers = simulation.trace.entries.filter { $0.kind == .timer && $0.time == ms(2) }
+            XCTAssertEqual(answers.count, 2)
+            XCTAssertTrue(answers.allSatisfy { $0.payload != nil }, "each answer is digested into the trace")
+            XCTAssertNotEqual(answers[0].payload, answers[1].payload, "other addresses, another digest")
         }
     }
 

@@ -58,7 +58,15 @@ extension SimulatedNetwork {
                  _ completion: @escaping (Result<[SocketAddress], any Error>) -> Void) -> (any Disposable)? {
         let result = lookUp(host, port: port, on: loop)
         let box = UncheckedSendable(completion)
-        let answer = loop.schedule(after: faults.latency * 2) { box.value(result.mapError { $0 as any Error }) }
+        // The answer is digested into the trace as a read is: a changed host table changes the hash.
+        let (text, status): (String, Int32) = switch result {
+        case .success(let addresses): (addresses.map(\.description).joined(separator: " "), 0)
+        case .failure(let error): ("", error.code)
+        }
+        let answer = loop.schedule(after: faults.latency * 2) { [self] in
+            Array(text.utf8).withUnsafeBytes { noteRead($0, status: status) }
+            box.value(result.mapError { $0 as any Error })
+        }
         if answer == nil { completion(.failure(EventLoopError.shutDown(loop: loop.name))) }
         return answer
     }
