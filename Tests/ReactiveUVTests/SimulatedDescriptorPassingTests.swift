@@ -105,4 +105,35 @@ final class SimulatedDescriptorPassingTests: XCTestCase {
             guard case .completed? = client.terminal else { return XCTFail("\(client.recorded)") }
         }
     }
+
+    func testAConnectionPassedBehindAShortWritesRestArrivesAfterEveryByteBeforeIt() throws {
+        Simulation.check(seed: 113) { simulation in
+            try simulation.setNetworkFaults(SimulationNetworkFaults(shortWritePerMille: 1_000))
+            let workerLoop = simulation.makeLoop(name: "worker")
+            let front = simulation.makeLoop(name: "front")
+            // What the worker's `incoming` sends: each chunk's size, -1 for the connection.
+            let incoming = try simulation.record(UnixSocket.serve(path: path, options: ipc).flatMap { event -> Signal<Int> in
+                guard case .accepted(let channel) = event else { return .empty }
+                return channel.incoming.map { incoming in
+                    if case .bytes(let chunk) = incoming { return chunk.count }
+                    return -1
+                }
+            }, on: workerLoop)
+            simulation.run(for: .zero)
+            let passes = try simulation.record(UnixSocket.connect(path: path, options: ipc).flatMap { channel in
+                TCPServer.serve(port: 7000).flatMap { event -> Signal<String> in
+                    guard case .accepted(let connection) = event else { return .empty }
+                    channel.send([UInt8](repeating: 1, count: 5_000))
+                    return channel.send(connection, with: [2]).then(Signal.return("passed"))
+                }
+            }, on: front)
+            _ = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { $0.bytes })
+            simulation.runUntilIdle()
+            XCTAssertEqual(passes.values, ["passed"])
+            let sizes = incoming.values
+            XCTAssertEqual(sizes.last, -1, "the connection comes last: \(sizes)")
+            XCTAssertEqual(sizes.filter { $0 > 0 }.reduce(0, +), 5_001, "every byte before it, its message's included")
+            XCTAssertGreaterThan(sizes.count, 3, "the bytes came in short parts: \(sizes)")
+        }
+    }
 }

@@ -42,6 +42,7 @@ extension SimulatedStreamEnd {
 
     /// Sends `message` with `passed` (an end handed over), in order with this end's writes.
     func transmit(_ message: [UInt8], passing passed: PassedEnd) {
+        if !backlog.isEmpty { return passesAfterBacklog.append((message, passed)) }
         let box = UncheckedSendable(passed)
         send { $0.receive(message, passing: box.value) }
     }

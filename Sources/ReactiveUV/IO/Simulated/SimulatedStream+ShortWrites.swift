@@ -35,6 +35,9 @@ extension SimulatedStreamEnd {
             backlog.removeFirst()
             loop.execute { [self] in finishOldestWrite() }
         }
+        let passes = passesAfterBacklog
+        passesAfterBacklog = []
+        for (message, passed) in passes { transmit(message, passing: passed) }
         guard finAfterBacklog else { return }
         finAfterBacklog = false
         sendEnd(reset: false)
@@ -49,6 +52,10 @@ extension SimulatedStreamEnd {
         backlog = []
         backlogBytes = 0
         finAfterBacklog = false
+        // Sockets that were to follow the untaken bytes are dropped with them: their peers read EOF.
+        let passes = passesAfterBacklog
+        passesAfterBacklog = []
+        for (_, passed) in passes { passed.end.abandon(reset: false) }
         return untaken
     }
 

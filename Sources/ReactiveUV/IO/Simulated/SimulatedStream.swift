@@ -50,6 +50,8 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     weak var handedTo: SimulatedStreamEnd?
     var relay: SimulatedStreamEnd?
     var passedIn: [PassedEnd] = []
+    /// Sockets passed while a short write's rest waited: they go, with their messages, after it.
+    var passesAfterBacklog: [(message: [UInt8], passed: PassedEnd)] = []
     var bytesReceived = 0
     var bytesRead = 0
     /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
