@@ -23,6 +23,8 @@ import ReactiveUV
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
 /// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes` and `follow`), with
 /// `ENOSPC`, `EMFILE`, `EIO` and watch overflows from a plan or `setFileFaults(_:)`.
+/// `UDP` sockets exchange datagrams, host names resolve through `addHost(_:addresses:)`, and
+/// plans add DNS failures, dropped datagrams and clock jumps (`SimulationFault`).
 /// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
@@ -46,9 +48,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     /// Every loop of this simulation, `loop` first.
     public private(set) var loops: [EventLoop]
     /// Every callback run so far, with its virtual time.
-    public private(set) var trace = SimulationTrace()
+    public internal(set) var trace = SimulationTrace()
 
-    private let virtualClock: VirtualClock
+    let virtualClock: VirtualClock
     /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
     package let network: SimulatedNetwork
     /// The in-memory file system of this simulation's loops (`Files` on them).
@@ -61,6 +63,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     private var report: HarnessReport?
     /// The partitions asked and file faults armed so far (`injectedFaults`).
     var faultsArmed: [SimulationFault] = []
+    /// Clock jumps planned and not yet made, by time (virtual nanoseconds): `Simulation+ClockJump.swift`.
+    var clockJumps: [(at: UInt64, by: UInt64)] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
     private var callbackPayload: UInt64?
 
@@ -205,6 +209,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 if ran >= limit { break }
                 continue
             }
+            if jumpClock(before: min(nextDeadline() ?? target ?? now.nanoseconds, target ?? .max)) { continue }
             guard let next = nextDeadline(), next <= target ?? .max else {
                 if let target { virtualClock.advance(to: target) }
                 return ran

@@ -28,6 +28,15 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     /// The kernel's event queue of the watch of `path` (`FileWatch.changes`, a file or a directory) overflows at
     /// its first change at or after `at`: that change's event is lost and `.eventsLost` is sent in its place.
     case watchOverflow(path: String, at: Duration)
+    /// Lookups of the name `host` started from `at` through `at + duration` fail with `EAI_AGAIN`,
+    /// as when no DNS server answers (`duration` zero: those started at `at`).
+    case dnsFailure(host: String, at: Duration, for: Duration)
+    /// The UDP datagram numbered `datagram` (from 1, in the order of the sends on the simulated
+    /// network) is lost. It has no time of its own: `time` is zero.
+    case dropDatagram(datagram: Int)
+    /// At `at` the virtual clock jumps forward by `by`, as after a suspended machine: every timer
+    /// and packet due meanwhile runs late, at once, in deadline order.
+    case clockJump(by: Duration, at: Duration)
 
     /// When the fault strikes, from the start of the simulation.
     ///
@@ -35,7 +44,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     public var time: Duration {
         switch self {
         case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
-             .readError(_, let at), .watchOverflow(_, let at): at
+             .readError(_, let at), .watchOverflow(_, let at), .dnsFailure(_, let at, _), .clockJump(_, let at): at
+        case .dropDatagram: .zero
         }
     }
 
@@ -56,6 +66,12 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".readError(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         case .watchOverflow(let path, let at):
             ".watchOverflow(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .dnsFailure(let host, let at, let duration):
+            ".dnsFailure(host: \(Self.quoted(host)), at: \(Self.swiftCode(at)), for: \(Self.swiftCode(duration)))"
+        case .dropDatagram(let datagram):
+            ".dropDatagram(datagram: \(datagram))"
+        case .clockJump(let by, let at):
+            ".clockJump(by: \(Self.swiftCode(by)), at: \(Self.swiftCode(at)))"
         }
     }
 
@@ -81,6 +97,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
              .watchOverflow(let path, let at):
             if path.isEmpty { return "a file fault needs a path, got an empty one" }
             if at < .zero { return "a file fault's time must not be negative, got \(at)" }
+        case .dnsFailure, .dropDatagram, .clockJump:
+            return networkRefusal
         }
         return nil
     }
@@ -95,7 +113,7 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         return nanoseconds == 0 ? ".zero" : ".nanoseconds(\(nanoseconds))"
     }
 
-    private static func quoted(_ text: String) -> String {
+    static func quoted(_ text: String) -> String {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 }
@@ -152,6 +170,8 @@ extension Simulation {
         case .watchOverflow(let path, let at):
             files.arm(.watchOverflow, path: path, at: at.clampedNanoseconds)
             faultsArmed.append(fault)
+        case .dnsFailure, .dropDatagram, .clockJump:
+            injectNetworkFault(fault)
         }
     }
 
@@ -162,7 +182,7 @@ extension Simulation {
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (faultsArmed + resets + drawnFileFaults).enumerated()
+        return (faultsArmed + resets + drawnFileFaults + drawnNetworkFaults).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

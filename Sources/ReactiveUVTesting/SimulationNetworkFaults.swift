@@ -19,17 +19,31 @@ public struct SimulationNetworkFaults: Sendable, Equatable {
     /// Reads in a thousand cut short, 0...1000 (default 0): the reader is handed a drawn part of
     /// what arrived, the rest in later reads, as a socket may.
     public var shortReadPerMille: Int
+    /// Writes in a thousand cut short, 0...1000 (default 0): the peer's kernel takes a drawn part
+    /// at once and the rest as its window opens (a latency at a time, maybe short again); the
+    /// write completes when the last byte is taken, and later writes and FIN wait behind it.
+    public var shortWritePerMille: Int
+    /// UDP datagrams in a thousand lost on the way, 0...1000 (default 0); each joins
+    /// `Simulation.injectedFaults` as a `.dropDatagram`.
+    public var datagramLossPerMille: Int
+    /// Name lookups in a thousand that fail with `EAI_AGAIN`, 0...1000 (default 0); each joins
+    /// `Simulation.injectedFaults` as a `.dnsFailure` of its name and time.
+    public var dnsFailurePerMille: Int
 
     /// Faults as given; `Simulation.setNetworkFaults(_:)` checks them.
     ///
     /// Thread rule: safe from any thread.
     public init(latency: Duration = .milliseconds(1), jitter: Duration = .zero, resetPerMille: Int = 0,
-                resetWithin: Duration = .seconds(1), shortReadPerMille: Int = 0) {
+                resetWithin: Duration = .seconds(1), shortReadPerMille: Int = 0, shortWritePerMille: Int = 0,
+                datagramLossPerMille: Int = 0, dnsFailurePerMille: Int = 0) {
         self.latency = latency
         self.jitter = jitter
         self.resetPerMille = resetPerMille
         self.resetWithin = resetWithin
         self.shortReadPerMille = shortReadPerMille
+        self.shortWritePerMille = shortWritePerMille
+        self.datagramLossPerMille = datagramLossPerMille
+        self.dnsFailurePerMille = dnsFailurePerMille
     }
 
     /// What is wrong with these faults, or nil.
@@ -38,7 +52,11 @@ public struct SimulationNetworkFaults: Sendable, Equatable {
         if jitter < .zero { return "jitter must not be negative, got \(jitter)" }
         if !(0...1_000).contains(resetPerMille) { return "resetPerMille must be in 0...1000, got \(resetPerMille)" }
         if resetWithin < .zero { return "resetWithin must not be negative, got \(resetWithin)" }
-        if !(0...1_000).contains(shortReadPerMille) { return "shortReadPerMille must be in 0...1000, got \(shortReadPerMille)" }
+        for (name, value) in [("shortReadPerMille", shortReadPerMille), ("shortWritePerMille", shortWritePerMille),
+                              ("datagramLossPerMille", datagramLossPerMille), ("dnsFailurePerMille", dnsFailurePerMille)]
+        where !(0...1_000).contains(value) {
+            return "\(name) must be in 0...1000, got \(value)"
+        }
         return nil
     }
 }
@@ -51,7 +69,8 @@ extension Simulation {
         let faults = network.faults
         return SimulationNetworkFaults(latency: faults.latency, jitter: faults.jitter,
                                        resetPerMille: faults.resetPerMille, resetWithin: faults.resetWithin,
-                                       shortReadPerMille: faults.shortReadPerMille)
+                                       shortReadPerMille: faults.shortReadPerMille, shortWritePerMille: faults.shortWritePerMille,
+                                       datagramLossPerMille: faults.datagramLossPerMille, dnsFailurePerMille: faults.dnsFailurePerMille)
     }
 
     /// Sets the faults for the connections made from now on.
@@ -68,6 +87,9 @@ extension Simulation {
         set.resetPerMille = faults.resetPerMille
         set.resetWithin = faults.resetWithin
         set.shortReadPerMille = faults.shortReadPerMille
+        set.shortWritePerMille = faults.shortWritePerMille
+        set.datagramLossPerMille = faults.datagramLossPerMille
+        set.dnsFailurePerMille = faults.dnsFailurePerMille
         network.faults = set
     }
 

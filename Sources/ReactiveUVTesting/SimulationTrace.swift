@@ -18,6 +18,9 @@ public enum SimulationCallbackKind: String, Sendable, Equatable {
     case shutdown
     /// The test's own code, run as the loop's callback by `Simulation.perform(on:_:)`.
     case perform
+    /// Not a callback: the virtual clock jumped forward (a `SimulationFault.clockJump`); the
+    /// entry's time is the time it jumped from.
+    case clockJump = "clock jump"
 
     var code: UInt8 {
         switch self {
@@ -28,6 +31,7 @@ public enum SimulationCallbackKind: String, Sendable, Equatable {
         case .timer: 5
         case .shutdown: 6
         case .perform: 7
+        case .clockJump: 8
         }
     }
 }

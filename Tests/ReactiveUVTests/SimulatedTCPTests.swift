@@ -85,13 +85,14 @@ final class SimulatedTCPTests: XCTestCase {
         }
     }
 
-    func testAHostNameIsRefusedOnTheSimulatedNetwork() throws {
+    func testAnUnknownHostNameFailsWithEAI_NONAMEAsARealLookupDoes() throws {
         Simulation.check(seed: 54) { simulation in
             let named = try simulation.record(TCP.connect(host: "example.invalid", port: 80))
             simulation.runUntilIdle()
             let error = named.terminal?.error as? UVError
-            XCTAssertEqual(error?.code, UVError.notSupported.code)
-            XCTAssertTrue(error?.message.hasPrefix("DNS has no simulated backend") == true, "\(String(describing: error))")
+            XCTAssertEqual(error?.code, UVError.nameNotFound.code)
+            XCTAssertEqual(error?.context, "resolving 'example.invalid'")
+            XCTAssertEqual(named.recorded.map(\.time), [ms(2)], "the lookup takes a round trip")
         }
     }
 

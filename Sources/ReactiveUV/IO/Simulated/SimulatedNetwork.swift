@@ -28,6 +28,12 @@ package final class SimulatedNetwork: @unchecked Sendable {
         package var resetWithin: Duration = .seconds(1)
         /// Reads in a thousand cut short: the stream is handed a drawn part of what arrived.
         package var shortReadPerMille = 0
+        /// Writes in a thousand the peer's kernel takes only part of at first (`SimulatedStream+ShortWrites.swift`).
+        package var shortWritePerMille = 0
+        /// UDP datagrams in a thousand lost on the way.
+        package var datagramLossPerMille = 0
+        /// Name lookups in a thousand that fail with `EAI_AGAIN`.
+        package var dnsFailurePerMille = 0
 
         package init() {}
     }
@@ -54,7 +60,12 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// simulation's `finish()` lets them land before it looks for what is left open.
     package internal(set) var packetsInFlight = 0
 
-    private let random: () -> UInt64
+    /// The seed's numbers for the faults.
+    let random: () -> UInt64
+    /// The host table and its DNS faults.
+    package var names = SimulatedNames()
+    /// The UDP ports and datagrams.
+    package let datagrams = SimulatedDatagrams()
     /// Pairs of hosts (loop names) whose packets sent from `start` wait until `heal` (virtual
     /// nanoseconds), then go through.
     private var partitions: [(first: String, second: String, start: UInt64, heal: UInt64)] = []

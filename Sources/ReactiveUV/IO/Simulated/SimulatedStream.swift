@@ -35,6 +35,25 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Writes started and not yet called back, oldest first (each holds the reference handed over).
     private var pendingWrites: [Unmanaged<WriteRequest>] = []
     private var pendingShutdown: ShutdownRequest?
+    /// What the peer's kernel has not taken yet of the newest pending writes, oldest first (short
+    /// writes: `SimulatedStream+ShortWrites.swift`); FIN waits behind it when `finAfterBacklog`.
+    var backlog: [ArraySlice<UInt8>] = []
+    var backlogBytes = 0
+    var finAfterBacklog = false
+    /// The next time the peer's window opens for the backlog, while it is not empty.
+    var windowTimer: (any Disposable)?
+    /// Pending writes the close found untaken: their callbacks say `ECANCELED`, as libuv's do.
+    private var cancelledAtClose = 0
+    /// Descriptor passing (`SimulatedStream+Passing.swift`): the end this one's socket was handed
+    /// to (it relays what arrives here), the relay kept alive by the end it was handed to, the
+    /// ends passed in with this end's bytes, and the bytes received and read (their boundaries).
+    weak var handedTo: SimulatedStreamEnd?
+    var relay: SimulatedStreamEnd?
+    var passedIn: [PassedEnd] = []
+    /// Sockets passed while a short write's rest waited: they go, with their messages, after it.
+    var passesAfterBacklog: [(message: [UInt8], passed: PassedEnd)] = []
+    var bytesReceived = 0
+    var bytesRead = 0
     /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
     private var lastArrival: UInt64 = 0
     private var sentEnd = false
@@ -69,6 +88,17 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         self.connection = connection
     }
 
+    /// Takes `other`'s unread bytes and arrived end: its socket was handed to this end.
+    func takeUnread(from other: SimulatedStreamEnd) {
+        inbound = Array(other.inbound[other.inboundStart...])
+        bytesReceived = inbound.count
+        if !other.endDelivered { inboundEnd = other.inboundEnd }
+        // Writes from here never overtake those the old end sent.
+        lastArrival = other.lastArrival
+        other.inbound = []
+        other.inboundStart = 0
+    }
+
     // MARK: - the stream's calls
 
     func startReading() -> UVError? {
@@ -91,8 +121,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         request.request.pointee.type = UV_WRITE
         request.willStart(handingOver: true)
         pendingWrites.append(Unmanaged.passUnretained(request))
-        transmit(bytes[written...])
-        loop.execute { [self] in finishOldestWrite() }
+        let rest = bytes[written...]
+        let taken = backlog.isEmpty ? (loop.simulatedNetwork?.writeSize(rest.count) ?? rest.count) : 0
+        transmit(rest.prefix(taken))
+        if taken == rest.count {
+            loop.execute { [self] in finishOldestWrite() }
+        } else {
+            holdBack(rest.dropFirst(taken))
+        }
         return 0
     }
 
@@ -101,6 +137,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         request.request.pointee.type = UV_SHUTDOWN
         try request.start("shutdown of a simulated stream") { 0 }
         pendingShutdown = request
+        if !backlog.isEmpty { return finAfterBacklog = true }
         sendEnd(reset: false)
         loop.execute { [self] in finishShutdown(status: 0) }
     }
@@ -117,7 +154,10 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         isClosed = true
         faultTimer?.dispose()
         faultTimer = nil
-        if sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
+        cancelledAtClose = dropBacklog()
+        closePassedIn()
+        // A socket handed to another process lives on there: this close sends nothing.
+        if handedTo == nil, sendsReset || !sentEnd { sendEnd(reset: sendsReset) }
         loop.execute { [self] in finishClose() }
     }
 
@@ -141,20 +181,20 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     // MARK: - transmission
 
     /// Delivers to the peer after the latency, never before an earlier transmission.
-    private func transmit(_ bytes: ArraySlice<UInt8>) {
+    func transmit(_ bytes: ArraySlice<UInt8>) {
         guard !bytes.isEmpty else { return }
         lastActivity = loop.now.nanoseconds
         let payload = Array(bytes)
         send { $0.receive(payload) }
     }
 
-    private func sendEnd(reset: Bool) {
+    func sendEnd(reset: Bool) {
         sentEnd = true
         let code = reset ? UV_ECONNRESET.rawValue : UV_EOF.rawValue
         send { $0.receiveEnd(code) }
     }
 
-    private func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
+    func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
         guard let peer else { return }  // the peer's stream is gone: nothing receives
         let now = loop.now.nanoseconds
         let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
@@ -182,14 +222,17 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         }
     }
 
-    private func receive(_ bytes: [UInt8]) {
+    func receive(_ bytes: [UInt8]) {
+        if let handedTo { return relay(to: handedTo) { $0.receive(bytes) } }
         // Kept from before the stream is attached (bytes sent before the listener accepted).
         guard !isClosed, inboundEnd == nil else { return }
         inbound.append(contentsOf: bytes)
+        bytesReceived += bytes.count
         queueReadIfReady()
     }
 
-    private func receiveEnd(_ code: Int32) {
+    func receiveEnd(_ code: Int32) {
+        if let handedTo { return relay(to: handedTo) { $0.receiveEnd(code) } }
         guard !isClosed else { return }
         if code == UV_ECONNRESET.rawValue {
             // A reset drops what was not read yet, and the next read fails (even after an EOF).
@@ -197,6 +240,8 @@ final class SimulatedStreamEnd: @unchecked Sendable {
             inboundStart = 0
             inboundEnd = code
             endDelivered = false
+            failBacklog(UV_ECONNRESET.rawValue)
+            closePassedIn()
         } else if inboundEnd == nil {
             inboundEnd = code
         }
@@ -205,7 +250,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
 
     // MARK: - callbacks of the loop
 
-    private func queueReadIfReady() {
+    func queueReadIfReady() {
         guard reading, !readQueued, inbound.count > inboundStart || (inboundEnd != nil && !endDelivered) else { return }
         readQueued = true
         loop.execute { [self] in readOnce() }
@@ -216,9 +261,16 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         readQueued = false
         guard reading, let connection, connection.isHandleOpen else { return }
         let available = inbound.count - inboundStart
+        // A read ends where a passed socket came, as a `recvmsg` does at a message with `SCM_RIGHTS`.
+        let untilPassed = passedIn.first.map { $0.boundary - bytesRead } ?? available
+        if available > 0, untilPassed == 0 {
+            // The socket at this point waits for a reader that takes it (`incoming` restarting).
+            return connection.deliverSimulatedDescriptors()
+        }
         if available > 0 {
             let (base, size) = connection.readBuffer()
-            let count = loop.simulatedNetwork?.readSize(min(size, available)) ?? min(size, available)
+            let count = loop.simulatedNetwork?.readSize(min(size, available, untilPassed)) ?? min(size, available, untilPassed)
+            bytesRead += count
             inbound.withUnsafeBytes { base.copyMemory(from: $0.baseAddress! + inboundStart, byteCount: count) }
             inboundStart += count
             if inboundStart == inbound.count {
@@ -243,14 +295,14 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         connection.tlsDidRead(count, in: &buffer)
     }
 
-    private func finishOldestWrite() {
+    func finishOldestWrite(status: Int32 = 0) {
         guard !pendingWrites.isEmpty, let connection else { return }
         let write = pendingWrites.removeFirst()
         write._withUnsafeGuaranteedRef { $0.didFinish() }
-        connection.writeDidFinish(write, status: 0)
+        connection.writeDidFinish(write, status: status)
     }
 
-    private func finishShutdown(status: Int32) {
+    func finishShutdown(status: Int32) {
         guard let request = pendingShutdown, let data = request.request.pointee.data else { return }
         pendingShutdown = nil
         // Balances the retain `start` took, as libuv's callback does.
@@ -260,7 +312,8 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     }
 
     private func finishClose() {
-        while !pendingWrites.isEmpty { finishOldestWrite() }
+        while pendingWrites.count > cancelledAtClose { finishOldestWrite() }
+        while !pendingWrites.isEmpty { finishOldestWrite(status: UV_ECANCELED.rawValue) }
         finishShutdown(status: UV_ECANCELED.rawValue)
         guard let connection else { return }
         self.connection = nil

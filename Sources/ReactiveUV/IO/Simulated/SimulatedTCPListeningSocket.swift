@@ -69,12 +69,9 @@ final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSo
             return
         }
         let requested: SocketAddress
-        do {
-            requested = try SocketAddress(host: host, port: port)
-        } catch {
-            // Not a numeric address: the simulated network has no names yet.
-            listener.fail(loop.simulationRefusal("DNS", what: "resolving \(host)"))
-            return
+        switch network.resolveForBind(host, port: port, on: loop) {
+        case .success(let address): requested = address
+        case .failure(let error): return listener.fail(error)
         }
         switch network.bind(self, to: requested) {
         case .failure(let error):
@@ -159,8 +156,10 @@ extension SimulatedTCPListeningSocket {
     static func startShares(of server: GroupServer<SimulatedTCPListeningSocket>, host: String, port: Int) {
         let coordinator = server.coordinator
         guard let network = coordinator.simulatedNetwork else { return server.fail(coordinator.refusal) }
-        guard let requested = try? SocketAddress(host: host, port: port) else {
-            return server.fail(coordinator.simulationRefusal("DNS", what: "resolving \(host)"))
+        let requested: SocketAddress
+        switch network.resolveForBind(host, port: port, on: coordinator) {
+        case .success(let address): requested = address
+        case .failure(let error): return server.fail(error)
         }
         let loops = server.group.loops
         let sockets = loops.map { loop in

@@ -6,8 +6,8 @@ internal import CLibUV
 /// Its path is a name in the loop's `SimulatedNetwork`, not a file (`EADDRINUSE` when a server of
 /// the simulation holds it); the path's rules are checked as on a real loop. A client's connect
 /// succeeds at once (as a Unix socket's does when the backlog has room); the server is told after
-/// the latency, and accepts it into a `UnixConnection` over the client's simulated end. Descriptor
-/// passing (`ipc`) has no simulated backend: such a server fails with `ENOTSUP`.
+/// the latency, and accepts it into a `UnixConnection` over the client's simulated end (an IPC one
+/// with `ipc`: connections pass over it as `SimulatedStream+Passing.swift` tells).
 ///
 /// Thread rule: loop thread only, except the immutable settings.
 final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListeningSocket>, ListeningSocket {
@@ -40,9 +40,6 @@ final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListening
 
     func start() {
         guard let listener, listener.isServing else { return }
-        if options.ipc {
-            return listener.fail(loop.simulationRefusal("Unix descriptor passing", what: context))
-        }
         do throws(UVError) {
             _ = try UnixSocketPath(path, context: context)
             try network.bindUnix(self, at: path, context: context)
@@ -63,7 +60,7 @@ final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListening
     func accept() throws(UVError) -> UnixConnection {
         guard !pending.isEmpty else { throw UVError(code: UV_EAGAIN.rawValue, context: "accept on \(place)") }
         let end = pending.removeFirst()
-        let connection = UnixConnection(loop: loop, limits: options.limits, originLabel: acceptedOrigin, ipc: false, path: path)
+        let connection = UnixConnection(loop: loop, limits: options.limits, originLabel: acceptedOrigin, ipc: options.ipc, path: path)
         connection.openSimulated(end)
         return connection
     }

@@ -47,7 +47,7 @@ struct StreamIO {
     }
 
     /// Bytes the backend holds in its write queue.
-    var queuedByteCount: Int { isSimulated ? 0 : uv.queuedByteCount }
+    var queuedByteCount: Int { isSimulated ? simulated.backlogBytes : uv.queuedByteCount }
 
     /// Writes what the kernel takes now: the count, `UV_EAGAIN`, or the error. Never asked of a
     /// simulated stream (`StreamStateBits.mayTryWrite` keeps its sends on `write`), so the echo

@@ -22,7 +22,7 @@ public struct Datagram: Sendable, Hashable {
     }
 }
 
-/// UDP sockets.
+/// UDP sockets; on a simulated loop, sockets of the simulation's network (datagrams on virtual time).
 ///
 /// Thread rule: safe from any thread.
 public enum UDP {
@@ -64,7 +64,7 @@ public enum UDP {
         bound: @escaping @Sendable (UDPHandle, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: what, refusingSimulation: "UDP") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: what) { loop in
                 let handle = UDPHandle(loop: loop)
                 handle.bind(host: host, port: port) { result in
                     switch result {
@@ -159,6 +159,8 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     private var lookup: (any Disposable)?
     /// Told once when the socket ends: nil for a close, else the error.
     var onEnd: (((any Error)?) -> Void)?
+    /// The socket's side of the simulated network, on a simulated loop (from its bind to its close callback).
+    var simulated: SimulatedUDPPort?
 
     init(loop: EventLoop) {
         super.init(loop: loop, byteCount: uv_handle_size(UV_UDP))
@@ -181,6 +183,9 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
                 guard loop.acceptsNewHandles else {
                     completion(.failure(EventLoopError.shutDown(loop: loop.name)))
                     return
+                }
+                if let network = loop.simulatedNetwork {
+                    return completion(bindSimulated(address, on: network).map { localAddress = $0 }.mapError { $0 as any Error })
                 }
                 do {
                     try uvCheck(uv_udp_init(loop.uvLoop, udp), "uv_udp_init")
@@ -209,7 +214,11 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             return nil
         }
         do {
-            try uvCheck(uv_udp_recv_start(udp, udpAllocate, udpReceiveCallback), "uv_udp_recv_start")
+            if let simulated {
+                simulated.startReceiving()
+            } else {
+                try uvCheck(uv_udp_recv_start(udp, udpAllocate, udpReceiveCallback), "uv_udp_recv_start")
+            }
         } catch {
             subscriber.sendError(error)
             return nil
@@ -223,6 +232,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         assertInEventLoop()
         guard isHandleOpen, readers.currentReaderIsDisposed else { return }
         readers.take()
+        if let simulated { return simulated.stopReceiving() }
         uvCheckReporting(uv_udp_recv_stop(udp), "uv_udp_recv_stop")
     }
 
@@ -249,6 +259,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
             outcome.finish(error)
             return
         }
+        if let simulated { return outcome.finish(sendSimulated(bytes, to: address, from: simulated)) }
         // Most datagrams go out at once; only a full socket buffer needs a queued request.
         let sent = bytes.withUnsafeBytes { raw -> Int32 in
             // uv_buf_t counts in size_t; uv_buf_init's unsigned int would trap on 4 GiB and more.
@@ -297,7 +308,7 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
         let onEnd = self.onEnd
         self.onEnd = nil
         let reader = readers.take()
-        closeHandle()
+        if simulated != nil { closeSimulated() } else { closeHandle() }
         reader?.sendEnd(failure: error)
         onEnd?(error)
     }
@@ -309,6 +320,12 @@ final class UDPHandle: LoopHandle, SingleReaderSource, @unchecked Sendable {
     override func didClose() {
         readers.take()
         onEnd = nil
+        simulated = nil
+    }
+
+    /// A datagram the simulated network delivered, as `didReceive` hands one to the reader.
+    func receivedSimulated(_ datagram: Datagram) {
+        readers.reader?.sendNext(datagram)
     }
 
     /// Closes the handle when the owning subscription is disposed (from any thread).

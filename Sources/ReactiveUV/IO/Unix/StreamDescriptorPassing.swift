@@ -84,12 +84,17 @@ extension StreamConnection {
     /// Reading (re)started on an IPC pipe: descriptors left queued by an earlier reader are handed
     /// over from the loop's queue (not now: the reader's subscription is still being set up).
     func descriptorsMayBePending() {
+        if bits.simulated {
+            if extrasIfMade?.simulated?.passedIn.isEmpty == false { _ = loop.enqueue { [self] in deliverSimulatedDescriptors() } }
+            return
+        }
         guard uv_pipe_pending_count(pointer(as: uv_pipe_t.self)) > 0 else { return }
         _ = loop.enqueue { [self] in deliverPendingDescriptors() }
     }
 
     /// Accepts every queued descriptor while a reader reads, and hands each to the receiver.
     private func deliverPendingDescriptors() {
+        if bits.simulated { return deliverSimulatedDescriptors() }
         let pipe = pointer(as: uv_pipe_t.self)
         while isHandleOpen, isReading, uv_pipe_pending_count(pipe) > 0 {
             guard let receiver = descriptorReceiver else {
@@ -246,6 +251,7 @@ extension StreamConnection {
             completion(passed.closedError("passing it over \(peerDescription)"))
             return
         }
+        if bits.simulated { return sendSimulated(message, passing: passed, keepOpen: keepOpen, completion: completion) }
         let carrier: PassedDescriptor
         do {
             carrier = try PassedDescriptor.duplicate(passed, over: self)

@@ -165,7 +165,8 @@ final class IPCReceiver: LoopDisposable, StreamConnectionOwner, StreamDescriptor
             subscriber.sendNext(.tcp(unsafeDowncast(stream, to: TCPConnection.self)))
         case .pipe:
             let connection = unsafeDowncast(stream, to: UnixConnection.self)
-            connection.path = UnixSocketNames.peerName(of: stream) ?? ""
+            // A simulated one came with its path; a real one's is read from its socket.
+            if !stream.bits.simulated { connection.path = UnixSocketNames.peerName(of: stream) ?? "" }
             subscriber.sendNext(.unix(connection))
         case .childPipe, .tty, .fifo:
             // Never made for a received descriptor (the accept makes a TCP or a pipe handle).

@@ -213,16 +213,13 @@ final class UnixConnectAttempt: ConnectionSubscription<UnixConnection>, @uncheck
 
     /// `start` on the simulated network: connected at once, the server told after the latency.
     func startSimulated(on network: SimulatedNetwork) {
-        if options.ipc {
-            return finish(loop.simulationRefusal("Unix descriptor passing", what: context))
-        }
         do throws(UVError) {
             _ = try UnixSocketPath(path, context: context)
         } catch {
             return finish(error)
         }
         let stream = UnixConnection(loop: loop, limits: options.limits, originLabel: StreamOrigin("from \(context)", limits: options.limits),
-                                    ipc: false, path: path)
+                                    ipc: options.ipc, path: path)
         stream.peerDescription = UnixSocketPath.display(path)
         if let error = network.connectUnix(stream, on: loop, to: path, context: context) {
             return finish(error)
