@@ -9,10 +9,9 @@ import Musl
 /// One `StreamConnection.sendFile`: `sendfile(2)` calls on the pool against a duplicate of the
 /// socket's descriptor, with a writable-poll on the loop between them when the socket is full.
 ///
-/// The send-file family's backend seam: `FileSends` drives it only through `startWhenFlushed()`,
-/// `queueMayHaveDrained()`, `streamEnded(_:)` and `onEnd`. A duplicate, because the stream closes
-/// its own descriptor (whose number may be reused) when the connection ends.
-final class FileSendOperation: @unchecked Sendable {
+/// A plain stream's `FileTransfer` (a TLS stream's is `SealedFileSend`). A duplicate, because the
+/// stream closes its own descriptor (whose number may be reused) when the connection ends.
+final class FileSendOperation: FileTransfer, @unchecked Sendable {
     // Sendable: loop thread only (created there; its stream's `FileSends` and the poll's callbacks
     // run there).
     private enum Phase {
@@ -62,7 +61,7 @@ final class FileSendOperation: @unchecked Sendable {
     }
 
     /// Starts once libuv's queue of earlier writes is empty (their bytes are in the kernel, in order).
-    func startWhenFlushed() {
+    func start() {
         guard let descriptor = stream.io.descriptor else {
             fail(UVError(code: UV_EBADF.rawValue, message: "the connection has no descriptor", context: context))
             return
@@ -88,17 +87,7 @@ final class FileSendOperation: @unchecked Sendable {
         let (socket, offset, remaining) = (duplicate, self.offset, self.remaining)
         let context = self.context
         job = file.run("sendfile", { descriptor, _ in
-            var wanted = remaining ?? 0
-            if remaining == nil {
-                var status = Glibc.stat()
-                guard fstat(descriptor, &status) == 0 else { throw systemCallError(context) }
-                wanted = max(0, Int(status.st_size) - offset)
-                // A /proc or /sys file says 0 and holds bytes: one byte read tells it from an empty file.
-                var byte: UInt8 = 0
-                if status.st_size == 0, pread(descriptor, &byte, 1, off_t(offset)) == 1 {
-                    throw FileSendOperation.notSendable("the file says its size is 0 but holds bytes (a /proc or /sys file)", context)
-                }
-            }
+            let wanted = try remaining ?? FileSendOperation.bytesToEnd(of: descriptor, from: offset, context: context)
             let offer = min(wanted, Files.largestWriteRequest)
             guard offer > 0 else { return Step(sent: 0, wanted: wanted, blocked: false) }
             var position = off_t(offset)
@@ -136,6 +125,19 @@ final class FileSendOperation: @unchecked Sendable {
             // The duplicate closes only after the last call that uses it.
             job.onEnd { [self] in if phase == .ended { closeDuplicate() } }
         }
+    }
+
+    /// The bytes from `offset` to the end of the file (pool thread): a transfer without a count
+    /// sends the file as its size says when the transfer starts.
+    static func bytesToEnd(of descriptor: Int32, from offset: Int, context: String) throws -> Int {
+        var status = Glibc.stat()
+        guard fstat(descriptor, &status) == 0 else { throw systemCallError(context) }
+        // A /proc or /sys file says 0 and holds bytes: one byte read tells it from an empty file.
+        var byte: UInt8 = 0
+        if status.st_size == 0, pread(descriptor, &byte, 1, off_t(offset)) == 1 {
+            throw FileSendOperation.notSendable("the file says its size is 0 but holds bytes (a /proc or /sys file)", context)
+        }
+        return max(0, Int(status.st_size) - offset)
     }
 
     /// `EINVAL` for a file `sendfile` cannot send as asked, saying what to do instead.
@@ -199,12 +201,18 @@ final class FileSendOperation: @unchecked Sendable {
     /// The connection ended here or failed: the transfer stops with why.
     func streamEnded(_ reason: StreamConnection.EndReason) {
         guard phase != .ended else { return }
+        fail(Self.stopError(reason, sent: sent, loop: stream.loop, context: context))
+    }
+
+    /// Why a transfer stopped when its connection ended: the connection's error, the loop's
+    /// shutdown, or `ECANCELED` for a close here (with how many bytes went).
+    static func stopError(_ reason: StreamConnection.EndReason, sent: Int, loop: EventLoop, context: String) -> any Error {
         switch reason {
-        case .failed(let error): fail(error)
-        case .shutDown: fail(EventLoopError.shutDown(loop: stream.loop.name))
+        case .failed(let error): error
+        case .shutDown: EventLoopError.shutDown(loop: loop.name)
         case .closed:
-            fail(UVError(code: UV_ECANCELED.rawValue,
-                         message: "the connection was closed before the file was sent (\(sent) bytes went)", context: context))
+            UVError(code: UV_ECANCELED.rawValue,
+                    message: "the connection was closed before the file was sent (\(sent) bytes went)", context: context)
         }
     }
 

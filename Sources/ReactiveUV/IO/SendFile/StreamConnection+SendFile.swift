@@ -16,11 +16,17 @@ extension StreamConnection {
     /// held behind the file count against `StreamBufferLimits.maxQueuedBytes` (`ENOBUFS`) and the
     /// high-water mark (`writable`) as queued writes do.
     ///
+    /// On a TLS connection the kernel cannot seal records: the file is read in 64 KiB chunks on the
+    /// thread pool, each sealed and queued on the loop, one read at a time and only while the write
+    /// queue is at or below `StreamBufferLimits.lowWaterMark` (a slow reader holds the file back, not
+    /// memory). The count is then the bytes whose records the kernel took; a /proc or /sys file is
+    /// sent when given a `count`.
+    ///
     /// Errors: `EINVAL` for a negative offset or count, a file on another loop, or a file `sendfile`
     /// cannot send (a /proc or /sys file: read it and send the bytes); `EBADF` for a closed file;
     /// `EPIPE` after `close()`/`shutdown()`; the socket's error (`ECONNRESET`, `EPIPE`) when the peer
     /// goes away, which also ends the connection; `ECANCELED` when the connection is closed here
-    /// first; `EventLoopError.shutDown`; `ENOTSUP` on a TLS connection (the kernel would send plaintext).
+    /// first; `EventLoopError.shutDown`.
     ///
     /// - Parameters:
     ///   - file: An open regular file on the connection's loop.
@@ -47,14 +53,11 @@ extension StreamConnection {
             return outcome.signal
         }
         let start: @Sendable () -> Void = { [self] in
-            // sendfile(2) would put the file's plaintext on the wire: the kernel cannot seal records.
-            if bits.tls {
-                return outcome.finish(.failure(UVError(code: UV_ENOTSUP.rawValue,
-                                                       message: "sendFile on a TLS connection is not supported yet: read the file and send its bytes",
-                                                       context: context)))
-            }
             bits.busy = true
-            let operation = FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
+            // sendfile(2) would put the file's plaintext on the wire: a TLS stream reads and seals it.
+            let operation: any FileTransfer = bits.tls
+                ? SealedFileSend(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
+                : FileSendOperation(stream: self, file: file, offset: offset, count: count, context: context, outcome: outcome)
             FileSends.of(self).enqueue(operation)
         }
         if onLoopThread {
@@ -70,18 +73,35 @@ extension StreamConnection {
     }
 }
 
+/// One file going out on a stream, as `FileSends` drives it: the send-file family's backend seam
+/// (loop thread only).
+protocol FileTransfer: AnyObject {
+    /// "sendfile PATH to PEER", for errors.
+    var context: String { get }
+    /// Told once when the transfer ended (its stream's `FileSends` releases what waited behind it).
+    var onEnd: (() -> Void)? { get set }
+    /// Begins, in its place after the writes queued before it.
+    func start()
+    /// libuv finished a write: the transfer may be waiting for the queue to drain.
+    func queueMayHaveDrained()
+    /// The connection ended here or failed: the transfer stops with why.
+    func streamEnded(_ reason: StreamConnection.EndReason)
+    /// Ends the transfer with `error` (nothing more is sent).
+    func fail(_ error: any Error)
+}
+
 /// A stream's file transfers and the writes, shutdown and close held behind them, in order,
 /// until the file ends (loop thread only).
 final class FileSends {
     // Loop thread only (owned by its stream).
     private enum Held {
-        case file(FileSendOperation)
+        case file(any FileTransfer)
         case bytes([UInt8], (((any Error)?) -> Void)?)
         case action(() -> Void)
     }
 
     private unowned(unsafe) let stream: StreamConnection
-    private var active: FileSendOperation?
+    private var active: (any FileTransfer)?
     private var held: [Held] = []
     /// What the held writes cost, each its payload plus `StreamConnection.perWriteOverhead`, counted
     /// with the queue's against the stream's limits (payload alone would let small writes behind a
@@ -100,7 +120,7 @@ final class FileSends {
 
     var isHolding: Bool { active != nil }
 
-    func enqueue(_ operation: FileSendOperation) {
+    func enqueue(_ operation: any FileTransfer) {
         guard stream.isHandleOpen, stream.acceptsWrites else {
             operation.fail(UVError(code: UV_EPIPE.rawValue,
                                    message: stream.isHandleOpen ? "the connection was shut down for writing" : "the connection is closed",
@@ -114,7 +134,7 @@ final class FileSends {
         }
     }
 
-    private func begin(_ operation: FileSendOperation) {
+    private func begin(_ operation: any FileTransfer) {
         active = operation
         operation.onEnd = { [self] in
             active = nil
@@ -125,7 +145,7 @@ final class FileSends {
                 stream.setWritable(true)
             }
         }
-        operation.startWhenFlushed()
+        operation.start()
     }
 
     /// Holds a write made while a file goes out; past the stream's limit it fails with `ENOBUFS`

@@ -181,6 +181,12 @@ extension StreamConnection {
     /// sealed into records and queued.
     final func sendSealedOnLoop(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         guard admitSend(bytes, completion: completion) != nil else { return }
+        sealAndQueue(bytes, completion: completion)
+    }
+
+    /// Seals `bytes` (not empty) into records and queues them, admitted already: by `admitSend`, or
+    /// as a chunk of a file going out (`SealedFileSend`, which later sends wait behind).
+    final func sealAndQueue(_ bytes: [UInt8], completion: (((any Error)?) -> Void)?) {
         guard let session = extrasIfMade?.tlsSession, session.phase == .open else {
             completion?(UVError(code: UV_EPIPE.rawValue, message: "the TLS session is closed for writing", context: "write to \(peerDescription)"))
             return

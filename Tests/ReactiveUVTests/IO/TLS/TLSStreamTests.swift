@@ -81,21 +81,6 @@ final class TLSStreamTests: TLSTestCase {
         XCTAssertEqual(end.error as? UVError, UVError.connectionReset, "\(end)")
     }
 
-    func testSendFileOnATLSConnectionIsRefused() throws {
-        let harness = LoopHarness(name: "tls-sendfile")
-        defer { XCTAssertTrue(harness.finish().isClean) }
-        let server = try harness.record(TCPServer.serve(port: 0, tls: certificates.server(), on: harness.loop), label: "tls server")
-        guard case .listening(let address) = try server.waitForValues(1)[0] else { throw TestFailure("not listening") }
-        let connect = try harness.record(TCP.connect(host: "localhost", port: address.port, tls: certificates.client(), on: harness.loop))
-        let connection = try connect.waitForValues(1)[0]
-        let file = try XCTUnwrap(try harness.record(Files.open(certificates.caCertificate, on: harness.loop)).waitForValues(1).first)
-        let sent = try harness.record(connection.sendFile(file))
-        XCTAssertEqual((try sent.waitForTermination().error as? UVError)?.name, "ENOTSUP")
-        XCTAssertTrue(connection.isOpen, "the connection stays usable")
-        let closed = try harness.record(file.close())
-        _ = try closed.waitForTermination()
-    }
-
     func testTLSOverAUnixSocketEchoesAndNamesTheServerByServerName() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/tls.sock"
