@@ -338,17 +338,20 @@ final class ValuesChannel<Value>: @unchecked Sendable {
             finish(.failure(refusal))
             return
         }
-        let subscription = signal.subscribeForValues(
+        let subscription = SinkSubscription<Value>(
             next: { [self] in receive($0) },
             error: { [self] in finish(.failure($0)) },
             completed: { [self] in finish(.success(())) })
-        // Cancelled meanwhile, or overflowed while subscribing: dispose now.
-        let disposeNow = locked { state -> Bool in
+        // Kept before it starts: a value sent at once from another thread finds its flow control.
+        let cancelled = locked { state -> Bool in
             if state.cancelled { return true }
             state.subscription = subscription
-            return state.terminal != nil
+            return false
         }
-        if disposeNow { subscription.dispose() }
+        if cancelled { return subscription.dispose() }
+        signal.start(sink: subscription)
+        // Cancelled meanwhile (`cancel` disposed it), or overflowed while subscribing: dispose now.
+        if locked({ $0.terminal != nil }) { subscription.dispose() }
     }
 
     /// A value from the subscription (home thread).

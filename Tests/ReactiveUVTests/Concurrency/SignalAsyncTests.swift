@@ -243,6 +243,28 @@ final class SignalAsyncTests: XCTestCase {
         XCTAssertEqual(flow.pauses, flow.resumes)
     }
 
+    /// A source that sends at once, while a task on its loop is still subscribing, finds the
+    /// buffer's flow control and is paused by it, not overflowed.
+    func testASourceSendingWhileALoopTaskSubscribesIsPausedNotOverflowed() async throws {
+        let loop = EventLoop(name: "values-subscribing")
+        let flow = FlowLog()
+        let produced = 1_000
+        let source = Signal<Int> { subscriber in
+            let producer = PausableProducer(subscriber: subscriber, total: produced, flow: flow)
+            subscriber.setFlowControl(pause: { producer.pause() }, resume: { producer.resume() })
+            producer.produce()
+            return nil
+        }
+        let received = try await loop.task { _ -> [Int] in
+            var received: [Int] = []
+            for try await value in source.values(bufferingPolicy: .bounded(2)) { received.append(value) }
+            return received
+        }.value
+        XCTAssertEqual(received, Array(0..<produced), "every value in order, no overflow")
+        XCTAssertGreaterThan(flow.pauses, 0, "the source was never paused")
+        try await loop.shutdownGracefully()
+    }
+
     func testFirstLastCollectAndWait() async throws {
         let numbers = Signal.from([4, 5, 6])
         let first = try await numbers.first()

@@ -80,6 +80,10 @@ final class LoopMetricsTests: XCTestCase {
                 busy.values.dropFirst(seen).contains { $0 >= 0.7 }
             }
             XCTAssertTrue(busy.values.allSatisfy { (0...1).contains($0) }, "\(busy.values)")
+            // A sample's idle time and ratio are filled in on the loop just after its gauge is recorded.
+            try harness.wait(for: "four samples with their idle time and ratio") {
+                metrics.samples.filter { $0.idle != nil && $0.busy != nil }.count >= 4
+            }
             let samples = metrics.samples
             var checked = 0
             for (index, (previous, sample)) in zip(samples, samples.dropFirst()).enumerated() {
