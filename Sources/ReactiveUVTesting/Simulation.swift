@@ -22,7 +22,9 @@ import ReactiveUV
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
 /// times on virtual time), with `ENOSPC`, `EMFILE` and `EIO` from a plan or `setFileFaults(_:)`.
-/// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// `ChildProcess` runs programs given as closures (`addProgram(_:_:)`), `StandardIO` reads a
+/// scripted input and writes into a capture, and `Signal.unixSignals` gets the signals the test
+/// sends (`send(signal:at:)`). Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
@@ -52,6 +54,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     package let network: SimulatedNetwork
     /// The in-memory file system of this simulation's loops (`Files` on them).
     package let files: SimulatedFileSystem
+    /// The programs, standard I/O and OS signals of this simulation's process.
+    package let system: SimulatedSystem
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
@@ -80,7 +84,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         files = SimulatedFileSystem(clock: virtualClock)
         let fileNumbers = FaultNumbers(seed: seed ^ 0xD1B5_4A32_D192_ED03)
         files.random = { fileNumbers.next() }
-        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files)
+        let processNumbers = FaultNumbers(seed: seed ^ 0x5851_F42D_4C95_7F2D)
+        system = SimulatedSystem(clock: virtualClock, network: network, random: { processNumbers.next() })
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files, system: system)
         loops = [loop]
         SimulationDrivers.register(self)
         network.readObserver = { [weak self] bytes, status in
@@ -99,7 +105,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network, files: files)
+        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network, files: files, system: system)
         loops.append(made)
         return made
     }
@@ -308,7 +314,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 closeResult = -1
             }
         }
-        let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems)
+        let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems + system.problems)
         report = made
         SimulationDrivers.unregister(self)
         return made

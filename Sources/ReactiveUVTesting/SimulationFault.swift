@@ -24,6 +24,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     case tooManyOpenFiles(path: String, at: Duration)
     /// The first read of `path` at or after `at` fails with `EIO`.
     case readError(path: String, at: Duration)
+    /// A fault of a child process (`SimulationProcessFault`), written `.childCrash(...)`.
+    case process(SimulationProcessFault)
 
     /// When the fault strikes, from the start of the simulation.
     ///
@@ -32,6 +34,7 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
              .readError(_, let at): at
+        case .process(let fault): fault.time
         }
     }
 
@@ -50,6 +53,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".tooManyOpenFiles(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
         case .readError(let path, let at):
             ".readError(path: \(Self.quoted(path)), at: \(Self.swiftCode(at)))"
+        case .process(let fault):
+            fault.description
         }
     }
 
@@ -74,6 +79,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         case .noSpace(let path, let at), .tooManyOpenFiles(let path, let at), .readError(let path, let at):
             if path.isEmpty { return "a file fault needs a path, got an empty one" }
             if at < .zero { return "a file fault's time must not be negative, got \(at)" }
+        case .process(let fault):
+            return fault.refusal
         }
         return nil
     }
@@ -109,6 +116,7 @@ extension Simulation {
         }
         self.init(seed: seed, loopName: loopName)
         network.drawsResets = false
+        system.drawsCrashes = false
         for fault in faultPlan { try inject(fault) }
     }
 
@@ -142,6 +150,8 @@ extension Simulation {
         case .readError(let path, let at):
             files.arm(.readError, path: path, at: at.clampedNanoseconds)
             faultsArmed.append(fault)
+        case .process(let fault):
+            try inject(fault)
         }
     }
 
@@ -152,7 +162,7 @@ extension Simulation {
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (faultsArmed + resets + drawnFileFaults).enumerated()
+        return (faultsArmed + resets + drawnFileFaults + processFaultsArmed).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

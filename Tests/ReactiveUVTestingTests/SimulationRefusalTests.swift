@@ -26,11 +26,9 @@ final class SimulationRefusalTests: XCTestCase {
             try assertRefused(UnixSocket.open(descriptor: 0), family: "Unix", simulation)
             try assertRefused(Files.copy(from: "/a", to: "/b"), family: "Files", simulation)
             try assertRefused(DNS.resolve("localhost"), family: "DNS", simulation)
-            try assertRefused(ChildProcess.run("/bin/true"), family: "Process", simulation)
             try assertRefused(FileWatch.changes(at: "/", recursive: true), family: "Watch", simulation)
             try assertRefused(UDP.bind(), family: "UDP", simulation)
             try assertRefused(ThreadPool.run { 1 }, family: "ThreadPool", simulation)
-            try assertRefused(Signal<Int32>.unixSignals([SIGUSR2]), family: "OSSignals", simulation)
             try assertRefused(Poll.readiness(fd: 0), family: "Poll", simulation)
             XCTAssertEqual(simulation.now, ms(0), "refused at once: no time passed")
         }
