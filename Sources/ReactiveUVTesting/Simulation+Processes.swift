@@ -12,8 +12,7 @@ extension Simulation {
     ///
     /// ```swift
     /// try simulation.addProgram("/usr/bin/wc") { child in
-    ///     var count = 0
-    ///     child.standardInput.subscribe(next: { count += $0.count }, completed: {
+    ///     child.lifetime.add(child.standardInput.aggregate(0) { $0 + $1.count }.subscribeNext { count in
     ///         child.write("\(count)\n")
     ///         child.exit(status: 0)
     ///     })
@@ -47,8 +46,9 @@ extension Simulation {
 /// - `write` and `writeError` go to the parent's `standardOutput` and `standardError` pipes (or
 ///   nowhere for `.ignore`, or into the simulation's captured output for `.inherit`), in order.
 /// - `exit(status:)` and `die(signal:)` end it: its input closes, what it wrote is still read
-///   before EOF, and the parent's `exit` reports the end a callback later. A child that never ends
-///   keeps running (and the leak check reports its handle) until the parent disposes it.
+///   (before EOF, and before the parent's `exit` reports the end, two loop turns later). A child that never ends
+///   keeps running (and the leak check reports its handle) until the parent disposes it. What the
+///   program subscribes or schedules belongs in `lifetime`, which ends with the child.
 /// - A signal the parent sends (`kill(signal:)`, disposal's SIGTERM then SIGKILL) takes its
 ///   default action, which kills the child (except SIGCHLD, SIGURG, SIGWINCH, SIGCONT and the
 ///   stops, which it ignores), unless the program subscribed to `signals(_:)`. Writing to a pipe
@@ -103,6 +103,13 @@ public final class SimulatedChild: @unchecked Sendable, CustomStringConvertible 
     ///
     /// Thread rule: the child's loop thread.
     public var exitStatus: ProcessExit? { process.exitStatus }
+
+    /// What the program keeps while the child lives: add its timers and subscriptions here, and
+    /// they are disposed when the child ends (exits, dies, is killed), as a process's timers and
+    /// reads die with it. One added after the end is disposed at once.
+    ///
+    /// Thread rule: safe from any thread.
+    public var lifetime: CompoundDisposable { process.lifetime }
 
     /// Standard input as chunks, completing at EOF (one reader at a time: `EBUSY`).
     ///

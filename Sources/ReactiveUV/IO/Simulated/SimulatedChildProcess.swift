@@ -12,8 +12,9 @@ import Musl
 /// Each `.pipe` is a stream on the loop (the child's end of the pipe the parent holds), so the
 /// parent's writes, EOF and close reach it as they would a process. Ending (`exit`, a fatal
 /// signal, a crash fault) closes its input, flushes and closes its outputs (what it wrote is
-/// read before EOF, as from a pipe's buffer), ends its signal subscriptions without a word, and
-/// tells the parent a callback later. A fatal signal is any but SIGCHLD, SIGURG, SIGWINCH, SIGCONT
+/// read before EOF, as from a pipe's buffer), ends its signal subscriptions without a word,
+/// disposes its `lifetime` (what the program kept: timers, subscriptions), and
+/// tells the parent two loop turns later (after the parent read what was written before the end). A fatal signal is any but SIGCHLD, SIGURG, SIGWINCH, SIGCONT
 /// (ignored) and SIGSTOP and the terminal stops (ignored too: the simulation does not stop
 /// children), unless the program subscribed to it; SIGKILL cannot be taken. Writing to an output
 /// whose reader closed kills the child with SIGPIPE, as the default action does.
@@ -48,6 +49,9 @@ package final class SimulatedChildProcess: StreamConnectionOwner, @unchecked Sen
     weak var handle: SimulatedProcessHandle?
     private var crashTimer: (any Disposable)?
     private var signalSubscribers: [(numbers: Set<Int32>, subscriber: Subscriber<Int32>)] = []
+    /// What the program keeps while the child lives (its timers, its subscriptions): disposed when
+    /// the child ends, as a process's timers and reads die with it.
+    package let lifetime = CompoundDisposable()
 
     init(request: SpawnRequest, number: Int, pid: Int32, loop: EventLoop, system: SimulatedSystem) {
         self.number = number
@@ -184,12 +188,16 @@ package final class SimulatedChildProcess: StreamConnectionOwner, @unchecked Sen
         let subscribers = signalSubscribers
         signalSubscribers = []
         for taken in subscribers { taken.subscriber.disposable.dispose() }
+        lifetime.dispose()
         for (descriptor, choice) in stdio.enumerated() {
             guard case .pipe(let stream) = choice else { continue }
             if descriptor == 0 { stream.end(.closed) } else { stream.closeWhenFlushed(outcome: nil) }
         }
         guard report else { return }
-        loop.execute { [self] in handle?.childDidExit(exit) }
+        // Two turns: what it wrote lands (one turn) and is read (another) before the exit is
+        // reported, as a pipe's buffer is usually read before SIGCHLD is handled; EOF may follow.
+        let loop = self.loop
+        loop.execute { [self] in loop.execute { [self] in handle?.childDidExit(exit) } }
     }
 
     // MARK: - its pipes

@@ -30,7 +30,7 @@ package final class SimulatedSystem: @unchecked Sendable {
         /// The window after the spawn in which a drawn crash falls.
         package var within: Duration = .seconds(1)
         /// The signals a drawn crash kills with (one drawn per crash).
-        package var signals: [Int32] = [SIGKILL]
+        package var signals: [Int32] = [SIGSEGV, SIGKILL]
 
         package init() {}
     }
