@@ -194,4 +194,22 @@ final class SimulatedProcessTests: XCTestCase {
             XCTAssertEqual(exit.values, [ProcessExit(status: 0, signal: SIGINT)])
         }
     }
+
+    func testALoopShutdownKillsARunningChildAndFailsItsExitWithShutDown() throws {
+        let simulation = Simulation(seed: 113)
+        let killed = Locked<ProcessExit?>(nil)
+        try simulation.addProgram("/usr/sbin/daemon") { child in
+            child.lifetime.add(ActionDisposable { killed.withLock { $0 = child.exitStatus } })
+            child.lifetime.add(child.standardInput.subscribeNext { _ in })
+        }
+        let spawn = try simulation.record(ChildProcess.spawn("/usr/sbin/daemon"))
+        simulation.run(for: .milliseconds(5))
+        guard let child = spawn.values.first else { return XCTFail("\(spawn.recorded)") }
+        let exit = try simulation.perform { EventRecorder(child.exit) }
+        try simulation.perform { simulation.loop.shutdown() }
+        simulation.runUntilIdle()
+        XCTAssertEqual(killed.current, ProcessExit(status: 0, signal: SIGKILL))
+        XCTAssertEqual(exit.terminal?.error as? EventLoopError, EventLoopError.shutDown(loop: "sim"))
+        XCTAssertEqual(simulation.finish().loopCloseResult, 0)
+    }
 }
