@@ -212,4 +212,20 @@ final class SimulatedProcessTests: XCTestCase {
         XCTAssertEqual(exit.terminal?.error as? EventLoopError, EventLoopError.shutDown(loop: "sim"))
         XCTAssertEqual(simulation.finish().loopCloseResult, 0)
     }
+
+    func testAProgramsBadSignalNumbersAreEINVALOrAProblemNeverACrash() throws {
+        let simulation = Simulation(seed: 114)
+        let watched = Locked<[Event<Int32>]>([])
+        try simulation.addProgram("/bin/bad") { child in
+            child.lifetime.add(child.signals([SIGTERM, SIGKILL]).subscribe(next: { watched.append(.next($0)) },
+                                                                           error: { watched.append(.error($0)) }))
+            child.die(signal: 99)
+        }
+        let exit = try simulation.record(ChildProcess.spawn("/bin/bad").flatMap { $0.exit })
+        simulation.runUntilIdle()
+        XCTAssertEqual((watched.current.first?.error as? UVError)?.code, UVError.invalidArgumentCode)
+        XCTAssertEqual(exit.values, [ProcessExit(status: 0, signal: SIGKILL)])
+        let problems = simulation.finish().problems
+        XCTAssertEqual(problems, ["simulated child /bin/bad (pid 1001) was told to die by signal 99, outside 1...64: it died by SIGKILL"])
+    }
 }

@@ -20,7 +20,7 @@ import Musl
 /// whose reader closed kills the child with SIGPIPE, as the default action does.
 ///
 /// Thread rule: loop thread only (the spawning loop's; the simulation's driving thread).
-package final class SimulatedChildProcess: StreamConnectionOwner, @unchecked Sendable {
+package final class SimulatedChildProcess: StreamConnectionOwner, CustomStringConvertible, @unchecked Sendable {
     // Sendable: every stored var is touched on `loop`'s thread only; the signal factory hops there.
     private enum Stdio {
         case pipe(StreamConnection)
