@@ -314,6 +314,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 closeResult = -1
             }
         }
+        system.tearDown()
         let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems + system.problems)
         report = made
         SimulationDrivers.unregister(self)

@@ -228,4 +228,22 @@ final class SimulatedProcessTests: XCTestCase {
         let problems = simulation.finish().problems
         XCTAssertEqual(problems, ["simulated child /bin/bad (pid 1001) was told to die by signal 99, outside 1...64: it died by SIGKILL"])
     }
+
+    func testAFinishedSimulationLetsItsLoopGoThoughAProgramAndAWriterHeldIt() throws {
+        weak var released: EventLoop?
+        do {
+            let simulation = Simulation(seed: 115)
+            released = simulation.loop
+            try simulation.addProgram("/bin/time") { child in
+                child.write("\(simulation.now)")
+                child.exit(status: 0)
+            }
+            let run = try simulation.record(ChildProcess.run("/bin/time").ignoreValues())
+            try simulation.perform { StandardIO.output.send("x") }
+            simulation.runUntilIdle()
+            guard case .completed? = run.terminal else { return XCTFail("\(run.recorded)") }
+            XCTAssertEqual(simulation.finish().problems, [])
+        }
+        XCTAssertNil(released, "the loop outlived its simulation")
+    }
 }

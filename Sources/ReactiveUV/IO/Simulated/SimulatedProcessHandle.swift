@@ -83,8 +83,9 @@ final class SimulatedProcessHandle: LoopHandle, ChildProcessBackend {
     }
 
     func closeLosingChild(kill: Bool) {
-        // The loop goes away with the child's pipes: a child that is not killed has nothing left to talk to.
-        if kill { child.end(ProcessExit(status: 0, signal: SIGKILL), report: false) }
+        // Killed, or (detached) left to run with nothing to run it: the program's state ends with
+        // the loop either way, so nothing it keeps outlives the simulation. Nobody hears of it.
+        child.end(ProcessExit(status: 0, signal: SIGKILL), report: false)
         closeAfterExit()
     }
 

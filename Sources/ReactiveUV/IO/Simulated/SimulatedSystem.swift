@@ -76,7 +76,8 @@ package final class SimulatedSystem: @unchecked Sendable {
     var inputReader: SimulatedStandardInput?
     /// What standard output (1) and standard error (2) were given, in order.
     package internal(set) var captured: [Int32: [CapturedWrite]] = [:]
-    /// The writers of descriptors 1 and 2 on this simulation's loops (`StandardIO.output`).
+    /// The writers of descriptors 1 and 2 on this simulation's loops (`StandardIO.output`);
+    /// dropped by `tearDown()`, as a writer holds its loop, which holds this.
     var writers: [Int32: StandardWriter] = [:]
 
     // MARK: signals
@@ -103,6 +104,16 @@ package final class SimulatedSystem: @unchecked Sendable {
 
     func draw(below bound: UInt64) -> UInt64 {
         bound == 0 ? 0 : random() % bound
+    }
+
+    /// Drops what would keep the loops alive once the simulation finished (a writer holds its
+    /// loop; a program may hold the simulation): called after the loops shut down.
+    package func tearDown() {
+        writers = [:]
+        programs = [:]
+        programOrder = []
+        inputReader = nil
+        signalWatches = []
     }
 
     // MARK: - programs
