@@ -155,9 +155,10 @@ extension Simulation {
         }
     }
 
-    /// Every fault injected so far, by time: the resets armed (drawn from the seed or planned)
-    /// and the partitions (planned, injected or asked with `partition(_:_:for:)`). Given back as
-    /// a plan with the same seed, it replays the run's faults.
+    /// Every fault injected so far, by time: the resets armed (drawn from the seed or planned),
+    /// the partitions (planned, injected or asked with `partition(_:_:for:)`), the file faults
+    /// that struck and the child crashes armed. Given back as a plan with the same seed, it
+    /// replays the run's faults.
     ///
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
