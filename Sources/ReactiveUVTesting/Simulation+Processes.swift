@@ -29,6 +29,39 @@ extension Simulation {
         system.addProgram(executable) { process in program(SimulatedChild(process)) }
     }
 
+    /// `addProgram(_:_:)` for a program written as async code: `program` runs in a task on the
+    /// child's loop (`loop.task`: each of its jobs is a callback the simulation orders and
+    /// traces); the child exits with the status it returns. When it throws, the child writes the
+    /// error to standard error and exits with 1. When the child ends first (a signal, a crash),
+    /// the task is cancelled.
+    ///
+    /// ```swift
+    /// try simulation.addProgram("/usr/bin/tr", running: { child in
+    ///     for try await line in child.standardInput.lines().values {
+    ///         child.write(String(decoding: line, as: UTF8.self).uppercased() + "\n")
+    ///     }
+    ///     return 0
+    /// })
+    /// ```
+    ///
+    /// - Throws: `SimulationMisuse` as `addProgram(_:_:)` does.
+    ///
+    /// Thread rule: the driving thread; `program` runs on the spawning loop, inside the simulation's callbacks.
+    public func addProgram(_ executable: String,
+                           running program: @escaping @Sendable (SimulatedChild) async throws -> Int64) throws(SimulationMisuse) {
+        try addProgram(executable) { child in
+            let task = child.loop.task { _ in
+                do {
+                    child.exit(status: try await program(child))
+                } catch {
+                    child.writeError("\(error)\n")
+                    child.exit(status: 1)
+                }
+            }
+            child.lifetime.add(ActionDisposable { task.cancel() })
+        }
+    }
+
     /// Forgets the program of `executable` (as given to `addProgram`); later spawns of it fail with `ENOENT`.
     ///
     /// Thread rule: the driving thread.

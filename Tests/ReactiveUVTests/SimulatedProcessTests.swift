@@ -246,4 +246,43 @@ final class SimulatedProcessTests: XCTestCase {
         }
         XCTAssertNil(released, "the loop outlived its simulation")
     }
+
+    func testAnAsyncProgramReadsLinesWritesAndExitsWithItsReturnedStatus() throws {
+        Simulation.check(seed: 116) { simulation in
+            try simulation.addProgram("/usr/bin/tr", running: { child in
+                for try await line in child.standardInput.lines().values {
+                    child.write(String(decoding: line, as: UTF8.self).uppercased() + "\n")
+                }
+                return 3
+            })
+            struct Refused: Error, CustomStringConvertible { var description: String { "refused" } }
+            try simulation.addProgram("/bin/false", running: { _ in throw Refused() })
+            let upper = try simulation.record(ChildProcess.run("tr", input: Array("ab\ncd\n".utf8)))
+            let failing = try simulation.record(ChildProcess.run("false"))
+            simulation.runUntilIdle()
+            let output = upper.values.compactMap { event -> [UInt8]? in
+                if case .standardOutput(let bytes) = event { return bytes } else { return nil }
+            }
+            XCTAssertEqual(String(decoding: output.joined(), as: UTF8.self), "AB\nCD\n")
+            XCTAssertEqual(upper.values.last, .exited(ProcessExit(status: 3, signal: 0)))
+            XCTAssertEqual(failing.values.dropFirst(), [.standardError(Array("refused\n".utf8)), .exited(ProcessExit(status: 1, signal: 0))])
+        }
+    }
+
+    func testAnAsyncProgramKilledWhileItWaitsIsCancelled() throws {
+        Simulation.check(seed: 117) { simulation in
+            let cancelled = Locked(false)
+            try simulation.addProgram("/bin/cat", running: { child in
+                for try await _ in child.standardInput.values {}
+                cancelled.withLock { $0 = Task.isCancelled }
+                return 0
+            })
+            let exit = try simulation.record(ChildProcess.spawn("/bin/cat").flatMap { child in
+                child.kill(signal: SIGTERM).then(child.exit)
+            })
+            simulation.runUntilIdle()
+            XCTAssertEqual(exit.values, [ProcessExit(status: 0, signal: SIGTERM)])
+            XCTAssertTrue(cancelled.current, "the program's task was cancelled when the child died")
+        }
+    }
 }
