@@ -64,6 +64,32 @@ extension Simulation {
         }
     }
 
+    /// Makes the reader of standard output go away at `time` (virtual, from the start; a time
+    /// passed counts as now), as `| head` does once it has its lines: from then on a write to it
+    /// fails with `EPIPE` and the writer stays failed (a child whose output is `.inherit` dies of
+    /// SIGPIPE). What was written before stays in `standardOutput`.
+    ///
+    /// - Throws: `SimulationMisuse` for a negative time.
+    ///
+    /// Thread rule: the driving thread (or a callback of the simulation's loops).
+    public func closeStandardOutput(at time: Duration) throws(SimulationMisuse) {
+        try closeOutput(1, at: time, "closeStandardOutput")
+    }
+
+    /// Makes the reader of standard error go away at `time`; see `closeStandardOutput(at:)`.
+    ///
+    /// - Throws: `SimulationMisuse` for a negative time.
+    ///
+    /// Thread rule: the driving thread (or a callback of the simulation's loops).
+    public func closeStandardError(at time: Duration) throws(SimulationMisuse) {
+        try closeOutput(2, at: time, "closeStandardError")
+    }
+
+    private func closeOutput(_ descriptor: Int32, at time: Duration, _ what: String) throws(SimulationMisuse) {
+        if time < .zero { throw SimulationMisuse("\(what): the time must not be negative, got \(time)") }
+        system.outputClosesAt[descriptor] = min(system.outputClosesAt[descriptor] ?? .max, time.clampedNanoseconds)
+    }
+
     /// Every write to standard output so far, in order, with its virtual time.
     ///
     /// Thread rule: the driving thread.

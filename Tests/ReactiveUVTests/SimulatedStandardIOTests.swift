@@ -127,4 +127,24 @@ final class SimulatedStandardIOTests: XCTestCase {
             XCTAssertEqual(simulation.standardOutput.map(\.time), [ms(8)])
         }
     }
+
+    func testAReaderThatGoesAwayFailsLaterWritesWithEPIPE() throws {
+        Simulation.check(seed: 138) { simulation in
+            try simulation.closeStandardOutput(at: .milliseconds(15))
+            let writes = try simulation.record(Signal<Int>.interval(.milliseconds(10)).take(3).flatMap { tick in
+                StandardIO.output.write("tick \(tick)\n").then(Signal.return(tick))
+            })
+            try simulation.addProgram("/usr/bin/yes") { child in
+                child.lifetime.add(Signal<Int>.interval(.milliseconds(10), on: child.loop).subscribeNext { _ in child.write("y\n") })
+            }
+            let child = try simulation.record(ChildProcess.spawn("/usr/bin/yes", standardOutput: .inherit).flatMap { $0.exit })
+            simulation.runUntilIdle()
+            XCTAssertEqual(writes.values, [0])
+            XCTAssertEqual((writes.terminal?.error as? UVError)?.code, UVError(code: -EPIPE).code)
+            XCTAssertEqual(writes.recorded.last?.time, ms(20))
+            XCTAssertEqual(child.values, [ProcessExit(status: 0, signal: SIGPIPE)])
+            XCTAssertEqual(simulation.standardOutputText, "tick 0\ny\n")
+            XCTAssertThrowsError(try simulation.closeStandardError(at: .milliseconds(-1)))
+        }
+    }
 }

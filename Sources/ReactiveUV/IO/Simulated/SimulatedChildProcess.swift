@@ -105,7 +105,11 @@ package final class SimulatedChildProcess: StreamConnectionOwner, CustomStringCo
         switch stdio[Int(descriptor)] {
         case .pipe(let stream): stream.send(bytes)
         case .ignore: break
-        case .inherit: system.capture(bytes, descriptor: descriptor, on: loop)
+        case .inherit:
+            // The reader of our own output went away: the child's write gets SIGPIPE, as ours would.
+            if system.capture(bytes, descriptor: descriptor, on: loop) != nil {
+                end(ProcessExit(status: 0, signal: SIGPIPE), report: true)
+            }
         }
     }
 

@@ -161,9 +161,16 @@ extension SimulatedSystem {
 
     // MARK: - standard output and error
 
-    /// `bytes` written to descriptor 1 or 2 on `loop` now: kept with the time, and traced.
-    func capture(_ bytes: [UInt8], descriptor: Int32, on loop: EventLoop) {
+    /// `bytes` written to descriptor 1 or 2 on `loop` now: kept with the time, and traced; or,
+    /// once its reader went away (`outputClosesAt`), refused with `EPIPE` (traced too).
+    func capture(_ bytes: [UInt8], descriptor: Int32, on loop: EventLoop) -> UVError? {
+        if let closed = outputClosesAt[descriptor], closed <= now {
+            noteInTrace([], status: UV_EPIPE.rawValue)
+            return UVError(code: UV_EPIPE.rawValue, message: "the simulation's reader of this output went away",
+                           context: "write to \(descriptor == 1 ? "standard output" : "standard error") (simulated)")
+        }
         captured[descriptor, default: []].append(CapturedWrite(at: now, loopName: loop.name, bytes: bytes))
         noteInTrace(bytes, status: descriptor)
+        return nil
     }
 }

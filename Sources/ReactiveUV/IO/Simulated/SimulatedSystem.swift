@@ -76,6 +76,9 @@ package final class SimulatedSystem: @unchecked Sendable {
     var inputReader: SimulatedStandardInput?
     /// What standard output (1) and standard error (2) were given, in order.
     package internal(set) var captured: [Int32: [CapturedWrite]] = [:]
+    /// When the reader of standard output (1) or error (2) goes away (virtual nanoseconds): a
+    /// write from then on fails with `EPIPE`.
+    package var outputClosesAt: [Int32: UInt64] = [:]
     /// The writers of descriptors 1 and 2 on this simulation's loops (`StandardIO.output`);
     /// dropped by `tearDown()`, as a writer holds its loop, which holds this.
     var writers: [Int32: StandardWriter] = [:]

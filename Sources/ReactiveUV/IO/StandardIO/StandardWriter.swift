@@ -224,8 +224,9 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             let error = writeFile(bytes)
             completion?(error)
         case .captured(let system):
-            system.capture(bytes, descriptor: descriptor, on: loop)
-            completion?(nil)
+            let error = system.capture(bytes, descriptor: descriptor, on: loop)
+            if let error { fail(error) }
+            completion?(error)
         case .stream(let stream, _):
             guard let completion else {
                 stream.sendOnLoop(bytes, completion: nil)
