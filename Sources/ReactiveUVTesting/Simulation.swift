@@ -25,7 +25,9 @@ import ReactiveUV
 /// `ENOSPC`, `EMFILE`, `EIO` and watch overflows from a plan or `setFileFaults(_:)`.
 /// `UDP` sockets exchange datagrams, host names resolve through `addHost(_:addresses:)`, and
 /// plans add DNS failures, dropped datagrams and clock jumps (`SimulationFault`).
-/// Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// `ChildProcess` runs programs given as closures (`addProgram(_:_:)`), `StandardIO` reads a
+/// scripted input and writes into a capture, and `Signal.unixSignals` gets the signals the test
+/// sends (`send(signal:at:)`). Families with no simulated backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
@@ -55,6 +57,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     package let network: SimulatedNetwork
     /// The in-memory file system of this simulation's loops (`Files` on them).
     package let files: SimulatedFileSystem
+    /// The programs, standard I/O and OS signals of this simulation's process.
+    package let system: SimulatedSystem
     private var generator: SeededRandomNumberGenerator
     private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
@@ -85,7 +89,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         files = SimulatedFileSystem(clock: virtualClock)
         let fileNumbers = FaultNumbers(seed: seed ^ 0xD1B5_4A32_D192_ED03)
         files.random = { fileNumbers.next() }
-        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files)
+        let processNumbers = FaultNumbers(seed: seed ^ 0x5851_F42D_4C95_7F2D)
+        system = SimulatedSystem(clock: virtualClock, network: network, random: { processNumbers.next() })
+        loop = EventLoop.simulated(name: loopName, clock: virtualClock, network: network, files: files, system: system)
         loops = [loop]
         SimulationDrivers.register(self)
         network.readObserver = { [weak self] bytes, status in
@@ -105,7 +111,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     ///
     /// Thread rule: the driving thread.
     public func makeLoop(name: String) -> EventLoop {
-        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network, files: files)
+        let made = EventLoop.simulated(name: name, clock: virtualClock, network: network, files: files, system: system)
         loops.append(made)
         return made
     }
@@ -315,7 +321,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 closeResult = -1
             }
         }
-        let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems)
+        system.tearDown()
+        let made = HarnessReport(leakedHandles: leaked, loopCloseResult: closeResult, otherProblems: problems + system.problems)
         report = made
         SimulationDrivers.unregister(self)
         return made

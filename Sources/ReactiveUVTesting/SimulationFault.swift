@@ -37,6 +37,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
     /// At `at` the virtual clock jumps forward by `by`, as after a suspended machine: every timer
     /// and packet due meanwhile runs late, at once, in deadline order.
     case clockJump(by: Duration, at: Duration)
+    /// A fault of a child process (`SimulationProcessFault`), written `.childCrash(...)`.
+    case process(SimulationProcessFault)
 
     /// When the fault strikes, from the start of the simulation.
     ///
@@ -46,6 +48,7 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
         case .reset(_, let at), .partition(_, _, let at, _), .noSpace(_, let at), .tooManyOpenFiles(_, let at),
              .readError(_, let at), .watchOverflow(_, let at), .dnsFailure(_, let at, _), .clockJump(_, let at): at
         case .dropDatagram: .zero
+        case .process(let fault): fault.time
         }
     }
 
@@ -72,6 +75,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             ".dropDatagram(datagram: \(datagram))"
         case .clockJump(let by, let at):
             ".clockJump(by: \(Self.swiftCode(by)), at: \(Self.swiftCode(at)))"
+        case .process(let fault):
+            fault.description
         }
     }
 
@@ -99,6 +104,8 @@ public enum SimulationFault: Sendable, Equatable, CustomStringConvertible {
             if at < .zero { return "a file fault's time must not be negative, got \(at)" }
         case .dnsFailure, .dropDatagram, .clockJump:
             return networkRefusal
+        case .process(let fault):
+            return fault.refusal
         }
         return nil
     }
@@ -134,6 +141,7 @@ extension Simulation {
         }
         self.init(seed: seed, loopName: loopName)
         network.drawsResets = false
+        system.drawsCrashes = false
         for fault in faultPlan { try inject(fault) }
     }
 
@@ -172,17 +180,20 @@ extension Simulation {
             faultsArmed.append(fault)
         case .dnsFailure, .dropDatagram, .clockJump:
             injectNetworkFault(fault)
+        case .process(let fault):
+            try inject(fault)
         }
     }
 
-    /// Every fault injected so far, by time: the resets armed (drawn from the seed or planned)
-    /// and the partitions (planned, injected or asked with `partition(_:_:for:)`). Given back as
-    /// a plan with the same seed, it replays the run's faults.
+    /// Every fault injected so far, by time: the resets armed (drawn from the seed or planned),
+    /// the partitions (planned, injected or asked with `partition(_:_:for:)`), the file faults
+    /// that struck and the child crashes armed. Given back as a plan with the same seed, it
+    /// replays the run's faults.
     ///
     /// Thread rule: the driving thread.
     public var injectedFaults: [SimulationFault] {
         let resets = network.resetsArmed.map { SimulationFault.reset(connection: $0.connection, at: .nanoseconds(Int64(clamping: $0.at))) }
-        return (faultsArmed + resets + drawnFileFaults + drawnNetworkFaults).enumerated()
+        return (faultsArmed + resets + drawnFileFaults + drawnNetworkFaults + processFaultsArmed).enumerated()
             .sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }
             .map(\.element)
     }

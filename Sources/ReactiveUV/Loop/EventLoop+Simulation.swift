@@ -61,14 +61,14 @@ package enum SimulatedCallback: UInt8, Sendable, CustomStringConvertible {
 /// libuv's clock; libuv itself runs only to close the loop. The only branches on it are on cold
 /// paths: the clock read, arming the timer driver, `run()`, `tryShutdown()`, `performAndWait`.
 extension EventLoop {
-    /// A loop driven by a simulation on `clock`, its TCP on `network`, its files in `files`: no
-    /// thread of its own, no metrics.
+    /// A loop driven by a simulation on `clock`, its TCP on `network`, its files in `files`, its
+    /// child processes, standard I/O and signals in `system`: no thread of its own, no metrics.
     ///
     /// Thread rule: the simulation's driving thread.
     package static func simulated(name: String, clock: VirtualClock, network: SimulatedNetwork? = nil,
-                                  files: SimulatedFileSystem? = nil) -> EventLoop {
+                                  files: SimulatedFileSystem? = nil, system: SimulatedSystem? = nil) -> EventLoop {
         EventLoop(name: name, ownsThread: false, isShared: false, metrics: .disabled, virtualClock: clock,
-                  simulatedNetwork: network, simulatedFiles: files)
+                  simulatedNetwork: network, simulatedFiles: files, simulatedSystem: system)
     }
 
     /// Whether a simulation drives this loop.

@@ -104,6 +104,8 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     package let simulatedNetwork: SimulatedNetwork?
     /// The in-memory file system a simulated loop's `Files` calls use; nil for a real loop.
     package let simulatedFiles: SimulatedFileSystem?
+    /// The programs, standard I/O and signals of a simulated loop's process; nil for a real loop.
+    package let simulatedSystem: SimulatedSystem?
 
     /// The default loop: started on first use, on a thread of its own, never shut down.
     ///
@@ -139,11 +141,13 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
     }
 
     init(name: String, ownsThread: Bool, isShared: Bool, metrics: LoopMetrics = .default,
-         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil, simulatedFiles: SimulatedFileSystem? = nil) {
+         virtualClock: VirtualClock? = nil, simulatedNetwork: SimulatedNetwork? = nil, simulatedFiles: SimulatedFileSystem? = nil,
+         simulatedSystem: SimulatedSystem? = nil) {
         self.name = name
         self.virtualClock = virtualClock
         self.simulatedNetwork = simulatedNetwork
         self.simulatedFiles = simulatedFiles
+        self.simulatedSystem = simulatedSystem
         self.ownsThread = ownsThread
         self.isShared = isShared
         uvLoop = .allocate(capacity: 1)

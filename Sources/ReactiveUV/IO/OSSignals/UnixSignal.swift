@@ -6,7 +6,8 @@ extension Signal where Value == Int32 {
     ///
     /// While subscribed, the delivery replaces the default action. When the last watch of a number
     /// ends, libuv puts the default back (or, after `TTY.setMode(.raw)`, the terminal restorer for
-    /// the terminating signals). An invalid number fails with `UVError` (`EINVAL`).
+    /// the terminating signals). An invalid number fails with `UVError` (`EINVAL`). On a simulated
+    /// loop it sends the signals the test sends (`Simulation.send(signal:at:)`).
     ///
     /// - Parameters:
     ///   - numbers: Signal numbers, e.g. `[SIGINT, SIGTERM]`.
@@ -15,7 +16,10 @@ extension Signal where Value == Int32 {
     /// Thread rule: safe from any thread.
     public static func unixSignals(_ numbers: [Int32], on loop: EventLoop? = nil) -> Signal<Int32> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals", refusingSimulation: "OSSignals") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "Signal.unixSignals") { loop in
+                if let system = loop.simulatedSystem {
+                    return SimulatedSignalWatch.open(numbers, system: system, loop: loop, subscriber: subscriber)
+                }
                 let handles = CompoundDisposable()
                 return LoopBinding.started(handles, for: subscriber) {
                     for number in numbers {

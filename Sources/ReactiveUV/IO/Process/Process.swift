@@ -106,7 +106,7 @@ public enum ChildProcess {
         on loop: EventLoop? = nil
     ) -> Signal<ProcessOutput> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "ChildProcess.run", refusingSimulation: "Process") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "ChildProcess.run") { loop in
                 let run = ProcessRun(loop: loop, subscriber: subscriber)
                 run.start(spawn(executable, arguments: arguments, environment: environment, workingDirectory: workingDirectory,
                                 standardInput: input == nil ? .ignore : .pipe, killGrace: killGrace, on: loop),
@@ -164,7 +164,7 @@ public enum ChildProcess {
                                    workingDirectory: workingDirectory, stdio: [standardInput, standardOutput, standardError],
                                    detached: detached, killGrace: killGrace, limits: limits)
         return Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "ChildProcess.spawn", refusingSimulation: "Process") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "ChildProcess.spawn") { loop in
                 let session = ProcessSession(loop: loop, request: request, subscriber: subscriber)
                 session.start()
                 return session

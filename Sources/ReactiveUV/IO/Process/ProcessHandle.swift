@@ -5,11 +5,28 @@ import Glibc
 import Musl
 #endif
 
-/// A child's `uv_process_t`: the process family's backend seam. `ProcessSession` asks it to
-/// spawn, signal and let go of the child, and hears the exit (`processDidExit`); the pipes are
-/// stream-family connections. A second backend provides these members over scripted processes.
+/// What `ProcessSession` asks of a spawned child's handle, the process family's backend seam:
+/// libuv's (`ProcessHandle`) or, on a simulated loop, a program of the simulation
+/// (`SimulatedProcessHandle`). Each reports the exit with `session.processDidExit`.
 /// Thread rule: loop thread only.
-final class ProcessHandle: LoopHandle {
+protocol ChildProcessBackend: AnyObject {
+    /// The child's process id.
+    var pid: Int32 { get }
+    /// Sends `number` to the child: 0, or a negative libuv code (`UV_ESRCH` once it is gone).
+    func signal(_ number: Int32) -> Int32
+    /// Sends `number` to the child; a child that is already gone is not an error.
+    func kill(_ number: Int32)
+    /// At shutdown: closes the handle before the child exited, killing it first with `kill`.
+    func closeLosingChild(kill: Bool)
+    /// Closes the handle once the exit was reported.
+    func closeAfterExit()
+}
+
+/// A child's `uv_process_t`: the real backend of `ChildProcessBackend`. `ProcessSession` asks it
+/// to spawn, signal and let go of the child, and hears the exit (`processDidExit`); the pipes
+/// are stream-family connections.
+/// Thread rule: loop thread only.
+final class ProcessHandle: LoopHandle, ChildProcessBackend {
     // The session and the open handle reference each other until the handle closes.
     let session: ProcessSession
     private let executable: String
@@ -25,6 +42,25 @@ final class ProcessHandle: LoopHandle {
     private var process: UnsafeMutablePointer<uv_process_t> { pointer(as: uv_process_t.self) }
 
     var pid: Int32 { uv_process_get_pid(process) }
+
+    /// Opens the request's pipes and spawns the child: its handle and pipes, or the error (nothing left open).
+    static func start(_ request: SpawnRequest, session: ProcessSession) -> Result<(any ChildProcessBackend, [ChildPipe?]), UVError> {
+        let pipes = ChildPipe.unopened(for: request, on: session.loop)
+        for pipe in pipes {
+            do {
+                try pipe?.open()
+            } catch {
+                for pipe in pipes { pipe?.end(.closed) }
+                return .failure(error)
+            }
+        }
+        let process = ProcessHandle(loop: session.loop, session: session, executable: request.executable)
+        if let error = process.spawn(request, pipes: pipes) {
+            for pipe in pipes { pipe?.end(.closed) }
+            return .failure(error)
+        }
+        return .success((process, pipes))
+    }
 
     /// `uv_spawn` with the request's choices; the handle is open after it, or closed again and the error returned.
     func spawn(_ request: SpawnRequest, pipes: [ChildPipe?]) -> UVError? {
@@ -98,6 +134,8 @@ final class ProcessHandle: LoopHandle {
         // libuv reaps only the pids of open process handles: without this the killed child stays a zombie.
         if kill { ChildReaper.reap(pid) }
     }
+
+    func closeAfterExit() { closeHandle() }
 
     override func closeForShutdown() {
         session.shutDown()

@@ -60,7 +60,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         /// `uv_spawn` has not run (or failed).
         case starting
         /// The child runs; its handle waits for the exit.
-        case running(ProcessHandle, pid: Int32)
+        case running(any ChildProcessBackend, pid: Int32)
         /// The child exited and was reaped.
         case exited(ProcessExit, pid: Int32)
         /// The loop shut down before the child exited: the handle is closed, the exit unknown.
@@ -93,24 +93,12 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
             finish(error)
             return
         }
-        var opened: [ChildPipe?] = [nil, nil, nil]
-        for index in 0..<3 where request.stdio[index] == .pipe {
-            let pipe = ChildPipe(loop: loop, limits: request.limits, origin: "from ChildProcess.spawn(\(executable))",
-                                 role: ChildPipe.Role(index))
-            do {
-                try pipe.open()
-            } catch {
-                for pipe in opened { pipe?.end(.closed) }
-                finish(error)
-                return
-            }
-            opened[index] = pipe
-        }
-        let process = ProcessHandle(loop: loop, session: self, executable: executable)
-        if let error = process.spawn(request, pipes: opened) {
-            for pipe in opened { pipe?.end(.closed) }
-            finish(error)
-            return
+        let started = loop.simulatedSystem.map { SimulatedProcessHandle.start(request, session: self, system: $0) }
+            ?? ProcessHandle.start(request, session: self)
+        let process: any ChildProcessBackend, opened: [ChildPipe?]
+        switch started {
+        case .success(let spawned): (process, opened) = spawned
+        case .failure(let error): return finish(error)
         }
         let pid = process.pid
         life = .running(process, pid: pid)
@@ -140,8 +128,14 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
                                               message: "killGroup needs a child spawned with detached: true; this one is in this process's own group, which the signal would reach",
                                               context: context))
             }
-            // The group's id stays taken while any member lives, even after the leader was reaped.
-            let result = ProcessHandle.signalGroup(pid, number)
+            // The group's id stays taken while any member lives, even after the leader was reaped. A
+            // simulated child starts nothing, so its group is itself; no real process gets the signal.
+            var result = UV_ESRCH.rawValue
+            if !loop.isSimulated {
+                result = ProcessHandle.signalGroup(pid, number)
+            } else if case .running(let process, _) = life {
+                result = process.signal(number)
+            }
             if result == UV_ESRCH.rawValue {
                 return outcome.finish(UVError(code: result, message: "no process is left in the child's group", context: context))
             }
@@ -173,7 +167,7 @@ final class ProcessSession: LoopDisposable, StreamConnectionOwner, @unchecked Se
         life = .exited(exit, pid: pid)
         killTimer?.dispose()
         killTimer = nil
-        process.closeHandle()
+        process.closeAfterExit()
         exitSubject.sendNext(exit)
         exitSubject.sendCompleted()
         finishIfDone()

@@ -192,6 +192,15 @@ public final class ChildPipe: StreamConnection, @unchecked Sendable {
         super.init(loop: loop, transport: .childPipe, limits: limits, originLabel: StreamOrigin(origin, limits: limits))
     }
 
+    /// A pipe (not opened yet) for each of `request`'s standard streams that is a `.pipe`, in descriptor order.
+    static func unopened(for request: SpawnRequest, on loop: EventLoop) -> [ChildPipe?] {
+        (0..<3).map { index in
+            guard request.stdio[index] == .pipe else { return nil }
+            return ChildPipe(loop: loop, limits: request.limits, origin: "from ChildProcess.spawn(\(request.executable))",
+                             role: Role(index))
+        }
+    }
+
     /// `"standard input of cat (pid 4242)"`.
     ///
     /// Thread rule: safe from any thread.

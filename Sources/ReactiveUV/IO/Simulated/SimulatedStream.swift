@@ -64,6 +64,9 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     private var faultTimer: (any Disposable)?
     /// When a byte last crossed this end either way (virtual nanoseconds): its idle time's start.
     private(set) var lastActivity: UInt64
+    /// One end of a pipe (a child's standard stream): the other end's close reaches here as EOF,
+    /// and a write after it fails with `EPIPE`, as a pipe without a reader does.
+    var isOneWayPipe = false
 
     init(loop: EventLoop, latency: Duration) {
         self.loop = loop
@@ -116,6 +119,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Sends `bytes[written...]` now; the request is called back as the next callbacks run.
     func write(_ bytes: [UInt8], skipping written: Int, with request: WriteRequest) -> Int32 {
         if inboundEnd == UV_ECONNRESET.rawValue { return UV_ECONNRESET.rawValue }
+        if isOneWayPipe, inboundEnd != nil { return UV_EPIPE.rawValue }
         request.payload = bytes
         // Read by `LoopRequest.cancel`; libuv would have written it.
         request.request.pointee.type = UV_WRITE

@@ -64,6 +64,7 @@ public enum StandardIO {
     /// Disposing stops reading; unread bytes stay for a later subscriber. One subscriber at a time
     /// (a second gets `EBUSY`). A terminal is read in its mode (line by line unless
     /// `TTY.setMode(.raw)`). Fails with `EBADF`, `EISDIR`, `ENOTSUP` (see `kind(of:)`) or the read's error.
+    /// On a simulated loop it reads the simulation's scripted input (`Simulation.writeStandardInput`).
     ///
     /// - Parameter loop: The loop that reads; nil for the subscription's home loop.
     ///
@@ -75,7 +76,14 @@ public enum StandardIO {
     /// `input(on:)` for any descriptor; one above 2 belongs to the signal (libuv closes it with its handle).
     static func input(descriptor: Int32, name: String, on loop: EventLoop?) -> Signal<[UInt8]> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input", refusingSimulation: "StandardIO") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "StandardIO.input") { loop in
+                if let system = loop.simulatedSystem {
+                    guard descriptor == 0 else {
+                        subscriber.sendError(loop.simulationRefusal("StandardIO", what: "reading descriptor \(descriptor)"))
+                        return nil
+                    }
+                    return SimulatedStandardInput.open(system: system, loop: loop, subscriber: subscriber)
+                }
                 let kind: Kind
                 switch StandardIO.kind(of: descriptor, name: name) {
                 case .success(let found): kind = found

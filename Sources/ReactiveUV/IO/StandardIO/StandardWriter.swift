@@ -49,6 +49,9 @@ extension StandardIO {
 ///
 /// `close()` flushes, then closes the handle; the descriptor itself is never closed.
 ///
+/// On a simulated loop, standard output and error are the simulation's: each write is captured
+/// at once with its virtual time (`Simulation.standardOutput`), and the writers are the simulation's own.
+///
 /// Thread rule: every method is safe from any thread; work is done on the writer's loop (calls
 /// made there run at once, others are queued there in order).
 public final class StandardWriter: @unchecked Sendable, CustomStringConvertible {
@@ -58,6 +61,8 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         case unopened
         case stream(StreamConnection, StandardStreamOwner)
         case file
+        /// On a simulated loop: each write goes into the simulation's capture at once.
+        case captured(SimulatedSystem)
         case failed(any Error)
         case closed
     }
@@ -83,7 +88,16 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     /// The registered writer for `descriptor`, or a new one on `loop`.
     static func shared(descriptor: Int32, name: String, on loop: EventLoop) -> StandardWriter {
-        writers.withLock { writers in
+        // A simulation's process has its own standard output: its writers are kept apart from the real ones.
+        if let system = loop.simulatedSystem {
+            if let writer = system.writers[descriptor], !writer.ended.load(ordering: .acquiring), writer.loop.acceptsNewHandles {
+                return writer
+            }
+            let writer = StandardWriter(descriptor: descriptor, name: name, loop: loop)
+            system.writers[descriptor] = writer
+            return writer
+        }
+        return writers.withLock { writers in
             if let writer = writers[descriptor], !writer.ended.load(ordering: .acquiring), writer.loop.acceptsNewHandles {
                 return writer
             }
@@ -209,6 +223,10 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
         case .file:
             let error = writeFile(bytes)
             completion?(error)
+        case .captured(let system):
+            let error = system.capture(bytes, descriptor: descriptor, on: loop)
+            if let error { fail(error) }
+            completion?(error)
         case .stream(let stream, _):
             guard let completion else {
                 stream.sendOnLoop(bytes, completion: nil)
@@ -227,6 +245,10 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
 
     /// Looks at the descriptor and opens what writes it.
     private func open() {
+        if let system = loop.simulatedSystem, descriptor == 1 || descriptor == 2 {
+            state = .captured(system)
+            return
+        }
         if loop.isSimulated {
             fail(loop.simulationRefusal("StandardIO", what: "a writer of \(name)"))
             return
@@ -298,7 +320,7 @@ public final class StandardWriter: @unchecked Sendable, CustomStringConvertible 
             outcome.finish(error)
         case .closed:
             outcome.finish(nil)
-        case .unopened, .file:
+        case .unopened, .file, .captured:
             state = .closed
             ended.store(true, ordering: .releasing)
             outcome.finish(nil)
