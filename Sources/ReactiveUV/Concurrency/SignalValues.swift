@@ -98,8 +98,10 @@ public struct SignalValues<Value>: AsyncSequence, @unchecked Sendable {
         /// - Throws: The signal's error, or `SignalValuesError`.
         ///
         /// Thread rule: from the iterating task.
+        @inlinable
         public mutating func next() async throws -> Value? {
-            try await lifetime.channel.next()
+            if !Task.isCancelled, let value = lifetime.channel.takeBuffered() { return value }
+            return try await lifetime.channel.next()
         }
 
         /// The next value, or nil at the end, waited for on the caller's executor (the form
