@@ -99,6 +99,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
             callbackPayload = SimulationTrace.digest(bytes, status: status, into: callbackPayload ?? SimulationTrace.payloadSeed)
         }
         files.readObserver = network.readObserver
+        let poolNumbers = FaultNumbers(seed: seed ^ 0x2545_F491_4F6C_DD1D)
+        system.threadPool.random = { poolNumbers.next() }
     }
 
     deinit {
@@ -238,7 +240,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         for (index, loop) in loops.enumerated() {
             let ready = loop.simulatedReadiness()
             if ready.isEmpty { continue }
-            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where ready.contains(kind) {
+            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer, .pool] where ready.contains(kind) {
                 candidates.append((index, kind))
             }
         }
@@ -257,6 +259,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .actorJob: kind = .actorJob
         case .timer: kind = .timer
         case .shutdown: kind = .shutdown
+        case .poolWork: kind = .poolWork
         case .none: return true
         }
         trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
