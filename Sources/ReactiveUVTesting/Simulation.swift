@@ -21,13 +21,15 @@ import ReactiveUV
 /// What the streams and files read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
-/// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes` and `follow`), with
+/// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes`, recursive too, `poll` and `follow`), with
 /// `ENOSPC`, `EMFILE`, `EIO` and watch overflows from a plan or `setFileFaults(_:)`.
 /// `UDP` sockets exchange datagrams, host names resolve through `addHost(_:addresses:)`, and
 /// plans add DNS failures, dropped datagrams and clock jumps (`SimulationFault`).
 /// `ChildProcess` runs programs given as closures (`addProgram(_:_:)`), `StandardIO` reads a
 /// scripted input and writes into a capture, and `Signal.unixSignals` gets the signals the test
-/// sends (`send(signal:at:)`). Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// sends (`send(signal:at:)`). `ThreadPool.run` runs its work as a callback of the simulation and
+/// delivers the result after a virtual duration (`setThreadPool(_:)`). Families with no simulated
+/// backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
