@@ -21,13 +21,15 @@ import ReactiveUV
 /// What the streams and files read is digested into the trace. Tasks follow too: `loop.task` runs on its
 /// loop, `clock` sleeps on virtual time, and a blocking `first()` on this thread runs the
 /// simulation. `Files` on its loops work on an in-memory tree (directories, files, links, modes,
-/// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes` and `follow`), with
+/// times on virtual time; `Files.open` and `OpenFile`; `FileWatch.changes`, recursive too, `poll` and `follow`), with
 /// `ENOSPC`, `EMFILE`, `EIO` and watch overflows from a plan or `setFileFaults(_:)`.
 /// `UDP` sockets exchange datagrams, host names resolve through `addHost(_:addresses:)`, and
 /// plans add DNS failures, dropped datagrams and clock jumps (`SimulationFault`).
 /// `ChildProcess` runs programs given as closures (`addProgram(_:_:)`), `StandardIO` reads a
 /// scripted input and writes into a capture, and `Signal.unixSignals` gets the signals the test
-/// sends (`send(signal:at:)`). Families with no simulated backend yet refuse its loops with `ENOTSUP`.
+/// sends (`send(signal:at:)`). `ThreadPool.run` runs its work as a callback of the simulation and
+/// delivers the result after a virtual duration (`setThreadPool(_:)`). Families with no simulated
+/// backend yet refuse its loops with `ENOTSUP`.
 ///
 /// ```swift
 /// let simulation = Simulation(seed: 7)
@@ -99,6 +101,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
             callbackPayload = SimulationTrace.digest(bytes, status: status, into: callbackPayload ?? SimulationTrace.payloadSeed)
         }
         files.readObserver = network.readObserver
+        let poolNumbers = FaultNumbers(seed: seed ^ 0x2545_F491_4F6C_DD1D)
+        system.threadPool.random = { poolNumbers.next() }
     }
 
     deinit {
@@ -238,7 +242,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         for (index, loop) in loops.enumerated() {
             let ready = loop.simulatedReadiness()
             if ready.isEmpty { continue }
-            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where ready.contains(kind) {
+            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer, .pool] where ready.contains(kind) {
                 candidates.append((index, kind))
             }
         }
@@ -257,6 +261,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .actorJob: kind = .actorJob
         case .timer: kind = .timer
         case .shutdown: kind = .shutdown
+        case .poolWork: kind = .poolWork
         case .none: return true
         }
         trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,

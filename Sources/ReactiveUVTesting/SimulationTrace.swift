@@ -21,6 +21,9 @@ public enum SimulationCallbackKind: String, Sendable, Equatable {
     /// Not a callback: the virtual clock jumped forward (a `SimulationFault.clockJump`); the
     /// entry's time is the time it jumped from.
     case clockJump = "clock jump"
+    /// The work of a `ThreadPool.run` job, run as a pool thread would (no loop current); the entry
+    /// names the loop that queued it.
+    case poolWork = "pool work"
 
     var code: UInt8 {
         switch self {
@@ -32,6 +35,7 @@ public enum SimulationCallbackKind: String, Sendable, Equatable {
         case .shutdown: 6
         case .perform: 7
         case .clockJump: 8
+        case .poolWork: 9
         }
     }
 }

@@ -35,11 +35,13 @@ package struct SimulatedReadiness: OptionSet, Sendable {
     package static let timer = SimulatedReadiness(rawValue: 4)
     /// `shutdown()` was asked from a callback: the closing stages are due.
     package static let shutdown = SimulatedReadiness(rawValue: 8)
+    /// A job this loop queued on the simulated thread pool (`ThreadPool.run`) waits to run.
+    package static let pool = SimulatedReadiness(rawValue: 16)
 }
 
 /// The one callback a simulated loop ran, as its simulation traces it.
 package enum SimulatedCallback: UInt8, Sendable, CustomStringConvertible {
-    case queuedWork, inboxWork, taskJob, actorJob, timer, shutdown
+    case queuedWork, inboxWork, taskJob, actorJob, timer, shutdown, poolWork
     /// Nothing ran: the timer that was due had been cancelled.
     case none
 
@@ -51,6 +53,7 @@ package enum SimulatedCallback: UInt8, Sendable, CustomStringConvertible {
         case .actorJob: "actor job"
         case .timer: "timer"
         case .shutdown: "shutdown"
+        case .poolWork: "pool work"
         case .none: "nothing"
         }
     }
@@ -123,6 +126,7 @@ extension EventLoop {
         if !localQueue.isEmpty { ready.insert(.queued) }
         if withInbox({ !$0.items.isEmpty }) { ready.insert(.inbox) }
         if let deadline = simulatedNextDeadline(), deadline <= clockNanoseconds { ready.insert(.timer) }
+        if simulatedSystem?.threadPool.hasWaiting(for: self) == true { ready.insert(.pool) }
         return ready
     }
 
@@ -139,7 +143,9 @@ extension EventLoop {
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
     package func runSimulatedCallback(_ ready: SimulatedReadiness) -> SimulatedCallback {
-        asSimulatedLoopThread { () -> SimulatedCallback in
+        // Pool work runs as a pool thread would: no loop is current.
+        if ready == .pool { return simulatedSystem?.threadPool.runNext(for: self) == true ? .poolWork : .none }
+        return asSimulatedLoopThread { () -> SimulatedCallback in
             switch ready {
             case .queued:
                 guard let work = localQueue.pop() else { return .none }

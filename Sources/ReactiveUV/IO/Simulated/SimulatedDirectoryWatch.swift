@@ -3,7 +3,7 @@ import Synchronization
 
 /// `FileWatch.changes` of a directory on a simulated loop: the in-memory tree tells it each change
 /// to the directory's entries, and it sends the event inotify would give, as a callback of its loop.
-/// Not recursive (refused with `ENOTSUP`); a file is watched by `SimulatedFileWatch`. Like the real
+/// A recursive watch is `SimulatedTreeWatch`'s; a file is watched by `SimulatedFileWatch`. Like the real
 /// watch it ends with `ENOENT` when the directory is deleted or moved away, and an armed overflow
 /// (`SimulationFault.watchOverflow`) loses one event and sends `.eventsLost` in its place.
 ///
@@ -25,18 +25,20 @@ final class SimulatedDirectoryWatch: LoopDisposable, @unchecked Sendable {
         self.subscriber = subscriber
     }
 
-    /// Watches the directory (or, through `SimulatedFileWatch`, the file) at `root` in `files`, or fails the
-    /// subscriber (`ENOENT`, `ENOTDIR`...; `ENOTSUP` for a recursive watch).
-    static func open(_ root: String, recursive: Bool, files: SimulatedFileSystem?, loop: EventLoop,
+    /// Watches the directory (or, through `SimulatedFileWatch`, the file; recursively, through
+    /// `SimulatedTreeWatch`, the tree) at `root` in `files`, or fails the subscriber (`ENOENT`, `ENOTDIR`...;
+    /// `ENOTSUP` for a recursive watch that follows links).
+    static func open(_ root: String, recursive: Bool, followSymlinks: Bool = false, files: SimulatedFileSystem?, loop: EventLoop,
                      subscriber: Subscriber<FileEvent>) -> (any Disposable)? {
         let context = "FileWatch.changes \(root)"
         do throws(UVError) {
             guard let files else { throw loop.simulationRefusal("Watch", what: "a watch without a simulated file system") }
-            if recursive { throw loop.simulationRefusal("Watch", what: "a recursive watch") }
+            if recursive && followSymlinks { throw loop.simulationRefusal("Watch", what: "a recursive watch following symbolic links") }
             let node = try files.existing(root, followLast: true, context: context)
             guard case .directory = node.content else {
                 return SimulatedFileWatch.open(root, node: node, files: files, loop: loop, subscriber: subscriber)
             }
+            if recursive { return SimulatedTreeWatch.open(root, node: node, files: files, loop: loop, subscriber: subscriber) }
             let watch = SimulatedDirectoryWatch(loop: loop, root: root, files: files, subscriber: subscriber)
             watch.unregister = files.watch(node) { [weak watch] kind, name, oldName in watch?.post(kind, name, oldName) }
             watch.shutdownToken = loop.shutdownObservers.add { [weak watch] in watch?.end(EventLoopError.shutDown(loop: loop.name)) }

@@ -71,17 +71,19 @@ extension SimulatedFileSystem {
         guard node != nil else { throw Self.error(UV_ENOENT, context) }
         if name.isEmpty { throw Self.error(UV_EBUSY, context) }
         try require(3, of: parent, context)
-        setEntry(name, in: parent, to: nil)
         if let node { unlinkContents(of: node) }
+        setEntry(name, in: parent, to: nil)
     }
 
-    /// Everything under a removed directory is unlinked too: open files there read on, watches there end.
+    /// Everything under a removed directory is unlinked first, deepest first as the real walk removes it: each
+    /// directory's watchers hear each entry go; open files there read on, watches there end.
     private func unlinkContents(of directory: Node) {
         guard case .directory(let entries) = directory.content else { return }
-        for (_, child) in entries.sorted(by: { $0.key < $1.key }) {
+        for (name, child) in entries.sorted(by: { $0.key < $1.key }) {
+            unlinkContents(of: child)
+            notify(directory, .renamed, name)
             child.parent = nil
             notify(child, .renamed, "")
-            unlinkContents(of: child)
         }
     }
 
@@ -109,6 +111,7 @@ extension SimulatedFileSystem {
         try require(3, of: to.parent, context)
         // Within one directory its watchers hear one move; across two, each hears its side.
         let within = from.parent === to.parent
+        if !within { notifyMove(from: from.parent, from.name, to: to.parent, to.name) }
         setEntry(from.name, in: from.parent, to: nil, quietly: within)
         setEntry(to.name, in: to.parent, to: moving, quietly: within)
         if within { notify(to.parent, .moved, to.name, oldName: from.name) }

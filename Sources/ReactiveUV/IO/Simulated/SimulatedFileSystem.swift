@@ -93,6 +93,8 @@ package final class SimulatedFileSystem: @unchecked Sendable {
     /// What watches each node (`SimulatedDirectoryWatch`, `SimulatedFileWatch`), by the node.
     private var watchers: [ObjectIdentifier: [(key: Int, tell: (FileEvent.Kind, String, String?) -> Void)]] = [:]
     private var nextWatcherKey = 0
+    /// What hears renames across directories (`watchMoves`).
+    private var moveWatchers: [(key: Int, tell: (Node, String, Node, String) -> Void)] = []
 
     /// Tells `tell` each change to `directory`'s entries (kind, name, old name of a move), and to the node itself
     /// (name "": `.changed` for its contents or attributes, `.renamed` when it leaves its name), until the returned closure runs.
@@ -107,6 +109,20 @@ package final class SimulatedFileSystem: @unchecked Sendable {
             watchers[id]?.removeAll { $0.key == key }
             if watchers[id]?.isEmpty == true { watchers[id] = nil }
         }
+    }
+
+    /// Tells `tell` each rename from one directory to another (old directory and name, new directory and name),
+    /// before the two directories' watchers hear their halves, until the returned closure runs.
+    func watchMoves(_ tell: @escaping (Node, String, Node, String) -> Void) -> () -> Void {
+        nextWatcherKey += 1
+        let key = nextWatcherKey
+        moveWatchers.append((key, tell))
+        return { [self] in moveWatchers.removeAll { $0.key == key } }
+    }
+
+    /// Tells the watchers of renames across directories (recursive watches) of one.
+    func notifyMove(from: Node, _ oldName: String, to: Node, _ newName: String) {
+        for watcher in moveWatchers { watcher.tell(from, oldName, to, newName) }
     }
 
     /// Tells the watchers of `directory` (if any) that `name` changed as `kind` says.

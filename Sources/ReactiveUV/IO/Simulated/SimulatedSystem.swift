@@ -58,6 +58,8 @@ package final class SimulatedSystem: @unchecked Sendable {
     private var nextPid: Int32 = 1_000
 
     package var crashFaults = CrashFaults()
+    /// The thread pool `ThreadPool.run` queues its jobs on.
+    package let threadPool = SimulatedThreadPool()
     /// False under a written plan: crashes are still drawn (so later draws keep the seed's
     /// numbers) but arm nothing.
     package var drawsCrashes = true

@@ -18,6 +18,11 @@ public enum ThreadPool {
     /// The work must not wait for another pool request (a `Files` signal's `first()`, a DNS lookup):
     /// with every pool thread waiting, none is left to answer. Return a signal and `flatMap` it instead.
     ///
+    /// On a simulated loop (`Simulation`) the work runs as a callback of the simulation on its driving
+    /// thread (traced as pool work, with no loop current), one job at a time and never concurrently with
+    /// the loops; the result arrives on the loop after a virtual duration (1 ms unless
+    /// `Simulation.setThreadPool(_:)` says otherwise). Disposal, errors and shutdown behave as above.
+    ///
     /// - Parameters:
     ///   - loop: The loop that queues the work and receives the result; nil for the subscription's home loop.
     ///   - work: The blocking work, run on a pool thread.
@@ -25,11 +30,12 @@ public enum ThreadPool {
     /// Thread rule: safe from any thread.
     public static func run<Value: Sendable>(on loop: EventLoop? = nil, _ work: @escaping @Sendable () throws -> Value) -> Signal<Value> {
         Signal { subscriber in
-            LoopBinding.open(on: loop, for: subscriber, what: "ThreadPool.run", refusingSimulation: "ThreadPool") { loop in
+            LoopBinding.open(on: loop, for: subscriber, what: "ThreadPool.run") { loop in
                 guard loop.acceptsNewRequests else {
                     subscriber.sendError(EventLoopError.shutDown(loop: loop.name))
                     return nil
                 }
+                if loop.isSimulated { return SimulatedPoolWork.start(on: loop, work, for: subscriber) }
                 let request = PoolWork(loop: loop, work: work, subscriber: subscriber)
                 return LoopBinding.started(request, for: subscriber) { try request.queue() }
             }

@@ -39,6 +39,8 @@ extension FileWatch {
     /// later deletion and re-creation are reported as changes with a nil
     /// `current` and a nil `previous`. The signal never completes on its own.
     ///
+    /// On a simulated loop (`Simulation`) it polls the in-memory tree on a timer of the loop, on virtual time.
+    ///
     /// - Parameters:
     ///   - path: A file or directory; an empty path fails with `ENOENT`, one with a NUL byte with `EINVAL`,
     ///     before anything is polled.
@@ -59,7 +61,8 @@ extension FileWatch {
                                              context: "FileWatch.poll(\(path))"))
                 return nil
             }
-            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll", refusingSimulation: "Watch") { loop in
+            return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.poll") { loop in
+                if loop.isSimulated { return SimulatedFilePoll.open(path, interval: interval, loop: loop, subscriber: subscriber) }
                 let handle = FilePollHandle(loop: loop, path: path, subscriber: subscriber)
                 return LoopBinding.started(handle, for: subscriber) { try handle.start(interval: interval) }
             }

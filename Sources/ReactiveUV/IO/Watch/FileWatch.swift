@@ -161,7 +161,8 @@ public enum FileWatch {
             }
             return LoopBinding.open(on: loop, for: subscriber, what: "FileWatch.changes") { loop in
                 if loop.isSimulated {
-                    return SimulatedDirectoryWatch.open(path, recursive: recursive, files: loop.simulatedFiles, loop: loop, subscriber: subscriber)
+                    return SimulatedDirectoryWatch.open(path, recursive: recursive, followSymlinks: followSymlinks, files: loop.simulatedFiles,
+                                                    loop: loop, subscriber: subscriber)
                 }
                 let session = FileWatchSession(loop: loop, root: path, recursive: recursive, followSymlinks: followSymlinks,
                                                subscriber: subscriber)
