@@ -90,12 +90,7 @@ final class SimulatedProcessHandle: LoopHandle, ChildProcessBackend {
     }
 
     func closeAfterExit() {
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        let owner = UncheckedSendable(self)
-        loop.execute { SimulatedProcessHandle.finishClose(owner.value.handle) }
+        closeSimulatedHandle()
     }
 
     override func closeForShutdown() {

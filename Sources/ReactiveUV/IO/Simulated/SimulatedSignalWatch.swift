@@ -64,12 +64,7 @@ final class SimulatedSignalWatch: LoopHandle, LoopDisposable, @unchecked Sendabl
 
     private func close() {
         system.signalWatches.removeAll { $0 === self }
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        let owner = UncheckedSendable(self)
-        loop.execute { SimulatedSignalWatch.finishClose(owner.value.handle) }
+        closeSimulatedHandle()
     }
 
     func abandon() {

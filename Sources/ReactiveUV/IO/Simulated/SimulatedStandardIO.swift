@@ -85,12 +85,7 @@ final class SimulatedStandardInput: LoopHandle, LoopDisposable, @unchecked Senda
     private func close() {
         arrivalTimer.take()?.dispose()
         if system.inputReader === self { system.inputReader = nil }
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        let owner = UncheckedSendable(self)
-        loop.execute { SimulatedStandardInput.finishClose(owner.value.handle) }
+        closeSimulatedHandle()
     }
 
     func abandon() {

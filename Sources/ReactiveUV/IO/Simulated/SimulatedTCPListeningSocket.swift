@@ -115,17 +115,6 @@ final class SimulatedTCPListeningSocket: ListeningHandle<SimulatedTCPListeningSo
         if let listener { listener.loopDidShutDown() } else { closeSimulatedHandle() }
     }
 
-    /// `closeHandle()` for this simulated handle: the close callback runs as the loop's next callbacks do.
-    private func closeSimulatedHandle() {
-        assertInEventLoop()
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        let owner = UncheckedSendable(self)
-        loop.execute { SimulatedTCPListeningSocket.finishClose(owner.value.handle) }
-    }
-
     private var acceptedOrigin: StreamOrigin {
         if let sharedOrigin { return sharedOrigin }
         let origin = switch source {
@@ -181,14 +170,5 @@ extension SimulatedTCPListeningSocket {
         for (share, socket) in zip(shares, sockets) {
             server.start(share, refused: { network.unbind(socket) })
         }
-    }
-}
-
-extension LoopHandleOwner {
-    /// `didOpen()` for a handle no libuv call initialized (a simulated one): its type is written
-    /// for the leak report, then it is listed with the loop.
-    func didOpenSimulated(as type: uv_handle_type) {
-        handle.pointee.type = type
-        didOpen()
     }
 }

@@ -182,12 +182,6 @@ extension UDPHandle {
 
     /// `closeHandle()` for a simulated socket: the port is freed now, the close callback runs as a callback of the loop.
     func closeSimulated() {
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        simulated?.close()
-        let owner = UncheckedSendable(self)
-        loop.execute { UDPHandle.finishClose(owner.value.handle) }
+        if closeSimulatedHandle() { simulated?.close() }
     }
 }

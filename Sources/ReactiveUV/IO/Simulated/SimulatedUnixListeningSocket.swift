@@ -72,12 +72,7 @@ final class SimulatedUnixListeningSocket: ListeningHandle<SimulatedUnixListening
         // Clients never accepted read EOF, as when a real server's socket closes.
         for end in pending { end.abandon(reset: false) }
         pending = []
-        guard handleState == .open else { return }
-        handleState = .closing
-        loop.openHandleList.remove(handleCell.memory)
-        willClose()
-        let owner = UncheckedSendable(self)
-        loop.execute { SimulatedUnixListeningSocket.finishClose(owner.value.handle) }
+        closeSimulatedHandle()
     }
 
     override func closeForShutdown() {
