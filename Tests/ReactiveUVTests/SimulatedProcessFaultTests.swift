@@ -113,6 +113,14 @@ final class SimulatedProcessFaultTests: XCTestCase {
             if exits[2].values.first?.signal != 0 { throw AChildCrashed() }
         }
         XCTAssertEqual(minimal, [.childCrash(child: 3, at: .milliseconds(20), signal: SIGSEGV)])
+        // The printed plan, pasted into a check, crashes the third worker in both runs.
+        var crashed: [[ProcessExit]] = []
+        Simulation.check(seed: 125, faultPlan: minimal) { simulation in
+            let exits = try workers(simulation, count: 3)
+            simulation.runUntilIdle()
+            crashed.append(exits[2].values)
+        }
+        XCTAssertEqual(crashed, Array(repeating: [ProcessExit(status: 0, signal: SIGSEGV)], count: 2))
         XCTAssertTrue(printed.last?.hasSuffix("[\n    .childCrash(child: 3, at: .milliseconds(20), signal: 11),\n]") == true, "\(printed)")
     }
 

@@ -102,6 +102,14 @@ final class SimulationFaultPlanTests: XCTestCase {
         XCTAssertEqual(printed, ["simulation seed 63: 1 of 6 fault(s) still fail it (\(runs) runs):\n"
                                  + "let faults: [SimulationFault] = [\n    .reset(connection: 3, at: .milliseconds(15)),\n]"])
         XCTAssertEqual(runs, 7, "the whole list, a half, the other half, then one fault at a time")
+        // The printed plan, pasted into a check, fails both runs alike.
+        var resets = 0
+        Simulation.check(seed: 63, faultPlan: minimal) { simulation in
+            let clients = try echo(simulation, clients: 4)
+            simulation.runUntilIdle()
+            resets += clients.filter { $0.terminal?.error != nil }.count
+        }
+        XCTAssertEqual(resets, 2, "the third client, once in each run")
     }
 
     func testShrinkingARunThatDoesNotFailChangesNothingAndSaysSo() throws {
