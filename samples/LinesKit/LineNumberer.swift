@@ -15,8 +15,12 @@ import Musl
 /// Thread rule: a value; use each from one thread at a time.
 public struct LineNumberer {
     /// Written after each line's LF ("> " on a terminal, else nothing).
+    ///
+    /// Thread rule: safe from any thread.
     public let prompt: [UInt8]
     /// The number of the last line started.
+    ///
+    /// Thread rule: the numberer's thread.
     public private(set) var number = 0
     /// A line's `"N: "` was handed out and its LF has not come yet.
     private var inLine = false

@@ -13,14 +13,22 @@ import ReactiveUV
 /// Thread rule: confined to the loop's task that made it.
 public struct LineWriter {
     /// The queued bytes past which a piece is waited for.
+    ///
+    /// Thread rule: safe from any thread.
     public static let highWaterMark = 64 << 10
     /// Every `batch`-th piece is waited for, whatever the queue.
+    ///
+    /// Thread rule: safe from any thread.
     public static let batch = 1024
     /// Where the lines go.
+    ///
+    /// Thread rule: safe from any thread (a `StandardWriter` is).
     public let output: StandardWriter
     private var writesSinceWait = 0
     private var awaited: Signal<Void>?
     /// The most bytes that were queued for the reader at once.
+    ///
+    /// Thread rule: the writer's task.
     public private(set) var mostQueued = 0
 
     /// A writer to `output`, nothing queued yet.
@@ -29,6 +37,8 @@ public struct LineWriter {
     public init(output: StandardWriter) { self.output = output }
 
     /// Whether the caller should `settle()` before producing more.
+    ///
+    /// Thread rule: the writer's task.
     public var mustSettle: Bool { awaited != nil }
 
     /// Queues `piece`, marking it as the one to wait for when the queue is high or a batch has gone by.
