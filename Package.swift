@@ -78,7 +78,9 @@ let package = Package(
         .target(name: "EchoAsyncKit", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/EchoAsyncKit"),
         .executableTarget(name: "echo-async", dependencies: ["ReactiveUV", "EchoAsyncKit", "SampleSupport"], path: "samples/echo-async"),
         .executableTarget(name: "filewatch", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/filewatch"),
-        .executableTarget(name: "lines", dependencies: ["ReactiveUV", "SampleSupport"], path: "samples/lines"),
+        // The lines sample's numbering and writing, shared by the `lines` executable and the tests.
+        .target(name: "LinesKit", dependencies: ["ReactiveUV"], path: "samples/LinesKit"),
+        .executableTarget(name: "lines", dependencies: ["ReactiveUV", "LinesKit", "SampleSupport"], path: "samples/lines"),
         // The tail sample's logic (last lines, -F), shared by the `tail` executable and the tests.
         .target(name: "TailKit", dependencies: ["ReactiveUV"], path: "samples/TailKit"),
         .executableTarget(name: "tail", dependencies: ["ReactiveUV", "TailKit", "SampleSupport"], path: "samples/tail"),
@@ -88,7 +90,7 @@ let package = Package(
         // Live-heap measurement for the memory-bound tests (mallinfo2 or the sanitizer allocator).
         .target(name: "CTestSupport", path: "Tests/CTestSupport"),
         .testTarget(name: "ReactiveUVTests", dependencies: [
-            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "EchoAsyncKit", "TailKit", "CTestSupport", "CReactiveUVByteScan",
+            "ReactiveUVCore", "ReactiveUV", "ReactiveUVTesting", "CLibUV", "EchoServerKit", "EchoAsyncKit", "TailKit", "LinesKit", "CTestSupport", "CReactiveUVByteScan",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "MetricsTestKit", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),

@@ -89,27 +89,27 @@ final class SimulatedFileWatchTests: XCTestCase {
 
     func testAWatchOverflowLosesAnEventAndSaysSoThenWatchingGoesOn() throws {
         let plan: [SimulationFault] = [.watchOverflow(path: "/w", at: .milliseconds(5)), .watchOverflow(path: "/w/f", at: .zero)]
-        let simulation = try Simulation(seed: 74, faultPlan: plan)
-        try succeeds(Files.createDirectory("/w"), simulation)
-        try succeeds(Files.write([1], to: "/w/f"), simulation)
-        let directory = try simulation.record(FileWatch.changes(at: "/w"))
-        let file = try simulation.record(FileWatch.changes(at: "/w/f"))
-        try succeeds(Files.write([2], to: "/w/a"), simulation)
-        simulation.run(for: .milliseconds(5))
-        try succeeds(Files.write([3], to: "/w/b"), simulation)
-        try succeeds(Files.write([4], to: "/w/c"), simulation)
-        try succeeds(Files.write([5], to: "/w/f", append: true), simulation)
-        try succeeds(Files.write([6], to: "/w/f", append: true), simulation)
-        XCTAssertEqual(directory.values.map(\.description),
-                       ["renamed a", "changed a", "eventsLost .", "changed b", "renamed c", "changed c", "changed f", "changed f"],
-                       "the event at 5 ms (b made) is lost, the notice in its place; then every change")
-        XCTAssertEqual(directory.values[2].path, "/w")
-        XCTAssertEqual(file.values.map(\.description), ["eventsLost f", "changed f"], "the file's first write is lost")
-        XCTAssertNil(directory.terminal)
-        XCTAssertNil(file.terminal)
-        XCTAssertEqual(simulation.injectedFaults, [plan[1], plan[0]], "by time")
-        XCTAssertEqual("\(plan[0])", #".watchOverflow(path: "/w", at: .milliseconds(5))"#)
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+        Simulation.check(seed: 74, faultPlan: plan) { simulation in
+            try succeeds(Files.createDirectory("/w"), simulation)
+            try succeeds(Files.write([1], to: "/w/f"), simulation)
+            let directory = try simulation.record(FileWatch.changes(at: "/w"))
+            let file = try simulation.record(FileWatch.changes(at: "/w/f"))
+            try succeeds(Files.write([2], to: "/w/a"), simulation)
+            simulation.run(for: .milliseconds(5))
+            try succeeds(Files.write([3], to: "/w/b"), simulation)
+            try succeeds(Files.write([4], to: "/w/c"), simulation)
+            try succeeds(Files.write([5], to: "/w/f", append: true), simulation)
+            try succeeds(Files.write([6], to: "/w/f", append: true), simulation)
+            XCTAssertEqual(directory.values.map(\.description),
+                           ["renamed a", "changed a", "eventsLost .", "changed b", "renamed c", "changed c", "changed f", "changed f"],
+                           "the event at 5 ms (b made) is lost, the notice in its place; then every change")
+            XCTAssertEqual(directory.values[2].path, "/w")
+            XCTAssertEqual(file.values.map(\.description), ["eventsLost f", "changed f"], "the file's first write is lost")
+            XCTAssertNil(directory.terminal)
+            XCTAssertNil(file.terminal)
+            XCTAssertEqual(simulation.injectedFaults, [plan[1], plan[0]], "by time")
+            XCTAssertEqual("\(plan[0])", #".watchOverflow(path: "/w", at: .milliseconds(5))"#)
+        }
         XCTAssertThrowsError(try Simulation(seed: 1, faultPlan: [.watchOverflow(path: "", at: .zero)])) { error in
             XCTAssertTrue("\(error)".contains("a file fault needs a path"), "\(error)")
         }
@@ -126,18 +126,22 @@ final class SimulatedFileWatchTests: XCTestCase {
             simulation.runUntilIdle()
             return events.values.map(\.description)
         }
-        let simulation = Simulation(seed: 75)
-        try simulation.setFileFaults(SimulationFileFaults(watchOverflowPerMille: 150))
-        let seen = try run(simulation)
-        let lost = seen.filter { $0 == "eventsLost ." }.count
-        XCTAssertGreaterThan(lost, 0, "at 150 in a thousand, some of the 60 events are lost")
-        XCTAssertEqual(seen.count, 34, "4 files made (2 events each) and 26 rewritten; each lost event replaced by one notice: \(seen)")
-        XCTAssertEqual(simulation.injectedFaults.count, lost)
-        XCTAssertTrue(simulation.finish().isClean)
+        var seen: [String] = []
+        var injected: [SimulationFault] = []
+        let seededHash = Simulation.check(seed: 75) { simulation in
+            try simulation.setFileFaults(SimulationFileFaults(watchOverflowPerMille: 150))
+            seen = try run(simulation)
+            let lost = seen.filter { $0 == "eventsLost ." }.count
+            XCTAssertGreaterThan(lost, 0, "at 150 in a thousand, some of the 60 events are lost")
+            XCTAssertEqual(seen.count, 34, "4 files made (2 events each) and 26 rewritten; each lost event replaced by one notice: \(seen)")
+            injected = simulation.injectedFaults
+            XCTAssertEqual(injected.count, lost)
+        }
 
-        let replay = try Simulation(seed: 75, faultPlan: simulation.injectedFaults)
-        XCTAssertEqual(try run(replay), seen)
-        XCTAssertTrue(replay.finish().isClean)
+        let replayHash = Simulation.check(seed: 75, faultPlan: injected) { replay in
+            XCTAssertEqual(try run(replay), seen)
+        }
+        XCTAssertEqual(replayHash, seededHash)
         XCTAssertThrowsError(try Simulation(seed: 1).setFileFaults(SimulationFileFaults(watchOverflowPerMille: -1)))
     }
 }

@@ -148,58 +148,63 @@ final class SimulatedFilesTests: XCTestCase {
 
     func testNoSpaceFromThePlanSurfacesAsTheNamedError() throws {
         let plan: [SimulationFault] = [.noSpace(path: "/data.bin", at: .milliseconds(20))]
-        let simulation = try Simulation(seed: 45, faultPlan: plan)
-        let writes = Signal<Int>.interval(.milliseconds(10)).take(3)
-            .flatMap(maxConcurrent: 1) { index in Files.write([UInt8(index)], to: "/data.bin", append: true).then(Signal.return(index)) }
-        let recorder = try simulation.record(writes)
-        simulation.runUntilIdle()
-        XCTAssertEqual(recorder.values, [0], "the write at 10 ms lands, the one at 20 ms fails")
-        XCTAssertEqual(recorder.terminal?.error as? UVError, .noSpace)
-        XCTAssertEqual((recorder.terminal?.error as? UVError)?.context, "write /data.bin")
-        XCTAssertEqual(recorder.recorded.last?.time, ms(20))
-        XCTAssertEqual(simulation.injectedFaults, plan, "given back as a plan it replays the run")
-        XCTAssertEqual("\(plan[0])", #".noSpace(path: "/data.bin", at: .milliseconds(20))"#)
-        let recorderAfter = try simulation.record(Files.write([9], to: "/data.bin", append: true))
-        simulation.runUntilIdle()
-        XCTAssertEqual(recorderAfter.terminal.map { "\($0)" }, "completed", "the fault strikes once")
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+        Simulation.check(seed: 45, faultPlan: plan) { simulation in
+            let writes = Signal<Int>.interval(.milliseconds(10)).take(3)
+                .flatMap(maxConcurrent: 1) { index in Files.write([UInt8(index)], to: "/data.bin", append: true).then(Signal.return(index)) }
+            let recorder = try simulation.record(writes)
+            simulation.runUntilIdle()
+            XCTAssertEqual(recorder.values, [0], "the write at 10 ms lands, the one at 20 ms fails")
+            XCTAssertEqual(recorder.terminal?.error as? UVError, .noSpace)
+            XCTAssertEqual((recorder.terminal?.error as? UVError)?.context, "write /data.bin")
+            XCTAssertEqual(recorder.recorded.last?.time, ms(20))
+            XCTAssertEqual(simulation.injectedFaults, plan, "given back as a plan it replays the run")
+            XCTAssertEqual("\(plan[0])", #".noSpace(path: "/data.bin", at: .milliseconds(20))"#)
+            let recorderAfter = try simulation.record(Files.write([9], to: "/data.bin", append: true))
+            simulation.runUntilIdle()
+            XCTAssertEqual(recorderAfter.terminal.map { "\($0)" }, "completed", "the fault strikes once")
+        }
     }
 
     func testOpenAndReadFaultsFromThePlanStrikeOnce() throws {
         let plan: [SimulationFault] = [.tooManyOpenFiles(path: "/f", at: .zero), .readError(path: "/f", at: .zero)]
-        let simulation = try Simulation(seed: 46, faultPlan: plan)
-        XCTAssertEqual(try outcome(Files.write([1], to: "/f"), simulation).error, .tooManyOpenFiles)
-        XCTAssertNil(try outcome(Files.write([1], to: "/f"), simulation).error)
-        XCTAssertEqual(try outcome(Files.read("/f"), simulation).error, .ioError)
-        XCTAssertEqual(try outcome(Files.read("/f"), simulation).values, [[1]])
-        XCTAssertThrowsError(try Simulation(seed: 1, faultPlan: [.noSpace(path: "", at: .zero)])) { error in
-            XCTAssertTrue("\(error)".contains("a file fault needs a path"), "\(error)")
+        Simulation.check(seed: 46, faultPlan: plan) { simulation in
+            XCTAssertEqual(try outcome(Files.write([1], to: "/f"), simulation).error, .tooManyOpenFiles)
+            XCTAssertNil(try outcome(Files.write([1], to: "/f"), simulation).error)
+            XCTAssertEqual(try outcome(Files.read("/f"), simulation).error, .ioError)
+            XCTAssertEqual(try outcome(Files.read("/f"), simulation).values, [[1]])
+            XCTAssertThrowsError(try Simulation(seed: 1, faultPlan: [.noSpace(path: "", at: .zero)])) { error in
+                XCTAssertTrue("\(error)".contains("a file fault needs a path"), "\(error)")
+            }
         }
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
     }
 
     func testFileFaultsDrawnFromTheSeedReplayAsAPlan() throws {
-        let simulation = Simulation(seed: 48)
-        try simulation.setFileFaults(SimulationFileFaults(noSpacePerMille: 300))
         // Twenty writes, one every 10 ms, each reported as done or as its error.
         let writes = Signal<Int>.interval(.milliseconds(10)).take(20).flatMap(maxConcurrent: 1) { index in
             Files.write([UInt8(index)], to: "/f\(index % 3)").then(Signal.return("ok"))
                 .catch { error in Signal.return("\((error as? UVError)?.name ?? "?")") }
         }
-        let recorder = try simulation.record(writes)
-        simulation.runUntilIdle()
-        let failed = recorder.values.filter { $0 != "ok" }
-        XCTAssertFalse(failed.isEmpty, "at 300 in a thousand, some of twenty writes fail")
-        XCTAssertTrue(failed.allSatisfy { $0 == "ENOSPC" }, "\(failed)")
-        XCTAssertEqual(simulation.injectedFaults.count, failed.count)
-        XCTAssertTrue(simulation.finish().isClean)
+        var outcomes: [String] = []
+        var injected: [SimulationFault] = []
+        let seededHash = Simulation.check(seed: 48) { simulation in
+            try simulation.setFileFaults(SimulationFileFaults(noSpacePerMille: 300))
+            let recorder = try simulation.record(writes)
+            simulation.runUntilIdle()
+            outcomes = recorder.values
+            let failed = outcomes.filter { $0 != "ok" }
+            XCTAssertFalse(failed.isEmpty, "at 300 in a thousand, some of twenty writes fail")
+            XCTAssertTrue(failed.allSatisfy { $0 == "ENOSPC" }, "\(failed)")
+            injected = simulation.injectedFaults
+            XCTAssertEqual(injected.count, failed.count)
+        }
 
         // The faults it drew, given back as a plan, fail the same writes.
-        let replay = try Simulation(seed: 48, faultPlan: simulation.injectedFaults)
-        let again = try replay.record(writes)
-        replay.runUntilIdle()
-        XCTAssertEqual(again.values, recorder.values)
-        XCTAssertTrue(replay.finish().isClean)
+        let replayHash = Simulation.check(seed: 48, faultPlan: injected) { replay in
+            let again = try replay.record(writes)
+            replay.runUntilIdle()
+            XCTAssertEqual(again.values, outcomes)
+        }
+        XCTAssertEqual(replayHash, seededHash)
         XCTAssertThrowsError(try Simulation(seed: 1).setFileFaults(SimulationFileFaults(readErrorPerMille: 1001)))
     }
 

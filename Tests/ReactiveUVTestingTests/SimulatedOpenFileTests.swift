@@ -128,20 +128,21 @@ final class SimulatedOpenFileTests: XCTestCase {
             .noSpace(path: "/f", at: .milliseconds(10)),
             .readError(path: "/f", at: .milliseconds(10)),
         ]
-        let simulation = try Simulation(seed: 64, faultPlan: plan)
-        XCTAssertEqual(try outcome(Files.open("/f", mode: .readWrite, options: [.create]), simulation).error, .tooManyOpenFiles)
-        XCTAssertEqual(try outcome(Files.exists("/f"), simulation).values, [false], "EMFILE comes before the file is made")
-        let (_, file) = try open("/f", mode: .readWrite, options: [.create], simulation)
-        XCTAssertEqual(try outcome(file.write([1, 2], at: 0), simulation).values, [2], "the ENOSPC is not due before 10 ms")
-        simulation.run(for: .milliseconds(10))
-        let full = try outcome(file.write([3], at: 2), simulation).error
-        XCTAssertEqual(full, .noSpace)
-        XCTAssertEqual(full?.context, "write /f")
-        XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).error, .ioError)
-        XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).values, [[1, 2]], "each fault strikes once; the failed write wrote nothing")
-        XCTAssertEqual(simulation.injectedFaults, plan)
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
-        XCTAssertEqual(simulation.files.openDescriptorCount, 0, "the shutdown closed the file")
+        Simulation.check(seed: 64, faultPlan: plan) { simulation in
+            XCTAssertEqual(try outcome(Files.open("/f", mode: .readWrite, options: [.create]), simulation).error, .tooManyOpenFiles)
+            XCTAssertEqual(try outcome(Files.exists("/f"), simulation).values, [false], "EMFILE comes before the file is made")
+            let (_, file) = try open("/f", mode: .readWrite, options: [.create], simulation)
+            XCTAssertEqual(try outcome(file.write([1, 2], at: 0), simulation).values, [2], "the ENOSPC is not due before 10 ms")
+            simulation.run(for: .milliseconds(10))
+            let full = try outcome(file.write([3], at: 2), simulation).error
+            XCTAssertEqual(full, .noSpace)
+            XCTAssertEqual(full?.context, "write /f")
+            XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).error, .ioError)
+            XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).values, [[1, 2]], "each fault strikes once; the failed write wrote nothing")
+            XCTAssertEqual(simulation.injectedFaults, plan)
+            XCTAssertEqual(simulation.finish().problems, [])
+            XCTAssertEqual(simulation.files.openDescriptorCount, 0, "the shutdown closed the file")
+        }
     }
 
     func testTemporaryFilesAreMadeWithNamesFromACountAndRemovedWhenUnwanted() throws {
@@ -163,16 +164,14 @@ final class SimulatedOpenFileTests: XCTestCase {
     }
 
     func testWhatFilesReadIsDigestedIntoTheTrace() throws {
-        func traceHash(_ text: String) throws -> UInt64 {
-            let simulation = Simulation(seed: 66)
-            XCTAssertNil(try outcome(Files.write(Array(text.utf8), to: "/f"), simulation).error)
-            let (_, file) = try open("/f", simulation)
-            XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).values, [Array(text.utf8)])
-            XCTAssertTrue(simulation.finish().isClean)
-            return simulation.traceHash
+        func traceHash(_ text: String) -> UInt64 {
+            Simulation.check(seed: 66) { simulation in
+                XCTAssertNil(try outcome(Files.write(Array(text.utf8), to: "/f"), simulation).error)
+                let (_, file) = try open("/f", simulation)
+                XCTAssertEqual(try outcome(file.read(at: 0, count: 10), simulation).values, [Array(text.utf8)])
+            }
         }
-        XCTAssertEqual(try traceHash("abc"), try traceHash("abc"))
-        XCTAssertNotEqual(try traceHash("abc"), try traceHash("abd"), "the same callbacks, other bytes read: another trace")
+        XCTAssertNotEqual(traceHash("abc"), traceHash("abd"), "the same callbacks, other bytes read: another trace")
     }
 
     func testAsyncFormsRunOnTheSimulatedLoopsTask() throws {

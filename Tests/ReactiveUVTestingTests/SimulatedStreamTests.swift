@@ -100,24 +100,25 @@ final class SimulatedStreamTests: XCTestCase {
     }
 
     func testShutdownSendsEndOfFileAfterTheBytesAndTheLeakCheckSeesOpenStreams() throws {
-        let simulation = Simulation(seed: 44)
-        let (client, served, server) = try pair(simulation)
-        let reads = try simulation.record(served.bytes, on: server)
-        let shutdown = try simulation.record(try simulation.perform { () -> Signal<Void> in
-            client.send([9, 9])
-            return client.shutdown()
-        })
-        simulation.runUntilIdle()
-        XCTAssertEqual(reads.values, [[9, 9]])
-        XCTAssertTrue(isCompletion(reads.terminal))
-        XCTAssertEqual(reads.recorded.map(\.time), [ms(5), ms(5)])
-        XCTAssertTrue(isCompletion(shutdown.terminal))
-        XCTAssertTrue(client.isOpen, "a half-close leaves the connection open")
-        XCTAssertFalse(served.isOpen, "the served end closed after the EOF")
-        let report = simulation.finish()
-        XCTAssertEqual(report.leakedHandles.map(\.kind), ["tcp"], "the client end was left open")
-        XCTAssertEqual(report.leakedHandles.first?.label, "tcp connection with server from a simulated pair (client)")
-        XCTAssertEqual(report.loopCloseResult, 0)
-        XCTAssertFalse(client.isOpen, "shutdown closed it")
+        Simulation.checkReportingProblems(seed: 44) { simulation in
+            let (client, served, server) = try pair(simulation)
+            let reads = try simulation.record(served.bytes, on: server)
+            let shutdown = try simulation.record(try simulation.perform { () -> Signal<Void> in
+                client.send([9, 9])
+                return client.shutdown()
+            })
+            simulation.runUntilIdle()
+            XCTAssertEqual(reads.values, [[9, 9]])
+            XCTAssertTrue(isCompletion(reads.terminal))
+            XCTAssertEqual(reads.recorded.map(\.time), [ms(5), ms(5)])
+            XCTAssertTrue(isCompletion(shutdown.terminal))
+            XCTAssertTrue(client.isOpen, "a half-close leaves the connection open")
+            XCTAssertFalse(served.isOpen, "the served end closed after the EOF")
+            let report = simulation.finish()
+            XCTAssertEqual(report.leakedHandles.map(\.kind), ["tcp"], "the client end was left open")
+            XCTAssertEqual(report.leakedHandles.first?.label, "tcp connection with server from a simulated pair (client)")
+            XCTAssertEqual(report.loopCloseResult, 0)
+            XCTAssertFalse(client.isOpen, "shutdown closed it")
+        }
     }
 }

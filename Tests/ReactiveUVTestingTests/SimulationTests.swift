@@ -21,15 +21,15 @@ final class SimulationTests: XCTestCase {
     }
 
     func testRunForStopsAtExactlyItsEndAndLeavesLaterTimersPending() throws {
-        let simulation = Simulation(seed: 2)
-        let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)))
-        simulation.run(for: .milliseconds(2500))
-        XCTAssertEqual(recorder.values, [0, 1])
-        XCTAssertEqual(simulation.now, ms(2500))
-        simulation.run(for: .milliseconds(500))
-        XCTAssertEqual(recorder.values, [0, 1, 2], "the tick due at exactly the end runs")
-        XCTAssertEqual(simulation.now, ms(3000))
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+        Simulation.check(seed: 2) { simulation in
+            let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)))
+            simulation.run(for: .milliseconds(2500))
+            XCTAssertEqual(recorder.values, [0, 1])
+            XCTAssertEqual(simulation.now, ms(2500))
+            simulation.run(for: .milliseconds(500))
+            XCTAssertEqual(recorder.values, [0, 1, 2], "the tick due at exactly the end runs")
+            XCTAssertEqual(simulation.now, ms(3000))
+        }
     }
 
     func testRunQueueKeepsSubmissionOrderAndRunsBeforeTimeMoves() throws {
@@ -161,47 +161,48 @@ final class SimulationTests: XCTestCase {
     }
 
     func testFinishReportsATimerLeftPendingAndShutsTheLoopsDown() {
-        let simulation = Simulation(seed: 6)
-        let other = simulation.makeLoop(name: "other")
-        other.schedule(after: .seconds(60)) {}
-        simulation.run(for: .seconds(1))
-        let report = simulation.finish()
-        XCTAssertEqual(report.leakedHandles.map(\.kind), ["timer"])
-        XCTAssertEqual(report.loopCloseResult, 0)
-        XCTAssertTrue(simulation.loop.isShutDown && other.isShutDown)
+        Simulation.checkReportingProblems(seed: 6) { simulation in
+            let other = simulation.makeLoop(name: "other")
+            other.schedule(after: .seconds(60)) {}
+            simulation.run(for: .seconds(1))
+            let report = simulation.finish()
+            XCTAssertEqual(report.leakedHandles.map(\.kind), ["timer"])
+            XCTAssertEqual(report.loopCloseResult, 0)
+            XCTAssertTrue(simulation.loop.isShutDown && other.isShutDown)
+        }
     }
 
     func testShutdownFromACallbackRunsAsACallbackAndEndsTimerSignals() throws {
-        let simulation = Simulation(seed: 7)
-        let loop = simulation.loop
-        let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)))
-        loop.schedule(after: .milliseconds(2500)) { loop.shutdown() }
-        simulation.runUntilIdle()
-        XCTAssertTrue(loop.isShutDown)
-        XCTAssertEqual(recorder.values, [0, 1])
-        XCTAssertEqual(recorder.terminal?.error as? EventLoopError, .shutDown(loop: "sim"))
-        XCTAssertEqual(simulation.trace.entries.last?.kind, .shutdown)
-        XCTAssertEqual(simulation.trace.entries.last?.time, ms(2500))
-        XCTAssertTrue(simulation.finish().isClean, "\(simulation.finish().problems)")
+        Simulation.check(seed: 7) { simulation in
+            let loop = simulation.loop
+            let recorder = try simulation.record(Signal<Int>.interval(.seconds(1)))
+            loop.schedule(after: .milliseconds(2500)) { loop.shutdown() }
+            simulation.runUntilIdle()
+            XCTAssertTrue(loop.isShutDown)
+            XCTAssertEqual(recorder.values, [0, 1])
+            XCTAssertEqual(recorder.terminal?.error as? EventLoopError, .shutDown(loop: "sim"))
+            XCTAssertEqual(simulation.trace.entries.last?.kind, .shutdown)
+            XCTAssertEqual(simulation.trace.entries.last?.time, ms(2500))
+        }
     }
 
     func testRunUntilIdleNotesRepeatingWorkThatNeverIdles() throws {
-        let simulation = Simulation(seed: 8)
-        _ = try simulation.record(Signal<Int>.interval(.seconds(1)))
-        XCTAssertEqual(simulation.runUntilIdle(limit: 10), 10)
-        XCTAssertEqual(simulation.now, ms(10_000))
-        let problems = simulation.finish().problems
+        let problems = Simulation.checkReportingProblems(seed: 8) { simulation in
+            _ = try simulation.record(Signal<Int>.interval(.seconds(1)))
+            XCTAssertEqual(simulation.runUntilIdle(limit: 10), 10)
+            XCTAssertEqual(simulation.now, ms(10_000))
+        }.problems
         XCTAssertEqual(problems.count, 1)
         XCTAssertTrue(problems[0].contains("use run(for:)"), problems[0])
     }
 
     func testPerformRefusesALoopOfAnotherSimulation() {
-        let simulation = Simulation(seed: 10)
         let stranger = Simulation(seed: 10)
-        XCTAssertThrowsError(try simulation.perform(on: stranger.loop) {}) { error in
-            XCTAssertTrue("\(error)".contains("not one of this simulation's"), "\(error)")
+        Simulation.check(seed: 10) { simulation in
+            XCTAssertThrowsError(try simulation.perform(on: stranger.loop) {}) { error in
+                XCTAssertTrue("\(error)".contains("not one of this simulation's"), "\(error)")
+            }
         }
-        XCTAssertTrue(simulation.finish().isClean)
         XCTAssertTrue(stranger.finish().isClean)
     }
 
@@ -224,18 +225,19 @@ final class SimulationTests: XCTestCase {
     }
 
     func testRunningFromInsideACallbackRunsNothingAndIsReported() throws {
-        let simulation = Simulation(seed: 12)
-        let ranInside = Locked<Int>(-1)
-        let performError = Locked<String>("")
-        simulation.loop.schedule(after: .milliseconds(1)) {
-            ranInside.withLock { $0 = simulation.runUntilIdle() }
-            do { try simulation.perform {} } catch { performError.withLock { $0 = "\(error)" } }
-        }
-        simulation.loop.schedule(after: .milliseconds(2)) {}
-        simulation.runUntilIdle()
-        XCTAssertEqual(ranInside.current, 0)
-        XCTAssertTrue(performError.current.contains("from inside a simulated callback"), performError.current)
-        XCTAssertEqual(simulation.now, ms(2), "the outer run went on")
-        XCTAssertEqual(simulation.finish().problems, ["runUntilIdle() was called from inside a simulated callback, and ran nothing"])
+        let problems = Simulation.checkReportingProblems(seed: 12) { simulation in
+            let ranInside = Locked<Int>(-1)
+            let performError = Locked<String>("")
+            simulation.loop.schedule(after: .milliseconds(1)) {
+                ranInside.withLock { $0 = simulation.runUntilIdle() }
+                do { try simulation.perform {} } catch { performError.withLock { $0 = "\(error)" } }
+            }
+            simulation.loop.schedule(after: .milliseconds(2)) {}
+            simulation.runUntilIdle()
+            XCTAssertEqual(ranInside.current, 0)
+            XCTAssertTrue(performError.current.contains("from inside a simulated callback"), performError.current)
+            XCTAssertEqual(simulation.now, ms(2), "the outer run went on")
+        }.problems
+        XCTAssertEqual(problems, ["runUntilIdle() was called from inside a simulated callback, and ran nothing"])
     }
 }

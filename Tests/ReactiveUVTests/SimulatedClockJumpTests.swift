@@ -30,30 +30,30 @@ final class SimulatedClockJumpTests: XCTestCase {
     }
 
     func testAJumpWithNothingDueWaitsForItsTimeAndRunForEndsPastItsTargetWhenCarriedThere() throws {
-        let simulation = try Simulation(seed: 102, faultPlan: [.clockJump(by: .seconds(5), at: .seconds(1))])
-        simulation.runUntilIdle()
-        XCTAssertEqual(simulation.now, ms(0), "nothing to run: the clock stays")
-        simulation.run(for: .milliseconds(999))
-        XCTAssertEqual(simulation.now, ms(999))
-        simulation.run(for: .milliseconds(10))
-        XCTAssertEqual(simulation.now, ms(6_000), "the jump at 1 s carried the clock past the target")
-        XCTAssertEqual(simulation.finish().problems, [])
+        Simulation.check(seed: 102, faultPlan: [.clockJump(by: .seconds(5), at: .seconds(1))]) { simulation in
+            simulation.runUntilIdle()
+            XCTAssertEqual(simulation.now, ms(0), "nothing to run: the clock stays")
+            simulation.run(for: .milliseconds(999))
+            XCTAssertEqual(simulation.now, ms(999))
+            simulation.run(for: .milliseconds(10))
+            XCTAssertEqual(simulation.now, ms(6_000), "the jump at 1 s carried the clock past the target")
+        }
     }
 
     func testABackwardJumpIsRefusedAndPrintsAsSwift() throws {
-        let simulation = Simulation(seed: 103)
-        for step in [Duration.seconds(-1), .zero] {
-            XCTAssertThrowsError(try simulation.inject(.clockJump(by: step, at: .zero))) { error in
-                XCTAssertTrue("\(error)".contains("a clock jump goes forward"), "\(error)")
+        Simulation.check(seed: 103) { simulation in
+            for step in [Duration.seconds(-1), .zero] {
+                XCTAssertThrowsError(try simulation.inject(.clockJump(by: step, at: .zero))) { error in
+                    XCTAssertTrue("\(error)".contains("a clock jump goes forward"), "\(error)")
+                }
             }
+            XCTAssertThrowsError(try Simulation(seed: 103, faultPlan: [.clockJump(by: .seconds(1), at: .seconds(-1))])) { error in
+                XCTAssertTrue("\(error)".contains("time must not be negative"), "\(error)")
+            }
+            XCTAssertEqual("\(SimulationFault.clockJump(by: .seconds(30), at: .milliseconds(250)))",
+                           ".clockJump(by: .seconds(30), at: .milliseconds(250))")
+            XCTAssertEqual(simulation.injectedFaults, [])
         }
-        XCTAssertThrowsError(try Simulation(seed: 103, faultPlan: [.clockJump(by: .seconds(1), at: .seconds(-1))])) { error in
-            XCTAssertTrue("\(error)".contains("time must not be negative"), "\(error)")
-        }
-        XCTAssertEqual("\(SimulationFault.clockJump(by: .seconds(30), at: .milliseconds(250)))",
-                       ".clockJump(by: .seconds(30), at: .milliseconds(250))")
-        XCTAssertEqual(simulation.injectedFaults, [])
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 
     func testTheEchoSampleReturnsEveryByteInOrderUnderShortWritesAndReads() throws {

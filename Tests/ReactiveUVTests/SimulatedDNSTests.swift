@@ -60,24 +60,24 @@ final class SimulatedDNSTests: XCTestCase {
 
     func testAPlannedDNSFailureFailsLookupsInItsWindowWithEAI_AGAINAndARetryAfterItSucceeds() throws {
         let plan: [SimulationFault] = [.dnsFailure(host: "db.internal", at: .zero, for: .milliseconds(100))]
-        let simulation = try Simulation(seed: 74, faultPlan: plan)
-        try simulation.addHost("db.internal", addresses: ["10.0.0.5"])
-        let early = try simulation.record(DNS.resolve("db.internal"))
-        let other = try simulation.record(DNS.resolve("localhost"))
-        simulation.run(for: .milliseconds(100))
-        let atTheEdge = try simulation.record(DNS.resolve("db.internal"))
-        simulation.run(for: .milliseconds(1))
-        let after = try simulation.record(DNS.resolve("db.internal"))
-        simulation.runUntilIdle()
-        let error = early.terminal?.error as? UVError
-        XCTAssertEqual(error?.code, UVError.nameTemporaryFailure.code, "\(String(describing: error))")
-        XCTAssertEqual(error?.context, "resolving 'db.internal'")
-        XCTAssertEqual(early.recorded.map(\.time), [ms(2)], "a failed lookup takes its round trip too")
-        XCTAssertEqual((atTheEdge.terminal?.error as? UVError)?.code, UVError.nameTemporaryFailure.code, "the window's end is in it")
-        XCTAssertEqual(after.values.first?.map(\.host), ["10.0.0.5"])
-        XCTAssertEqual(other.values.first?.count, 2, "other names are untouched")
-        XCTAssertEqual(simulation.injectedFaults, plan)
-        XCTAssertEqual(simulation.finish().problems, [])
+        Simulation.check(seed: 74, faultPlan: plan) { simulation in
+            try simulation.addHost("db.internal", addresses: ["10.0.0.5"])
+            let early = try simulation.record(DNS.resolve("db.internal"))
+            let other = try simulation.record(DNS.resolve("localhost"))
+            simulation.run(for: .milliseconds(100))
+            let atTheEdge = try simulation.record(DNS.resolve("db.internal"))
+            simulation.run(for: .milliseconds(1))
+            let after = try simulation.record(DNS.resolve("db.internal"))
+            simulation.runUntilIdle()
+            let error = early.terminal?.error as? UVError
+            XCTAssertEqual(error?.code, UVError.nameTemporaryFailure.code, "\(String(describing: error))")
+            XCTAssertEqual(error?.context, "resolving 'db.internal'")
+            XCTAssertEqual(early.recorded.map(\.time), [ms(2)], "a failed lookup takes its round trip too")
+            XCTAssertEqual((atTheEdge.terminal?.error as? UVError)?.code, UVError.nameTemporaryFailure.code, "the window's end is in it")
+            XCTAssertEqual(after.values.first?.map(\.host), ["10.0.0.5"])
+            XCTAssertEqual(other.values.first?.count, 2, "other names are untouched")
+            XCTAssertEqual(simulation.injectedFaults, plan)
+        }
     }
 
     func testDrawnDNSFailuresAreRecordedAndReplayAsAPlanWithTheSameTrace() throws {
@@ -91,40 +91,42 @@ final class SimulatedDNSTests: XCTestCase {
             }
             return lookups
         }
-        let seeded = Simulation(seed: 75)
-        let lookups = try run(seeded)
-        let failed = lookups.filter { ($0.terminal?.error as? UVError)?.code == UVError.nameTemporaryFailure.code }.count
-        XCTAssertGreaterThan(failed, 0, "seed 75 draws failures")
-        XCTAssertLessThan(failed, 8, "and successes")
-        let injected = seeded.injectedFaults
-        XCTAssertEqual(injected.count, failed)
-        XCTAssertEqual(seeded.finish().problems, [])
-        let replay = try Simulation(seed: 75, faultPlan: injected)
-        let replayed = try run(replay)
-        XCTAssertEqual(replayed.map { $0.terminal?.error as? UVError }, lookups.map { $0.terminal?.error as? UVError })
-        XCTAssertEqual(replay.traceHash, seeded.traceHash)
-        XCTAssertEqual(replay.finish().problems, [])
+        var lookups: [EventRecorder<[SocketAddress]>] = []
+        var injected: [SimulationFault] = []
+        let seededHash = Simulation.check(seed: 75) { seeded in
+            lookups = try run(seeded)
+            let failed = lookups.filter { ($0.terminal?.error as? UVError)?.code == UVError.nameTemporaryFailure.code }.count
+            XCTAssertGreaterThan(failed, 0, "seed 75 draws failures")
+            XCTAssertLessThan(failed, 8, "and successes")
+            injected = seeded.injectedFaults
+            XCTAssertEqual(injected.count, failed)
+        }
+        let replayHash = Simulation.check(seed: 75, faultPlan: injected) { replay in
+            let replayed = try run(replay)
+            XCTAssertEqual(replayed.map { $0.terminal?.error as? UVError }, lookups.map { $0.terminal?.error as? UVError })
+        }
+        XCTAssertEqual(replayHash, seededHash)
     }
 
     func testBadHostsAndDNSFaultsAreRefusedByName() throws {
-        let simulation = Simulation(seed: 76)
-        for (name, addresses, expected) in [("", ["10.0.0.1"], "the name is empty"), ("10.0.0.1", ["10.0.0.2"], "is a numeric address"),
-                                            ("db", [], "needs at least one address"), ("db", ["db2"], "is not a numeric")] {
-            XCTAssertThrowsError(try simulation.addHost(name, addresses: addresses)) { error in
-                XCTAssertTrue("\(error)".contains(expected), "\(error)")
+        Simulation.check(seed: 76) { simulation in
+            for (name, addresses, expected) in [("", ["10.0.0.1"], "the name is empty"), ("10.0.0.1", ["10.0.0.2"], "is a numeric address"),
+                                                ("db", [], "needs at least one address"), ("db", ["db2"], "is not a numeric")] {
+                XCTAssertThrowsError(try simulation.addHost(name, addresses: addresses)) { error in
+                    XCTAssertTrue("\(error)".contains(expected), "\(error)")
+                }
             }
+            XCTAssertThrowsError(try simulation.inject(.dnsFailure(host: "", at: .zero, for: .zero))) { error in
+                XCTAssertTrue("\(error)".contains("needs a host name"), "\(error)")
+            }
+            XCTAssertThrowsError(try simulation.inject(.dnsFailure(host: "db", at: .zero, for: .milliseconds(-1)))) { error in
+                XCTAssertTrue("\(error)".contains("duration must not be negative"), "\(error)")
+            }
+            XCTAssertThrowsError(try simulation.setNetworkFaults(SimulationNetworkFaults(dnsFailurePerMille: 1_001))) { error in
+                XCTAssertTrue("\(error)".contains("dnsFailurePerMille must be in 0...1000"), "\(error)")
+            }
+            XCTAssertEqual("\(SimulationFault.dnsFailure(host: "db", at: .seconds(1), for: .milliseconds(5)))",
+                           ".dnsFailure(host: \"db\", at: .seconds(1), for: .milliseconds(5))")
         }
-        XCTAssertThrowsError(try simulation.inject(.dnsFailure(host: "", at: .zero, for: .zero))) { error in
-            XCTAssertTrue("\(error)".contains("needs a host name"), "\(error)")
-        }
-        XCTAssertThrowsError(try simulation.inject(.dnsFailure(host: "db", at: .zero, for: .milliseconds(-1)))) { error in
-            XCTAssertTrue("\(error)".contains("duration must not be negative"), "\(error)")
-        }
-        XCTAssertThrowsError(try simulation.setNetworkFaults(SimulationNetworkFaults(dnsFailurePerMille: 1_001))) { error in
-            XCTAssertTrue("\(error)".contains("dnsFailurePerMille must be in 0...1000"), "\(error)")
-        }
-        XCTAssertEqual("\(SimulationFault.dnsFailure(host: "db", at: .seconds(1), for: .milliseconds(5)))",
-                       ".dnsFailure(host: \"db\", at: .seconds(1), for: .milliseconds(5))")
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 }

@@ -28,58 +28,61 @@ final class SimulatedProcessFaultTests: XCTestCase {
 
     func testAPlannedCrashKillsTheChildItNumbersAtItsTimeAndTheRecordIsThePlan() throws {
         let plan: [SimulationFault] = [.childCrash(child: 2, at: .milliseconds(30), signal: SIGSEGV)]
-        let simulation = try Simulation(seed: 121, faultPlan: plan)
-        let exits = try workers(simulation, count: 3)
-        simulation.runUntilIdle()
-        XCTAssertEqual(exits.map(\.values), [[ProcessExit(status: 0, signal: 0)], [ProcessExit(status: 0, signal: SIGSEGV)],
-                                             [ProcessExit(status: 0, signal: 0)]])
-        XCTAssertEqual(exits[1].recorded.first?.time, ms(30))
-        XCTAssertEqual(exits[0].recorded.first?.time, ms(100))
-        XCTAssertEqual(simulation.injectedFaults, plan)
-        XCTAssertEqual(plan.description, "[.childCrash(child: 2, at: .milliseconds(30), signal: 11)]")
-        XCTAssertEqual(simulation.finish().problems, [])
+        Simulation.check(seed: 121, faultPlan: plan) { simulation in
+            let exits = try workers(simulation, count: 3)
+            simulation.runUntilIdle()
+            XCTAssertEqual(exits.map(\.values), [[ProcessExit(status: 0, signal: 0)], [ProcessExit(status: 0, signal: SIGSEGV)],
+                                                 [ProcessExit(status: 0, signal: 0)]])
+            XCTAssertEqual(exits[1].recorded.first?.time, ms(30))
+            XCTAssertEqual(exits[0].recorded.first?.time, ms(100))
+            XCTAssertEqual(simulation.injectedFaults, plan)
+            XCTAssertEqual(plan.description, "[.childCrash(child: 2, at: .milliseconds(30), signal: 11)]")
+        }
     }
 
     func testACrashPlannedBeforeItsChildIsSpawnedStrikesAtTheSpawn() throws {
-        let simulation = try Simulation(seed: 122, faultPlan: [.childCrash(child: 1, at: .milliseconds(5), signal: SIGKILL)])
-        try simulation.perform { _ = simulation.loop.schedule(after: .milliseconds(20)) {} }
-        simulation.run(for: .milliseconds(20))
-        let exits = try workers(simulation, count: 1)
-        simulation.runUntilIdle()
-        XCTAssertEqual(exits[0].values, [ProcessExit(status: 0, signal: SIGKILL)])
-        XCTAssertEqual(exits[0].recorded.first?.time, ms(20))
-        XCTAssertEqual(simulation.finish().problems, [])
+        Simulation.check(seed: 122, faultPlan: [.childCrash(child: 1, at: .milliseconds(5), signal: SIGKILL)]) { simulation in
+            try simulation.perform { _ = simulation.loop.schedule(after: .milliseconds(20)) {} }
+            simulation.run(for: .milliseconds(20))
+            let exits = try workers(simulation, count: 1)
+            simulation.runUntilIdle()
+            XCTAssertEqual(exits[0].values, [ProcessExit(status: 0, signal: SIGKILL)])
+            XCTAssertEqual(exits[0].recorded.first?.time, ms(20))
+        }
     }
 
     func testSeededCrashesGivenBackAsAPlanReplayTheSameTrace() throws {
         let faults = SimulationProcessFaults(crashPerMille: 500, crashWithin: .milliseconds(150))
-        let seeded = Simulation(seed: 123)
-        try seeded.setProcessFaults(faults)
-        XCTAssertEqual(seeded.processFaults, faults)
-        let seededExits = try workers(seeded, count: 8)
-        seeded.runUntilIdle()
-        let injected = seeded.injectedFaults
-        XCTAssertEqual(seeded.finish().problems, [])
-        XCTAssertFalse(injected.isEmpty, "seed 123 draws crashes")
-        let crashed = seededExits.filter { $0.values.first?.signal != 0 }.count
-        XCTAssertGreaterThan(crashed, 0)
-        XCTAssertLessThanOrEqual(crashed, injected.count, "a crash drawn after the exit strikes nothing")
+        var injected: [SimulationFault] = []
+        var seededExits: [[ProcessExit]] = []
+        let seededHash = Simulation.check(seed: 123) { seeded in
+            try seeded.setProcessFaults(faults)
+            XCTAssertEqual(seeded.processFaults, faults)
+            let exits = try workers(seeded, count: 8)
+            seeded.runUntilIdle()
+            injected = seeded.injectedFaults
+            seededExits = exits.map(\.values)
+            XCTAssertFalse(injected.isEmpty, "seed 123 draws crashes")
+            let crashed = exits.filter { $0.values.first?.signal != 0 }.count
+            XCTAssertGreaterThan(crashed, 0)
+            XCTAssertLessThanOrEqual(crashed, injected.count, "a crash drawn after the exit strikes nothing")
+        }
 
-        let replayed = try Simulation(seed: 123, faultPlan: injected)
-        try replayed.setProcessFaults(faults)
-        let replayedExits = try workers(replayed, count: 8)
-        replayed.runUntilIdle()
-        XCTAssertEqual(replayed.injectedFaults, injected)
-        XCTAssertEqual(replayedExits.map(\.values), seededExits.map(\.values))
-        XCTAssertEqual(replayed.finish().problems, [])
-        XCTAssertEqual(replayed.trace.hashHex, seeded.trace.hashHex)
+        let replayedHash = Simulation.check(seed: 123, faultPlan: injected) { replayed in
+            try replayed.setProcessFaults(faults)
+            let replayedExits = try workers(replayed, count: 8)
+            replayed.runUntilIdle()
+            XCTAssertEqual(replayed.injectedFaults, injected)
+            XCTAssertEqual(replayedExits.map(\.values), seededExits)
+        }
+        XCTAssertEqual(replayedHash, seededHash)
 
-        let calm = try Simulation(seed: 123, faultPlan: [])
-        try calm.setProcessFaults(faults)
-        let calmExits = try workers(calm, count: 8)
-        calm.runUntilIdle()
-        XCTAssertTrue(calmExits.allSatisfy { $0.values == [ProcessExit(status: 0, signal: 0)] }, "no crash is drawn under a plan")
-        XCTAssertEqual(calm.finish().problems, [])
+        Simulation.check(seed: 123, faultPlan: []) { calm in
+            try calm.setProcessFaults(faults)
+            let calmExits = try workers(calm, count: 8)
+            calm.runUntilIdle()
+            XCTAssertTrue(calmExits.allSatisfy { $0.values == [ProcessExit(status: 0, signal: 0)] }, "no crash is drawn under a plan")
+        }
     }
 
     func testSeededCrashesRunTwiceGiveOneTrace() throws {
@@ -110,6 +113,14 @@ final class SimulatedProcessFaultTests: XCTestCase {
             if exits[2].values.first?.signal != 0 { throw AChildCrashed() }
         }
         XCTAssertEqual(minimal, [.childCrash(child: 3, at: .milliseconds(20), signal: SIGSEGV)])
+        // The printed plan, pasted into a check, crashes the third worker in both runs.
+        var crashed: [[ProcessExit]] = []
+        Simulation.check(seed: 125, faultPlan: minimal) { simulation in
+            let exits = try workers(simulation, count: 3)
+            simulation.runUntilIdle()
+            crashed.append(exits[2].values)
+        }
+        XCTAssertEqual(crashed, Array(repeating: [ProcessExit(status: 0, signal: SIGSEGV)], count: 2))
         XCTAssertTrue(printed.last?.hasSuffix("[\n    .childCrash(child: 3, at: .milliseconds(20), signal: 11),\n]") == true, "\(printed)")
     }
 
@@ -121,18 +132,18 @@ final class SimulatedProcessFaultTests: XCTestCase {
                 XCTAssertTrue("\(error)".contains(message), "\(error)")
             }
         }
-        let simulation = Simulation(seed: 126)
-        for faults in [SimulationProcessFaults(crashPerMille: 1_001), SimulationProcessFaults(crashWithin: .seconds(-1)),
-                       SimulationProcessFaults(crashSignals: []), SimulationProcessFaults(crashSignals: [0])] {
-            XCTAssertThrowsError(try simulation.setProcessFaults(faults))
+        Simulation.check(seed: 126) { simulation in
+            for faults in [SimulationProcessFaults(crashPerMille: 1_001), SimulationProcessFaults(crashWithin: .seconds(-1)),
+                           SimulationProcessFaults(crashSignals: []), SimulationProcessFaults(crashSignals: [0])] {
+                XCTAssertThrowsError(try simulation.setProcessFaults(faults))
+            }
+            XCTAssertEqual(simulation.processFaults, SimulationProcessFaults(), "unchanged by the refusals")
+            _ = try workers(simulation, count: 1)
+            simulation.runUntilIdle()
+            XCTAssertThrowsError(try simulation.inject(.childCrash(child: 1, at: .seconds(1), signal: 9))) { error in
+                XCTAssertTrue("\(error)".contains("already spawned"), "\(error)")
+            }
+            XCTAssertThrowsError(try simulation.addProgram("") { _ in })
         }
-        XCTAssertEqual(simulation.processFaults, SimulationProcessFaults(), "unchanged by the refusals")
-        _ = try workers(simulation, count: 1)
-        simulation.runUntilIdle()
-        XCTAssertThrowsError(try simulation.inject(.childCrash(child: 1, at: .seconds(1), signal: 9))) { error in
-            XCTAssertTrue("\(error)".contains("already spawned"), "\(error)")
-        }
-        XCTAssertThrowsError(try simulation.addProgram("") { _ in })
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 }

@@ -142,17 +142,18 @@ final class SimulatedProcessTests: XCTestCase {
     }
 
     func testAChildThatNeverExitsIsReportedOpenByTheLeakCheck() throws {
-        let simulation = Simulation(seed: 109)
-        try addSleeper(simulation, after: .seconds(3_600))
-        let spawn = try simulation.record(ChildProcess.spawn("/bin/sleep", standardInput: .ignore, standardOutput: .ignore,
-                                                             standardError: .ignore, detached: true))
-        simulation.run(for: .seconds(1))
-        XCTAssertEqual(spawn.values.map(\.pid), [1001])
-        spawn.dispose()
-        simulation.run(for: .seconds(1))
-        let report = simulation.finish()
-        XCTAssertTrue(report.leakedHandles.contains { $0.label == "process /bin/sleep (pid 1001) from ChildProcess.spawn (simulated)" },
-                      "\(report.leakedHandles)")
+        Simulation.checkReportingProblems(seed: 109) { simulation in
+            try addSleeper(simulation, after: .seconds(3_600))
+            let spawn = try simulation.record(ChildProcess.spawn("/bin/sleep", standardInput: .ignore, standardOutput: .ignore,
+                                                                 standardError: .ignore, detached: true))
+            simulation.run(for: .seconds(1))
+            XCTAssertEqual(spawn.values.map(\.pid), [1001])
+            spawn.dispose()
+            simulation.run(for: .seconds(1))
+            let report = simulation.finish()
+            XCTAssertTrue(report.leakedHandles.contains { $0.label == "process /bin/sleep (pid 1001) from ChildProcess.spawn (simulated)" },
+                          "\(report.leakedHandles)")
+        }
     }
 
     func testAChildWhoseOutputIsInheritedWritesIntoTheSimulationsStandardOutput() throws {
@@ -196,43 +197,43 @@ final class SimulatedProcessTests: XCTestCase {
     }
 
     func testALoopShutdownKillsARunningChildAndFailsItsExitWithShutDown() throws {
-        let simulation = Simulation(seed: 113)
-        let killed = Locked<ProcessExit?>(nil)
-        try simulation.addProgram("/usr/sbin/daemon") { child in
-            child.lifetime.add(ActionDisposable { killed.withLock { $0 = child.exitStatus } })
-            child.lifetime.add(child.standardInput.subscribeNext { _ in })
+        Simulation.check(seed: 113) { simulation in
+            let killed = Locked<ProcessExit?>(nil)
+            try simulation.addProgram("/usr/sbin/daemon") { child in
+                child.lifetime.add(ActionDisposable { killed.withLock { $0 = child.exitStatus } })
+                child.lifetime.add(child.standardInput.subscribeNext { _ in })
+            }
+            let spawn = try simulation.record(ChildProcess.spawn("/usr/sbin/daemon"))
+            simulation.run(for: .milliseconds(5))
+            guard let child = spawn.values.first else { return XCTFail("\(spawn.recorded)") }
+            let exit = try simulation.perform { EventRecorder(child.exit) }
+            try simulation.perform { simulation.loop.shutdown() }
+            simulation.runUntilIdle()
+            XCTAssertEqual(killed.current, ProcessExit(status: 0, signal: SIGKILL))
+            XCTAssertEqual(exit.terminal?.error as? EventLoopError, EventLoopError.shutDown(loop: "sim"))
+            XCTAssertEqual(simulation.finish().loopCloseResult, 0)
         }
-        let spawn = try simulation.record(ChildProcess.spawn("/usr/sbin/daemon"))
-        simulation.run(for: .milliseconds(5))
-        guard let child = spawn.values.first else { return XCTFail("\(spawn.recorded)") }
-        let exit = try simulation.perform { EventRecorder(child.exit) }
-        try simulation.perform { simulation.loop.shutdown() }
-        simulation.runUntilIdle()
-        XCTAssertEqual(killed.current, ProcessExit(status: 0, signal: SIGKILL))
-        XCTAssertEqual(exit.terminal?.error as? EventLoopError, EventLoopError.shutDown(loop: "sim"))
-        XCTAssertEqual(simulation.finish().loopCloseResult, 0)
     }
 
     func testAProgramsBadSignalNumbersAreEINVALOrAProblemNeverACrash() throws {
-        let simulation = Simulation(seed: 114)
-        let watched = Locked<[Event<Int32>]>([])
-        try simulation.addProgram("/bin/bad") { child in
-            child.lifetime.add(child.signals([SIGTERM, SIGKILL]).subscribe(next: { watched.append(.next($0)) },
-                                                                           error: { watched.append(.error($0)) }))
-            child.die(signal: 99)
-        }
-        let exit = try simulation.record(ChildProcess.spawn("/bin/bad").flatMap { $0.exit })
-        simulation.runUntilIdle()
-        XCTAssertEqual((watched.current.first?.error as? UVError)?.code, UVError.invalidArgumentCode)
-        XCTAssertEqual(exit.values, [ProcessExit(status: 0, signal: SIGKILL)])
-        let problems = simulation.finish().problems
+        let problems = Simulation.checkReportingProblems(seed: 114) { simulation in
+            let watched = Locked<[Event<Int32>]>([])
+            try simulation.addProgram("/bin/bad") { child in
+                child.lifetime.add(child.signals([SIGTERM, SIGKILL]).subscribe(next: { watched.append(.next($0)) },
+                                                                               error: { watched.append(.error($0)) }))
+                child.die(signal: 99)
+            }
+            let exit = try simulation.record(ChildProcess.spawn("/bin/bad").flatMap { $0.exit })
+            simulation.runUntilIdle()
+            XCTAssertEqual((watched.current.first?.error as? UVError)?.code, UVError.invalidArgumentCode)
+            XCTAssertEqual(exit.values, [ProcessExit(status: 0, signal: SIGKILL)])
+        }.problems
         XCTAssertEqual(problems, ["simulated child /bin/bad (pid 1001) was told to die by signal 99, outside 1...64: it died by SIGKILL"])
     }
 
     func testAFinishedSimulationLetsItsLoopGoThoughAProgramAndAWriterHeldIt() throws {
         weak var released: EventLoop?
-        do {
-            let simulation = Simulation(seed: 115)
+        Simulation.check(seed: 115) { simulation in
             released = simulation.loop
             try simulation.addProgram("/bin/time") { child in
                 child.write("\(simulation.now)")
@@ -242,7 +243,6 @@ final class SimulatedProcessTests: XCTestCase {
             try simulation.perform { StandardIO.output.send("x") }
             simulation.runUntilIdle()
             guard case .completed? = run.terminal else { return XCTFail("\(run.recorded)") }
-            XCTAssertEqual(simulation.finish().problems, [])
         }
         XCTAssertNil(released, "the loop outlived its simulation")
     }

@@ -38,11 +38,11 @@ final class SimulatedSignalTests: XCTestCase {
     }
 
     func testASignalNobodyWatchesIsAProblemWhenItWouldKillAndDroppedWhenIgnoredByDefault() throws {
-        let simulation = Simulation(seed: 143)
-        try simulation.send(signal: SIGWINCH, at: .milliseconds(1))
-        try simulation.send(signal: SIGTERM, at: .milliseconds(2))
-        simulation.runUntilIdle()
-        let problems = simulation.finish().problems
+        let problems = Simulation.checkReportingProblems(seed: 143) { simulation in
+            try simulation.send(signal: SIGWINCH, at: .milliseconds(1))
+            try simulation.send(signal: SIGTERM, at: .milliseconds(2))
+            simulation.runUntilIdle()
+        }.problems
         XCTAssertEqual(problems.count, 1, "\(problems)")
         XCTAssertTrue(problems.first?.hasPrefix("signal 15 sent at 2000000 ns found no Signal.unixSignals watching it") == true,
                       "\(problems)")
@@ -72,16 +72,17 @@ final class SimulatedSignalTests: XCTestCase {
     }
 
     func testAWatchLeftOpenIsReportedAndADisposedOneGetsNothing() throws {
-        let simulation = Simulation(seed: 146)
-        let disposed = try simulation.record(Signal<Int32>.unixSignals([SIGUSR1]))
-        let kept = try simulation.perform { Signal<Int32>.unixSignals([SIGUSR2]).subscribeNext { _ in } }
-        disposed.dispose()
-        try simulation.send(signal: SIGUSR1, at: .milliseconds(1))
-        simulation.runUntilIdle()
-        XCTAssertEqual(disposed.values, [])
-        let report = simulation.finish()
-        XCTAssertEqual(report.leakedHandles.map(\.label), ["signals [\(SIGUSR2)] from Signal.unixSignals (simulated)"])
-        XCTAssertTrue(report.problems.contains { $0.hasPrefix("signal \(SIGUSR1) sent at 1000000 ns found no") }, "\(report.problems)")
-        kept.dispose()
+        Simulation.checkReportingProblems(seed: 146) { simulation in
+            let disposed = try simulation.record(Signal<Int32>.unixSignals([SIGUSR1]))
+            let kept = try simulation.perform { Signal<Int32>.unixSignals([SIGUSR2]).subscribeNext { _ in } }
+            disposed.dispose()
+            try simulation.send(signal: SIGUSR1, at: .milliseconds(1))
+            simulation.runUntilIdle()
+            XCTAssertEqual(disposed.values, [])
+            let report = simulation.finish()
+            XCTAssertEqual(report.leakedHandles.map(\.label), ["signals [\(SIGUSR2)] from Signal.unixSignals (simulated)"])
+            XCTAssertTrue(report.problems.contains { $0.hasPrefix("signal \(SIGUSR1) sent at 1000000 ns found no") }, "\(report.problems)")
+            kept.dispose()
+        }
     }
 }

@@ -135,19 +135,19 @@ final class SimulatedTCPTests: XCTestCase {
     }
 
     func testFaultsOutsideTheirRangeAreRefusedAndLeftAsTheyWere() throws {
-        let simulation = Simulation(seed: 56)
-        let bad = [SimulationNetworkFaults(latency: .milliseconds(-1)), SimulationNetworkFaults(jitter: .seconds(-1)),
-                   SimulationNetworkFaults(resetPerMille: 1_001), SimulationNetworkFaults(resetWithin: .seconds(-2))]
-        let named = ["latency", "jitter", "resetPerMille", "resetWithin"]
-        for (faults, field) in zip(bad, named) {
-            XCTAssertThrowsError(try simulation.setNetworkFaults(faults)) { error in
-                XCTAssertTrue("\(error)".contains("setNetworkFaults: \(field) must"), "\(error)")
+        Simulation.check(seed: 56) { simulation in
+            let bad = [SimulationNetworkFaults(latency: .milliseconds(-1)), SimulationNetworkFaults(jitter: .seconds(-1)),
+                       SimulationNetworkFaults(resetPerMille: 1_001), SimulationNetworkFaults(resetWithin: .seconds(-2))]
+            let named = ["latency", "jitter", "resetPerMille", "resetWithin"]
+            for (faults, field) in zip(bad, named) {
+                XCTAssertThrowsError(try simulation.setNetworkFaults(faults)) { error in
+                    XCTAssertTrue("\(error)".contains("setNetworkFaults: \(field) must"), "\(error)")
+                }
             }
+            XCTAssertEqual(simulation.networkFaults, SimulationNetworkFaults())
+            try simulation.setNetworkFaults(SimulationNetworkFaults(latency: .milliseconds(3)))
+            XCTAssertEqual(simulation.networkFaults.latency, .milliseconds(3))
         }
-        XCTAssertEqual(simulation.networkFaults, SimulationNetworkFaults())
-        try simulation.setNetworkFaults(SimulationNetworkFaults(latency: .milliseconds(3)))
-        XCTAssertEqual(simulation.networkFaults.latency, .milliseconds(3))
-        XCTAssertTrue(simulation.finish().isClean)
     }
 
     func testAnIdleClientIsClosedAfterTheIdleTimeoutOfVirtualTime() throws {
@@ -175,20 +175,17 @@ final class SimulatedTCPTests: XCTestCase {
 
     func testTheTraceDigestsWhatEachReadCarried() throws {
         func run(_ bytes: [UInt8]) -> SimulationTrace {
-            let simulation = Simulation(seed: 58)
-            defer { XCTAssertTrue(simulation.finish().isClean) }
-            do {
-                let run = try simulation.record(TCPServer.listen(port: 7000).map { connection in
+            var trace = SimulationTrace()
+            Simulation.check(seed: 58) { simulation in
+                _ = try simulation.record(TCPServer.listen(port: 7000).map { connection in
                     _ = connection.bytes.subscribe(next: { connection.send($0) }, completed: { connection.close() })
                     return 0
                 })
-                _ = run
                 _ = try simulation.record(client(sending: bytes))
                 simulation.runUntilIdle()
-            } catch {
-                XCTFail("\(error)")
+                trace = simulation.trace
             }
-            return simulation.trace
+            return trace
         }
         let first = run([1, 2, 3])
         let same = run([1, 2, 3])
@@ -229,19 +226,19 @@ final class SimulatedTCPTests: XCTestCase {
     }
 
     func testAPartitionOfALoopNotOfTheSimulationOrWithItselfIsRefused() throws {
-        let simulation = Simulation(seed: 60)
         let stranger = Simulation(seed: 60)
-        XCTAssertThrowsError(try simulation.partition(simulation.loop, stranger.loop, for: .seconds(1))) { error in
-            XCTAssertTrue("\(error)".contains("both loops must be this simulation's"), "\(error)")
+        Simulation.check(seed: 60) { simulation in
+            XCTAssertThrowsError(try simulation.partition(simulation.loop, stranger.loop, for: .seconds(1))) { error in
+                XCTAssertTrue("\(error)".contains("both loops must be this simulation's"), "\(error)")
+            }
+            XCTAssertThrowsError(try simulation.partition(simulation.loop, simulation.loop, for: .seconds(1))) { error in
+                XCTAssertTrue("\(error)".contains("cannot be cut off from itself"), "\(error)")
+            }
+            let other = simulation.makeLoop(name: "other")
+            XCTAssertThrowsError(try simulation.partition(simulation.loop, other, for: .seconds(-1))) { error in
+                XCTAssertTrue("\(error)".contains("must not be negative"), "\(error)")
+            }
         }
-        XCTAssertThrowsError(try simulation.partition(simulation.loop, simulation.loop, for: .seconds(1))) { error in
-            XCTAssertTrue("\(error)".contains("cannot be cut off from itself"), "\(error)")
-        }
-        let other = simulation.makeLoop(name: "other")
-        XCTAssertThrowsError(try simulation.partition(simulation.loop, other, for: .seconds(-1))) { error in
-            XCTAssertTrue("\(error)".contains("must not be negative"), "\(error)")
-        }
-        XCTAssertTrue(simulation.finish().isClean)
         XCTAssertTrue(stranger.finish().isClean)
     }
 
@@ -324,17 +321,17 @@ final class SimulatedTCPTests: XCTestCase {
 /// What `finish()` finds when a test leaves connections open.
 final class SimulatedTCPFinishTests: XCTestCase {
     func testFinishingWithConnectionsOpenLetsTheirLastPacketsLandAndLeavesNothingOpen() throws {
-        let simulation = Simulation(seed: 70)
-        let server = simulation.makeLoop(name: "server")
-        _ = try simulation.record(EchoServer.run(port: 7000), on: server)
-        let connected = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
-            connection.send([1, 2])
-            return connection.bytes
-        })
-        simulation.run(for: .milliseconds(10))
-        XCTAssertEqual(connected.values, [[1, 2]])
-        let report = simulation.finish()
-        XCTAssertTrue(report.isClean, "\(report.problems)")
+        // Left open on purpose: check's finish() must find nothing open after the last packets land.
+        Simulation.check(seed: 70) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            _ = try simulation.record(EchoServer.run(port: 7000), on: server)
+            let connected = try simulation.record(TCP.connect(host: "127.0.0.1", port: 7000).flatMap { connection in
+                connection.send([1, 2])
+                return connection.bytes
+            })
+            simulation.run(for: .milliseconds(10))
+            XCTAssertEqual(connected.values, [[1, 2]])
+        }
     }
 }
 

@@ -75,36 +75,39 @@ final class SimulatedUDPTests: XCTestCase {
             simulation.runUntilIdle()
             return got.values.map { $0.bytes[0] }
         }
-        let seeded = Simulation(seed: 83)
-        let received = try run(seeded)
-        XCTAssertGreaterThan(received.count, 0)
-        XCTAssertLessThan(received.count, 20, "seed 83 loses some")
-        let lost = Set(0..<20).subtracting(received.map(Int.init)).sorted()
-        XCTAssertEqual(seeded.injectedFaults, lost.map { .dropDatagram(datagram: $0 + 1) }, "numbered from 1 in send order")
-        XCTAssertNotEqual(received, received.sorted(), "jitter drawn per datagram lets them overtake each other")
-        XCTAssertEqual(seeded.finish().problems, [])
-        let replay = try Simulation(seed: 83, faultPlan: seeded.injectedFaults)
-        XCTAssertEqual(try run(replay), received)
-        XCTAssertEqual(replay.traceHash, seeded.traceHash)
-        XCTAssertEqual(replay.finish().problems, [])
+        var received: [UInt8] = []
+        var injected: [SimulationFault] = []
+        let seededHash = Simulation.check(seed: 83) { seeded in
+            received = try run(seeded)
+            XCTAssertGreaterThan(received.count, 0)
+            XCTAssertLessThan(received.count, 20, "seed 83 loses some")
+            let lost = Set(0..<20).subtracting(received.map(Int.init)).sorted()
+            injected = seeded.injectedFaults
+            XCTAssertEqual(injected, lost.map { .dropDatagram(datagram: $0 + 1) }, "numbered from 1 in send order")
+            XCTAssertNotEqual(received, received.sorted(), "jitter drawn per datagram lets them overtake each other")
+        }
+        let replayHash = Simulation.check(seed: 83, faultPlan: injected) { replay in
+            XCTAssertEqual(try run(replay), received)
+        }
+        XCTAssertEqual(replayHash, seededHash)
     }
 
     func testAPlannedDropLosesExactlyThatDatagramAndAPartitionLosesTheRestUntilItHeals() throws {
-        let simulation = try Simulation(seed: 84, faultPlan: [.dropDatagram(datagram: 2),
-                                                               .partition("sim", "server", at: .milliseconds(10), for: .milliseconds(10))])
-        let server = simulation.makeLoop(name: "server")
-        let receiver = try bound(simulation, port: 6000, on: server)
-        let got = try simulation.record(receiver.datagrams, on: server)
-        let sender = try bound(simulation)
-        for index in 0..<4 {
-            try simulation.perform { sender.send([UInt8(index)], to: try address("127.0.0.1", 6000)) }
-            simulation.run(for: .milliseconds(7))
+        Simulation.check(seed: 84, faultPlan: [.dropDatagram(datagram: 2),
+                                               .partition("sim", "server", at: .milliseconds(10), for: .milliseconds(10))]) { simulation in
+            let server = simulation.makeLoop(name: "server")
+            let receiver = try bound(simulation, port: 6000, on: server)
+            let got = try simulation.record(receiver.datagrams, on: server)
+            let sender = try bound(simulation)
+            for index in 0..<4 {
+                try simulation.perform { sender.send([UInt8(index)], to: try address("127.0.0.1", 6000)) }
+                simulation.run(for: .milliseconds(7))
+            }
+            simulation.run(for: .milliseconds(10))
+            XCTAssertEqual(got.values.map(\.bytes), [[0], [3]], "datagram 2 is planned lost; datagram 3, sent at 14 ms inside the partition, is lost, not held")
+            try simulation.perform(on: server) { receiver.close() }
+            try simulation.perform { sender.close() }
         }
-        simulation.run(for: .milliseconds(10))
-        XCTAssertEqual(got.values.map(\.bytes), [[0], [3]], "datagram 2 is planned lost; datagram 3, sent at 14 ms inside the partition, is lost, not held")
-        try simulation.perform(on: server) { receiver.close() }
-        try simulation.perform { sender.close() }
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 
     func testDatagramsPastTheReceiveBufferAreDroppedUntilTheReaderTakesThem() throws {

@@ -32,51 +32,52 @@ final class SimulationFaultPlanTests: XCTestCase {
             .partition("server", "sim", at: .milliseconds(20), for: .milliseconds(100)),
             .reset(connection: 2, at: .milliseconds(30)),
         ]
-        let simulation = try Simulation(seed: 61, faultPlan: plan)
-        let clients = try echo(simulation, clients: 3)
-        simulation.runUntilIdle()
-        XCTAssertEqual((clients[1].terminal?.error as? UVError)?.name, "ECONNRESET")
-        // The server end is reset at 30 ms; its RST reaches the client after the partition heals
-        // (120 ms) and the latency.
-        XCTAssertEqual(clients[1].recorded.last?.time, ms(121))
-        for index in [0, 2] {
-            XCTAssertEqual(clients[index].values.joined().count, 200, "client \(index) was not in the plan")
-            guard case .completed? = clients[index].terminal else { return XCTFail("\(clients[index].recorded)") }
+        Simulation.check(seed: 61, faultPlan: plan) { simulation in
+            let clients = try echo(simulation, clients: 3)
+            simulation.runUntilIdle()
+            XCTAssertEqual((clients[1].terminal?.error as? UVError)?.name, "ECONNRESET")
+            // The server end is reset at 30 ms; its RST reaches the client after the partition heals
+            // (120 ms) and the latency.
+            XCTAssertEqual(clients[1].recorded.last?.time, ms(121))
+            for index in [0, 2] {
+                XCTAssertEqual(clients[index].values.joined().count, 200, "client \(index) was not in the plan")
+                guard case .completed? = clients[index].terminal else { return XCTFail("\(clients[index].recorded)") }
+            }
+            XCTAssertEqual(simulation.injectedFaults, plan)
+            XCTAssertEqual(simulation.networkResetsInjected, 1)
         }
-        XCTAssertEqual(simulation.injectedFaults, plan)
-        XCTAssertEqual(simulation.networkResetsInjected, 1)
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 
     func testASeededRunsRecordGivenBackAsAPlanReplaysTheSameTrace() throws {
         let faults = SimulationNetworkFaults(jitter: .milliseconds(3), resetPerMille: 500, resetWithin: .milliseconds(40),
                                              shortReadPerMille: 300)
-        let seeded = Simulation(seed: 62)
-        try seeded.setNetworkFaults(faults)
-        let seededClients = try echo(seeded, clients: 6)
-        seeded.runUntilIdle()
-        let injected = seeded.injectedFaults
-        XCTAssertEqual(seeded.finish().problems, [])
-        XCTAssertFalse(injected.isEmpty, "seed 62 draws resets")
-        XCTAssertTrue(seededClients.contains { $0.terminal?.error != nil })
+        var injected: [SimulationFault] = []
+        let seededHash = Simulation.check(seed: 62) { seeded in
+            try seeded.setNetworkFaults(faults)
+            let seededClients = try echo(seeded, clients: 6)
+            seeded.runUntilIdle()
+            injected = seeded.injectedFaults
+            XCTAssertFalse(injected.isEmpty, "seed 62 draws resets")
+            XCTAssertTrue(seededClients.contains { $0.terminal?.error != nil })
+        }
 
-        let replayed = try Simulation(seed: 62, faultPlan: injected)
-        try replayed.setNetworkFaults(faults)
-        _ = try echo(replayed, clients: 6)
-        replayed.runUntilIdle()
-        XCTAssertEqual(replayed.injectedFaults, injected)
-        XCTAssertEqual(replayed.finish().problems, [])
-        XCTAssertEqual(replayed.trace.hashHex, seeded.trace.hashHex)
+        let replayedHash = Simulation.check(seed: 62, faultPlan: injected) { replayed in
+            try replayed.setNetworkFaults(faults)
+            _ = try echo(replayed, clients: 6)
+            replayed.runUntilIdle()
+            XCTAssertEqual(replayed.injectedFaults, injected)
+        }
+        XCTAssertEqual(replayedHash, seededHash)
 
         // Without its resets the plan is another run.
-        let calm = try Simulation(seed: 62, faultPlan: [])
-        try calm.setNetworkFaults(faults)
-        let calmClients = try echo(calm, clients: 6)
-        calm.runUntilIdle()
-        XCTAssertTrue(calmClients.allSatisfy { $0.values.joined().count == 200 }, "no reset is drawn under a plan")
-        XCTAssertEqual(calm.injectedFaults, [])
-        XCTAssertEqual(calm.finish().problems, [])
-        XCTAssertNotEqual(calm.trace.hashHex, seeded.trace.hashHex)
+        let calmHash = Simulation.check(seed: 62, faultPlan: []) { calm in
+            try calm.setNetworkFaults(faults)
+            let calmClients = try echo(calm, clients: 6)
+            calm.runUntilIdle()
+            XCTAssertTrue(calmClients.allSatisfy { $0.values.joined().count == 200 }, "no reset is drawn under a plan")
+            XCTAssertEqual(calm.injectedFaults, [])
+        }
+        XCTAssertNotEqual(calmHash, seededHash)
     }
 
     func testShrinkingKeepsOnlyTheResetThatMakesTheRunFailAndPrintsItAsSwift() throws {
@@ -101,6 +102,14 @@ final class SimulationFaultPlanTests: XCTestCase {
         XCTAssertEqual(printed, ["simulation seed 63: 1 of 6 fault(s) still fail it (\(runs) runs):\n"
                                  + "let faults: [SimulationFault] = [\n    .reset(connection: 3, at: .milliseconds(15)),\n]"])
         XCTAssertEqual(runs, 7, "the whole list, a half, the other half, then one fault at a time")
+        // The printed plan, pasted into a check, fails both runs alike.
+        var resets = 0
+        Simulation.check(seed: 63, faultPlan: minimal) { simulation in
+            let clients = try echo(simulation, clients: 4)
+            simulation.runUntilIdle()
+            resets += clients.filter { $0.terminal?.error != nil }.count
+        }
+        XCTAssertEqual(resets, 2, "the third client, once in each run")
     }
 
     func testShrinkingARunThatDoesNotFailChangesNothingAndSaysSo() throws {
@@ -127,16 +136,16 @@ final class SimulationFaultPlanTests: XCTestCase {
                 XCTAssertTrue("\(error)".hasSuffix("in \(fault)"), "\(error)")
             }
         }
-        let simulation = Simulation(seed: 65)
-        let clients = try echo(simulation, clients: 1)
-        simulation.run(for: .milliseconds(10))
-        XCTAssertThrowsError(try simulation.inject(.reset(connection: 1, at: .milliseconds(20)))) { error in
-            XCTAssertEqual("\(error)", "Simulation: inject: connection 1 was already accepted; plan its reset before it connects")
+        Simulation.check(seed: 65) { simulation in
+            let clients = try echo(simulation, clients: 1)
+            simulation.run(for: .milliseconds(10))
+            XCTAssertThrowsError(try simulation.inject(.reset(connection: 1, at: .milliseconds(20)))) { error in
+                XCTAssertEqual("\(error)", "Simulation: inject: connection 1 was already accepted; plan its reset before it connects")
+            }
+            simulation.runUntilIdle()
+            XCTAssertEqual(clients[0].values.joined().count, 200)
+            XCTAssertEqual(simulation.injectedFaults, [])
         }
-        simulation.runUntilIdle()
-        XCTAssertEqual(clients[0].values.joined().count, 200)
-        XCTAssertEqual(simulation.injectedFaults, [])
-        XCTAssertEqual(simulation.finish().problems, [])
     }
 
     func testFaultsPrintAsSwiftInTheirLargestExactUnit() {

@@ -3,6 +3,7 @@
 //
 //   printf 'a\nb\n' | lines          lines < notes.txt          lines   (a prompt on a terminal)
 //   lines --repeat y | head -c 100   a fast producer that a slow reader holds back
+import LinesKit
 import ReactiveUV
 import SampleSupport
 #if canImport(Glibc)
@@ -42,114 +43,14 @@ struct Options {
     }
 }
 
-/// Writes lines to standard output, its queue kept near `highWaterMark` (past it by at most the
-/// lines of one input chunk, which are queued together).
-///
-/// Each piece is sent without a result to wait for (the writer gathers small
-/// writes into one `write(2)` while earlier ones are on their way), except
-/// one now and then: once the queue is above the mark (the reader is slower
-/// than we are), or after `batch` pieces in any case, so that a failed write
-/// (the reader went away: `EPIPE`) is seen soon. The caller waits for that
-/// one (`settle()`) before it produces more. Confined to the loop's task.
-struct LineWriter {
-    static let highWaterMark = 64 << 10
-    static let batch = 1024
-    let output: StandardWriter
-    private var writesSinceWait = 0
-    private var awaited: Signal<Void>?
-    private(set) var mostQueued = 0
-
-    init(output: StandardWriter) { self.output = output }
-
-    /// Whether the caller should `settle()` before producing more.
-    var mustSettle: Bool { awaited != nil }
-
-    /// Queues `piece`, marking it as the one to wait for when the queue is high or a batch has gone by.
-    mutating func emit(_ piece: [UInt8]) {
-        writesSinceWait += 1
-        let queued = output.queuedWriteByteCount
-        mostQueued = max(mostQueued, queued + piece.count)
-        if awaited == nil, writesSinceWait >= LineWriter.batch || queued + piece.count > LineWriter.highWaterMark {
-            writesSinceWait = 0
-            awaited = output.write(piece)
-        } else {
-            output.send(piece)
-        }
-    }
-
-    /// Queues `text` and waits until it was written; returns the output's error, if it has failed.
-    mutating func emitAndWait(_ text: String) async -> (any Error)? {
-        if let error = await settle() { return error }
-        writesSinceWait = 0
-        let written = output.write(text)
-        mostQueued = max(mostQueued, output.queuedWriteByteCount)
-        return await written.waitUntilCompleted()
-    }
-
-    /// Waits for the write `emit` marked, if any; returns the output's error, if it has failed.
-    mutating func settle() async -> (any Error)? {
-        guard let awaited else { return nil }
-        self.awaited = nil
-        return await awaited.waitUntilCompleted()
-    }
-}
-
-/// Whether `error` is the reader of standard output having gone away.
-func isBrokenPipe(_ error: any Error) -> Bool {
-    (error as? UVError)?.name == "EPIPE"
-}
-
 /// Runs the sample on `loop`'s thread; returns the exit status.
 func run(_ options: Options, on loop: EventLoop) async -> Int32 {
-    var writer = LineWriter(output: StandardIO.output(on: loop))
-    var number = 0
-    var failure: (any Error)?
-    var inputFailure: (any Error)?
     if options.raw {
+        var writer = LineWriter(output: StandardIO.output(on: loop))
         return await readKeys(&writer, on: loop)
     }
-    if let text = options.repeatText {
-        let line = Array(text.utf8) + [0x0A]
-        while failure == nil {
-            number += 1
-            writer.emit(Array("\(number): ".utf8) + line)
-            if writer.mustSettle { failure = await writer.settle() }
-        }
-    } else {
-        let prompt = TTY.isTerminal(0) && TTY.isTerminal(1) ? "> " : ""
-        var numberer = LineNumberer(prompt: Array(prompt.utf8))
-        failure = await writer.emitAndWait(prompt)
-        do {
-            // Chunks, not lines, cross into the task: the lines of each are numbered and queued at once.
-            for try await chunk in StandardIO.input(on: loop).values {
-                numberer.number(chunk) { writer.emit($0) }
-                if writer.mustSettle { failure = await writer.settle() }
-                if failure != nil { break }
-            }
-        } catch {
-            inputFailure = error
-        }
-        if failure == nil, let last = numberer.finish() { writer.emit(last) }
-        number = numberer.number
-        if failure == nil, !prompt.isEmpty { failure = await writer.emitAndWait("\n") }
-    }
-    // Whatever is still queued goes out before the writer closes (unless the output already failed).
-    if let error = await writer.output.close().waitUntilCompleted(), failure == nil { failure = error }
-    if options.stats { printError("lines: most output bytes queued: \(writer.mostQueued)") }
-    if let inputFailure {
-        printError("lines: cannot read standard input: \(inputFailure)")
-        return 1
-    }
-    if let failure {
-        // `| head` closing its end is the ordinary way for a reader to stop us: a note, not a failure.
-        if isBrokenPipe(failure) {
-            printError("lines: standard output was closed by its reader after \(number) lines; stopping")
-            return 0
-        }
-        printError("lines: cannot write standard output: \(failure)")
-        return 1
-    }
-    return 0
+    let prompt = options.repeatText == nil && TTY.isTerminal(0) && TTY.isTerminal(1) ? "> " : ""
+    return await numberLines(repeating: options.repeatText, prompt: prompt, stats: options.stats, on: loop, say: printError)
 }
 
 /// `--raw`: the terminal in raw mode, each key's bytes printed as they come. Returns the exit status.

@@ -62,7 +62,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     private(set) var isClosed = false
     /// A reset drawn from the seed (`injectReset`), cancelled by the close.
     private var faultTimer: (any Disposable)?
-    /// When a byte last crossed this end either way (virtual nanoseconds): its idle time's start.
+    /// When a byte last crossed this end either way, or arrived unread (virtual nanoseconds): its idle time's start.
     private(set) var lastActivity: UInt64
     /// One end of a pipe (a child's standard stream): the other end's close reaches here as EOF,
     /// and a write after it fails with `EPIPE`, as a pipe without a reader does.
@@ -230,6 +230,9 @@ final class SimulatedStreamEnd: @unchecked Sendable {
         if let handedTo { return relay(to: handedTo) { $0.receive(bytes) } }
         // Kept from before the stream is attached (bytes sent before the listener accepted).
         guard !isClosed, inboundEnd == nil else { return }
+        // Bytes reaching the socket are activity, read or not, as the kernel's record is for TCP
+        // and the unread count for a Unix socket: an idle timeout must not close a sending peer.
+        lastActivity = loop.now.nanoseconds
         inbound.append(contentsOf: bytes)
         bytesReceived += bytes.count
         queueReadIfReady()

@@ -11,20 +11,31 @@ import Musl
 /// chunks, and so is a CR at the very end of the input. A final line without LF is numbered
 /// too; an empty final piece is not a line. A line cut by a chunk's end is handed out in
 /// pieces, so no line is held whole: any length goes, in constant memory.
-struct LineNumberer {
+///
+/// Thread rule: a value; use each from one thread at a time.
+public struct LineNumberer {
     /// Written after each line's LF ("> " on a terminal, else nothing).
-    let prompt: [UInt8]
+    ///
+    /// Thread rule: safe from any thread.
+    public let prompt: [UInt8]
     /// The number of the last line started.
-    private(set) var number = 0
+    ///
+    /// Thread rule: the numberer's thread.
+    public private(set) var number = 0
     /// A line's `"N: "` was handed out and its LF has not come yet.
     private var inLine = false
     /// The last chunk ended with a CR that was held back: dropped if an LF follows.
     private var heldCarriageReturn = false
 
-    init(prompt: [UInt8]) { self.prompt = prompt }
+    /// A numberer at line 0 that writes `prompt` after each line.
+    ///
+    /// Thread rule: safe from any thread.
+    public init(prompt: [UInt8]) { self.prompt = prompt }
 
     /// Hands `emit` what to write for `chunk`: one piece per line it ends, and one for a line it leaves open.
-    mutating func number(_ chunk: [UInt8], _ emit: ([UInt8]) -> Void) {
+    ///
+    /// Thread rule: the numberer's thread.
+    public mutating func number(_ chunk: [UInt8], _ emit: ([UInt8]) -> Void) {
         chunk.withUnsafeBufferPointer { bytes in
             guard let base = bytes.baseAddress else { return }
             var start = 0
@@ -53,7 +64,9 @@ struct LineNumberer {
     }
 
     /// The input ended: the piece that ends a line left open (its held CR dropped), or nil.
-    mutating func finish() -> [UInt8]? {
+    ///
+    /// Thread rule: the numberer's thread.
+    public mutating func finish() -> [UInt8]? {
         guard inLine else { return nil }
         inLine = false
         heldCarriageReturn = false
