@@ -73,6 +73,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     var clockJumps: [(at: UInt64, by: UInt64)] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
     private var callbackPayload: UInt64?
+    /// What simulated streams read, in order, while `recordsTimeline` is on (`Simulation+Timeline.swift`).
+    var timelineDeliveries: [SimulationDelivery] = []
 
     /// A simulation at virtual time zero with one loop named `loopName`.
     ///

@@ -56,6 +56,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
     /// them into its trace.
     package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
+    /// Told, when set, of every read a simulated stream is handed, with the loop reading it and the
+    /// stream's peer: the simulation's timeline (`Simulation.timeline`).
+    package var streamReadObserver: ((_ loop: String, _ peer: String, UnsafeRawBufferPointer, Int32) -> Void)?
     /// Packets (bytes, FIN, RST, a connect's SYN or answer) sent and not yet landed: the
     /// simulation's `finish()` lets them land before it looks for what is left open.
     package internal(set) var packetsInFlight = 0

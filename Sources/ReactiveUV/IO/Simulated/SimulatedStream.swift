@@ -285,14 +285,21 @@ final class SimulatedStreamEnd: @unchecked Sendable {
                 inboundStart = 0
             }
             lastActivity = loop.now.nanoseconds
-            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: base, count: count), status: 0)
+            noteRead(UnsafeRawBufferPointer(start: base, count: count), status: 0, by: connection)
             deliver(count, at: base, to: connection)
         } else if let code = inboundEnd, !endDelivered {
             endDelivered = true
-            loop.simulatedNetwork?.noteRead(UnsafeRawBufferPointer(start: nil, count: 0), status: code)
+            noteRead(UnsafeRawBufferPointer(start: nil, count: 0), status: code, by: connection)
             deliver(Int(code), at: nil, to: connection)
         }
         queueReadIfReady()
+    }
+
+    /// Tells the network (the trace's digest, and the timeline when it is kept) what `connection` reads.
+    private func noteRead(_ bytes: UnsafeRawBufferPointer, status: Int32, by connection: StreamConnection) {
+        guard let network = loop.simulatedNetwork else { return }
+        network.noteRead(bytes, status: status)
+        network.streamReadObserver?(loop.name, connection.peerDescription, bytes, status)
     }
 
     /// A read to the stream as libuv's read callback would hand it: ciphertext to the TLS lane, else plain.
