@@ -113,6 +113,27 @@ final class SimulatedUnixGroupTests: XCTestCase {
         }
     }
 
+    func testALoopShuttingDownEndsOnlyItsShareAndTheNextClientsGoToTheOthers() throws {
+        Simulation.check(seed: 95) { simulation in
+            let group = simulation.makeGroup(loopCount: 3, name: "unix")
+            let events = try simulation.record(EchoServer.run(unixPath: path, on: group), on: group.loops[0])
+            simulation.run(for: .milliseconds(1))
+            try simulation.perform(on: group.loops[1]) { group.loops[1].shutdown() }
+            simulation.runUntilIdle()
+            let payloads: [[UInt8]] = (0..<4).map { [UInt8($0), 42] }
+            let clients = try payloads.map { try simulation.record(client(sending: $0)) }
+            simulation.runUntilIdle()
+            for (index, recorder) in clients.enumerated() {
+                XCTAssertEqual(Array(recorder.values.joined()), payloads[index], "client \(index)")
+                guard case .completed? = recorder.terminal else { return XCTFail("client \(index): \(recorder.recorded)") }
+            }
+            let served = servedOn(events)
+            XCTAssertEqual(served.filter { $0 == "unix-0" }.count, 2, "\(served)")
+            XCTAssertEqual(served.filter { $0 == "unix-2" }.count, 2, "\(served)")
+            XCTAssertNil(events.terminal, "the other loops still serve: \(events.recorded)")
+        }
+    }
+
     func testASecondServerOnAHeldPathOrABadPathFailsWithANamedErrorOnASimulatedGroup() throws {
         Simulation.check(seed: 94) { simulation in
             let group = simulation.makeGroup(loopCount: 2, name: "unix")
