@@ -123,7 +123,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     }
 
     /// Adds `loopCount` simulated loops (at least 1) named `name-0`, `name-1`... and returns them
-    /// as an `EventLoopGroup`, for code that takes a group (`TCPServer.listen(on: group)`, `next()`).
+    /// as an `EventLoopGroup`, for code that takes a group (`TCPServer.listen(on: group)`,
+    /// `UnixSocket.serve(path:on: group)`, `next()`).
     /// `finish()` shuts them down with the others.
     ///
     /// Thread rule: the driving thread.

@@ -31,7 +31,7 @@ final class SimulationRefusalTests: XCTestCase {
         }
     }
 
-    func testASimulatedGroupHandsOutItsLoopsAndRefusesAUnixGroupServer() throws {
+    func testASimulatedGroupHandsOutItsLoopsAndServesAUnixGroupServer() throws {
         Simulation.check(seed: 32) { simulation in
             let group = simulation.makeGroup(loopCount: 3, name: "g")
             XCTAssertEqual(group.loops.map(\.name), ["g-0", "g-1", "g-2"])
@@ -40,15 +40,20 @@ final class SimulationRefusalTests: XCTestCase {
             let ticks = try group.loops.map { loop in
                 try simulation.record(Signal<Int>.interval(.milliseconds(10)).take(2).deliver(on: loop))
             }
-            let server = try simulation.record(UnixSocket.listen(path: "/tmp/no-such-simulated-group.sock", on: group))
+            let server = try simulation.record(UnixSocket.listen(path: "/tmp/simulated-group.sock", on: group))
+            simulation.runUntilIdle()
+            // Bound by now (the server starts on g-0): each client goes to the next loop.
+            let clients = try (0..<2).map { _ in try simulation.record(UnixSocket.connect(path: "/tmp/simulated-group.sock")) }
             simulation.runUntilIdle()
             for (index, recorder) in ticks.enumerated() {
                 XCTAssertEqual(recorder.values, [0, 1])
                 XCTAssertEqual(recorder.recorded.map(\.loopName), Array(repeating: "g-\(index)", count: 3))
                 XCTAssertEqual(recorder.recorded.map(\.time), [ms(10), ms(20), ms(20)])
             }
-            XCTAssertEqual(server.terminal?.error as? UVError, UVError.notSupported)
-            XCTAssertTrue("\(server.terminal?.error ?? UVError.notSupported)".contains("Server has no simulated backend"))
+            XCTAssertNil(server.terminal, "served, not refused: \(server.recorded)")
+            XCTAssertEqual(server.values.map(\.loop.name), ["g-0", "g-1"], "each client on the next loop in turn")
+            for connection in server.values + clients.flatMap(\.values) { connection.close() }
+            simulation.runUntilIdle()
         }
     }
 }

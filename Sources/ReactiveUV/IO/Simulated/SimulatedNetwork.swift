@@ -74,8 +74,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
     private var partitions: [(first: String, second: String, start: UInt64, heal: UInt64)] = []
     /// Listening sockets by address: one, or a group's shares (a client goes to a drawn one).
     private var listeners: [SocketAddress: [SimulatedTCPListeningSocket]] = [:]
-    /// Unix socket servers by path (names of the simulation, not files).
-    private var unixListeners: [String: SimulatedUnixListeningSocket] = [:]
+    /// Unix socket servers by path (names of the simulation, not files): one socket, or a group's shares.
+    private var unixListeners: [String: SimulatedUnixPath] = [:]
     private var nextClientPort = 49_152
     private var nextServerPort = 32_768
 
@@ -159,21 +159,29 @@ package final class SimulatedNetwork: @unchecked Sendable {
         }
     }
 
-    /// Holds `path` for `socket`; `EADDRINUSE` when a server of the simulation holds it.
-    func bindUnix(_ socket: SimulatedUnixListeningSocket, at path: String, context: String) throws(UVError) {
+    /// Holds `path` for `sockets` (one, or a group's shares); `EADDRINUSE` when a server of the simulation holds it.
+    func bindUnix(_ sockets: [SimulatedUnixListeningSocket], at path: String, context: String) throws(UVError) {
         guard unixListeners[path] == nil else {
             throw UVError(code: UVError.addressInUseCode, message: "another server of the simulation listens on this path",
                           context: context)
         }
-        unixListeners[path] = socket
+        unixListeners[path] = SimulatedUnixPath(sockets: sockets)
     }
 
-    /// Frees `socket`'s path.
+    /// Frees `socket`'s path once no share of its group holds it.
     func unbindUnix(_ socket: SimulatedUnixListeningSocket) {
-        if unixListeners[socket.path] === socket { unixListeners[socket.path] = nil }
+        guard var held = unixListeners[socket.path], held.sockets.contains(where: { $0 === socket }) else { return }
+        held.sockets.removeAll { $0 === socket }
+        unixListeners[socket.path] = held.sockets.isEmpty ? nil : held
     }
 
-    func unixListener(at path: String) -> SimulatedUnixListeningSocket? { unixListeners[path] }
+    /// The socket the next client connecting to `path` reaches: the one bound there, or a group's
+    /// share whose turn it is (round robin, skipping shares that closed or whose loop is shutting down).
+    func unixListener(at path: String) -> SimulatedUnixListeningSocket? {
+        guard var held = unixListeners[path] else { return nil }
+        defer { unixListeners[path] = held }
+        return held.takeTurn()
+    }
 
     /// A connection's one-way delay: `latency` plus a drawn part of `jitter`.
     func drawLatency() -> Duration {
@@ -260,4 +268,27 @@ package final class SimulatedNetwork: @unchecked Sendable {
 extension SocketAddress {
     /// `0.0.0.0` or `::`: every address of the host.
     var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
+}
+
+/// The sockets holding one Unix path: a server's, or a group's shares taking clients in turn.
+///
+/// Thread rule: a value kept by `SimulatedNetwork` (its driving thread).
+struct SimulatedUnixPath {
+    var sockets: [SimulatedUnixListeningSocket]
+    /// The share the next client goes to.
+    private var next = 0
+
+    init(sockets: [SimulatedUnixListeningSocket]) {
+        self.sockets = sockets
+    }
+
+    /// The share whose turn it is among those taking clients (the first socket when none does).
+    mutating func takeTurn() -> SimulatedUnixListeningSocket? {
+        for _ in sockets.indices {
+            let socket = sockets[next % sockets.count]
+            next = (next + 1) % sockets.count
+            if socket.acceptsClients && !socket.loop.shutdownRequested { return socket }
+        }
+        return sockets.first
+    }
 }

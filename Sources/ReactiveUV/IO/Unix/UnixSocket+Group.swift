@@ -66,13 +66,22 @@ extension UnixSocket {
                 send: Event.sendEvent).debugNamed("+UnixSocket.serve(\(UnixSocketPath.display(path)), on: group)")
     }
 
-    /// A server on every loop of `group`: a `GroupServer` whose first loop accepts for all.
+    /// A server on every loop of `group`: a `GroupServer` whose first loop accepts for all (on a
+    /// simulated group, shares bound together and given the clients in turn).
     private static func onGroup<Value>(
         path: String, backlog: Int32?, options: UnixSocketOptions, group: EventLoopGroup,
         onAccepted: (@Sendable (UnixConnection) -> Void)?, drain: Signal<DrainRequest>?,
         send: @escaping @Sendable (Event, Subscriber<Value>) -> Void
     ) -> Signal<Value> {
-        ServerSignal.onGroup("UnixSocket.serve(on: group)", group: group, options: options, backlog: backlog,
+        // A group's loops are all simulated or all real (a simulation makes its own groups).
+        if group.loops[0].isSimulated {
+            return ServerSignal.onGroup("UnixSocket.serve(on: group)", group: group, options: options, backlog: backlog,
+                                        context: "UnixSocket.serve(on: group)(\(UnixSocketPath.display(path)))", onAccepted: onAccepted,
+                                        drain: drain, refusingSimulation: nil, send: send) {
+                SimulatedUnixListeningSocket.startShares(of: $0, path: path)
+            }
+        }
+        return ServerSignal.onGroup("UnixSocket.serve(on: group)", group: group, options: options, backlog: backlog,
                              context: "UnixSocket.serve(on: group)(\(UnixSocketPath.display(path)))", onAccepted: onAccepted,
                              drain: drain, send: send) {
             UnixListeningSocket.startShares(of: $0, path: path)
