@@ -48,9 +48,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     /// The first simulated loop.
     public let loop: EventLoop
     /// Every loop of this simulation, `loop` first.
-    public private(set) var loops: [EventLoop]
+    @exclusivity(unchecked) public private(set) var loops: [EventLoop]
     /// Every callback run so far, with its virtual time.
-    public internal(set) var trace = SimulationTrace()
+    @exclusivity(unchecked) public internal(set) var trace = SimulationTrace()
 
     let virtualClock: VirtualClock
     /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
@@ -59,8 +59,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     package let files: SimulatedFileSystem
     /// The programs, standard I/O and OS signals of this simulation's process.
     package let system: SimulatedSystem
-    private var generator: SeededRandomNumberGenerator
-    private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
+    // These and `loops`, `trace`: touched between callbacks, no access spans one: exclusivity unchecked.
+    @exclusivity(unchecked) private var generator: SeededRandomNumberGenerator
+    @exclusivity(unchecked) private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
@@ -70,7 +71,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     /// Clock jumps planned and not yet made, by time (virtual nanoseconds): `Simulation+ClockJump.swift`.
     var clockJumps: [(at: UInt64, by: UInt64)] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
-    private var callbackPayload: UInt64?
+    @exclusivity(unchecked) private var callbackPayload: UInt64?
 
     /// A simulation at virtual time zero with one loop named `loopName`.
     ///
@@ -215,8 +216,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 if ran >= limit { break }
                 continue
             }
-            if jumpClock(before: min(nextDeadline() ?? target ?? now.nanoseconds, target ?? .max)) { continue }
-            guard let next = nextDeadline(), next <= target ?? .max else {
+            let next = nextDeadline()
+            if jumpClock(before: min(next ?? target ?? now.nanoseconds, target ?? .max)) { continue }
+            guard let next, next <= target ?? .max else {
                 if let target { virtualClock.advance(to: target) }
                 return ran
             }
@@ -234,14 +236,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
 
     /// Runs one ready callback, drawn by the generator when several are ready; false when none is.
     private func runOneReady() -> Bool {
-        candidates.removeAll(keepingCapacity: true)
-        for (index, loop) in loops.enumerated() {
-            let ready = loop.simulatedReadiness()
-            if ready.isEmpty { continue }
-            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where ready.contains(kind) {
-                candidates.append((index, kind))
-            }
-        }
+        Simulation.collectReady(loops, into: &candidates)
         guard !candidates.isEmpty else { return false }
         let pick = candidates.count == 1 ? 0 : Int(generator.next() % UInt64(candidates.count))
         let chosen = candidates[pick]
@@ -264,8 +259,27 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         return true
     }
 
+    /// Each loop's ready kinds, loop by loop, in the order the draw indexes them: shutdown,
+    /// queued, inbox, timer. Bits tested directly: this runs before every callback.
+    private static func collectReady(_ loops: [EventLoop], into candidates: inout [(loop: Int, ready: SimulatedReadiness)]) {
+        candidates.removeAll(keepingCapacity: true)
+        loops.withUnsafeBufferPointer { loops in
+            for index in loops.indices {
+                let bits = loops[index].simulatedReadiness().rawValue
+                if bits == 0 { continue }
+                for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where bits & kind.rawValue != 0 {
+                    candidates.append((index, kind))
+                }
+            }
+        }
+    }
+
     private func nextDeadline() -> UInt64? {
-        loops.compactMap { $0.simulatedNextDeadline() }.min()
+        var earliest: UInt64?
+        for loop in loops {
+            if let deadline = loop.simulatedNextDeadline(), earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+        }
+        return earliest
     }
 
     /// A blocking wait (`first(timeout:)`...) made on the driving thread: see `SimulationDriver`.

@@ -114,16 +114,15 @@ extension EventLoop {
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
     package func simulatedReadiness() -> SimulatedReadiness {
-        var ready: SimulatedReadiness = []
-        switch state.load(ordering: .acquiring) {
-        case .closed: return []
-        case .closeRequested: ready.insert(.shutdown)
-        default: break
-        }
-        if !localQueue.isEmpty { ready.insert(.queued) }
-        if withInbox({ !$0.items.isEmpty }) { ready.insert(.inbox) }
-        if let deadline = simulatedNextDeadline(), deadline <= clockNanoseconds { ready.insert(.timer) }
-        return ready
+        // Asked of every loop before each callback: raw bits, one look at each queue.
+        let current = state.load(ordering: .acquiring)
+        if current == .closed { return [] }
+        var bits = current == .closeRequested ? SimulatedReadiness.shutdown.rawValue : 0
+        if !localQueue.isEmpty { bits |= SimulatedReadiness.queued.rawValue }
+        if withInbox({ !$0.items.isEmpty }) { bits |= SimulatedReadiness.inbox.rawValue }
+        timers.dropCancelledAtTop()
+        if let deadline = timers.earliestDeadline, deadline <= clockNanoseconds { bits |= SimulatedReadiness.timer.rawValue }
+        return SimulatedReadiness(rawValue: bits)
     }
 
     /// The earliest deadline of a live timer, cancelled ones at the top dropped first; nil when none.
