@@ -61,7 +61,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     package let system: SimulatedSystem
     // These and `loops`, `trace`: touched between callbacks, no access spans one: exclusivity unchecked.
     @exclusivity(unchecked) private var generator: SeededRandomNumberGenerator
-    @exclusivity(unchecked) private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
+    /// The look at the loops before the latest callback (`Simulation+Look.swift`).
+    @exclusivity(unchecked) private var look = SimulationLook()
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
@@ -216,7 +217,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 if ran >= limit { break }
                 continue
             }
-            let next = nextDeadline()
+            // The look that found nothing ready saw every deadline as it stands.
+            let next = look.earliestDeadline
             if jumpClock(before: min(next ?? target ?? now.nanoseconds, target ?? .max)) { continue }
             guard let next, next <= target ?? .max else {
                 if let target { virtualClock.advance(to: target) }
@@ -236,10 +238,10 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
 
     /// Runs one ready callback, drawn by the generator when several are ready; false when none is.
     private func runOneReady() -> Bool {
-        Simulation.collectReady(loops, into: &candidates)
-        guard !candidates.isEmpty else { return false }
-        let pick = candidates.count == 1 ? 0 : Int(generator.next() % UInt64(candidates.count))
-        let chosen = candidates[pick]
+        look.take(loops)
+        guard look.count > 0 else { return false }
+        let pick = look.count == 1 ? 0 : Int(generator.next() % UInt64(look.count))
+        let chosen = look[pick]
         let time = now
         let loop = loops[chosen.loop]
         let kind: SimulationCallbackKind
@@ -257,21 +259,6 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
                                           payload: callbackPayload))
         return true
-    }
-
-    /// Each loop's ready kinds, loop by loop, in the order the draw indexes them: shutdown,
-    /// queued, inbox, timer. Bits tested directly: this runs before every callback.
-    private static func collectReady(_ loops: [EventLoop], into candidates: inout [(loop: Int, ready: SimulatedReadiness)]) {
-        candidates.removeAll(keepingCapacity: true)
-        loops.withUnsafeBufferPointer { loops in
-            for index in loops.indices {
-                let bits = loops[index].simulatedReadiness().rawValue
-                if bits == 0 { continue }
-                for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer] where bits & kind.rawValue != 0 {
-                    candidates.append((index, kind))
-                }
-            }
-        }
     }
 
     private func nextDeadline() -> UInt64? {

@@ -131,7 +131,7 @@ public enum SimulatedEchoWorld {
         if eventLimit == nil { figures.problems += report.problems }
         figures.wallNanoseconds = DispatchTime.now().uptimeNanoseconds - begin
         figures.virtualTime = .nanoseconds(Int64(clamping: simulation.now.nanoseconds))
-        figures.events = simulation.trace.entries.count
+        figures.events = simulation.trace.count
         figures.messagesEchoed = tally.bytesEchoed / max(1, size.messageSize)
         figures.connects = tally.connects
         figures.connectionsLost = tally.connectionsLost

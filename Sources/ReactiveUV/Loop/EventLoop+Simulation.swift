@@ -114,15 +114,23 @@ extension EventLoop {
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
     package func simulatedReadiness() -> SimulatedReadiness {
-        // Asked of every loop before each callback: raw bits, one look at each queue.
+        simulatedLook().ready
+    }
+
+    /// `simulatedReadiness()` and `simulatedNextDeadline()` in one look, which a simulation takes
+    /// of every loop before each callback: raw bits, each queue looked at once.
+    ///
+    /// Thread rule: the simulation's driving thread, between callbacks.
+    package func simulatedLook() -> (ready: SimulatedReadiness, deadline: UInt64?) {
         let current = state.load(ordering: .acquiring)
-        if current == .closed { return [] }
+        if current == .closed { return ([], nil) }
         var bits = current == .closeRequested ? SimulatedReadiness.shutdown.rawValue : 0
         if !localQueue.isEmpty { bits |= SimulatedReadiness.queued.rawValue }
         if withInbox({ !$0.items.isEmpty }) { bits |= SimulatedReadiness.inbox.rawValue }
         timers.dropCancelledAtTop()
-        if let deadline = timers.earliestDeadline, deadline <= clockNanoseconds { bits |= SimulatedReadiness.timer.rawValue }
-        return SimulatedReadiness(rawValue: bits)
+        let deadline = timers.earliestDeadline
+        if let deadline, deadline <= clockNanoseconds { bits |= SimulatedReadiness.timer.rawValue }
+        return (SimulatedReadiness(rawValue: bits), deadline)
     }
 
     /// The earliest deadline of a live timer, cancelled ones at the top dropped first; nil when none.
