@@ -455,7 +455,8 @@ case "sim-events":
 case "sim-world":
     // The same world for `count` virtual seconds, its figures printed (a wall-clock look, not for callgrind).
     let figures = SimulatedEchoWorld.run(seed: 1, size: SimulatedEchoSize(virtualTime: .seconds(count)))
-    print("\(figures.virtualTime) virtual in \(Double(figures.wallNanoseconds) / 1e9) s wall: \(Int(figures.speedUp))x, "
+    print("\(figures.virtualTime) virtual in \(Double(figures.wallNanoseconds) / 1e9) s wall: \(Int(figures.speedUp))x "
+          + "(CPU \(Double(figures.cpuNanoseconds) / 1e9) s: \(Int(figures.cpuSpeedUp))x), "
           + "\(figures.events) events, \(Int(figures.nanosecondsPerEvent)) ns/event, \(figures.messagesEchoed) echoed, "
           + "\(figures.connects) connects, \(figures.connectionsLost) lost, trace \(figures.traceHash) \(figures.problems)")
 default:

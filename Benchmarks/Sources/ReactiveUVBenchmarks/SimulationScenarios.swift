@@ -12,7 +12,8 @@ enum SimulationScenarios {
         let wallSeconds = Double(figures.wallNanoseconds) / 1e9
         let met = figures.speedUp >= 1_000 && figures.problems.isEmpty
         var notes = [
-            "virtual time \(format(virtualSeconds)) s, wall time \(format(wallSeconds)) s: \(format(figures.speedUp))× real time",
+            "virtual time \(format(virtualSeconds)) s, wall time \(format(wallSeconds)) s: \(format(figures.speedUp))× real time "
+                + "(CPU time \(format(Double(figures.cpuNanoseconds) / 1e9)) s: \(format(figures.cpuSpeedUp))×)",
             "\(figures.events) simulated I/O events (callbacks traced), \(format(figures.nanosecondsPerEvent)) ns per event",
             "\(figures.messagesEchoed) messages echoed, \(figures.connects) connects, \(figures.connectionsLost) lost and reconnected, "
                 + "\(figures.resetsInjected) resets, \(figures.partitions) partitions; trace \(figures.traceHash)",

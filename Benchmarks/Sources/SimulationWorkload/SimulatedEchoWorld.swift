@@ -40,6 +40,8 @@ public struct SimulatedEchoFigures: Sendable {
     public var virtualTime: Duration = .zero
     /// Wall time of the whole run: building the world, running it, the stop and `finish()`.
     public var wallNanoseconds: UInt64 = 0
+    /// CPU time of the running thread over the same span (below the wall time on a busy machine).
+    public var cpuNanoseconds: UInt64 = 0
     /// Callbacks the simulation ran (its trace's entries): each read delivered, write completed,
     /// accept, connect answer, packet landing and timer firing is one.
     public var events = 0
@@ -63,6 +65,11 @@ public struct SimulatedEchoFigures: Sendable {
         let (seconds, attoseconds) = virtualTime.components
         let virtualNanoseconds = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
         return wallNanoseconds == 0 ? 0 : virtualNanoseconds / Double(wallNanoseconds)
+    }
+
+    /// Virtual time over the thread's CPU time.
+    public var cpuSpeedUp: Double {
+        cpuNanoseconds == 0 ? 0 : speedUp * Double(wallNanoseconds) / Double(cpuNanoseconds)
     }
 
     /// Wall nanoseconds per simulated event.
@@ -89,6 +96,7 @@ public enum SimulatedEchoWorld {
     public static func run(seed: UInt64, size: SimulatedEchoSize = SimulatedEchoSize(), eventLimit: Int? = nil) -> SimulatedEchoFigures {
         var figures = SimulatedEchoFigures()
         let begin = DispatchTime.now().uptimeNanoseconds
+        let cpuBegin = threadCPUNanoseconds()
         var draws = SeededRandomNumberGenerator(seed: seed ^ 0x6A09_E667_F3BC_C908)
         let simulation = Simulation(seed: seed, loopName: "server")
         let hosts = (0..<max(1, size.hosts)).map { simulation.makeLoop(name: "client-\($0)") }
@@ -130,6 +138,7 @@ public enum SimulatedEchoWorld {
         let report = simulation.finish()
         if eventLimit == nil { figures.problems += report.problems }
         figures.wallNanoseconds = DispatchTime.now().uptimeNanoseconds - begin
+        figures.cpuNanoseconds = threadCPUNanoseconds() - cpuBegin
         figures.virtualTime = .nanoseconds(Int64(clamping: simulation.now.nanoseconds))
         figures.events = simulation.trace.count
         figures.messagesEchoed = tally.bytesEchoed / max(1, size.messageSize)
@@ -139,6 +148,13 @@ public enum SimulatedEchoWorld {
         figures.traceHash = simulation.trace.hashHex
         return figures
     }
+}
+
+/// The calling thread's CPU time, in nanoseconds.
+func threadCPUNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
 extension Duration {
