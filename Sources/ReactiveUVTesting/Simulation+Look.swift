@@ -14,17 +14,23 @@ struct SimulationLook {
     private(set) var count = 0
     /// The earliest deadline (virtual nanoseconds) of a live timer on any loop; nil when none.
     private(set) var earliestDeadline: UInt64?
+    /// Each loop's earliest deadline at the last look.
+    private var deadlines: [UInt64?] = []
 
     /// The `index`th ready callback: which loop, what kind.
     subscript(index: Int) -> (loop: Int, ready: SimulatedReadiness) { candidates[index] }
 
     /// Looks at every loop of `simulationLoops` now.
     mutating func take(_ simulationLoops: [EventLoop]) {
-        if loops.count != simulationLoops.count { loops = simulationLoops.map { Unmanaged.passUnretained($0) } }
+        if loops.count != simulationLoops.count {
+            loops = simulationLoops.map { Unmanaged.passUnretained($0) }
+            deadlines = Array(repeating: nil, count: loops.count)
+        }
         count = 0
         earliestDeadline = nil
         for index in loops.indices {
             let (ready, deadline) = loops[index]._withUnsafeGuaranteedRef { $0.simulatedLook() }
+            deadlines[index] = deadline
             if let deadline, earliestDeadline.map({ deadline < $0 }) ?? true { earliestDeadline = deadline }
             let bits = ready.rawValue
             if bits == 0 { continue }
@@ -32,6 +38,15 @@ struct SimulationLook {
             if bits & SimulatedReadiness.queued.rawValue != 0 { add(index, .queued) }
             if bits & SimulatedReadiness.inbox.rawValue != 0 { add(index, .inbox) }
             if bits & SimulatedReadiness.timer.rawValue != 0 { add(index, .timer) }
+        }
+    }
+
+    /// The look `take` would give after a look that found nothing ready and only the clock
+    /// moved since, to `now`: the timers due then, loop by loop (nothing else can have changed).
+    mutating func takeAfterClockMoved(to now: UInt64) {
+        count = 0
+        for index in deadlines.indices {
+            if let deadline = deadlines[index], deadline <= now { add(index, .timer) }
         }
     }
 

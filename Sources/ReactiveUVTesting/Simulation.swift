@@ -63,6 +63,8 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     @exclusivity(unchecked) private var generator: SeededRandomNumberGenerator
     /// The look at the loops before the latest callback (`Simulation+Look.swift`).
     @exclusivity(unchecked) private var look = SimulationLook()
+    /// The last look found nothing ready and only the clock moved since (`drive`).
+    @exclusivity(unchecked) private var onlyClockMoved = false
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
@@ -225,6 +227,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 return ran
             }
             virtualClock.advance(to: next)
+            onlyClockMoved = true
         }
         let left = loops.contains { !$0.simulatedReadiness().isEmpty } || nextDeadline().map { $0 <= target ?? .max } == true
         if left {
@@ -238,7 +241,12 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
 
     /// Runs one ready callback, drawn by the generator when several are ready; false when none is.
     private func runOneReady() -> Bool {
-        look.take(loops)
+        if onlyClockMoved {
+            onlyClockMoved = false
+            look.takeAfterClockMoved(to: virtualClock.nanoseconds)
+        } else {
+            look.take(loops)
+        }
         guard look.count > 0 else { return false }
         let pick = look.count == 1 ? 0 : Int(generator.next() % UInt64(look.count))
         let chosen = look[pick]
@@ -256,8 +264,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .shutdown: kind = .shutdown
         case .none: return true
         }
-        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
-                                          payload: callbackPayload))
+        trace.append(time: time.nanoseconds, loopIndex: chosen.loop, kind: kind, payload: callbackPayload) { loop.name }
         return true
     }
 

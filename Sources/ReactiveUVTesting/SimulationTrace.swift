@@ -110,15 +110,20 @@ public struct SimulationTrace: Sendable {
     }
 
     mutating func append(_ entry: SimulationTraceEntry) {
-        let index = Int32(truncatingIfNeeded: entry.loopIndex)
+        append(time: entry.time.nanoseconds, loopIndex: entry.loopIndex, kind: entry.kind, payload: entry.payload) { entry.loopName }
+    }
+
+    /// `append(_:)` without making an entry (the driver's, once per callback): the loop's name is
+    /// asked for only the first time its index is seen.
+    mutating func append(time: UInt64, loopIndex: Int, kind: SimulationCallbackKind, payload: UInt64?, loopName: () -> String) {
+        let index = Int32(truncatingIfNeeded: loopIndex)
         if Int(index) >= loopNames.count { loopNames += Array(repeating: "", count: Int(index) + 1 - loopNames.count) }
-        if loopNames[Int(index)].isEmpty { loopNames[Int(index)] = entry.loopName }
-        records.append(Record(time: entry.time.nanoseconds, payload: entry.payload ?? 0, loopIndex: index, kind: entry.kind,
-                              hasPayload: entry.payload != nil))
-        mix(entry.time.nanoseconds, bytes: 8)
-        mix(UInt64(truncatingIfNeeded: entry.loopIndex), bytes: 4)
-        mix(UInt64(entry.kind.code), bytes: 1)
-        if let payload = entry.payload { mix(payload, bytes: 8) }
+        if loopNames[Int(index)].isEmpty { loopNames[Int(index)] = loopName() }
+        records.append(Record(time: time, payload: payload ?? 0, loopIndex: index, kind: kind, hasPayload: payload != nil))
+        mix(time, bytes: 8)
+        mix(UInt64(truncatingIfNeeded: loopIndex), bytes: 4)
+        mix(UInt64(kind.code), bytes: 1)
+        if let payload { mix(payload, bytes: 8) }
     }
 
     /// FNV-1a 64 of `bytes` continued from `digest` (start from `payloadSeed`).
