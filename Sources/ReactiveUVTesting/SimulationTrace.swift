@@ -78,6 +78,8 @@ public struct SimulationTraceEntry: Sendable, Equatable, CustomStringConvertible
 /// Thread rule: a value; the simulation appends on its driving thread.
 public struct SimulationTrace: Sendable {
     /// Every callback so far, in order (made from the compact records on each read: read it once).
+    ///
+    /// Thread rule: safe from any thread.
     public var entries: [SimulationTraceEntry] {
         records.map { record in
             SimulationTraceEntry(time: SchedulerInstant(nanoseconds: record.time), loopName: loopNames[Int(record.loopIndex)],
@@ -86,6 +88,8 @@ public struct SimulationTrace: Sendable {
         }
     }
     /// How many callbacks so far.
+    ///
+    /// Thread rule: safe from any thread.
     public var count: Int { records.count }
     /// One entry without its loop's name: a long run keeps millions of them.
     private struct Record {

@@ -84,6 +84,10 @@ final class EchoTally: @unchecked Sendable {
     var connectionsLost = 0
 }
 
+/// The simulation speed benchmark's world: an echo server and `SimulatedEchoSize.clients` clients
+/// on a seeded simulated network with faults.
+///
+/// Thread rule: `run` builds and drives the whole simulation on the calling thread.
 public enum SimulatedEchoWorld {
     static let port = 7_000
     /// Wait before a client reconnects after losing its connection.
