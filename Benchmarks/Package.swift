@@ -15,11 +15,16 @@ let package = Package(
     targets: [
         .target(name: "CBaselines", linkerSettings: [.linkedLibrary("uv"), .linkedLibrary("pthread"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .target(name: "MallocCounter"),
+        // The simulation speed workload, shared by the runner and Profile.
+        .target(name: "SimulationWorkload", dependencies: [
+            .product(name: "ReactiveUV", package: "ReactiveUV"), .product(name: "ReactiveUVTesting", package: "ReactiveUV"),
+        ]),
         .executableTarget(
             name: "ReactiveUVBenchmarks",
             dependencies: [
                 "CBaselines",
                 "MallocCounter",
+                "SimulationWorkload",
                 .product(name: "ReactiveUV", package: "ReactiveUV"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -37,7 +42,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        .executableTarget(name: "Profile", dependencies: ["CBaselines", .product(name: "ReactiveUV", package: "ReactiveUV"), .product(name: "OpenCombine", package: "OpenCombine")]),
+        .executableTarget(name: "Profile", dependencies: ["CBaselines", "SimulationWorkload", .product(name: "ReactiveUV", package: "ReactiveUV"), .product(name: "OpenCombine", package: "OpenCombine")]),
     ],
     swiftLanguageModes: [.v6]
 )

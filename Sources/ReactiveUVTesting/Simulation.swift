@@ -50,9 +50,9 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     /// The first simulated loop.
     public let loop: EventLoop
     /// Every loop of this simulation, `loop` first.
-    public private(set) var loops: [EventLoop]
+    @exclusivity(unchecked) public private(set) var loops: [EventLoop]
     /// Every callback run so far, with its virtual time.
-    public internal(set) var trace = SimulationTrace()
+    @exclusivity(unchecked) public internal(set) var trace = SimulationTrace()
 
     let virtualClock: VirtualClock
     /// The network of this simulation's loops (TCP servers and connections), its faults drawn from the seed.
@@ -61,8 +61,12 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     package let files: SimulatedFileSystem
     /// The programs, standard I/O and OS signals of this simulation's process.
     package let system: SimulatedSystem
-    private var generator: SeededRandomNumberGenerator
-    private var candidates: [(loop: Int, ready: SimulatedReadiness)] = []
+    // These and `loops`, `trace`: touched between callbacks, no access spans one: exclusivity unchecked.
+    @exclusivity(unchecked) private var generator: SeededRandomNumberGenerator
+    /// The look at the loops before the latest callback (`Simulation+Look.swift`).
+    @exclusivity(unchecked) private var look = SimulationLook()
+    /// The last look found nothing ready and only the clock moved since (`drive`).
+    @exclusivity(unchecked) private var onlyClockMoved = false
     private var recorders: [any Disposable] = []
     private var problems: [String] = []
     private var driving = false
@@ -72,7 +76,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     /// Clock jumps planned and not yet made, by time (virtual nanoseconds): `Simulation+ClockJump.swift`.
     var clockJumps: [(at: UInt64, by: UInt64)] = []
     /// The digest of what simulated streams read during the callback running now, if any read.
-    private var callbackPayload: UInt64?
+    @exclusivity(unchecked) private var callbackPayload: UInt64?
     /// What simulated streams read, in order, while `recordsTimeline` is on (`Simulation+Timeline.swift`).
     var timelineDeliveries: [SimulationDelivery] = []
 
@@ -222,12 +226,15 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
                 if ran >= limit { break }
                 continue
             }
-            if jumpClock(before: min(nextDeadline() ?? target ?? now.nanoseconds, target ?? .max)) { continue }
-            guard let next = nextDeadline(), next <= target ?? .max else {
+            // The look that found nothing ready saw every deadline as it stands.
+            let next = look.earliestDeadline
+            if jumpClock(before: min(next ?? target ?? now.nanoseconds, target ?? .max)) { continue }
+            guard let next, next <= target ?? .max else {
                 if let target { virtualClock.advance(to: target) }
                 return ran
             }
             virtualClock.advance(to: next)
+            onlyClockMoved = true
         }
         let left = loops.contains { !$0.simulatedReadiness().isEmpty } || nextDeadline().map { $0 <= target ?? .max } == true
         if left {
@@ -241,17 +248,15 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
 
     /// Runs one ready callback, drawn by the generator when several are ready; false when none is.
     private func runOneReady() -> Bool {
-        candidates.removeAll(keepingCapacity: true)
-        for (index, loop) in loops.enumerated() {
-            let ready = loop.simulatedReadiness()
-            if ready.isEmpty { continue }
-            for kind in [SimulatedReadiness.shutdown, .queued, .inbox, .timer, .pool] where ready.contains(kind) {
-                candidates.append((index, kind))
-            }
+        if onlyClockMoved {
+            onlyClockMoved = false
+            look.takeAfterClockMoved(to: virtualClock.nanoseconds)
+        } else {
+            look.take(loops)
         }
-        guard !candidates.isEmpty else { return false }
-        let pick = candidates.count == 1 ? 0 : Int(generator.next() % UInt64(candidates.count))
-        let chosen = candidates[pick]
+        guard look.count > 0 else { return false }
+        let pick = look.count == 1 ? 0 : Int(generator.next() % UInt64(look.count))
+        let chosen = look[pick]
         let time = now
         let loop = loops[chosen.loop]
         let kind: SimulationCallbackKind
@@ -267,13 +272,16 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .poolWork: kind = .poolWork
         case .none: return true
         }
-        trace.append(SimulationTraceEntry(time: time, loopName: loop.name, loopIndex: chosen.loop, kind: kind,
-                                          payload: callbackPayload))
+        trace.append(time: time.nanoseconds, loopIndex: chosen.loop, kind: kind, payload: callbackPayload) { loop.name }
         return true
     }
 
     private func nextDeadline() -> UInt64? {
-        loops.compactMap { $0.simulatedNextDeadline() }.min()
+        var earliest: UInt64?
+        for loop in loops {
+            if let deadline = loop.simulatedNextDeadline(), earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+        }
+        return earliest
     }
 
     /// A blocking wait (`first(timeout:)`...) made on the driving thread: see `SimulationDriver`.

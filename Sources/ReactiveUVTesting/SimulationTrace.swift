@@ -1,4 +1,5 @@
 import ReactiveUV
+@_spi(SchedulerImplementation) import ReactiveUVCore
 
 /// What kind of callback a simulated loop ran.
 ///
@@ -80,8 +81,31 @@ public struct SimulationTraceEntry: Sendable, Equatable, CustomStringConvertible
 ///
 /// Thread rule: a value; the simulation appends on its driving thread.
 public struct SimulationTrace: Sendable {
-    /// Every callback so far, in order.
-    public private(set) var entries: [SimulationTraceEntry] = []
+    /// Every callback so far, in order (made from the compact records on each read: read it once).
+    ///
+    /// Thread rule: safe from any thread.
+    public var entries: [SimulationTraceEntry] {
+        records.map { record in
+            SimulationTraceEntry(time: SchedulerInstant(nanoseconds: record.time), loopName: loopNames[Int(record.loopIndex)],
+                                 loopIndex: Int(record.loopIndex), kind: record.kind,
+                                 payload: record.hasPayload ? record.payload : nil)
+        }
+    }
+    /// How many callbacks so far.
+    ///
+    /// Thread rule: safe from any thread.
+    public var count: Int { records.count }
+    /// One entry without its loop's name: a long run keeps millions of them.
+    private struct Record {
+        var time: UInt64
+        var payload: UInt64
+        var loopIndex: Int32
+        var kind: SimulationCallbackKind
+        var hasPayload: Bool
+    }
+    private var records: [Record] = []
+    /// Each loop's name, by its index (a loop's name never changes).
+    private var loopNames: [String] = []
     /// FNV-1a over each entry's virtual time, loop index, kind and payload digest.
     public private(set) var hash: UInt64 = 0xCBF2_9CE4_8422_2325
 
@@ -94,11 +118,20 @@ public struct SimulationTrace: Sendable {
     }
 
     mutating func append(_ entry: SimulationTraceEntry) {
-        entries.append(entry)
-        mix(entry.time.nanoseconds, bytes: 8)
-        mix(UInt64(truncatingIfNeeded: entry.loopIndex), bytes: 4)
-        mix(UInt64(entry.kind.code), bytes: 1)
-        if let payload = entry.payload { mix(payload, bytes: 8) }
+        append(time: entry.time.nanoseconds, loopIndex: entry.loopIndex, kind: entry.kind, payload: entry.payload) { entry.loopName }
+    }
+
+    /// `append(_:)` without making an entry (the driver's, once per callback): the loop's name is
+    /// asked for only the first time its index is seen.
+    mutating func append(time: UInt64, loopIndex: Int, kind: SimulationCallbackKind, payload: UInt64?, loopName: () -> String) {
+        let index = Int32(truncatingIfNeeded: loopIndex)
+        if Int(index) >= loopNames.count { loopNames += Array(repeating: "", count: Int(index) + 1 - loopNames.count) }
+        if loopNames[Int(index)].isEmpty { loopNames[Int(index)] = loopName() }
+        records.append(Record(time: time, payload: payload ?? 0, loopIndex: index, kind: kind, hasPayload: payload != nil))
+        mix(time, bytes: 8)
+        mix(UInt64(truncatingIfNeeded: loopIndex), bytes: 4)
+        mix(UInt64(kind.code), bytes: 1)
+        if let payload { mix(payload, bytes: 8) }
     }
 
     /// FNV-1a 64 of `bytes` continued from `digest` (start from `payloadSeed`).

@@ -6,6 +6,7 @@ import Foundation
 import CBaselines
 import OpenCombine
 import ReactiveUV
+import SimulationWorkload
 
 enum Shared {
     nonisolated(unsafe) static var countdown: Countdown?  // set before posting; read only on the loop thread
@@ -446,8 +447,20 @@ case "list", "rawc-list", "async-list", "async-list-isolated":
             if listed.entries != 20_000 || listed.nameBytes == 0 { print("listed \(listed.entries)") }
         }
     }
+case "sim-events":
+    // The simulated echo world of the simulation speed benchmark, stopped after `count` callbacks
+    // (from 200,000 on it is past the connects: each further event is the steady exchange).
+    let figures = SimulatedEchoWorld.run(seed: 1, eventLimit: count)
+    if figures.events < count { print("sim-events: the world ran out after \(figures.events) events") }
+case "sim-world":
+    // The same world for `count` virtual seconds, its figures printed (a wall-clock look, not for callgrind).
+    let figures = SimulatedEchoWorld.run(seed: 1, size: SimulatedEchoSize(virtualTime: .seconds(count)))
+    print("\(figures.virtualTime) virtual in \(Double(figures.wallNanoseconds) / 1e9) s wall: \(Int(figures.speedUp))x "
+          + "(CPU \(Double(figures.cpuNanoseconds) / 1e9) s: \(Int(figures.cpuSpeedUp))x), "
+          + "\(figures.events) events, \(Int(figures.nanosecondsPerEvent)) ns/event, \(figures.messagesEchoed) echoed, "
+          + "\(figures.connects) connects, \(figures.connectionsLost) lost, trace \(figures.traceHash) \(figures.problems)")
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-list-isolated, async-stat, async-stat-isolated, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-list-isolated, async-stat, async-stat-isolated, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake, sim-events, sim-world")
 }
 loop.shutdown()
 

@@ -28,6 +28,8 @@ struct ScenarioResult {
     /// The row of ours the target is judged on, when it is not the default one (the
     /// variant with the anchor's semantics, e.g. timers counted from the loop's time).
     var judged: String = Contender.ours
+    /// Lines printed under the table (figures that are not a contender's, a verdict of its own).
+    var notes: [String] = []
 
     var ours: Measurement? { measurements.first { $0.contender == Contender.ours } }
 
@@ -97,6 +99,7 @@ func printText(_ result: ScenarioResult) {
               + ratio.padding(toLength: 8, withPad: " ", startingAt: 0) + measurement.detail)
     }
     if let verdict = result.targetVerdict { print("   \(verdict)") }
+    for note in result.notes { print("   \(note)") }
     print("")
 }
 

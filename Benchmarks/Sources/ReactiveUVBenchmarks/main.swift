@@ -62,6 +62,7 @@ var scenarios: [(String, () -> [ScenarioResult])] = [
     ("TLS bulk throughput", { [TLSScenarios.bulk(total: (1 << 30) / UInt64(scale), rounds: quick ? 1 : 3)] }),
     ("TLS handshakes per second", { [TLSScenarios.handshakes(count: 2000 / scale, rounds: quick ? 1 : 5)] }),
     ("Idle TLS connections memory", { [TLSScenarios.idle(count: 10_000 / scale, rounds: quick ? 1 : 2)] }),
+    ("simulation speed", { [SimulationScenarios.speed(scale: scale)] }),
     ("file-watch latency", { [IOScenarios.fileWatch(count: 2000 / scale, ours: { IOOurs.fileWatch(directory: $0, file: $1, count: $2) })] }),
 ]
 

@@ -117,17 +117,24 @@ extension EventLoop {
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
     package func simulatedReadiness() -> SimulatedReadiness {
-        var ready: SimulatedReadiness = []
-        switch state.load(ordering: .acquiring) {
-        case .closed: return []
-        case .closeRequested: ready.insert(.shutdown)
-        default: break
-        }
-        if !localQueue.isEmpty { ready.insert(.queued) }
-        if withInbox({ !$0.items.isEmpty }) { ready.insert(.inbox) }
-        if let deadline = simulatedNextDeadline(), deadline <= clockNanoseconds { ready.insert(.timer) }
-        if simulatedSystem?.threadPool.hasWaiting(for: self) == true { ready.insert(.pool) }
-        return ready
+        simulatedLook().ready
+    }
+
+    /// `simulatedReadiness()` and `simulatedNextDeadline()` in one look, which a simulation takes
+    /// of every loop before each callback: raw bits, each queue looked at once.
+    ///
+    /// Thread rule: the simulation's driving thread, between callbacks.
+    package func simulatedLook() -> (ready: SimulatedReadiness, deadline: UInt64?) {
+        let current = state.load(ordering: .acquiring)
+        if current == .closed { return ([], nil) }
+        var bits = current == .closeRequested ? SimulatedReadiness.shutdown.rawValue : 0
+        if !localQueue.isEmpty { bits |= SimulatedReadiness.queued.rawValue }
+        if withInbox({ !$0.items.isEmpty }) { bits |= SimulatedReadiness.inbox.rawValue }
+        timers.dropCancelledAtTop()
+        let deadline = timers.earliestDeadline
+        if let deadline, deadline <= clockNanoseconds { bits |= SimulatedReadiness.timer.rawValue }
+        if simulatedSystem?.threadPool.hasWaiting(for: self) == true { bits |= SimulatedReadiness.pool.rawValue }
+        return (SimulatedReadiness(rawValue: bits), deadline)
     }
 
     /// The earliest deadline of a live timer, cancelled ones at the top dropped first; nil when none.

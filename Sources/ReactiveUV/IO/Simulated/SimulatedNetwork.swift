@@ -38,7 +38,8 @@ package final class SimulatedNetwork: @unchecked Sendable {
         package init() {}
     }
 
-    package var faults = Faults()
+    // Read or counted for each packet and read, never across a call that could re-enter: unchecked.
+    @exclusivity(unchecked) package var faults = Faults()
     /// Connections whose reset was armed (drawn from `resetPerMille` or planned) so far.
     package private(set) var resetsInjected = 0
     /// Resets written in a plan (connection number to virtual nanoseconds); they win over a draw.
@@ -61,7 +62,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
     package var streamReadObserver: ((_ loop: String, _ peer: String, UnsafeRawBufferPointer, Int32) -> Void)?
     /// Packets (bytes, FIN, RST, a connect's SYN or answer) sent and not yet landed: the
     /// simulation's `finish()` lets them land before it looks for what is left open.
-    package internal(set) var packetsInFlight = 0
+    @exclusivity(unchecked) package internal(set) var packetsInFlight = 0
 
     /// The seed's numbers for the faults.
     let random: () -> UInt64
@@ -71,7 +72,7 @@ package final class SimulatedNetwork: @unchecked Sendable {
     package let datagrams = SimulatedDatagrams()
     /// Pairs of hosts (loop names) whose packets sent from `start` wait until `heal` (virtual
     /// nanoseconds), then go through.
-    private var partitions: [(first: String, second: String, start: UInt64, heal: UInt64)] = []
+    @exclusivity(unchecked) private var partitions: [(first: String, second: String, start: UInt64, heal: UInt64)] = []
     /// Listening sockets by address: one, or a group's shares (a client goes to a drawn one).
     private var listeners: [SocketAddress: [SimulatedTCPListeningSocket]] = [:]
     /// Unix socket servers by path (names of the simulation, not files): one socket, or a group's shares.
@@ -105,7 +106,9 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// latency after the partition between them heals.
     func delay(from source: EventLoop, to destination: EventLoop, latency: UInt64) -> UInt64 {
         let now = source.now.nanoseconds
-        partitions.removeAll { $0.heal <= now }
+        // Asked for every packet: nothing to look at without partitions.
+        if partitions.isEmpty { return latency }
+        if partitions.contains(where: { $0.heal <= now }) { partitions.removeAll { $0.heal <= now } }
         var arrival = now &+ latency
         let (from, to) = (source.name, destination.name)
         for held in partitions where held.start <= now

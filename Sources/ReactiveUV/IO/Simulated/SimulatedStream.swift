@@ -25,19 +25,21 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// The other end (each stream owns its own end, so neither keeps the other alive).
     weak var peer: SimulatedStreamEnd?
 
-    private var inbound: [UInt8] = []
-    private var inboundStart = 0
+    // The fields each packet, read and write touch: loop thread only, and no access spans a call
+    // that could re-enter it, so exclusivity is unchecked (as the loop's own queues are).
+    @exclusivity(unchecked) private var inbound: [UInt8] = []
+    @exclusivity(unchecked) private var inboundStart = 0
     /// `UV_EOF` or `UV_ECONNRESET` once the peer's FIN or RST arrived; read after the bytes before it.
-    private var inboundEnd: Int32?
-    private var endDelivered = false
-    private var reading = false
-    private var readQueued = false
+    @exclusivity(unchecked) private var inboundEnd: Int32?
+    @exclusivity(unchecked) private var endDelivered = false
+    @exclusivity(unchecked) private var reading = false
+    @exclusivity(unchecked) private var readQueued = false
     /// Writes started and not yet called back, oldest first (each holds the reference handed over).
-    private var pendingWrites: [Unmanaged<WriteRequest>] = []
+    @exclusivity(unchecked) private var pendingWrites: [Unmanaged<WriteRequest>] = []
     private var pendingShutdown: ShutdownRequest?
     /// What the peer's kernel has not taken yet of the newest pending writes, oldest first (short
     /// writes: `SimulatedStream+ShortWrites.swift`); FIN waits behind it when `finAfterBacklog`.
-    var backlog: [ArraySlice<UInt8>] = []
+    @exclusivity(unchecked) var backlog: [ArraySlice<UInt8>] = []
     var backlogBytes = 0
     var finAfterBacklog = false
     /// The next time the peer's window opens for the backlog, while it is not empty.
@@ -49,21 +51,21 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// ends passed in with this end's bytes, and the bytes received and read (their boundaries).
     weak var handedTo: SimulatedStreamEnd?
     var relay: SimulatedStreamEnd?
-    var passedIn: [PassedEnd] = []
+    @exclusivity(unchecked) var passedIn: [PassedEnd] = []
     /// Sockets passed while a short write's rest waited: they go, with their messages, after it.
     var passesAfterBacklog: [(message: [UInt8], passed: PassedEnd)] = []
-    var bytesReceived = 0
-    var bytesRead = 0
+    @exclusivity(unchecked) var bytesReceived = 0
+    @exclusivity(unchecked) var bytesRead = 0
     /// When the last transmission arrives at the peer (virtual nanoseconds): later ones never overtake it.
-    private var lastArrival: UInt64 = 0
+    @exclusivity(unchecked) private var lastArrival: UInt64 = 0
     private var sentEnd = false
     private var sendsReset = false
     /// Its stream started closing: nothing more is received.
-    private(set) var isClosed = false
+    @exclusivity(unchecked) private(set) var isClosed = false
     /// A reset drawn from the seed (`injectReset`), cancelled by the close.
     private var faultTimer: (any Disposable)?
     /// When a byte last crossed this end either way, or arrived unread (virtual nanoseconds): its idle time's start.
-    private(set) var lastActivity: UInt64
+    @exclusivity(unchecked) private(set) var lastActivity: UInt64
     /// One end of a pipe (a child's standard stream): the other end's close reaches here as EOF,
     /// and a write after it fails with `EPIPE`, as a pipe without a reader does.
     var isOneWayPipe = false

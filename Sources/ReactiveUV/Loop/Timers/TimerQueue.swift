@@ -46,9 +46,8 @@ struct TimerQueue {
 
     /// Pops cancelled timers off the top, so `earliestDeadline` is a live one's (a simulation jumps to it).
     mutating func dropCancelledAtTop() {
-        while let first = heap.first {
-            let timer = first.timer.takeUnretainedValue()
-            guard timer.work == nil || timer.isCancelled else { return }
+        // Asked before every simulated callback: the top is looked at without a retain.
+        while let first = heap.first, first.timer._withUnsafeGuaranteedRef({ $0.work == nil || $0.isCancelled }) {
             _ = popDue(at: first.deadline)
         }
     }
