@@ -57,12 +57,15 @@ class SubscriberHandle<Value>: LoopHandle, LoopDisposable, @unchecked Sendable {
     }
 
     /// The subscription was disposed: close without telling the subscriber.
-    func abandon() { closeHandle() }
+    func abandon() { close() }
+
+    /// Closes the handle (`uv_close`; a simulated handle, which has none, overrides it).
+    func close() { closeHandle() }
 
     /// Closes the handle, then ends the subscriber with `error`.
     final func fail(_ error: any Error) {
         let subscriber = self.subscriber
-        closeHandle()
+        close()
         subscriber?.sendError(error)
     }
 

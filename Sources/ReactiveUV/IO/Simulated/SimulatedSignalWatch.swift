@@ -12,20 +12,17 @@ import Musl
 /// the loop like a libuv handle (the leak check sees a watch left open); closes as a callback.
 ///
 /// Thread rule: loop thread only (the simulation's driving thread), except `dispose()` and `disposedFlag`.
-final class SimulatedSignalWatch: LoopHandle, LoopDisposable, @unchecked Sendable {
+final class SimulatedSignalWatch: SubscriberHandle<Int32>, @unchecked Sendable {
     // Sendable: every stored var is touched on the loop thread only (dispose() hops there).
-    let disposedFlag = Atomic<Bool>(false)
     let numbers: Set<Int32>
     private let described: String
     private let system: SimulatedSystem
-    private var subscriber: Subscriber<Int32>?
 
     private init(loop: EventLoop, numbers: [Int32], system: SimulatedSystem, subscriber: Subscriber<Int32>) {
         self.numbers = Set(numbers)
         described = "\(numbers)"
         self.system = system
-        self.subscriber = subscriber
-        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_SIGNAL), subscriber: subscriber)
     }
 
     override var label: String { "signals \(described) from Signal.unixSignals (simulated)" }
@@ -62,23 +59,10 @@ final class SimulatedSignalWatch: LoopHandle, LoopDisposable, @unchecked Sendabl
         subscriber?.sendNext(number)
     }
 
-    private func close() {
+    override func close() {
         system.signalWatches.removeAll { $0 === self }
         closeSimulatedHandle()
     }
-
-    func abandon() {
-        subscriber = nil
-        close()
-    }
-
-    override func closeForShutdown() {
-        let ending = subscriber.take()
-        close()
-        ending?.sendError(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() { subscriber = nil }
 }
 
 extension SimulatedSystem {

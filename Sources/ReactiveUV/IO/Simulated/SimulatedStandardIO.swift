@@ -10,19 +10,16 @@ import Synchronization
 /// is a callback of the loop (queued, or the timer of the next arrival) and goes into the trace.
 ///
 /// Thread rule: loop thread only (the simulation's driving thread), except `dispose()` and `disposedFlag`.
-final class SimulatedStandardInput: LoopHandle, LoopDisposable, @unchecked Sendable {
+final class SimulatedStandardInput: SubscriberHandle<[UInt8]>, @unchecked Sendable {
     // Sendable: every stored var is touched on the loop thread only (dispose() hops there).
-    let disposedFlag = Atomic<Bool>(false)
     private let system: SimulatedSystem
-    private var subscriber: Subscriber<[UInt8]>?
     private var arrivalTimer: (any Disposable)?
     private var readQueued = false
     private var paused = false
 
     private init(loop: EventLoop, system: SimulatedSystem, subscriber: Subscriber<[UInt8]>) {
         self.system = system
-        self.subscriber = subscriber
-        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE))
+        super.init(loop: loop, byteCount: uv_handle_size(UV_NAMED_PIPE), subscriber: subscriber)
     }
 
     override var label: String { "standard input from StandardIO.input (simulated)" }
@@ -82,24 +79,11 @@ final class SimulatedStandardInput: LoopHandle, LoopDisposable, @unchecked Senda
         }
     }
 
-    private func close() {
+    override func close() {
         arrivalTimer.take()?.dispose()
         if system.inputReader === self { system.inputReader = nil }
         closeSimulatedHandle()
     }
-
-    func abandon() {
-        subscriber = nil
-        close()
-    }
-
-    override func closeForShutdown() {
-        let ending = subscriber.take()
-        close()
-        ending?.sendError(EventLoopError.shutDown(loop: loop.name))
-    }
-
-    override func didClose() { subscriber = nil }
 }
 
 extension SimulatedSystem {
