@@ -129,6 +129,29 @@ public final class EventRecorder<Value>: @unchecked Sendable {
         }
     }
 
+    /// Waits until `condition` holds of an event, looking at each event once, in order: a wait
+    /// over a long stream (a byte count) costs one look per event, not a copy of all of them per
+    /// wake-up. `condition` runs on the waiting thread under the recorder's lock: keep it short.
+    ///
+    /// - Throws: `WaitTimeout` when no event satisfied it in time.
+    ///
+    /// Thread rule: any thread except the one delivering the events.
+    public func waitScanning(for what: String, timeout: Duration = LoopHarness.defaultTimeout, _ condition: (Event<Value>) -> Bool) throws {
+        var next = 0
+        let satisfied = notifier.wait(timeout: timeout) {
+            lock.withLock {
+                while next < state.recorded.count {
+                    next += 1
+                    if condition(state.recorded[next - 1].event) { return true }
+                }
+                return false
+            }
+        }
+        if !satisfied {
+            throw WaitTimeout(waitingFor: "\(what) from \(label)", timeout: timeout, observed: "\(events.count) event(s): \(events.prefix(20))")
+        }
+    }
+
     /// Waits until at least `count` values arrived; returns the values so far.
     ///
     /// - Throws: `WaitTimeout`, also if the signal ended with fewer values.

@@ -12,8 +12,10 @@ func received(_ recorder: EventRecorder<[UInt8]>) -> [UInt8] {
 /// Waits until a `bytes` recorder has seen at least `count` bytes.
 @discardableResult
 func waitForBytes(_ recorder: EventRecorder<[UInt8]>, _ count: Int, timeout: Duration = LoopHarness.defaultTimeout) throws -> [UInt8] {
-    try recorder.wait(for: "\(count) bytes", timeout: timeout) { events in
-        events.reduce(0) { $0 + ($1.value?.count ?? 0) } >= count || events.last?.isTerminating == true
+    var total = 0
+    try recorder.waitScanning(for: "\(count) bytes", timeout: timeout) { event in
+        total += event.value?.count ?? 0
+        return total >= count || event.isTerminating
     }
     return received(recorder)
 }
