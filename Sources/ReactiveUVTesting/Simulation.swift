@@ -64,7 +64,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
     // These and `loops`, `trace`: touched between callbacks, no access spans one: exclusivity unchecked.
     @exclusivity(unchecked) private var generator: SeededRandomNumberGenerator
     /// The look at the loops before the latest callback (`Simulation+Look.swift`).
-    @exclusivity(unchecked) private var look = SimulationLook()
+    private let look = SimulationLook()
     /// The last look found nothing ready and only the clock moved since (`drive`).
     @exclusivity(unchecked) private var onlyClockMoved = false
     private var recorders: [any Disposable] = []
@@ -252,17 +252,19 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
             onlyClockMoved = false
             look.takeAfterClockMoved(to: virtualClock.nanoseconds)
         } else {
-            look.take(loops)
+            look.take(loops, now: virtualClock.nanoseconds)
         }
         guard look.count > 0 else { return false }
         let pick = look.count == 1 ? 0 : Int(generator.next() % UInt64(look.count))
         let chosen = look[pick]
-        let time = now
-        let loop = loops[chosen.loop]
+        look.noteRan(chosen.loop)
+        let time = virtualClock.nanoseconds
+        // Borrowed, not retained: `loops` keeps every loop for the simulation's life.
+        let loop = look.loop(at: chosen.loop)
         let kind: SimulationCallbackKind
         callbackPayload = nil
         defer { callbackPayload = nil }
-        switch loop.runSimulatedCallback(chosen.ready) {
+        switch loop._withUnsafeGuaranteedRef({ $0.runSimulatedCallback(chosen.ready) }) {
         case .queuedWork: kind = .queuedWork
         case .inboxWork: kind = .inboxWork
         case .taskJob: kind = .taskJob
@@ -272,7 +274,7 @@ public final class Simulation: SimulationDriver, @unchecked Sendable {
         case .poolWork: kind = .poolWork
         case .none: return true
         }
-        trace.append(time: time.nanoseconds, loopIndex: chosen.loop, kind: kind, payload: callbackPayload) { loop.name }
+        trace.append(time: time, loopIndex: chosen.loop, kind: kind, payload: callbackPayload) { loop.takeUnretainedValue().name }
         return true
     }
 

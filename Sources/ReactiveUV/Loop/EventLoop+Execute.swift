@@ -64,6 +64,7 @@ extension EventLoop {
             return current == .closed ? .closed : .idle
         }
         inbox.items.push(work)
+        if virtualClock != nil { markSimulationStale() }
         let wake = claimWakeup()
         inboxLock.unlock()
         if wake { sendWakeup() }

@@ -245,6 +245,7 @@ extension EventLoop {
             let found = state.load(ordering: .relaxed)
             if found == .running || (found == .idle && allowIdle) {
                 state.store(.closeRequested, ordering: .releasing)
+                if virtualClock != nil { markSimulationStale() }
                 wake = claimWakeup()
             }
             return found
@@ -261,6 +262,7 @@ extension EventLoop {
             let current = state.load(ordering: .relaxed)
             guard current == .running || current == .idle else { return }
             inbox.stopRequested = true
+            if virtualClock != nil { markSimulationStale() }
             if !onLoop { wake = claimWakeup() }
         }
         if onLoop {

@@ -113,6 +113,20 @@ extension EventLoop {
         return try body()
     }
 
+    /// Notes that this simulated loop's readiness may have changed outside its own callbacks.
+    ///
+    /// Thread rule: safe from any thread.
+    package func markSimulationStale() {
+        simulationStale.store(true, ordering: .releasing)
+    }
+
+    /// Whether the loop was marked stale since the last call, clearing the mark.
+    ///
+    /// Thread rule: the simulation's driving thread, between callbacks.
+    package func takeSimulationStale() -> Bool {
+        simulationStale.load(ordering: .acquiring) && simulationStale.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
     /// What is ready to run at the current virtual time; empty once the loop has closed.
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
@@ -182,7 +196,8 @@ extension EventLoop {
     ///
     /// Thread rule: the simulation's driving thread, between callbacks.
     package func performAsSimulatedCallback<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        try asSimulatedLoopThread(body)
+        defer { markSimulationStale() }
+        return try asSimulatedLoopThread(body)
     }
 
     private func run(_ work: WorkItem, closureKind: SimulatedCallback) -> SimulatedCallback {
@@ -207,6 +222,7 @@ extension EventLoop {
         if state.load(ordering: .acquiring) != .closed {
             _ = transitionRequestClose(allowIdle: true)
             asSimulatedLoopThread { drive() }
+            markSimulationStale()
         }
         return try finishedReport()
     }
@@ -214,6 +230,7 @@ extension EventLoop {
     /// `performAndWait` on a simulated loop from its driving thread: the body runs now, as a callback.
     func performSimulatedNow<T>(_ body: (EventLoop) -> T) throws(EventLoopError) -> T {
         if state.load(ordering: .acquiring) == .closed { throw refusal }
+        defer { markSimulationStale() }
         return asSimulatedLoopThread { body(self) }
     }
 }

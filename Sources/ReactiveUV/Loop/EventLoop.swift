@@ -44,6 +44,10 @@ public final class EventLoop: Scheduler, @unchecked Sendable {
 
     /// Where the loop is in its life; written only under `inboxLock`, read anywhere without it.
     let state: Atomic<LoopState>
+    /// A simulated loop's readiness may have changed from outside its own callbacks (work from
+    /// outside, a state change, a pool job, a callback made by the test): its simulation looks at it
+    /// again. Set on those cold paths only, and only for a simulated loop.
+    package let simulationStale = Atomic<Bool>(true)
 
     struct Inbox {
         var items = WorkRing()

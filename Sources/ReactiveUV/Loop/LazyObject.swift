@@ -18,6 +18,13 @@ struct LazyObject<Instance: AnyObject>: ~Copyable, @unchecked Sendable {
         return Unmanaged<Instance>.fromOpaque(object).takeUnretainedValue()
     }
 
+    /// `body` given the object borrowed (no retain), or nil when none is set: a read on a hot path.
+    @inline(__always)
+    func withLoaded<R>(_ body: (Instance) -> R) -> R? {
+        guard let object = word.load(ordering: .acquiring) else { return nil }
+        return Unmanaged<Instance>.fromOpaque(object)._withUnsafeGuaranteedRef(body)
+    }
+
     /// Stores `desired` unless an object is there already; returns the one that stays.
     func storeIfNil(_ desired: Instance) -> Instance {
         let retained = Unmanaged.passRetained(desired)

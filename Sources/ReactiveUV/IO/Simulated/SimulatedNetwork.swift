@@ -56,10 +56,10 @@ package final class SimulatedNetwork: @unchecked Sendable {
     /// Told of every read a simulated stream is handed (the bytes, or an empty buffer and the
     /// `UV_EOF` or `UV_ECONNRESET` status), during the loop's callback: the simulation digests
     /// them into its trace.
-    package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
+    @exclusivity(unchecked) package var readObserver: ((UnsafeRawBufferPointer, Int32) -> Void)?
     /// Told, when set, of every read a simulated stream is handed, with the loop reading it and the
     /// stream's peer: the simulation's timeline (`Simulation.timeline`).
-    package var streamReadObserver: ((_ loop: String, _ peer: String, UnsafeRawBufferPointer, Int32) -> Void)?
+    @exclusivity(unchecked) package var streamReadObserver: ((_ loop: String, _ peer: String, UnsafeRawBufferPointer, Int32) -> Void)?
     /// Packets (bytes, FIN, RST, a connect's SYN or answer) sent and not yet landed: the
     /// simulation's `finish()` lets them land before it looks for what is left open.
     @exclusivity(unchecked) package internal(set) var packetsInFlight = 0

@@ -52,7 +52,7 @@ extension SimulatedStreamEnd {
         var arrived = passed
         arrived.boundary = bytesReceived + message.count
         passedIn.append(arrived)
-        receive(message)
+        receive(message[...])
     }
 
     /// The passed ends whose bytes were all read, oldest first, taken out.

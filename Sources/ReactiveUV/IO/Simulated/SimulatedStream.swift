@@ -49,7 +49,7 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     /// Descriptor passing (`SimulatedStream+Passing.swift`): the end this one's socket was handed
     /// to (it relays what arrives here), the relay kept alive by the end it was handed to, the
     /// ends passed in with this end's bytes, and the bytes received and read (their boundaries).
-    weak var handedTo: SimulatedStreamEnd?
+    @exclusivity(unchecked) weak var handedTo: SimulatedStreamEnd?
     var relay: SimulatedStreamEnd?
     @exclusivity(unchecked) var passedIn: [PassedEnd] = []
     /// Sockets passed while a short write's rest waited: they go, with their messages, after it.
@@ -190,45 +190,38 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     func transmit(_ bytes: ArraySlice<UInt8>) {
         guard !bytes.isEmpty else { return }
         lastActivity = loop.now.nanoseconds
-        let payload = Array(bytes)
-        send { $0.receive(payload) }
+        // A slice of the writer's immutable array: the packet keeps it, nothing is copied.
+        sendPacket(.bytes(bytes))
     }
 
     func sendEnd(reset: Bool) {
         sentEnd = true
-        let code = reset ? UV_ECONNRESET.rawValue : UV_EOF.rawValue
-        send { $0.receiveEnd(code) }
+        sendPacket(.end(reset ? UV_ECONNRESET.rawValue : UV_EOF.rawValue))
     }
 
     func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
         guard let peer else { return }  // the peer's stream is gone: nothing receives
+        sendPacket(.work({ [weak peer] in if let peer { arrive(peer) } }), peer: peer)
+    }
+
+    /// Sends `content` to the peer a drawn latency from now, never before an earlier packet.
+    private func sendPacket(_ content: SimulatedPacket.Content, peer known: SimulatedStreamEnd? = nil) {
+        guard let peer = known ?? peer else { return }  // the peer's stream is gone: nothing receives
         let now = loop.now.nanoseconds
         let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
             ?? latency.clampedNanoseconds
         let arrival = max(now &+ delay, lastArrival)
         lastArrival = arrival
-        SimulatedStreamEnd.message(from: loop, to: peer.loop, after: .nanoseconds(Int64(clamping: arrival - now))) { [weak peer] in
-            if let peer { arrive(peer) }
-        }
+        SimulatedPacket.send(content, at: peer, from: loop, to: peer.loop, after: .nanoseconds(Int64(clamping: arrival - now)))
     }
 
-    /// Runs `body` on `destination` `delay` after now on `source`: a timer of the sender, then
-    /// (between loops) work from outside for the receiver, as a packet would take.
+    /// Runs `body` on `destination` `delay` after now on `source`, as a packet would reach it.
     static func message(from source: EventLoop, to destination: EventLoop, after delay: Duration,
                         _ body: @escaping @Sendable () -> Void) {
-        let sameLoop = source === destination
-        let network = source.simulatedNetwork
-        network?.packetsInFlight += 1
-        let landing: @Sendable () -> Void = {
-            network?.packetsInFlight -= 1
-            body()
-        }
-        _ = source.schedule(after: delay) {
-            if sameLoop { landing() } else { destination.execute(landing) }
-        }
+        SimulatedPacket.send(.work(body), from: source, to: destination, after: delay)
     }
 
-    func receive(_ bytes: [UInt8]) {
+    func receive(_ bytes: ArraySlice<UInt8>) {
         if let handedTo { return relay(to: handedTo) { $0.receive(bytes) } }
         // Kept from before the stream is attached (bytes sent before the listener accepted).
         guard !isClosed, inboundEnd == nil else { return }

@@ -20,13 +20,15 @@ package final class SimulatedThreadPool: @unchecked Sendable {
     package var random: (() -> UInt64)?
     /// Jobs whose work ran so far.
     package private(set) var jobsRun = 0
-    /// The jobs waiting to run, by the loop that queued them, each loop's in queue order.
-    private var waiting: [ObjectIdentifier: [SimulatedPoolJob]] = [:]
+    /// The jobs waiting to run, by the loop that queued them, each loop's in queue order (looked at
+    /// before every callback; no access spans a call, so exclusivity goes unchecked).
+    @exclusivity(unchecked) private var waiting: [ObjectIdentifier: [SimulatedPoolJob]] = [:]
 
     package init() {}
 
     func enqueue(_ job: SimulatedPoolJob, from loop: EventLoop) {
         waiting[ObjectIdentifier(loop), default: []].append(job)
+        loop.markSimulationStale()
     }
 
     /// Takes `job` out of the queue; false when it was not waiting (its work ran, or it was taken already).
@@ -36,6 +38,7 @@ package final class SimulatedThreadPool: @unchecked Sendable {
         guard let index = waiting[key]?.firstIndex(where: { $0 === job }) else { return false }
         waiting[key]?.remove(at: index)
         if waiting[key]?.isEmpty == true { waiting[key] = nil }
+        loop.markSimulationStale()
         return true
     }
 
@@ -50,6 +53,7 @@ package final class SimulatedThreadPool: @unchecked Sendable {
         guard var jobs = waiting[key], !jobs.isEmpty else { return false }
         let job = jobs.removeFirst()
         waiting[key] = jobs.isEmpty ? nil : jobs
+        loop.markSimulationStale()
         guard job.runWork(duration: drawDuration()) else { return false }
         jobsRun += 1
         return true

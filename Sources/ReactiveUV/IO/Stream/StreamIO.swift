@@ -47,7 +47,10 @@ struct StreamIO {
     }
 
     /// Bytes the backend holds in its write queue.
-    var queuedByteCount: Int { isSimulated ? simulated.backlogBytes : uv.queuedByteCount }
+    var queuedByteCount: Int {
+        // Asked on every send: the simulated lane borrows the extras instead of retaining them.
+        isSimulated ? connection.extrasSlot.withLoaded { $0.simulated?.backlogBytes ?? 0 } ?? 0 : uv.queuedByteCount
+    }
 
     /// Writes what the kernel takes now: the count, `UV_EAGAIN`, or the error. Never asked of a
     /// simulated stream (`StreamStateBits.mayTryWrite` keeps its sends on `write`), so the echo
