@@ -16,12 +16,17 @@ extension Simulation {
     public func send(signal: Int32, at time: Duration) throws(SimulationMisuse) {
         if !(1...64).contains(signal) { throw SimulationMisuse("send(signal:at:): the signal must be in 1...64, got \(signal)") }
         if time < .zero { throw SimulationMisuse("send(signal:at:): the time must not be negative, got \(time)") }
+        try arm(at: time, what: "send(signal:at:)") { [system] loop in system.raise(signal, from: loop) }
+    }
+
+    /// Runs `body` as a timer of `loop` at `time` (a time passed counts as now), from the driving
+    /// thread or from a callback of any of the simulation's loops.
+    func arm(at time: Duration, what: String, _ body: @escaping @Sendable (EventLoop) -> Void) throws(SimulationMisuse) {
         let target = UInt64(clamping: time.clampedNanoseconds)
         let delay = Duration.nanoseconds(Int64(clamping: target > now.nanoseconds ? target - now.nanoseconds : 0))
         let loop = self.loop
-        let system = self.system
         let arm: @Sendable () -> Void = {
-            _ = loop.schedule(after: delay) { system.raise(signal, from: loop) }
+            _ = loop.schedule(after: delay) { body(loop) }
         }
         if EventLoop.current === loop {
             arm()
@@ -33,7 +38,7 @@ extension Simulation {
             } catch let misuse as SimulationMisuse {
                 throw misuse
             } catch {
-                throw SimulationMisuse("send(signal:at:): \(error)")
+                throw SimulationMisuse("\(what): \(error)")
             }
         }
     }

@@ -85,6 +85,9 @@ package final class SimulatedSystem: @unchecked Sendable {
     /// dropped by `tearDown()`, as a writer holds its loop, which holds this.
     var writers: [Int32: StandardWriter] = [:]
 
+    /// The terminal standard input, output and error are on; nil (the default) as under pipes.
+    package var terminal: SimulatedTerminal?
+
     // MARK: signals
 
     /// `Signal.unixSignals` subscriptions open on the loops, oldest first.

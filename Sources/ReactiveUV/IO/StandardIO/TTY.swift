@@ -45,6 +45,10 @@ public struct WindowSize: Sendable, Hashable, CustomStringConvertible {
 /// Settings are kept on the descriptor itself, not a libuv TTY handle, whose reset goes to a
 /// descriptor it closed with the handle.
 ///
+/// Called in a `Simulation`'s callbacks, `isTerminal`, `windowSize`, `setMode` and `resizes` act on
+/// the simulated process's terminal (`Simulation.attachTerminal`; none by default: `ENOTTY`);
+/// `resetMode` acts on the real terminal only.
+///
 /// Thread rule: safe from any thread.
 public enum TTY {
     /// A terminal mode.
@@ -61,7 +65,8 @@ public enum TTY {
     ///
     /// Thread rule: safe from any thread.
     public static func isTerminal(_ descriptor: Int32 = 0) -> Bool {
-        isatty(descriptor) == 1
+        if let system = simulatedSystem { return system.terminal != nil && (0...2).contains(descriptor) }
+        return isatty(descriptor) == 1
     }
 
     /// The terminal's size (`TIOCGWINSZ`).
@@ -71,6 +76,7 @@ public enum TTY {
     ///
     /// Thread rule: safe from any thread.
     public static func windowSize(of descriptor: Int32 = 1) throws(UVError) -> WindowSize {
+        if let system = simulatedSystem { return try simulatedTerminal(system, of: descriptor, call: "window size").size }
         var size = winsize()
         guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0 else {
             throw UVError(code: -errno, context: "window size of descriptor \(descriptor)")
@@ -103,6 +109,9 @@ public enum TTY {
     ///
     /// Thread rule: safe from any thread (calls are serialized by a lock).
     public static func setMode(_ mode: Mode, of descriptor: Int32 = 0) throws(UVError) {
+        if let system = simulatedSystem {
+            return try simulatedTerminal(system, of: descriptor, call: "TTY.setMode(.\(mode))").setMode(mode, of: descriptor)
+        }
         try TerminalSettings.setMode(mode, of: descriptor)
     }
 
