@@ -383,6 +383,29 @@ case "async-resume":
         done.raise()
     }
     done.wait()
+case "async-resume-cancellable":
+    // `async-resume` with the cancellation handler every cancellable async form needs: the runtime's
+    // floor for an awaited one-request call (no I/O, no signal).
+    let done = Flag()
+    Task(executorPreference: loop) {
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<32 {
+                group.addTask(executorPreference: loop) {
+                    var index = task
+                    while index < count {
+                        await withTaskCancellationHandler {
+                            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                                loop.execute { continuation.resume() }
+                            }
+                        } onCancel: {}
+                        index += 32
+                    }
+                }
+            }
+        }
+        done.raise()
+    }
+    done.wait()
 case "list", "rawc-list", "async-list", "async-list-isolated":
     // `count` listings of one directory of 20,000 empty files (the "directory listing" benchmark's shape at a
     // fifth of its size), `Files.listBatchSize` per readdir, each name read; or the C baseline; or (async-list)
@@ -460,7 +483,7 @@ case "sim-world":
           + "\(figures.events) events, \(Int(figures.nanosecondsPerEvent)) ns/event, \(figures.messagesEchoed) echoed, "
           + "\(figures.connects) connects, \(figures.connectionsLost) lost, trace \(figures.traceHash) \(figures.problems)")
 default:
-    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-list-isolated, async-stat, async-stat-isolated, async-resume, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake, sim-events, sim-world")
+    print("modes: chain, execute, execute-nocapture, rawc-execute, rawc-chain, operators, subscribe, opencombine, opencombine-subscribe, closures, echo, echo-two-loops, pump, unix-pump, rawc-unix-pump, rawc-echo, timers, lines, lines-kept, utf8lines, rawc-lines, rawc-lines-owned, stat, rawc-stat, list, rawc-list, async-list, async-list-isolated, async-stat, async-stat-isolated, async-resume, async-resume-cancellable, async-calls, async-values, echo-async, actor-preference, churn-client, tls-pump, rawc-tls-pump, tls-handshake, rawc-tls-handshake, sim-events, sim-world")
 }
 loop.shutdown()
 
