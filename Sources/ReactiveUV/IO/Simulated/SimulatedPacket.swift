@@ -12,6 +12,8 @@ final class SimulatedPacket: @unchecked Sendable {
     enum Content {
         /// Work run on the destination loop.
         case work(@Sendable () -> Void)
+        /// A call on a stream's end, if it still exists (a passed socket's arrival).
+        case arrive(@Sendable (SimulatedStreamEnd) -> Void)
         /// Bytes for a stream's end, if it still exists.
         case bytes(ArraySlice<UInt8>)
         /// FIN (`UV_EOF`) or RST (`UV_ECONNRESET`) for a stream's end, if it still exists.
@@ -19,7 +21,7 @@ final class SimulatedPacket: @unchecked Sendable {
     }
 
     private let content: Content
-    /// The end `.bytes` and `.end` land at (each stream owns its own end: a packet keeps none alive).
+    /// The end `.arrive`, `.bytes` and `.end` land at (each stream owns its own end: a packet keeps none alive).
     private weak var peer: SimulatedStreamEnd?
     private let network: SimulatedNetwork?
     private let destination: EventLoop
@@ -49,6 +51,7 @@ final class SimulatedPacket: @unchecked Sendable {
         network?.packetsInFlight -= 1
         switch content {
         case .work(let body): body()
+        case .arrive(let body): if let peer { body(peer) }
         case .bytes(let bytes): peer?.receive(bytes)
         case .end(let code): peer?.receiveEnd(code)
         }

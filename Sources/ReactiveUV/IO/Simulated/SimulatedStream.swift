@@ -200,13 +200,12 @@ final class SimulatedStreamEnd: @unchecked Sendable {
     }
 
     func send(_ arrive: @escaping @Sendable (SimulatedStreamEnd) -> Void) {
-        guard let peer else { return }  // the peer's stream is gone: nothing receives
-        sendPacket(.work({ [weak peer] in if let peer { arrive(peer) } }), peer: peer)
+        sendPacket(.arrive(arrive))
     }
 
     /// Sends `content` to the peer a drawn latency from now, never before an earlier packet.
-    private func sendPacket(_ content: SimulatedPacket.Content, peer known: SimulatedStreamEnd? = nil) {
-        guard let peer = known ?? peer else { return }  // the peer's stream is gone: nothing receives
+    private func sendPacket(_ content: SimulatedPacket.Content) {
+        guard let peer else { return }  // the peer's stream is gone: nothing receives
         let now = loop.now.nanoseconds
         let delay = loop.simulatedNetwork?.delay(from: loop, to: peer.loop, latency: latency.clampedNanoseconds)
             ?? latency.clampedNanoseconds

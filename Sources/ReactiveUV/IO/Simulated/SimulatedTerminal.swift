@@ -20,20 +20,11 @@ package final class SimulatedTerminal: @unchecked Sendable {
 
     /// `TTY.setMode` on this terminal: the real call's rules (one descriptor in raw mode at a time).
     func setMode(_ mode: TTY.Mode, of descriptor: Int32) throws(UVError) {
-        switch mode {
-        case .normal:
-            if let rawDescriptor, rawDescriptor != descriptor {
-                throw UVError(code: UV_EBUSY.rawValue, message: "descriptor \(rawDescriptor)'s terminal is in raw mode",
-                              context: "TTY.setMode(.normal) of descriptor \(descriptor) (simulated)")
-            }
-            rawDescriptor = nil
-        case .raw:
-            if let rawDescriptor, rawDescriptor != descriptor {
-                throw UVError(code: UV_EBUSY.rawValue, message: "descriptor \(rawDescriptor)'s terminal is in raw mode: set it back to .normal first",
-                              context: "TTY.setMode(.raw) of descriptor \(descriptor) (simulated)")
-            }
-            rawDescriptor = descriptor
+        if let rawDescriptor, rawDescriptor != descriptor {
+            throw UVError(code: UV_EBUSY.rawValue, message: "descriptor \(rawDescriptor)'s terminal is in raw mode: set it back to .normal first",
+                          context: "TTY.setMode(.\(mode)) of descriptor \(descriptor) (simulated)")
         }
+        rawDescriptor = mode == .raw ? descriptor : nil
         self.mode = mode
     }
 }
